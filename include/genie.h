@@ -1,0 +1,665 @@
+/*
+ * genie.h — the public C API of Genie, semantic GPU disaggregation.
+ *
+ * Pure C99; compiles as C and as C++. This header is the whole contract:
+ * everything a program, binding or tool may rely on is stated here.
+ *
+ * ---------------------------------------------------------------------------
+ * Conventions that hold for every function unless its comment says otherwise
+ * ---------------------------------------------------------------------------
+ *
+ * Status.  Every fallible call returns genie_status_t: GENIE_OK (0) on
+ *   success, a negative GENIE_ERR_* code on failure, or a positive non-error
+ *   state (GENIE_IN_PROGRESS). The numeric values are frozen. After a failure,
+ *   genie_last_error() returns a message on the calling thread naming what was
+ *   wrong (the node, the attribute, the dimension ...).
+ *
+ * Outputs.  Results are returned through the last parameters. On failure the
+ *   out-parameters are left untouched and nothing observable has changed: a
+ *   graph, tensor or context that was valid before the failing call is still
+ *   valid and unchanged after it.
+ *
+ * Ownership.  Input buffers and strings are copied (or fully consumed) before
+ *   the call returns; the caller may free or reuse them at once. Handles
+ *   returned through `out` parameters are owned by the caller and released with
+ *   the matching *_destroy function (genie_shutdown for a context); every
+ *   destroy function accepts NULL. Strings returned as `char **` are allocated
+ *   by Genie and released with genie_free(). Strings returned as
+ *   `const char *` are borrowed; each function says how long they live.
+ *
+ * Handles.  Handles are opaque. Passing a handle of the wrong kind, or one
+ *   already destroyed, is detected where possible and answered with
+ *   GENIE_ERR_INVALID_HANDLE; a destroyed handle must not be used again.
+ *
+ * Threads.  Unless stated otherwise, functions may be called from any thread.
+ *   One handle may be used from several threads at once only where its
+ *   functions say so: contexts and tensors are thread-safe; a graph under
+ *   construction is not (build it on one thread, then submit it from any);
+ *   futures are thread-safe.
+ *
+ * Modes.  A context created without a master address runs graphs in-process
+ *   ("embedded mode"). With a master address (GENIE_MASTER_ADDR) the same calls
+ *   reach a `genie serve` process; nothing else changes for the caller.
+ */
+#ifndef GENIE_H
+#define GENIE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* Export macro and versions                                                 */
+/* ------------------------------------------------------------------------- */
+
+#if defined(GENIE_BUILDING_LIBRARY) && defined(__GNUC__)
+#define GENIE_API __attribute__((visibility("default")))
+#else
+#define GENIE_API
+#endif
+
+/** Library version of this header (semantic versioning). */
+#define GENIE_VERSION_MAJOR 0
+#define GENIE_VERSION_MINOR 1
+#define GENIE_VERSION_PATCH 0
+/** Encoded as MAJOR*10000 + MINOR*100 + PATCH. */
+#define GENIE_VERSION \
+  (GENIE_VERSION_MAJOR * 10000 + GENIE_VERSION_MINOR * 100 + GENIE_VERSION_PATCH)
+/** ABI version: bumped on every incompatible change to this header. It is the
+ *  shared library's SONAME major (libgenie.so.1). */
+#define GENIE_ABI_VERSION 1
+
+/** Run-time library version, encoded like GENIE_VERSION. Never fails. */
+GENIE_API uint32_t genie_version(void);
+
+/** Run-time library version as a static string, e.g. "0.1.0". Never fails. */
+GENIE_API const char *genie_version_string(void);
+
+/** ABI version the library was built with. Never fails. */
+GENIE_API uint32_t genie_abi_version(void);
+
+/* ------------------------------------------------------------------------- */
+/* Status                                                                    */
+/* ------------------------------------------------------------------------- */
+
+/** Result of a call: 0 success, negative error, positive non-error state. */
+typedef int32_t genie_status_t;
+
+/* Values are frozen: new codes are only ever appended. */
+#define GENIE_OK 0
+/** The operation has not finished yet (genie_future_poll). */
+#define GENIE_IN_PROGRESS 1
+
+/** An argument is NULL where it must not be, or out of its allowed range. */
+#define GENIE_ERR_INVALID_ARGUMENT (-1)
+/** A handle is NULL, of the wrong kind, or already destroyed. */
+#define GENIE_ERR_INVALID_HANDLE (-2)
+/** Memory could not be allocated (host or device). */
+#define GENIE_ERR_OUT_OF_MEMORY (-3)
+/** Element types of tensors or values do not agree. */
+#define GENIE_ERR_DTYPE_MISMATCH (-4)
+/** Shapes do not agree (graph validation, tensor binding). */
+#define GENIE_ERR_SHAPE_MISMATCH (-5)
+/** A buffer's byte size does not match what the tensor needs. */
+#define GENIE_ERR_SIZE_MISMATCH (-6)
+/** An operator name is not known. */
+#define GENIE_ERR_UNKNOWN_OP (-7)
+/** An attribute is unknown, missing, of the wrong type, or out of range. */
+#define GENIE_ERR_INVALID_ATTRIBUTE (-8)
+/** The graph is malformed: a cycle, a dangling input, a duplicate name, no
+ *  outputs, an unbound input. */
+#define GENIE_ERR_INVALID_GRAPH (-9)
+/** Text (JSON, a device string, a number) could not be parsed. */
+#define GENIE_ERR_PARSE (-10)
+/** A size computation overflowed (huge dimensions) or exceeds a limit. */
+#define GENIE_ERR_TOO_LARGE (-11)
+/** A named thing (value, output, file) does not exist. */
+#define GENIE_ERR_NOT_FOUND (-12)
+/** The feature or device is not available here (the detail says why). */
+#define GENIE_ERR_UNSUPPORTED (-13)
+/** A wait ran past its timeout. The object waited on stays valid. */
+#define GENIE_ERR_TIMEOUT (-14)
+/** A network connection failed or was lost. */
+#define GENIE_ERR_CONNECTION (-15)
+/** Authentication with the server failed. */
+#define GENIE_ERR_AUTH (-16)
+/** A peer sent something that breaks the wire protocol. */
+#define GENIE_ERR_PROTOCOL (-17)
+/** Incompatible versions (header vs library, client vs server). */
+#define GENIE_ERR_VERSION_MISMATCH (-18)
+/** The context was shut down. */
+#define GENIE_ERR_SHUTDOWN (-19)
+/** A file or operating-system call failed. */
+#define GENIE_ERR_IO (-20)
+/** The operation was cancelled before it completed. */
+#define GENIE_ERR_CANCELLED (-21)
+/** A bug in Genie: please report it with the detail message. */
+#define GENIE_ERR_INTERNAL (-22)
+
+/** A static, human-readable name for a status code ("GENIE_ERR_PARSE: ...").
+ *  Unknown codes give "unknown status". Never returns NULL. */
+GENIE_API const char *genie_status_str(genie_status_t status);
+
+/** The detail message of the last failed call on the calling thread, or "" if
+ *  none failed yet. Borrowed: valid until the next Genie call on this thread.
+ *  A successful call does not clear it. Never returns NULL. */
+GENIE_API const char *genie_last_error(void);
+
+/** Releases memory that Genie returned through a `char **` (or `void **`)
+ *  out-parameter. Accepts NULL. */
+GENIE_API void genie_free(void *ptr);
+
+/* ------------------------------------------------------------------------- */
+/* Enumerations                                                              */
+/* ------------------------------------------------------------------------- */
+
+/** Element types. f16 and bf16 are storage types: arithmetic runs in f32. */
+typedef enum genie_dtype {
+  GENIE_DTYPE_INVALID = 0,
+  GENIE_DTYPE_F32 = 1,
+  GENIE_DTYPE_F16 = 2,
+  GENIE_DTYPE_BF16 = 3,
+  GENIE_DTYPE_I32 = 4,
+  GENIE_DTYPE_I64 = 5,
+  GENIE_DTYPE_BOOL = 6 /* one byte per element, 0 or 1 */
+} genie_dtype_t;
+
+/** Size in bytes of one element of `dtype`, or 0 for an invalid dtype. */
+GENIE_API size_t genie_dtype_size(genie_dtype_t dtype);
+
+/** Short static name of `dtype` ("f32", "f16", "bf16", "i32", "i64", "bool"),
+ *  or "invalid". Never returns NULL. */
+GENIE_API const char *genie_dtype_name(genie_dtype_t dtype);
+
+/** Role of this process in a cluster. */
+typedef enum genie_role {
+  GENIE_ROLE_CLIENT = 0,
+  GENIE_ROLE_SERVER = 1,
+  GENIE_ROLE_WORKER = 2
+} genie_role_t;
+
+/** Data-plane backend. AUTO picks the best available on both ends. */
+typedef enum genie_backend {
+  GENIE_BACKEND_AUTO = 0,
+  GENIE_BACKEND_TCP = 1,
+  GENIE_BACKEND_RDMA = 2,
+  GENIE_BACKEND_DPDK = 3,
+  GENIE_BACKEND_DPDK_GPUDEV = 4
+} genie_backend_t;
+
+/** Log verbosity; messages at or above the level are written to stderr. */
+typedef enum genie_log_level {
+  GENIE_LOG_OFF = 0,
+  GENIE_LOG_ERROR = 1,
+  GENIE_LOG_WARN = 2,
+  GENIE_LOG_INFO = 3,
+  GENIE_LOG_DEBUG = 4,
+  GENIE_LOG_TRACE = 5
+} genie_log_level_t;
+
+/** Execution phase of a node (semantic annotation). */
+typedef enum genie_phase {
+  GENIE_PHASE_UNKNOWN = 0,
+  GENIE_PHASE_PREFILL = 1,
+  GENIE_PHASE_DECODE = 2,
+  GENIE_PHASE_FORWARD = 3,
+  GENIE_PHASE_BACKWARD = 4
+} genie_phase_t;
+
+/** Input modality a node works on (semantic annotation). */
+typedef enum genie_modality {
+  GENIE_MODALITY_UNKNOWN = 0,
+  GENIE_MODALITY_TEXT = 1,
+  GENIE_MODALITY_VISION = 2,
+  GENIE_MODALITY_AUDIO = 3
+} genie_modality_t;
+
+/** What a value in a graph is (semantic annotation). */
+typedef enum genie_tensor_role {
+  GENIE_ROLE_UNSPECIFIED = 0,
+  GENIE_ROLE_WEIGHT = 1,
+  GENIE_ROLE_ACTIVATION = 2,
+  GENIE_ROLE_KV_CACHE = 3,
+  GENIE_ROLE_INPUT = 4,
+  GENIE_ROLE_OUTPUT = 5
+} genie_tensor_role_t;
+
+/** Most dimensions a tensor or graph value may have. */
+#define GENIE_MAX_DIMS 8
+
+/* ------------------------------------------------------------------------- */
+/* Opaque handles                                                            */
+/* ------------------------------------------------------------------------- */
+
+typedef struct genie_config genie_config_t;   /* settings for genie_init */
+typedef struct genie_context genie_context_t; /* a running Genie instance */
+typedef struct genie_tensor genie_tensor_t;   /* a tensor resident on a device */
+typedef struct genie_graph genie_graph_t;     /* a graph of tensor operations */
+typedef struct genie_future genie_future_t;   /* result of a graph submission */
+
+/* ------------------------------------------------------------------------- */
+/* Configuration builder                                                     */
+/* ------------------------------------------------------------------------- */
+
+/** Creates a configuration with defaults: no master (embedded mode), master
+ *  port 5555, generated node id, role client, backend auto, log level warn,
+ *  timeout 30000 ms, worker threads = hardware concurrency, environment
+ *  overrides enabled.
+ *  Errors: INVALID_ARGUMENT (out is NULL), OUT_OF_MEMORY. */
+GENIE_API genie_status_t genie_config_create(genie_config_t **out);
+
+/** Destroys a configuration. Accepts NULL. Contexts created from it are not
+ *  affected (genie_init copies the configuration). */
+GENIE_API void genie_config_destroy(genie_config_t *config);
+
+/** Master (server) address, host name or IP. NULL or "" means embedded mode.
+ *  Environment: GENIE_MASTER_ADDR.  Errors: INVALID_HANDLE. */
+GENIE_API genie_status_t genie_config_set_master_addr(genie_config_t *config,
+                                                      const char *addr);
+
+/** Master TCP port, 1..65535 (default 5555). Environment: GENIE_MASTER_PORT.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range). */
+GENIE_API genie_status_t genie_config_set_master_port(genie_config_t *config,
+                                                      int32_t port);
+
+/** Node id of this process; NULL or "" generates one at init. At most 255
+ *  bytes of [A-Za-z0-9._-]. Environment: GENIE_NODE_ID.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad characters or length). */
+GENIE_API genie_status_t genie_config_set_node_id(genie_config_t *config,
+                                                  const char *node_id);
+
+/** Role of this process. Environment: GENIE_NODE_ROLE (client|server|worker).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_role_t). */
+GENIE_API genie_status_t genie_config_set_role(genie_config_t *config,
+                                               genie_role_t role);
+
+/** Data-plane backend. Environment: GENIE_BACKEND
+ *  (auto|tcp|rdma|dpdk|dpdk_gpudev).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_backend_t). */
+GENIE_API genie_status_t genie_config_set_backend(genie_config_t *config,
+                                                  genie_backend_t backend);
+
+/** Log level. Environment: GENIE_LOG_LEVEL (off|error|warn|info|debug|trace).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+GENIE_API genie_status_t genie_config_set_log_level(genie_config_t *config,
+                                                    genie_log_level_t level);
+
+/** Timeout in milliseconds for connecting and for remote requests, > 0
+ *  (default 30000). Environment: GENIE_TIMEOUT (milliseconds).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (<= 0). */
+GENIE_API genie_status_t genie_config_set_timeout_ms(genie_config_t *config,
+                                                     int64_t timeout_ms);
+
+/** Worker threads that execute independent graph nodes in parallel; 0 means
+ *  the hardware concurrency (default). Environment: GENIE_NUM_THREADS.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative or above 1024). */
+GENIE_API genie_status_t genie_config_set_num_threads(genie_config_t *config,
+                                                      int32_t num_threads);
+
+/** Whether GENIE_* environment variables override the values set here
+ *  (default 1: an operator can redirect a program without rebuilding it).
+ *  Errors: INVALID_HANDLE. */
+GENIE_API genie_status_t genie_config_set_use_env(genie_config_t *config,
+                                                  int use_env);
+
+/* ------------------------------------------------------------------------- */
+/* Context                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/** Library entry point behind genie_init; call genie_init instead, which
+ *  passes the ABI version of the header the caller was compiled against.
+ *  Bindings that do not use the C preprocessor call this directly with
+ *  GENIE_ABI_VERSION. */
+GENIE_API genie_status_t genie_init_abi(uint32_t abi_version,
+                                        const genie_config_t *config,
+                                        genie_context_t **out);
+
+/** Creates a context. `config` may be NULL (defaults plus environment).
+ *  The configuration is copied and validated (environment values included);
+ *  without a master address the context executes graphs in-process.
+ *  Errors: INVALID_ARGUMENT (out NULL, or a bad environment value: the detail
+ *  names the variable), INVALID_HANDLE (config is not a configuration),
+ *  VERSION_MISMATCH (the header's ABI version differs from the library's),
+ *  CONNECTION / TIMEOUT / AUTH (remote mode: the master could not be reached
+ *  within the timeout), UNSUPPORTED (a requested backend is not available),
+ *  OUT_OF_MEMORY. */
+#define genie_init(config, out) \
+  genie_init_abi(GENIE_ABI_VERSION, (config), (out))
+
+/** Shuts a context down and releases it. Waits for graphs still executing to
+ *  finish (their futures complete normally); afterwards, calls on tensors and
+ *  futures that belonged to the context fail with GENIE_ERR_SHUTDOWN, except
+ *  their destroy functions, which must still be called. Accepts NULL. Must
+ *  not be called from a completion callback of the same context. */
+GENIE_API void genie_shutdown(genie_context_t *ctx);
+
+/** 1 if `ctx` is a live context (returned by genie_init and not yet shut
+ *  down), else 0. Safe to call with NULL or with a context already shut
+ *  down. */
+GENIE_API int genie_is_initialized(const genie_context_t *ctx);
+
+/** Whether the context executes in-process (1) or on a server (0); -1 if
+ *  ctx is not a live context. */
+GENIE_API int genie_context_is_embedded(const genie_context_t *ctx);
+
+/** The node id of this context (given or generated). Borrowed: valid until
+ *  genie_shutdown(ctx). NULL if ctx is not a live context. */
+GENIE_API const char *genie_context_node_id(const genie_context_t *ctx);
+
+/* ------------------------------------------------------------------------- */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/** Allocates a tensor of `dtype` and `shape` (ndim 0..GENIE_MAX_DIMS entries,
+ *  each >= 0; ndim 0 is a scalar) on `device`, zero-filled. It stays resident
+ *  on that device until destroyed, so a weight or KV cache is sent once.
+ *  Devices: "cpu" or "cpu:0" (host memory); "gpu:N" / "cuda:N" (a local GPU);
+ *  "remote:N" (device N of the master server); "NODE/gpu:N" or "NODE/cpu"
+ *  (a device of a named node). NULL means "cpu".
+ *  Errors: INVALID_HANDLE (ctx), INVALID_ARGUMENT (out or shape NULL, ndim too
+ *  large, negative dimension, bad dtype), PARSE (device string malformed),
+ *  TOO_LARGE (byte size overflows), UNSUPPORTED (device not available here,
+ *  e.g. a GPU without CUDA or a remote device in embedded mode; the detail
+ *  says why), OUT_OF_MEMORY, SHUTDOWN, CONNECTION. */
+GENIE_API genie_status_t genie_tensor_alloc(genie_context_t *ctx,
+                                            genie_dtype_t dtype,
+                                            const int64_t *shape, size_t ndim,
+                                            const char *device,
+                                            genie_tensor_t **out);
+
+/** Destroys a tensor and frees its memory on its device. Accepts NULL. Graphs
+ *  already submitted with this tensor keep their own reference, so destroying
+ *  an input right after genie_graph_submit is safe. */
+GENIE_API void genie_tensor_destroy(genie_tensor_t *tensor);
+
+/** Copies `nbytes` from `src` into the tensor starting at byte `offset`.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (src NULL with nbytes > 0),
+ *  SIZE_MISMATCH (offset + nbytes exceeds the tensor), SHUTDOWN, CONNECTION,
+ *  TIMEOUT. Thread-safe; concurrent writes to overlapping ranges race. */
+GENIE_API genie_status_t genie_tensor_write(genie_tensor_t *tensor,
+                                            size_t offset, const void *src,
+                                            size_t nbytes);
+
+/** Copies `nbytes` of the tensor starting at byte `offset` into `dst`.
+ *  Errors: as genie_tensor_write. */
+GENIE_API genie_status_t genie_tensor_read(const genie_tensor_t *tensor,
+                                           size_t offset, void *dst,
+                                           size_t nbytes);
+
+/** Describes a tensor. Any out-parameter may be NULL. `shape` must have room
+ *  for GENIE_MAX_DIMS entries; `*ndim` receives the rank.
+ *  Errors: INVALID_HANDLE. */
+GENIE_API genie_status_t genie_tensor_info(const genie_tensor_t *tensor,
+                                           genie_dtype_t *dtype,
+                                           int64_t *shape, size_t *ndim,
+                                           size_t *nbytes);
+
+/** The canonical device string of the tensor ("cpu:0", "remote:0" ...).
+ *  Borrowed: valid until the tensor is destroyed. NULL for a bad handle. */
+GENIE_API const char *genie_tensor_device(const genie_tensor_t *tensor);
+
+/* ------------------------------------------------------------------------- */
+/* Graphs                                                                    */
+/* ------------------------------------------------------------------------- */
+/*
+ * A graph is a DAG of nodes. Each node applies an operator ("matmul",
+ * "layer_norm", ... — docs/graph-format.md lists them with their inputs,
+ * outputs and attributes) to named values and produces named values. A value
+ * is a graph input (bound to a tensor at submission), a constant (bytes stored
+ * in the graph), or a node output. Names are unique within a graph: 1..255
+ * bytes, no control characters. A graph under construction is not
+ * thread-safe. Graphs are not tied to a context and may be submitted to any.
+ */
+
+/** Creates an empty graph. `name` may be NULL.
+ *  Errors: INVALID_ARGUMENT (out NULL, bad name), OUT_OF_MEMORY. */
+GENIE_API genie_status_t genie_graph_create(const char *name,
+                                            genie_graph_t **out);
+
+/** Destroys a graph. Accepts NULL. Futures of submitted graphs are not
+ *  affected (submission takes a snapshot). */
+GENIE_API void genie_graph_destroy(genie_graph_t *graph);
+
+/** Declares a graph input named `name` with `dtype` and `shape`. A dimension
+ *  of -1 is dynamic: it takes the size of the bound tensor at submission.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad name, dtype, ndim, dimension
+ *  < -1), INVALID_GRAPH (name already used). */
+GENIE_API genie_status_t genie_graph_add_input(genie_graph_t *graph,
+                                               const char *name,
+                                               genie_dtype_t dtype,
+                                               const int64_t *shape,
+                                               size_t ndim);
+
+/** Adds a constant value whose bytes (`nbytes`, which must equal the size of
+ *  dtype × shape) are copied into the graph.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, INVALID_GRAPH (name used),
+ *  SIZE_MISMATCH, TOO_LARGE, OUT_OF_MEMORY. */
+GENIE_API genie_status_t genie_graph_add_constant(genie_graph_t *graph,
+                                                  const char *name,
+                                                  genie_dtype_t dtype,
+                                                  const int64_t *shape,
+                                                  size_t ndim,
+                                                  const void *data,
+                                                  size_t nbytes);
+
+/** Adds a node `name` applying operator `op` to the values named in
+ *  `inputs` (n_inputs entries; an entry may be NULL or "" for an omitted
+ *  optional input) and producing values named in `outputs` (n_outputs >= 1).
+ *  Inputs may name values added later (the graph is checked by
+ *  genie_graph_validate), but an output name must be new.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL arrays, bad names),
+ *  UNKNOWN_OP (the detail lists close names), INVALID_GRAPH (name already
+ *  used, wrong number of inputs or outputs for the operator). */
+GENIE_API genie_status_t genie_graph_add_node(genie_graph_t *graph,
+                                              const char *op, const char *name,
+                                              const char *const *inputs,
+                                              size_t n_inputs,
+                                              const char *const *outputs,
+                                              size_t n_outputs);
+
+/** Sets an integer attribute of node `node` (replacing any earlier value).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND (no such node),
+ *  INVALID_ATTRIBUTE (the operator has no such attribute, or it is not of
+ *  this type). */
+GENIE_API genie_status_t genie_graph_set_attr_int(genie_graph_t *graph,
+                                                  const char *node,
+                                                  const char *key,
+                                                  int64_t value);
+
+/** Sets a floating-point attribute. Errors: as genie_graph_set_attr_int. */
+GENIE_API genie_status_t genie_graph_set_attr_float(genie_graph_t *graph,
+                                                    const char *node,
+                                                    const char *key,
+                                                    double value);
+
+/** Sets a string attribute (copied). Errors: as genie_graph_set_attr_int. */
+GENIE_API genie_status_t genie_graph_set_attr_string(genie_graph_t *graph,
+                                                     const char *node,
+                                                     const char *key,
+                                                     const char *value);
+
+/** Sets an integer-list attribute (`count` entries, copied; count may be 0).
+ *  Errors: as genie_graph_set_attr_int. */
+GENIE_API genie_status_t genie_graph_set_attr_ints(genie_graph_t *graph,
+                                                   const char *node,
+                                                   const char *key,
+                                                   const int64_t *values,
+                                                   size_t count);
+
+/** Sets a float-list attribute. Errors: as genie_graph_set_attr_ints. */
+GENIE_API genie_status_t genie_graph_set_attr_floats(genie_graph_t *graph,
+                                                     const char *node,
+                                                     const char *key,
+                                                     const double *values,
+                                                     size_t count);
+
+/** Annotates node `node` with its execution phase.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_phase_t), NOT_FOUND. */
+GENIE_API genie_status_t genie_graph_set_phase(genie_graph_t *graph,
+                                               const char *node,
+                                               genie_phase_t phase);
+
+/** Annotates node `node` with the module path it comes from, e.g.
+ *  "transformer.h.0.attn" (copied; NULL clears it).
+ *  Errors: INVALID_HANDLE, NOT_FOUND. */
+GENIE_API genie_status_t genie_graph_set_module(genie_graph_t *graph,
+                                                const char *node,
+                                                const char *module_path);
+
+/** Annotates node `node` with its layer index (>= 0; -1 clears it).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (< -1), NOT_FOUND. */
+GENIE_API genie_status_t genie_graph_set_layer(genie_graph_t *graph,
+                                               const char *node, int32_t layer);
+
+/** Annotates node `node` with its modality.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND. */
+GENIE_API genie_status_t genie_graph_set_modality(genie_graph_t *graph,
+                                                  const char *node,
+                                                  genie_modality_t modality);
+
+/** Annotates value `value` (an input, constant or node output) with its role.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND. */
+GENIE_API genie_status_t genie_graph_set_role(genie_graph_t *graph,
+                                              const char *value,
+                                              genie_tensor_role_t role);
+
+/** Marks value `value` as a graph output, in call order (its index among the
+ *  outputs of a future). Marking the same value twice is an error.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, INVALID_GRAPH (already marked).
+ *  The value must exist by genie_graph_validate. */
+GENIE_API genie_status_t genie_graph_mark_output(genie_graph_t *graph,
+                                                 const char *value);
+
+/** Checks the graph: every input of every node exists, no cycles, every
+ *  attribute is valid, at least one output is marked, and shape and dtype
+ *  inference succeeds for every node. On error the detail names the node
+ *  and what is wrong.
+ *  Errors: INVALID_HANDLE, INVALID_GRAPH, UNKNOWN_OP, INVALID_ATTRIBUTE,
+ *  SHAPE_MISMATCH, DTYPE_MISMATCH, TOO_LARGE. */
+GENIE_API genie_status_t genie_graph_validate(genie_graph_t *graph);
+
+/** Number of nodes in the graph. Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+GENIE_API genie_status_t genie_graph_num_nodes(const genie_graph_t *graph,
+                                               size_t *out);
+
+/** Dtype and shape of value `value`, as inferred by genie_graph_validate (or
+ *  declared, for inputs and constants). `shape` has room for GENIE_MAX_DIMS.
+ *  Any out-parameter may be NULL.
+ *  Errors: INVALID_HANDLE, NOT_FOUND, INVALID_GRAPH (graph not validated
+ *  since its last change and the value is a node output). */
+GENIE_API genie_status_t genie_graph_value_info(const genie_graph_t *graph,
+                                                const char *value,
+                                                genie_dtype_t *dtype,
+                                                int64_t *shape, size_t *ndim);
+
+/** Structural hash of the graph: ops, edges, shapes, dtypes, attributes and
+ *  annotations, not the bytes of constants and not names of values. Equal
+ *  for equal structure across processes and machines.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+GENIE_API genie_status_t genie_graph_hash(const genie_graph_t *graph,
+                                          uint64_t *out);
+
+/** Serialises the graph to JSON (docs/graph-format.md). `*out_json` is
+ *  NUL-terminated and released with genie_free(); `out_len` (may be NULL)
+ *  receives its length. Import of the export gives an identical export.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, OUT_OF_MEMORY. */
+GENIE_API genie_status_t genie_graph_to_json(const genie_graph_t *graph,
+                                             char **out_json, size_t *out_len);
+
+/** Builds a graph from JSON text of `len` bytes (docs/graph-format.md).
+ *  Errors: INVALID_ARGUMENT, PARSE (not JSON, or not the format: the detail
+ *  gives the JSON path), plus any error of the building calls above. */
+GENIE_API genie_status_t genie_graph_from_json(const char *json, size_t len,
+                                               genie_graph_t **out);
+
+/* ------------------------------------------------------------------------- */
+/* Submission and futures                                                    */
+/* ------------------------------------------------------------------------- */
+
+/** Completion callback. Runs once, on a Genie thread (an executor worker in
+ *  embedded mode, the context's loop thread in remote mode) — or on the
+ *  registering thread if the future had already completed. `status` is the
+ *  future's final status. Must not block for long, and must not call
+ *  genie_shutdown or genie_future_destroy on this future. */
+typedef void (*genie_future_callback_t)(genie_future_t *future,
+                                        genie_status_t status, void *user_data);
+
+/** Submits `graph` for execution on `ctx`, binding each graph input named
+ *  `input_names[i]` to tensor `inputs[i]` (n_inputs pairs; every graph input
+ *  must be bound exactly once, dtypes must match and shapes must match the
+ *  declaration, -1 dimensions taking the bound size). The graph is validated
+ *  and snapshotted: it may be changed or destroyed after the call. Execution
+ *  is asynchronous; the future reports completion and holds the outputs,
+ *  which stay on the device where they were produced until read.
+ *  Errors (returned now, the future not created): INVALID_HANDLE,
+ *  INVALID_ARGUMENT, INVALID_GRAPH (unbound or unknown input), DTYPE_MISMATCH,
+ *  SHAPE_MISMATCH, any validation error, SHUTDOWN, CONNECTION.
+ *  Errors while executing are reported by the future. */
+GENIE_API genie_status_t genie_graph_submit(genie_context_t *ctx,
+                                            const genie_graph_t *graph,
+                                            const char *const *input_names,
+                                            genie_tensor_t *const *inputs,
+                                            size_t n_inputs,
+                                            genie_future_t **out);
+
+/** Destroys a future. Accepts NULL. If the graph is still executing, it runs
+ *  to completion in the background and its outputs are released; the
+ *  callback, if set, still runs. Output tensors already obtained with
+ *  genie_future_output stay valid. */
+GENIE_API void genie_future_destroy(genie_future_t *future);
+
+/** Waits until the future completes or `timeout_ms` passes (< 0: no limit).
+ *  Returns GENIE_OK if it completed successfully, the execution error if it
+ *  failed, or GENIE_ERR_TIMEOUT if it is still running (the future stays
+ *  valid). Errors: INVALID_HANDLE. */
+GENIE_API genie_status_t genie_future_wait(genie_future_t *future,
+                                           int64_t timeout_ms);
+
+/** Returns GENIE_IN_PROGRESS while running, then GENIE_OK or the execution
+ *  error. Never blocks. Errors: INVALID_HANDLE. */
+GENIE_API genie_status_t genie_future_poll(const genie_future_t *future);
+
+/** Sets the completion callback (replacing none: only one may be set). If the
+ *  future has already completed, `cb` runs on the calling thread before this
+ *  returns. Errors: INVALID_HANDLE, INVALID_ARGUMENT (cb NULL, or a callback
+ *  already set). */
+GENIE_API genie_status_t genie_future_set_callback(genie_future_t *future,
+                                                   genie_future_callback_t cb,
+                                                   void *user_data);
+
+/** Number of outputs (graph outputs in the order they were marked).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+GENIE_API genie_status_t genie_future_num_outputs(const genie_future_t *future,
+                                                  size_t *out);
+
+/** Gives a new tensor handle for output `index` of a completed future. The
+ *  tensor lives on the device that produced it; read it with
+ *  genie_tensor_read, pass it to another submission, and destroy the handle
+ *  when done (each call gives a new handle to the same tensor).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL, or the future has not
+ *  completed yet: wait first), NOT_FOUND (index out of range), or the
+ *  future's execution error if it failed. */
+GENIE_API genie_status_t genie_future_output(genie_future_t *future,
+                                             size_t index,
+                                             genie_tensor_t **out);
+
+/** As genie_future_output, selecting the output by its value name.
+ *  Errors: as genie_future_output; NOT_FOUND if no output has that name. */
+GENIE_API genie_status_t genie_future_output_by_name(genie_future_t *future,
+                                                     const char *name,
+                                                     genie_tensor_t **out);
+
+/** Wall-clock execution time of a completed future in nanoseconds (from the
+ *  start of the first node to the end of the last).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not completed). */
+GENIE_API genie_status_t genie_future_exec_ns(const genie_future_t *future,
+                                              uint64_t *out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* GENIE_H */

@@ -1,0 +1,72 @@
+#include "core/tensor_data.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace genie {
+
+TensorData::TensorData(DType dtype, Shape shape)
+    : dtype_(dtype), shape_(std::move(shape)), numel_(genie::numel(shape_)) {
+  check(dtype_size(dtype) != 0, GENIE_ERR_INVALID_ARGUMENT, "invalid dtype ", static_cast<int>(dtype));
+  nbytes_ = byte_size(shape_, dtype_size(dtype));
+  const size_t alloc = ((nbytes_ + 63) / 64) * 64 + 64;  // never zero, whole cache lines
+  void* p = std::aligned_alloc(64, alloc);
+  check(p != nullptr, GENIE_ERR_OUT_OF_MEMORY, "cannot allocate ", nbytes_, " bytes for tensor ",
+        shape_str(shape_));
+  std::memset(p, 0, alloc);
+  data_.reset(static_cast<std::byte*>(p));
+}
+
+namespace {
+
+float load_f32(const std::byte* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::F32: return reinterpret_cast<const float*>(p)[i];
+    case DType::F16: return f16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
+    case DType::BF16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
+    case DType::I32: return static_cast<float>(reinterpret_cast<const int32_t*>(p)[i]);
+    case DType::I64: return static_cast<float>(reinterpret_cast<const int64_t*>(p)[i]);
+    case DType::Bool: return reinterpret_cast<const uint8_t*>(p)[i] ? 1.f : 0.f;
+    default: return 0.f;
+  }
+}
+
+int64_t load_i64(const std::byte* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::I32: return reinterpret_cast<const int32_t*>(p)[i];
+    case DType::I64: return reinterpret_cast<const int64_t*>(p)[i];
+    case DType::Bool: return reinterpret_cast<const uint8_t*>(p)[i];
+    default: return static_cast<int64_t>(load_f32(p, t, i));
+  }
+}
+
+}  // namespace
+
+TensorPtr convert(const TensorData& src, DType to) {
+  auto out = std::make_shared<TensorData>(to, src.shape());
+  const std::byte* p = src.bytes();
+  const DType from = src.dtype();
+  const int64_t n = src.numel();
+  if (from == to) {
+    std::memcpy(out->bytes(), p, src.nbytes());
+    return out;
+  }
+  std::byte* q = out->bytes();
+  for (int64_t i = 0; i < n; ++i) {
+    switch (to) {
+      case DType::F32: reinterpret_cast<float*>(q)[i] = load_f32(p, from, i); break;
+      case DType::F16: reinterpret_cast<uint16_t*>(q)[i] = f32_to_f16(load_f32(p, from, i)); break;
+      case DType::BF16: reinterpret_cast<uint16_t*>(q)[i] = f32_to_bf16(load_f32(p, from, i)); break;
+      case DType::I32: reinterpret_cast<int32_t*>(q)[i] = static_cast<int32_t>(load_i64(p, from, i)); break;
+      case DType::I64: reinterpret_cast<int64_t*>(q)[i] = load_i64(p, from, i); break;
+      case DType::Bool:
+        reinterpret_cast<uint8_t*>(q)[i] = is_float(from) ? load_f32(p, from, i) != 0.f : load_i64(p, from, i) != 0;
+        break;
+      default: fail(GENIE_ERR_INTERNAL, "convert to invalid dtype");
+    }
+  }
+  return out;
+}
+
+}  // namespace genie

@@ -1,0 +1,52 @@
+// Host tensor storage: dtype, shape and a 64-byte aligned buffer.
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+#include <memory>
+
+#include "core/dtype.hpp"
+#include "core/shape.hpp"
+
+namespace genie {
+
+class TensorData {
+ public:
+  // Allocates zero-filled storage; throws Error(OUT_OF_MEMORY / TOO_LARGE).
+  TensorData(DType dtype, Shape shape);
+  TensorData(const TensorData&) = delete;
+  TensorData& operator=(const TensorData&) = delete;
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return nbytes_; }
+  std::byte* bytes() { return data_.get(); }
+  const std::byte* bytes() const { return data_.get(); }
+  template <class T>
+  T* data() {
+    return reinterpret_cast<T*>(data_.get());
+  }
+  template <class T>
+  const T* data() const {
+    return reinterpret_cast<const T*>(data_.get());
+  }
+
+ private:
+  struct FreeDeleter {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+  DType dtype_;
+  Shape shape_;
+  int64_t numel_;
+  size_t nbytes_;
+  std::unique_ptr<std::byte[], FreeDeleter> data_;
+};
+
+using TensorPtr = std::shared_ptr<TensorData>;
+
+// Converts any tensor to a new tensor of `to` (f16/bf16 via f32; float to int
+// truncates toward zero; anything to bool is != 0).
+TensorPtr convert(const TensorData& src, DType to);
+
+}  // namespace genie

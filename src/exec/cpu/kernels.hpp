@@ -1,0 +1,32 @@
+// CPU kernels: one function per operator, looked up by op name.
+//
+// The executor allocates outputs with the inferred dtype and shape before the
+// call. Kernels see f32, i32, i64 and bool tensors only: the executor converts
+// f16/bf16 inputs to f32 before the call and f32 results back to the declared
+// storage type after it (f16/bf16 storage with f32 compute). Kernels run on an
+// executor worker thread, may be called concurrently for different nodes, and
+// must not keep pointers to their arguments after returning.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/tensor_data.hpp"
+#include "graph/attrs.hpp"
+
+namespace genie::cpu {
+
+struct KernelArgs {
+  const std::string& op;
+  const Attrs& attrs;
+  // One per schema input slot; nullptr for an omitted optional input.
+  const std::vector<const TensorData*>& in;
+  const std::vector<TensorData*>& out;
+};
+
+using KernelFn = void (*)(const KernelArgs& args);
+
+// nullptr when no CPU kernel exists for `op`.
+KernelFn find_kernel(const std::string& op);
+
+}  // namespace genie::cpu
