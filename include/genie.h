@@ -593,7 +593,9 @@ typedef void (*genie_future_callback_t)(genie_future_t *future,
  *  declaration, -1 dimensions taking the bound size). The graph is validated
  *  and snapshotted: it may be changed or destroyed after the call. Execution
  *  is asynchronous; the future reports completion and holds the outputs,
- *  which stay on the device where they were produced until read.
+ *  which stay on the device where they were produced until read. Input
+ *  tensors are read while the graph runs: do not write them before the
+ *  future completes.
  *  Errors (returned now, the future not created): INVALID_HANDLE,
  *  INVALID_ARGUMENT, INVALID_GRAPH (unbound or unknown input), DTYPE_MISMATCH,
  *  SHAPE_MISMATCH, any validation error, SHUTDOWN, CONNECTION.
@@ -606,9 +608,10 @@ GENIE_API genie_status_t genie_graph_submit(genie_context_t *ctx,
                                             genie_future_t **out);
 
 /** Destroys a future. Accepts NULL. If the graph is still executing, it runs
- *  to completion in the background and its outputs are released; the
- *  callback, if set, still runs. Output tensors already obtained with
- *  genie_future_output stay valid. */
+ *  to completion in the background and its outputs are released. The
+ *  callback never runs after this returns (if it is running on another
+ *  thread, this waits for it to return). Output tensors already obtained
+ *  with genie_future_output stay valid. */
 GENIE_API void genie_future_destroy(genie_future_t *future);
 
 /** Waits until the future completes or `timeout_ms` passes (< 0: no limit).

@@ -1,0 +1,194 @@
+// C API: versions, status, memory, dtypes, configuration, context lifetime.
+#include <cstdlib>
+#include <mutex>
+#include <unordered_set>
+
+#include "capi/handles.hpp"
+#include "core/dtype.hpp"
+
+using namespace genie;
+
+namespace genie {
+
+namespace {
+thread_local std::string t_last_error;
+
+// Live context handles, so genie_is_initialized answers safely for a handle
+// already shut down (its memory is never read once it leaves the set).
+std::mutex g_contexts_mu;
+std::unordered_set<const genie_context*>& live_contexts() {
+  static std::unordered_set<const genie_context*> s;
+  return s;
+}
+bool is_live_context(const genie_context* ctx) {
+  std::lock_guard<std::mutex> lk(g_contexts_mu);
+  return live_contexts().count(ctx) != 0;
+}
+}  // namespace
+
+void set_last_error(genie_status_t code, const std::string& detail) {
+  t_last_error = std::string(genie_status_str(code)) + ": " + detail;
+}
+
+}  // namespace genie
+
+extern "C" {
+
+uint32_t genie_version(void) { return GENIE_VERSION; }
+const char* genie_version_string(void) { return "0.1.0"; }
+uint32_t genie_abi_version(void) { return GENIE_ABI_VERSION; }
+
+const char* genie_status_str(genie_status_t s) {
+  switch (s) {
+    case GENIE_OK: return "GENIE_OK";
+    case GENIE_IN_PROGRESS: return "GENIE_IN_PROGRESS";
+    case GENIE_ERR_INVALID_ARGUMENT: return "GENIE_ERR_INVALID_ARGUMENT";
+    case GENIE_ERR_INVALID_HANDLE: return "GENIE_ERR_INVALID_HANDLE";
+    case GENIE_ERR_OUT_OF_MEMORY: return "GENIE_ERR_OUT_OF_MEMORY";
+    case GENIE_ERR_DTYPE_MISMATCH: return "GENIE_ERR_DTYPE_MISMATCH";
+    case GENIE_ERR_SHAPE_MISMATCH: return "GENIE_ERR_SHAPE_MISMATCH";
+    case GENIE_ERR_SIZE_MISMATCH: return "GENIE_ERR_SIZE_MISMATCH";
+    case GENIE_ERR_UNKNOWN_OP: return "GENIE_ERR_UNKNOWN_OP";
+    case GENIE_ERR_INVALID_ATTRIBUTE: return "GENIE_ERR_INVALID_ATTRIBUTE";
+    case GENIE_ERR_INVALID_GRAPH: return "GENIE_ERR_INVALID_GRAPH";
+    case GENIE_ERR_PARSE: return "GENIE_ERR_PARSE";
+    case GENIE_ERR_TOO_LARGE: return "GENIE_ERR_TOO_LARGE";
+    case GENIE_ERR_NOT_FOUND: return "GENIE_ERR_NOT_FOUND";
+    case GENIE_ERR_UNSUPPORTED: return "GENIE_ERR_UNSUPPORTED";
+    case GENIE_ERR_TIMEOUT: return "GENIE_ERR_TIMEOUT";
+    case GENIE_ERR_CONNECTION: return "GENIE_ERR_CONNECTION";
+    case GENIE_ERR_AUTH: return "GENIE_ERR_AUTH";
+    case GENIE_ERR_PROTOCOL: return "GENIE_ERR_PROTOCOL";
+    case GENIE_ERR_VERSION_MISMATCH: return "GENIE_ERR_VERSION_MISMATCH";
+    case GENIE_ERR_SHUTDOWN: return "GENIE_ERR_SHUTDOWN";
+    case GENIE_ERR_IO: return "GENIE_ERR_IO";
+    case GENIE_ERR_CANCELLED: return "GENIE_ERR_CANCELLED";
+    case GENIE_ERR_INTERNAL: return "GENIE_ERR_INTERNAL";
+    default: return "unknown status";
+  }
+}
+
+const char* genie_last_error(void) { return t_last_error.c_str(); }
+
+void genie_free(void* ptr) { std::free(ptr); }
+
+size_t genie_dtype_size(genie_dtype_t dtype) {
+  return dtype_valid(dtype) ? genie::dtype_size(static_cast<DType>(dtype)) : 0;
+}
+
+const char* genie_dtype_name(genie_dtype_t dtype) {
+  return dtype_valid(dtype) ? genie::dtype_name(static_cast<DType>(dtype)) : "invalid";
+}
+
+// --- configuration ---------------------------------------------------------
+
+genie_status_t genie_config_create(genie_config_t** out) {
+  return guard([&] {
+    check_out(out, "out");
+    *out = new genie_config();
+  });
+}
+
+void genie_config_destroy(genie_config_t* config) {
+  if (config == nullptr || config->magic != kConfigMagic) return;
+  config->magic = kDeadMagic;
+  delete config;
+}
+
+#define GENIE_CONFIG_SETTER(fn, type, body)                  \
+  genie_status_t fn(genie_config_t* config, type value) {    \
+    return guard([&] {                                       \
+      Config& c = live(config, kConfigMagic, "config")->cfg; \
+      body;                                                  \
+    });                                                      \
+  }
+
+GENIE_CONFIG_SETTER(genie_config_set_master_addr, const char*, {
+  const std::string v = value ? value : "";
+  check(v.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "master address is longer than 255 bytes");
+  c.master_addr = v;
+})
+GENIE_CONFIG_SETTER(genie_config_set_master_port, int32_t, {
+  check_port(value, "master port");
+  c.master_port = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_node_id, const char*, {
+  const std::string v = value ? value : "";
+  check_node_id(v, "node id");
+  c.node_id = v;
+})
+GENIE_CONFIG_SETTER(genie_config_set_role, genie_role_t, {
+  check(value >= GENIE_ROLE_CLIENT && value <= GENIE_ROLE_WORKER, GENIE_ERR_INVALID_ARGUMENT, "role ",
+        static_cast<int>(value), " is not a genie_role_t");
+  c.role = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_backend, genie_backend_t, {
+  check(value >= GENIE_BACKEND_AUTO && value <= GENIE_BACKEND_DPDK_GPUDEV, GENIE_ERR_INVALID_ARGUMENT, "backend ",
+        static_cast<int>(value), " is not a genie_backend_t");
+  c.backend = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_log_level, genie_log_level_t, {
+  check(value >= GENIE_LOG_OFF && value <= GENIE_LOG_TRACE, GENIE_ERR_INVALID_ARGUMENT, "log level ",
+        static_cast<int>(value), " is not a genie_log_level_t");
+  c.log_level = static_cast<LogLevel>(value);
+})
+GENIE_CONFIG_SETTER(genie_config_set_timeout_ms, int64_t, {
+  check(value > 0, GENIE_ERR_INVALID_ARGUMENT, "timeout ", value, " ms must be positive");
+  c.timeout_ms = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_num_threads, int32_t, {
+  check(value >= 0 && value <= 1024, GENIE_ERR_INVALID_ARGUMENT, "num_threads ", value, " is outside 0..1024");
+  c.num_threads = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_use_env, int, { c.use_env = value != 0; })
+
+#undef GENIE_CONFIG_SETTER
+
+// --- context ---------------------------------------------------------------
+
+genie_status_t genie_init_abi(uint32_t abi_version, const genie_config_t* config, genie_context_t** out) {
+  return guard([&] {
+    check_out(out, "out");
+    check(abi_version == GENIE_ABI_VERSION, GENIE_ERR_VERSION_MISMATCH, "the program was compiled against ABI ",
+          abi_version, " of genie.h but the library provides ABI ", GENIE_ABI_VERSION);
+    Config cfg = config ? live(const_cast<genie_config_t*>(config), kConfigMagic, "config")->cfg : Config{};
+    cfg.apply_env();
+    cfg.validate();
+    set_log_level(cfg.log_level);
+    auto h = std::make_unique<genie_context>();
+    h->impl = std::make_shared<Context>(cfg);
+    {
+      std::lock_guard<std::mutex> lk(g_contexts_mu);
+      live_contexts().insert(h.get());
+    }
+    *out = h.release();
+  });
+}
+
+void genie_shutdown(genie_context_t* ctx) {
+  {
+    std::lock_guard<std::mutex> lk(g_contexts_mu);
+    if (ctx == nullptr || live_contexts().erase(ctx) == 0) return;
+  }
+  try {
+    ctx->impl->shutdown();
+  } catch (...) {
+    // shutdown only waits and frees; nothing to report to a void function.
+  }
+  ctx->magic = kDeadMagic;
+  delete ctx;
+}
+
+int genie_is_initialized(const genie_context_t* ctx) { return ctx != nullptr && is_live_context(ctx) ? 1 : 0; }
+
+int genie_context_is_embedded(const genie_context_t* ctx) {
+  if (!genie_is_initialized(ctx)) return -1;
+  return ctx->impl->embedded() ? 1 : 0;
+}
+
+const char* genie_context_node_id(const genie_context_t* ctx) {
+  if (!genie_is_initialized(ctx)) return nullptr;
+  return ctx->impl->node_id().c_str();
+}
+
+}  // extern "C"

@@ -1,0 +1,106 @@
+// C API: graph submission and futures.
+#include "capi/handles.hpp"
+
+using namespace genie;
+
+namespace {
+
+genie_future* F(genie_future_t* f) { return live(f, kFutureMagic, "future"); }
+genie_future* F(const genie_future_t* f) { return live(const_cast<genie_future_t*>(f), kFutureMagic, "future"); }
+
+genie_tensor_t* new_tensor_handle(const std::shared_ptr<FutureState>& st, TensorPtr data) {
+  auto h = std::make_unique<genie_tensor>();
+  h->ctx = st->ctx();
+  h->data = std::move(data);
+  h->device = Device{}.str();
+  return h.release();
+}
+
+}  // namespace
+
+extern "C" {
+
+genie_status_t genie_graph_submit(genie_context_t* ctx, const genie_graph_t* graph, const char* const* input_names,
+                                  genie_tensor_t* const* inputs, size_t n_inputs, genie_future_t** out) {
+  return guard([&] {
+    Context& c = *live(ctx, kContextMagic, "context")->impl;
+    const Graph& g = live(const_cast<genie_graph_t*>(graph), kGraphMagic, "graph")->g;
+    check_out(out, "out");
+    check(n_inputs == 0 || (input_names != nullptr && inputs != nullptr), GENIE_ERR_INVALID_ARGUMENT,
+          "input_names or inputs is NULL with n_inputs ", n_inputs);
+    std::vector<std::string> names;
+    std::vector<TensorPtr> tensors;
+    for (size_t i = 0; i < n_inputs; ++i) {
+      check(input_names[i] != nullptr, GENIE_ERR_INVALID_ARGUMENT, "input_names[", i, "] is NULL");
+      genie_tensor* t = live(inputs[i], kTensorMagic, "tensor");
+      check(t->ctx.get() == &c, GENIE_ERR_INVALID_ARGUMENT, "tensor bound to '", input_names[i],
+            "' belongs to another context");
+      names.emplace_back(input_names[i]);
+      tensors.push_back(t->data);
+    }
+    c.check_live();
+    auto h = std::make_unique<genie_future>();
+    h->state = c.submit(g, names, tensors);
+    *out = h.release();
+  });
+}
+
+void genie_future_destroy(genie_future_t* future) {
+  if (future == nullptr || future->magic != kFutureMagic) return;
+  future->state->detach();
+  future->magic = kDeadMagic;
+  delete future;
+}
+
+genie_status_t genie_future_wait(genie_future_t* future, int64_t timeout_ms) {
+  genie_status_t s = GENIE_OK;
+  const genie_status_t g = guard([&] { s = F(future)->state->wait(timeout_ms); });
+  return g != GENIE_OK ? g : s;
+}
+
+genie_status_t genie_future_poll(const genie_future_t* future) {
+  genie_status_t s = GENIE_OK;
+  const genie_status_t g = guard([&] { s = F(future)->state->poll(); });
+  return g != GENIE_OK ? g : s;
+}
+
+genie_status_t genie_future_set_callback(genie_future_t* future, genie_future_callback_t cb, void* user_data) {
+  return guard([&] { F(future)->state->set_callback(cb, user_data, future); });
+}
+
+genie_status_t genie_future_num_outputs(const genie_future_t* future, size_t* out) {
+  return guard([&] {
+    const genie_future* f = F(future);
+    check_out(out, "out");
+    *out = f->state->num_outputs();
+  });
+}
+
+genie_status_t genie_future_output(genie_future_t* future, size_t index, genie_tensor_t** out) {
+  return guard([&] {
+    genie_future* f = F(future);
+    check_out(out, "out");
+    TensorPtr t = f->state->output(index);
+    *out = new_tensor_handle(f->state, std::move(t));
+  });
+}
+
+genie_status_t genie_future_output_by_name(genie_future_t* future, const char* name, genie_tensor_t** out) {
+  return guard([&] {
+    genie_future* f = F(future);
+    check_out(out, "out");
+    check(name != nullptr, GENIE_ERR_INVALID_ARGUMENT, "name is NULL");
+    TensorPtr t = f->state->output(std::string(name));
+    *out = new_tensor_handle(f->state, std::move(t));
+  });
+}
+
+genie_status_t genie_future_exec_ns(const genie_future_t* future, uint64_t* out) {
+  return guard([&] {
+    const genie_future* f = F(future);
+    check_out(out, "out");
+    *out = f->state->exec_ns();
+  });
+}
+
+}  // extern "C"

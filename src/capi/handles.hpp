@@ -1,0 +1,93 @@
+// The objects behind the opaque C handles, and the boundary guard that turns
+// exceptions into a status plus the thread-local detail message.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "capi/context.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "graph/graph.hpp"
+#include "genie.h"
+
+namespace genie {
+
+// Every handle starts with a magic word naming its kind, so a handle of the
+// wrong kind (or one already destroyed and poisoned) is refused, not used.
+enum : uint32_t {
+  kConfigMagic = 0x47434647,  // "GCFG"
+  kContextMagic = 0x47435458,
+  kTensorMagic = 0x4754534e,
+  kGraphMagic = 0x47475248,
+  kFutureMagic = 0x47465554,
+  kDeadMagic = 0xdeadbeef,
+};
+
+void set_last_error(genie_status_t code, const std::string& detail);
+
+// Runs f; returns GENIE_OK, or the status of what it threw (recording the
+// detail). Nothing escapes.
+template <class F>
+genie_status_t guard(F&& f) noexcept {
+  try {
+    f();
+    return GENIE_OK;
+  } catch (const Error& e) {
+    set_last_error(e.code(), e.detail());
+    return e.code();
+  } catch (const std::bad_alloc&) {
+    set_last_error(GENIE_ERR_OUT_OF_MEMORY, "out of memory");
+    return GENIE_ERR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    set_last_error(GENIE_ERR_INTERNAL, std::string("internal error: ") + e.what());
+    return GENIE_ERR_INTERNAL;
+  } catch (...) {
+    set_last_error(GENIE_ERR_INTERNAL, "internal error: unknown exception");
+    return GENIE_ERR_INTERNAL;
+  }
+}
+
+// Returns h if it is a live handle of the given kind, else throws
+// Error(INVALID_HANDLE) naming `what`.
+template <class H>
+H* live(H* h, uint32_t magic, const char* what) {
+  check(h != nullptr, GENIE_ERR_INVALID_HANDLE, what, " is NULL");
+  check(h->magic == magic, GENIE_ERR_INVALID_HANDLE, what, " is not a live ", what, " handle");
+  return h;
+}
+
+inline void check_out(const void* out, const char* name) {
+  check(out != nullptr, GENIE_ERR_INVALID_ARGUMENT, name, " is NULL");
+}
+
+}  // namespace genie
+
+struct genie_config {
+  uint32_t magic = genie::kConfigMagic;
+  genie::Config cfg;
+};
+
+struct genie_context {
+  uint32_t magic = genie::kContextMagic;
+  std::shared_ptr<genie::Context> impl;
+};
+
+struct genie_tensor {
+  uint32_t magic = genie::kTensorMagic;
+  std::shared_ptr<genie::Context> ctx;
+  std::shared_ptr<genie::TensorData> data;
+  std::string device;  // canonical device string
+};
+
+struct genie_graph {
+  uint32_t magic = genie::kGraphMagic;
+  genie::Graph g;
+};
+
+struct genie_future {
+  uint32_t magic = genie::kFutureMagic;
+  std::shared_ptr<genie::FutureState> state;
+};

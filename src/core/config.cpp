@@ -1,0 +1,121 @@
+#include "core/config.hpp"
+
+#include <strings.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace genie {
+
+namespace {
+
+int64_t parse_int(const char* var, const char* text) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text, &end, 10);
+  check(errno == 0 && end != text && *end == '\0', GENIE_ERR_INVALID_ARGUMENT, var, "='", text,
+        "' is not an integer");
+  return v;
+}
+
+template <class Enum, size_t N>
+Enum parse_enum(const char* var, const char* text, const char* const (&names)[N], const Enum (&vals)[N]) {
+  std::string choices;
+  for (size_t i = 0; i < N; ++i) {
+    if (strcasecmp(text, names[i]) == 0) return vals[i];
+    choices += (i ? "|" : "");
+    choices += names[i];
+  }
+  fail(GENIE_ERR_INVALID_ARGUMENT, var, "='", text, "' is not one of ", choices);
+}
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v && *v) ? v : nullptr;
+}
+
+}  // namespace
+
+void check_node_id(const std::string& id, const char* what) {
+  check(id.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, what, " is longer than 255 bytes");
+  for (char c : id)
+    check(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-',
+          GENIE_ERR_INVALID_ARGUMENT, what, " '", id, "' may hold only [A-Za-z0-9._-]");
+}
+
+void check_port(int64_t port, const char* what) {
+  check(port >= 1 && port <= 65535, GENIE_ERR_INVALID_ARGUMENT, what, " ", port, " is outside 1..65535");
+}
+
+void Config::apply_env() {
+  if (!use_env) return;
+  if (const char* v = env("GENIE_MASTER_ADDR")) master_addr = v;
+  if (const char* v = env("GENIE_MASTER_PORT")) {
+    const int64_t p = parse_int("GENIE_MASTER_PORT", v);
+    check_port(p, "GENIE_MASTER_PORT");
+    master_port = static_cast<int32_t>(p);
+  }
+  if (const char* v = env("GENIE_NODE_ID")) {
+    check_node_id(v, "GENIE_NODE_ID");
+    node_id = v;
+  }
+  if (const char* v = env("GENIE_NODE_ROLE")) {
+    static const char* const names[] = {"client", "server", "worker"};
+    static const genie_role_t vals[] = {GENIE_ROLE_CLIENT, GENIE_ROLE_SERVER, GENIE_ROLE_WORKER};
+    role = parse_enum("GENIE_NODE_ROLE", v, names, vals);
+  }
+  if (const char* v = env("GENIE_BACKEND")) {
+    static const char* const names[] = {"auto", "tcp", "rdma", "dpdk", "dpdk_gpudev"};
+    static const genie_backend_t vals[] = {GENIE_BACKEND_AUTO, GENIE_BACKEND_TCP, GENIE_BACKEND_RDMA,
+                                           GENIE_BACKEND_DPDK, GENIE_BACKEND_DPDK_GPUDEV};
+    backend = parse_enum("GENIE_BACKEND", v, names, vals);
+  }
+  if (const char* v = env("GENIE_LOG_LEVEL")) {
+    static const char* const names[] = {"off", "error", "warn", "info", "debug", "trace"};
+    static const LogLevel vals[] = {LogLevel::Off,  LogLevel::Error, LogLevel::Warn,
+                                    LogLevel::Info, LogLevel::Debug, LogLevel::Trace};
+    log_level = parse_enum("GENIE_LOG_LEVEL", v, names, vals);
+  }
+  if (const char* v = env("GENIE_TIMEOUT")) {
+    const int64_t t = parse_int("GENIE_TIMEOUT", v);
+    check(t > 0, GENIE_ERR_INVALID_ARGUMENT, "GENIE_TIMEOUT=", v, " must be a positive number of milliseconds");
+    timeout_ms = t;
+  }
+  if (const char* v = env("GENIE_NUM_THREADS")) {
+    const int64_t n = parse_int("GENIE_NUM_THREADS", v);
+    check(n >= 0 && n <= 1024, GENIE_ERR_INVALID_ARGUMENT, "GENIE_NUM_THREADS=", v, " is outside 0..1024");
+    num_threads = static_cast<int32_t>(n);
+  }
+}
+
+void Config::validate() const {
+  check_port(master_port, "master port");
+  check_node_id(node_id, "node id");
+  check(master_addr.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "master address is longer than 255 bytes");
+  check(timeout_ms > 0, GENIE_ERR_INVALID_ARGUMENT, "timeout must be positive");
+  check(num_threads >= 0 && num_threads <= 1024, GENIE_ERR_INVALID_ARGUMENT, "num_threads outside 0..1024");
+}
+
+const char* role_str(genie_role_t r) {
+  switch (r) {
+    case GENIE_ROLE_CLIENT: return "client";
+    case GENIE_ROLE_SERVER: return "server";
+    case GENIE_ROLE_WORKER: return "worker";
+  }
+  return "?";
+}
+
+const char* backend_str(genie_backend_t b) {
+  switch (b) {
+    case GENIE_BACKEND_AUTO: return "auto";
+    case GENIE_BACKEND_TCP: return "tcp";
+    case GENIE_BACKEND_RDMA: return "rdma";
+    case GENIE_BACKEND_DPDK: return "dpdk";
+    case GENIE_BACKEND_DPDK_GPUDEV: return "dpdk_gpudev";
+  }
+  return "?";
+}
+
+}  // namespace genie

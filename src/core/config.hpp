@@ -1,0 +1,39 @@
+// Context configuration: defaults, builder values, GENIE_* environment.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/log.hpp"
+#include "genie.h"
+
+namespace genie {
+
+struct Config {
+  std::string master_addr;  // empty = embedded mode
+  int32_t master_port = 5555;
+  std::string node_id;      // empty = generated at init
+  genie_role_t role = GENIE_ROLE_CLIENT;
+  genie_backend_t backend = GENIE_BACKEND_AUTO;
+  LogLevel log_level = LogLevel::Warn;
+  int64_t timeout_ms = 30000;
+  int32_t num_threads = 0;  // 0 = hardware concurrency
+  bool use_env = true;
+
+  // Applies GENIE_* environment variables when use_env is set. Throws
+  // Error(INVALID_ARGUMENT) naming the variable and the value on a bad value.
+  void apply_env();
+  // Full validation of every field (setters validate too; this catches
+  // values that came from the environment).
+  void validate() const;
+};
+
+// Validators shared by the setters and the environment parser; each throws
+// Error(INVALID_ARGUMENT) with a message naming `what`.
+void check_node_id(const std::string& id, const char* what);
+void check_port(int64_t port, const char* what);
+
+const char* role_str(genie_role_t r);
+const char* backend_str(genie_backend_t b);
+
+}  // namespace genie

@@ -1,0 +1,63 @@
+// Executes validated graphs on the local CPU.
+//
+// Independent nodes run in parallel on the worker pool; a node becomes ready
+// when its last producer finishes. Intermediate values are freed as soon as
+// their last consumer has run. f16/bf16 values are stored as such and
+// computed in f32 (converted around each kernel call).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/tensor_data.hpp"
+#include "exec/thread_pool.hpp"
+#include "graph/graph.hpp"
+#include "genie.h"
+
+namespace genie {
+
+struct ExecResult {
+  genie_status_t status = GENIE_OK;
+  std::string detail;
+  std::vector<TensorPtr> outputs;  // one per graph output, in mark order
+  uint64_t exec_ns = 0;
+};
+
+class Executor {
+ public:
+  using Done = std::function<void(ExecResult&&)>;
+
+  explicit Executor(int num_threads);
+  // Waits for every run in flight.
+  ~Executor();
+
+  // Starts executing `graph` (validated, with shapes resolved for `inputs`:
+  // one tensor per graph input, in declaration order). `done` is called
+  // exactly once, on a worker thread, after the last node has finished.
+  // Never throws for execution errors: they arrive in ExecResult.
+  void run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs, Done done);
+
+  // Blocks until no run is in flight.
+  void wait_idle();
+
+ private:
+  struct Run;
+  void schedule(const std::shared_ptr<Run>& run, NodeId node);
+  void execute_node(const std::shared_ptr<Run>& run, NodeId node);
+  void finish(const std::shared_ptr<Run>& run);
+
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
+  int in_flight_ = 0;
+  // Last, so it is destroyed first: its workers are joined while the members
+  // they touch on their way out still exist.
+  ThreadPool pool_;
+};
+
+}  // namespace genie

@@ -1,0 +1,35 @@
+// Fixed-size worker pool with one FIFO queue.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace genie {
+
+class ThreadPool {
+ public:
+  // n <= 0 means std::thread::hardware_concurrency().
+  explicit ThreadPool(int n);
+  // Runs every task already queued, then joins the workers.
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  void post(std::function<void()> task);
+  int size() const { return static_cast<int>(workers_.size()); }
+
+ private:
+  void worker_loop();
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace genie
