@@ -155,6 +155,9 @@ GENIE_API void genie_free(void *ptr);
 /* ------------------------------------------------------------------------- */
 /* Enumerations                                                              */
 /* ------------------------------------------------------------------------- */
+/* Each enumeration ends with a *_MAX_ENUM sentinel that is not a valid value:
+ * it makes the type 32 bits wide in C and C++, so that any int a binding
+ * passes is representable and answered with GENIE_ERR_INVALID_ARGUMENT. */
 
 /** Element types. f16 and bf16 are storage types: arithmetic runs in f32. */
 typedef enum genie_dtype {
@@ -164,7 +167,8 @@ typedef enum genie_dtype {
   GENIE_DTYPE_BF16 = 3,
   GENIE_DTYPE_I32 = 4,
   GENIE_DTYPE_I64 = 5,
-  GENIE_DTYPE_BOOL = 6 /* one byte per element, 0 or 1 */
+  GENIE_DTYPE_BOOL = 6, /* one byte per element, 0 or 1 */
+  GENIE_DTYPE_MAX_ENUM = 0x7fffffff
 } genie_dtype_t;
 
 /** Size in bytes of one element of `dtype`, or 0 for an invalid dtype. */
@@ -178,7 +182,8 @@ GENIE_API const char *genie_dtype_name(genie_dtype_t dtype);
 typedef enum genie_role {
   GENIE_ROLE_CLIENT = 0,
   GENIE_ROLE_SERVER = 1,
-  GENIE_ROLE_WORKER = 2
+  GENIE_ROLE_WORKER = 2,
+  GENIE_ROLE_MAX_ENUM = 0x7fffffff
 } genie_role_t;
 
 /** Data-plane backend. AUTO picks the best available on both ends. */
@@ -187,7 +192,8 @@ typedef enum genie_backend {
   GENIE_BACKEND_TCP = 1,
   GENIE_BACKEND_RDMA = 2,
   GENIE_BACKEND_DPDK = 3,
-  GENIE_BACKEND_DPDK_GPUDEV = 4
+  GENIE_BACKEND_DPDK_GPUDEV = 4,
+  GENIE_BACKEND_MAX_ENUM = 0x7fffffff
 } genie_backend_t;
 
 /** Log verbosity; messages at or above the level are written to stderr. */
@@ -197,7 +203,8 @@ typedef enum genie_log_level {
   GENIE_LOG_WARN = 2,
   GENIE_LOG_INFO = 3,
   GENIE_LOG_DEBUG = 4,
-  GENIE_LOG_TRACE = 5
+  GENIE_LOG_TRACE = 5,
+  GENIE_LOG_MAX_ENUM = 0x7fffffff
 } genie_log_level_t;
 
 /** Execution phase of a node (semantic annotation). */
@@ -206,7 +213,8 @@ typedef enum genie_phase {
   GENIE_PHASE_PREFILL = 1,
   GENIE_PHASE_DECODE = 2,
   GENIE_PHASE_FORWARD = 3,
-  GENIE_PHASE_BACKWARD = 4
+  GENIE_PHASE_BACKWARD = 4,
+  GENIE_PHASE_MAX_ENUM = 0x7fffffff
 } genie_phase_t;
 
 /** Input modality a node works on (semantic annotation). */
@@ -214,7 +222,8 @@ typedef enum genie_modality {
   GENIE_MODALITY_UNKNOWN = 0,
   GENIE_MODALITY_TEXT = 1,
   GENIE_MODALITY_VISION = 2,
-  GENIE_MODALITY_AUDIO = 3
+  GENIE_MODALITY_AUDIO = 3,
+  GENIE_MODALITY_MAX_ENUM = 0x7fffffff
 } genie_modality_t;
 
 /** What a value in a graph is (semantic annotation). */
@@ -224,7 +233,8 @@ typedef enum genie_tensor_role {
   GENIE_ROLE_ACTIVATION = 2,
   GENIE_ROLE_KV_CACHE = 3,
   GENIE_ROLE_INPUT = 4,
-  GENIE_ROLE_OUTPUT = 5
+  GENIE_ROLE_OUTPUT = 5,
+  GENIE_TENSOR_ROLE_MAX_ENUM = 0x7fffffff
 } genie_tensor_role_t;
 
 /** Most dimensions a tensor or graph value may have. */

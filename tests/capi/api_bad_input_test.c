@@ -1,0 +1,385 @@
+/* Bad input at every public function: a specific status, a detail naming the
+ * problem, no crash, no leak (LeakSanitizer), and the context stays usable. */
+#include <math.h>
+#include <stdint.h>
+
+#include "check.h"
+
+static genie_context_t *g_ctx = NULL;
+
+/* Runs a small valid graph: proves the context still works after an error. */
+static void expect_context_usable(void) {
+  genie_graph_t *g = NULL;
+  const int64_t s[1] = {3};
+  const char *in[1] = {"a"};
+  const char *out[1] = {"b"};
+  const float a[3] = {-1, 0, 2};
+  float b[3] = {0};
+  genie_tensor_t *ta = NULL, *tb = NULL;
+  genie_future_t *f = NULL;
+  REQUIRE_OK(genie_graph_create("probe", &g));
+  REQUIRE_OK(genie_graph_add_input(g, "a", GENIE_DTYPE_F32, s, 1));
+  REQUIRE_OK(genie_graph_add_node(g, "relu", "r", in, 1, out, 1));
+  REQUIRE_OK(genie_graph_mark_output(g, "b"));
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s, 1, "cpu", &ta));
+  REQUIRE_OK(genie_tensor_write(ta, 0, a, sizeof a));
+  REQUIRE_OK(genie_graph_submit(g_ctx, g, in, &ta, 1, &f));
+  REQUIRE_OK(genie_future_wait(f, -1));
+  REQUIRE_OK(genie_future_output(f, 0, &tb));
+  REQUIRE_OK(genie_tensor_read(tb, 0, b, sizeof b));
+  CHECK(b[0] == 0 && b[1] == 0 && b[2] == 2);
+  genie_tensor_destroy(ta);
+  genie_tensor_destroy(tb);
+  genie_future_destroy(f);
+  genie_graph_destroy(g);
+}
+
+static void test_null_and_wrong_handles(void) {
+  genie_config_t *cfg = NULL;
+  genie_graph_t *g = NULL;
+  genie_tensor_t *t = NULL;
+  genie_future_t *f = NULL;
+  genie_context_t *c = NULL;
+  const int64_t s[1] = {2};
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_create(NULL));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_config_set_master_port(NULL, 1));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_init(NULL, NULL));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_tensor_alloc(NULL, GENIE_DTYPE_F32, s, 1, "cpu", &t));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s, 1, "cpu", NULL));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, NULL, 1, "cpu", &t));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_tensor_write(NULL, 0, s, 1));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_tensor_read(NULL, 0, &c, 1));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_tensor_info(NULL, NULL, NULL, NULL, NULL));
+  CHECK(genie_tensor_device(NULL) == NULL);
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_create("x", NULL));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_graph_add_input(NULL, "a", GENIE_DTYPE_F32, s, 1));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_graph_validate(NULL));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_graph_hash(NULL, NULL));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_from_json(NULL, 0, &g));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_graph_submit(NULL, NULL, NULL, NULL, 0, &f));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_future_wait(NULL, 0));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_future_poll(NULL));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_future_output(NULL, 0, &t));
+  /* Destroy functions accept NULL. */
+  genie_config_destroy(NULL);
+  genie_tensor_destroy(NULL);
+  genie_graph_destroy(NULL);
+  genie_future_destroy(NULL);
+  genie_shutdown(NULL);
+  CHECK(genie_is_initialized(NULL) == 0);
+
+  /* A handle of another kind is refused, not misused. */
+  REQUIRE_OK(genie_graph_create("g", &g));
+  REQUIRE_OK(genie_config_create(&cfg));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_tensor_write((genie_tensor_t *)g, 0, s, 1));
+  EXPECT_DETAIL("tensor");
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_graph_validate((genie_graph_t *)cfg));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE,
+                genie_tensor_alloc((genie_context_t *)g, GENIE_DTYPE_F32, s, 1, "cpu", &t));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_init((genie_config_t *)g, &c));
+  CHECK(c == NULL); /* out-parameters untouched on failure */
+  genie_graph_destroy(g);
+  genie_config_destroy(cfg);
+  CHECK(t == NULL && f == NULL);
+}
+
+static void test_config_and_init(void) {
+  genie_config_t *cfg = NULL;
+  genie_context_t *c = NULL;
+  REQUIRE_OK(genie_config_create(&cfg));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_master_port(cfg, 0));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_master_port(cfg, 70000));
+  EXPECT_DETAIL("70000");
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_node_id(cfg, "bad id!"));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_role(cfg, (genie_role_t)7));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_backend(cfg, (genie_backend_t)1000));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_log_level(cfg, (genie_log_level_t)9));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_timeout_ms(cfg, 0));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_num_threads(cfg, -1));
+
+  /* Header/library ABI mismatch. */
+  EXPECT_STATUS(GENIE_ERR_VERSION_MISMATCH, genie_init_abi(GENIE_ABI_VERSION + 1, cfg, &c));
+  EXPECT_DETAIL("ABI");
+
+  /* Bad environment values name the variable. */
+  setenv("GENIE_NUM_THREADS", "many", 1);
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_init(cfg, &c));
+  EXPECT_DETAIL("GENIE_NUM_THREADS");
+  unsetenv("GENIE_NUM_THREADS");
+  setenv("GENIE_BACKEND", "carrier-pigeon", 1);
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_init(cfg, &c));
+  EXPECT_DETAIL("GENIE_BACKEND");
+  /* ... unless the environment is switched off. */
+  EXPECT_OK(genie_config_set_use_env(cfg, 0));
+  EXPECT_OK(genie_init(cfg, &c));
+  genie_shutdown(c);
+  c = NULL;
+  unsetenv("GENIE_BACKEND");
+  /* The environment overrides the builder. */
+  EXPECT_OK(genie_config_set_use_env(cfg, 1));
+  EXPECT_OK(genie_config_set_node_id(cfg, "from-builder"));
+  setenv("GENIE_NODE_ID", "from-env", 1);
+  REQUIRE_OK(genie_init(cfg, &c));
+  CHECK(strcmp(genie_context_node_id(c), "from-env") == 0);
+  genie_shutdown(c);
+  unsetenv("GENIE_NODE_ID");
+  genie_config_destroy(cfg);
+}
+
+static void test_tensor_errors(void) {
+  genie_tensor_t *t = NULL;
+  const int64_t neg[2] = {2, -3};
+  const int64_t huge[3] = {INT64_C(1) << 40, INT64_C(1) << 40, 16};
+  const int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const int64_t s[1] = {4};
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, neg, 2, "cpu", &t));
+  EXPECT_DETAIL("negative");
+  EXPECT_STATUS(GENIE_ERR_TOO_LARGE, genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, huge, 3, "cpu", &t));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, nine, 9, "cpu", &t));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_tensor_alloc(g_ctx, (genie_dtype_t)42, s, 1, "cpu", &t));
+  EXPECT_STATUS(GENIE_ERR_PARSE, genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s, 1, "tpu:0", &t));
+  EXPECT_DETAIL("tpu:0");
+  EXPECT_STATUS(GENIE_ERR_PARSE, genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s, 1, "cpu:x", &t));
+  EXPECT_STATUS(GENIE_ERR_UNSUPPORTED, genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s, 1, "remote:0", &t));
+  EXPECT_DETAIL("GENIE_MASTER_ADDR");
+  EXPECT_STATUS(GENIE_ERR_UNSUPPORTED, genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s, 1, "node-b/gpu:1", &t));
+  EXPECT_STATUS(GENIE_ERR_UNSUPPORTED, genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s, 1, "cpu:3", &t));
+  CHECK(t == NULL);
+
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s, 1, "cpu", &t));
+  float buf[8] = {0};
+  EXPECT_STATUS(GENIE_ERR_SIZE_MISMATCH, genie_tensor_write(t, 0, buf, 17));
+  EXPECT_STATUS(GENIE_ERR_SIZE_MISMATCH, genie_tensor_write(t, 12, buf, 8));
+  EXPECT_STATUS(GENIE_ERR_SIZE_MISMATCH, genie_tensor_read(t, SIZE_MAX, buf, 2)); /* offset overflow */
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_tensor_write(t, 0, NULL, 4));
+  EXPECT_OK(genie_tensor_write(t, 16, NULL, 0)); /* empty write at the end is fine */
+  genie_tensor_destroy(t);
+  expect_context_usable();
+}
+
+static genie_graph_t *two_inputs(const char *op) {
+  genie_graph_t *g = NULL;
+  const int64_t s[2] = {2, 3};
+  const char *in[2] = {"a", "b"};
+  const char *out[1] = {"c"};
+  REQUIRE_OK(genie_graph_create(op, &g));
+  REQUIRE_OK(genie_graph_add_input(g, "a", GENIE_DTYPE_F32, s, 2));
+  REQUIRE_OK(genie_graph_add_input(g, "b", GENIE_DTYPE_F32, s, 2));
+  REQUIRE_OK(genie_graph_add_node(g, op, "n", in, 2, out, 1));
+  REQUIRE_OK(genie_graph_mark_output(g, "c"));
+  return g;
+}
+
+static void test_graph_errors(void) {
+  genie_graph_t *g = NULL;
+  const int64_t s[2] = {2, 3}, s2[2] = {3, 5}, bad[2] = {4, 5};
+  const char *ab[2] = {"a", "b"};
+  const char *c1[1] = {"c"};
+  const char *d1[1] = {"d"};
+  const char *cd[1] = {"c"};
+  REQUIRE_OK(genie_graph_create("bad", &g));
+  REQUIRE_OK(genie_graph_add_input(g, "a", GENIE_DTYPE_F32, s, 2));
+  EXPECT_STATUS(GENIE_ERR_INVALID_GRAPH, genie_graph_add_input(g, "a", GENIE_DTYPE_F32, s, 2));
+  EXPECT_DETAIL("'a'");
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_add_input(g, "", GENIE_DTYPE_F32, s, 2));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_add_input(g, "z", (genie_dtype_t)0, s, 2));
+  EXPECT_STATUS(GENIE_ERR_UNKNOWN_OP, genie_graph_add_node(g, "matmull", "n", ab, 2, c1, 1));
+  EXPECT_DETAIL("matmul"); /* suggests the close name */
+  EXPECT_STATUS(GENIE_ERR_INVALID_GRAPH, genie_graph_add_node(g, "relu", "n", ab, 2, c1, 1)); /* arity */
+  const float k[6] = {0};
+  EXPECT_STATUS(GENIE_ERR_SIZE_MISMATCH, genie_graph_add_constant(g, "k", GENIE_DTYPE_F32, s, 2, k, 20));
+  EXPECT_STATUS(GENIE_ERR_NOT_FOUND, genie_graph_set_attr_int(g, "ghost", "axis", 1));
+  EXPECT_STATUS(GENIE_ERR_NOT_FOUND, genie_graph_set_phase(g, "ghost", GENIE_PHASE_DECODE));
+  EXPECT_STATUS(GENIE_ERR_NOT_FOUND, genie_graph_set_role(g, "ghost", GENIE_ROLE_WEIGHT));
+
+  /* Dangling input. */
+  REQUIRE_OK(genie_graph_add_node(g, "add", "n", ab, 2, c1, 1));
+  REQUIRE_OK(genie_graph_mark_output(g, "c"));
+  EXPECT_STATUS(GENIE_ERR_INVALID_GRAPH, genie_graph_mark_output(g, "c"));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ATTRIBUTE, genie_graph_set_attr_int(g, "n", "axis", 1));
+  EXPECT_STATUS(GENIE_ERR_INVALID_GRAPH, genie_graph_validate(g));
+  EXPECT_DETAIL("'b'");
+  /* Shape mismatch names the node. */
+  REQUIRE_OK(genie_graph_add_input(g, "b", GENIE_DTYPE_F32, bad, 2));
+  EXPECT_STATUS(GENIE_ERR_SHAPE_MISMATCH, genie_graph_validate(g));
+  EXPECT_DETAIL("'n'");
+  genie_graph_destroy(g);
+
+  /* dtype mismatch */
+  REQUIRE_OK(genie_graph_create("dtypes", &g));
+  REQUIRE_OK(genie_graph_add_input(g, "a", GENIE_DTYPE_F32, s, 2));
+  REQUIRE_OK(genie_graph_add_input(g, "b", GENIE_DTYPE_I32, s, 2));
+  REQUIRE_OK(genie_graph_add_node(g, "add", "n", ab, 2, c1, 1));
+  REQUIRE_OK(genie_graph_mark_output(g, "c"));
+  EXPECT_STATUS(GENIE_ERR_DTYPE_MISMATCH, genie_graph_validate(g));
+  genie_graph_destroy(g);
+
+  /* Cycle: c = add(a, d); d = relu(c). */
+  REQUIRE_OK(genie_graph_create("cycle", &g));
+  REQUIRE_OK(genie_graph_add_input(g, "a", GENIE_DTYPE_F32, s, 2));
+  const char *ad[2] = {"a", "d"};
+  REQUIRE_OK(genie_graph_add_node(g, "add", "n1", ad, 2, c1, 1));
+  REQUIRE_OK(genie_graph_add_node(g, "relu", "n2", cd, 1, d1, 1));
+  REQUIRE_OK(genie_graph_mark_output(g, "d"));
+  EXPECT_STATUS(GENIE_ERR_INVALID_GRAPH, genie_graph_validate(g));
+  EXPECT_DETAIL("cycle");
+  genie_graph_destroy(g);
+
+  /* No outputs. */
+  REQUIRE_OK(genie_graph_create("empty", &g));
+  EXPECT_STATUS(GENIE_ERR_INVALID_GRAPH, genie_graph_validate(g));
+  genie_graph_destroy(g);
+
+  /* Missing required attribute; overflowing reshape. */
+  REQUIRE_OK(genie_graph_create("attrs", &g));
+  REQUIRE_OK(genie_graph_add_input(g, "a", GENIE_DTYPE_F32, s, 2));
+  const char *a1[1] = {"a"};
+  REQUIRE_OK(genie_graph_add_node(g, "reshape", "r", a1, 1, c1, 1));
+  REQUIRE_OK(genie_graph_mark_output(g, "c"));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ATTRIBUTE, genie_graph_validate(g));
+  EXPECT_DETAIL("shape");
+  EXPECT_STATUS(GENIE_ERR_INVALID_ATTRIBUTE, genie_graph_set_attr_float(g, "r", "shape", 1.0));
+  const int64_t huge[3] = {INT64_C(1) << 40, INT64_C(1) << 40, 1 << 20};
+  REQUIRE_OK(genie_graph_set_attr_ints(g, "r", "shape", huge, 3));
+  genie_status_t st = genie_graph_validate(g);
+  CHECK(st == GENIE_ERR_TOO_LARGE || st == GENIE_ERR_SHAPE_MISMATCH);
+  int64_t ok_shape[1] = {6};
+  REQUIRE_OK(genie_graph_set_attr_ints(g, "r", "shape", ok_shape, 1));
+  EXPECT_OK(genie_graph_validate(g));
+  genie_graph_destroy(g);
+
+  /* Submission errors: unbound, unknown, twice bound, wrong dtype, wrong shape. */
+  g = two_inputs("matmul");
+  genie_tensor_t *ta = NULL, *tb = NULL, *ti = NULL, *tw = NULL;
+  genie_future_t *f = NULL;
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s, 2, "cpu", &ta));
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s2, 2, "cpu", &tb));
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_I32, s, 2, "cpu", &ti));
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, bad, 2, "cpu", &tw));
+  genie_tensor_t *only_a[1] = {ta};
+  EXPECT_STATUS(GENIE_ERR_INVALID_GRAPH, genie_graph_submit(g_ctx, g, ab, only_a, 1, &f));
+  EXPECT_DETAIL("'b'");
+  const char *ghost[2] = {"a", "ghost"};
+  genie_tensor_t *pair[2] = {ta, tb};
+  EXPECT_STATUS(GENIE_ERR_INVALID_GRAPH, genie_graph_submit(g_ctx, g, ghost, pair, 2, &f));
+  const char *twice[2] = {"a", "a"};
+  EXPECT_STATUS(GENIE_ERR_INVALID_GRAPH, genie_graph_submit(g_ctx, g, twice, pair, 2, &f));
+  genie_tensor_t *wrong_dtype[2] = {ti, tb};
+  EXPECT_STATUS(GENIE_ERR_DTYPE_MISMATCH, genie_graph_submit(g_ctx, g, ab, wrong_dtype, 2, &f));
+  genie_tensor_t *wrong_shape[2] = {ta, tw};
+  EXPECT_STATUS(GENIE_ERR_SHAPE_MISMATCH, genie_graph_submit(g_ctx, g, ab, wrong_shape, 2, &f));
+  /* Matmul of [2,3] @ [2,3] (declared) fails validation at submit. */
+  genie_tensor_t *same[2] = {ta, ta};
+  EXPECT_STATUS(GENIE_ERR_SHAPE_MISMATCH, genie_graph_submit(g_ctx, g, ab, same, 2, &f));
+  CHECK(f == NULL);
+  genie_graph_destroy(g);
+  genie_tensor_destroy(ta);
+  genie_tensor_destroy(tb);
+  genie_tensor_destroy(ti);
+  genie_tensor_destroy(tw);
+  expect_context_usable();
+}
+
+static void test_execution_errors(void) {
+  /* An embedding id outside the table fails at execution: the future
+   * reports it, naming the node; nothing is leaked. */
+  genie_graph_t *g = NULL;
+  const int64_t ids_s[1] = {3}, tab_s[2] = {4, 2};
+  const char *in[2] = {"ids", "table"};
+  const char *out[1] = {"e"};
+  REQUIRE_OK(genie_graph_create("emb", &g));
+  REQUIRE_OK(genie_graph_add_input(g, "ids", GENIE_DTYPE_I64, ids_s, 1));
+  REQUIRE_OK(genie_graph_add_input(g, "table", GENIE_DTYPE_F32, tab_s, 2));
+  REQUIRE_OK(genie_graph_add_node(g, "embedding", "lookup", in, 2, out, 1));
+  REQUIRE_OK(genie_graph_mark_output(g, "e"));
+  genie_tensor_t *ti = NULL, *tt = NULL, *te = NULL;
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_I64, ids_s, 1, "cpu", &ti));
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, tab_s, 2, "cpu", &tt));
+  const int64_t ids[3] = {0, 7, 1};
+  REQUIRE_OK(genie_tensor_write(ti, 0, ids, sizeof ids));
+  genie_tensor_t *ins[2] = {ti, tt};
+  genie_future_t *f = NULL;
+  REQUIRE_OK(genie_graph_submit(g_ctx, g, in, ins, 2, &f));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_future_wait(f, -1));
+  EXPECT_DETAIL("lookup");
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_future_poll(f));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_future_output(f, 0, &te));
+  CHECK(te == NULL);
+  genie_future_destroy(f);
+  genie_tensor_destroy(ti);
+  genie_tensor_destroy(tt);
+  genie_graph_destroy(g);
+  expect_context_usable();
+}
+
+static void test_json_errors(void) {
+  genie_graph_t *g = NULL;
+  const char *cases[] = {
+      "",
+      "{",
+      "[1,2,3]",
+      "{\"format\":\"genie-graph\"",
+      "{\"nodes\":42}",
+      "not json at all",
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    EXPECT_STATUS(GENIE_ERR_PARSE, genie_graph_from_json(cases[i], strlen(cases[i]), &g));
+    CHECK(g == NULL);
+  }
+  /* Text not NUL-terminated within len is fine: only len bytes are read. */
+  char buf[4] = {'{', '}', 'x', 'x'};
+  genie_status_t st = genie_graph_from_json(buf, 1, &g);
+  CHECK(st == GENIE_ERR_PARSE && g == NULL);
+}
+
+static void test_wait_timeout(void) {
+  /* A chain of large matmuls: a wait of 0 ms must time out, leaving the
+   * future valid; then it completes. Destroying a running future is safe. */
+  genie_graph_t *g = NULL;
+  const int64_t s[2] = {1024, 1024};
+  REQUIRE_OK(genie_graph_create("slow", &g));
+  REQUIRE_OK(genie_graph_add_input(g, "m0", GENIE_DTYPE_F32, s, 2));
+  char in_name[16], out_name[16], node_name[16];
+  for (int i = 0; i < 6; ++i) {
+    snprintf(in_name, sizeof in_name, "m%d", i);
+    snprintf(out_name, sizeof out_name, "m%d", i + 1);
+    snprintf(node_name, sizeof node_name, "mm%d", i);
+    const char *in[2] = {in_name, in_name};
+    const char *out[1] = {out_name};
+    REQUIRE_OK(genie_graph_add_node(g, "matmul", node_name, in, 2, out, 1));
+  }
+  REQUIRE_OK(genie_graph_mark_output(g, "m6"));
+  genie_tensor_t *t = NULL;
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s, 2, "cpu", &t));
+  const char *names[1] = {"m0"};
+  genie_future_t *f1 = NULL, *f2 = NULL;
+  REQUIRE_OK(genie_graph_submit(g_ctx, g, names, &t, 1, &f1));
+  REQUIRE_OK(genie_graph_submit(g_ctx, g, names, &t, 1, &f2));
+  EXPECT_STATUS(GENIE_ERR_TIMEOUT, genie_future_wait(f1, 0));
+  EXPECT_STATUS(GENIE_IN_PROGRESS, genie_future_poll(f1));
+  genie_tensor_t *out = NULL;
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_future_output(f1, 0, &out));
+  EXPECT_DETAIL("not completed");
+  genie_tensor_destroy(t); /* the running graphs hold their own reference */
+  genie_future_destroy(f2); /* still running: finishes in the background */
+  EXPECT_OK(genie_future_wait(f1, -1));
+  genie_future_destroy(f1);
+  genie_graph_destroy(g);
+}
+
+int main(void) {
+  genie_config_t *cfg = NULL;
+  REQUIRE_OK(genie_config_create(&cfg));
+  REQUIRE_OK(genie_config_set_use_env(cfg, 0));
+  REQUIRE_OK(genie_init(cfg, &g_ctx));
+  genie_config_destroy(cfg);
+  test_null_and_wrong_handles();
+  test_config_and_init();
+  test_tensor_errors();
+  test_graph_errors();
+  test_execution_errors();
+  test_json_errors();
+  test_wait_timeout();
+  genie_shutdown(g_ctx);
+  return test_summary("api_bad_input_test");
+}
