@@ -1,10 +1,22 @@
 #include "core/tensor_data.hpp"
 
+#include <atomic>
 #include <cstring>
 
 #include "core/error.hpp"
 
 namespace genie {
+
+namespace {
+std::atomic<size_t> g_live{0};
+std::atomic<size_t> g_peak{0};
+}  // namespace
+
+size_t tensor_bytes_live() { return g_live.load(std::memory_order_relaxed); }
+size_t tensor_bytes_peak() { return g_peak.load(std::memory_order_relaxed); }
+void tensor_bytes_reset_peak() { g_peak.store(g_live.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+
+TensorData::~TensorData() { g_live.fetch_sub(nbytes_, std::memory_order_relaxed); }
 
 TensorData::TensorData(DType dtype, Shape shape)
     : dtype_(dtype), shape_(std::move(shape)), numel_(genie::numel(shape_)) {
@@ -16,6 +28,10 @@ TensorData::TensorData(DType dtype, Shape shape)
         shape_str(shape_));
   std::memset(p, 0, alloc);
   data_.reset(static_cast<std::byte*>(p));
+  const size_t live = g_live.fetch_add(nbytes_, std::memory_order_relaxed) + nbytes_;
+  size_t peak = g_peak.load(std::memory_order_relaxed);
+  while (live > peak && !g_peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
 }
 
 namespace {

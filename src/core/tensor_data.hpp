@@ -14,6 +14,7 @@ class TensorData {
  public:
   // Allocates zero-filled storage; throws Error(OUT_OF_MEMORY / TOO_LARGE).
   TensorData(DType dtype, Shape shape);
+  ~TensorData();
   TensorData(const TensorData&) = delete;
   TensorData& operator=(const TensorData&) = delete;
 
@@ -44,6 +45,12 @@ class TensorData {
 };
 
 using TensorPtr = std::shared_ptr<TensorData>;
+
+// Bytes held by every TensorData of the process, and the most held at once
+// since the last reset_peak (memory accounting for tests and metrics).
+size_t tensor_bytes_live();
+size_t tensor_bytes_peak();
+void tensor_bytes_reset_peak();
 
 // Converts any tensor to a new tensor of `to` (f16/bf16 via f32; float to int
 // truncates toward zero; anything to bool is != 0).

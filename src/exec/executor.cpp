@@ -30,6 +30,7 @@ struct Executor::Run {
   std::string detail;
   Done done;
   uint64_t start_ns = 0;
+  std::vector<NodeTrace> trace;  // by node; each entry written by the node's worker
 
   void record_error(genie_status_t s, const std::string& d) {
     std::lock_guard<std::mutex> lk(err_mu);
@@ -63,6 +64,7 @@ void Executor::run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> in
   run->pending = std::make_unique<std::atomic<int>[]>(nn);
   run->uses = std::make_unique<std::atomic<int>[]>(nv);
   run->successors.resize(nn);
+  run->trace.resize(nn);
 
   check(inputs.size() == g.inputs().size(), GENIE_ERR_INTERNAL, "executor: ", inputs.size(),
         " tensors bound for ", g.inputs().size(), " graph inputs");
@@ -112,6 +114,10 @@ void Executor::execute_node(const std::shared_ptr<Run>& run, NodeId first) {
   NodeId node = first;
   while (node != kNone) {
     const Node& nd = g.node(node);
+    NodeTrace& tr = run->trace[static_cast<size_t>(node)];
+    tr.node = node;
+    tr.worker = ThreadPool::current_worker();
+    tr.start_ns = now_ns() - run->start_ns;
     if (!run->failed.load(std::memory_order_acquire)) {
       try {
         cpu::KernelFn fn = cpu::find_kernel(nd.op);
@@ -152,6 +158,7 @@ void Executor::execute_node(const std::shared_ptr<Run>& run, NodeId first) {
         run->record_error(GENIE_ERR_INTERNAL, cat("node '", nd.name, "' (", nd.op, "): ", e.what()));
       }
     }
+    tr.end_ns = now_ns() - run->start_ns;
     // Free intermediates whose last consumer this was, and outputs nobody reads.
     for (ValueId v : nd.inputs) {
       if (v == kNone || run->keep[static_cast<size_t>(v)]) continue;
@@ -207,6 +214,7 @@ void Executor::finish(const std::shared_ptr<Run>& run) {
     }
   }
   run->slots.clear();
+  r.trace = std::move(run->trace);
   Done done = std::move(run->done);
   done(std::move(r));
   {

@@ -22,11 +22,20 @@
 
 namespace genie {
 
+// When and where one node ran (relative to the start of the run).
+struct NodeTrace {
+  NodeId node = kNone;
+  int worker = -1;
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+};
+
 struct ExecResult {
   genie_status_t status = GENIE_OK;
   std::string detail;
   std::vector<TensorPtr> outputs;  // one per graph output, in mark order
   uint64_t exec_ns = 0;
+  std::vector<NodeTrace> trace;  // one per node, by node id
 };
 
 class Executor {

@@ -2,11 +2,17 @@
 
 namespace genie {
 
+namespace {
+thread_local int t_worker_index = -1;
+}  // namespace
+
+int ThreadPool::current_worker() { return t_worker_index; }
+
 ThreadPool::ThreadPool(int n) {
   if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
   if (n <= 0) n = 1;
   workers_.reserve(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 0; i < n; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -26,7 +32,8 @@ void ThreadPool::post(std::function<void()> task) {
   cv_.notify_one();
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int index) {
+  t_worker_index = index;
   for (;;) {
     std::function<void()> task;
     {

@@ -21,9 +21,11 @@ class ThreadPool {
 
   void post(std::function<void()> task);
   int size() const { return static_cast<int>(workers_.size()); }
+  // Index of the calling worker thread in its pool, or -1 off the pool.
+  static int current_worker();
 
  private:
-  void worker_loop();
+  void worker_loop(int index);
 
   std::mutex mu_;
   std::condition_variable cv_;

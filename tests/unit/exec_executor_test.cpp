@@ -1,0 +1,156 @@
+// The executor: dependency order, parallelism, freeing intermediates after
+// their last use, error propagation, and outputs that never alias inputs.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <set>
+
+#include "core/error.hpp"
+#include "exec/executor.hpp"
+#include "graph/graph.hpp"
+
+namespace genie {
+namespace {
+
+TensorPtr filled(Shape s, float v) {
+  auto t = std::make_shared<TensorData>(DType::F32, std::move(s));
+  for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = v;
+  return t;
+}
+
+ExecResult run_sync(Executor& ex, const std::shared_ptr<Graph>& g, std::vector<TensorPtr> in) {
+  std::promise<ExecResult> p;
+  auto fut = p.get_future();
+  int calls = 0;
+  ex.run(g, std::move(in), [&](ExecResult&& r) {
+    ++calls;
+    p.set_value(std::move(r));
+  });
+  ExecResult r = fut.get();
+  ex.wait_idle();
+  EXPECT_EQ(calls, 1);
+  return r;
+}
+
+TEST(Executor, DiamondRunsInDependencyOrder) {
+  // b = relu(a); c = add(a, a); d = mul(b, c)  ->  d = relu(a) * 2a
+  auto g = std::make_shared<Graph>("diamond");
+  g->add_input("a", DType::F32, {4});
+  g->add_node("relu", "n1", {"a"}, {"b"});
+  g->add_node("add", "n2", {"a", "a"}, {"c"});
+  g->add_node("mul", "n3", {"b", "c"}, {"d"});
+  g->mark_output("d");
+  g->validate();
+  auto a = std::make_shared<TensorData>(DType::F32, Shape{4});
+  const float in[4] = {-1.f, 0.5f, 2.f, -3.f};
+  for (int i = 0; i < 4; ++i) a->data<float>()[i] = in[i];
+  Executor ex(2);
+  ExecResult r = run_sync(ex, g, {a});
+  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
+  ASSERT_EQ(r.outputs.size(), 1u);
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(r.outputs[0]->data<float>()[i], std::max(in[i], 0.f) * 2 * in[i]);
+  // Every node ran after all of its producers finished.
+  ASSERT_EQ(r.trace.size(), 3u);
+  EXPECT_GE(r.trace[2].start_ns, r.trace[0].end_ns);
+  EXPECT_GE(r.trace[2].start_ns, r.trace[1].end_ns);
+}
+
+TEST(Executor, FreesIntermediatesAfterLastUse) {
+  // A chain of 24 elementwise nodes over 1 MiB tensors: holding every
+  // intermediate would need 24 MiB; freeing after last use needs a few.
+  constexpr int kLen = 24;
+  const Shape s{256, 1024};
+  const size_t mib = 256 * 1024 * 4;
+  auto g = std::make_shared<Graph>("chain");
+  g->add_input("v0", DType::F32, s);
+  for (int i = 0; i < kLen; ++i)
+    g->add_node("relu", "n" + std::to_string(i), {"v" + std::to_string(i)}, {"v" + std::to_string(i + 1)});
+  g->mark_output("v" + std::to_string(kLen));
+  g->validate();
+  auto in = filled(s, 1.f);
+  Executor ex(2);
+  tensor_bytes_reset_peak();
+  const size_t before = tensor_bytes_live();
+  ExecResult r = run_sync(ex, g, {in});
+  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
+  const size_t peak = tensor_bytes_peak() - before;
+  EXPECT_LE(peak, 3 * mib) << "peak " << peak << " bytes: intermediates were not freed";
+  EXPECT_GE(peak, mib);
+}
+
+TEST(Executor, RunsIndependentNodesInParallel) {
+  // Two independent branches of large matmuls on a 2-worker pool: both
+  // workers take part (the second branch does not wait for the first).
+  const Shape s{512, 512};
+  auto g = std::make_shared<Graph>("branches");
+  g->add_input("x", DType::F32, s);
+  g->add_input("y", DType::F32, s);
+  for (const char* b : {"x", "y"}) {
+    std::string prev = b;
+    for (int i = 0; i < 4; ++i) {
+      const std::string next = std::string(b) + std::to_string(i);
+      g->add_node("matmul", "mm_" + next, {prev, prev}, {next});
+      prev = next;
+    }
+    g->mark_output(prev);
+  }
+  g->validate();
+  Executor ex(2);
+  ExecResult r = run_sync(ex, g, {filled(s, 0.01f), filled(s, 0.02f)});
+  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
+  std::set<int> workers;
+  for (const NodeTrace& t : r.trace) workers.insert(t.worker);
+  EXPECT_EQ(workers.size(), 2u);
+  EXPECT_EQ(workers.count(-1), 0u);
+}
+
+TEST(Executor, ReportsTheFailingNodeAndSkipsDependents) {
+  auto g = std::make_shared<Graph>("fail");
+  g->add_input("ids", DType::I64, {2});
+  g->add_input("table", DType::F32, {3, 2});
+  g->add_node("embedding", "lookup", {"ids", "table"}, {"e"});
+  g->add_node("relu", "after", {"e"}, {"r"});
+  g->mark_output("r");
+  g->validate();
+  auto ids = std::make_shared<TensorData>(DType::I64, Shape{2});
+  ids->data<int64_t>()[1] = 99;
+  Executor ex(2);
+  ExecResult r = run_sync(ex, g, {ids, filled({3, 2}, 1.f)});
+  EXPECT_EQ(r.status, GENIE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(r.detail.find("lookup"), std::string::npos) << r.detail;
+  EXPECT_TRUE(r.outputs.empty());
+}
+
+TEST(Executor, OutputThatIsAnInputIsCopied) {
+  auto g = std::make_shared<Graph>("identity");
+  g->add_input("a", DType::F32, {3});
+  g->mark_output("a");
+  g->validate();
+  auto a = filled({3}, 2.f);
+  Executor ex(1);
+  ExecResult r = run_sync(ex, g, {a});
+  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_NE(r.outputs[0].get(), a.get());
+  EXPECT_EQ(r.outputs[0]->data<float>()[2], 2.f);
+}
+
+TEST(Executor, ReducedPrecisionStorageComputesInF32) {
+  auto g = std::make_shared<Graph>("bf16");
+  g->add_input("a", DType::BF16, {2});
+  g->add_node("add", "n", {"a", "a"}, {"b"});
+  g->mark_output("b");
+  g->validate();
+  auto a = std::make_shared<TensorData>(DType::BF16, Shape{2});
+  a->data<uint16_t>()[0] = f32_to_bf16(1.5f);
+  a->data<uint16_t>()[1] = f32_to_bf16(-0.25f);
+  Executor ex(1);
+  ExecResult r = run_sync(ex, g, {a});
+  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
+  EXPECT_EQ(r.outputs[0]->dtype(), DType::BF16);
+  EXPECT_EQ(bf16_to_f32(r.outputs[0]->data<uint16_t>()[0]), 3.f);
+  EXPECT_EQ(bf16_to_f32(r.outputs[0]->data<uint16_t>()[1]), -0.5f);
+}
+
+}  // namespace
+}  // namespace genie
