@@ -436,7 +436,8 @@ GENIE_API void genie_graph_destroy(genie_graph_t *graph);
 /** Declares a graph input named `name` with `dtype` and `shape`. A dimension
  *  of -1 is dynamic: it takes the size of the bound tensor at submission.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad name, dtype, ndim, dimension
- *  < -1), INVALID_GRAPH (name already used). */
+ *  < -1), INVALID_GRAPH (name already used), TOO_LARGE (the static
+ *  dimensions alone overflow the size limit). */
 GENIE_API genie_status_t genie_graph_add_input(genie_graph_t *graph,
                                                const char *name,
                                                genie_dtype_t dtype,

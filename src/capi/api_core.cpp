@@ -40,31 +40,56 @@ uint32_t genie_abi_version(void) { return GENIE_ABI_VERSION; }
 
 const char* genie_status_str(genie_status_t s) {
   switch (s) {
-    case GENIE_OK: return "GENIE_OK";
-    case GENIE_IN_PROGRESS: return "GENIE_IN_PROGRESS";
-    case GENIE_ERR_INVALID_ARGUMENT: return "GENIE_ERR_INVALID_ARGUMENT";
-    case GENIE_ERR_INVALID_HANDLE: return "GENIE_ERR_INVALID_HANDLE";
-    case GENIE_ERR_OUT_OF_MEMORY: return "GENIE_ERR_OUT_OF_MEMORY";
-    case GENIE_ERR_DTYPE_MISMATCH: return "GENIE_ERR_DTYPE_MISMATCH";
-    case GENIE_ERR_SHAPE_MISMATCH: return "GENIE_ERR_SHAPE_MISMATCH";
-    case GENIE_ERR_SIZE_MISMATCH: return "GENIE_ERR_SIZE_MISMATCH";
-    case GENIE_ERR_UNKNOWN_OP: return "GENIE_ERR_UNKNOWN_OP";
-    case GENIE_ERR_INVALID_ATTRIBUTE: return "GENIE_ERR_INVALID_ATTRIBUTE";
-    case GENIE_ERR_INVALID_GRAPH: return "GENIE_ERR_INVALID_GRAPH";
-    case GENIE_ERR_PARSE: return "GENIE_ERR_PARSE";
-    case GENIE_ERR_TOO_LARGE: return "GENIE_ERR_TOO_LARGE";
-    case GENIE_ERR_NOT_FOUND: return "GENIE_ERR_NOT_FOUND";
-    case GENIE_ERR_UNSUPPORTED: return "GENIE_ERR_UNSUPPORTED";
-    case GENIE_ERR_TIMEOUT: return "GENIE_ERR_TIMEOUT";
-    case GENIE_ERR_CONNECTION: return "GENIE_ERR_CONNECTION";
-    case GENIE_ERR_AUTH: return "GENIE_ERR_AUTH";
-    case GENIE_ERR_PROTOCOL: return "GENIE_ERR_PROTOCOL";
-    case GENIE_ERR_VERSION_MISMATCH: return "GENIE_ERR_VERSION_MISMATCH";
-    case GENIE_ERR_SHUTDOWN: return "GENIE_ERR_SHUTDOWN";
-    case GENIE_ERR_IO: return "GENIE_ERR_IO";
-    case GENIE_ERR_CANCELLED: return "GENIE_ERR_CANCELLED";
-    case GENIE_ERR_INTERNAL: return "GENIE_ERR_INTERNAL";
-    default: return "unknown status";
+    case GENIE_OK:
+      return "GENIE_OK";
+    case GENIE_IN_PROGRESS:
+      return "GENIE_IN_PROGRESS";
+    case GENIE_ERR_INVALID_ARGUMENT:
+      return "GENIE_ERR_INVALID_ARGUMENT";
+    case GENIE_ERR_INVALID_HANDLE:
+      return "GENIE_ERR_INVALID_HANDLE";
+    case GENIE_ERR_OUT_OF_MEMORY:
+      return "GENIE_ERR_OUT_OF_MEMORY";
+    case GENIE_ERR_DTYPE_MISMATCH:
+      return "GENIE_ERR_DTYPE_MISMATCH";
+    case GENIE_ERR_SHAPE_MISMATCH:
+      return "GENIE_ERR_SHAPE_MISMATCH";
+    case GENIE_ERR_SIZE_MISMATCH:
+      return "GENIE_ERR_SIZE_MISMATCH";
+    case GENIE_ERR_UNKNOWN_OP:
+      return "GENIE_ERR_UNKNOWN_OP";
+    case GENIE_ERR_INVALID_ATTRIBUTE:
+      return "GENIE_ERR_INVALID_ATTRIBUTE";
+    case GENIE_ERR_INVALID_GRAPH:
+      return "GENIE_ERR_INVALID_GRAPH";
+    case GENIE_ERR_PARSE:
+      return "GENIE_ERR_PARSE";
+    case GENIE_ERR_TOO_LARGE:
+      return "GENIE_ERR_TOO_LARGE";
+    case GENIE_ERR_NOT_FOUND:
+      return "GENIE_ERR_NOT_FOUND";
+    case GENIE_ERR_UNSUPPORTED:
+      return "GENIE_ERR_UNSUPPORTED";
+    case GENIE_ERR_TIMEOUT:
+      return "GENIE_ERR_TIMEOUT";
+    case GENIE_ERR_CONNECTION:
+      return "GENIE_ERR_CONNECTION";
+    case GENIE_ERR_AUTH:
+      return "GENIE_ERR_AUTH";
+    case GENIE_ERR_PROTOCOL:
+      return "GENIE_ERR_PROTOCOL";
+    case GENIE_ERR_VERSION_MISMATCH:
+      return "GENIE_ERR_VERSION_MISMATCH";
+    case GENIE_ERR_SHUTDOWN:
+      return "GENIE_ERR_SHUTDOWN";
+    case GENIE_ERR_IO:
+      return "GENIE_ERR_IO";
+    case GENIE_ERR_CANCELLED:
+      return "GENIE_ERR_CANCELLED";
+    case GENIE_ERR_INTERNAL:
+      return "GENIE_ERR_INTERNAL";
+    default:
+      return "unknown status";
   }
 }
 
@@ -123,8 +148,8 @@ GENIE_CONFIG_SETTER(genie_config_set_role, genie_role_t, {
   c.role = value;
 })
 GENIE_CONFIG_SETTER(genie_config_set_backend, genie_backend_t, {
-  check(value >= GENIE_BACKEND_AUTO && value <= GENIE_BACKEND_DPDK_GPUDEV, GENIE_ERR_INVALID_ARGUMENT, "backend ",
-        static_cast<int>(value), " is not a genie_backend_t");
+  check(value >= GENIE_BACKEND_AUTO && value <= GENIE_BACKEND_DPDK_GPUDEV, GENIE_ERR_INVALID_ARGUMENT,
+        "backend ", static_cast<int>(value), " is not a genie_backend_t");
   c.backend = value;
 })
 GENIE_CONFIG_SETTER(genie_config_set_log_level, genie_log_level_t, {
@@ -137,7 +162,8 @@ GENIE_CONFIG_SETTER(genie_config_set_timeout_ms, int64_t, {
   c.timeout_ms = value;
 })
 GENIE_CONFIG_SETTER(genie_config_set_num_threads, int32_t, {
-  check(value >= 0 && value <= 1024, GENIE_ERR_INVALID_ARGUMENT, "num_threads ", value, " is outside 0..1024");
+  check(value >= 0 && value <= 1024, GENIE_ERR_INVALID_ARGUMENT, "num_threads ", value,
+        " is outside 0..1024");
   c.num_threads = value;
 })
 GENIE_CONFIG_SETTER(genie_config_set_use_env, int, { c.use_env = value != 0; })
@@ -149,8 +175,9 @@ GENIE_CONFIG_SETTER(genie_config_set_use_env, int, { c.use_env = value != 0; })
 genie_status_t genie_init_abi(uint32_t abi_version, const genie_config_t* config, genie_context_t** out) {
   return guard([&] {
     check_out(out, "out");
-    check(abi_version == GENIE_ABI_VERSION, GENIE_ERR_VERSION_MISMATCH, "the program was compiled against ABI ",
-          abi_version, " of genie.h but the library provides ABI ", GENIE_ABI_VERSION);
+    check(abi_version == GENIE_ABI_VERSION, GENIE_ERR_VERSION_MISMATCH,
+          "the program was compiled against ABI ", abi_version, " of genie.h but the library provides ABI ",
+          GENIE_ABI_VERSION);
     Config cfg = config ? live(const_cast<genie_config_t*>(config), kConfigMagic, "config")->cfg : Config{};
     cfg.apply_env();
     cfg.validate();
@@ -179,7 +206,9 @@ void genie_shutdown(genie_context_t* ctx) {
   delete ctx;
 }
 
-int genie_is_initialized(const genie_context_t* ctx) { return ctx != nullptr && is_live_context(ctx) ? 1 : 0; }
+int genie_is_initialized(const genie_context_t* ctx) {
+  return ctx != nullptr && is_live_context(ctx) ? 1 : 0;
+}
 
 int genie_context_is_embedded(const genie_context_t* ctx) {
   if (!genie_is_initialized(ctx)) return -1;

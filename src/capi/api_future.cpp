@@ -6,7 +6,9 @@ using namespace genie;
 namespace {
 
 genie_future* F(genie_future_t* f) { return live(f, kFutureMagic, "future"); }
-genie_future* F(const genie_future_t* f) { return live(const_cast<genie_future_t*>(f), kFutureMagic, "future"); }
+genie_future* F(const genie_future_t* f) {
+  return live(const_cast<genie_future_t*>(f), kFutureMagic, "future");
+}
 
 genie_tensor_t* new_tensor_handle(const std::shared_ptr<FutureState>& st, TensorPtr data) {
   auto h = std::make_unique<genie_tensor>();
@@ -20,8 +22,9 @@ genie_tensor_t* new_tensor_handle(const std::shared_ptr<FutureState>& st, Tensor
 
 extern "C" {
 
-genie_status_t genie_graph_submit(genie_context_t* ctx, const genie_graph_t* graph, const char* const* input_names,
-                                  genie_tensor_t* const* inputs, size_t n_inputs, genie_future_t** out) {
+genie_status_t genie_graph_submit(genie_context_t* ctx, const genie_graph_t* graph,
+                                  const char* const* input_names, genie_tensor_t* const* inputs,
+                                  size_t n_inputs, genie_future_t** out) {
   return guard([&] {
     Context& c = *live(ctx, kContextMagic, "context")->impl;
     const Graph& g = live(const_cast<genie_graph_t*>(graph), kGraphMagic, "graph")->g;
@@ -64,7 +67,8 @@ genie_status_t genie_future_poll(const genie_future_t* future) {
   return g != GENIE_OK ? g : s;
 }
 
-genie_status_t genie_future_set_callback(genie_future_t* future, genie_future_callback_t cb, void* user_data) {
+genie_status_t genie_future_set_callback(genie_future_t* future, genie_future_callback_t cb,
+                                         void* user_data) {
   return guard([&] { F(future)->state->set_callback(cb, user_data, future); });
 }
 

@@ -9,7 +9,9 @@ using namespace genie;
 namespace {
 
 Graph& G(genie_graph_t* g) { return live(g, kGraphMagic, "graph")->g; }
-const Graph& G(const genie_graph_t* g) { return live(const_cast<genie_graph_t*>(g), kGraphMagic, "graph")->g; }
+const Graph& G(const genie_graph_t* g) {
+  return live(const_cast<genie_graph_t*>(g), kGraphMagic, "graph")->g;
+}
 
 std::string str_arg(const char* s, const char* what) {
   check(s != nullptr, GENIE_ERR_INVALID_ARGUMENT, what, " is NULL");
@@ -22,8 +24,9 @@ Shape decl_shape(const int64_t* shape, size_t ndim, bool allow_dynamic) {
   check(ndim == 0 || shape != nullptr, GENIE_ERR_INVALID_ARGUMENT, "shape is NULL with ndim ", ndim);
   Shape s(shape, shape + ndim);
   for (size_t i = 0; i < ndim; ++i)
-    check(s[i] >= (allow_dynamic ? -1 : 0), GENIE_ERR_INVALID_ARGUMENT, "dimension ", i, " of ", shape_str(s),
-          allow_dynamic ? " is below -1" : " is negative");
+    if (s[i] < (allow_dynamic ? -1 : 0))
+      fail(GENIE_ERR_INVALID_ARGUMENT, "dimension ", i, " of ", shape_str(s),
+           allow_dynamic ? " is below -1" : " is negative");
   return s;
 }
 
@@ -90,8 +93,9 @@ genie_status_t genie_graph_add_constant(genie_graph_t* graph, const char* name, 
     const DType t = dtype_arg(dtype);
     Shape s = decl_shape(shape, ndim, false);
     const size_t need = byte_size(s, dtype_size(t));
-    check(nbytes == need, GENIE_ERR_SIZE_MISMATCH, "constant '", n, "' of ", dtype_name(t), shape_str(s),
-          " needs ", need, " bytes, got ", nbytes);
+    if (nbytes != need)
+      fail(GENIE_ERR_SIZE_MISMATCH, "constant '", n, "' of ", dtype_name(t), shape_str(s), " needs ", need,
+           " bytes, got ", nbytes);
     check(data != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "data is NULL");
     auto td = std::make_shared<TensorData>(t, std::move(s));
     if (nbytes) std::memcpy(td->bytes(), data, nbytes);
@@ -119,11 +123,13 @@ genie_status_t genie_graph_add_node(genie_graph_t* graph, const char* op, const 
   });
 }
 
-genie_status_t genie_graph_set_attr_int(genie_graph_t* graph, const char* node, const char* key, int64_t value) {
+genie_status_t genie_graph_set_attr_int(genie_graph_t* graph, const char* node, const char* key,
+                                        int64_t value) {
   return guard([&] { G(graph).set_attr(str_arg(node, "node"), str_arg(key, "key"), AttrValue(value)); });
 }
 
-genie_status_t genie_graph_set_attr_float(genie_graph_t* graph, const char* node, const char* key, double value) {
+genie_status_t genie_graph_set_attr_float(genie_graph_t* graph, const char* node, const char* key,
+                                          double value) {
   return guard([&] { G(graph).set_attr(str_arg(node, "node"), str_arg(key, "key"), AttrValue(value)); });
 }
 

@@ -13,7 +13,7 @@ Shape shape_from(const int64_t* shape, size_t ndim) {
   check(ndim == 0 || shape != nullptr, GENIE_ERR_INVALID_ARGUMENT, "shape is NULL with ndim ", ndim);
   Shape s(shape, shape + ndim);
   for (size_t i = 0; i < ndim; ++i)
-    check(s[i] >= 0, GENIE_ERR_INVALID_ARGUMENT, "dimension ", i, " of ", shape_str(s), " is negative");
+    if (s[i] < 0) fail(GENIE_ERR_INVALID_ARGUMENT, "dimension ", i, " of ", shape_str(s), " is negative");
   return s;
 }
 
@@ -28,8 +28,8 @@ void check_range(const genie_tensor* t, size_t offset, size_t nbytes, const void
 
 extern "C" {
 
-genie_status_t genie_tensor_alloc(genie_context_t* ctx, genie_dtype_t dtype, const int64_t* shape, size_t ndim,
-                                  const char* device, genie_tensor_t** out) {
+genie_status_t genie_tensor_alloc(genie_context_t* ctx, genie_dtype_t dtype, const int64_t* shape,
+                                  size_t ndim, const char* device, genie_tensor_t** out) {
   return guard([&] {
     Context& c = *live(ctx, kContextMagic, "context")->impl;
     check_out(out, "out");
@@ -70,8 +70,8 @@ genie_status_t genie_tensor_read(const genie_tensor_t* tensor, size_t offset, vo
   });
 }
 
-genie_status_t genie_tensor_info(const genie_tensor_t* tensor, genie_dtype_t* dtype, int64_t* shape, size_t* ndim,
-                                 size_t* nbytes) {
+genie_status_t genie_tensor_info(const genie_tensor_t* tensor, genie_dtype_t* dtype, int64_t* shape,
+                                 size_t* ndim, size_t* nbytes) {
   return guard([&] {
     live(const_cast<genie_tensor_t*>(tensor), kTensorMagic, "tensor");
     const TensorData& d = *tensor->data;

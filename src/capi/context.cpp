@@ -138,8 +138,8 @@ Context::Context(Config cfg) : cfg_(std::move(cfg)) {
     fail(GENIE_ERR_UNSUPPORTED, "remote mode (master ", cfg_.master_addr, ":", cfg_.master_port,
          ") is not available in this build: unset GENIE_MASTER_ADDR to run embedded");
   exec_ = std::make_unique<Executor>(cfg_.num_threads);
-  log(LogLevel::Info, "context ", node_id_, ": embedded mode, role ", role_str(cfg_.role), ", ", cfg_.num_threads,
-      " worker threads (0 = all cores)");
+  log(LogLevel::Info, "context ", node_id_, ": embedded mode, role ", role_str(cfg_.role), ", ",
+      cfg_.num_threads, " worker threads (0 = all cores)");
 }
 
 Context::~Context() { shutdown(); }
@@ -152,9 +152,10 @@ Device Context::resolve_device(const char* text) const {
   Device d = parse_device(text);
   switch (d.kind) {
     case Device::Kind::Cpu:
-      check(d.node.empty() || d.node == node_id_, GENIE_ERR_UNSUPPORTED, "device '", d.str(),
-            "': node '", d.node, "' is not reachable in embedded mode (no master configured)");
-      check(d.index == 0, GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': this node has one CPU device, cpu:0");
+      check(d.node.empty() || d.node == node_id_, GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': node '",
+            d.node, "' is not reachable in embedded mode (no master configured)");
+      check(d.index == 0, GENIE_ERR_UNSUPPORTED, "device '", d.str(),
+            "': this node has one CPU device, cpu:0");
       d.node.clear();
       return d;
     case Device::Kind::Gpu:
@@ -174,21 +175,26 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
     const ValueId v = graph.find_value(names[i]);
     check(v != kNone && graph.value(v).kind == ValueKind::Input, GENIE_ERR_INVALID_GRAPH, "'", names[i],
           "' is not an input of the graph");
-    check(by_name.emplace(names[i], i).second, GENIE_ERR_INVALID_GRAPH, "input '", names[i], "' is bound twice");
+    check(by_name.emplace(names[i], i).second, GENIE_ERR_INVALID_GRAPH, "input '", names[i],
+          "' is bound twice");
   }
   std::vector<TensorPtr> bound;
   std::unordered_map<ValueId, Shape> shapes;
   for (ValueId in : graph.inputs()) {
     const Value& val = graph.value(in);
     auto it = by_name.find(val.name);
-    check(it != by_name.end(), GENIE_ERR_INVALID_GRAPH, "graph input '", val.name, "' is not bound to a tensor");
+    check(it != by_name.end(), GENIE_ERR_INVALID_GRAPH, "graph input '", val.name,
+          "' is not bound to a tensor");
     const TensorPtr& t = tensors[it->second];
-    check(t->dtype() == val.dtype, GENIE_ERR_DTYPE_MISMATCH, "input '", val.name, "' is declared ",
-          dtype_name(val.dtype), " but the tensor is ", dtype_name(t->dtype()));
+    if (t->dtype() != val.dtype)
+      fail(GENIE_ERR_DTYPE_MISMATCH, "input '", val.name, "' is declared ", dtype_name(val.dtype),
+           " but the tensor is ", dtype_name(t->dtype()));
     bool ok = t->shape().size() == val.shape.size();
-    for (size_t d = 0; ok && d < val.shape.size(); ++d) ok = val.shape[d] == -1 || val.shape[d] == t->shape()[d];
-    check(ok, GENIE_ERR_SHAPE_MISMATCH, "input '", val.name, "' is declared ", shape_str(val.shape),
-          " but the tensor is ", shape_str(t->shape()));
+    for (size_t d = 0; ok && d < val.shape.size(); ++d)
+      ok = val.shape[d] == -1 || val.shape[d] == t->shape()[d];
+    if (!ok)
+      fail(GENIE_ERR_SHAPE_MISMATCH, "input '", val.name, "' is declared ", shape_str(val.shape),
+           " but the tensor is ", shape_str(t->shape()));
     shapes.emplace(in, t->shape());
     bound.push_back(t);
   }

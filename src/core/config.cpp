@@ -80,7 +80,8 @@ void Config::apply_env() {
   }
   if (const char* v = env("GENIE_TIMEOUT")) {
     const int64_t t = parse_int("GENIE_TIMEOUT", v);
-    check(t > 0, GENIE_ERR_INVALID_ARGUMENT, "GENIE_TIMEOUT=", v, " must be a positive number of milliseconds");
+    check(t > 0, GENIE_ERR_INVALID_ARGUMENT, "GENIE_TIMEOUT=", v,
+          " must be a positive number of milliseconds");
     timeout_ms = t;
   }
   if (const char* v = env("GENIE_NUM_THREADS")) {
@@ -100,20 +101,28 @@ void Config::validate() const {
 
 const char* role_str(genie_role_t r) {
   switch (r) {
-    case GENIE_ROLE_CLIENT: return "client";
-    case GENIE_ROLE_SERVER: return "server";
-    case GENIE_ROLE_WORKER: return "worker";
+    case GENIE_ROLE_CLIENT:
+      return "client";
+    case GENIE_ROLE_SERVER:
+      return "server";
+    case GENIE_ROLE_WORKER:
+      return "worker";
   }
   return "?";
 }
 
 const char* backend_str(genie_backend_t b) {
   switch (b) {
-    case GENIE_BACKEND_AUTO: return "auto";
-    case GENIE_BACKEND_TCP: return "tcp";
-    case GENIE_BACKEND_RDMA: return "rdma";
-    case GENIE_BACKEND_DPDK: return "dpdk";
-    case GENIE_BACKEND_DPDK_GPUDEV: return "dpdk_gpudev";
+    case GENIE_BACKEND_AUTO:
+      return "auto";
+    case GENIE_BACKEND_TCP:
+      return "tcp";
+    case GENIE_BACKEND_RDMA:
+      return "rdma";
+    case GENIE_BACKEND_DPDK:
+      return "dpdk";
+    case GENIE_BACKEND_DPDK_GPUDEV:
+      return "dpdk_gpudev";
   }
   return "?";
 }

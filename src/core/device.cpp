@@ -10,9 +10,15 @@ namespace genie {
 std::string Device::str() const {
   std::string s = node.empty() ? "" : node + "/";
   switch (kind) {
-    case Kind::Cpu: s += "cpu"; break;
-    case Kind::Gpu: s += "gpu"; break;
-    case Kind::Remote: s += "remote"; break;
+    case Kind::Cpu:
+      s += "cpu";
+      break;
+    case Kind::Gpu:
+      s += "gpu";
+      break;
+    case Kind::Remote:
+      s += "remote";
+      break;
   }
   return s + ":" + std::to_string(index);
 }

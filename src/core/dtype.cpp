@@ -4,25 +4,39 @@ namespace genie {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::F16: return 2;
-    case DType::BF16: return 2;
-    case DType::I32: return 4;
-    case DType::I64: return 8;
-    case DType::Bool: return 1;
-    default: return 0;
+    case DType::F32:
+      return 4;
+    case DType::F16:
+      return 2;
+    case DType::BF16:
+      return 2;
+    case DType::I32:
+      return 4;
+    case DType::I64:
+      return 8;
+    case DType::Bool:
+      return 1;
+    default:
+      return 0;
   }
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
-    case DType::Bool: return "bool";
-    default: return "invalid";
+    case DType::F32:
+      return "f32";
+    case DType::F16:
+      return "f16";
+    case DType::BF16:
+      return "bf16";
+    case DType::I32:
+      return "i32";
+    case DType::I64:
+      return "i64";
+    case DType::Bool:
+      return "bool";
+    default:
+      return "invalid";
   }
 }
 
@@ -42,7 +56,7 @@ uint16_t f32_to_f16(float f) {
   if (absx >= 0x7f800000u)  // inf or nan
     return static_cast<uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u));
   if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (absx < 0x38800000u) {  // subnormal half or zero
+  if (absx < 0x38800000u) {                                               // subnormal half or zero
     if (absx < 0x33000000u) return static_cast<uint16_t>(sign);
     const uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
     const int shift = 126 - static_cast<int>(absx >> 23);  // 14..24

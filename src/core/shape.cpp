@@ -7,12 +7,12 @@ namespace genie {
 int64_t numel(const Shape& s) {
   uint64_t n = 1;
   for (int64_t d : s) {
-    check(d >= 0, GENIE_ERR_INVALID_ARGUMENT, "negative dimension ", d, " in shape ", shape_str(s));
+    if (d < 0) fail(GENIE_ERR_INVALID_ARGUMENT, "negative dimension ", d, " in shape ", shape_str(s));
     if (d == 0) return 0;
   }
   for (int64_t d : s) {
-    check(static_cast<uint64_t>(d) <= kMaxTensorBytes && n <= kMaxTensorBytes / static_cast<uint64_t>(d),
-          GENIE_ERR_TOO_LARGE, "shape ", shape_str(s), " has too many elements");
+    if (!(static_cast<uint64_t>(d) <= kMaxTensorBytes && n <= kMaxTensorBytes / static_cast<uint64_t>(d)))
+      fail(GENIE_ERR_TOO_LARGE, "shape ", shape_str(s), " has too many elements");
     n *= static_cast<uint64_t>(d);
   }
   return static_cast<int64_t>(n);
@@ -20,8 +20,8 @@ int64_t numel(const Shape& s) {
 
 size_t byte_size(const Shape& s, size_t elem_size) {
   const uint64_t n = static_cast<uint64_t>(numel(s));
-  check(elem_size == 0 || n <= kMaxTensorBytes / elem_size, GENIE_ERR_TOO_LARGE, "shape ", shape_str(s),
-        " needs more than 2^48 bytes");
+  if (!(elem_size == 0 || n <= kMaxTensorBytes / elem_size))
+    fail(GENIE_ERR_TOO_LARGE, "shape ", shape_str(s), " needs more than 2^48 bytes");
   return static_cast<size_t>(n * elem_size);
 }
 

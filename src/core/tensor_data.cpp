@@ -14,7 +14,9 @@ std::atomic<size_t> g_peak{0};
 
 size_t tensor_bytes_live() { return g_live.load(std::memory_order_relaxed); }
 size_t tensor_bytes_peak() { return g_peak.load(std::memory_order_relaxed); }
-void tensor_bytes_reset_peak() { g_peak.store(g_live.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+void tensor_bytes_reset_peak() {
+  g_peak.store(g_live.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
 
 TensorData::~TensorData() { g_live.fetch_sub(nbytes_, std::memory_order_relaxed); }
 
@@ -24,8 +26,8 @@ TensorData::TensorData(DType dtype, Shape shape)
   nbytes_ = byte_size(shape_, dtype_size(dtype));
   const size_t alloc = ((nbytes_ + 63) / 64) * 64 + 64;  // never zero, whole cache lines
   void* p = std::aligned_alloc(64, alloc);
-  check(p != nullptr, GENIE_ERR_OUT_OF_MEMORY, "cannot allocate ", nbytes_, " bytes for tensor ",
-        shape_str(shape_));
+  if (p == nullptr)
+    fail(GENIE_ERR_OUT_OF_MEMORY, "cannot allocate ", nbytes_, " bytes for tensor ", shape_str(shape_));
   std::memset(p, 0, alloc);
   data_.reset(static_cast<std::byte*>(p));
   const size_t live = g_live.fetch_add(nbytes_, std::memory_order_relaxed) + nbytes_;
@@ -38,22 +40,33 @@ namespace {
 
 float load_f32(const std::byte* p, DType t, int64_t i) {
   switch (t) {
-    case DType::F32: return reinterpret_cast<const float*>(p)[i];
-    case DType::F16: return f16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
-    case DType::BF16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
-    case DType::I32: return static_cast<float>(reinterpret_cast<const int32_t*>(p)[i]);
-    case DType::I64: return static_cast<float>(reinterpret_cast<const int64_t*>(p)[i]);
-    case DType::Bool: return reinterpret_cast<const uint8_t*>(p)[i] ? 1.f : 0.f;
-    default: return 0.f;
+    case DType::F32:
+      return reinterpret_cast<const float*>(p)[i];
+    case DType::F16:
+      return f16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
+    case DType::BF16:
+      return bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
+    case DType::I32:
+      return static_cast<float>(reinterpret_cast<const int32_t*>(p)[i]);
+    case DType::I64:
+      return static_cast<float>(reinterpret_cast<const int64_t*>(p)[i]);
+    case DType::Bool:
+      return reinterpret_cast<const uint8_t*>(p)[i] ? 1.f : 0.f;
+    default:
+      return 0.f;
   }
 }
 
 int64_t load_i64(const std::byte* p, DType t, int64_t i) {
   switch (t) {
-    case DType::I32: return reinterpret_cast<const int32_t*>(p)[i];
-    case DType::I64: return reinterpret_cast<const int64_t*>(p)[i];
-    case DType::Bool: return reinterpret_cast<const uint8_t*>(p)[i];
-    default: return static_cast<int64_t>(load_f32(p, t, i));
+    case DType::I32:
+      return reinterpret_cast<const int32_t*>(p)[i];
+    case DType::I64:
+      return reinterpret_cast<const int64_t*>(p)[i];
+    case DType::Bool:
+      return reinterpret_cast<const uint8_t*>(p)[i];
+    default:
+      return static_cast<int64_t>(load_f32(p, t, i));
   }
 }
 
@@ -71,15 +84,27 @@ TensorPtr convert(const TensorData& src, DType to) {
   std::byte* q = out->bytes();
   for (int64_t i = 0; i < n; ++i) {
     switch (to) {
-      case DType::F32: reinterpret_cast<float*>(q)[i] = load_f32(p, from, i); break;
-      case DType::F16: reinterpret_cast<uint16_t*>(q)[i] = f32_to_f16(load_f32(p, from, i)); break;
-      case DType::BF16: reinterpret_cast<uint16_t*>(q)[i] = f32_to_bf16(load_f32(p, from, i)); break;
-      case DType::I32: reinterpret_cast<int32_t*>(q)[i] = static_cast<int32_t>(load_i64(p, from, i)); break;
-      case DType::I64: reinterpret_cast<int64_t*>(q)[i] = load_i64(p, from, i); break;
-      case DType::Bool:
-        reinterpret_cast<uint8_t*>(q)[i] = is_float(from) ? load_f32(p, from, i) != 0.f : load_i64(p, from, i) != 0;
+      case DType::F32:
+        reinterpret_cast<float*>(q)[i] = load_f32(p, from, i);
         break;
-      default: fail(GENIE_ERR_INTERNAL, "convert to invalid dtype");
+      case DType::F16:
+        reinterpret_cast<uint16_t*>(q)[i] = f32_to_f16(load_f32(p, from, i));
+        break;
+      case DType::BF16:
+        reinterpret_cast<uint16_t*>(q)[i] = f32_to_bf16(load_f32(p, from, i));
+        break;
+      case DType::I32:
+        reinterpret_cast<int32_t*>(q)[i] = static_cast<int32_t>(load_i64(p, from, i));
+        break;
+      case DType::I64:
+        reinterpret_cast<int64_t*>(q)[i] = load_i64(p, from, i);
+        break;
+      case DType::Bool:
+        reinterpret_cast<uint8_t*>(q)[i] =
+            is_float(from) ? load_f32(p, from, i) != 0.f : load_i64(p, from, i) != 0;
+        break;
+      default:
+        fail(GENIE_ERR_INTERNAL, "convert to invalid dtype");
     }
   }
   return out;

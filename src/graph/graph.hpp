@@ -38,6 +38,10 @@ std::optional<Phase> phase_from_name(const std::string& s);
 std::optional<Modality> modality_from_name(const std::string& s);
 std::optional<TensorRole> role_from_name(const std::string& s);
 
+// Checks a value, node or graph name: 1..255 bytes, no control characters.
+// Throws Error(INVALID_ARGUMENT) naming `what` ("value name", ...).
+void check_name(const std::string& name, const char* what);
+
 using ValueId = int32_t;
 using NodeId = int32_t;
 constexpr int32_t kNone = -1;
@@ -104,6 +108,9 @@ class Graph {
   const std::vector<Value>& values() const { return values_; }
   std::vector<Node>& mutable_nodes() { return nodes_; }
   const std::vector<ValueId>& inputs() const { return inputs_; }   // graph inputs, declaration order
+  // Names of the marked outputs, in mark order; they may name values added
+  // later, so outputs() resolves them only when validate() succeeds.
+  const std::vector<std::string>& output_names() const { return output_names_; }
   const std::vector<ValueId>& outputs() const { return outputs_; } // marked outputs, mark order
 
   // Resolves input names, checks arity and attributes against the op
@@ -129,6 +136,7 @@ class Graph {
   std::vector<Value> values_;
   std::vector<Node> nodes_;
   std::vector<ValueId> inputs_;
+  std::vector<std::string> output_names_;
   std::vector<ValueId> outputs_;
   std::unordered_map<std::string, ValueId> value_index_;
   std::unordered_map<std::string, NodeId> node_index_;

@@ -48,6 +48,17 @@ std::vector<std::string> op_names();
 // Up to 3 known op names close to `name` (edit distance), for error messages.
 std::vector<std::string> similar_op_names(const std::string& name);
 
+// Checks a node's input and output counts, and that omitted ("") inputs are
+// only in optional slots of an op with a fixed input list. Throws
+// Error(INVALID_GRAPH).
+void check_arity(const OpSchema& schema, const std::vector<std::string>& inputs, size_t n_outputs);
+// Checks one attribute against the schema: the op has it, and the value has
+// its type (an int or int list is accepted for a float or float list).
+// Throws Error(INVALID_ATTRIBUTE).
+void check_attr(const OpSchema& schema, const std::string& key, const AttrValue& value);
+// check_attr for every attribute, then that every required one is present.
+void check_attrs(const OpSchema& schema, const Attrs& attrs);
+
 // Numpy broadcasting of two shapes; throws Error(SHAPE_MISMATCH).
 Shape broadcast_shapes(const Shape& a, const Shape& b);
 
