@@ -20,7 +20,7 @@ san=""
 [ "${GENIE_SANITIZE:-0}" = "1" ] && san="-fsanitize=address,undefined"
 
 export PKG_CONFIG_PATH="$pcdir"
-libs=$(pkg-config --libs genie)
+libs=$(pkg-config --libs genie | sed "s/ *$//")
 case "$libs" in
   "-L"*" -lgenie") ;;
   *) echo "FAIL: pkg-config --libs genie leaks more than -lgenie: '$libs'"; exit 1 ;;
