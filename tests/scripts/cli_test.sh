@@ -179,6 +179,66 @@ else
   echo "note: /usr/bin/python3 has no numpy: numpy-written files not tried"
 fi
 
+# --- seeded values: the CLI follows the definition in its help ---------------------------
+# Every dtype, cast to f32 so the output checksum shows the exact values; the
+# expected checksums come from an independent Python rendering of the
+# definition (FNV-1a 64, splitmix64, scale 1/sqrt(last dim), round to
+# nearest even for f16/bf16).
+cat > "$TMP/seeded.json" <<'EOF'
+{"format": "genie.graph", "version": 1,
+ "inputs": [{"name": "w", "dtype": "f32", "shape": [4, 16]},
+            {"name": "h", "dtype": "f16", "shape": [3, 5]},
+            {"name": "bf", "dtype": "bf16", "shape": [7]},
+            {"name": "i", "dtype": "i64", "shape": [9]},
+            {"name": "m", "dtype": "bool", "shape": [11]}],
+ "nodes": [{"name": "cw", "op": "cast", "inputs": ["w"], "outputs": ["cw"], "attrs": {"dtype": {"string": "f32"}}},
+           {"name": "ch", "op": "cast", "inputs": ["h"], "outputs": ["ch"], "attrs": {"dtype": {"string": "f32"}}},
+           {"name": "cbf", "op": "cast", "inputs": ["bf"], "outputs": ["cbf"], "attrs": {"dtype": {"string": "f32"}}},
+           {"name": "ci", "op": "cast", "inputs": ["i"], "outputs": ["ci"], "attrs": {"dtype": {"string": "f32"}}},
+           {"name": "cm", "op": "cast", "inputs": ["m"], "outputs": ["cm"], "attrs": {"dtype": {"string": "f32"}}}],
+ "outputs": ["cw", "ch", "cbf", "ci", "cm"]}
+EOF
+if [ -x /usr/bin/python3 ]; then
+  /usr/bin/python3 - > "$TMP/seeded_expected.txt" <<'EOF'
+import math, struct
+M = (1 << 64) - 1
+def f32(x): return struct.unpack("<f", struct.pack("<f", x))[0]
+def bf16(x):
+    u = struct.unpack("<I", struct.pack("<f", x))[0]
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFFFFFF
+    return struct.unpack("<f", struct.pack("<I", (u >> 16) << 16))[0]
+def seeded(name, dtype, shape):
+    state = 0xCBF29CE484222325
+    for b in name.encode():
+        state = ((state ^ b) * 0x100000001B3) & M
+    scale = 1.0 / math.sqrt(shape[-1])
+    total = 0.0
+    for _ in range(math.prod(shape)):
+        state = (state + 0x9E3779B97F4A7C15) & M
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
+        r = z ^ (z >> 31)
+        f = f32(((r >> 40) / 16777216.0 * 2 - 1) * scale)
+        v = {"f32": f, "f16": struct.unpack("<e", struct.pack("<e", f))[0], "bf16": bf16(f),
+             "i64": r % 16, "bool": r & 1}[dtype]
+        total += v
+    return total
+for out, name, dtype, shape in [("cw", "w", "f32", [4, 16]), ("ch", "h", "f16", [3, 5]),
+                                ("cbf", "bf", "bf16", [7]), ("ci", "i", "i64", [9]),
+                                ("cm", "m", "bool", [11])]:
+    print("checksum %s %.6g" % (out, seeded(name, dtype, shape)))
+EOF
+  if "$GENIE" run "$TMP/seeded.json" > "$TMP/seeded.txt" &&
+     diff <(grep '^checksum' "$TMP/seeded.txt") "$TMP/seeded_expected.txt" > "$TMP/seeded.diff"; then
+    pass "seeded f32/f16/bf16/i64/bool values match the documented definition"
+  else
+    fail "seeded values differ from the definition:"; cat "$TMP/seeded.txt" "$TMP/seeded.diff" >&2
+  fi
+else
+  echo "note: no /usr/bin/python3: seeded values not checked against the definition"
+fi
+
 # --- error paths ---------------------------------------------------------------------
 printf '{"format": "genie.graph", "version": 1, "inputs": [' > "$TMP/bad.json"
 write_npy "$TMP/a_i32.npy" '<i4' '(2, 3)' '\x01\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00\x04\x00\x00\x00\x05\x00\x00\x00\x06\x00\x00\x00'

@@ -1,0 +1,84 @@
+// genie — the command-line tool. Commands: version, run, help.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "cli.hpp"
+
+namespace genie_cli {
+
+std::string read_file(const std::string& path, std::string_view what) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) failure(std::string(what) + " " + path + ": " + std::strerror(errno));
+  std::string data;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) data.append(buf, n);
+  if (std::ferror(f.get())) failure(std::string(what) + " " + path + ": " + std::strerror(errno));
+  return data;
+}
+
+namespace {
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: genie <command> [arguments]\n"
+               "\n"
+               "commands:\n"
+               "  version              print the library and ABI versions\n"
+               "  run GRAPH.json ...   run a graph and print its outputs' checksums\n"
+               "                       ('genie help run' for its options)\n"
+               "  help [run]           this text, or the help of a command\n"
+               "\n"
+               "exit status: 0 success, 1 a failure (Genie, a file, the data), 2 a bad\n"
+               "command line. Errors are explained on stderr.\n");
+}
+
+void print_version() {
+  std::printf("genie %s (ABI %u)\n", genie_version_string(), genie_abi_version());
+  std::printf("built against genie.h %d.%d.%d (ABI %d)\n", GENIE_VERSION_MAJOR, GENIE_VERSION_MINOR,
+              GENIE_VERSION_PATCH, GENIE_ABI_VERSION);
+}
+
+int dispatch(int argc, char** argv) {
+  if (argc < 2) {
+    print_usage(stderr);
+    return kExitUsage;
+  }
+  const std::string_view cmd = argv[1];
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+    if (argc > 2 && std::string_view(argv[2]) == "run")
+      print_run_usage(stdout);
+    else if (argc > 2)
+      usage_error("no help for '" + std::string(argv[2]) + "': commands are version, run, help");
+    else
+      print_usage(stdout);
+    return kExitOk;
+  }
+  if (cmd == "version" || cmd == "--version") {
+    if (argc > 2) usage_error("'version' takes no arguments");
+    print_version();
+    return kExitOk;
+  }
+  if (cmd == "run") return run_command(argc - 2, argv + 2);
+  usage_error("unknown command '" + std::string(cmd) + "' (try 'genie help')");
+}
+
+}  // namespace
+}  // namespace genie_cli
+
+int main(int argc, char** argv) {
+  using namespace genie_cli;
+  try {
+    return dispatch(argc, argv);
+  } catch (const CliError& e) {
+    std::fprintf(stderr, "genie: %s\n", e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "genie: %s\n", e.what());
+    return kExitFailure;
+  }
+}
