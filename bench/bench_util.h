@@ -50,17 +50,10 @@ static inline bu_stats_t bu_stats(double *x, size_t n) {
   return s;
 }
 
-/* Exits with a message naming the failed Genie call (the detail message
- * may already start with the status name: not repeated). */
+/* Exits with a message naming the failed Genie call. */
 static inline void bu_check(genie_status_t st, const char *what) {
-  const char *status, *detail;
   if (st == GENIE_OK) return;
-  status = genie_status_str(st);
-  detail = genie_last_error();
-  if (strncmp(detail, status, strlen(status)) == 0)
-    fprintf(stderr, "bench: %s failed: %s\n", what, detail);
-  else
-    fprintf(stderr, "bench: %s failed: %s: %s\n", what, status, detail);
+  fprintf(stderr, "bench: %s failed: %s: %s\n", what, genie_status_str(st), genie_last_error());
   exit(1);
 }
 

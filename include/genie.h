@@ -139,12 +139,12 @@ typedef int32_t genie_status_t;
 /** A bug in Genie: please report it with the detail message. */
 #define GENIE_ERR_INTERNAL (-22)
 
-/** A static, human-readable name for a status code ("GENIE_ERR_PARSE: ...").
- *  Unknown codes give "unknown status". Never returns NULL. */
+/** The static name of a status code, e.g. "GENIE_ERR_PARSE". Unknown codes
+ *  give "unknown status". Never returns NULL. */
 GENIE_API const char *genie_status_str(genie_status_t status);
 
-/** The detail message of the last failed call on the calling thread, or "" if
- *  none failed yet. Borrowed: valid until the next Genie call on this thread.
+/** The detail message of the last failed call on the calling thread (what
+ *  was wrong, without the status name), or "" if none failed yet. Borrowed: valid until the next Genie call on this thread.
  *  A successful call does not clear it. Never returns NULL. */
 GENIE_API const char *genie_last_error(void);
 
@@ -304,7 +304,9 @@ GENIE_API genie_status_t genie_config_set_timeout_ms(genie_config_t *config,
                                                      int64_t timeout_ms);
 
 /** Worker threads that execute independent graph nodes in parallel; 0 means
- *  the hardware concurrency (default). Environment: GENIE_NUM_THREADS.
+ *  the hardware concurrency (default). Matrix products inside one node use
+ *  the BLAS library's own threads besides (OPENBLAS_NUM_THREADS).
+ *  Environment: GENIE_NUM_THREADS.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative or above 1024). */
 GENIE_API genie_status_t genie_config_set_num_threads(genie_config_t *config,
                                                       int32_t num_threads);
@@ -547,7 +549,9 @@ GENIE_API genie_status_t genie_graph_mark_output(genie_graph_t *graph,
 /** Checks the graph: every input of every node exists, no cycles, every
  *  attribute is valid, at least one output is marked, and shape and dtype
  *  inference succeeds for every node. On error the detail names the node
- *  and what is wrong.
+ *  and what is wrong. A graph with dynamic (-1) input dimensions cannot be
+ *  inferred before its inputs are bound: this fails with INVALID_GRAPH, and
+ *  genie_graph_submit checks it with the bound shapes.
  *  Errors: INVALID_HANDLE, INVALID_GRAPH, UNKNOWN_OP, INVALID_ATTRIBUTE,
  *  SHAPE_MISMATCH, DTYPE_MISMATCH, TOO_LARGE. */
 GENIE_API genie_status_t genie_graph_validate(genie_graph_t *graph);
@@ -555,6 +559,29 @@ GENIE_API genie_status_t genie_graph_validate(genie_graph_t *graph);
 /** Number of nodes in the graph. Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
 GENIE_API genie_status_t genie_graph_num_nodes(const genie_graph_t *graph,
                                                size_t *out);
+
+/** Number of declared graph inputs. Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+GENIE_API genie_status_t genie_graph_num_inputs(const genie_graph_t *graph,
+                                                size_t *out);
+
+/** Name of graph input `index` (declaration order). Borrowed: valid until the
+ *  graph is next changed or destroyed.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL), NOT_FOUND (index out
+ *  of range). */
+GENIE_API genie_status_t genie_graph_input_name(const genie_graph_t *graph,
+                                                size_t index, const char **out);
+
+/** Number of values marked as outputs. Errors: INVALID_HANDLE,
+ *  INVALID_ARGUMENT. */
+GENIE_API genie_status_t genie_graph_num_outputs(const genie_graph_t *graph,
+                                                 size_t *out);
+
+/** Name of output `index` (mark order: the future's output order). Borrowed:
+ *  valid until the graph is next changed or destroyed.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND. */
+GENIE_API genie_status_t genie_graph_output_name(const genie_graph_t *graph,
+                                                 size_t index,
+                                                 const char **out);
 
 /** Dtype and shape of value `value`, as inferred by genie_graph_validate (or
  *  declared, for inputs and constants). `shape` has room for GENIE_MAX_DIMS.

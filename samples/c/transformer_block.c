@@ -34,14 +34,9 @@ static void usage(FILE *f) {
           prog, prog);
 }
 
-/* Reports a failed Genie call; returns the exit status for main. The
- * detail message may already start with the status name: not repeated. */
+/* Reports a failed Genie call; returns the exit status for main. */
 static int fail(const char *what, genie_status_t st) {
-  const char *status = genie_status_str(st), *detail = genie_last_error();
-  if (strncmp(detail, status, strlen(status)) == 0)
-    fprintf(stderr, "%s: %s failed: %s\n", prog, what, detail);
-  else
-    fprintf(stderr, "%s: %s failed: %s: %s\n", prog, what, status, detail);
+  fprintf(stderr, "%s: %s failed: %s: %s\n", prog, what, genie_status_str(st), genie_last_error());
   return 1;
 }
 

@@ -26,9 +26,7 @@ bool is_live_context(const genie_context* ctx) {
 }
 }  // namespace
 
-void set_last_error(genie_status_t code, const std::string& detail) {
-  t_last_error = std::string(genie_status_str(code)) + ": " + detail;
-}
+void set_last_error(const std::string& detail) { t_last_error = detail; }
 
 }  // namespace genie
 
@@ -40,56 +38,31 @@ uint32_t genie_abi_version(void) { return GENIE_ABI_VERSION; }
 
 const char* genie_status_str(genie_status_t s) {
   switch (s) {
-    case GENIE_OK:
-      return "GENIE_OK";
-    case GENIE_IN_PROGRESS:
-      return "GENIE_IN_PROGRESS";
-    case GENIE_ERR_INVALID_ARGUMENT:
-      return "GENIE_ERR_INVALID_ARGUMENT";
-    case GENIE_ERR_INVALID_HANDLE:
-      return "GENIE_ERR_INVALID_HANDLE";
-    case GENIE_ERR_OUT_OF_MEMORY:
-      return "GENIE_ERR_OUT_OF_MEMORY";
-    case GENIE_ERR_DTYPE_MISMATCH:
-      return "GENIE_ERR_DTYPE_MISMATCH";
-    case GENIE_ERR_SHAPE_MISMATCH:
-      return "GENIE_ERR_SHAPE_MISMATCH";
-    case GENIE_ERR_SIZE_MISMATCH:
-      return "GENIE_ERR_SIZE_MISMATCH";
-    case GENIE_ERR_UNKNOWN_OP:
-      return "GENIE_ERR_UNKNOWN_OP";
-    case GENIE_ERR_INVALID_ATTRIBUTE:
-      return "GENIE_ERR_INVALID_ATTRIBUTE";
-    case GENIE_ERR_INVALID_GRAPH:
-      return "GENIE_ERR_INVALID_GRAPH";
-    case GENIE_ERR_PARSE:
-      return "GENIE_ERR_PARSE";
-    case GENIE_ERR_TOO_LARGE:
-      return "GENIE_ERR_TOO_LARGE";
-    case GENIE_ERR_NOT_FOUND:
-      return "GENIE_ERR_NOT_FOUND";
-    case GENIE_ERR_UNSUPPORTED:
-      return "GENIE_ERR_UNSUPPORTED";
-    case GENIE_ERR_TIMEOUT:
-      return "GENIE_ERR_TIMEOUT";
-    case GENIE_ERR_CONNECTION:
-      return "GENIE_ERR_CONNECTION";
-    case GENIE_ERR_AUTH:
-      return "GENIE_ERR_AUTH";
-    case GENIE_ERR_PROTOCOL:
-      return "GENIE_ERR_PROTOCOL";
-    case GENIE_ERR_VERSION_MISMATCH:
-      return "GENIE_ERR_VERSION_MISMATCH";
-    case GENIE_ERR_SHUTDOWN:
-      return "GENIE_ERR_SHUTDOWN";
-    case GENIE_ERR_IO:
-      return "GENIE_ERR_IO";
-    case GENIE_ERR_CANCELLED:
-      return "GENIE_ERR_CANCELLED";
-    case GENIE_ERR_INTERNAL:
-      return "GENIE_ERR_INTERNAL";
-    default:
-      return "unknown status";
+    case GENIE_OK: return "GENIE_OK";
+    case GENIE_IN_PROGRESS: return "GENIE_IN_PROGRESS";
+    case GENIE_ERR_INVALID_ARGUMENT: return "GENIE_ERR_INVALID_ARGUMENT";
+    case GENIE_ERR_INVALID_HANDLE: return "GENIE_ERR_INVALID_HANDLE";
+    case GENIE_ERR_OUT_OF_MEMORY: return "GENIE_ERR_OUT_OF_MEMORY";
+    case GENIE_ERR_DTYPE_MISMATCH: return "GENIE_ERR_DTYPE_MISMATCH";
+    case GENIE_ERR_SHAPE_MISMATCH: return "GENIE_ERR_SHAPE_MISMATCH";
+    case GENIE_ERR_SIZE_MISMATCH: return "GENIE_ERR_SIZE_MISMATCH";
+    case GENIE_ERR_UNKNOWN_OP: return "GENIE_ERR_UNKNOWN_OP";
+    case GENIE_ERR_INVALID_ATTRIBUTE: return "GENIE_ERR_INVALID_ATTRIBUTE";
+    case GENIE_ERR_INVALID_GRAPH: return "GENIE_ERR_INVALID_GRAPH";
+    case GENIE_ERR_PARSE: return "GENIE_ERR_PARSE";
+    case GENIE_ERR_TOO_LARGE: return "GENIE_ERR_TOO_LARGE";
+    case GENIE_ERR_NOT_FOUND: return "GENIE_ERR_NOT_FOUND";
+    case GENIE_ERR_UNSUPPORTED: return "GENIE_ERR_UNSUPPORTED";
+    case GENIE_ERR_TIMEOUT: return "GENIE_ERR_TIMEOUT";
+    case GENIE_ERR_CONNECTION: return "GENIE_ERR_CONNECTION";
+    case GENIE_ERR_AUTH: return "GENIE_ERR_AUTH";
+    case GENIE_ERR_PROTOCOL: return "GENIE_ERR_PROTOCOL";
+    case GENIE_ERR_VERSION_MISMATCH: return "GENIE_ERR_VERSION_MISMATCH";
+    case GENIE_ERR_SHUTDOWN: return "GENIE_ERR_SHUTDOWN";
+    case GENIE_ERR_IO: return "GENIE_ERR_IO";
+    case GENIE_ERR_CANCELLED: return "GENIE_ERR_CANCELLED";
+    case GENIE_ERR_INTERNAL: return "GENIE_ERR_INTERNAL";
+    default: return "unknown status";
   }
 }
 

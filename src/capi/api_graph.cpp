@@ -220,6 +220,42 @@ genie_status_t genie_graph_num_nodes(const genie_graph_t* graph, size_t* out) {
   });
 }
 
+genie_status_t genie_graph_num_inputs(const genie_graph_t* graph, size_t* out) {
+  return guard([&] {
+    const Graph& g = G(graph);
+    check_out(out, "out");
+    *out = g.inputs().size();
+  });
+}
+
+genie_status_t genie_graph_input_name(const genie_graph_t* graph, size_t index, const char** out) {
+  return guard([&] {
+    const Graph& g = G(graph);
+    check_out(out, "out");
+    check(index < g.inputs().size(), GENIE_ERR_NOT_FOUND, "input index ", index, " out of range (",
+          g.inputs().size(), " inputs)");
+    *out = g.value(g.inputs()[index]).name.c_str();
+  });
+}
+
+genie_status_t genie_graph_num_outputs(const genie_graph_t* graph, size_t* out) {
+  return guard([&] {
+    const Graph& g = G(graph);
+    check_out(out, "out");
+    *out = g.output_names().size();
+  });
+}
+
+genie_status_t genie_graph_output_name(const genie_graph_t* graph, size_t index, const char** out) {
+  return guard([&] {
+    const Graph& g = G(graph);
+    check_out(out, "out");
+    check(index < g.output_names().size(), GENIE_ERR_NOT_FOUND, "output index ", index, " out of range (",
+          g.output_names().size(), " outputs)");
+    *out = g.output_names()[index].c_str();
+  });
+}
+
 genie_status_t genie_graph_value_info(const genie_graph_t* graph, const char* value, genie_dtype_t* dtype,
                                       int64_t* shape, size_t* ndim) {
   return guard([&] {

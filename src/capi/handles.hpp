@@ -26,7 +26,8 @@ enum : uint32_t {
   kDeadMagic = 0xdeadbeef,
 };
 
-void set_last_error(genie_status_t code, const std::string& detail);
+// Records the detail message genie_last_error() returns on this thread.
+void set_last_error(const std::string& detail);
 
 // Runs f; returns GENIE_OK, or the status of what it threw (recording the
 // detail). Nothing escapes.
@@ -36,16 +37,16 @@ genie_status_t guard(F&& f) noexcept {
     f();
     return GENIE_OK;
   } catch (const Error& e) {
-    set_last_error(e.code(), e.detail());
+    set_last_error(e.detail());
     return e.code();
   } catch (const std::bad_alloc&) {
-    set_last_error(GENIE_ERR_OUT_OF_MEMORY, "out of memory");
+    set_last_error("out of memory");
     return GENIE_ERR_OUT_OF_MEMORY;
   } catch (const std::exception& e) {
-    set_last_error(GENIE_ERR_INTERNAL, std::string("internal error: ") + e.what());
+    set_last_error(std::string("internal error: ") + e.what());
     return GENIE_ERR_INTERNAL;
   } catch (...) {
-    set_last_error(GENIE_ERR_INTERNAL, "internal error: unknown exception");
+    set_last_error("internal error: unknown exception");
     return GENIE_ERR_INTERNAL;
   }
 }

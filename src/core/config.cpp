@@ -101,28 +101,22 @@ void Config::validate() const {
 
 const char* role_str(genie_role_t r) {
   switch (r) {
-    case GENIE_ROLE_CLIENT:
-      return "client";
-    case GENIE_ROLE_SERVER:
-      return "server";
-    case GENIE_ROLE_WORKER:
-      return "worker";
+    case GENIE_ROLE_CLIENT: return "client";
+    case GENIE_ROLE_SERVER: return "server";
+    case GENIE_ROLE_WORKER: return "worker";
+    default: break;
   }
   return "?";
 }
 
 const char* backend_str(genie_backend_t b) {
   switch (b) {
-    case GENIE_BACKEND_AUTO:
-      return "auto";
-    case GENIE_BACKEND_TCP:
-      return "tcp";
-    case GENIE_BACKEND_RDMA:
-      return "rdma";
-    case GENIE_BACKEND_DPDK:
-      return "dpdk";
-    case GENIE_BACKEND_DPDK_GPUDEV:
-      return "dpdk_gpudev";
+    case GENIE_BACKEND_AUTO: return "auto";
+    case GENIE_BACKEND_TCP: return "tcp";
+    case GENIE_BACKEND_RDMA: return "rdma";
+    case GENIE_BACKEND_DPDK: return "dpdk";
+    case GENIE_BACKEND_DPDK_GPUDEV: return "dpdk_gpudev";
+    default: break;
   }
   return "?";
 }

@@ -10,15 +10,9 @@ namespace genie {
 std::string Device::str() const {
   std::string s = node.empty() ? "" : node + "/";
   switch (kind) {
-    case Kind::Cpu:
-      s += "cpu";
-      break;
-    case Kind::Gpu:
-      s += "gpu";
-      break;
-    case Kind::Remote:
-      s += "remote";
-      break;
+    case Kind::Cpu: s += "cpu"; break;
+    case Kind::Gpu: s += "gpu"; break;
+    case Kind::Remote: s += "remote"; break;
   }
   return s + ":" + std::to_string(index);
 }

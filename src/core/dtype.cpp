@@ -4,39 +4,25 @@ namespace genie {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32:
-      return 4;
-    case DType::F16:
-      return 2;
-    case DType::BF16:
-      return 2;
-    case DType::I32:
-      return 4;
-    case DType::I64:
-      return 8;
-    case DType::Bool:
-      return 1;
-    default:
-      return 0;
+    case DType::F32: return 4;
+    case DType::F16: return 2;
+    case DType::BF16: return 2;
+    case DType::I32: return 4;
+    case DType::I64: return 8;
+    case DType::Bool: return 1;
+    default: return 0;
   }
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32:
-      return "f32";
-    case DType::F16:
-      return "f16";
-    case DType::BF16:
-      return "bf16";
-    case DType::I32:
-      return "i32";
-    case DType::I64:
-      return "i64";
-    case DType::Bool:
-      return "bool";
-    default:
-      return "invalid";
+    case DType::F32: return "f32";
+    case DType::F16: return "f16";
+    case DType::BF16: return "bf16";
+    case DType::I32: return "i32";
+    case DType::I64: return "i64";
+    case DType::Bool: return "bool";
+    default: return "invalid";
   }
 }
 

@@ -11,18 +11,12 @@ namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::Warn)};
 const char* level_tag(LogLevel l) {
   switch (l) {
-    case LogLevel::Error:
-      return "E";
-    case LogLevel::Warn:
-      return "W";
-    case LogLevel::Info:
-      return "I";
-    case LogLevel::Debug:
-      return "D";
-    case LogLevel::Trace:
-      return "T";
-    default:
-      return "?";
+    case LogLevel::Error: return "E";
+    case LogLevel::Warn: return "W";
+    case LogLevel::Info: return "I";
+    case LogLevel::Debug: return "D";
+    case LogLevel::Trace: return "T";
+    default: return "?";
   }
 }
 }  // namespace

@@ -40,33 +40,22 @@ namespace {
 
 float load_f32(const std::byte* p, DType t, int64_t i) {
   switch (t) {
-    case DType::F32:
-      return reinterpret_cast<const float*>(p)[i];
-    case DType::F16:
-      return f16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
-    case DType::BF16:
-      return bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
-    case DType::I32:
-      return static_cast<float>(reinterpret_cast<const int32_t*>(p)[i]);
-    case DType::I64:
-      return static_cast<float>(reinterpret_cast<const int64_t*>(p)[i]);
-    case DType::Bool:
-      return reinterpret_cast<const uint8_t*>(p)[i] ? 1.f : 0.f;
-    default:
-      return 0.f;
+    case DType::F32: return reinterpret_cast<const float*>(p)[i];
+    case DType::F16: return f16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
+    case DType::BF16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(p)[i]);
+    case DType::I32: return static_cast<float>(reinterpret_cast<const int32_t*>(p)[i]);
+    case DType::I64: return static_cast<float>(reinterpret_cast<const int64_t*>(p)[i]);
+    case DType::Bool: return reinterpret_cast<const uint8_t*>(p)[i] ? 1.f : 0.f;
+    default: return 0.f;
   }
 }
 
 int64_t load_i64(const std::byte* p, DType t, int64_t i) {
   switch (t) {
-    case DType::I32:
-      return reinterpret_cast<const int32_t*>(p)[i];
-    case DType::I64:
-      return reinterpret_cast<const int64_t*>(p)[i];
-    case DType::Bool:
-      return reinterpret_cast<const uint8_t*>(p)[i];
-    default:
-      return static_cast<int64_t>(load_f32(p, t, i));
+    case DType::I32: return reinterpret_cast<const int32_t*>(p)[i];
+    case DType::I64: return reinterpret_cast<const int64_t*>(p)[i];
+    case DType::Bool: return reinterpret_cast<const uint8_t*>(p)[i];
+    default: return static_cast<int64_t>(load_f32(p, t, i));
   }
 }
 
@@ -84,27 +73,16 @@ TensorPtr convert(const TensorData& src, DType to) {
   std::byte* q = out->bytes();
   for (int64_t i = 0; i < n; ++i) {
     switch (to) {
-      case DType::F32:
-        reinterpret_cast<float*>(q)[i] = load_f32(p, from, i);
-        break;
-      case DType::F16:
-        reinterpret_cast<uint16_t*>(q)[i] = f32_to_f16(load_f32(p, from, i));
-        break;
-      case DType::BF16:
-        reinterpret_cast<uint16_t*>(q)[i] = f32_to_bf16(load_f32(p, from, i));
-        break;
-      case DType::I32:
-        reinterpret_cast<int32_t*>(q)[i] = static_cast<int32_t>(load_i64(p, from, i));
-        break;
-      case DType::I64:
-        reinterpret_cast<int64_t*>(q)[i] = load_i64(p, from, i);
-        break;
+      case DType::F32: reinterpret_cast<float*>(q)[i] = load_f32(p, from, i); break;
+      case DType::F16: reinterpret_cast<uint16_t*>(q)[i] = f32_to_f16(load_f32(p, from, i)); break;
+      case DType::BF16: reinterpret_cast<uint16_t*>(q)[i] = f32_to_bf16(load_f32(p, from, i)); break;
+      case DType::I32: reinterpret_cast<int32_t*>(q)[i] = static_cast<int32_t>(load_i64(p, from, i)); break;
+      case DType::I64: reinterpret_cast<int64_t*>(q)[i] = load_i64(p, from, i); break;
       case DType::Bool:
         reinterpret_cast<uint8_t*>(q)[i] =
             is_float(from) ? load_f32(p, from, i) != 0.f : load_i64(p, from, i) != 0;
         break;
-      default:
-        fail(GENIE_ERR_INTERNAL, "convert to invalid dtype");
+      default: fail(GENIE_ERR_INTERNAL, "convert to invalid dtype");
     }
   }
   return out;

@@ -33,16 +33,15 @@ class CliError : public std::runtime_error {
 
 [[noreturn]] inline void failure(const std::string& message) { throw CliError(kExitFailure, message); }
 
-// Throws a failure naming `what`, the status and Genie's detail message
-// (which may already start with the status name: then it is not repeated).
+// Throws a failure naming `what`, the status and Genie's detail message.
 inline void check(genie_status_t st, std::string_view what) {
   if (st == GENIE_OK) return;
-  const std::string status = genie_status_str(st);
   const std::string detail = genie_last_error();
   std::string msg(what);
   msg += ": ";
-  if (detail.compare(0, status.size(), status) != 0) msg += detail.empty() ? status : status + ": ";
-  failure(msg + detail);
+  msg += genie_status_str(st);
+  if (!detail.empty()) msg += ": " + detail;
+  failure(msg);
 }
 
 struct ContextDeleter {

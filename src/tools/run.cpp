@@ -12,7 +12,6 @@
 
 #include "../../samples/c/genie_seed.h"
 #include "cli.hpp"
-#include "graph_io.hpp"
 #include "npy.hpp"
 
 namespace genie_cli {
@@ -205,12 +204,25 @@ int run_command(int argc, char** argv) {
   genie_graph_t* raw_graph = nullptr;
   check(genie_graph_from_json(text.data(), text.size(), &raw_graph), opt.graph_path);
   const GraphPtr graph(raw_graph);
-  const GraphIo io = graph_io_names(text, opt.graph_path);
-  std::map<std::string, std::string> files = resolve_inputs(opt.input_args, io.inputs);
+  std::vector<std::string> input_names, output_names;
+  size_t n_in = 0, n_out_declared = 0;
+  check(genie_graph_num_inputs(graph.get(), &n_in), opt.graph_path);
+  check(genie_graph_num_outputs(graph.get(), &n_out_declared), opt.graph_path);
+  for (size_t i = 0; i < n_in; ++i) {
+    const char* name = nullptr;
+    check(genie_graph_input_name(graph.get(), i, &name), opt.graph_path);
+    input_names.emplace_back(name);
+  }
+  for (size_t i = 0; i < n_out_declared; ++i) {
+    const char* name = nullptr;
+    check(genie_graph_output_name(graph.get(), i, &name), opt.graph_path);
+    output_names.emplace_back(name);
+  }
+  std::map<std::string, std::string> files = resolve_inputs(opt.input_args, input_names);
 
   std::vector<Input> inputs;
   bool dynamic = false;
-  for (const std::string& name : io.inputs) {
+  for (const std::string& name : input_names) {
     Input in;
     in.name = name;
     int64_t dims[GENIE_MAX_DIMS];
@@ -246,7 +258,7 @@ int run_command(int argc, char** argv) {
   }
   std::printf("graph %s: %s, %s (%zu from .npy, the rest seeded), %s\n", opt.graph_path.c_str(),
               count(n_nodes, "node").c_str(), count(inputs.size(), "input").c_str(), files.size(),
-              count(io.outputs.size(), "output").c_str());
+              count(output_names.size(), "output").c_str());
 
   FuturePtr fut;
   std::vector<double> ms;
@@ -263,10 +275,10 @@ int run_command(int argc, char** argv) {
 
   size_t n_out = 0;
   check(genie_future_num_outputs(fut.get(), &n_out), "genie_future_num_outputs");
-  if (n_out != io.outputs.size())
-    failure(opt.graph_path + ": the graph lists " + std::to_string(io.outputs.size()) +
+  if (n_out != output_names.size())
+    failure(opt.graph_path + ": the graph lists " + std::to_string(output_names.size()) +
             " outputs but the run produced " + std::to_string(n_out));
-  for (size_t i = 0; i < n_out; ++i) print_output(fut.get(), i, io.outputs[i]);
+  for (size_t i = 0; i < n_out; ++i) print_output(fut.get(), i, output_names[i]);
 
   std::sort(ms.begin(), ms.end());
   std::printf("latency p50 %.3f ms min %.3f ms (%s)\n", ms[ms.size() / 2], ms.front(),

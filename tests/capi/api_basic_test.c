@@ -95,6 +95,18 @@ static void test_embedded_run(void) {
   size_t nn = 0;
   EXPECT_OK(genie_graph_num_nodes(g, &nn));
   CHECK(nn == 2);
+  size_t nio = 0;
+  const char *io_name = NULL;
+  EXPECT_OK(genie_graph_num_inputs(g, &nio));
+  CHECK(nio == 2);
+  EXPECT_OK(genie_graph_input_name(g, 1, &io_name));
+  CHECK(io_name != NULL && strcmp(io_name, "w") == 0);
+  EXPECT_STATUS(GENIE_ERR_NOT_FOUND, genie_graph_input_name(g, 2, &io_name));
+  EXPECT_OK(genie_graph_num_outputs(g, &nio));
+  CHECK(nio == 1);
+  EXPECT_OK(genie_graph_output_name(g, 0, &io_name));
+  CHECK(io_name != NULL && strcmp(io_name, "z") == 0);
+  EXPECT_STATUS(GENIE_ERR_NOT_FOUND, genie_graph_output_name(g, 1, &io_name));
   EXPECT_OK(genie_graph_value_info(g, "y", &dt, shp, &nd));
   CHECK(dt == GENIE_DTYPE_F32 && nd == 2 && shp[0] == 2 && shp[1] == 4);
 
