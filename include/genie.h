@@ -249,6 +249,7 @@ typedef struct genie_context genie_context_t; /* a running Genie instance */
 typedef struct genie_tensor genie_tensor_t;   /* a tensor resident on a device */
 typedef struct genie_graph genie_graph_t;     /* a graph of tensor operations */
 typedef struct genie_future genie_future_t;   /* result of a graph submission */
+typedef struct genie_server genie_server_t;   /* a server run in this process */
 
 /* ------------------------------------------------------------------------- */
 /* Configuration builder                                                     */
@@ -317,6 +318,29 @@ GENIE_API genie_status_t genie_config_set_num_threads(genie_config_t *config,
 GENIE_API genie_status_t genie_config_set_use_env(genie_config_t *config,
                                                   int use_env);
 
+/** Shared secret for authentication (copied; NULL or "" disables it). A
+ *  server with a token admits only clients that prove they hold it
+ *  (HMAC-SHA256 challenge-response; the token never crosses the network);
+ *  a client sends it when the server asks. Environment: GENIE_AUTH_TOKEN.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 4096 bytes). */
+GENIE_API genie_status_t genie_config_set_auth_token(genie_config_t *config,
+                                                     const char *token);
+
+/** Server: how long a session's tensors are kept after its connection is
+ *  lost, waiting for the client to reconnect, in milliseconds, >= 0
+ *  (default 30000). Environment: GENIE_SESSION_GRACE (milliseconds).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+GENIE_API genie_status_t genie_config_set_session_grace_ms(
+    genie_config_t *config, int64_t grace_ms);
+
+/** Largest encoded control message accepted, in bytes, 4096..2^30 (default
+ *  64 MiB); larger frames are refused before anything is allocated. Tensor
+ *  bytes are not counted (they travel beside the message).
+ *  Environment: GENIE_MAX_MESSAGE.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+GENIE_API genie_status_t genie_config_set_max_message_bytes(
+    genie_config_t *config, int64_t max_bytes);
+
 /* ------------------------------------------------------------------------- */
 /* Context                                                                   */
 /* ------------------------------------------------------------------------- */
@@ -360,6 +384,53 @@ GENIE_API int genie_context_is_embedded(const genie_context_t *ctx);
 /** The node id of this context (given or generated). Borrowed: valid until
  *  genie_shutdown(ctx). NULL if ctx is not a live context. */
 GENIE_API const char *genie_context_node_id(const genie_context_t *ctx);
+
+/** Statistics of the server this context is connected to, as JSON text
+ *  ({"node_id", "sessions", "tensors", "tensor_bytes", "uptime_ms",
+ *  "graphs_executed", "connections_refused"}), released with genie_free.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, UNSUPPORTED (embedded mode),
+ *  CONNECTION, TIMEOUT, SHUTDOWN. */
+GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,
+                                                   char **out_json);
+
+/* ------------------------------------------------------------------------- */
+/* Servers                                                                   */
+/* ------------------------------------------------------------------------- */
+/*
+ * A server executes the graphs of remote clients on this process's devices;
+ * `genie serve` is this API behind a command line. Each client connection is
+ * a session whose tensors no other session can name.
+ */
+
+/** Creates a server listening on `host` (NULL: "127.0.0.1"; binding any
+ *  other address is an explicit choice) and `port` (0 picks a free port: read
+ *  it with genie_server_port). It serves at once, on its own thread. From
+ *  `config` (may be NULL): auth token, session grace period, maximum message
+ *  size, worker threads, node id, log level; environment overrides apply.
+ *  Errors: INVALID_ARGUMENT (out NULL, port outside 0..65535), INVALID_HANDLE,
+ *  IO (cannot bind or listen: the detail names the address and reason). */
+GENIE_API genie_status_t genie_server_create(const genie_config_t *config,
+                                             const char *host, int32_t port,
+                                             genie_server_t **out);
+
+/** The TCP port the server listens on. Errors: INVALID_HANDLE,
+ *  INVALID_ARGUMENT. */
+GENIE_API genie_status_t genie_server_port(const genie_server_t *server,
+                                           int32_t *out);
+
+/** Asks the server to stop: it stops accepting, lets graphs in flight finish
+ *  and report, closes every connection and frees every session. Returns at
+ *  once; genie_server_wait blocks until that is done. Safe from any thread
+ *  and idempotent. Errors: INVALID_HANDLE. */
+GENIE_API genie_status_t genie_server_stop(genie_server_t *server);
+
+/** Blocks until the server has stopped (after genie_server_stop).
+ *  Errors: INVALID_HANDLE. */
+GENIE_API genie_status_t genie_server_wait(genie_server_t *server);
+
+/** Stops the server (as genie_server_stop + genie_server_wait) and releases
+ *  it. Accepts NULL. */
+GENIE_API void genie_server_destroy(genie_server_t *server);
 
 /* ------------------------------------------------------------------------- */
 /* Tensors                                                                   */

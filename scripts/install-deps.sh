@@ -6,8 +6,10 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libcjson-dev libopenblas-dev libuv1-dev
+  libprotobuf-dev protobuf-compiler zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev
   binutils python3
+  iperf3 libgrpc++-dev protobuf-compiler-grpc  # benchmark peers only
 )
 
 missing=()

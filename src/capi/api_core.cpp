@@ -140,6 +140,19 @@ GENIE_CONFIG_SETTER(genie_config_set_num_threads, int32_t, {
   c.num_threads = value;
 })
 GENIE_CONFIG_SETTER(genie_config_set_use_env, int, { c.use_env = value != 0; })
+GENIE_CONFIG_SETTER(genie_config_set_auth_token, const char*, {
+  const std::string v = value ? value : "";
+  check(v.size() <= 4096, GENIE_ERR_INVALID_ARGUMENT, "auth token is longer than 4096 bytes");
+  c.auth_token = v;
+})
+GENIE_CONFIG_SETTER(genie_config_set_session_grace_ms, int64_t, {
+  check_grace(value, "session grace");
+  c.session_grace_ms = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_max_message_bytes, int64_t, {
+  check_max_message(value, "max message");
+  c.max_message_bytes = value;
+})
 
 #undef GENIE_CONFIG_SETTER
 

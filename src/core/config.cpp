@@ -84,6 +84,15 @@ void Config::apply_env() {
           " must be a positive number of milliseconds");
     timeout_ms = t;
   }
+  if (const char* v = env("GENIE_AUTH_TOKEN")) auth_token = v;
+  if (const char* v = env("GENIE_SESSION_GRACE")) {
+    session_grace_ms = parse_int("GENIE_SESSION_GRACE", v);
+    check_grace(session_grace_ms, "GENIE_SESSION_GRACE");
+  }
+  if (const char* v = env("GENIE_MAX_MESSAGE")) {
+    max_message_bytes = parse_int("GENIE_MAX_MESSAGE", v);
+    check_max_message(max_message_bytes, "GENIE_MAX_MESSAGE");
+  }
   if (const char* v = env("GENIE_NUM_THREADS")) {
     const int64_t n = parse_int("GENIE_NUM_THREADS", v);
     check(n >= 0 && n <= 1024, GENIE_ERR_INVALID_ARGUMENT, "GENIE_NUM_THREADS=", v, " is outside 0..1024");
@@ -91,7 +100,19 @@ void Config::apply_env() {
   }
 }
 
+void check_grace(int64_t ms, const char* what) {
+  check(ms >= 0, GENIE_ERR_INVALID_ARGUMENT, what, " ", ms, " ms must not be negative");
+}
+
+void check_max_message(int64_t bytes, const char* what) {
+  check(bytes >= 4096 && bytes <= (int64_t{1} << 30), GENIE_ERR_INVALID_ARGUMENT, what, " ", bytes,
+        " is outside 4096..2^30 bytes");
+}
+
 void Config::validate() const {
+  check_grace(session_grace_ms, "session grace");
+  check_max_message(max_message_bytes, "max message");
+  check(auth_token.size() <= 4096, GENIE_ERR_INVALID_ARGUMENT, "auth token is longer than 4096 bytes");
   check_port(master_port, "master port");
   check_node_id(node_id, "node id");
   check(master_addr.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "master address is longer than 255 bytes");

@@ -18,6 +18,9 @@ struct Config {
   LogLevel log_level = LogLevel::Warn;
   int64_t timeout_ms = 30000;
   int32_t num_threads = 0;  // 0 = hardware concurrency
+  std::string auth_token;   // empty = no authentication
+  int64_t session_grace_ms = 30000;
+  int64_t max_message_bytes = 64 << 20;
   bool use_env = true;
 
   // Applies GENIE_* environment variables when use_env is set. Throws
@@ -32,6 +35,8 @@ struct Config {
 // Error(INVALID_ARGUMENT) with a message naming `what`.
 void check_node_id(const std::string& id, const char* what);
 void check_port(int64_t port, const char* what);
+void check_grace(int64_t ms, const char* what);
+void check_max_message(int64_t bytes, const char* what);
 
 const char* role_str(genie_role_t r);
 const char* backend_str(genie_backend_t b);

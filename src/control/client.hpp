@@ -1,0 +1,87 @@
+// The client side of remote mode: one session with a `genie serve` process
+// over a control connection (requests, replies, completions; TCP_NODELAY)
+// and a data connection (bulk tensor bytes; large socket buffers).
+//
+// Calls may come from any thread. Each is queued to the context's loop
+// thread (LoopThread::post), written there, and matched to its reply by
+// request id; many may be in flight at once (pipelining). Synchronous calls
+// block the caller until the reply or the timeout (Config::timeout_ms).
+//
+// Connection loss: every request in flight fails with GENIE_ERR_CONNECTION
+// (graph completions too), then the client reconnects in the background
+// with its session token for up to timeout_ms; the server keeps the
+// session's tensors for its grace period, so a reconnect within it finds
+// them intact. Calls made while disconnected wait for the reconnect (up to
+// the timeout) and then fail with GENIE_ERR_CONNECTION.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/dtype.hpp"
+#include "core/shape.hpp"
+#include "graph/graph.hpp"
+#include "genie.h"
+
+namespace genie {
+
+struct RemoteOutput {
+  std::string name;
+  uint64_t tensor_id = 0;
+  DType dtype = DType::Invalid;
+  Shape shape;
+};
+
+struct RemoteResult {
+  genie_status_t status = GENIE_OK;
+  std::string detail;
+  std::vector<RemoteOutput> outputs;  // graph outputs, mark order
+  uint64_t exec_ns = 0;
+};
+
+class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
+ public:
+  // Connects both connections, runs the handshake (and the challenge-response
+  // when the server asks for it, with cfg.auth_token). Throws
+  // Error(CONNECTION) if the server cannot be reached, Error(TIMEOUT) past
+  // cfg.timeout_ms, Error(AUTH), Error(VERSION_MISMATCH) naming both
+  // versions, Error(PROTOCOL).
+  static std::shared_ptr<RemoteClient> connect(const Config& cfg, const std::string& node_id);
+
+  // Sends Goodbye (the server frees the session), closes, joins the loop.
+  ~RemoteClient();
+  void close();
+
+  uint64_t tensor_alloc(DType dtype, const Shape& shape, const std::string& device);
+  void tensor_write(uint64_t id, size_t offset, const void* src, size_t nbytes);
+  void tensor_read(uint64_t id, size_t offset, void* dst, size_t nbytes);
+  // Fire and forget; never throws. Ignored after close().
+  void tensor_free(uint64_t id) noexcept;
+
+  // Sends the graph (already validated with the bound shapes) and its
+  // bindings (graph input name -> tensor id). Returns once the server has
+  // accepted it (throws its error otherwise, e.g. NOT_FOUND for a tensor of
+  // another session). `done` runs exactly once on the loop thread with the
+  // completion (or GENIE_ERR_CONNECTION / GENIE_ERR_SHUTDOWN).
+  void submit(const Graph& graph, const std::vector<std::pair<std::string, uint64_t>>& bindings,
+              std::function<void(RemoteResult&&)> done);
+
+  // ServerInfo as JSON text.
+  std::string server_info_json();
+
+  const std::string& server_node_id() const;
+  const std::vector<std::string>& server_devices() const;
+  bool connected() const;
+
+ private:
+  RemoteClient() = default;
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace genie

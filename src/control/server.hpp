@@ -1,0 +1,67 @@
+// `genie serve`: accepts client sessions over TCP and executes their graphs
+// on this node's devices (CPU now).
+//
+// One libuv loop thread runs every connection; graphs execute on the
+// executor's worker pool and their completions come back to the loop
+// through LoopThread::post. Each session owns its tensors (ids are scoped
+// to it: another session cannot name them). A session ends at Goodbye (its
+// tensors are freed at once) or, when its control connection is lost, after
+// the grace period unless the client resumes it with its token.
+//
+// A malformed frame, wrong magic/version/CRC, an oversize length, an unknown
+// type or a failed handshake closes that one connection with one log line;
+// every other client is unaffected.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/config.hpp"
+
+namespace genie {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 5555;  // 0: pick a free port (read it back with port())
+  std::string auth_token;  // empty: no authentication
+  int64_t session_grace_ms = 30000;
+  uint32_t max_message_bytes = 64u << 20;
+  int num_threads = 0;  // executor workers; 0 = hardware concurrency
+  std::string node_id;  // empty: generated
+};
+
+struct ServerStats {
+  uint32_t sessions = 0;
+  uint64_t tensors = 0;
+  uint64_t tensor_bytes = 0;
+  uint64_t graphs_executed = 0;
+  uint64_t connections_refused = 0;
+};
+
+class Server {
+ public:
+  // Binds and listens (throws Error(IO) naming host:port and the reason,
+  // e.g. address in use); serving starts on the server's own loop thread.
+  explicit Server(ServerOptions opts);
+  // stop() then waits for the loop thread.
+  ~Server();
+
+  int port() const;
+  const std::string& node_id() const;
+
+  // Stops accepting, lets graphs in flight finish and deliver their
+  // completions, closes every connection, and frees every session. Safe
+  // from any thread; idempotent. wait() returns afterwards.
+  void stop();
+  // Blocks until stop() has completed.
+  void wait();
+
+  ServerStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace genie
