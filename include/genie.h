@@ -39,7 +39,16 @@
  *
  * Modes.  A context created without a master address runs graphs in-process
  *   ("embedded mode"). With a master address (GENIE_MASTER_ADDR) the same calls
- *   reach a `genie serve` process; nothing else changes for the caller.
+ *   reach a `genie serve` process ("remote mode"); nothing else changes for
+ *   the caller. In remote mode, calls that need an answer from the server
+ *   wait for it at most the configured timeout (GENIE_ERR_TIMEOUT). If the
+ *   connection is lost, calls in flight and graphs still running fail with
+ *   GENIE_ERR_CONNECTION and the context reconnects in the background for up
+ *   to the timeout; the server keeps the context's tensors for its grace
+ *   period, so after a reconnect within it every tensor is still there. Calls
+ *   made meanwhile wait for the reconnect (up to the timeout). If it fails,
+ *   or the server no longer holds the session, every later call fails with
+ *   GENIE_ERR_CONNECTION: shut the context down and create a new one.
  */
 #ifndef GENIE_H
 #define GENIE_H
@@ -358,10 +367,13 @@ GENIE_API genie_status_t genie_init_abi(uint32_t abi_version,
  *  without a master address the context executes graphs in-process.
  *  Errors: INVALID_ARGUMENT (out NULL, or a bad environment value: the detail
  *  names the variable), INVALID_HANDLE (config is not a configuration),
- *  VERSION_MISMATCH (the header's ABI version differs from the library's),
- *  CONNECTION / TIMEOUT / AUTH (remote mode: the master could not be reached
- *  within the timeout), UNSUPPORTED (a requested backend is not available),
- *  OUT_OF_MEMORY. */
+ *  VERSION_MISMATCH (the header's ABI version differs from the library's, or
+ *  the server speaks another protocol: the detail names both versions),
+ *  CONNECTION / TIMEOUT (remote mode: the master could not be reached, or did
+ *  not answer within the timeout; the detail names its address), AUTH (the
+ *  server requires a token and none or the wrong one is configured),
+ *  PROTOCOL (the peer is not a Genie server), UNSUPPORTED (a requested
+ *  backend is not available), OUT_OF_MEMORY. */
 #define genie_init(config, out) \
   genie_init_abi(GENIE_ABI_VERSION, (config), (out))
 
@@ -369,7 +381,11 @@ GENIE_API genie_status_t genie_init_abi(uint32_t abi_version,
  *  finish (their futures complete normally); afterwards, calls on tensors and
  *  futures that belonged to the context fail with GENIE_ERR_SHUTDOWN, except
  *  their destroy functions, which must still be called. Accepts NULL. Must
- *  not be called from a completion callback of the same context. */
+ *  not be called from a completion callback of the same context.
+ *  Remote mode: waits at most the timeout for graphs still running on the
+ *  server (futures still pending then complete with GENIE_ERR_SHUTDOWN), then
+ *  tells the server goodbye, which frees every tensor of the context there at
+ *  once. Returns within about the timeout even if the server is gone. */
 GENIE_API void genie_shutdown(genie_context_t *ctx);
 
 /** 1 if `ctx` is a live context (returned by genie_init and not yet shut
@@ -441,7 +457,14 @@ GENIE_API void genie_server_destroy(genie_server_t *server);
  *  on that device until destroyed, so a weight or KV cache is sent once.
  *  Devices: "cpu" or "cpu:0" (host memory); "gpu:N" / "cuda:N" (a local GPU);
  *  "remote:N" (device N of the master server); "NODE/gpu:N" or "NODE/cpu"
- *  (a device of a named node). NULL means "cpu".
+ *  (a device of a named node). NULL means "cpu" in embedded mode and
+ *  "remote:0" in remote mode, where graphs run.
+ *  Remote mode: "remote:N" is the server's N-th device (the detail of an
+ *  out-of-range N lists them); "SERVER/cpu" and "SERVER/gpu:N", with
+ *  SERVER the server's node id, name the same devices, and such tensors
+ *  report "remote:N" from genie_tensor_device. "cpu" stays host memory of
+ *  this process (see genie_graph_submit for binding it); other nodes are not
+ *  reachable (UNSUPPORTED).
  *  Errors: INVALID_HANDLE (ctx), INVALID_ARGUMENT (out or shape NULL, ndim too
  *  large, negative dimension, bad dtype), PARSE (device string malformed),
  *  TOO_LARGE (byte size overflows), UNSUPPORTED (device not available here,
@@ -459,14 +482,19 @@ GENIE_API genie_status_t genie_tensor_alloc(genie_context_t *ctx,
 GENIE_API void genie_tensor_destroy(genie_tensor_t *tensor);
 
 /** Copies `nbytes` from `src` into the tensor starting at byte `offset`.
+ *  For a server tensor the bytes go straight from `src` to the network and
+ *  the call returns once the server has stored them.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (src NULL with nbytes > 0),
  *  SIZE_MISMATCH (offset + nbytes exceeds the tensor), SHUTDOWN, CONNECTION,
- *  TIMEOUT. Thread-safe; concurrent writes to overlapping ranges race. */
+ *  TIMEOUT, UNSUPPORTED (a server tensor, from a completion callback).
+ *  Thread-safe; concurrent writes to overlapping ranges race. */
 GENIE_API genie_status_t genie_tensor_write(genie_tensor_t *tensor,
                                             size_t offset, const void *src,
                                             size_t nbytes);
 
-/** Copies `nbytes` of the tensor starting at byte `offset` into `dst`.
+/** Copies `nbytes` of the tensor starting at byte `offset` into `dst`. For a
+ *  server tensor (a graph output in remote mode, say) this is when its bytes
+ *  cross the network: they land straight in `dst`.
  *  Errors: as genie_tensor_write. */
 GENIE_API genie_status_t genie_tensor_read(const genie_tensor_t *tensor,
                                            size_t offset, void *dst,
@@ -692,7 +720,11 @@ GENIE_API genie_status_t genie_graph_from_json(const char *json, size_t len,
  *  embedded mode, the context's loop thread in remote mode) — or on the
  *  registering thread if the future had already completed. `status` is the
  *  future's final status. Must not block for long, and must not call
- *  genie_shutdown or genie_future_destroy on this future. */
+ *  genie_shutdown or genie_future_destroy on this future. In remote mode the
+ *  loop thread is the one that talks to the server, so functions that wait
+ *  for the server (tensor alloc, read and write of server tensors, submit,
+ *  genie_context_server_info) fail there with GENIE_ERR_UNSUPPORTED instead
+ *  of deadlocking; genie_future_output and genie_tensor_destroy are fine. */
 typedef void (*genie_future_callback_t)(genie_future_t *future,
                                         genie_status_t status, void *user_data);
 
@@ -705,9 +737,17 @@ typedef void (*genie_future_callback_t)(genie_future_t *future,
  *  which stay on the device where they were produced until read. Input
  *  tensors are read while the graph runs: do not write them before the
  *  future completes.
+ *  Remote mode: the graph runs on the server and its outputs stay there
+ *  (lazy: bytes cross the network only when read), so an output passed to
+ *  another submission never leaves the server. Bound server tensors are
+ *  used in place; a host ("cpu") tensor is copied to the server for this
+ *  submission only (allocate it on "remote:0" to keep it resident there).
+ *  Bindings are checked here, before anything is sent, as in embedded mode.
  *  Errors (returned now, the future not created): INVALID_HANDLE,
  *  INVALID_ARGUMENT, INVALID_GRAPH (unbound or unknown input), DTYPE_MISMATCH,
- *  SHAPE_MISMATCH, any validation error, SHUTDOWN, CONNECTION.
+ *  SHAPE_MISMATCH, any validation error, SHUTDOWN, and in remote mode
+ *  CONNECTION, TIMEOUT, NOT_FOUND (a tensor the server no longer holds),
+ *  UNSUPPORTED (from a completion callback).
  *  Errors while executing are reported by the future. */
 GENIE_API genie_status_t genie_graph_submit(genie_context_t *ctx,
                                             const genie_graph_t *graph,

@@ -184,7 +184,8 @@ static inline double genie_checksum(genie_dtype_t dtype, const void *data, size_
   return sum;
 }
 
-/* Allocates a tensor on "cpu" with the declared dtype and shape of graph
+/* Allocates a tensor on the context's default device (host memory when
+ * embedded, the server when remote) with the declared dtype and shape of graph
  * input `name` (which must be fully static) and writes its seeded values.
  * On failure returns the status (genie_last_error() has the detail, or
  * the status alone for a dynamic shape) and leaves *out untouched. */
@@ -203,7 +204,7 @@ static inline genie_status_t genie_seed_tensor(genie_context_t *ctx, const genie
   buf = malloc(nbytes ? nbytes : 1);
   if (!buf) return GENIE_ERR_OUT_OF_MEMORY;
   genie_seed_fill(name, dtype, shape, ndim, buf);
-  st = genie_tensor_alloc(ctx, dtype, shape, ndim, "cpu", &t);
+  st = genie_tensor_alloc(ctx, dtype, shape, ndim, NULL, &t); /* the context's default device */
   if (st == GENIE_OK) st = genie_tensor_write(t, 0, buf, nbytes);
   free(buf);
   if (st != GENIE_OK) {

@@ -1,5 +1,6 @@
 // C API: versions, status, memory, dtypes, configuration, context lifetime.
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <unordered_set>
 
@@ -204,6 +205,18 @@ int genie_context_is_embedded(const genie_context_t* ctx) {
 const char* genie_context_node_id(const genie_context_t* ctx) {
   if (!genie_is_initialized(ctx)) return nullptr;
   return ctx->impl->node_id().c_str();
+}
+
+genie_status_t genie_context_server_info(genie_context_t* ctx, char** out_json) {
+  return guard([&] {
+    Context& c = *live(ctx, kContextMagic, "context")->impl;
+    check_out(out_json, "out_json");
+    const std::string json = c.server_info_json();
+    char* copy = static_cast<char*>(std::malloc(json.size() + 1));
+    check(copy != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");
+    std::memcpy(copy, json.c_str(), json.size() + 1);
+    *out_json = copy;
+  });
 }
 
 }  // extern "C"

@@ -10,11 +10,11 @@ genie_future* F(const genie_future_t* f) {
   return live(const_cast<genie_future_t*>(f), kFutureMagic, "future");
 }
 
-genie_tensor_t* new_tensor_handle(const std::shared_ptr<FutureState>& st, TensorPtr data) {
+genie_tensor_t* new_tensor_handle(const std::shared_ptr<FutureState>& st, TensorRef ref) {
   auto h = std::make_unique<genie_tensor>();
   h->ctx = st->ctx();
-  h->data = std::move(data);
-  h->device = Device{}.str();
+  h->device = ref.is_remote() ? ref.remote()->device : Device{}.str();
+  h->ref = std::move(ref);
   return h.release();
 }
 
@@ -32,14 +32,14 @@ genie_status_t genie_graph_submit(genie_context_t* ctx, const genie_graph_t* gra
     check(n_inputs == 0 || (input_names != nullptr && inputs != nullptr), GENIE_ERR_INVALID_ARGUMENT,
           "input_names or inputs is NULL with n_inputs ", n_inputs);
     std::vector<std::string> names;
-    std::vector<TensorPtr> tensors;
+    std::vector<TensorRef> tensors;
     for (size_t i = 0; i < n_inputs; ++i) {
       check(input_names[i] != nullptr, GENIE_ERR_INVALID_ARGUMENT, "input_names[", i, "] is NULL");
       genie_tensor* t = live(inputs[i], kTensorMagic, "tensor");
       check(t->ctx.get() == &c, GENIE_ERR_INVALID_ARGUMENT, "tensor bound to '", input_names[i],
             "' belongs to another context");
       names.emplace_back(input_names[i]);
-      tensors.push_back(t->data);
+      tensors.push_back(t->ref);
     }
     c.check_live();
     auto h = std::make_unique<genie_future>();
@@ -84,7 +84,7 @@ genie_status_t genie_future_output(genie_future_t* future, size_t index, genie_t
   return guard([&] {
     genie_future* f = F(future);
     check_out(out, "out");
-    TensorPtr t = f->state->output(index);
+    TensorRef t = f->state->output(index);
     *out = new_tensor_handle(f->state, std::move(t));
   });
 }
@@ -94,7 +94,7 @@ genie_status_t genie_future_output_by_name(genie_future_t* future, const char* n
     genie_future* f = F(future);
     check_out(out, "out");
     check(name != nullptr, GENIE_ERR_INVALID_ARGUMENT, "name is NULL");
-    TensorPtr t = f->state->output(std::string(name));
+    TensorRef t = f->state->output(std::string(name));
     *out = new_tensor_handle(f->state, std::move(t));
   });
 }

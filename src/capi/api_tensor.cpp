@@ -1,5 +1,5 @@
 // C API: tensors.
-#include <cstring>
+#include <algorithm>
 
 #include "capi/handles.hpp"
 
@@ -19,7 +19,7 @@ Shape shape_from(const int64_t* shape, size_t ndim) {
 
 void check_range(const genie_tensor* t, size_t offset, size_t nbytes, const void* buf, const char* what) {
   check(buf != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, what, " is NULL");
-  const size_t size = t->data->nbytes();
+  const size_t size = t->ref.nbytes();
   check(offset <= size && nbytes <= size - offset, GENIE_ERR_SIZE_MISMATCH, "range [", offset, ", ", offset,
         " + ", nbytes, ") exceeds the tensor's ", size, " bytes");
 }
@@ -37,11 +37,9 @@ genie_status_t genie_tensor_alloc(genie_context_t* ctx, genie_dtype_t dtype, con
           " is not a genie_dtype_t");
     Shape s = shape_from(shape, ndim);
     c.check_live();
-    const Device d = c.resolve_device(device);
     auto h = std::make_unique<genie_tensor>();
-    h->data = std::make_shared<TensorData>(static_cast<DType>(dtype), std::move(s));
+    h->ref = c.alloc(static_cast<DType>(dtype), std::move(s), device, &h->device);
     h->ctx = ctx->impl;
-    h->device = d.str();
     *out = h.release();
   });
 }
@@ -57,7 +55,7 @@ genie_status_t genie_tensor_write(genie_tensor_t* tensor, size_t offset, const v
     live(tensor, kTensorMagic, "tensor");
     tensor->ctx->check_live();
     check_range(tensor, offset, nbytes, src, "src");
-    if (nbytes) std::memcpy(tensor->data->bytes() + offset, src, nbytes);
+    tensor->ref.write(offset, src, nbytes);
   });
 }
 
@@ -66,7 +64,7 @@ genie_status_t genie_tensor_read(const genie_tensor_t* tensor, size_t offset, vo
     live(const_cast<genie_tensor_t*>(tensor), kTensorMagic, "tensor");
     tensor->ctx->check_live();
     check_range(tensor, offset, nbytes, dst, "dst");
-    if (nbytes) std::memcpy(dst, tensor->data->bytes() + offset, nbytes);
+    tensor->ref.read(offset, dst, nbytes);
   });
 }
 
@@ -74,7 +72,7 @@ genie_status_t genie_tensor_info(const genie_tensor_t* tensor, genie_dtype_t* dt
                                  size_t* ndim, size_t* nbytes) {
   return guard([&] {
     live(const_cast<genie_tensor_t*>(tensor), kTensorMagic, "tensor");
-    const TensorData& d = *tensor->data;
+    const TensorRef& d = tensor->ref;
     if (dtype) *dtype = static_cast<genie_dtype_t>(d.dtype());
     if (shape) std::copy(d.shape().begin(), d.shape().end(), shape);
     if (ndim) *ndim = d.shape().size();

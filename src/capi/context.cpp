@@ -5,19 +5,53 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <unordered_map>
 
+#include "control/client.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "graph/binding.hpp"
 
 namespace genie {
+
+// ---------------------------------------------------------------------------
+// Tensors
+// ---------------------------------------------------------------------------
+
+RemoteTensor::RemoteTensor(std::shared_ptr<RemoteClient> c, uint64_t tensor_id, DType t, Shape s,
+                           std::string dev)
+    : client(std::move(c)),
+      id(tensor_id),
+      dtype(t),
+      shape(std::move(s)),
+      nbytes(byte_size(shape, dtype_size(t))),
+      device(std::move(dev)) {}
+
+RemoteTensor::~RemoteTensor() { client->tensor_free(id); }
+
+void TensorRef::write(size_t offset, const void* src, size_t n) const {
+  if (n == 0) return;
+  if (remote_)
+    remote_->client->tensor_write(remote_->id, offset, src, n);
+  else
+    std::memcpy(local_->bytes() + offset, src, n);
+}
+
+void TensorRef::read(size_t offset, void* dst, size_t n) const {
+  if (n == 0) return;
+  if (remote_)
+    remote_->client->tensor_read(remote_->id, offset, dst, n);
+  else
+    std::memcpy(dst, local_->bytes() + offset, n);
+}
 
 // ---------------------------------------------------------------------------
 // FutureState
 // ---------------------------------------------------------------------------
 
-void FutureState::complete(ExecResult&& r) {
+void FutureState::complete(FutureResult&& r) {
   genie_future_callback_t cb = nullptr;
   void* user = nullptr;
   genie_future_t* handle = nullptr;
@@ -91,7 +125,7 @@ void FutureState::require_success() {
   ctx_->check_live();
 }
 
-TensorPtr FutureState::output(size_t index) {
+TensorRef FutureState::output(size_t index) {
   std::lock_guard<std::mutex> lk(mu_);
   require_success();
   check(index < result_.outputs.size(), GENIE_ERR_NOT_FOUND, "output index ", index, " out of range (",
@@ -99,7 +133,7 @@ TensorPtr FutureState::output(size_t index) {
   return result_.outputs[index];
 }
 
-TensorPtr FutureState::output(const std::string& name) {
+TensorRef FutureState::output(const std::string& name) {
   std::lock_guard<std::mutex> lk(mu_);
   require_success();
   for (size_t i = 0; i < names_.size(); ++i)
@@ -134,12 +168,15 @@ std::string generate_node_id() {
 
 Context::Context(Config cfg) : cfg_(std::move(cfg)) {
   node_id_ = cfg_.node_id.empty() ? generate_node_id() : cfg_.node_id;
-  if (!embedded())
-    fail(GENIE_ERR_UNSUPPORTED, "remote mode (master ", cfg_.master_addr, ":", cfg_.master_port,
-         ") is not available in this build: unset GENIE_MASTER_ADDR to run embedded");
-  exec_ = std::make_unique<Executor>(cfg_.num_threads);
-  log(LogLevel::Info, "context ", node_id_, ": embedded mode, role ", role_str(cfg_.role), ", ",
-      cfg_.num_threads, " worker threads (0 = all cores)");
+  if (embedded()) {
+    exec_ = std::make_unique<Executor>(cfg_.num_threads);
+    log(LogLevel::Info, "context ", node_id_, ": embedded mode, role ", role_str(cfg_.role), ", ",
+        cfg_.num_threads, " worker threads (0 = all cores)");
+    return;
+  }
+  client_ = RemoteClient::connect(cfg_, node_id_);
+  log(LogLevel::Info, "context ", node_id_, ": remote mode, server ", client_->server_node_id(), " at ",
+      cfg_.master_addr, ":", cfg_.master_port);
 }
 
 Context::~Context() { shutdown(); }
@@ -148,73 +185,218 @@ void Context::check_live() const {
   check(live_.load(std::memory_order_acquire), GENIE_ERR_SHUTDOWN, "the context has been shut down");
 }
 
-Device Context::resolve_device(const char* text) const {
-  Device d = parse_device(text);
-  switch (d.kind) {
-    case Device::Kind::Cpu:
-      check(d.node.empty() || d.node == node_id_, GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': node '",
-            d.node, "' is not reachable in embedded mode (no master configured)");
-      check(d.index == 0, GENIE_ERR_UNSUPPORTED, "device '", d.str(),
-            "': this node has one CPU device, cpu:0");
-      d.node.clear();
-      return d;
-    case Device::Kind::Gpu:
-      fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': no GPU support in this build");
-    case Device::Kind::Remote:
-      fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(),
-           "': embedded mode has no remote devices (set GENIE_MASTER_ADDR to use a server)");
+Context::Placement Context::resolve_device(const char* text) const {
+  if (client_ && (text == nullptr || *text == '\0')) {
+    // Remote mode computes on the server: that is where tensors belong
+    // unless the caller asks for host memory.
+    check(!client_->server_devices().empty(), GENIE_ERR_UNSUPPORTED, "server ", client_->server_node_id(),
+          " serves no devices");
+    return {true, client_->server_devices()[0], "remote:0"};
   }
-  fail(GENIE_ERR_INTERNAL, "unreachable");
+  Device d = parse_device(text);
+  const bool this_node = d.node.empty() || d.node == node_id_;
+  if (d.kind == Device::Kind::Cpu && this_node) {
+    check(d.index == 0, GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': this node has one CPU device, cpu:0");
+    d.node.clear();
+    return {false, {}, d.str()};
+  }
+  if (!client_) {
+    switch (d.kind) {
+      case Device::Kind::Cpu:
+        fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': node '", d.node,
+             "' is not reachable in embedded mode (no master configured)");
+      case Device::Kind::Gpu:
+        fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': no GPU support in this build");
+      case Device::Kind::Remote:
+        fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(),
+             "': embedded mode has no remote devices (set GENIE_MASTER_ADDR to use a server)");
+    }
+  }
+  const std::vector<std::string>& served = client_->server_devices();
+  const std::string& server = client_->server_node_id();
+  std::string list;
+  for (size_t i = 0; i < served.size(); ++i) list += cat(i ? ", " : "", "remote:", i, " = ", served[i]);
+  if (d.kind == Device::Kind::Remote) {
+    check(static_cast<size_t>(d.index) < served.size(), GENIE_ERR_UNSUPPORTED, "device '", d.str(),
+          "': server ", server, " serves ", served.size(), " device(s): ", list);
+    return {true, served[static_cast<size_t>(d.index)], d.str()};
+  }
+  if (this_node)  // a GPU of this process
+    fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': this process has no GPU support; devices of server ",
+         server, " are ", list);
+  check(d.node == server, GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': node '", d.node,
+        "' is not reachable: this context is connected to server ", server, " only");
+  Device local = d;
+  local.node.clear();
+  const std::string want = local.str();
+  for (size_t i = 0; i < served.size(); ++i)
+    if (served[i] == want) return {true, served[i], cat("remote:", i)};
+  fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': server ", server, " does not serve ", want,
+       "; it serves ", list);
+}
+
+TensorRef Context::alloc(DType dtype, Shape shape, const char* device, std::string* canonical) {
+  const Placement p = resolve_device(device);
+  if (!p.remote) {
+    TensorRef t(std::make_shared<TensorData>(dtype, std::move(shape)));
+    *canonical = p.canonical;
+    return t;
+  }
+  byte_size(shape, dtype_size(dtype));  // TOO_LARGE here, not after a round trip
+  const uint64_t id = client_->tensor_alloc(dtype, shape, p.server_device);
+  std::shared_ptr<RemoteTensor> rt;
+  try {
+    rt = std::make_shared<RemoteTensor>(client_, id, dtype, std::move(shape), p.canonical);
+  } catch (...) {
+    client_->tensor_free(id);
+    throw;
+  }
+  *canonical = p.canonical;
+  return TensorRef(std::move(rt));
 }
 
 std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vector<std::string>& names,
-                                             const std::vector<TensorPtr>& tensors) {
-  // Bind by name: every graph input exactly once, nothing else.
-  std::unordered_map<std::string, size_t> by_name;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const ValueId v = graph.find_value(names[i]);
-    check(v != kNone && graph.value(v).kind == ValueKind::Input, GENIE_ERR_INVALID_GRAPH, "'", names[i],
-          "' is not an input of the graph");
-    check(by_name.emplace(names[i], i).second, GENIE_ERR_INVALID_GRAPH, "input '", names[i],
-          "' is bound twice");
-  }
-  std::vector<TensorPtr> bound;
+                                             const std::vector<TensorRef>& tensors) {
+  std::vector<TensorDesc> descs;
+  descs.reserve(tensors.size());
+  for (const TensorRef& t : tensors) descs.push_back({t.dtype(), t.shape()});
   std::unordered_map<ValueId, Shape> shapes;
-  for (ValueId in : graph.inputs()) {
-    const Value& val = graph.value(in);
-    auto it = by_name.find(val.name);
-    check(it != by_name.end(), GENIE_ERR_INVALID_GRAPH, "graph input '", val.name,
-          "' is not bound to a tensor");
-    const TensorPtr& t = tensors[it->second];
-    if (t->dtype() != val.dtype)
-      fail(GENIE_ERR_DTYPE_MISMATCH, "input '", val.name, "' is declared ", dtype_name(val.dtype),
-           " but the tensor is ", dtype_name(t->dtype()));
-    bool ok = t->shape().size() == val.shape.size();
-    for (size_t d = 0; ok && d < val.shape.size(); ++d)
-      ok = val.shape[d] == -1 || val.shape[d] == t->shape()[d];
-    if (!ok)
-      fail(GENIE_ERR_SHAPE_MISMATCH, "input '", val.name, "' is declared ", shape_str(val.shape),
-           " but the tensor is ", shape_str(t->shape()));
-    shapes.emplace(in, t->shape());
-    bound.push_back(t);
-  }
+  const std::vector<size_t> order = bind_inputs(graph, names, descs, &shapes);
   auto snapshot = std::make_shared<Graph>(graph);
   snapshot->validate(&shapes);
+  if (client_) return submit_remote(*snapshot, names, tensors, order);
 
+  std::vector<TensorPtr> bound;
+  for (size_t i : order) {
+    check(!tensors[i].is_remote(), GENIE_ERR_INTERNAL, "a remote tensor reached an embedded context");
+    bound.push_back(tensors[i].local());
+  }
   std::vector<std::string> out_names;
   for (ValueId o : snapshot->outputs()) out_names.push_back(snapshot->value(o).name);
   auto state = std::make_shared<FutureState>(shared_from_this(), std::move(out_names));
 
   std::shared_lock<std::shared_mutex> lk(run_mu_);
   check_live();
-  exec_->run(snapshot, std::move(bound), [state](ExecResult&& r) { state->complete(std::move(r)); });
+  exec_->run(snapshot, std::move(bound), [state](ExecResult&& r) {
+    FutureResult fr;
+    fr.status = r.status;
+    fr.detail = std::move(r.detail);
+    fr.exec_ns = r.exec_ns;
+    for (TensorPtr& t : r.outputs) fr.outputs.emplace_back(std::move(t));
+    state->complete(std::move(fr));
+  });
   return state;
+}
+
+std::shared_ptr<FutureState> Context::submit_remote(const Graph& snapshot,
+                                                    const std::vector<std::string>& names,
+                                                    const std::vector<TensorRef>& tensors,
+                                                    const std::vector<size_t>& order) {
+  std::vector<std::pair<std::string, uint64_t>> bindings;
+  // Held until the graph completes, so no input is freed under it (whatever
+  // the caller destroys meanwhile).
+  std::vector<TensorRef> inputs;
+  for (size_t i : order) {
+    TensorRef t = tensors[i];
+    if (!t.is_remote()) {
+      // Host memory bound in remote mode: copied to the server for this
+      // submission only (allocate on "remote:0" to keep it resident there).
+      std::string dev;
+      TensorRef up = alloc(t.dtype(), t.shape(), nullptr, &dev);
+      up.write(0, t.local()->bytes(), t.nbytes());
+      t = std::move(up);
+    }
+    check(t.remote()->client == client_, GENIE_ERR_INVALID_ARGUMENT, "tensor bound to '", names[i],
+          "' lives on another server connection");
+    bindings.emplace_back(names[i], t.remote()->id);
+    inputs.push_back(std::move(t));
+  }
+  std::vector<std::string> out_names;
+  for (ValueId o : snapshot.outputs()) out_names.push_back(snapshot.value(o).name);
+  const size_t n_outputs = out_names.size();
+  auto state = std::make_shared<FutureState>(shared_from_this(), std::move(out_names));
+  {
+    // Not run_mu_: shutdown holds that while the loop thread delivers the
+    // last completions, and a callback submitting again must get SHUTDOWN,
+    // not wait for it.
+    std::lock_guard<std::mutex> il(inflight_mu_);
+    check_live();
+    ++inflight_;
+  }
+  std::weak_ptr<RemoteClient> weak_client = client_;
+  auto done = [state, inputs = std::move(inputs), weak_client, n_outputs](RemoteResult&& r) mutable {
+    // On the client's loop thread.
+    FutureResult fr;
+    fr.status = r.status;
+    fr.detail = std::move(r.detail);
+    fr.exec_ns = r.exec_ns;
+    try {
+      // Dtypes and shapes were validated by the client: only memory can fail.
+      if (auto client = weak_client.lock()) {
+        for (RemoteOutput& o : r.outputs)
+          fr.outputs.emplace_back(
+              std::make_shared<RemoteTensor>(client, o.tensor_id, o.dtype, std::move(o.shape), "remote:0"));
+      }
+    } catch (const std::exception& e) {
+      // The future completes whatever happens; outputs already wrapped are
+      // freed on the server as they go.
+      fr.status = GENIE_ERR_OUT_OF_MEMORY;
+      fr.detail = cat("cannot record the graph's outputs: ", e.what());
+      fr.outputs.clear();
+    }
+    if (fr.status == GENIE_OK && fr.outputs.size() != n_outputs) {
+      fr.status = GENIE_ERR_PROTOCOL;
+      fr.detail = cat("the server reported ", fr.outputs.size(), " outputs for a graph with ", n_outputs);
+      fr.outputs.clear();
+    }
+    inputs.clear();
+    std::shared_ptr<Context> ctx = state->ctx();
+    state->complete(std::move(fr));
+    ctx->remote_graph_done();
+  };
+  try {
+    client_->submit(snapshot, bindings, std::move(done));
+  } catch (...) {
+    remote_graph_done();
+    throw;
+  }
+  return state;
+}
+
+void Context::remote_graph_done() {
+  {
+    std::lock_guard<std::mutex> lk(inflight_mu_);
+    --inflight_;
+  }
+  inflight_cv_.notify_all();
+}
+
+std::string Context::server_info_json() {
+  check_live();
+  check(client_ != nullptr, GENIE_ERR_UNSUPPORTED,
+        "embedded mode has no server (set GENIE_MASTER_ADDR to connect to one)");
+  return client_->server_info_json();
 }
 
 void Context::shutdown() {
   std::unique_lock<std::shared_mutex> lk(run_mu_);
-  if (!live_.exchange(false)) return;
+  {
+    std::lock_guard<std::mutex> il(inflight_mu_);  // remote submissions check liveness under it
+    if (!live_.exchange(false)) return;
+  }
   exec_.reset();  // waits for graphs in flight; their futures complete normally
+  if (client_) {
+    const auto grace = std::chrono::milliseconds(cfg_.timeout_ms);
+    std::unique_lock<std::mutex> il(inflight_mu_);
+    if (!inflight_cv_.wait_for(il, grace, [this] { return inflight_ == 0; }))
+      log(LogLevel::Warn, "context ", node_id_, ": ", inflight_,
+          " graph(s) still running on the server after ", cfg_.timeout_ms,
+          " ms; their futures fail with GENIE_ERR_SHUTDOWN");
+    il.unlock();
+    // Fails what is left with SHUTDOWN and says goodbye: the server frees
+    // the session's tensors at once.
+    client_->close();
+  }
   log(LogLevel::Info, "context ", node_id_, ": shut down");
 }
 

@@ -1,6 +1,7 @@
-// The context behind genie_context_t: configuration, node identity and the
-// executor that runs graphs in-process (embedded mode); and the shared state
-// behind a genie_future_t.
+// The context behind genie_context_t: configuration, node identity, and
+// either the executor that runs graphs in-process (embedded mode) or the
+// client of a `genie serve` process (remote mode); the tensors handles name;
+// and the shared state behind a genie_future_t.
 #pragma once
 
 #include <atomic>
@@ -16,21 +17,73 @@
 #include "core/device.hpp"
 #include "core/tensor_data.hpp"
 #include "exec/executor.hpp"
-#include "graph/graph.hpp"
 #include "genie.h"
+#include "graph/graph.hpp"
 
 namespace genie {
 
 class Context;
+class RemoteClient;
 
-// Completion state of one submission, shared by the handle and the executor.
+// A tensor held by the server of a remote-mode context. Every handle (and
+// every graph in flight) naming it shares one RemoteTensor; the server frees
+// the tensor when the last of them lets go.
+struct RemoteTensor {
+  RemoteTensor(std::shared_ptr<RemoteClient> c, uint64_t tensor_id, DType t, Shape s, std::string dev);
+  ~RemoteTensor();  // RemoteClient::tensor_free
+  RemoteTensor(const RemoteTensor&) = delete;
+  RemoteTensor& operator=(const RemoteTensor&) = delete;
+
+  const std::shared_ptr<RemoteClient> client;
+  const uint64_t id;
+  const DType dtype;
+  const Shape shape;
+  const size_t nbytes;
+  const std::string device;  // canonical, "remote:0"
+};
+
+// What a tensor handle names: host memory (embedded mode, or "cpu" in remote
+// mode) or a tensor on the server. Exactly one of the two is set.
+class TensorRef {
+ public:
+  TensorRef() = default;
+  explicit TensorRef(TensorPtr local) : local_(std::move(local)) {}
+  explicit TensorRef(std::shared_ptr<RemoteTensor> remote) : remote_(std::move(remote)) {}
+
+  bool is_remote() const { return remote_ != nullptr; }
+  const TensorPtr& local() const { return local_; }
+  const std::shared_ptr<RemoteTensor>& remote() const { return remote_; }
+  DType dtype() const { return remote_ ? remote_->dtype : local_->dtype(); }
+  const Shape& shape() const { return remote_ ? remote_->shape : local_->shape(); }
+  size_t nbytes() const { return remote_ ? remote_->nbytes : local_->nbytes(); }
+
+  // Byte ranges must already be checked against nbytes().
+  void write(size_t offset, const void* src, size_t n) const;
+  void read(size_t offset, void* dst, size_t n) const;
+
+ private:
+  TensorPtr local_;
+  std::shared_ptr<RemoteTensor> remote_;
+};
+
+// The outcome of one submission, whichever mode ran it.
+struct FutureResult {
+  genie_status_t status = GENIE_OK;
+  std::string detail;
+  std::vector<TensorRef> outputs;  // one per graph output, in mark order
+  uint64_t exec_ns = 0;
+};
+
+// Completion state of one submission, shared by the handle and the executor
+// (embedded) or the client's loop thread (remote).
 class FutureState {
  public:
   FutureState(std::shared_ptr<Context> ctx, std::vector<std::string> output_names)
       : ctx_(std::move(ctx)), names_(std::move(output_names)) {}
 
-  // Called once by the executor. Runs the callback (if any) outside the lock.
-  void complete(ExecResult&& r);
+  // Called once, by an executor worker (embedded) or the client's loop
+  // thread (remote). Runs the callback (if any) outside the lock.
+  void complete(FutureResult&& r);
 
   genie_status_t wait(int64_t timeout_ms);
   genie_status_t poll();
@@ -42,8 +95,8 @@ class FutureState {
   void detach();
 
   // Throw unless complete and successful.
-  TensorPtr output(size_t index);
-  TensorPtr output(const std::string& name);
+  TensorRef output(size_t index);
+  TensorRef output(const std::string& name);
   size_t num_outputs() const { return names_.size(); }
   uint64_t exec_ns();
   const std::shared_ptr<Context>& ctx() const { return ctx_; }
@@ -57,7 +110,7 @@ class FutureState {
   std::condition_variable cv_;
   bool done_ = false;
   bool cb_running_ = false;
-  ExecResult result_;
+  FutureResult result_;
   genie_future_callback_t cb_ = nullptr;
   void* user_ = nullptr;
   genie_future_t* handle_ = nullptr;
@@ -65,33 +118,60 @@ class FutureState {
 
 class Context : public std::enable_shared_from_this<Context> {
  public:
+  // Remote mode connects here: throws CONNECTION / TIMEOUT / AUTH /
+  // VERSION_MISMATCH / PROTOCOL naming the master's address.
   explicit Context(Config cfg);
   ~Context();
 
   const Config& config() const { return cfg_; }
   const std::string& node_id() const { return node_id_; }
   bool embedded() const { return cfg_.master_addr.empty(); }
+  // The server connection (remote mode), else null.
+  const std::shared_ptr<RemoteClient>& client() const { return client_; }
 
   // Throws Error(SHUTDOWN) once shutdown() has begun.
   void check_live() const;
 
-  // Resolves a device string to one this context can allocate on; throws
-  // Error(PARSE / UNSUPPORTED) with the reason.
-  Device resolve_device(const char* text) const;
+  // Allocates a zero-filled tensor on the device named by `device` (see
+  // genie_tensor_alloc); `canonical` receives the device's canonical name.
+  // Throws PARSE / UNSUPPORTED with the reason, or the server's error.
+  TensorRef alloc(DType dtype, Shape shape, const char* device, std::string* canonical);
 
   // Validates bindings, snapshots the graph and starts it.
   std::shared_ptr<FutureState> submit(const Graph& graph, const std::vector<std::string>& names,
-                                      const std::vector<TensorPtr>& tensors);
+                                      const std::vector<TensorRef>& tensors);
 
-  // Waits for running graphs, then refuses further work.
+  // ServerInfo as JSON (remote mode); throws UNSUPPORTED in embedded mode.
+  std::string server_info_json();
+
+  // Lets graphs in flight finish (remote mode: for at most the timeout),
+  // says goodbye to the server, then refuses further work.
   void shutdown();
 
  private:
+  // Where a device string puts a tensor.
+  struct Placement {
+    bool remote = false;
+    std::string server_device;  // the server's own name for it ("cpu:0")
+    std::string canonical;      // what genie_tensor_device reports
+  };
+  Placement resolve_device(const char* text) const;
+  std::shared_ptr<FutureState> submit_remote(const Graph& snapshot, const std::vector<std::string>& names,
+                                             const std::vector<TensorRef>& tensors,
+                                             const std::vector<size_t>& order);
+  void remote_graph_done();
+
   Config cfg_;
   std::string node_id_;
   std::atomic<bool> live_{true};
-  mutable std::shared_mutex run_mu_;  // shared: submit; exclusive: shutdown
-  std::unique_ptr<Executor> exec_;
+  mutable std::shared_mutex run_mu_;      // shared: embedded submit; exclusive: shutdown
+  std::unique_ptr<Executor> exec_;        // embedded mode
+  std::shared_ptr<RemoteClient> client_;  // remote mode
+  // Remote graphs submitted and not yet completed, so shutdown can let them
+  // finish before saying goodbye.
+  std::mutex inflight_mu_;
+  std::condition_variable inflight_cv_;
+  size_t inflight_ = 0;
 };
 
 }  // namespace genie

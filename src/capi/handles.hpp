@@ -10,8 +10,8 @@
 #include "capi/context.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
-#include "graph/graph.hpp"
 #include "genie.h"
+#include "graph/graph.hpp"
 
 namespace genie {
 
@@ -79,8 +79,8 @@ struct genie_context {
 struct genie_tensor {
   uint32_t magic = genie::kTensorMagic;
   std::shared_ptr<genie::Context> ctx;
-  std::shared_ptr<genie::TensorData> data;
-  std::string device;  // canonical device string
+  genie::TensorRef ref;  // host memory or a server tensor, shared by handles of the same tensor
+  std::string device;    // canonical device string
 };
 
 struct genie_graph {

@@ -1,10 +1,14 @@
 // A libuv loop running on its own thread, reached from other threads only
-// through post() (a mutex-guarded queue drained by a uv_async_t).
+// through post() (a mutex-guarded queue drained by a uv_async_t). SIGPIPE is
+// blocked on that thread, so a write to a reset socket fails with EPIPE
+// instead of killing the process.
 #pragma once
 
 #include <uv.h>
 
+#include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -24,19 +28,37 @@ class LoopThread {
 
   // Runs fn on the loop thread, in post order. Safe from any thread,
   // including the loop thread itself (runs on the next iteration). After
-  // stop() has begun, tasks are dropped (returns false).
+  // stop() has begun, tasks are dropped (returns false). A task that throws
+  // is logged and does not stop the loop.
   bool post(std::function<void()> fn);
 
   // True on the loop thread.
   bool on_loop_thread() const;
 
-  // Runs `before_close` on the loop thread, then closes every handle still
-  // open on the loop (uv_walk), lets their close callbacks run and ends the
-  // thread. Idempotent; must not be called on the loop thread.
+  // Runs every task posted before it, then `before_close` on the loop thread,
+  // then the close hooks, then closes every handle still open on the loop
+  // (uv_walk, without close callbacks), lets pending requests finish and
+  // ends the thread. Idempotent; may be called from several threads at once
+  // (each returns once the thread has ended). Must not be called on the loop
+  // thread.
   void stop(std::function<void()> before_close = nullptr);
 
+  // The LoopThread whose loop runs on the calling thread, or nullptr.
+  static LoopThread* current();
+
+  // For owners of handles that need their own close callback (stop()'s walk
+  // closes leftovers without one): `fn` runs on the loop thread when stop()
+  // starts closing, after before_close and before the walk, and again on
+  // every later teardown pass until removed, so it must be idempotent (e.g.
+  // Connection::close). Loop thread only. Returns an id for
+  // remove_close_hook.
+  uint64_t add_close_hook(std::function<void()> fn);
+  void remove_close_hook(uint64_t id);
+
  private:
+  void run();
   void drain();
+  void run_close_hooks();
 
   uv_loop_t loop_{};
   uv_async_t wake_{};
@@ -45,6 +67,11 @@ class LoopThread {
   bool stopping_ = false;
   std::thread thread_;
   std::thread::id thread_id_;
+  std::mutex join_mu_;  // serialises joins of stop() called from several threads
+  // Loop thread only.
+  bool stop_task_ran_ = false;
+  std::map<uint64_t, std::function<void()>> close_hooks_;
+  uint64_t next_hook_ = 1;
 };
 
 }  // namespace genie

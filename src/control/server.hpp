@@ -29,6 +29,9 @@ struct ServerOptions {
   uint32_t max_message_bytes = 64u << 20;
   int num_threads = 0;  // executor workers; 0 = hardware concurrency
   std::string node_id;  // empty: generated
+  // A connection that has not completed its handshake by then is closed, so
+  // idle or half-open connections cannot pile up.
+  int64_t handshake_timeout_ms = 10000;
 };
 
 struct ServerStats {

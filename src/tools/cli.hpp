@@ -5,7 +5,9 @@
 
 #include <genie.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -42,6 +44,18 @@ inline void check(genie_status_t st, std::string_view what) {
   msg += genie_status_str(st);
   if (!detail.empty()) msg += ": " + detail;
   failure(msg);
+}
+
+// Parses a whole-string integer option value in [min, max]; a usage error
+// naming the flag otherwise.
+inline long parse_long(const std::string& flag, const char* text, long min, long max) {
+  char* end = nullptr;
+  errno = 0;
+  const long v = std::strtol(text, &end, 10);
+  if (errno || end == text || *end || v < min || v > max)
+    usage_error(flag + " needs an integer in " + std::to_string(min) + ".." + std::to_string(max) +
+                ", got '" + text + "'");
+  return v;
 }
 
 struct ContextDeleter {

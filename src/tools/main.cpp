@@ -1,4 +1,4 @@
-// genie — the command-line tool. Commands: version, run, help.
+// genie — the command-line tool. Commands: version, run, serve, help.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +21,10 @@ std::string read_file(const std::string& path, std::string_view what) {
   return data;
 }
 
+// `genie serve ...` (src/tools/serve.cpp).
+int serve_command(int argc, char** argv);
+void print_serve_usage(std::FILE* out);
+
 namespace {
 
 void print_usage(std::FILE* out) {
@@ -31,7 +35,9 @@ void print_usage(std::FILE* out) {
                "  version              print the library and ABI versions\n"
                "  run GRAPH.json ...   run a graph and print its outputs' checksums\n"
                "                       ('genie help run' for its options)\n"
-               "  help [run]           this text, or the help of a command\n"
+               "  serve [options]      serve remote clients until SIGINT/SIGTERM\n"
+               "                       ('genie help serve' for its options)\n"
+               "  help [COMMAND]       this text, or the help of a command\n"
                "\n"
                "exit status: 0 success, 1 a failure (Genie, a file, the data), 2 a bad\n"
                "command line. Errors are explained on stderr.\n");
@@ -52,8 +58,10 @@ int dispatch(int argc, char** argv) {
   if (cmd == "help" || cmd == "--help" || cmd == "-h") {
     if (argc > 2 && std::string_view(argv[2]) == "run")
       print_run_usage(stdout);
+    else if (argc > 2 && std::string_view(argv[2]) == "serve")
+      print_serve_usage(stdout);
     else if (argc > 2)
-      usage_error("no help for '" + std::string(argv[2]) + "': commands are version, run, help");
+      usage_error("no help for '" + std::string(argv[2]) + "': commands are version, run, serve, help");
     else
       print_usage(stdout);
     return kExitOk;
@@ -64,6 +72,7 @@ int dispatch(int argc, char** argv) {
     return kExitOk;
   }
   if (cmd == "run") return run_command(argc - 2, argv + 2);
+  if (cmd == "serve") return serve_command(argc - 2, argv + 2);
   usage_error("unknown command '" + std::string(cmd) + "' (try 'genie help')");
 }
 

@@ -56,16 +56,6 @@ struct RunOptions {
   bool help = false;
 };
 
-int parse_int(const std::string& flag, const char* text, long min, long max) {
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(text, &end, 10);
-  if (errno || end == text || *end || v < min || v > max)
-    usage_error(flag + " needs an integer in " + std::to_string(min) + ".." + std::to_string(max) +
-                ", got '" + text + "'");
-  return static_cast<int>(v);
-}
-
 RunOptions parse_args(int argc, char** argv) {
   RunOptions o;
   for (int i = 0; i < argc; ++i) {
@@ -80,9 +70,9 @@ RunOptions parse_args(int argc, char** argv) {
       if (a == "--input")
         o.input_args.emplace_back(v);
       else if (a == "--repeat")
-        o.repeat = parse_int(a, v, 1, 1000000);
+        o.repeat = static_cast<int>(parse_long(a, v, 1, 1000000));
       else
-        o.threads = parse_int(a, v, 0, 1024);
+        o.threads = static_cast<int>(parse_long(a, v, 0, 1024));
     } else if (a.size() > 1 && a[0] == '-') {
       usage_error("unknown option '" + a + "' (try 'genie help run')");
     } else if (o.graph_path.empty()) {

@@ -1,0 +1,311 @@
+// Small-graph submit round trip to a `genie serve` server on loopback,
+// beside a raw C TCP 64-byte ping-pong and a gRPC unary call with the same
+// payload, all in this one process and interleaved (BENCHMARKING.md).
+//
+// Genie: a 1-node graph (relu over f32[16] = 64 bytes) whose input is a
+// resident remote tensor; each call is genie_graph_submit + wait (the output
+// stays on the server). "pipelined" keeps 16 submissions in flight and
+// reports the time per submission.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_util.h"
+
+#ifdef GENIE_BENCH_GRPC
+#include <grpcpp/grpcpp.h>
+
+#include "echo.grpc.pb.h"
+#endif
+
+namespace {
+
+constexpr int kPayload = 64;
+
+// --- raw TCP ping-pong -----------------------------------------------------
+
+bool full_io(int fd, char* buf, size_t n, bool writing) {
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t r = writing ? ::send(fd, buf + done, n - done, MSG_NOSIGNAL) : ::recv(fd, buf + done, n - done, 0);
+    if (r <= 0) return false;
+    done += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+class RawPingPong {
+ public:
+  RawPingPong() {
+    listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(listen_fd_, 1) != 0 ||
+        ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      std::perror("raw ping-pong: bind/listen");
+      std::exit(1);
+    }
+    server_ = std::thread([this] {
+      const int fd = ::accept(listen_fd_, nullptr, nullptr);
+      nodelay(fd);
+      char buf[kPayload];
+      while (full_io(fd, buf, kPayload, false) && full_io(fd, buf, kPayload, true)) {
+      }
+      ::close(fd);
+    });
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      std::perror("raw ping-pong: connect");
+      std::exit(1);
+    }
+    nodelay(fd_);
+  }
+  ~RawPingPong() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    server_.join();
+    ::close(listen_fd_);
+  }
+  void call() {
+    if (!full_io(fd_, buf_, kPayload, true) || !full_io(fd_, buf_, kPayload, false)) {
+      std::fprintf(stderr, "raw ping-pong: connection lost\n");
+      std::exit(1);
+    }
+  }
+
+ private:
+  static void nodelay(int fd) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  int listen_fd_ = -1, fd_ = -1;
+  char buf_[kPayload] = {};
+  std::thread server_;
+};
+
+// --- gRPC unary ------------------------------------------------------------
+
+#ifdef GENIE_BENCH_GRPC
+class EchoService final : public genie::bench::Echo::Service {
+  grpc::Status Call(grpc::ServerContext*, const genie::bench::EchoMessage* req,
+                    genie::bench::EchoMessage* reply) override {
+    reply->set_payload(req->payload());
+    return grpc::Status::OK;
+  }
+};
+
+class GrpcUnary {
+ public:
+  GrpcUnary() {
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(&service_);
+    server_ = b.BuildAndStart();
+    if (!server_ || port == 0) {
+      std::fprintf(stderr, "grpc: cannot start the server\n");
+      std::exit(1);
+    }
+    stub_ = genie::bench::Echo::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+    req_.set_payload(std::string(kPayload, 'x'));
+  }
+  ~GrpcUnary() { server_->Shutdown(); }
+  void call() {
+    grpc::ClientContext ctx;
+    genie::bench::EchoMessage reply;
+    const grpc::Status s = stub_->Call(&ctx, req_, &reply);
+    if (!s.ok() || reply.payload().size() != kPayload) {
+      std::fprintf(stderr, "grpc: call failed: %s\n", s.error_message().c_str());
+      std::exit(1);
+    }
+  }
+
+ private:
+  EchoService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<genie::bench::Echo::Stub> stub_;
+  genie::bench::EchoMessage req_;
+};
+#endif
+
+// --- Genie remote submit ---------------------------------------------------
+
+class GenieSubmit {
+ public:
+  GenieSubmit() {
+    genie_config_t* scfg = nullptr;
+    bu_check(genie_config_create(&scfg), "genie_config_create");
+    bu_check(genie_config_set_use_env(scfg, 0), "genie_config_set_use_env");
+    bu_check(genie_config_set_num_threads(scfg, 1), "genie_config_set_num_threads");
+    bu_check(genie_server_create(scfg, "127.0.0.1", 0, &server_), "genie_server_create");
+    genie_config_destroy(scfg);
+    int32_t port = 0;
+    bu_check(genie_server_port(server_, &port), "genie_server_port");
+
+    genie_config_t* cfg = nullptr;
+    bu_check(genie_config_create(&cfg), "genie_config_create");
+    bu_check(genie_config_set_use_env(cfg, 0), "genie_config_set_use_env");
+    bu_check(genie_config_set_master_addr(cfg, "127.0.0.1"), "genie_config_set_master_addr");
+    bu_check(genie_config_set_master_port(cfg, port), "genie_config_set_master_port");
+    bu_check(genie_init(cfg, &ctx_), "genie_init (remote)");
+    genie_config_destroy(cfg);
+
+    const int64_t shape[1] = {kPayload / 4};
+    const char* in[1] = {"x"};
+    const char* out[1] = {"y"};
+    bu_check(genie_graph_create("tiny", &graph_), "genie_graph_create");
+    bu_check(genie_graph_add_input(graph_, "x", GENIE_DTYPE_F32, shape, 1), "add_input");
+    bu_check(genie_graph_add_node(graph_, "relu", "r", in, 1, out, 1), "add_node");
+    bu_check(genie_graph_mark_output(graph_, "y"), "mark_output");
+    bu_check(genie_tensor_alloc(ctx_, GENIE_DTYPE_F32, shape, 1, "remote:0", &x_), "genie_tensor_alloc remote");
+    float data[kPayload / 4] = {0};
+    bu_check(genie_tensor_write(x_, 0, data, sizeof data), "genie_tensor_write");
+  }
+  ~GenieSubmit() {
+    genie_tensor_destroy(x_);
+    genie_graph_destroy(graph_);
+    genie_shutdown(ctx_);
+    genie_server_destroy(server_);
+  }
+  genie_future_t* submit() {
+    const char* names[1] = {"x"};
+    genie_future_t* f = nullptr;
+    bu_check(genie_graph_submit(ctx_, graph_, names, &x_, 1, &f), "genie_graph_submit");
+    return f;
+  }
+  void call() {
+    genie_future_t* f = submit();
+    bu_check(genie_future_wait(f, -1), "genie_future_wait");
+    genie_future_destroy(f);
+  }
+  // `depth` submissions in flight, then all waited: time per submission.
+  void call_pipelined(int depth) {
+    std::vector<genie_future_t*> fs;
+    for (int i = 0; i < depth; ++i) fs.push_back(submit());
+    for (genie_future_t* f : fs) {
+      bu_check(genie_future_wait(f, -1), "genie_future_wait");
+      genie_future_destroy(f);
+    }
+  }
+
+ private:
+  genie_server_t* server_ = nullptr;
+  genie_context_t* ctx_ = nullptr;
+  genie_graph_t* graph_ = nullptr;
+  genie_tensor_t* x_ = nullptr;
+};
+
+template <class F>
+double time_us(F&& f) {
+  const double t0 = bu_now_s();
+  f();
+  return (bu_now_s() - t0) * 1e6;
+}
+
+struct Series {
+  const char* name;
+  std::vector<double> us;      // every call
+  std::vector<double> medians; // per round
+};
+
+double median_of(std::vector<double> v) {
+  const bu_stats_t s = bu_stats(v.data(), v.size());
+  return s.median;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bu_options_t o = bu_parse_args(argc, argv, " (rounds; default 9, --quick 2)");
+  const int rounds = o.iters ? o.iters : (o.quick ? 2 : 9);
+  const int calls = o.quick ? 20 : 400;  // per round and side
+  constexpr int kDepth = 16;
+
+  RawPingPong raw;
+  GenieSubmit genie;
+#ifdef GENIE_BENCH_GRPC
+  GrpcUnary grpc_peer;
+#endif
+  Series s_raw{"raw C TCP ping-pong, 64 B", {}, {}};
+  Series s_genie{"Genie submit+wait, 1 tiny op", {}, {}};
+  Series s_pipe{"Genie pipelined (16 in flight), per submit", {}, {}};
+  Series s_grpc{"gRPC unary, 64 B", {}, {}};
+
+  // Warm-up: connections, allocators, the server's first graph.
+  for (int i = 0; i < 50; ++i) {
+    raw.call();
+    genie.call();
+#ifdef GENIE_BENCH_GRPC
+    grpc_peer.call();
+#endif
+  }
+  std::vector<double> ratio_genie, ratio_pipe, ratio_grpc;
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<double> a, b, c, d;
+    for (int i = 0; i < calls; ++i) a.push_back(time_us([&] { raw.call(); }));
+    for (int i = 0; i < calls; ++i) b.push_back(time_us([&] { genie.call(); }));
+    for (int i = 0; i < calls / kDepth; ++i)
+      c.push_back(time_us([&] { genie.call_pipelined(kDepth); }) / kDepth);
+#ifdef GENIE_BENCH_GRPC
+    for (int i = 0; i < calls; ++i) d.push_back(time_us([&] { grpc_peer.call(); }));
+#endif
+    const double ma = median_of(a), mb = median_of(b), mc = median_of(c);
+    ratio_genie.push_back(mb / ma);
+    ratio_pipe.push_back(mc / ma);
+    s_raw.us.insert(s_raw.us.end(), a.begin(), a.end());
+    s_genie.us.insert(s_genie.us.end(), b.begin(), b.end());
+    s_pipe.us.insert(s_pipe.us.end(), c.begin(), c.end());
+    if (!d.empty()) {
+      ratio_grpc.push_back(median_of(d) / ma);
+      s_grpc.us.insert(s_grpc.us.end(), d.begin(), d.end());
+    }
+  }
+
+  std::printf("submit round trip on loopback, one process (server threads + client), %d rounds x %d calls each,\n"
+              "interleaved per round after a warm-up; ratio = median per-round p50 / raw ping-pong p50\n\n",
+              rounds, calls);
+  std::printf("%-46s %9s %9s %9s %9s   %s\n", "", "p50 us", "p99 us", "min us", "max us", "x raw (min-max)");
+  FILE* json = bu_json_open(o.json_path);
+  if (json) std::fprintf(json, "{\"bench\":\"rpc_roundtrip\",\"rounds\":%d,\"calls\":%d,\"series\":[", rounds, calls);
+  bool first = true;
+  auto row = [&](Series& s, std::vector<double>* ratios) {
+    if (s.us.empty()) {
+      std::printf("%-46s   (not built: gRPC development files were not found)\n", s.name);
+      return;
+    }
+    const bu_stats_t st = bu_stats(s.us.data(), s.us.size());
+    std::printf("%-46s %9.1f %9.1f %9.1f %9.1f", s.name, st.median, st.p99, st.min, st.max);
+    double rm = 1, rlo = 1, rhi = 1;
+    if (ratios) {
+      const bu_stats_t rs = bu_stats(ratios->data(), ratios->size());
+      rm = rs.median, rlo = rs.min, rhi = rs.max;
+      std::printf("   %.2f (%.2f-%.2f)", rm, rlo, rhi);
+    }
+    std::printf("\n");
+    if (json) {
+      std::fprintf(json, "%s{\"name\":", first ? "" : ",");
+      bu_json_str(json, s.name);
+      std::fprintf(json, ",\"p50_us\":%.3f,\"p99_us\":%.3f,\"ratio_to_raw\":%.4f}", st.median, st.p99, rm);
+      first = false;
+    }
+  };
+  row(s_raw, nullptr);
+  row(s_genie, &ratio_genie);
+  row(s_pipe, &ratio_pipe);
+  row(s_grpc, ratio_grpc.empty() ? nullptr : &ratio_grpc);
+  if (json) std::fprintf(json, "]}\n");
+  bu_json_close(json, o.json_path);
+  return 0;
+}

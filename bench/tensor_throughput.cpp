@@ -1,0 +1,164 @@
+// Remote tensor write and read throughput over loopback, 4 KiB ... 1 GiB,
+// beside iperf3 on loopback measured in the same run (interleaved rounds:
+// iperf3, then every size). Goal: >= 90% of iperf3 for sizes >= 16 MiB.
+//
+// Genie side: a `genie serve` server started in this process
+// (genie_server_create) and a remote context; genie_tensor_write/read of
+// one resident tensor on "remote:0". Bytes go from the caller's buffer to
+// the socket and from the socket into tensor memory without intermediate
+// copies.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+
+namespace {
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), len);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// One iperf3 measurement (single stream, `seconds` long) in Gbit/s; < 0 if
+// iperf3 is missing or failed.
+double iperf3_gbps(int seconds) {
+  const int port = free_port();
+  const pid_t srv = ::fork();
+  if (srv == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    if (devnull >= 0) {
+      ::dup2(devnull, STDOUT_FILENO);
+      ::dup2(devnull, STDERR_FILENO);
+    }
+    const std::string p = std::to_string(port);
+    ::execlp("iperf3", "iperf3", "-s", "-1", "-B", "127.0.0.1", "-p", p.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::usleep(300000);  // let the server listen
+  char cmd[256];
+  // iperf3 takes whole seconds (-t 0 would mean "forever").
+  std::snprintf(cmd, sizeof cmd, "iperf3 -c 127.0.0.1 -p %d -t %d -f g 2>/dev/null", port, seconds);
+  FILE* p = ::popen(cmd, "r");
+  double gbps = -1;
+  if (p) {
+    char line[512];
+    while (std::fgets(line, sizeof line, p)) {
+      double v;
+      // The receiver summary line: "... <v> Gbits/sec ... receiver"
+      if (std::strstr(line, "receiver") && std::sscanf(std::strstr(line, "Bytes") + 5, "%lf", &v) == 1) gbps = v;
+    }
+    ::pclose(p);
+  }
+  ::kill(srv, SIGTERM);
+  ::waitpid(srv, nullptr, 0);
+  return gbps;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bu_options_t o = bu_parse_args(argc, argv, " (rounds; default 5, --quick 1)");
+  const int rounds = o.iters ? o.iters : (o.quick ? 1 : 5);
+  std::vector<size_t> sizes;
+  for (size_t s = 4096; s <= (o.quick ? (size_t{1} << 20) : (size_t{1} << 30)); s *= 4) sizes.push_back(s);
+  if (!o.quick) sizes.push_back(size_t{1} << 30);  // 4^k skips 1 GiB itself
+
+  genie_config_t* cfg = nullptr;
+  genie_server_t* server = nullptr;
+  genie_context_t* ctx = nullptr;
+  bu_check(genie_config_create(&cfg), "genie_config_create");
+  bu_check(genie_config_set_use_env(cfg, 0), "genie_config_set_use_env");
+  bu_check(genie_server_create(cfg, "127.0.0.1", 0, &server), "genie_server_create");
+  int32_t port = 0;
+  bu_check(genie_server_port(server, &port), "genie_server_port");
+  bu_check(genie_config_set_master_addr(cfg, "127.0.0.1"), "set_master_addr");
+  bu_check(genie_config_set_master_port(cfg, port), "set_master_port");
+  bu_check(genie_config_set_timeout_ms(cfg, 120000), "set_timeout_ms");
+  bu_check(genie_init(cfg, &ctx), "genie_init (remote)");
+  genie_config_destroy(cfg);
+
+  const size_t max = sizes.back();
+  std::vector<char> buf(max, 1);
+  genie_tensor_t* t = nullptr;
+  const int64_t shape[1] = {static_cast<int64_t>(max)};
+  bu_check(genie_tensor_alloc(ctx, GENIE_DTYPE_BOOL, shape, 1, "remote:0", &t), "genie_tensor_alloc");
+
+  const size_t ns = sizes.size();
+  std::vector<std::vector<double>> w_gbps(ns), r_gbps(ns), w_ratio(ns), r_ratio(ns);
+  std::vector<double> iperf;
+  for (int r = 0; r < rounds; ++r) {
+    const double ip = iperf3_gbps(o.quick ? 1 : 2);
+    if (ip > 0) iperf.push_back(ip);
+    for (size_t i = 0; i < ns; ++i) {
+      const size_t n = sizes[i];
+      // Enough repetitions for ~50 ms per size, at least 1.
+      const int reps = static_cast<int>(std::max<size_t>(1, (size_t{64} << 20) / n));
+      double t0 = bu_now_s();
+      for (int k = 0; k < reps; ++k) bu_check(genie_tensor_write(t, 0, buf.data(), n), "genie_tensor_write");
+      const double w = 8.0 * static_cast<double>(n) * reps / (bu_now_s() - t0) / 1e9;
+      t0 = bu_now_s();
+      for (int k = 0; k < reps; ++k) bu_check(genie_tensor_read(t, 0, buf.data(), n), "genie_tensor_read");
+      const double rd = 8.0 * static_cast<double>(n) * reps / (bu_now_s() - t0) / 1e9;
+      w_gbps[i].push_back(w);
+      r_gbps[i].push_back(rd);
+      if (ip > 0) {
+        w_ratio[i].push_back(w / ip);
+        r_ratio[i].push_back(rd / ip);
+      }
+    }
+  }
+
+  std::printf("remote tensor write/read on loopback vs iperf3 (one stream), %d interleaved rounds\n", rounds);
+  if (iperf.empty()) {
+    std::printf("iperf3: not available (install Debian iperf3); ratios omitted\n\n");
+  } else {
+    const bu_stats_t s = bu_stats(iperf.data(), iperf.size());
+    std::printf("iperf3: median %.1f Gbit/s (min %.1f, max %.1f)\n\n", s.median, s.min, s.max);
+  }
+  std::printf("%10s  %22s  %22s  %14s  %14s\n", "size", "write Gbit/s med (min)", "read Gbit/s med (min)",
+              "write/iperf3", "read/iperf3");
+  FILE* json = bu_json_open(o.json_path);
+  if (json) std::fprintf(json, "{\"bench\":\"tensor_throughput\",\"rounds\":%d,\"rows\":[", rounds);
+  for (size_t i = 0; i < ns; ++i) {
+    const bu_stats_t w = bu_stats(w_gbps[i].data(), w_gbps[i].size());
+    const bu_stats_t rd = bu_stats(r_gbps[i].data(), r_gbps[i].size());
+    char label[32];
+    const size_t n = sizes[i];
+    if (n >= (size_t{1} << 30)) std::snprintf(label, sizeof label, "%zu GiB", n >> 30);
+    else if (n >= (size_t{1} << 20)) std::snprintf(label, sizeof label, "%zu MiB", n >> 20);
+    else std::snprintf(label, sizeof label, "%zu KiB", n >> 10);
+    std::printf("%10s  %13.2f (%6.2f)  %13.2f (%6.2f)", label, w.median, w.min, rd.median, rd.min);
+    double wr = 0, rr = 0;
+    if (!w_ratio[i].empty()) {
+      wr = bu_stats(w_ratio[i].data(), w_ratio[i].size()).median;
+      rr = bu_stats(r_ratio[i].data(), r_ratio[i].size()).median;
+      std::printf("  %14.2f  %14.2f", wr, rr);
+    }
+    std::printf("\n");
+    if (json)
+      std::fprintf(json, "%s{\"bytes\":%zu,\"write_gbps\":%.3f,\"read_gbps\":%.3f,\"write_ratio\":%.4f,\"read_ratio\":%.4f}",
+                   i ? "," : "", n, w.median, rd.median, wr, rr);
+  }
+  if (json) std::fprintf(json, "]}\n");
+  bu_json_close(json, o.json_path);
+  genie_tensor_destroy(t);
+  genie_shutdown(ctx);
+  genie_server_destroy(server);
+  return 0;
+}

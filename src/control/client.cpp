@@ -1,0 +1,901 @@
+// RemoteClient: the contract is in client.hpp.
+//
+// Threading. The connections, the table of requests in flight and the
+// handshake live on the loop thread and are touched nowhere else. A caller
+// thread builds a Call, posts it to the loop and waits on the Call's own
+// condition variable. The connection state callers wait for (connecting,
+// ready, reconnecting, failed, closed) is written only on the loop thread,
+// under `mu`, so callers may read it under `mu` and the loop may read it
+// without.
+//
+// Caller memory. tensor_write sends the caller's buffer and tensor_read
+// receives straight into the caller's buffer, so a Call is not finished
+// until the connection has let go of that buffer ("released"): the write was
+// handed to the kernel, the read payload arrived, or the connection was
+// closed (Connection::close stops all I/O on the socket at once). A timeout
+// while bytes are still in transit therefore drops the connection, which
+// then reconnects like any other loss.
+#include "control/client.hpp"
+
+#include <cjson/cJSON.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <uv.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include "control/connection.hpp"
+#include "control/loop_thread.hpp"
+#include "control/wire.hpp"
+#include "control/wire_codec.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "genie.pb.h"
+
+namespace genie {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using wire::MsgType;
+
+constexpr int kDataSocketBuffer = 8 << 20;  // bulk tensor bytes: keep the pipe full on fast links
+constexpr int kFirstRetryMs = 50;
+constexpr int kMaxRetryMs = 1000;
+constexpr int64_t kMaxGoodbyeWaitMs = 2000;  // close() never waits longer for the server
+
+enum class Link { Control, Data };
+
+// One request in flight, shared by the waiting caller and the loop thread.
+struct Call {
+  Call(MsgType t, Link l) : type(t), link(l) {}
+
+  const MsgType type;
+  const Link link;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool replied = false;  // reply (or failure) recorded in status/detail/reply
+  bool released = true;  // the connection no longer touches the caller's buffer
+  genie_status_t status = GENIE_OK;
+  std::string detail;
+  MsgType reply_type = MsgType::Ok;
+  std::string reply;  // the encoded reply message
+  // tensor_read: where the payload goes.
+  void* dst = nullptr;
+  uint64_t nbytes = 0;
+  // submit: runs on the loop thread with the completion once accepted.
+  std::function<void(RemoteResult&&)> done;
+  bool accepted = false;  // loop thread only
+
+  bool finished() const { return replied && released; }
+
+  void settle(genie_status_t st, std::string why, MsgType rtype = MsgType::Ok, std::string msg = {}) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (replied) return;
+      replied = true;
+      status = st;
+      detail = std::move(why);
+      reply_type = rtype;
+      reply = std::move(msg);
+    }
+    cv.notify_all();
+  }
+  void set_in_use() {
+    std::lock_guard<std::mutex> lk(mu);
+    released = false;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      released = true;
+    }
+    cv.notify_all();
+  }
+  bool in_use() {
+    std::lock_guard<std::mutex> lk(mu);
+    return !released;
+  }
+};
+
+const char* what_of(MsgType t) {
+  switch (t) {
+    case MsgType::TensorAlloc: return "tensor alloc";
+    case MsgType::TensorWrite: return "tensor write";
+    case MsgType::TensorRead: return "tensor read";
+    case MsgType::GraphSubmit: return "graph submit";
+    case MsgType::ServerInfoRequest: return "server info";
+    default: return wire::type_name(t);
+  }
+}
+
+// Only statuses from the frozen genie_status_t range are passed on; anything
+// else from a peer is itself a protocol violation.
+genie_status_t peer_status(int32_t s) {
+  return s <= GENIE_ERR_INVALID_ARGUMENT && s >= GENIE_ERR_INTERNAL ? s : GENIE_ERR_PROTOCOL;
+}
+
+std::string hmac_sha256(const std::string& key, const std::string& data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len) == nullptr)
+    fail(GENIE_ERR_INTERNAL, "HMAC-SHA256 failed in libcrypto");
+  return std::string(reinterpret_cast<const char*>(out), len);
+}
+
+}  // namespace
+
+struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
+  enum class State { Connecting, Ready, Reconnecting, Failed, Closed };
+  enum class Handshake { Idle, Hello, DataHello, Done };
+
+  Impl(const Config& c, std::string id)
+      : cfg(c),
+        node_id(std::move(id)),
+        addr(cat(c.master_addr, ":", c.master_port)),
+        max_message(static_cast<uint32_t>(c.max_message_bytes)),
+        timeout(std::chrono::milliseconds(c.timeout_ms)) {}
+
+  // --- immutable after connect() returns --------------------------------
+  const Config cfg;
+  const std::string node_id;
+  const std::string addr;
+  const uint32_t max_message;
+  const std::chrono::milliseconds timeout;
+  std::string server_node;
+  std::vector<std::string> devices;
+
+  // --- shared: written on the loop thread under mu -------------------------
+  std::mutex mu;
+  std::condition_variable cv;
+  State state = State::Connecting;
+  genie_status_t fail_status = GENIE_ERR_CONNECTION;
+  std::string fail_detail;
+  bool goodbye_done = false;
+  // Calls whose caller is waiting: settled by close() if the loop is gone
+  // before it reached them.
+  std::unordered_set<std::shared_ptr<Call>> outstanding;
+  std::atomic<uint64_t> next_id{1};
+  std::once_flag close_once;
+
+  // --- loop thread only ----------------------------------------------------
+  std::shared_ptr<Connection> ctrl, data;
+  uint64_t gen = 0;  // bumped at every teardown: events of old connections are ignored
+  Handshake hs = Handshake::Idle;
+  bool resuming = false;
+  std::string token;
+  std::unordered_map<uint64_t, std::shared_ptr<Call>> pending;
+  std::vector<uint64_t> deferred_frees;  // tensors freed while reconnecting
+  uv_timer_t retry_timer{};
+  uv_timer_t deadline_timer{};
+  int retry_ms = 0;
+  Clock::time_point reconnect_deadline;
+
+  // Last member: its thread runs code touching everything above, so it must
+  // stop before they are destroyed.
+  std::unique_ptr<LoopThread> loop;
+
+  // ===== caller side =========================================================
+
+  void set_state(State s, genie_status_t st = GENIE_OK, std::string detail = {}) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      state = s;
+      if (s == State::Failed) {
+        fail_status = st;
+        fail_detail = std::move(detail);
+      }
+    }
+    cv.notify_all();
+  }
+
+  void refuse_on_loop_thread(const char* what) const {
+    check(!loop->on_loop_thread(), GENIE_ERR_UNSUPPORTED, what,
+          " cannot wait for the server on the context's loop thread (from a completion callback): "
+          "call it from another thread");
+  }
+
+  // Blocks until the session is usable (reconnecting in the background if
+  // need be) or `deadline`; throws SHUTDOWN / CONNECTION otherwise.
+  void wait_ready(Clock::time_point deadline) {
+    std::unique_lock<std::mutex> lk(mu);
+    cv.wait_until(lk, deadline, [&] { return state != State::Reconnecting && state != State::Connecting; });
+    switch (state) {
+      case State::Ready: return;
+      case State::Closed:
+        fail(GENIE_ERR_SHUTDOWN, "the connection to ", addr, " has been closed (shut down)");
+      case State::Failed: fail(GENIE_ERR_CONNECTION, fail_detail);
+      default:
+        fail(GENIE_ERR_CONNECTION, "not connected to ", addr, ": reconnecting did not succeed within ",
+             timeout.count(), " ms");
+    }
+  }
+
+  // Sends one request and waits for its reply. Throws the server's error,
+  // TIMEOUT (no reply within the timeout), CONNECTION or SHUTDOWN.
+  void transact(const std::shared_ptr<Call>& call, std::string msg, const void* payload = nullptr,
+                uint64_t payload_len = 0) {
+    refuse_on_loop_thread(what_of(call->type));
+    // The connection would refuse it without a reply; say why now.
+    check(msg.size() <= max_message, GENIE_ERR_TOO_LARGE, what_of(call->type), ": the encoded message of ",
+          msg.size(), " bytes exceeds the maximum message size of ", max_message,
+          " bytes (GENIE_MAX_MESSAGE)");
+    wait_ready(Clock::now() + timeout);
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      outstanding.insert(call);
+    }
+    struct Unregister {
+      Impl* self;
+      const std::shared_ptr<Call>& call;
+      ~Unregister() {
+        std::lock_guard<std::mutex> lk(self->mu);
+        self->outstanding.erase(call);
+      }
+    } unregister{this, call};
+
+    const uint64_t id = next_id.fetch_add(1);
+    if (!loop->post([this, call, id, msg = std::move(msg), payload, payload_len]() mutable {
+          start(call, id, std::move(msg), payload, payload_len);
+        }))
+      fail(GENIE_ERR_SHUTDOWN, "the connection to ", addr, " has been closed (shut down)");
+
+    std::unique_lock<std::mutex> lk(call->mu);
+    if (!call->cv.wait_for(lk, timeout, [&] { return call->finished(); })) {
+      lk.unlock();
+      // If the loop is already stopping, close() settles the call instead.
+      loop->post([this, call, id] { cancel(call, id); });
+      lk.lock();
+      call->cv.wait(lk, [&] { return call->finished(); });
+    }
+    if (call->status != GENIE_OK) throw Error(call->status, call->detail);
+  }
+
+  // ===== loop thread =========================================================
+
+  void start(const std::shared_ptr<Call>& call, uint64_t id, std::string msg, const void* payload,
+             uint64_t payload_len) {
+    if (state != State::Ready) {
+      call->settle(state == State::Closed ? GENIE_ERR_SHUTDOWN : GENIE_ERR_CONNECTION,
+                   cat("connection to ", addr, " lost before the ", what_of(call->type), " was sent"));
+      return;
+    }
+    const std::shared_ptr<Connection>& conn = call->link == Link::Data ? data : ctrl;
+    pending.emplace(id, call);
+    std::function<void(genie_status_t)> sent;
+    if (payload_len > 0) {
+      call->set_in_use();
+      sent = [call](genie_status_t) { call->release(); };
+    }
+    conn->send(call->type, id, 0, std::move(msg), payload, payload_len, nullptr, std::move(sent));
+  }
+
+  void cancel(const std::shared_ptr<Call>& call, uint64_t id) {
+    {
+      std::lock_guard<std::mutex> lk(call->mu);
+      if (call->replied) return;  // raced with the reply: the caller takes it
+    }
+    pending.erase(id);
+    call->settle(GENIE_ERR_TIMEOUT,
+                 cat(what_of(call->type), ": no reply from ", addr, " within ", timeout.count(), " ms"));
+    if (call->in_use()) {
+      // The connection still reads or writes the caller's buffer: only
+      // closing it makes the buffer the caller's again.
+      connection_lost(cat("a ", what_of(call->type), " timed out with bytes in transit"));
+      call->release();
+    }
+  }
+
+  Connection::Handlers handlers(uint64_t g, Link link) {
+    Connection::Handlers h;
+    h.on_frame = [this, g, link](const wire::FrameHeader& fh, std::string&& msg) -> PayloadSink {
+      if (g != gen) return {};
+      try {
+        return on_frame(link, fh, std::move(msg));
+      } catch (const Error& e) {
+        frame_failed(e.code(), e.detail());
+      } catch (const std::exception& e) {
+        frame_failed(GENIE_ERR_INTERNAL, e.what());
+      }
+      return {};
+    };
+    h.on_close = [this, g, link](genie_status_t st, const std::string& detail) {
+      if (g != gen) return;
+      on_link_closed(link, st, detail);
+    };
+    return h;
+  }
+
+  // A frame we cannot make sense of (undecodable, unexpected): the peer is
+  // broken, so the connection goes (Connection allows closing it from inside
+  // its own frame handler).
+  void frame_failed(genie_status_t st, const std::string& detail) {
+    log(LogLevel::Warn, "client: ", addr, ": ", detail);
+    if (hs != Handshake::Done)
+      attempt_failed(st, cat("handshake with ", addr, " failed: ", detail));
+    else
+      connection_lost(cat("protocol error: ", detail));
+  }
+
+  void init_timers() {
+    uv_timer_init(loop->loop(), &retry_timer);
+    uv_timer_init(loop->loop(), &deadline_timer);
+    retry_timer.data = this;
+    deadline_timer.data = this;
+  }
+
+  void arm_deadline() {
+    uv_timer_start(
+        &deadline_timer,
+        [](uv_timer_t* t) {
+          auto* self = static_cast<Impl*>(t->data);
+          if (self->state == State::Connecting)
+            self->give_up(GENIE_ERR_TIMEOUT,
+                          cat("no answer from ", self->addr, " within ", self->timeout.count(), " ms"));
+          else if (self->state == State::Reconnecting)
+            self->give_up(GENIE_ERR_CONNECTION,
+                          cat("connection to ", self->addr, " lost and not re-established within ",
+                              self->timeout.count(), " ms"));
+        },
+        static_cast<uint64_t>(timeout.count()), 0);
+  }
+
+  // Closes both connections; events still queued for them are ignored.
+  void teardown() {
+    ++gen;
+    hs = Handshake::Idle;
+    auto c = std::move(ctrl), d = std::move(data);
+    if (d) d->close(GENIE_OK, "client teardown");
+    if (c) c->close(GENIE_OK, "client teardown");
+  }
+
+  // Fails every request in flight. The connections must already be closed:
+  // that is what makes releasing the callers' buffers safe.
+  void fail_all(genie_status_t st, const std::string& detail) {
+    auto calls = std::move(pending);
+    pending.clear();
+    for (auto& [id, call] : calls) {
+      if (call->accepted) {
+        RemoteResult r;
+        r.status = st;
+        r.detail = detail;
+        run_done(*call, std::move(r));
+      } else {
+        call->settle(st, detail);
+      }
+      call->release();
+    }
+  }
+
+  void run_done(Call& call, RemoteResult&& r) {
+    auto done = std::move(call.done);
+    call.done = nullptr;
+    if (!done) return;
+    try {
+      done(std::move(r));
+    } catch (const std::exception& e) {
+      log(LogLevel::Error, "client: graph completion handler threw: ", e.what());
+    } catch (...) {
+      log(LogLevel::Error, "client: graph completion handler threw");
+    }
+  }
+
+  void begin_attempt() {
+    const uint64_t g = ++gen;
+    hs = Handshake::Hello;
+    ctrl = Connection::create(loop->loop(), max_message, handlers(g, Link::Control));
+    ctrl->set_nodelay(true);  // requests and replies are small: never wait for Nagle
+    ctrl->connect(cfg.master_addr, cfg.master_port, [this, g](genie_status_t st, const std::string& detail) {
+      if (g != gen) return;
+      if (st != GENIE_OK) return attempt_failed(GENIE_ERR_CONNECTION, detail);  // names the address
+      wire::Hello h;
+      h.set_protocol_version(wire::kProtocolVersion);
+      h.set_abi_version(GENIE_ABI_VERSION);
+      h.set_node_id(node_id);
+      h.set_role(static_cast<int32_t>(cfg.role));
+      if (resuming) h.set_resume_token(token);
+      ctrl->send(MsgType::Hello, next_id.fetch_add(1), 0, wire::encode_msg(h));
+    });
+  }
+
+  void open_data_link() {
+    const uint64_t g = gen;
+    hs = Handshake::DataHello;
+    data = Connection::create(loop->loop(), max_message, handlers(g, Link::Data));
+    // Before the SYN, so that the window scale can use the whole buffer.
+    data->set_buffer_sizes(kDataSocketBuffer);
+    data->connect(cfg.master_addr, cfg.master_port, [this, g](genie_status_t st, const std::string& detail) {
+      if (g != gen) return;
+      if (st != GENIE_OK) return attempt_failed(GENIE_ERR_CONNECTION, cat("data connection: ", detail));
+      wire::DataHello h;
+      h.set_session_token(token);
+      data->send(MsgType::DataHello, next_id.fetch_add(1), 0, wire::encode_msg(h));
+    });
+  }
+
+  // A connection attempt failed. Initial connect: report it. Reconnect:
+  // retry with backoff while the deadline allows and the failure is one a
+  // retry can fix.
+  void attempt_failed(genie_status_t st, const std::string& detail, bool retryable = true) {
+    teardown();
+    if (state == State::Connecting) return give_up(st, detail);
+    if (state != State::Reconnecting) return;
+    retryable =
+        retryable && (st == GENIE_ERR_CONNECTION || st == GENIE_ERR_TIMEOUT || st == GENIE_ERR_PROTOCOL);
+    retry_ms = retry_ms == 0 ? kFirstRetryMs : std::min(retry_ms * 2, kMaxRetryMs);
+    if (!retryable || Clock::now() + std::chrono::milliseconds(retry_ms) >= reconnect_deadline)
+      return give_up(GENIE_ERR_CONNECTION,
+                     cat("connection to ", addr, " lost and not re-established: ", detail));
+    log(LogLevel::Debug, "client: reconnect to ", addr, " failed (", detail, "); retrying in ", retry_ms,
+        " ms");
+    uv_timer_start(
+        &retry_timer,
+        [](uv_timer_t* t) {
+          auto* self = static_cast<Impl*>(t->data);
+          if (self->state == State::Reconnecting) self->begin_attempt();
+        },
+        static_cast<uint64_t>(retry_ms), 0);
+  }
+
+  void give_up(genie_status_t st, const std::string& detail) {
+    teardown();
+    uv_timer_stop(&retry_timer);
+    uv_timer_stop(&deadline_timer);
+    deferred_frees.clear();
+    fail_all(GENIE_ERR_CONNECTION, detail);
+    if (state == State::Reconnecting) log(LogLevel::Warn, "client: ", detail);
+    set_state(State::Failed, st, detail);
+  }
+
+  void connection_lost(const std::string& why) {
+    if (state != State::Ready) return;
+    teardown();
+    const std::string detail = cat("connection to ", addr, " lost: ", why);
+    log(LogLevel::Warn, "client: ", detail, "; reconnecting");
+    set_state(State::Reconnecting);
+    fail_all(GENIE_ERR_CONNECTION, detail);
+    resuming = true;
+    retry_ms = 0;
+    reconnect_deadline = Clock::now() + timeout;
+    arm_deadline();
+    begin_attempt();
+  }
+
+  void on_link_closed(Link link, genie_status_t st, const std::string& detail) {
+    const char* which = link == Link::Control ? "control connection" : "data connection";
+    if (hs != Handshake::Done) {
+      attempt_failed(st == GENIE_ERR_VERSION_MISMATCH ? st : GENIE_ERR_CONNECTION,
+                     cat(which, " closed during the handshake: ", detail));
+      return;
+    }
+    connection_lost(cat(which, ": ", detail));
+  }
+
+  static bool is_error(const wire::FrameHeader& fh) {
+    return (fh.flags & wire::kFlagError) != 0 || fh.type == MsgType::ErrorReply;
+  }
+
+  static std::pair<genie_status_t, std::string> parse_error(const std::string& msg) {
+    const auto e = wire::parse_msg<wire::ErrorReply>(msg, MsgType::ErrorReply);
+    return {peer_status(e.status()), e.detail()};
+  }
+
+  void handshake_frame(Link link, const wire::FrameHeader& fh, const std::string& msg) {
+    if (fh.payload_len != 0)
+      return attempt_failed(GENIE_ERR_PROTOCOL,
+                            cat("unexpected payload on ", wire::type_name(fh.type), " during the handshake"));
+    if (is_error(fh)) {
+      auto [st, detail] = parse_error(msg);
+      if (resuming && (st == GENIE_ERR_NOT_FOUND || st == GENIE_ERR_AUTH))
+        return attempt_failed(st, cat("server ", addr, " did not resume the session: ", detail), false);
+      return attempt_failed(st, cat("server ", addr, " refused the connection: ", detail), false);
+    }
+    if (link == Link::Control && hs == Handshake::Hello) {
+      if (fh.type == MsgType::Challenge) {
+        const auto c = wire::parse_msg<wire::Challenge>(msg, fh.type);
+        if (cfg.auth_token.empty())
+          return attempt_failed(GENIE_ERR_AUTH,
+                                cat("server ", addr,
+                                    " requires authentication: set the shared token "
+                                    "(genie_config_set_auth_token or GENIE_AUTH_TOKEN)"),
+                                false);
+        wire::AuthResponse r;
+        r.set_mac(hmac_sha256(cfg.auth_token, c.nonce() + node_id));
+        ctrl->send(MsgType::AuthResponse, next_id.fetch_add(1), 0, wire::encode_msg(r));
+        return;
+      }
+      if (fh.type == MsgType::Welcome) {
+        const auto w = wire::parse_msg<wire::Welcome>(msg, fh.type);
+        if (w.protocol_version() != wire::kProtocolVersion)
+          return attempt_failed(GENIE_ERR_VERSION_MISMATCH,
+                                cat("server ", addr, " speaks protocol version ", w.protocol_version(),
+                                    ", this client ", wire::kProtocolVersion),
+                                false);
+        if (resuming && (!w.resumed() || w.session_token() != token)) {
+          // The server no longer has our session: its tensor ids would name
+          // nothing (or another session's tensors). End the new session.
+          auto c = ctrl;
+          c->send(MsgType::Goodbye, next_id.fetch_add(1), 0, wire::encode_msg(wire::Goodbye()), nullptr, 0,
+                  nullptr, [c](genie_status_t) { c->close(GENIE_OK, "session not resumed"); });
+          ctrl = nullptr;
+          return attempt_failed(GENIE_ERR_CONNECTION,
+                                cat("server ", addr,
+                                    " no longer holds this session (its grace period "
+                                    "ended): its tensors are gone; create a new context"),
+                                false);
+        }
+        if (!resuming) {
+          token = w.session_token();
+          server_node = w.server_node_id();
+          devices.assign(w.devices().begin(), w.devices().end());
+        }
+        return open_data_link();
+      }
+    } else if (link == Link::Data && hs == Handshake::DataHello && fh.type == MsgType::Welcome) {
+      hs = Handshake::Done;
+      uv_timer_stop(&deadline_timer);
+      uv_timer_stop(&retry_timer);
+      if (resuming) log(LogLevel::Info, "client: session with ", addr, " resumed");
+      set_state(State::Ready);
+      for (uint64_t id : deferred_frees) send_free(id);
+      deferred_frees.clear();
+      return;
+    }
+    attempt_failed(GENIE_ERR_PROTOCOL, cat("unexpected ", wire::type_name(fh.type), " during the handshake"));
+  }
+
+  PayloadSink discard(uint64_t len) {
+    std::shared_ptr<char[]> buf = std::make_unique_for_overwrite<char[]>(len);
+    PayloadSink s;
+    s.dst = buf.get();
+    s.keep = buf;
+    return s;
+  }
+
+  PayloadSink on_frame(Link link, const wire::FrameHeader& fh, std::string&& msg) {
+    if (hs != Handshake::Done) {
+      handshake_frame(link, fh, msg);
+      return {};
+    }
+    auto it = pending.find(fh.request_id);
+    if (it == pending.end()) {
+      // The caller gave up (timeout) before the reply came.
+      if (fh.type == MsgType::GraphDone) free_stray_outputs(msg);
+      return fh.payload_len ? discard(fh.payload_len) : PayloadSink{};
+    }
+    std::shared_ptr<Call> call = it->second;
+    if (is_error(fh)) {
+      pending.erase(it);
+      auto [st, detail] = parse_error(msg);
+      if (call->accepted) {
+        RemoteResult r;
+        r.status = st;
+        r.detail = std::move(detail);
+        run_done(*call, std::move(r));
+      } else {
+        call->settle(st, std::move(detail));
+      }
+      return fh.payload_len ? discard(fh.payload_len) : PayloadSink{};
+    }
+    const auto protocol = [&](const std::string& why) -> PayloadSink {
+      pending.erase(fh.request_id);
+      call->settle(GENIE_ERR_PROTOCOL, cat(what_of(call->type), ": ", why));
+      connection_lost(cat("protocol error: ", why));
+      return {};
+    };
+    switch (call->type) {
+      case MsgType::TensorRead: {
+        if (fh.type != MsgType::Ok) return protocol(cat("reply is ", wire::type_name(fh.type), ", not Ok"));
+        if (fh.payload_len != call->nbytes)
+          return protocol(cat("reply carries ", fh.payload_len, " bytes, ", call->nbytes, " were asked for"));
+        if (fh.payload_len == 0) {
+          pending.erase(it);
+          call->settle(GENIE_OK, {});
+          return {};
+        }
+        call->set_in_use();
+        PayloadSink s;
+        s.dst = call->dst;
+        s.done = [this, call, id = fh.request_id] {
+          pending.erase(id);
+          call->settle(GENIE_OK, {});
+          call->release();
+        };
+        return s;
+      }
+      case MsgType::GraphSubmit: {
+        if (fh.payload_len) return protocol("unexpected payload");
+        if (fh.type == MsgType::SubmitAccepted) {
+          call->accepted = true;
+          call->settle(GENIE_OK, {});
+          return {};
+        }
+        if (fh.type != MsgType::GraphDone) return protocol(cat("unexpected ", wire::type_name(fh.type)));
+        pending.erase(it);
+        RemoteResult r = parse_done(msg);
+        if (!call->accepted) {
+          // Completion without a separate acceptance still answers submit().
+          call->accepted = true;
+          call->settle(GENIE_OK, {});
+        }
+        run_done(*call, std::move(r));
+        return {};
+      }
+      default: {
+        const MsgType want = call->type == MsgType::TensorAlloc         ? MsgType::TensorAllocReply
+                             : call->type == MsgType::ServerInfoRequest ? MsgType::ServerInfo
+                                                                        : MsgType::Ok;
+        if (fh.type != want || fh.payload_len)
+          return protocol(cat("reply is ", wire::type_name(fh.type), ", expected ", wire::type_name(want)));
+        pending.erase(it);
+        call->settle(GENIE_OK, {}, fh.type, std::move(msg));
+        return {};
+      }
+    }
+  }
+
+  RemoteResult parse_done(const std::string& msg) {
+    RemoteResult r;
+    wire::GraphDone d;
+    if (!d.ParseFromString(msg)) {
+      r.status = GENIE_ERR_PROTOCOL;
+      r.detail = "undecodable GraphDone";
+      return r;
+    }
+    r.status = d.status() == GENIE_OK ? GENIE_OK : peer_status(d.status());
+    r.detail = d.detail();
+    r.exec_ns = d.exec_ns();
+    for (const auto& o : d.outputs()) {
+      RemoteOutput out;
+      out.name = o.name();
+      out.tensor_id = o.tensor_id();
+      out.dtype = static_cast<DType>(o.dtype());
+      out.shape.assign(o.shape().begin(), o.shape().end());
+      bool ok = dtype_valid(o.dtype()) && out.shape.size() <= GENIE_MAX_DIMS;
+      try {
+        if (ok) byte_size(out.shape, dtype_size(out.dtype));
+      } catch (const Error&) {
+        ok = false;
+      }
+      if (!ok && r.status == GENIE_OK) {
+        r.status = GENIE_ERR_PROTOCOL;
+        r.detail = cat("GraphDone output '", o.name(), "' has an invalid dtype or shape");
+      }
+      r.outputs.push_back(std::move(out));
+    }
+    if (r.status != GENIE_OK) {
+      // Whatever a failed completion names is nobody's.
+      for (const RemoteOutput& o : r.outputs) send_free(o.tensor_id);
+      r.outputs.clear();
+    }
+    return r;
+  }
+
+  // Outputs of a graph whose caller gave up are nobody's: free them.
+  void free_stray_outputs(const std::string& msg) {
+    wire::GraphDone d;
+    if (!d.ParseFromString(msg)) return;
+    for (const auto& o : d.outputs()) send_free(o.tensor_id());
+  }
+
+  void send_free(uint64_t id) {
+    if (state == State::Ready && ctrl) {
+      wire::TensorFree f;
+      f.set_tensor_id(id);
+      ctrl->send(MsgType::TensorFree, next_id.fetch_add(1), 0, wire::encode_msg(f));
+    } else if (state == State::Reconnecting) {
+      deferred_frees.push_back(id);
+    }
+  }
+
+  // ===== lifetime ============================================================
+
+  void close() {
+    if (!loop) return;  // connect() failed before the loop existed
+    std::call_once(close_once, [this] {
+      if (loop->on_loop_thread()) {
+        // The last reference went away inside a completion handler: the loop
+        // cannot join itself, so another thread finishes the job.
+        loop->post([this] { begin_close(); });
+        std::thread([self = shared_from_this()] {
+          self->loop->stop([s = self.get()] { s->final_teardown(); });
+        }).detach();
+        return;
+      }
+      if (loop->post([this] { begin_close(); })) {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait_for(lk, std::min(timeout, std::chrono::milliseconds(kMaxGoodbyeWaitMs)),
+                    [&] { return goodbye_done; });
+      }
+      loop->stop([this] { final_teardown(); });
+      // Calls whose tasks the stopping loop dropped: nothing touches their
+      // buffers any more.
+      std::unordered_set<std::shared_ptr<Call>> left;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        left = outstanding;
+      }
+      for (const auto& c : left) {
+        c->settle(GENIE_ERR_SHUTDOWN, cat("the connection to ", addr, " has been closed (shut down)"));
+        c->release();
+      }
+    });
+  }
+
+  void begin_close() {
+    const bool was_ready = state == State::Ready;
+    uv_timer_stop(&retry_timer);
+    uv_timer_stop(&deadline_timer);
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      state = State::Closed;
+    }
+    cv.notify_all();
+    // Data first: that releases the buffers of reads and writes in flight.
+    if (auto d = std::move(data)) d->close(GENIE_OK, "client closed");
+    fail_all(GENIE_ERR_SHUTDOWN, "the context was shut down");
+    auto c = std::move(ctrl);
+    ++gen;
+    const auto finished = [this] {
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        goodbye_done = true;
+      }
+      cv.notify_all();
+    };
+    if (was_ready && c && !c->closed()) {
+      // The server frees the session (and its tensors) at once on Goodbye.
+      c->send(MsgType::Goodbye, next_id.fetch_add(1), 0, wire::encode_msg(wire::Goodbye()), nullptr, 0,
+              nullptr, [c, finished](genie_status_t) {
+                c->close(GENIE_OK, "goodbye");
+                finished();
+              });
+    } else {
+      if (c) c->close(GENIE_OK, "client closed");
+      finished();
+    }
+  }
+
+  void final_teardown() {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      state = State::Closed;
+    }
+    cv.notify_all();
+    teardown();
+    fail_all(GENIE_ERR_SHUTDOWN, "the context was shut down");
+  }
+};
+
+// =============================================================================
+
+std::shared_ptr<RemoteClient> RemoteClient::connect(const Config& cfg, const std::string& node_id) {
+  check(!cfg.master_addr.empty(), GENIE_ERR_INVALID_ARGUMENT, "no master address configured");
+  std::shared_ptr<RemoteClient> client(new RemoteClient());
+  client->impl_ = std::make_shared<Impl>(cfg, node_id);
+  Impl& im = *client->impl_;
+  im.loop = std::make_unique<LoopThread>();
+  im.loop->post([&im] {
+    im.init_timers();
+    im.arm_deadline();
+    im.begin_attempt();
+  });
+  {
+    std::unique_lock<std::mutex> lk(im.mu);
+    // The loop's deadline timer ends the attempt; the margin only guards
+    // against a loop that never ran it.
+    const bool settled = im.cv.wait_for(lk, im.timeout + std::chrono::seconds(5),
+                                        [&] { return im.state != Impl::State::Connecting; });
+    if (!settled) fail(GENIE_ERR_TIMEOUT, "no answer from ", im.addr, " within ", im.timeout.count(), " ms");
+    if (im.state == Impl::State::Failed) throw Error(im.fail_status, im.fail_detail);
+  }
+  log(LogLevel::Info, "client ", node_id, ": connected to ", im.server_node, " at ", im.addr);
+  return client;
+}
+
+RemoteClient::~RemoteClient() {
+  if (impl_) impl_->close();
+}
+
+void RemoteClient::close() {
+  if (impl_) impl_->close();
+}
+
+uint64_t RemoteClient::tensor_alloc(DType dtype, const Shape& shape, const std::string& device) {
+  wire::TensorAlloc m;
+  m.set_dtype(static_cast<int32_t>(dtype));
+  for (int64_t d : shape) m.add_shape(d);
+  m.set_device(device);
+  auto call = std::make_shared<Call>(MsgType::TensorAlloc, Link::Control);
+  impl_->transact(call, wire::encode_msg(m));
+  return wire::parse_msg<wire::TensorAllocReply>(call->reply, call->reply_type).tensor_id();
+}
+
+void RemoteClient::tensor_write(uint64_t id, size_t offset, const void* src, size_t nbytes) {
+  check(src != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "src is NULL");
+  wire::TensorWrite m;
+  m.set_tensor_id(id);
+  m.set_offset(offset);
+  auto call = std::make_shared<Call>(MsgType::TensorWrite, Link::Data);
+  // The caller blocks until the reply, so its buffer can be the payload.
+  impl_->transact(call, wire::encode_msg(m), src, nbytes);
+}
+
+void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nbytes) {
+  check(dst != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "dst is NULL");
+  wire::TensorRead m;
+  m.set_tensor_id(id);
+  m.set_offset(offset);
+  m.set_nbytes(nbytes);
+  auto call = std::make_shared<Call>(MsgType::TensorRead, Link::Data);
+  call->dst = dst;
+  call->nbytes = nbytes;
+  impl_->transact(call, wire::encode_msg(m));
+}
+
+void RemoteClient::tensor_free(uint64_t id) noexcept {
+  try {
+    Impl* im = impl_.get();
+    {
+      std::lock_guard<std::mutex> lk(im->mu);
+      if (im->state == Impl::State::Closed || im->state == Impl::State::Failed) return;
+    }
+    im->loop->post([im, id] { im->send_free(id); });
+  } catch (...) {
+    // Fire and forget: at worst the server frees it with the session.
+  }
+}
+
+void RemoteClient::submit(const Graph& graph, const std::vector<std::pair<std::string, uint64_t>>& bindings,
+                          std::function<void(RemoteResult&&)> done) {
+  wire::GraphSubmit m;
+  m.set_graph_json(graph_to_json(graph));
+  for (const auto& [name, id] : bindings) {
+    wire::Binding* b = m.add_bindings();
+    b->set_name(name);
+    b->set_tensor_id(id);
+  }
+  auto call = std::make_shared<Call>(MsgType::GraphSubmit, Link::Control);
+  call->done = std::move(done);
+  impl_->transact(call, wire::encode_msg(m));
+}
+
+std::string RemoteClient::server_info_json() {
+  auto call = std::make_shared<Call>(MsgType::ServerInfoRequest, Link::Control);
+  impl_->transact(call, wire::encode_msg(wire::ServerInfoRequest()));
+  const auto info = wire::parse_msg<wire::ServerInfo>(call->reply, call->reply_type);
+  std::unique_ptr<cJSON, void (*)(cJSON*)> o(cJSON_CreateObject(), cJSON_Delete);
+  check(o != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");
+  // Counters go out as JSON numbers (doubles): exact up to 2^53.
+  cJSON_AddStringToObject(o.get(), "node_id", info.node_id().c_str());
+  cJSON_AddNumberToObject(o.get(), "sessions", info.sessions());
+  cJSON_AddNumberToObject(o.get(), "tensors", static_cast<double>(info.tensors()));
+  cJSON_AddNumberToObject(o.get(), "tensor_bytes", static_cast<double>(info.tensor_bytes()));
+  cJSON_AddNumberToObject(o.get(), "uptime_ms", static_cast<double>(info.uptime_ms()));
+  cJSON_AddNumberToObject(o.get(), "graphs_executed", static_cast<double>(info.graphs_executed()));
+  cJSON_AddNumberToObject(o.get(), "connections_refused", static_cast<double>(info.connections_refused()));
+  char* text = cJSON_PrintUnformatted(o.get());
+  check(text != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");
+  std::string s(text);
+  cJSON_free(text);
+  return s;
+}
+
+const std::string& RemoteClient::server_node_id() const { return impl_->server_node; }
+
+const std::vector<std::string>& RemoteClient::server_devices() const { return impl_->devices; }
+
+bool RemoteClient::connected() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->state == Impl::State::Ready;
+}
+
+}  // namespace genie

@@ -1,0 +1,576 @@
+#include "control/connection.hpp"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <vector>
+
+#include "control/loop_thread.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace genie {
+namespace {
+
+// libuv takes size_t lengths, but a single read or write syscall moves at
+// most ~2 GiB on Linux anyway; 1 GiB pieces keep every length comfortably
+// inside int-sized arithmetic wherever it lands.
+constexpr size_t kMaxChunk = size_t{1} << 30;
+
+std::string format_addr(const sockaddr_storage& ss) {
+  char ip[INET6_ADDRSTRLEN] = {0};
+  if (ss.ss_family == AF_INET) {
+    const auto* sin = reinterpret_cast<const sockaddr_in*>(&ss);
+    if (uv_ip4_name(sin, ip, sizeof ip) != 0) return {};
+    return cat(ip, ':', ntohs(sin->sin_port));
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* sin6 = reinterpret_cast<const sockaddr_in6*>(&ss);
+    if (uv_ip6_name(sin6, ip, sizeof ip) != 0) return {};
+    return cat('[', ip, "]:", ntohs(sin6->sin6_port));
+  }
+  return {};
+}
+
+std::string peer_of(const uv_tcp_t* tcp) {
+  sockaddr_storage ss{};
+  int len = sizeof ss;
+  if (uv_tcp_getpeername(tcp, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
+  return format_addr(ss);
+}
+
+// Runs an owner's callback; an exception from it must not unwind through
+// libuv. Returns false (with the status and detail to close with) if it
+// threw.
+template <class Fn>
+bool guarded(Fn&& fn, genie_status_t* status, std::string* detail, const char* what) {
+  try {
+    fn();
+    return true;
+  } catch (const Error& e) {
+    *status = e.code();
+    *detail = e.detail();
+  } catch (const std::exception& e) {
+    *status = GENIE_ERR_INTERNAL;
+    *detail = cat(what, " threw: ", e.what());
+  } catch (...) {
+    *status = GENIE_ERR_INTERNAL;
+    *detail = cat(what, " threw a non-standard exception");
+  }
+  return false;
+}
+
+// For callbacks after which there is nothing left to close.
+template <class Fn>
+void guarded_log(Fn&& fn, const char* what) {
+  genie_status_t status = GENIE_OK;
+  std::string detail;
+  if (!guarded(std::forward<Fn>(fn), &status, &detail, what)) {
+    log(LogLevel::Error, "connection: ", what, " failed: ", detail);
+  }
+}
+
+}  // namespace
+
+struct Connection::Impl {
+  enum class Stage { Header, Message, Payload };
+
+  // One queued frame; owned by libuv from uv_write until on_write.
+  struct WriteReq {
+    uv_write_t req{};
+    uint8_t header[wire::kHeaderSize];
+    std::string msg;
+    std::shared_ptr<void> keep;
+    std::function<void(genie_status_t)> done;
+    std::vector<uv_buf_t> bufs;
+  };
+
+  // A name lookup in flight. Heap-owned because it may outlive the
+  // Connection's handle (uv_cancel cannot stop a lookup already running);
+  // it holds the Connection until its callback.
+  struct Resolve {
+    uv_getaddrinfo_t req{};
+    std::shared_ptr<Connection> conn;
+  };
+
+  Connection* owner;
+  uv_loop_t* loop;
+  uv_tcp_t tcp{};
+  uint32_t max_message;
+  Handlers handlers;
+  // The Connection's own reference, dropped by the handle's close callback.
+  std::shared_ptr<Connection> self;
+
+  genie_status_t close_status = GENIE_OK;
+  std::string close_detail;
+
+  // Read state: which segment of the current frame is arriving and how much
+  // of it is here. alloc_cb hands libuv exactly the missing part of it.
+  Stage stage = Stage::Header;
+  size_t got = 0;
+  uint8_t header[wire::kHeaderSize] = {0};
+  wire::FrameHeader frame;
+  std::string msg;
+  PayloadSink sink;
+  uint64_t payload_got = 0;
+
+  std::function<void(genie_status_t, const std::string&)> connect_cb;
+  bool connect_called = false;
+  bool connect_failed = false;  // the close under way is connect's failure
+  bool established = false;     // connected or accepted: reads and writes may start
+  uv_connect_t connect_req{};
+  Resolve* resolving = nullptr;
+  std::string target;  // host:port being connected to, for messages
+
+  bool nodelay = false;
+  int buffer_bytes = 0;
+  std::string peer;
+
+  LoopThread* hook_owner = nullptr;
+  uint64_t hook_id = 0;
+
+  Impl(Connection* o, uv_loop_t* l, uint32_t max, Handlers h)
+      : owner(o), loop(l), max_message(max), handlers(std::move(h)) {}
+
+  uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp); }
+  uv_handle_t* handle() { return reinterpret_cast<uv_handle_t*>(&tcp); }
+
+  void apply_buffer_sizes() {
+    if (buffer_bytes <= 0) return;
+    int v = buffer_bytes;
+    int rc = uv_send_buffer_size(handle(), &v);
+    if (rc != 0) log(LogLevel::Debug, "connection: SO_SNDBUF ", buffer_bytes, ": ", uv_strerror(rc));
+    v = buffer_bytes;
+    rc = uv_recv_buffer_size(handle(), &v);
+    if (rc != 0) log(LogLevel::Debug, "connection: SO_RCVBUF ", buffer_bytes, ": ", uv_strerror(rc));
+  }
+
+  void finish_connect(genie_status_t status, const std::string& detail) {
+    auto cb = std::move(connect_cb);
+    connect_cb = nullptr;
+    if (cb) guarded_log([&] { cb(status, detail); }, "connect callback");
+  }
+
+  // A failed connect closes the connection; the close callback answers
+  // connect's cb (so it never runs inside connect()), then on_close.
+  void fail_connect(const std::string& detail) {
+    if (owner->closing_) return;
+    connect_failed = true;
+    owner->close(GENIE_ERR_CONNECTION, detail);
+  }
+
+  int start_reading() {
+    established = true;
+    if (peer.empty()) peer = peer_of(&tcp);
+    return uv_read_start(stream(), on_alloc, on_read);
+  }
+
+  void start_connect(const sockaddr* addr) {
+    // Our own socket, so that buffer sizes are set before the SYN (the
+    // window scale is fixed by the handshake).
+    const int fd = ::socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      fail_connect(
+          cat("cannot connect to ", target, ": socket: ", uv_strerror(uv_translate_sys_error(errno))));
+      return;
+    }
+    if (buffer_bytes > 0) {
+      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
+    }
+    int rc = uv_tcp_open(&tcp, fd);
+    if (rc != 0) {
+      ::close(fd);
+      fail_connect(cat("cannot connect to ", target, ": ", uv_strerror(rc)));
+      return;
+    }
+    if (nodelay) uv_tcp_nodelay(&tcp, 1);
+    rc = uv_tcp_connect(&connect_req, &tcp, addr, on_connected);
+    if (rc != 0) fail_connect(cat("cannot connect to ", target, ": ", uv_strerror(rc)));
+  }
+
+  // ---- reading ------------------------------------------------------------
+
+  static void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) {
+    auto* c = static_cast<Impl*>(h->data);
+    switch (c->stage) {
+      case Stage::Header:
+        *buf = uv_buf_init(reinterpret_cast<char*>(c->header + c->got),
+                           static_cast<unsigned>(wire::kHeaderSize - c->got));
+        return;
+      case Stage::Message:
+        buf->base = c->msg.data() + c->got;
+        buf->len = c->frame.msg_len - c->got;
+        return;
+      case Stage::Payload:
+        buf->base = static_cast<char*>(c->sink.dst) + c->payload_got;
+        buf->len = static_cast<size_t>(std::min<uint64_t>(c->frame.payload_len - c->payload_got, kMaxChunk));
+        return;
+    }
+  }
+
+  static void on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t*) {
+    auto* c = static_cast<Impl*>(s->data);
+    if (c->owner->closing_) return;
+    if (nread == UV_EOF) {
+      c->owner->close(GENIE_ERR_CONNECTION, c->eof_detail());
+      return;
+    }
+    if (nread < 0) {
+      c->owner->close(GENIE_ERR_CONNECTION,
+                      cat("connection to ", c->peer, " lost: ", uv_strerror(static_cast<int>(nread))));
+      return;
+    }
+    if (nread > 0) c->consume(static_cast<size_t>(nread));
+  }
+
+  std::string eof_detail() const {
+    if (stage == Stage::Header && got == 0) return "connection closed by peer";
+    std::string where;
+    switch (stage) {
+      case Stage::Header: where = cat(got, " of ", wire::kHeaderSize, " header bytes"); break;
+      case Stage::Message: where = cat(got, " of ", frame.msg_len, " message bytes"); break;
+      case Stage::Payload: where = cat(payload_got, " of ", frame.payload_len, " payload bytes"); break;
+    }
+    return cat("connection closed by peer in the middle of a frame (", where, ")");
+  }
+
+  // `n` bytes landed where on_alloc pointed; on_alloc never spans two
+  // segments, so they all belong to the current one.
+  void consume(size_t n) {
+    switch (stage) {
+      case Stage::Header: {
+        got += n;
+        if (got < wire::kHeaderSize) return;
+        got = 0;
+        try {
+          frame = wire::decode_header(header, max_message);
+        } catch (const Error& e) {
+          owner->close(e.code(), e.detail());
+          return;
+        }
+        if (frame.msg_len == 0) {
+          msg.clear();
+          message_arrived();
+          return;
+        }
+        // Sized only now that decode_header has bounded msg_len.
+        msg.assign(frame.msg_len, '\0');
+        stage = Stage::Message;
+        return;
+      }
+      case Stage::Message:
+        got += n;
+        if (got < frame.msg_len) return;
+        got = 0;
+        message_arrived();
+        return;
+      case Stage::Payload:
+        payload_got += n;
+        if (payload_got < frame.payload_len) return;
+        payload_arrived();
+        return;
+    }
+  }
+
+  void message_arrived() {
+    stage = Stage::Header;
+    try {
+      wire::verify_crc(header, msg.data(), msg.size());
+    } catch (const Error& e) {
+      owner->close(e.code(), e.detail());
+      return;
+    }
+    std::string m = std::move(msg);
+    msg = std::string();
+    PayloadSink s;
+    genie_status_t st = GENIE_OK;
+    std::string detail;
+    if (handlers.on_frame) {
+      const bool ok = guarded([&] { s = handlers.on_frame(frame, std::move(m)); }, &st, &detail, "on_frame");
+      if (!ok) {
+        owner->close(st, detail);
+        return;
+      }
+    }
+    if (owner->closing_ || frame.payload_len == 0) return;
+    if (s.dst == nullptr) {
+      owner->close(GENIE_ERR_PROTOCOL,
+                   cat("the ", frame.payload_len, "-byte payload of a ", wire::type_name(frame.type),
+                       " frame (request ", frame.request_id, ") was refused"));
+      return;
+    }
+    sink = std::move(s);
+    payload_got = 0;
+    stage = Stage::Payload;
+  }
+
+  void payload_arrived() {
+    PayloadSink s = std::move(sink);
+    sink = PayloadSink();
+    payload_got = 0;
+    stage = Stage::Header;
+    if (!s.done) return;
+    genie_status_t st = GENIE_OK;
+    std::string detail;
+    if (!guarded([&] { s.done(); }, &st, &detail, "payload done")) owner->close(st, detail);
+  }
+
+  // ---- connecting -----------------------------------------------------------
+
+  static void on_resolved(uv_getaddrinfo_t* req, int status, addrinfo* res) {
+    std::unique_ptr<Resolve> r(static_cast<Resolve*>(req->data));
+    std::unique_ptr<addrinfo, void (*)(addrinfo*)> ai(res, uv_freeaddrinfo);
+    Impl* c = r->conn->impl_.get();
+    c->resolving = nullptr;
+    if (r->conn->closing_) return;  // the close callback answers connect's cb
+    if (status != 0) {
+      c->fail_connect(cat("cannot connect to ", c->target, ": cannot resolve host: ", uv_strerror(status)));
+      return;
+    }
+    const addrinfo* pick = nullptr;
+    for (const addrinfo* a = res; a != nullptr && pick == nullptr; a = a->ai_next) {
+      if (a->ai_family == AF_INET) pick = a;
+    }
+    for (const addrinfo* a = res; a != nullptr && pick == nullptr; a = a->ai_next) {
+      if (a->ai_family == AF_INET6) pick = a;
+    }
+    if (pick == nullptr) {
+      c->fail_connect(cat("cannot connect to ", c->target, ": no IPv4 or IPv6 address"));
+      return;
+    }
+    c->start_connect(pick->ai_addr);
+  }
+
+  static void on_connected(uv_connect_t* req, int status) {
+    auto* c = static_cast<Impl*>(req->handle->data);
+    if (c->owner->closing_) return;  // the close callback answers connect's cb
+    if (status != 0) {
+      c->fail_connect(cat("cannot connect to ", c->target, ": ", uv_strerror(status)));
+      return;
+    }
+    const int rc = c->start_reading();
+    if (rc != 0) {
+      c->fail_connect(cat("cannot read from ", c->target, ": ", uv_strerror(rc)));
+      return;
+    }
+    c->finish_connect(GENIE_OK, std::string());
+  }
+
+  // ---- writing and closing -------------------------------------------------
+
+  static void on_write(uv_write_t* req, int status) {
+    std::unique_ptr<WriteReq> w(static_cast<WriteReq*>(req->data));
+    auto* c = static_cast<Impl*>(req->handle->data);
+    if (w->done) guarded_log([&] { w->done(status == 0 ? GENIE_OK : GENIE_ERR_CONNECTION); }, "send done");
+    // ECANCELED: the handle is closing and already knows why.
+    if (status != 0 && status != UV_ECANCELED) {
+      c->owner->close(GENIE_ERR_CONNECTION, cat("write to ", c->peer, " failed: ", uv_strerror(status)));
+    }
+  }
+
+  static void on_closed(uv_handle_t* h) {
+    auto* c = static_cast<Impl*>(h->data);
+    // Declared first, destroyed last: the Connection outlives everything
+    // below, and may die with it.
+    std::shared_ptr<Connection> self = std::move(c->self);
+    if (c->hook_owner != nullptr) c->hook_owner->remove_close_hook(c->hook_id);
+    c->hook_owner = nullptr;
+    if (c->connect_cb) {
+      if (c->connect_failed) {
+        c->finish_connect(c->close_status, c->close_detail);
+      } else {
+        c->finish_connect(GENIE_ERR_CONNECTION,
+                          cat("cannot connect to ", c->target,
+                              ": connection closed before it was established (", c->close_detail, ")"));
+      }
+    }
+    c->sink = PayloadSink();
+    c->msg = std::string();
+    Handlers handlers = std::move(c->handlers);
+    c->handlers = Handlers();
+    if (handlers.on_close)
+      guarded_log([&] { handlers.on_close(c->close_status, c->close_detail); }, "on_close");
+  }
+};
+
+std::shared_ptr<Connection> Connection::create(uv_loop_t* loop, uint32_t max_message, Handlers handlers) {
+  // The constructor is private, so make_shared cannot reach it.
+  std::shared_ptr<Connection> conn(new Connection(loop, max_message, std::move(handlers)));
+  Impl* c = conn->impl_.get();
+  const int rc = uv_tcp_init(loop, &c->tcp);
+  if (rc != 0) fail(GENIE_ERR_INTERNAL, "uv_tcp_init: ", uv_strerror(rc));
+  c->tcp.data = c;
+  c->self = conn;
+  LoopThread* lt = LoopThread::current();
+  if (lt != nullptr && lt->loop() == loop) {
+    std::weak_ptr<Connection> weak = conn;
+    c->hook_owner = lt;
+    c->hook_id = lt->add_close_hook([weak] {
+      if (auto strong = weak.lock()) strong->close(GENIE_ERR_SHUTDOWN, "event loop stopped");
+    });
+  }
+  return conn;
+}
+
+Connection::Connection(uv_loop_t* loop, uint32_t max_message, Handlers handlers)
+    : impl_(std::make_unique<Impl>(this, loop, max_message, std::move(handlers))) {}
+
+Connection::~Connection() = default;
+
+int Connection::accept_from(uv_stream_t* server) {
+  Impl* c = impl_.get();
+  if (closing_ || c->established || c->connect_called) return UV_EINVAL;
+  int rc = uv_accept(server, c->stream());
+  if (rc != 0) return rc;
+  c->apply_buffer_sizes();
+  return c->start_reading();
+}
+
+void Connection::connect(const std::string& host, int port,
+                         std::function<void(genie_status_t, const std::string&)> cb) {
+  Impl* c = impl_.get();
+  if (c->connect_called || c->established || closing_) {
+    // Misuse, answered at once: closing the connection for it would take
+    // down a connection that may be working.
+    const std::string why = closing_ ? "the connection is closed" : "connect() was already called";
+    const genie_status_t st = closing_ ? GENIE_ERR_CONNECTION : GENIE_ERR_INVALID_ARGUMENT;
+    if (cb)
+      guarded_log([&] { cb(st, cat("cannot connect to ", host, ':', port, ": ", why)); }, "connect callback");
+    return;
+  }
+  c->connect_called = true;
+  c->connect_cb = std::move(cb);
+  c->target = host.find(':') != std::string::npos && host.front() != '[' ? cat('[', host, "]:", port)
+                                                                         : cat(host, ':', port);
+  if (port <= 0 || port > 65535) {
+    c->fail_connect(cat("cannot connect to ", c->target, ": port out of range"));
+    return;
+  }
+  if (host.empty()) {
+    c->fail_connect(cat("cannot connect to ", c->target, ": empty host name"));
+    return;
+  }
+  std::string bare = host;
+  if (bare.size() >= 2 && bare.front() == '[' && bare.back() == ']') bare = bare.substr(1, bare.size() - 2);
+  sockaddr_storage ss{};
+  if (uv_ip4_addr(bare.c_str(), port, reinterpret_cast<sockaddr_in*>(&ss)) == 0 ||
+      uv_ip6_addr(bare.c_str(), port, reinterpret_cast<sockaddr_in6*>(&ss)) == 0) {
+    c->start_connect(reinterpret_cast<const sockaddr*>(&ss));
+    return;
+  }
+  auto r = std::make_unique<Impl::Resolve>();
+  r->req.data = r.get();
+  r->conn = shared_from_this();
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_protocol = IPPROTO_TCP;
+  hints.ai_flags = AI_NUMERICSERV;
+  const std::string service = std::to_string(port);
+  const int rc = uv_getaddrinfo(c->loop, &r->req, Impl::on_resolved, bare.c_str(), service.c_str(), &hints);
+  if (rc != 0) {
+    c->fail_connect(cat("cannot connect to ", c->target, ": cannot resolve host: ", uv_strerror(rc)));
+    return;
+  }
+  c->resolving = r.release();  // owned by the request until Impl::on_resolved
+}
+
+void Connection::set_nodelay(bool on) {
+  impl_->nodelay = on;
+  if (!closing_) uv_tcp_nodelay(&impl_->tcp, on ? 1 : 0);
+}
+
+void Connection::set_buffer_sizes(int bytes) {
+  impl_->buffer_bytes = bytes;
+  if (!closing_ && impl_->established) impl_->apply_buffer_sizes();
+}
+
+void Connection::send(wire::MsgType type, uint64_t request_id, uint32_t flags, std::string msg,
+                      const void* payload, uint64_t payload_len, std::shared_ptr<void> keep,
+                      std::function<void(genie_status_t)> done) {
+  Impl* c = impl_.get();
+  auto refuse = [&](genie_status_t st) {
+    if (done) guarded_log([&] { done(st); }, "send done");
+  };
+  if (closing_ || !c->established) {
+    refuse(GENIE_ERR_CONNECTION);
+    return;
+  }
+  if (payload_len > 0 && payload == nullptr) {
+    refuse(GENIE_ERR_INVALID_ARGUMENT);
+    return;
+  }
+  if (msg.size() > c->max_message) {
+    refuse(GENIE_ERR_TOO_LARGE);
+    return;
+  }
+  auto w = std::make_unique<Impl::WriteReq>();
+  wire::FrameHeader h;
+  h.type = type;
+  h.flags = flags;
+  h.request_id = request_id;
+  h.payload_len = payload_len;
+  w->msg = std::move(msg);
+  w->keep = std::move(keep);
+  w->done = std::move(done);
+  wire::encode_header(h, w->msg.data(), w->msg.size(), w->header);
+  // Pointers into *w (header, msg's characters) stay put: w is on the heap
+  // and neither is touched again until on_write.
+  w->bufs.reserve(2 + payload_len / kMaxChunk + 1);
+  w->bufs.push_back(uv_buf_init(reinterpret_cast<char*>(w->header), wire::kHeaderSize));
+  if (!w->msg.empty()) {
+    uv_buf_t b;
+    b.base = w->msg.data();
+    b.len = w->msg.size();
+    w->bufs.push_back(b);
+  }
+  const char* p = static_cast<const char*>(payload);
+  for (uint64_t off = 0; off < payload_len;) {
+    const uint64_t n = std::min<uint64_t>(payload_len - off, kMaxChunk);
+    uv_buf_t b;
+    b.base = const_cast<char*>(p + off);  // libuv's buffers are not const; it only reads them
+    b.len = static_cast<size_t>(n);
+    w->bufs.push_back(b);
+    off += n;
+  }
+  w->req.data = w.get();
+  const int rc =
+      uv_write(&w->req, c->stream(), w->bufs.data(), static_cast<unsigned>(w->bufs.size()), Impl::on_write);
+  if (rc != 0) {
+    // libuv never runs the callback of a call that failed.
+    auto d = std::move(w->done);
+    w.reset();
+    if (d) guarded_log([&] { d(GENIE_ERR_CONNECTION); }, "send done");
+    close(GENIE_ERR_CONNECTION, cat("write to ", c->peer, " failed: ", uv_strerror(rc)));
+    return;
+  }
+  (void)w.release();  // owned by libuv until Impl::on_write
+}
+
+void Connection::close(genie_status_t status, const std::string& detail) {
+  if (closing_) return;
+  closing_ = true;
+  Impl* c = impl_.get();
+  c->close_status = status;
+  c->close_detail = detail;
+  // A lookup already running cannot be cancelled; its callback then sees
+  // closing_ and stops.
+  if (c->resolving != nullptr) uv_cancel(reinterpret_cast<uv_req_t*>(&c->resolving->req));
+  uv_close(c->handle(), Impl::on_closed);
+}
+
+std::string Connection::peer() const {
+  if (!impl_->peer.empty() || closing_) return impl_->peer;
+  return peer_of(&impl_->tcp);
+}
+
+size_t Connection::write_queue_size() const { return impl_->tcp.write_queue_size; }
+
+}  // namespace genie

@@ -1,0 +1,917 @@
+// `genie serve`: the server side of remote mode. docs/protocol.md describes
+// the conversation; this file is its implementation.
+//
+// Threads: everything but stop(), wait() and stats() runs on the loop thread.
+// Graph completions arrive on executor workers and are posted to the loop.
+#include "control/server.hpp"
+
+#include <netdb.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <random>
+#include <unordered_map>
+
+#include "control/connection.hpp"
+#include "control/loop_thread.hpp"
+#include "control/session.hpp"
+#include "control/uv_timer.hpp"
+#include "control/wire.hpp"
+#include "control/wire_codec.hpp"
+#include "core/device.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "exec/executor.hpp"
+#include "genie.pb.h"
+#include "graph/binding.hpp"
+#include "graph/graph.hpp"
+
+namespace genie {
+
+namespace {
+
+using wire::MsgType;
+
+constexpr size_t kTokenBytes = 32;
+constexpr size_t kNonceBytes = 32;
+// At stop, how long replies still queued to a client that does not read may
+// delay the end of the server.
+constexpr uint64_t kStopFlushMs = 5000;
+// Replies queued to one connection and not yet taken by the kernel: a client
+// that keeps sending requests without reading the replies is cut off here
+// instead of growing the server's memory without bound. Bulk bytes are not
+// copied into the queue, so this counts frames, not bytes.
+constexpr int kMaxQueuedReplies = 65536;
+
+using wire::parse_msg;
+
+std::string random_bytes(size_t n) {
+  std::string s(n, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(s.data()), static_cast<int>(n)) != 1)
+    fail(GENIE_ERR_INTERNAL, "RAND_bytes failed: no entropy for a nonce or session token");
+  return s;
+}
+
+std::string hmac_sha256(const std::string& key, const std::string& data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len) == nullptr)
+    fail(GENIE_ERR_INTERNAL, "HMAC-SHA256 failed");
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
+std::string generate_node_id() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  std::string h;
+  for (char* p = host; *p; ++p)
+    if (std::isalnum(static_cast<unsigned char>(*p)) || *p == '-' || *p == '.' || *p == '_') h += *p;
+  if (h.empty()) h = "host";
+  std::random_device rd;
+  char suffix[48];
+  std::snprintf(suffix, sizeof suffix, "-serve-%d-%04x", static_cast<int>(getpid()), rd() & 0xffffu);
+  return h.substr(0, 200) + suffix;
+}
+
+// Total physical memory: tensors beyond it would only get the server killed
+// by the kernel when their zero-fill touches the pages.
+uint64_t physical_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return kMaxTensorBytes;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+// The kind of refusal, for the one log line (genie_status_str belongs to the
+// C API layer above this one).
+const char* refusal_kind(genie_status_t s) {
+  switch (s) {
+    case GENIE_ERR_PROTOCOL: return "protocol error";
+    case GENIE_ERR_VERSION_MISMATCH: return "version mismatch";
+    case GENIE_ERR_AUTH: return "authentication failed";
+    case GENIE_ERR_TIMEOUT: return "handshake timeout";
+    case GENIE_ERR_NOT_FOUND: return "not found";
+    case GENIE_ERR_SIZE_MISMATCH: return "size mismatch";
+    case GENIE_ERR_OUT_OF_MEMORY: return "out of memory";
+    default: return "error";
+  }
+}
+
+bool is_client_request(MsgType t) {
+  switch (t) {
+    case MsgType::TensorAlloc:
+    case MsgType::TensorWrite:
+    case MsgType::TensorRead:
+    case MsgType::TensorFree:
+    case MsgType::GraphSubmit:
+    case MsgType::ServerInfoRequest:
+    case MsgType::Goodbye: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+// One accepted TCP connection: in its handshake, a session's control
+// connection, or one of its data connections.
+struct Peer : std::enable_shared_from_this<Peer> {
+  enum class State { Fresh, AwaitAuth, Control, Data };
+  State state = State::Fresh;
+  std::shared_ptr<Connection> conn;
+  std::string name;  // "ip:port", for logs
+  std::shared_ptr<Session> session;
+  std::string nonce;       // the challenge sent (AwaitAuth)
+  wire::Hello hello;       // kept from Hello until the AuthResponse
+  uint64_t hello_rid = 0;  // echoed by Welcome: the Hello's or AuthResponse's request id
+  std::unique_ptr<Timer> handshake_timer;
+  int pending_writes = 0;  // frames handed to the connection, not yet written
+  // Once set, further frames are ignored and the connection closes as soon as
+  // its queued replies are written (so an ErrorReply reaches the client).
+  bool closing = false;
+  genie_status_t close_status = GENIE_OK;
+  std::string close_detail;
+};
+
+struct Server::Impl {
+  explicit Impl(ServerOptions o);
+  ~Impl();
+
+  // --- loop thread ---------------------------------------------------------
+  void listen(std::promise<void>& bound);
+  void on_accept();
+  void on_close(const std::shared_ptr<Peer>& p, genie_status_t status, const std::string& detail);
+  PayloadSink on_frame(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h, std::string&& msg);
+
+  void handshake(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h, const std::string& msg);
+  void admit(const std::shared_ptr<Peer>& p);
+  PayloadSink request(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h, const std::string& msg);
+  void tensor_alloc(Peer& p, uint64_t rid, const wire::TensorAlloc& m);
+  PayloadSink tensor_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
+                           const wire::TensorWrite& m);
+  void tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m);
+  void graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::GraphSubmit& m);
+  void graph_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+                  const std::shared_ptr<const Graph>& graph, ExecResult& r);
+  wire::ServerInfo server_info() const;
+
+  void send(Peer& p, MsgType type, uint64_t rid, const google::protobuf::Message& msg,
+            const void* payload = nullptr, uint64_t payload_len = 0, std::shared_ptr<void> keep = nullptr);
+  void send_error(Peer& p, uint64_t rid, genie_status_t status, const std::string& detail);
+  // Replies ErrorReply (when `reply`) and closes the connection once it is
+  // written; `status` is what the log line and on_close report.
+  void refuse(Peer& p, uint64_t rid, genie_status_t status, const std::string& detail, bool reply = true);
+  void close_when_flushed(Peer& p, genie_status_t status, const std::string& detail);
+  wire::Welcome welcome(const Session& s, bool resumed) const;
+
+  void end_session(const std::shared_ptr<Session>& s, const char* why);
+  void control_lost(const std::shared_ptr<Session>& s);
+
+  void begin_stop();
+  void maybe_finish_stop();
+  void force_close_all();
+  void publish_sessions() { counters.sessions.store(static_cast<uint32_t>(sessions.size())); }
+
+  ServerOptions opts;
+  std::string node_id;
+  const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  const uint64_t memory_limit = physical_memory();
+  ServerCounters counters;
+  int bound_port = 0;
+
+  Executor exec;
+  // Members the loop touches are declared before the loop, so they outlive
+  // its thread (members are destroyed in reverse order).
+  uv_tcp_t listener{};
+  bool listening = false;
+  std::unordered_map<Peer*, std::shared_ptr<Peer>> peers;
+  std::unordered_map<std::string, std::shared_ptr<Session>> sessions;  // by token
+  uint64_t next_session_serial = 1;
+  int graphs_in_flight = 0;
+  bool stopping = false;     // loop: stop() has begun
+  bool closing_all = false;  // loop: graphs are done, connections are closing
+  std::unique_ptr<Timer> stop_timer;
+
+  std::atomic<bool> stop_requested{false};
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  bool drained = false;  // guarded by done_mu
+  std::mutex join_mu;
+
+  LoopThread loop;
+};
+
+// ---------------------------------------------------------------------------
+// Setup and accepting
+// ---------------------------------------------------------------------------
+
+Server::Impl::Impl(ServerOptions o)
+    : opts(std::move(o)),
+      node_id(opts.node_id.empty() ? generate_node_id() : opts.node_id),
+      exec(opts.num_threads) {
+  check(opts.port >= 0 && opts.port <= 65535, GENIE_ERR_INVALID_ARGUMENT, "port ", opts.port,
+        " is outside 0..65535");
+  check(opts.max_message_bytes >= 4096, GENIE_ERR_INVALID_ARGUMENT, "max message ", opts.max_message_bytes,
+        " bytes is below 4096");
+  check(opts.handshake_timeout_ms > 0, GENIE_ERR_INVALID_ARGUMENT, "handshake timeout ",
+        opts.handshake_timeout_ms, " ms must be positive");
+  check(opts.session_grace_ms >= 0, GENIE_ERR_INVALID_ARGUMENT, "session grace ", opts.session_grace_ms,
+        " ms must not be negative");
+  if (opts.host.empty()) opts.host = "127.0.0.1";
+  std::promise<void> bound;
+  std::future<void> result = bound.get_future();
+  loop.post([this, &bound] { listen(bound); });
+  result.get();  // rethrows the bind error; ~LoopThread then stops the loop
+  log(LogLevel::Info, "server ", node_id, ": listening on ", opts.host, ":", bound_port,
+      opts.auth_token.empty() ? " (no authentication)" : " (authentication required)");
+}
+
+Server::Impl::~Impl() = default;
+
+void Server::Impl::listen(std::promise<void>& bound) {
+  try {
+    const std::string where = cat(opts.host, ":", opts.port);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    const int gai = getaddrinfo(opts.host.c_str(), std::to_string(opts.port).c_str(), &hints, &res);
+    if (gai != 0) fail(GENIE_ERR_IO, "cannot listen on ", where, ": ", gai_strerror(gai));
+    std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, freeaddrinfo);
+
+    uv_tcp_init(loop.loop(), &listener);
+    listener.data = this;
+    listening = true;  // from here on the handle must be closed
+    int rc = uv_tcp_bind(&listener, res->ai_addr, 0);
+    if (rc == 0)
+      rc = uv_listen(reinterpret_cast<uv_stream_t*>(&listener), 128, [](uv_stream_t* s, int status) {
+        auto* self = static_cast<Impl*>(s->data);
+        if (status < 0) {
+          log(LogLevel::Warn, "server: accept failed: ", uv_strerror(status));
+          return;
+        }
+        try {  // nothing may unwind through libuv
+          self->on_accept();
+        } catch (const std::exception& e) {
+          log(LogLevel::Error, "server: cannot take a new connection: ", e.what());
+        }
+      });
+    if (rc != 0) {
+      uv_close(reinterpret_cast<uv_handle_t*>(&listener), nullptr);
+      listening = false;
+      fail(GENIE_ERR_IO, "cannot listen on ", where, ": ", uv_strerror(rc));
+    }
+    sockaddr_storage addr{};
+    int len = sizeof addr;
+    uv_tcp_getsockname(&listener, reinterpret_cast<sockaddr*>(&addr), &len);
+    bound_port = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                            : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    bound.set_value();
+  } catch (...) {
+    bound.set_exception(std::current_exception());
+  }
+}
+
+void Server::Impl::on_accept() {
+  auto p = std::make_shared<Peer>();
+  std::weak_ptr<Peer> wp = p;
+  Connection::Handlers handlers;
+  handlers.on_frame = [this, wp](const wire::FrameHeader& h, std::string&& msg) -> PayloadSink {
+    auto peer = wp.lock();
+    if (!peer) return {};
+    return on_frame(peer, h, std::move(msg));
+  };
+  handlers.on_close = [this, wp](genie_status_t status, const std::string& detail) {
+    if (auto peer = wp.lock()) on_close(peer, status, detail);
+  };
+  p->conn = Connection::create(loop.loop(), opts.max_message_bytes, std::move(handlers));
+  const int rc = p->conn->accept_from(reinterpret_cast<uv_stream_t*>(&listener));
+  if (rc != 0) {
+    log(LogLevel::Warn, "server: accept failed: ", uv_strerror(rc));
+    p->conn->close(GENIE_ERR_CONNECTION, "accept failed");
+    return;
+  }
+  p->name = p->conn->peer();
+  p->conn->set_nodelay(true);
+  peers.emplace(p.get(), p);
+  if (stopping) {
+    p->conn->close(GENIE_ERR_SHUTDOWN, "the server is stopping");
+    return;
+  }
+  p->handshake_timer = std::make_unique<Timer>(loop.loop());
+  const auto timeout = static_cast<uint64_t>(opts.handshake_timeout_ms);
+  p->handshake_timer->start(timeout, [wp, timeout] {
+    auto peer = wp.lock();
+    if (peer && !peer->closing &&
+        (peer->state == Peer::State::Fresh || peer->state == Peer::State::AwaitAuth))
+      peer->conn->close(GENIE_ERR_TIMEOUT, cat("no complete handshake within ", timeout, " ms"));
+  });
+  log(LogLevel::Debug, "server: connection from ", p->name);
+}
+
+void Server::Impl::on_close(const std::shared_ptr<Peer>& p, genie_status_t status, const std::string& what) {
+  std::string detail = what;
+  if (p->closing) {
+    // Why this side decided to close tells more than how the close went
+    // (the client may well hang up first once it has read the ErrorReply).
+    status = p->close_status;
+    detail = p->close_detail;
+  }
+  const bool refused = status != GENIE_OK && status != GENIE_ERR_CONNECTION && status != GENIE_ERR_SHUTDOWN;
+  if (refused) {
+    counters.connections_refused.fetch_add(1, std::memory_order_relaxed);
+    log(LogLevel::Warn, "server: closed connection from ", p->name.empty() ? "?" : p->name, ": ",
+        refusal_kind(status), ": ", detail);
+  } else {
+    log(LogLevel::Debug, "server: connection from ", p->name, " closed: ", detail);
+  }
+  p->handshake_timer.reset();
+  if (auto s = p->session) {
+    if (p->state == Peer::State::Control && s->control == p.get()) {
+      s->control = nullptr;
+      control_lost(s);
+    } else if (p->state == Peer::State::Data) {
+      std::erase(s->data, p.get());
+    }
+    p->session.reset();
+  }
+  peers.erase(p.get());
+  maybe_finish_stop();
+}
+
+// ---------------------------------------------------------------------------
+// Frames
+// ---------------------------------------------------------------------------
+
+PayloadSink Server::Impl::on_frame(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
+                                   std::string&& msg) {
+  if (p->closing) return {};  // a payload is refused; the connection is closing anyway
+  try {
+    if (h.payload_len > 0 && h.type != MsgType::TensorWrite) {
+      p->conn->close(GENIE_ERR_PROTOCOL,
+                     cat(wire::type_name(h.type), " carries ", h.payload_len, " payload bytes"));
+      return {};
+    }
+    if (p->state == Peer::State::Fresh || p->state == Peer::State::AwaitAuth) {
+      if (h.payload_len > 0) {
+        p->conn->close(GENIE_ERR_PROTOCOL, cat(wire::type_name(h.type), " before the handshake"));
+        return {};
+      }
+      handshake(p, h, msg);
+      return {};
+    }
+    return request(p, h, msg);
+  } catch (const Error& e) {
+    // Only handshake failures and protocol violations get here: request
+    // errors are answered inside request().
+    if (h.payload_len > 0) {
+      p->conn->close(e.code(), e.detail());
+      return {};
+    }
+    refuse(*p, h.request_id, e.code(), e.detail());
+  } catch (const std::bad_alloc&) {
+    refuse(*p, h.request_id, GENIE_ERR_OUT_OF_MEMORY, "out of memory", h.payload_len == 0);
+  } catch (const std::exception& e) {
+    refuse(*p, h.request_id, GENIE_ERR_INTERNAL, cat("internal error: ", e.what()), h.payload_len == 0);
+  }
+  return {};
+}
+
+void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
+                             const std::string& msg) {
+  if (p->state == Peer::State::AwaitAuth) {
+    check(h.type == MsgType::AuthResponse, GENIE_ERR_PROTOCOL, "expected AuthResponse, got ",
+          wire::type_name(h.type));
+    const auto m = parse_msg<wire::AuthResponse>(msg, h.type);
+    const std::string want = hmac_sha256(opts.auth_token, p->nonce + p->hello.node_id());
+    const bool ok =
+        m.mac().size() == want.size() && CRYPTO_memcmp(m.mac().data(), want.data(), want.size()) == 0;
+    check(ok, GENIE_ERR_AUTH, "the AuthResponse of node '", p->hello.node_id(),
+          "' does not prove it holds this server's token (check GENIE_AUTH_TOKEN on both sides)");
+    p->hello_rid = h.request_id;  // Welcome now answers the AuthResponse
+    admit(p);
+    return;
+  }
+
+  if (h.type == MsgType::DataHello) {
+    const auto m = parse_msg<wire::DataHello>(msg, h.type);
+    auto it = sessions.find(m.session_token());
+    check(it != sessions.end() && it->second->control != nullptr, GENIE_ERR_NOT_FOUND,
+          "no connected session with this token (it ended, or its grace period expired)");
+    p->state = Peer::State::Data;
+    p->session = it->second;
+    p->session->data.push_back(p.get());
+    p->handshake_timer.reset();
+    p->conn->set_buffer_sizes(4 << 20);
+    send(*p, MsgType::Welcome, h.request_id, welcome(*p->session, false));
+    log(LogLevel::Debug, "server: session ", p->session->serial(), ": data connection from ", p->name);
+    return;
+  }
+
+  check(h.type == MsgType::Hello, GENIE_ERR_PROTOCOL, "expected Hello or DataHello first, got ",
+        wire::type_name(h.type));
+  p->hello = parse_msg<wire::Hello>(msg, h.type);
+  p->hello_rid = h.request_id;
+  const wire::Hello& hello = p->hello;
+  if (hello.protocol_version() != wire::kProtocolVersion || hello.abi_version() != GENIE_ABI_VERSION)
+    fail(GENIE_ERR_VERSION_MISMATCH, "client speaks protocol ", hello.protocol_version(), " with ABI ",
+         hello.abi_version(), " but this server speaks protocol ", wire::kProtocolVersion, " with ABI ",
+         GENIE_ABI_VERSION);
+  // The id is logged and enters the HMAC: only the characters a node id may
+  // have (and the refusal does not echo it).
+  bool id_ok = hello.node_id().size() <= 255;
+  for (char ch : hello.node_id())
+    id_ok = id_ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-');
+  check(id_ok, GENIE_ERR_PROTOCOL, "the client node id (", hello.node_id().size(),
+        " bytes) is not 0..255 bytes of [A-Za-z0-9._-]");
+  check(hello.resume_token().empty() || hello.resume_token().size() == kTokenBytes, GENIE_ERR_PROTOCOL,
+        "resume token of ", hello.resume_token().size(), " bytes (a session token has ", kTokenBytes, ")");
+  if (opts.auth_token.empty()) {
+    admit(p);
+    return;
+  }
+  p->nonce = random_bytes(kNonceBytes);
+  p->state = Peer::State::AwaitAuth;
+  wire::Challenge c;
+  c.set_nonce(p->nonce);
+  send(*p, MsgType::Challenge, h.request_id, c);
+}
+
+// The control handshake succeeded: resume the session named by the Hello's
+// token if it still exists, else start a new one.
+void Server::Impl::admit(const std::shared_ptr<Peer>& p) {
+  std::shared_ptr<Session> s;
+  bool resumed = false;
+  if (!p->hello.resume_token().empty()) {
+    auto it = sessions.find(p->hello.resume_token());
+    if (it != sessions.end()) {
+      s = it->second;
+      resumed = true;
+    }
+  }
+  if (resumed) {
+    s->grace.reset();
+    // The client came back before this side noticed the old connection die
+    // (a half-open TCP connection): the token proves it is the same client.
+    if (Peer* old = s->control) {
+      s->control = nullptr;
+      close_when_flushed(*old->shared_from_this(), GENIE_OK, "the session was resumed on a new connection");
+    }
+    std::vector<std::shared_ptr<Peer>> stale;
+    for (Peer* d : s->data) stale.push_back(d->shared_from_this());
+    for (auto& d : stale) close_when_flushed(*d, GENIE_OK, "the session was resumed");
+    log(LogLevel::Info, "server: session ", s->serial(), " resumed by ", p->hello.node_id(), " from ",
+        p->name, " with ", s->num_tensors(), " tensors");
+  } else {
+    s = std::make_shared<Session>(next_session_serial++, random_bytes(kTokenBytes), p->hello.node_id(),
+                                  counters);
+    sessions.emplace(s->token(), s);
+    publish_sessions();
+    log(LogLevel::Info, "server: session ", s->serial(), " opened by ", p->hello.node_id(), " from ", p->name,
+        p->hello.resume_token().empty() ? "" : " (its old session had expired)");
+  }
+  s->control = p.get();
+  p->session = s;
+  p->state = Peer::State::Control;
+  p->handshake_timer.reset();
+  p->hello.Clear();
+  p->nonce.clear();
+  send(*p, MsgType::Welcome, p->hello_rid, welcome(*s, resumed));
+}
+
+wire::Welcome Server::Impl::welcome(const Session& s, bool resumed) const {
+  wire::Welcome w;
+  w.set_session_token(s.token());
+  w.set_server_node_id(node_id);
+  w.set_protocol_version(wire::kProtocolVersion);
+  w.set_abi_version(GENIE_ABI_VERSION);
+  w.add_devices("cpu:0");
+  w.set_resumed(resumed);
+  return w;
+}
+
+PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
+                                  const std::string& msg) {
+  const uint64_t rid = h.request_id;
+  const bool control = p->state == Peer::State::Control;
+  check(is_client_request(h.type), GENIE_ERR_PROTOCOL, "unexpected ", wire::type_name(h.type),
+        " from a client");
+  // Parsing errors are protocol violations (the caller closes the connection);
+  // everything after parsing is an answerable request error.
+  switch (h.type) {
+    case MsgType::TensorAlloc: {
+      const auto m = parse_msg<wire::TensorAlloc>(msg, h.type);
+      try {
+        tensor_alloc(*p, rid, m);
+      } catch (const Error& e) {
+        send_error(*p, rid, e.code(), e.detail());
+      } catch (const std::bad_alloc&) {
+        send_error(*p, rid, GENIE_ERR_OUT_OF_MEMORY, "out of memory allocating the tensor");
+      }
+      return {};
+    }
+    case MsgType::TensorWrite: return tensor_write(p, h, parse_msg<wire::TensorWrite>(msg, h.type));
+    case MsgType::TensorRead: {
+      const auto m = parse_msg<wire::TensorRead>(msg, h.type);
+      try {
+        tensor_read(*p, rid, m);
+      } catch (const Error& e) {
+        send_error(*p, rid, e.code(), e.detail());
+      }
+      return {};
+    }
+    case MsgType::TensorFree: {
+      const auto m = parse_msg<wire::TensorFree>(msg, h.type);
+      p->session->erase(m.tensor_id());
+      return {};
+    }
+    case MsgType::GraphSubmit: {
+      check(control, GENIE_ERR_PROTOCOL, "GraphSubmit on a data connection (send it on the control one)");
+      const auto m = parse_msg<wire::GraphSubmit>(msg, h.type);
+      try {
+        graph_submit(p, rid, m);
+      } catch (const Error& e) {
+        send_error(*p, rid, e.code(), e.detail());
+      } catch (const std::bad_alloc&) {
+        send_error(*p, rid, GENIE_ERR_OUT_OF_MEMORY, "out of memory loading the graph");
+      }
+      return {};
+    }
+    case MsgType::ServerInfoRequest:
+      parse_msg<wire::ServerInfoRequest>(msg, h.type);
+      send(*p, MsgType::ServerInfo, rid, server_info());
+      return {};
+    case MsgType::Goodbye:
+      parse_msg<wire::Goodbye>(msg, h.type);
+      if (control)
+        end_session(p->session, "said goodbye");
+      else
+        close_when_flushed(*p, GENIE_OK, "goodbye");
+      return {};
+    default: break;
+  }
+  fail(GENIE_ERR_PROTOCOL, "unexpected ", wire::type_name(h.type));
+}
+
+// ---------------------------------------------------------------------------
+// Requests
+// ---------------------------------------------------------------------------
+
+void Server::Impl::tensor_alloc(Peer& p, uint64_t rid, const wire::TensorAlloc& m) {
+  check(dtype_valid(m.dtype()), GENIE_ERR_INVALID_ARGUMENT, "dtype ", m.dtype(), " is not a genie_dtype_t");
+  check(m.shape_size() <= GENIE_MAX_DIMS, GENIE_ERR_INVALID_ARGUMENT, "shape has ", m.shape_size(),
+        " dimensions (at most ", GENIE_MAX_DIMS, ")");
+  Shape shape(m.shape().begin(), m.shape().end());
+  for (size_t i = 0; i < shape.size(); ++i)
+    check(shape[i] >= 0, GENIE_ERR_INVALID_ARGUMENT, "dimension ", i, " is ", shape[i], " (must be >= 0)");
+  const std::string& dev = m.device();
+  check(dev.empty() || dev == "cpu" || dev == "cpu:0", GENIE_ERR_UNSUPPORTED, "device '", dev,
+        "' is not served by ", node_id, ": it serves cpu:0");
+  const DType dtype = static_cast<DType>(m.dtype());
+  const size_t bytes = byte_size(shape, dtype_size(dtype));  // TOO_LARGE on overflow
+  const uint64_t held = counters.tensor_bytes.load(std::memory_order_relaxed);
+  check(bytes <= memory_limit && held <= memory_limit - bytes, GENIE_ERR_OUT_OF_MEMORY, "a tensor of ", bytes,
+        " bytes ", shape_str(shape), " does not fit: this server holds ", held, " tensor bytes of ",
+        memory_limit, " bytes of memory");
+  const uint64_t id = p.session->add(std::make_shared<TensorData>(dtype, std::move(shape)));
+  wire::TensorAllocReply r;
+  r.set_tensor_id(id);
+  send(p, MsgType::TensorAllocReply, rid, r);
+}
+
+PayloadSink Server::Impl::tensor_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
+                                       const wire::TensorWrite& m) {
+  const uint64_t rid = h.request_id;
+  const uint64_t n = h.payload_len;
+  TensorPtr t = p->session->find(m.tensor_id());
+  genie_status_t status = GENIE_OK;
+  std::string detail;
+  if (!t) {
+    status = GENIE_ERR_NOT_FOUND;
+    detail = cat("no tensor ", m.tensor_id(), " in this session");
+  } else if (m.offset() > t->nbytes() || n > t->nbytes() - m.offset()) {
+    status = GENIE_ERR_SIZE_MISMATCH;
+    detail = cat("writing ", n, " bytes at offset ", m.offset(), " overruns tensor ", m.tensor_id(), " of ",
+                 t->nbytes(), " bytes");
+  }
+  if (status != GENIE_OK) {
+    if (n == 0) {
+      send_error(*p, rid, status, detail);
+      return {};
+    }
+    // The payload is never read into memory: the client gets the error and
+    // the connection closes (the bytes still in flight go with it).
+    send_error(*p, rid, status, detail);
+    p->closing = true;
+    p->close_status = status;
+    p->close_detail = detail + " (payload refused, connection closed)";
+    return {};
+  }
+  if (n == 0) {
+    send(*p, MsgType::Ok, rid, wire::Ok());
+    return {};
+  }
+  PayloadSink sink;
+  sink.dst = t->bytes() + m.offset();
+  sink.keep = t;
+  std::weak_ptr<Peer> wp = p;
+  sink.done = [this, wp, rid] {
+    if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::Ok, rid, wire::Ok());
+  };
+  return sink;
+}
+
+void Server::Impl::tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m) {
+  TensorPtr t = p.session->get(m.tensor_id());
+  check(m.offset() <= t->nbytes() && m.nbytes() <= t->nbytes() - m.offset(), GENIE_ERR_SIZE_MISMATCH,
+        "reading ", m.nbytes(), " bytes at offset ", m.offset(), " overruns tensor ", m.tensor_id(), " of ",
+        t->nbytes(), " bytes");
+  const std::byte* src = t->bytes() + m.offset();
+  send(p, MsgType::Ok, rid, wire::Ok(), src, m.nbytes(), t);
+}
+
+void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::GraphSubmit& m) {
+  check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
+  std::unique_ptr<Graph> g = graph_from_json(m.graph_json().data(), m.graph_json().size());
+  std::vector<std::string> names;
+  std::vector<TensorDesc> descs;
+  std::vector<TensorPtr> tensors;
+  for (const wire::Binding& b : m.bindings()) {
+    TensorPtr t = p->session->get(b.tensor_id());
+    names.push_back(b.name());
+    descs.push_back({t->dtype(), t->shape()});
+    tensors.push_back(std::move(t));
+  }
+  std::unordered_map<ValueId, Shape> shapes;
+  const std::vector<size_t> order = bind_inputs(*g, names, descs, &shapes);
+  g->validate(&shapes);
+  std::vector<TensorPtr> inputs;
+  inputs.reserve(order.size());
+  for (size_t i : order) inputs.push_back(tensors[i]);
+  std::shared_ptr<const Graph> graph(std::move(g));
+
+  std::weak_ptr<Peer> wp = p;
+  std::weak_ptr<Session> ws = p->session;
+  ++graphs_in_flight;  // before run(): the completion may be posted at once
+  try {
+    exec.run(graph, std::move(inputs), [this, wp, ws, rid, graph](ExecResult&& r) {
+      auto result = std::make_shared<ExecResult>(std::move(r));
+      // Cannot fail: stop() keeps the loop running until every graph is done.
+      loop.post([this, wp, ws, rid, graph, result] { graph_done(wp, ws, rid, graph, *result); });
+    });
+  } catch (...) {
+    --graphs_in_flight;
+    throw;
+  }
+  // Still ahead of the GraphDone: completions reach this thread through
+  // post(), after this handler has returned.
+  send(*p, MsgType::SubmitAccepted, rid, wire::SubmitAccepted());
+}
+
+// Stores the outputs in the session and reports them, if the connection that
+// submitted the graph is still there; otherwise nobody can learn the outputs'
+// ids, so they are dropped at once rather than held until the session ends.
+void Server::Impl::graph_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+                              const std::shared_ptr<const Graph>& graph, ExecResult& r) {
+  --graphs_in_flight;
+  counters.graphs_executed.fetch_add(1, std::memory_order_relaxed);
+  auto p = wp.lock();
+  auto s = ws.lock();
+  if (p && s && !p->closing && p->state == Peer::State::Control && p->session == s && s->control == p.get()) {
+    try {
+      wire::GraphDone d;
+      d.set_status(r.status);
+      d.set_detail(r.detail);
+      d.set_exec_ns(r.exec_ns);
+      if (r.status == GENIE_OK) {
+        for (size_t i = 0; i < r.outputs.size() && i < graph->outputs().size(); ++i) {
+          const TensorPtr& t = r.outputs[i];
+          wire::OutputTensor* o = d.add_outputs();
+          o->set_name(graph->value(graph->outputs()[i]).name);
+          o->set_dtype(static_cast<int32_t>(t->dtype()));
+          for (int64_t dim : t->shape()) o->add_shape(dim);
+          o->set_tensor_id(s->add(t));
+        }
+      }
+      send(*p, MsgType::GraphDone, rid, d);
+    } catch (const std::exception& e) {
+      log(LogLevel::Error, "server: session ", s->serial(), ": cannot report graph completion: ", e.what());
+    }
+  } else {
+    log(LogLevel::Debug, "server: graph of request ", rid, " finished after its connection was lost");
+  }
+  maybe_finish_stop();
+}
+
+wire::ServerInfo Server::Impl::server_info() const {
+  wire::ServerInfo i;
+  i.set_node_id(node_id);
+  i.set_sessions(counters.sessions.load());
+  i.set_tensors(counters.tensors.load());
+  i.set_tensor_bytes(counters.tensor_bytes.load());
+  i.set_uptime_ms(static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
+          .count()));
+  i.set_graphs_executed(counters.graphs_executed.load());
+  i.set_connections_refused(counters.connections_refused.load());
+  return i;
+}
+
+// ---------------------------------------------------------------------------
+// Sending and closing
+// ---------------------------------------------------------------------------
+
+void Server::Impl::send(Peer& p, MsgType type, uint64_t rid, const google::protobuf::Message& msg,
+                        const void* payload, uint64_t payload_len, std::shared_ptr<void> keep) {
+  if (p.conn->closed()) return;
+  if (p.pending_writes >= kMaxQueuedReplies) {
+    p.conn->close(GENIE_ERR_PROTOCOL,
+                  cat(p.pending_writes, " replies queued: the client does not read them"));
+    return;
+  }
+  const uint32_t flags = type == MsgType::ErrorReply ? wire::kFlagError : 0;
+  ++p.pending_writes;
+  std::weak_ptr<Peer> wp = p.weak_from_this();
+  p.conn->send(type, rid, flags, wire::encode_msg(msg), payload, payload_len, std::move(keep),
+               [this, wp](genie_status_t) {
+                 auto peer = wp.lock();
+                 if (!peer) return;
+                 --peer->pending_writes;
+                 if (peer->closing && peer->pending_writes == 0 && !peer->conn->closed())
+                   peer->conn->close(GENIE_OK, peer->close_detail);
+               });
+}
+
+void Server::Impl::send_error(Peer& p, uint64_t rid, genie_status_t status, const std::string& detail) {
+  wire::ErrorReply e;
+  e.set_status(status);
+  e.set_detail(detail);
+  send(p, MsgType::ErrorReply, rid, e);
+}
+
+void Server::Impl::refuse(Peer& p, uint64_t rid, genie_status_t status, const std::string& detail,
+                          bool reply) {
+  if (reply) send_error(p, rid, status, detail);
+  close_when_flushed(p, status, detail);
+}
+
+void Server::Impl::close_when_flushed(Peer& p, genie_status_t status, const std::string& detail) {
+  const auto keep = p.shared_from_this();  // on_close may drop the table's reference
+  if (!p.closing) {
+    p.closing = true;
+    p.close_status = status;
+    p.close_detail = detail;
+  }
+  if (p.pending_writes == 0 && !p.conn->closed()) p.conn->close(GENIE_OK, p.close_detail);
+}
+
+// ---------------------------------------------------------------------------
+// Sessions
+// ---------------------------------------------------------------------------
+
+void Server::Impl::end_session(const std::shared_ptr<Session>& s, const char* why) {
+  auto it = sessions.find(s->token());
+  if (it == sessions.end() || it->second != s) return;
+  log(LogLevel::Info, "server: session ", s->serial(), " of ", s->client_node(), " ended (", why,
+      "), freeing ", s->num_tensors(), " tensors");
+  s->grace.reset();
+  s->clear();
+  sessions.erase(it);
+  publish_sessions();
+  std::vector<std::shared_ptr<Peer>> conns;
+  if (s->control) conns.push_back(s->control->shared_from_this());
+  for (Peer* d : s->data) conns.push_back(d->shared_from_this());
+  s->control = nullptr;
+  s->data.clear();
+  for (auto& c : conns) close_when_flushed(*c, GENIE_OK, cat("session ended: ", why));
+}
+
+void Server::Impl::control_lost(const std::shared_ptr<Session>& s) {
+  if (!sessions.count(s->token())) return;
+  // Data connections serve the control connection's client: a reconnecting
+  // client opens new ones.
+  std::vector<std::shared_ptr<Peer>> data;
+  for (Peer* d : s->data) data.push_back(d->shared_from_this());
+  for (auto& d : data) close_when_flushed(*d, GENIE_OK, "control connection lost");
+  if (stopping || opts.session_grace_ms == 0) {
+    end_session(s, stopping ? "server stopping" : "connection lost, no grace period");
+    return;
+  }
+  log(LogLevel::Info, "server: session ", s->serial(), " lost its connection; its ", s->num_tensors(),
+      " tensors are kept for ", opts.session_grace_ms, " ms");
+  s->grace = std::make_unique<Timer>(loop.loop());
+  std::weak_ptr<Session> ws = s;
+  s->grace->start(static_cast<uint64_t>(opts.session_grace_ms), [this, ws] {
+    if (auto session = ws.lock()) end_session(session, "grace period expired");
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Stopping
+// ---------------------------------------------------------------------------
+
+void Server::Impl::begin_stop() {
+  if (stopping) return;
+  stopping = true;
+  log(LogLevel::Info, "server ", node_id, ": stopping (", graphs_in_flight, " graphs in flight)");
+  if (listening) {
+    uv_close(reinterpret_cast<uv_handle_t*>(&listener), nullptr);
+    listening = false;
+  }
+  std::vector<std::shared_ptr<Peer>> all;
+  for (auto& [raw, p] : peers) all.push_back(p);
+  for (auto& p : all)
+    if (p->state == Peer::State::Fresh || p->state == Peer::State::AwaitAuth)
+      p->conn->close(GENIE_ERR_SHUTDOWN, "the server is stopping");
+  maybe_finish_stop();
+}
+
+void Server::Impl::maybe_finish_stop() {
+  if (!stopping || graphs_in_flight > 0) return;
+  if (!closing_all) {
+    closing_all = true;
+    std::vector<std::shared_ptr<Session>> all_sessions;
+    for (auto& [token, s] : sessions) all_sessions.push_back(s);
+    for (auto& s : all_sessions) end_session(s, "server stopping");
+    std::vector<std::shared_ptr<Peer>> all;
+    for (auto& [raw, p] : peers) all.push_back(p);
+    for (auto& p : all) close_when_flushed(*p, GENIE_OK, "the server is stopping");
+    stop_timer = std::make_unique<Timer>(loop.loop());
+    stop_timer->start(kStopFlushMs, [this] { force_close_all(); });
+  }
+  if (!peers.empty()) return;
+  stop_timer.reset();
+  {
+    std::lock_guard<std::mutex> lk(done_mu);
+    drained = true;
+  }
+  done_cv.notify_all();
+}
+
+void Server::Impl::force_close_all() {
+  std::vector<std::shared_ptr<Peer>> all;
+  for (auto& [raw, p] : peers) all.push_back(p);
+  for (auto& p : all)
+    p->conn->close(GENIE_ERR_SHUTDOWN, "the server stopped before this client read its replies");
+}
+
+// ---------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------
+
+Server::Server(ServerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {}
+
+Server::~Server() {
+  stop();
+  wait();
+}
+
+int Server::port() const { return impl_->bound_port; }
+const std::string& Server::node_id() const { return impl_->node_id; }
+
+void Server::stop() {
+  if (impl_->stop_requested.exchange(true)) return;
+  Impl* impl = impl_.get();
+  impl->loop.post([impl] { impl->begin_stop(); });
+}
+
+void Server::wait() {
+  Impl* impl = impl_.get();
+  {
+    std::unique_lock<std::mutex> lk(impl->done_mu);
+    impl->done_cv.wait(lk, [impl] { return impl->drained; });
+  }
+  std::lock_guard<std::mutex> lk(impl->join_mu);
+  // Every connection and session is gone; what remains on the loop is
+  // closed by LoopThread::stop (its uv_walk).
+  impl->loop.stop([impl] {
+    impl->stop_timer.reset();
+    impl->peers.clear();
+    impl->sessions.clear();
+  });
+}
+
+ServerStats Server::stats() const {
+  const ServerCounters& c = impl_->counters;
+  ServerStats s;
+  s.sessions = c.sessions.load();
+  s.tensors = c.tensors.load();
+  s.tensor_bytes = c.tensor_bytes.load();
+  s.graphs_executed = c.graphs_executed.load();
+  s.connections_refused = c.connections_refused.load();
+  return s;
+}
+
+}  // namespace genie

@@ -1,0 +1,70 @@
+// One client session of `genie serve`: its token and its tensors, with the
+// server-wide counters kept in step. Loop thread only, except the counters.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "control/uv_timer.hpp"
+#include "core/tensor_data.hpp"
+
+namespace genie {
+
+// Server-wide figures, read by Server::stats() from any thread.
+struct ServerCounters {
+  std::atomic<uint32_t> sessions{0};
+  std::atomic<uint64_t> tensors{0};
+  std::atomic<uint64_t> tensor_bytes{0};
+  std::atomic<uint64_t> graphs_executed{0};
+  std::atomic<uint64_t> connections_refused{0};
+};
+
+struct Peer;
+
+class Session {
+ public:
+  Session(uint64_t serial, std::string token, std::string client_node, ServerCounters& counters)
+      : serial_(serial),
+        token_(std::move(token)),
+        client_node_(std::move(client_node)),
+        counters_(counters) {}
+  // Frees every tensor still held.
+  ~Session() { clear(); }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Ids are per session, from 1, never reused within the session.
+  uint64_t add(TensorPtr t);
+  // nullptr when this session has no tensor `id`.
+  TensorPtr find(uint64_t id) const;
+  // Throws Error(NOT_FOUND) "no tensor N in this session".
+  TensorPtr get(uint64_t id) const;
+  // False when there was no such tensor.
+  bool erase(uint64_t id);
+  void clear();
+  size_t num_tensors() const { return tensors_.size(); }
+
+  uint64_t serial() const { return serial_; }  // for logs: the token is a secret
+  const std::string& token() const { return token_; }
+  const std::string& client_node() const { return client_node_; }
+
+  // Connections attached to the session (owned by the server's peer table).
+  Peer* control = nullptr;  // null while the session waits in its grace period
+  std::vector<Peer*> data;
+  // Armed while the control connection is lost; the session ends when it fires.
+  std::unique_ptr<Timer> grace;
+
+ private:
+  uint64_t serial_;
+  std::string token_;
+  std::string client_node_;
+  ServerCounters& counters_;
+  std::unordered_map<uint64_t, TensorPtr> tensors_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace genie

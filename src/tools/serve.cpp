@@ -1,0 +1,136 @@
+// `genie serve`: run a Genie server until SIGINT or SIGTERM.
+#include <pthread.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "cli.hpp"
+
+namespace genie_cli {
+
+void print_serve_usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: genie serve [--host H] [--port P] [--auth-token-file F] [--threads N]\n"
+               "                   [--grace-ms MS]\n"
+               "\n"
+               "Serves remote Genie clients (GENIE_MASTER_ADDR/GENIE_MASTER_PORT) until\n"
+               "SIGINT or SIGTERM, then lets graphs in flight finish, closes every\n"
+               "connection and exits 0. Once listening it prints one line on stdout:\n"
+               "  genie serve listening on HOST:PORT\n"
+               "\n"
+               "  --host H               address to listen on (default 127.0.0.1; 0.0.0.0 or\n"
+               "                         :: serve every interface: use authentication then)\n"
+               "  --port P               TCP port, 0 picks a free one (default 5555)\n"
+               "  --auth-token-file F    admit only clients holding the secret in file F (one\n"
+               "                         trailing newline is ignored); HMAC-SHA256\n"
+               "                         challenge-response, the secret never crosses the network\n"
+               "  --threads N            worker threads executing graphs (0 = all cores)\n"
+               "  --grace-ms MS          how long a disconnected client's tensors are kept for\n"
+               "                         it to reconnect (default 30000)\n"
+               "\n"
+               "GENIE_* environment variables override these values as for any Genie\n"
+               "program: GENIE_AUTH_TOKEN, GENIE_NUM_THREADS, GENIE_SESSION_GRACE,\n"
+               "GENIE_MAX_MESSAGE, GENIE_NODE_ID, GENIE_LOG_LEVEL (info logs sessions).\n");
+}
+
+namespace {
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  long port = 5555;
+  std::string token_file;
+  long threads = -1;   // -1: not given
+  long grace_ms = -1;  // -1: not given
+  bool help = false;
+};
+
+ServeOptions parse_args(int argc, char** argv) {
+  ServeOptions o;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      o.help = true;
+      return o;
+    }
+    if (a != "--host" && a != "--port" && a != "--auth-token-file" && a != "--threads" && a != "--grace-ms")
+      usage_error("unknown argument '" + a + "' (try 'genie help serve')");
+    if (i + 1 >= argc) usage_error(a + " needs a value");
+    const char* v = argv[++i];
+    if (a == "--host") {
+      if (!*v) usage_error("--host needs an address");
+      o.host = v;
+    } else if (a == "--port") {
+      o.port = parse_long(a, v, 0, 65535);
+    } else if (a == "--auth-token-file") {
+      o.token_file = v;
+    } else if (a == "--threads") {
+      o.threads = parse_long(a, v, 0, 1024);
+    } else {
+      o.grace_ms = parse_long(a, v, 0, 1L << 40);
+    }
+  }
+  return o;
+}
+
+std::string read_token(const std::string& path) {
+  std::string token = read_file(path, "auth token file");
+  if (!token.empty() && token.back() == '\n') token.pop_back();
+  if (!token.empty() && token.back() == '\r') token.pop_back();
+  if (token.empty()) failure("auth token file " + path + " is empty");
+  return token;
+}
+
+struct ServerDeleter {
+  void operator()(genie_server_t* s) const { genie_server_destroy(s); }
+};
+
+}  // namespace
+
+int serve_command(int argc, char** argv) {
+  const ServeOptions opt = parse_args(argc, argv);
+  if (opt.help) {
+    print_serve_usage(stdout);
+    return kExitOk;
+  }
+  genie_config_t* raw_config = nullptr;
+  check(genie_config_create(&raw_config), "genie_config_create");
+  const ConfigPtr config(raw_config);
+  if (!opt.token_file.empty())
+    check(genie_config_set_auth_token(config.get(), read_token(opt.token_file).c_str()), "--auth-token-file");
+  if (opt.threads >= 0)
+    check(genie_config_set_num_threads(config.get(), static_cast<int32_t>(opt.threads)), "--threads");
+  if (opt.grace_ms >= 0) check(genie_config_set_session_grace_ms(config.get(), opt.grace_ms), "--grace-ms");
+
+  // Signals are taken synchronously by sigwait below: blocked here, before
+  // the server starts its threads, so that every thread inherits the mask
+  // and none of them is interrupted by them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  genie_server_t* raw_server = nullptr;
+  check(genie_server_create(config.get(), opt.host.c_str(), static_cast<int32_t>(opt.port), &raw_server),
+        "genie serve");
+  const std::unique_ptr<genie_server_t, ServerDeleter> server(raw_server);
+  int32_t port = 0;
+  check(genie_server_port(server.get(), &port), "genie_server_port");
+  const bool v6 = opt.host.find(':') != std::string::npos;
+  std::printf("genie serve listening on %s%s%s:%d\n", v6 ? "[" : "", opt.host.c_str(), v6 ? "]" : "",
+              static_cast<int>(port));
+  std::fflush(stdout);
+
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
+  }
+  std::fprintf(stderr, "genie serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  check(genie_server_stop(server.get()), "genie_server_stop");
+  check(genie_server_wait(server.get()), "genie_server_wait");
+  return kExitOk;
+}
+
+}  // namespace genie_cli

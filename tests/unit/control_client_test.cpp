@@ -1,0 +1,817 @@
+// RemoteClient against a real in-process Server: byte round trips, pipelined
+// calls, graphs, authentication, version checks, failures and reconnection.
+//
+// Connection failures are made deterministic with FrameProxy, a small TCP
+// relay between client and server that can hold back frames of chosen types
+// (server -> client) and cut every connection on demand.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "control/client.hpp"
+#include "control/server.hpp"
+#include "control/wire.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "genie.pb.h"
+#include "graph/graph.hpp"
+
+namespace genie {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using wire::MsgType;
+
+// genie_status_str lives in the C API layer, above this test's layers.
+std::string status_name(genie_status_t s) { return "status " + std::to_string(s); }
+
+int64_t ms_since(Clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+}
+
+// Runs f, expecting genie::Error with `code`; returns its detail.
+template <class F>
+std::string expect_error(genie_status_t code, F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << status_name(e.code()) << ": " << e.detail();
+    return e.detail();
+  }
+  ADD_FAILURE() << "expected " << status_name(code) << ", nothing was thrown";
+  return {};
+}
+
+Config client_config(int port, int64_t timeout_ms = 5000) {
+  Config c;
+  c.master_addr = "127.0.0.1";
+  c.master_port = port;
+  c.timeout_ms = timeout_ms;
+  return c;
+}
+
+std::unique_ptr<Server> start_server(const std::string& token = "", int64_t grace_ms = 30000) {
+  ServerOptions o;
+  o.port = 0;
+  o.auth_token = token;
+  o.session_grace_ms = grace_ms;
+  o.num_threads = 2;
+  o.node_id = "test-server";
+  return std::make_unique<Server>(o);
+}
+
+std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < n; i += 8) {
+    const uint64_t r = rng();
+    std::memcpy(v.data() + i, &r, std::min<size_t>(8, n - i));
+  }
+  return v;
+}
+
+int listen_local(int* port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 16) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+int connect_local(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool send_all(int fd, const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t k = ::send(fd, c, n, MSG_NOSIGNAL);
+    if (k <= 0) return false;
+    c += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+bool recv_all(int fd, void* p, size_t n) {
+  char* c = static_cast<char*>(p);
+  while (n > 0) {
+    const ssize_t k = ::recv(fd, c, n, 0);
+    if (k <= 0) return false;
+    c += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+void send_frame(int fd, MsgType type, uint64_t rid, const google::protobuf::Message& m, uint32_t flags = 0) {
+  const std::string msg = m.SerializeAsString();
+  wire::FrameHeader h;
+  h.type = type;
+  h.flags = flags;
+  h.msg_len = static_cast<uint32_t>(msg.size());
+  h.request_id = rid;
+  uint8_t hdr[wire::kHeaderSize];
+  wire::encode_header(h, msg.data(), msg.size(), hdr);
+  ASSERT_TRUE(send_all(fd, hdr, sizeof hdr));
+  ASSERT_TRUE(send_all(fd, msg.data(), msg.size()));
+}
+
+// Reads one frame without payload.
+bool recv_frame(int fd, wire::FrameHeader* h, std::string* msg) {
+  uint8_t hdr[wire::kHeaderSize];
+  if (!recv_all(fd, hdr, sizeof hdr)) return false;
+  *h = wire::decode_header(hdr, wire::kDefaultMaxMessage);
+  msg->assign(h->msg_len, '\0');
+  return recv_all(fd, msg->data(), msg->size());
+}
+
+// A TCP relay that forwards client <-> server. Server -> client streams are
+// parsed into frames so that frames of chosen types can be held back (and
+// later released, or lost with a cut).
+class FrameProxy {
+ public:
+  explicit FrameProxy(int target) : target_(target) {
+    lfd_ = listen_local(&port_);
+    EXPECT_GE(lfd_, 0);
+    EXPECT_EQ(::pipe(wake_), 0);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~FrameProxy() {
+    stop_ = true;
+    poke();
+    thread_.join();
+    for (auto& p : pairs_) close_pair(p);
+    ::close(lfd_);
+    ::close(wake_[0]);
+    ::close(wake_[1]);
+  }
+  int port() const { return port_; }
+  int accepted() const { return accepted_; }
+  // Frames held back so far.
+  int held() const { return held_frames_; }
+
+  void hold(MsgType t) {
+    std::lock_guard<std::mutex> lk(mu_);
+    held_types_.insert(static_cast<uint16_t>(t));
+  }
+  // Forwards what was held and stops holding.
+  void release() { command(Cmd::Release); }
+  // Closes every relayed connection (both sides); keeps listening.
+  void cut() { command(Cmd::Cut); }
+
+ private:
+  enum class Cmd { None, Release, Cut };
+  struct Pair {
+    int client = -1, server = -1;
+    // server -> client frame parsing
+    std::string header;
+    uint64_t remaining = 0;
+    bool holding = false;
+    std::string held;
+  };
+
+  void poke() {
+    const char c = 1;
+    (void)!::write(wake_[1], &c, 1);
+  }
+  void command(Cmd c) {
+    std::unique_lock<std::mutex> lk(mu_);
+    cmd_ = c;
+    poke();
+    cv_.wait(lk, [&] { return cmd_ == Cmd::None; });
+  }
+  static void close_pair(Pair& p) {
+    if (p.client >= 0) ::close(p.client);
+    if (p.server >= 0) ::close(p.server);
+    p.client = p.server = -1;
+  }
+  bool is_held(uint16_t type) {
+    std::lock_guard<std::mutex> lk(mu_);
+    return held_types_.count(type) != 0;
+  }
+
+  // Server -> client bytes: decide per frame whether to forward or hold.
+  bool relay_down(Pair& p, const char* data, size_t n) {
+    while (n > 0) {
+      if (p.remaining == 0) {
+        const size_t take = std::min(n, wire::kHeaderSize - p.header.size());
+        p.header.append(data, take);
+        data += take;
+        n -= take;
+        if (p.header.size() < wire::kHeaderSize) return true;
+        const auto* h = reinterpret_cast<const uint8_t*>(p.header.data());
+        uint16_t type;
+        uint32_t msg_len;
+        uint64_t payload_len;
+        std::memcpy(&type, h + 6, 2);
+        std::memcpy(&msg_len, h + 12, 4);
+        std::memcpy(&payload_len, h + 24, 8);
+        p.holding = is_held(type);
+        if (p.holding) ++held_frames_;
+        p.remaining = msg_len + payload_len;
+        const std::string hdr = std::move(p.header);
+        p.header.clear();
+        if (!emit(p, hdr.data(), hdr.size())) return false;
+        continue;
+      }
+      const size_t take = static_cast<size_t>(std::min<uint64_t>(n, p.remaining));
+      if (!emit(p, data, take)) return false;
+      data += take;
+      n -= take;
+      p.remaining -= take;
+    }
+    return true;
+  }
+  bool emit(Pair& p, const char* data, size_t n) {
+    if (p.holding) {
+      p.held.append(data, n);
+      return true;
+    }
+    return send_all(p.client, data, n);
+  }
+
+  void run() {
+    std::vector<char> buf(1 << 20);
+    while (!stop_) {
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (cmd_ != Cmd::None) {
+          for (auto& p : pairs_) {
+            if (cmd_ == Cmd::Cut) {
+              close_pair(p);
+            } else if (!p.held.empty()) {
+              send_all(p.client, p.held.data(), p.held.size());
+              p.held.clear();
+            }
+          }
+          if (cmd_ == Cmd::Cut) pairs_.clear();
+          if (cmd_ == Cmd::Release) held_types_.clear();
+          for (auto& p : pairs_) p.holding = false;
+          cmd_ = Cmd::None;
+          cv_.notify_all();
+        }
+      }
+      std::vector<pollfd> fds{{lfd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+      for (auto& p : pairs_) {
+        fds.push_back({p.client, POLLIN, 0});
+        fds.push_back({p.server, POLLIN, 0});
+      }
+      if (::poll(fds.data(), fds.size(), 1000) <= 0) continue;
+      if (fds[1].revents) {
+        char c[64];
+        (void)!::read(wake_[0], c, sizeof c);
+      }
+      if (fds[0].revents & POLLIN) {
+        const int c = ::accept4(lfd_, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c >= 0) {
+          Pair p;
+          p.client = c;
+          p.server = connect_local(target_);
+          if (p.server < 0) {
+            ::close(c);
+          } else {
+            pairs_.push_back(std::move(p));
+            ++accepted_;
+          }
+        }
+        continue;  // the pair list changed: poll again
+      }
+      for (size_t i = 0; i < pairs_.size(); ++i) {
+        Pair& p = pairs_[i];
+        bool ok = true;
+        if (fds[2 + 2 * i].revents) {
+          const ssize_t k = ::recv(p.client, buf.data(), buf.size(), 0);
+          ok = k > 0 && send_all(p.server, buf.data(), static_cast<size_t>(k));
+        }
+        if (ok && fds[3 + 2 * i].revents) {
+          const ssize_t k = ::recv(p.server, buf.data(), buf.size(), 0);
+          ok = k > 0 && relay_down(p, buf.data(), static_cast<size_t>(k));
+        }
+        if (!ok) close_pair(p);
+      }
+      std::erase_if(pairs_, [](const Pair& p) { return p.client < 0; });
+    }
+  }
+
+  int target_;
+  int lfd_ = -1;
+  int port_ = 0;
+  int wake_[2] = {-1, -1};
+  std::atomic<bool> stop_{false};
+  std::atomic<int> accepted_{0};
+  std::atomic<int> held_frames_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Cmd cmd_ = Cmd::None;
+  std::set<uint16_t> held_types_;
+  std::vector<Pair> pairs_;  // proxy thread only
+  std::thread thread_;
+};
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override { set_log_level(LogLevel::Error); }
+};
+
+// ---------------------------------------------------------------------------
+
+TEST_F(ClientTest, ConnectsAndDescribesTheServer) {
+  auto server = start_server();
+  auto c = RemoteClient::connect(client_config(server->port()), "client-a");
+  EXPECT_TRUE(c->connected());
+  EXPECT_EQ(c->server_node_id(), "test-server");
+  ASSERT_EQ(c->server_devices().size(), 1u);
+  EXPECT_EQ(c->server_devices()[0], "cpu:0");
+  const std::string info = c->server_info_json();
+  EXPECT_NE(info.find("\"node_id\":\"test-server\""), std::string::npos) << info;
+  EXPECT_NE(info.find("\"sessions\":1"), std::string::npos) << info;
+  c->close();
+  EXPECT_FALSE(c->connected());
+  expect_error(GENIE_ERR_SHUTDOWN, [&] { c->server_info_json(); });
+}
+
+TEST_F(ClientTest, RoundTripsBytesOfEverySize) {
+  auto server = start_server();
+  auto c = RemoteClient::connect(client_config(server->port(), 20000), "client-a");
+  for (size_t n : {size_t{1}, size_t{7}, size_t{4096}, (size_t{1} << 20) + 3, size_t{64} << 20}) {
+    SCOPED_TRACE(n);
+    const auto src = random_bytes(n, static_cast<uint32_t>(n));
+    const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");
+    // A fresh tensor reads back as zeros.
+    std::vector<uint8_t> back(n, 0xab);
+    c->tensor_read(id, 0, back.data(), n);
+    EXPECT_TRUE(back == std::vector<uint8_t>(n, 0));
+    c->tensor_write(id, 0, src.data(), n);
+    std::fill(back.begin(), back.end(), 0);
+    c->tensor_read(id, 0, back.data(), n);
+    EXPECT_TRUE(back == src);
+    if (n > 2) {
+      // Ranges inside the tensor.
+      const uint8_t mid[2] = {1, 2};
+      c->tensor_write(id, n / 2, mid, 2);
+      uint8_t got[3] = {};
+      c->tensor_read(id, n / 2 - 1, got, 3);
+      EXPECT_EQ(got[0], src[n / 2 - 1]);
+      EXPECT_EQ(got[1], 1);
+      EXPECT_EQ(got[2], 2);
+    }
+    c->tensor_free(id);
+  }
+  // Frees are ordered before the next request on the control connection.
+  c->server_info_json();
+  EXPECT_EQ(server->stats().tensors, 0u);
+}
+
+TEST_F(ClientTest, ServerErrorsComeBackWithTheirStatus) {
+  auto server = start_server();
+  auto c = RemoteClient::connect(client_config(server->port()), "client-a");
+  uint8_t b[8] = {};
+  expect_error(GENIE_ERR_NOT_FOUND, [&] { c->tensor_read(12345, 0, b, 8); });
+  expect_error(GENIE_ERR_UNSUPPORTED, [&] { c->tensor_alloc(DType::F32, {2}, "gpu:7"); });
+  const uint64_t id = c->tensor_alloc(DType::F32, {2}, "cpu:0");
+  expect_error(GENIE_ERR_SIZE_MISMATCH, [&] { c->tensor_read(id, 4, b, 8); });
+  // The connection is still good after errors.
+  const float v[2] = {1.5f, -2.0f};
+  c->tensor_write(id, 0, v, sizeof v);
+  float got[2] = {};
+  c->tensor_read(id, 0, got, sizeof got);
+  EXPECT_EQ(got[0], 1.5f);
+  EXPECT_EQ(got[1], -2.0f);
+}
+
+TEST_F(ClientTest, PipelinesCallsFromManyThreads) {
+  auto server = start_server();
+  auto c = RemoteClient::connect(client_config(server->port(), 20000), "client-a");
+  constexpr int kThreads = 8, kRounds = 40;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        const size_t n = 1000 + 4096 * static_cast<size_t>(t);
+        const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");
+        for (int r = 0; r < kRounds; ++r) {
+          const auto src = random_bytes(n, static_cast<uint32_t>(t * 1000 + r));
+          c->tensor_write(id, 0, src.data(), n);
+          std::vector<uint8_t> back(n);
+          c->tensor_read(id, 0, back.data(), n);
+          if (back != src) ++failures;
+          if (r % 10 == 0) c->server_info_json();
+        }
+        c->tensor_free(id);
+      } catch (const Error& e) {
+        ADD_FAILURE() << "thread " << t << ": " << e.detail();
+        ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  c->server_info_json();
+  EXPECT_EQ(server->stats().tensors, 0u);
+}
+
+Graph add_graph() {
+  Graph g("add");
+  g.add_input("a", DType::F32, {4});
+  g.add_input("b", DType::F32, {-1});
+  g.add_node("add", "sum", {"a", "b"}, {"c"});
+  g.add_node("relu", "act", {"c"}, {"d"});
+  g.mark_output("d");
+  g.mark_output("c");
+  return g;
+}
+
+TEST_F(ClientTest, SubmitsGraphsAndReportsOutputs) {
+  auto server = start_server();
+  auto c = RemoteClient::connect(client_config(server->port()), "client-a");
+  const uint64_t a = c->tensor_alloc(DType::F32, {4}, "cpu:0");
+  const uint64_t b = c->tensor_alloc(DType::F32, {4}, "cpu:0");
+  const float av[4] = {1, -2, 3, -4}, bv[4] = {0.5f, 0.5f, -5, 5};
+  c->tensor_write(a, 0, av, sizeof av);
+  c->tensor_write(b, 0, bv, sizeof bv);
+  Graph g = add_graph();
+  std::unordered_map<ValueId, Shape> shapes{{g.find_value("b"), {4}}};
+  g.validate(&shapes);
+
+  std::promise<RemoteResult> done;
+  std::atomic<int> calls{0};
+  std::thread::id done_thread;
+  c->submit(g, {{"a", a}, {"b", b}}, [&](RemoteResult&& r) {
+    ++calls;
+    done_thread = std::this_thread::get_id();
+    done.set_value(std::move(r));
+  });
+  RemoteResult r = done.get_future().get();
+  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
+  EXPECT_NE(done_thread, std::this_thread::get_id());
+  ASSERT_EQ(r.outputs.size(), 2u);
+  EXPECT_EQ(r.outputs[0].name, "d");
+  EXPECT_EQ(r.outputs[1].name, "c");
+  EXPECT_EQ(r.outputs[0].dtype, DType::F32);
+  EXPECT_EQ(r.outputs[0].shape, Shape{4});
+  float d[4], sum[4];
+  c->tensor_read(r.outputs[0].tensor_id, 0, d, sizeof d);
+  c->tensor_read(r.outputs[1].tensor_id, 0, sum, sizeof sum);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(sum[i], av[i] + bv[i]);
+    EXPECT_EQ(d[i], std::max(0.0f, av[i] + bv[i]));
+  }
+  // An output feeds the next graph without leaving the server.
+  std::promise<RemoteResult> done2;
+  c->submit(g, {{"a", r.outputs[1].tensor_id}, {"b", r.outputs[0].tensor_id}},
+            [&](RemoteResult&& r2) { done2.set_value(std::move(r2)); });
+  RemoteResult r2 = done2.get_future().get();
+  ASSERT_EQ(r2.status, GENIE_OK) << r2.detail;
+  float sum2[4];
+  c->tensor_read(r2.outputs[1].tensor_id, 0, sum2, sizeof sum2);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(sum2[i], sum[i] + d[i]);
+  EXPECT_EQ(calls.load(), 1);
+
+  // Refused at submission: the error is thrown and `done` never runs.
+  bool ran = false;
+  expect_error(GENIE_ERR_NOT_FOUND, [&] {
+    c->submit(g, {{"a", 999}, {"b", b}}, [&](RemoteResult&&) { ran = true; });
+  });
+  EXPECT_FALSE(ran);
+  c->server_info_json();
+  EXPECT_EQ(server->stats().tensors, 6u);
+  EXPECT_EQ(server->stats().graphs_executed, 2u);
+  // Goodbye frees the session's tensors at once.
+  c->close();
+  for (int i = 0; i < 200 && server->stats().tensors != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(server->stats().tensors, 0u);
+  EXPECT_EQ(server->stats().sessions, 0u);
+}
+
+TEST_F(ClientTest, OversizeMessagesFailAtOnce) {
+  auto server = start_server();
+  Config cfg = client_config(server->port(), 20000);
+  cfg.max_message_bytes = 4096;
+  auto c = RemoteClient::connect(cfg, "client-a");
+  // A graph whose constant alone exceeds the limit.
+  Graph g("big");
+  auto k = std::make_shared<TensorData>(DType::F32, Shape{4096});
+  g.add_input("a", DType::F32, {4096});
+  g.add_constant("k", k);
+  g.add_node("add", "sum", {"a", "k"}, {"c"});
+  g.mark_output("c");
+  g.validate();
+  const uint64_t a = c->tensor_alloc(DType::F32, {4096}, "cpu:0");
+  bool ran = false;
+  const auto t0 = Clock::now();
+  const std::string d = expect_error(GENIE_ERR_TOO_LARGE, [&] {
+    c->submit(g, {{"a", a}}, [&](RemoteResult&&) { ran = true; });
+  });
+  EXPECT_LT(ms_since(t0), 1000);
+  EXPECT_NE(d.find("GENIE_MAX_MESSAGE"), std::string::npos) << d;
+  EXPECT_FALSE(ran);
+  EXPECT_TRUE(c->connected());
+}
+
+TEST_F(ClientTest, AuthenticatesWithTheSharedToken) {
+  auto server = start_server("s3cret-token");
+  Config good = client_config(server->port());
+  good.auth_token = "s3cret-token";
+  auto c = RemoteClient::connect(good, "client-a");
+  EXPECT_TRUE(c->connected());
+  const uint64_t id = c->tensor_alloc(DType::I32, {1}, "cpu:0");
+  const int32_t v = 7;
+  c->tensor_write(id, 0, &v, 4);
+
+  Config wrong = good;
+  wrong.auth_token = "not-the-token";
+  std::string d = expect_error(GENIE_ERR_AUTH, [&] { RemoteClient::connect(wrong, "client-b"); });
+  EXPECT_NE(d.find("127.0.0.1:" + std::to_string(server->port())), std::string::npos) << d;
+
+  Config missing = good;
+  missing.auth_token.clear();
+  d = expect_error(GENIE_ERR_AUTH, [&] { RemoteClient::connect(missing, "client-c"); });
+  EXPECT_NE(d.find("requires authentication"), std::string::npos) << d;
+  EXPECT_GE(server->stats().connections_refused, 1u);
+  EXPECT_EQ(server->stats().sessions, 1u);
+}
+
+// A fake server that answers the client's Hello with `reply`.
+void fake_server_once(int lfd, MsgType type, const google::protobuf::Message& reply, uint32_t flags) {
+  const int fd = ::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  wire::FrameHeader h;
+  std::string msg;
+  ASSERT_TRUE(recv_frame(fd, &h, &msg));
+  EXPECT_EQ(h.type, MsgType::Hello);
+  wire::Hello hello;
+  ASSERT_TRUE(hello.ParseFromString(msg));
+  EXPECT_EQ(hello.protocol_version(), wire::kProtocolVersion);
+  EXPECT_EQ(hello.abi_version(), static_cast<uint32_t>(GENIE_ABI_VERSION));
+  EXPECT_EQ(hello.node_id(), "client-v");
+  send_frame(fd, type, h.request_id, reply, flags);
+  char c;
+  while (::recv(fd, &c, 1, 0) > 0) {
+  }
+  ::close(fd);
+}
+
+TEST_F(ClientTest, VersionMismatchIsReportedWithBothVersions) {
+  // What the real server says to a client from the future.
+  auto server = start_server();
+  const int fd = connect_local(server->port());
+  ASSERT_GE(fd, 0);
+  wire::Hello hello;
+  hello.set_protocol_version(wire::kProtocolVersion + 1);
+  hello.set_abi_version(GENIE_ABI_VERSION);
+  hello.set_node_id("future-client");
+  send_frame(fd, MsgType::Hello, 1, hello);
+  wire::FrameHeader h;
+  std::string msg;
+  ASSERT_TRUE(recv_frame(fd, &h, &msg));
+  EXPECT_EQ(h.type, MsgType::ErrorReply);
+  wire::ErrorReply e;
+  ASSERT_TRUE(e.ParseFromString(msg));
+  EXPECT_EQ(e.status(), GENIE_ERR_VERSION_MISMATCH);
+  ::close(fd);
+
+  // The client passes that refusal on, and refuses a server from the future.
+  int port = 0;
+  const int lfd = listen_local(&port);
+  ASSERT_GE(lfd, 0);
+  std::thread fake([&] { fake_server_once(lfd, MsgType::ErrorReply, e, wire::kFlagError); });
+  std::string d = expect_error(GENIE_ERR_VERSION_MISMATCH,
+                               [&] { RemoteClient::connect(client_config(port), "client-v"); });
+  EXPECT_NE(d.find("protocol"), std::string::npos) << d;
+  fake.join();
+
+  wire::Welcome w;
+  w.set_session_token(std::string(32, 'x'));
+  w.set_server_node_id("future-server");
+  w.set_protocol_version(wire::kProtocolVersion + 1);
+  w.set_abi_version(GENIE_ABI_VERSION);
+  std::thread fake2([&] { fake_server_once(lfd, MsgType::Welcome, w, 0); });
+  d = expect_error(GENIE_ERR_VERSION_MISMATCH,
+                   [&] { RemoteClient::connect(client_config(port), "client-v"); });
+  EXPECT_NE(d.find(std::to_string(wire::kProtocolVersion + 1)), std::string::npos) << d;
+  fake2.join();
+  ::close(lfd);
+}
+
+TEST_F(ClientTest, ConnectFailuresNameTheAddressAndRespectTheTimeout) {
+  int port = 0;
+  const int lfd = listen_local(&port);
+  ASSERT_GE(lfd, 0);
+  // Listening but never answering: the kernel completes the TCP handshake,
+  // the Hello gets no reply.
+  auto t0 = Clock::now();
+  std::string d =
+      expect_error(GENIE_ERR_TIMEOUT, [&] { RemoteClient::connect(client_config(port, 500), "c"); });
+  EXPECT_GE(ms_since(t0), 450);
+  EXPECT_LT(ms_since(t0), 3000);
+  EXPECT_NE(d.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << d;
+  ::close(lfd);
+  // Nobody listening.
+  t0 = Clock::now();
+  d = expect_error(GENIE_ERR_CONNECTION, [&] { RemoteClient::connect(client_config(port, 5000), "c"); });
+  EXPECT_LT(ms_since(t0), 2000);
+  EXPECT_NE(d.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << d;
+}
+
+TEST_F(ClientTest, RequestWithoutReplyTimesOutAndTheLateReplyIsDiscarded) {
+  auto server = start_server();
+  FrameProxy proxy(server->port());
+  auto c = RemoteClient::connect(client_config(proxy.port(), 500), "client-a");
+  const uint64_t id = c->tensor_alloc(DType::Bool, {1 << 16}, "cpu:0");
+  const auto src = random_bytes(1 << 16, 3);
+  c->tensor_write(id, 0, src.data(), src.size());
+  proxy.hold(MsgType::Ok);
+  {
+    auto dst = std::make_unique<uint8_t[]>(1 << 16);
+    const auto t0 = Clock::now();
+    expect_error(GENIE_ERR_TIMEOUT, [&] { c->tensor_read(id, 0, dst.get(), 1 << 16); });
+    EXPECT_GE(ms_since(t0), 450);
+    EXPECT_LT(ms_since(t0), 3000);
+  }  // dst is freed: the late payload must not land in it (ASan would see it)
+  proxy.release();
+  std::vector<uint8_t> back(1 << 16);
+  c->tensor_read(id, 0, back.data(), back.size());
+  EXPECT_TRUE(back == src);
+  EXPECT_EQ(proxy.accepted(), 2);  // no reconnect was needed
+}
+
+TEST_F(ClientTest, ConnectionLossFailsCallsInFlightThenReconnectsWithTensorsIntact) {
+  auto server = start_server("", 30000);
+  FrameProxy proxy(server->port());
+  auto c = RemoteClient::connect(client_config(proxy.port(), 5000), "client-a");
+  const size_t n = 3 << 20;
+  const auto src = random_bytes(n, 11);
+  const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");
+  c->tensor_write(id, 0, src.data(), n);
+  ASSERT_EQ(proxy.accepted(), 2);
+
+  // A read whose reply is held when the connection is cut fails at once.
+  proxy.hold(MsgType::Ok);
+  std::vector<uint8_t> back(n);
+  auto pending = std::async(std::launch::async, [&] {
+    const auto t0 = Clock::now();
+    expect_error(GENIE_ERR_CONNECTION, [&] { c->tensor_read(id, 0, back.data(), n); });
+    return ms_since(t0);
+  });
+  for (int i = 0; i < 500 && proxy.held() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(proxy.held(), 1);  // the reply is on its way: the read is in flight
+  proxy.cut();
+  EXPECT_LT(pending.get(), 2000);
+  proxy.release();
+
+  // The next call waits for the reconnect and finds the tensor intact.
+  c->tensor_read(id, 0, back.data(), n);
+  EXPECT_TRUE(back == src);
+  EXPECT_TRUE(c->connected());
+  EXPECT_EQ(proxy.accepted(), 4);
+  EXPECT_EQ(server->stats().sessions, 1u);
+}
+
+TEST_F(ClientTest, GraphInFlightFailsWithConnectionWhenTheConnectionIsCut) {
+  auto server = start_server();
+  FrameProxy proxy(server->port());
+  auto c = RemoteClient::connect(client_config(proxy.port(), 5000), "client-a");
+  const uint64_t a = c->tensor_alloc(DType::F32, {4}, "cpu:0");
+  Graph g = add_graph();
+  std::unordered_map<ValueId, Shape> shapes{{g.find_value("b"), {4}}};
+  g.validate(&shapes);
+  proxy.hold(MsgType::GraphDone);
+  std::promise<RemoteResult> done;
+  c->submit(g, {{"a", a}, {"b", a}}, [&](RemoteResult&& r) { done.set_value(std::move(r)); });
+  proxy.cut();
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(3)), std::future_status::ready);
+  const RemoteResult r = f.get();
+  EXPECT_EQ(r.status, GENIE_ERR_CONNECTION) << r.detail;
+  EXPECT_TRUE(r.outputs.empty());
+  // Still usable after the reconnect.
+  std::promise<RemoteResult> done2;
+  proxy.release();
+  c->submit(g, {{"a", a}, {"b", a}}, [&](RemoteResult&& r2) { done2.set_value(std::move(r2)); });
+  EXPECT_EQ(done2.get_future().get().status, GENIE_OK);
+}
+
+TEST_F(ClientTest, SessionLostAfterTheGracePeriodFailsForGood) {
+  auto server = start_server("", 0);  // no grace: a lost connection ends the session
+  FrameProxy proxy(server->port());
+  auto c = RemoteClient::connect(client_config(proxy.port(), 3000), "client-a");
+  const uint64_t id = c->tensor_alloc(DType::F32, {4}, "cpu:0");
+  proxy.cut();
+  // Let the client notice the loss first: a call racing with it would fail
+  // with the loss itself rather than with the lost session.
+  for (int i = 0; i < 300 && c->connected(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  float b[4];
+  const auto t0 = Clock::now();
+  std::string d = expect_error(GENIE_ERR_CONNECTION, [&] { c->tensor_read(id, 0, b, sizeof b); });
+  EXPECT_LT(ms_since(t0), 3500);
+  EXPECT_NE(d.find("session"), std::string::npos) << d;
+  // Nothing pretends to work afterwards, and the stray session was ended.
+  expect_error(GENIE_ERR_CONNECTION, [&] { c->tensor_alloc(DType::F32, {4}, "cpu:0"); });
+  EXPECT_FALSE(c->connected());
+  for (int i = 0; i < 200 && server->stats().sessions != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(server->stats().sessions, 0u);
+}
+
+TEST_F(ClientTest, ServerStopMidCallFailsWithConnectionWithinTheTimeout) {
+  auto server = start_server();
+  auto c = RemoteClient::connect(client_config(server->port(), 2000), "client-a");
+  const size_t n = 8 << 20;
+  const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<uint8_t> buf(n, static_cast<uint8_t>(t));
+      while (!stop) {
+        try {
+          if (t % 2)
+            c->tensor_write(id, 0, buf.data(), n);
+          else
+            c->tensor_read(id, 0, buf.data(), n);
+        } catch (const Error& e) {
+          if (e.code() != GENIE_ERR_CONNECTION) {
+            ADD_FAILURE() << status_name(e.code()) << ": " << e.detail();
+            ++bad;
+          }
+          return;
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto t0 = Clock::now();
+  server->stop();
+  for (auto& th : threads) th.join();
+  EXPECT_LT(ms_since(t0), 6000);  // each call waits at most the 2 s timeout for a reconnect
+  stop = true;
+  EXPECT_EQ(bad.load(), 0);
+  server->wait();
+  server.reset();
+  const auto t1 = Clock::now();
+  expect_error(GENIE_ERR_CONNECTION, [&] { c->server_info_json(); });
+  EXPECT_LT(ms_since(t1), 2500);
+  // Closing with the server gone does not hang.
+  const auto t2 = Clock::now();
+  c.reset();
+  EXPECT_LT(ms_since(t2), 1000);
+}
+
+TEST_F(ClientTest, CloseFailsGraphsInFlightWithShutdownAndSaysGoodbye) {
+  auto server = start_server();
+  FrameProxy proxy(server->port());
+  auto c = RemoteClient::connect(client_config(proxy.port(), 5000), "client-a");
+  const uint64_t a = c->tensor_alloc(DType::F32, {4}, "cpu:0");
+  Graph g = add_graph();
+  std::unordered_map<ValueId, Shape> shapes{{g.find_value("b"), {4}}};
+  g.validate(&shapes);
+  proxy.hold(MsgType::GraphDone);
+  std::promise<RemoteResult> done;
+  c->submit(g, {{"a", a}, {"b", a}}, [&](RemoteResult&& r) { done.set_value(std::move(r)); });
+  const auto t0 = Clock::now();
+  c->close();
+  EXPECT_LT(ms_since(t0), 2500);
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_EQ(f.get().status, GENIE_ERR_SHUTDOWN);
+  expect_error(GENIE_ERR_SHUTDOWN, [&] { c->tensor_alloc(DType::F32, {4}, "cpu:0"); });
+  c->tensor_free(a);  // ignored after close
+}
+
+}  // namespace
+}  // namespace genie

@@ -1,0 +1,909 @@
+// The server (src/control/server.cpp) driven by a raw blocking-socket client
+// that writes frames byte by byte, so tests can send exactly what a broken
+// or hostile client would.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "control/server.hpp"
+#include "control/wire.hpp"
+#include "core/log.hpp"
+#include "genie.pb.h"
+#include "graph/graph.hpp"
+
+namespace genie {
+namespace {
+
+using wire::MsgType;
+using Clock = std::chrono::steady_clock;
+
+struct Frame {
+  wire::FrameHeader h;
+  std::string msg;
+  std::string payload;
+  bool is_error() const { return (h.flags & wire::kFlagError) != 0 && h.type == MsgType::ErrorReply; }
+  template <class M>
+  M as() const {
+    M m;
+    EXPECT_TRUE(m.ParseFromString(msg)) << "a " << wire::type_name(h.type) << " frame";
+    return m;
+  }
+  wire::ErrorReply error() const {
+    EXPECT_TRUE(is_error()) << "expected an ErrorReply, got " << wire::type_name(h.type);
+    return as<wire::ErrorReply>();
+  }
+};
+
+// One TCP connection to the server, blocking, with a receive timeout.
+class Raw {
+ public:
+  explicit Raw(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ADD_FAILURE() << "connect: " << std::strerror(errno);
+      ::close(fd_);
+      fd_ = -1;
+      return;
+    }
+    const int one = 1;  // a header and its payload go out at once, as a real client's writev
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  ~Raw() { close(); }
+  Raw(const Raw&) = delete;
+  Raw& operator=(const Raw&) = delete;
+
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  void send_bytes(const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0) {
+      const ssize_t w = ::send(fd_, c, n, MSG_NOSIGNAL);
+      if (w <= 0) return;  // the server may have closed: the test checks replies
+      c += w;
+      n -= static_cast<size_t>(w);
+    }
+  }
+
+  // A well-formed frame.
+  void send(MsgType type, uint64_t rid, const google::protobuf::Message& m, const std::string& payload = "",
+            std::optional<uint64_t> payload_len = std::nullopt) {
+    const std::string frame = encode(type, rid, m, payload_len.value_or(payload.size()));
+    send_bytes(frame.data(), frame.size());
+    send_bytes(payload.data(), payload.size());
+  }
+
+  static std::string encode(MsgType type, uint64_t rid, const google::protobuf::Message& m,
+                            uint64_t payload_len = 0) {
+    const std::string msg = m.SerializeAsString();
+    wire::FrameHeader h;
+    h.type = type;
+    h.request_id = rid;
+    h.payload_len = payload_len;
+    uint8_t hdr[wire::kHeaderSize];
+    wire::encode_header(h, msg.data(), msg.size(), hdr);
+    return std::string(reinterpret_cast<char*>(hdr), sizeof hdr) + msg;
+  }
+
+  // The next frame, or nullopt when the server closed the connection (or
+  // nothing came within the timeout: `timed_out` tells which).
+  std::optional<Frame> recv(int timeout_ms = 10000) {
+    timed_out_ = false;
+    uint8_t hdr[wire::kHeaderSize];
+    if (!read_exact(hdr, sizeof hdr, timeout_ms)) return std::nullopt;
+    Frame f;
+    f.h = wire::decode_header(hdr, 1u << 30);
+    f.msg.resize(f.h.msg_len);
+    if (!read_exact(f.msg.data(), f.msg.size(), timeout_ms)) return std::nullopt;
+    wire::verify_crc(hdr, f.msg.data(), f.msg.size());
+    f.payload.resize(f.h.payload_len);
+    if (!read_exact(f.payload.data(), f.payload.size(), timeout_ms)) return std::nullopt;
+    return f;
+  }
+
+  // Waits for the reply to `rid` (skipping nothing: replies come in order).
+  Frame reply(uint64_t rid, int timeout_ms = 10000) {
+    auto f = recv(timeout_ms);
+    if (!f) {
+      ADD_FAILURE() << (timed_out_ ? "no reply within the timeout" : "the server closed the connection");
+      return Frame{};
+    }
+    EXPECT_EQ(f->h.request_id, rid) << wire::type_name(f->h.type);
+    return *f;
+  }
+
+  // True once the server has closed the connection (EOF or reset), reading
+  // and dropping whatever frames come first.
+  bool closed_by_server(int timeout_ms = 5000) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    char buf[4096];
+    while (Clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      const ssize_t r = ::recv(fd_, buf, sizeof buf, 0);
+      if (r <= 0) return true;
+    }
+    return false;
+  }
+
+  bool timed_out() const { return timed_out_; }
+
+ private:
+  bool read_exact(void* p, size_t n, int timeout_ms) {
+    char* c = static_cast<char*>(p);
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (n > 0) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      pollfd pf{fd_, POLLIN, 0};
+      if (left <= 0 || ::poll(&pf, 1, static_cast<int>(left)) <= 0) {
+        timed_out_ = true;
+        return false;
+      }
+      const ssize_t r = ::recv(fd_, c, n, 0);
+      if (r <= 0) return false;
+      c += r;
+      n -= static_cast<size_t>(r);
+    }
+    return true;
+  }
+
+  int fd_ = -1;
+  bool timed_out_ = false;
+};
+
+std::string hmac(const std::string& key, const std::string& data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len);
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
+wire::Hello hello(const std::string& resume = "") {
+  wire::Hello h;
+  h.set_protocol_version(wire::kProtocolVersion);
+  h.set_abi_version(GENIE_ABI_VERSION);
+  h.set_node_id("test-client");
+  h.set_role(GENIE_ROLE_CLIENT);
+  h.set_resume_token(resume);
+  return h;
+}
+
+// Runs the control handshake (no authentication) and returns the Welcome.
+wire::Welcome handshake(Raw& c, const std::string& resume = "") {
+  c.send(MsgType::Hello, 1, hello(resume));
+  Frame f = c.reply(1);
+  EXPECT_EQ(f.h.type, MsgType::Welcome) << (f.is_error() ? f.error().detail() : "");
+  return f.as<wire::Welcome>();
+}
+
+// Opens a data connection of the session `token`.
+void data_handshake(Raw& c, const std::string& token) {
+  wire::DataHello d;
+  d.set_session_token(token);
+  c.send(MsgType::DataHello, 2, d);
+  Frame f = c.reply(2);
+  ASSERT_EQ(f.h.type, MsgType::Welcome) << (f.is_error() ? f.error().detail() : "");
+  EXPECT_EQ(f.as<wire::Welcome>().session_token(), token);
+}
+
+Frame alloc_frame(Raw& c, uint64_t rid, int32_t dtype, const Shape& shape,
+                  const std::string& device = "cpu:0") {
+  wire::TensorAlloc a;
+  a.set_dtype(dtype);
+  for (int64_t d : shape) a.add_shape(d);
+  a.set_device(device);
+  c.send(MsgType::TensorAlloc, rid, a);
+  return c.reply(rid);
+}
+
+uint64_t alloc(Raw& c, const Shape& shape, int32_t dtype = GENIE_DTYPE_F32) {
+  Frame f = alloc_frame(c, 100, dtype, shape);
+  EXPECT_EQ(f.h.type, MsgType::TensorAllocReply) << (f.is_error() ? f.error().detail() : "");
+  return f.as<wire::TensorAllocReply>().tensor_id();
+}
+
+Frame write(Raw& c, uint64_t id, uint64_t offset, const std::string& bytes, uint64_t rid = 200) {
+  wire::TensorWrite w;
+  w.set_tensor_id(id);
+  w.set_offset(offset);
+  c.send(MsgType::TensorWrite, rid, w, bytes);
+  return c.reply(rid);
+}
+
+Frame read(Raw& c, uint64_t id, uint64_t offset, uint64_t nbytes, uint64_t rid = 300) {
+  wire::TensorRead r;
+  r.set_tensor_id(id);
+  r.set_offset(offset);
+  r.set_nbytes(nbytes);
+  c.send(MsgType::TensorRead, rid, r);
+  return c.reply(rid);
+}
+
+std::string floats(const std::vector<float>& v) {
+  return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+}
+
+std::vector<float> to_floats(const std::string& s) {
+  std::vector<float> v(s.size() / sizeof(float));
+  std::memcpy(v.data(), s.data(), v.size() * sizeof(float));
+  return v;
+}
+
+// Polls `cond` until it holds or `ms` pass.
+bool eventually(const std::function<bool()>& cond, int ms = 5000) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
+  while (Clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return cond();
+}
+
+// c = a + b, d = c * b over f32 [2, 3].
+std::string add_mul_graph() {
+  Graph g("add_mul");
+  g.add_input("a", DType::F32, {2, 3});
+  g.add_input("b", DType::F32, {-1, 3});
+  g.add_node("add", "n_add", {"a", "b"}, {"c"});
+  g.add_node("mul", "n_mul", {"c", "b"}, {"d"});
+  g.mark_output("c");
+  g.mark_output("d");
+  return graph_to_json(g);
+}
+
+wire::GraphSubmit submit_msg(const std::string& json,
+                             const std::vector<std::pair<std::string, uint64_t>>& b) {
+  wire::GraphSubmit s;
+  s.set_graph_json(json);
+  for (const auto& [name, id] : b) {
+    wire::Binding* x = s.add_bindings();
+    x->set_name(name);
+    x->set_tensor_id(id);
+  }
+  return s;
+}
+
+ServerOptions options() {
+  ServerOptions o;
+  o.host = "127.0.0.1";
+  o.port = 0;
+  o.num_threads = 2;
+  o.node_id = "test-server";
+  return o;
+}
+
+class ControlServer : public ::testing::Test {
+ protected:
+  // Refusals are logged at WARN by design; GENIE_TEST_LOG=1 shows them.
+  void SetUp() override { set_log_level(std::getenv("GENIE_TEST_LOG") ? LogLevel::Debug : LogLevel::Error); }
+};
+
+// ---------------------------------------------------------------------------
+
+TEST_F(ControlServer, HandshakeWelcomesANewSession) {
+  Server server(options());
+  ASSERT_GT(server.port(), 0);
+  Raw c(server.port());
+  const wire::Welcome w = handshake(c);
+  EXPECT_EQ(w.session_token().size(), 32u);
+  EXPECT_EQ(w.server_node_id(), "test-server");
+  EXPECT_EQ(w.protocol_version(), wire::kProtocolVersion);
+  EXPECT_EQ(w.abi_version(), static_cast<uint32_t>(GENIE_ABI_VERSION));
+  ASSERT_EQ(w.devices_size(), 1);
+  EXPECT_EQ(w.devices(0), "cpu:0");
+  EXPECT_FALSE(w.resumed());
+  EXPECT_EQ(server.stats().sessions, 1u);
+
+  Raw c2(server.port());
+  EXPECT_NE(handshake(c2).session_token(), w.session_token());
+  EXPECT_EQ(server.stats().sessions, 2u);
+
+  c.send(MsgType::ServerInfoRequest, 9, wire::ServerInfoRequest());
+  const Frame f = c.reply(9);
+  ASSERT_EQ(f.h.type, MsgType::ServerInfo);
+  const auto info = f.as<wire::ServerInfo>();
+  EXPECT_EQ(info.node_id(), "test-server");
+  EXPECT_EQ(info.sessions(), 2u);
+  EXPECT_EQ(info.connections_refused(), 0u);
+}
+
+TEST_F(ControlServer, BindFailureNamesTheAddress) {
+  Server first(options());
+  ServerOptions o = options();
+  o.port = first.port();
+  try {
+    Server second(o);
+    FAIL() << "a second server bound the same port";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), GENIE_ERR_IO);
+    EXPECT_NE(e.detail().find("127.0.0.1:" + std::to_string(first.port())), std::string::npos) << e.detail();
+    EXPECT_NE(e.detail().find("in use"), std::string::npos) << e.detail();
+  }
+}
+
+TEST_F(ControlServer, VersionMismatchIsRefusedNamingBothVersions) {
+  Server server(options());
+  {
+    Raw c(server.port());
+    wire::Hello h = hello();
+    h.set_protocol_version(99);
+    c.send(MsgType::Hello, 1, h);
+    const Frame f = c.reply(1);
+    const auto e = f.error();
+    EXPECT_EQ(e.status(), GENIE_ERR_VERSION_MISMATCH);
+    EXPECT_NE(e.detail().find("protocol 99"), std::string::npos) << e.detail();
+    EXPECT_NE(e.detail().find("protocol " + std::to_string(wire::kProtocolVersion)), std::string::npos)
+        << e.detail();
+    EXPECT_TRUE(c.closed_by_server());
+  }
+  {
+    Raw c(server.port());
+    wire::Hello h = hello();
+    h.set_abi_version(GENIE_ABI_VERSION + 6);
+    c.send(MsgType::Hello, 1, h);
+    const auto e = c.reply(1).error();
+    EXPECT_EQ(e.status(), GENIE_ERR_VERSION_MISMATCH);
+    EXPECT_NE(e.detail().find("ABI " + std::to_string(GENIE_ABI_VERSION + 6)), std::string::npos)
+        << e.detail();
+    EXPECT_NE(e.detail().find("ABI " + std::to_string(GENIE_ABI_VERSION)), std::string::npos) << e.detail();
+    EXPECT_TRUE(c.closed_by_server());
+  }
+  EXPECT_TRUE(eventually([&] { return server.stats().connections_refused == 2; }));
+  EXPECT_EQ(server.stats().sessions, 0u);
+}
+
+TEST_F(ControlServer, AnythingButHelloFirstIsAProtocolError) {
+  Server server(options());
+  Raw c(server.port());
+  wire::TensorAlloc a;
+  a.set_dtype(GENIE_DTYPE_F32);
+  c.send(MsgType::TensorAlloc, 5, a);
+  const auto e = c.reply(5).error();
+  EXPECT_EQ(e.status(), GENIE_ERR_PROTOCOL);
+  EXPECT_NE(e.detail().find("TensorAlloc"), std::string::npos) << e.detail();
+  EXPECT_TRUE(c.closed_by_server());
+  EXPECT_EQ(server.stats().sessions, 0u);
+
+  // A node id that could smuggle control characters into the log.
+  Raw c2(server.port());
+  wire::Hello h = hello();
+  h.set_node_id("evil\n[genie E] forged");
+  c2.send(MsgType::Hello, 6, h);
+  EXPECT_EQ(c2.reply(6).error().status(), GENIE_ERR_PROTOCOL);
+  EXPECT_TRUE(c2.closed_by_server());
+  EXPECT_TRUE(eventually([&] { return server.stats().connections_refused == 2; }));
+}
+
+TEST_F(ControlServer, AuthenticationByChallengeResponse) {
+  ServerOptions o = options();
+  o.auth_token = "s3cret";
+  o.handshake_timeout_ms = 300;
+  Server server(o);
+
+  auto challenge = [&](Raw& c) {
+    c.send(MsgType::Hello, 1, hello());
+    const Frame f = c.reply(1);
+    EXPECT_EQ(f.h.type, MsgType::Challenge);
+    const std::string nonce = f.as<wire::Challenge>().nonce();
+    EXPECT_EQ(nonce.size(), 32u);
+    return nonce;
+  };
+  {  // the right token
+    Raw c(server.port());
+    wire::AuthResponse r;
+    r.set_mac(hmac("s3cret", challenge(c) + "test-client"));
+    c.send(MsgType::AuthResponse, 2, r);
+    const Frame f = c.reply(2);
+    ASSERT_EQ(f.h.type, MsgType::Welcome) << (f.is_error() ? f.error().detail() : "");
+    EXPECT_EQ(f.as<wire::Welcome>().session_token().size(), 32u);
+    EXPECT_NE(alloc(c, {4}), 0u);  // the session works
+  }
+  {  // a wrong token
+    Raw c(server.port());
+    wire::AuthResponse r;
+    r.set_mac(hmac("guess", challenge(c) + "test-client"));
+    c.send(MsgType::AuthResponse, 2, r);
+    const auto e = c.reply(2).error();
+    EXPECT_EQ(e.status(), GENIE_ERR_AUTH);
+    EXPECT_TRUE(c.closed_by_server());
+  }
+  {  // the right token for another nonce (a replayed response)
+    Raw c(server.port());
+    challenge(c);
+    wire::AuthResponse r;
+    r.set_mac(hmac("s3cret", std::string(32, 'x') + "test-client"));
+    c.send(MsgType::AuthResponse, 2, r);
+    EXPECT_EQ(c.reply(2).error().status(), GENIE_ERR_AUTH);
+    EXPECT_TRUE(c.closed_by_server());
+  }
+  {  // no response: closed by the handshake timeout
+    Raw c(server.port());
+    challenge(c);
+    const auto t0 = Clock::now();
+    EXPECT_TRUE(c.closed_by_server(5000));
+    EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(200));
+  }
+  {  // a connection that never says anything
+    Raw c(server.port());
+    EXPECT_TRUE(c.closed_by_server(5000));
+  }
+  EXPECT_TRUE(eventually([&] { return server.stats().connections_refused == 4; }))
+      << server.stats().connections_refused;
+  EXPECT_TRUE(eventually([&] { return server.stats().sessions == 1; }));
+}
+
+TEST_F(ControlServer, WriteAndReadOneMebibyte) {
+  Server server(options());
+  Raw c(server.port());
+  const wire::Welcome w = handshake(c);
+  const uint64_t id = alloc(c, {256, 1024});  // 1 MiB of f32
+  EXPECT_EQ(server.stats().tensors, 1u);
+  EXPECT_EQ(server.stats().tensor_bytes, 1u << 20);
+
+  std::string bytes(1 << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 7919) >> 3);
+  Frame f = write(c, id, 0, bytes);
+  ASSERT_EQ(f.h.type, MsgType::Ok) << (f.is_error() ? f.error().detail() : "");
+  f = read(c, id, 0, bytes.size());
+  ASSERT_EQ(f.h.type, MsgType::Ok);
+  EXPECT_TRUE(f.payload == bytes);
+
+  // A partial write at an offset, through a data connection; read back a
+  // range on the control connection.
+  Raw d(server.port());
+  data_handshake(d, w.session_token());
+  f = write(d, id, 1000, "ABCDEFGH", 201);
+  ASSERT_EQ(f.h.type, MsgType::Ok);
+  f = read(c, id, 996, 16);
+  ASSERT_EQ(f.h.type, MsgType::Ok);
+  EXPECT_EQ(f.payload, bytes.substr(996, 4) + "ABCDEFGH" + bytes.substr(1008, 4));
+  f = read(d, id, (1 << 20) - 4, 4, 301);
+  EXPECT_EQ(f.payload, bytes.substr((1 << 20) - 4));
+
+  // A zero-byte read at the very end is in range.
+  EXPECT_EQ(read(c, id, 1 << 20, 0).h.type, MsgType::Ok);
+}
+
+TEST_F(ControlServer, AllocRefusesBadRequests) {
+  Server server(options());
+  Raw c(server.port());
+  handshake(c);
+  EXPECT_EQ(alloc_frame(c, 1, GENIE_DTYPE_F32, {2}, "gpu:0").error().status(), GENIE_ERR_UNSUPPORTED);
+  EXPECT_EQ(alloc_frame(c, 2, 99, {2}).error().status(), GENIE_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(alloc_frame(c, 3, GENIE_DTYPE_F32, {2, -3}).error().status(), GENIE_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(alloc_frame(c, 4, GENIE_DTYPE_F32, {1, 2, 3, 4, 5, 6, 7, 8, 9}).error().status(),
+            GENIE_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(alloc_frame(c, 5, GENIE_DTYPE_F32, {int64_t{1} << 40, int64_t{1} << 40}).error().status(),
+            GENIE_ERR_TOO_LARGE);
+  // 2^46 bytes: representable, but more than this machine has.
+  const auto e = alloc_frame(c, 6, GENIE_DTYPE_F32, {int64_t{1} << 44}).error();
+  EXPECT_EQ(e.status(), GENIE_ERR_OUT_OF_MEMORY) << e.detail();
+  EXPECT_EQ(server.stats().tensors, 0u);
+  // "" and "cpu" are the CPU too; the connection survived every error.
+  EXPECT_EQ(alloc_frame(c, 7, GENIE_DTYPE_F32, {2}, "").h.type, MsgType::TensorAllocReply);
+  EXPECT_EQ(alloc_frame(c, 8, GENIE_DTYPE_I64, {}, "cpu").h.type, MsgType::TensorAllocReply);
+  EXPECT_EQ(server.stats().tensors, 2u);
+  EXPECT_EQ(server.stats().connections_refused, 0u);
+}
+
+TEST_F(ControlServer, OutOfRangeAccessIsRefused) {
+  Server server(options());
+  Raw c(server.port());
+  const wire::Welcome w = handshake(c);
+  const uint64_t id = alloc(c, {4});  // 16 bytes
+  ASSERT_EQ(write(c, id, 0, floats({1, 2, 3, 4})).h.type, MsgType::Ok);
+
+  auto e = read(c, id, 8, 12).error();
+  EXPECT_EQ(e.status(), GENIE_ERR_SIZE_MISMATCH);
+  EXPECT_NE(e.detail().find("16 bytes"), std::string::npos) << e.detail();
+  EXPECT_EQ(read(c, id, ~uint64_t{0}, 2).error().status(), GENIE_ERR_SIZE_MISMATCH);  // no wrap-around
+  EXPECT_EQ(write(c, id, 17, "").error().status(), GENIE_ERR_SIZE_MISMATCH);  // no payload: stays open
+
+  // With a payload the bytes are never read: the connection closes (after
+  // the ErrorReply, if it gets through) and the tensor is untouched.
+  Raw d(server.port());
+  data_handshake(d, w.session_token());
+  wire::TensorWrite tw;
+  tw.set_tensor_id(id);
+  tw.set_offset(8);
+  d.send(MsgType::TensorWrite, 7, tw, std::string(64 << 10, 'x'));
+  if (auto f = d.recv(5000)) EXPECT_EQ(f->error().status(), GENIE_ERR_SIZE_MISMATCH);
+  EXPECT_TRUE(d.closed_by_server());
+  // A payload announced far beyond the tensor is refused from the header
+  // alone, before the client has sent any of it.
+  Raw d2(server.port());
+  data_handshake(d2, w.session_token());
+  d2.send(MsgType::TensorWrite, 8, tw, "", uint64_t{1} << 40);
+  if (auto f = d2.recv(5000)) EXPECT_EQ(f->error().status(), GENIE_ERR_SIZE_MISMATCH);
+  EXPECT_TRUE(d2.closed_by_server());
+
+  const Frame f = read(c, id, 0, 16);
+  ASSERT_EQ(f.h.type, MsgType::Ok);
+  EXPECT_EQ(to_floats(f.payload), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(server.stats().sessions, 1u);
+}
+
+TEST_F(ControlServer, TensorIdsAreScopedToTheirSession) {
+  Server server(options());
+  Raw a(server.port()), b(server.port());
+  handshake(a);
+  handshake(b);
+  const uint64_t id = alloc(a, {2, 3});
+  ASSERT_EQ(write(a, id, 0, floats({1, 2, 3, 4, 5, 6})).h.type, MsgType::Ok);
+
+  auto e = read(b, id, 0, 4).error();
+  EXPECT_EQ(e.status(), GENIE_ERR_NOT_FOUND);
+  EXPECT_NE(e.detail().find("no tensor " + std::to_string(id) + " in this session"), std::string::npos)
+      << e.detail();
+  EXPECT_EQ(write(b, id, 0, "").error().status(), GENIE_ERR_NOT_FOUND);
+  b.send(MsgType::GraphSubmit, 40, submit_msg(add_mul_graph(), {{"a", id}, {"b", id}}));
+  e = b.reply(40).error();
+  EXPECT_EQ(e.status(), GENIE_ERR_NOT_FOUND);
+  EXPECT_NE(e.detail().find("in this session"), std::string::npos) << e.detail();
+  // Freeing another session's id does nothing to it.
+  wire::TensorFree fr;
+  fr.set_tensor_id(id);
+  b.send(MsgType::TensorFree, 41, fr);
+  EXPECT_EQ(to_floats(read(a, id, 0, 24).payload), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  // Its own free does.
+  a.send(MsgType::TensorFree, 42, fr);
+  EXPECT_EQ(read(a, id, 0, 4).error().status(), GENIE_ERR_NOT_FOUND);
+  EXPECT_EQ(server.stats().tensors, 0u);
+}
+
+TEST_F(ControlServer, GraphRunsAndItsOutputsStayOnTheServer) {
+  Server server(options());
+  Raw c(server.port());
+  handshake(c);
+  const uint64_t a = alloc(c, {2, 3});
+  const uint64_t b = alloc(c, {2, 3});
+  ASSERT_EQ(write(c, a, 0, floats({1, 2, 3, 4, 5, 6})).h.type, MsgType::Ok);
+  ASSERT_EQ(write(c, b, 0, floats({10, 20, 30, 40, 50, 60})).h.type, MsgType::Ok);
+
+  c.send(MsgType::GraphSubmit, 50, submit_msg(add_mul_graph(), {{"b", b}, {"a", a}}));
+  Frame f = c.reply(50);
+  ASSERT_EQ(f.h.type, MsgType::SubmitAccepted) << (f.is_error() ? f.error().detail() : "");
+  f = c.reply(50);
+  ASSERT_EQ(f.h.type, MsgType::GraphDone);
+  const auto done = f.as<wire::GraphDone>();
+  ASSERT_EQ(done.status(), GENIE_OK) << done.detail();
+  ASSERT_EQ(done.outputs_size(), 2);
+  EXPECT_EQ(done.outputs(0).name(), "c");
+  EXPECT_EQ(done.outputs(1).name(), "d");
+  EXPECT_EQ(done.outputs(1).dtype(), GENIE_DTYPE_F32);
+  EXPECT_EQ(std::vector<int64_t>(done.outputs(1).shape().begin(), done.outputs(1).shape().end()),
+            (std::vector<int64_t>{2, 3}));
+  EXPECT_GT(done.exec_ns(), 0u);
+  EXPECT_EQ(server.stats().tensors, 4u);
+  EXPECT_EQ(server.stats().graphs_executed, 1u);
+
+  EXPECT_EQ(to_floats(read(c, done.outputs(0).tensor_id(), 0, 24).payload),
+            (std::vector<float>{11, 22, 33, 44, 55, 66}));
+  EXPECT_EQ(to_floats(read(c, done.outputs(1).tensor_id(), 0, 24).payload),
+            (std::vector<float>{110, 440, 990, 1760, 2750, 3960}));
+
+  // An output is an ordinary tensor of the session: it can feed a new graph.
+  c.send(MsgType::GraphSubmit, 51,
+         submit_msg(add_mul_graph(), {{"a", done.outputs(0).tensor_id()}, {"b", b}}));
+  ASSERT_EQ(c.reply(51).h.type, MsgType::SubmitAccepted);
+  const auto done2 = c.reply(51).as<wire::GraphDone>();
+  ASSERT_EQ(done2.status(), GENIE_OK) << done2.detail();
+  EXPECT_EQ(to_floats(read(c, done2.outputs(0).tensor_id(), 0, 24).payload),
+            (std::vector<float>{21, 42, 63, 84, 105, 126}));
+}
+
+TEST_F(ControlServer, GraphSubmitErrorsAreAnswered) {
+  Server server(options());
+  Raw c(server.port());
+  handshake(c);
+  const uint64_t a = alloc(c, {2, 3});
+  const uint64_t i = alloc(c, {2, 3}, GENIE_DTYPE_I32);
+  const uint64_t wide = alloc(c, {2, 4});
+  auto submit_error = [&](uint64_t rid, const std::string& json,
+                          const std::vector<std::pair<std::string, uint64_t>>& b) {
+    c.send(MsgType::GraphSubmit, rid, submit_msg(json, b));
+    return c.reply(rid).error();
+  };
+  EXPECT_EQ(submit_error(60, "{not json", {}).status(), GENIE_ERR_PARSE);
+  EXPECT_EQ(submit_error(61, add_mul_graph(), {{"a", a}}).status(), GENIE_ERR_INVALID_GRAPH);
+  EXPECT_EQ(submit_error(62, add_mul_graph(), {{"a", a}, {"b", a}, {"x", a}}).status(),
+            GENIE_ERR_INVALID_GRAPH);
+  EXPECT_EQ(submit_error(63, add_mul_graph(), {{"a", a}, {"b", i}}).status(), GENIE_ERR_DTYPE_MISMATCH);
+  EXPECT_EQ(submit_error(64, add_mul_graph(), {{"a", wide}, {"b", a}}).status(), GENIE_ERR_SHAPE_MISMATCH);
+  // b is [-1, 3]: bound to [2, 4] its last dimension is wrong.
+  EXPECT_EQ(submit_error(65, add_mul_graph(), {{"a", a}, {"b", wide}}).status(), GENIE_ERR_SHAPE_MISMATCH);
+  EXPECT_EQ(server.stats().graphs_executed, 0u);
+  EXPECT_EQ(alloc_frame(c, 66, GENIE_DTYPE_F32, {1}).h.type, MsgType::TensorAllocReply);  // still open
+}
+
+TEST_F(ControlServer, MalformedFramesCloseOnlyTheirConnection) {
+  Server server(options());
+  Raw good(server.port());
+  handshake(good);
+  const uint64_t id = alloc(good, {4});
+
+  const std::string valid = Raw::encode(MsgType::TensorAlloc, 7, wire::TensorAlloc());
+  auto patched = [&](size_t offset, uint32_t value, size_t width) {
+    std::string s = valid;
+    for (size_t i = 0; i < width; ++i) s[offset + i] = static_cast<char>(value >> (8 * i));
+    return s;
+  };
+  std::string bad_crc = Raw::encode(MsgType::ServerInfoRequest, 7, wire::ServerInfoRequest());
+  bad_crc[33] ^= 0x5a;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"garbage", std::string("GET / HTTP/1.1\r\nHost: genie\r\n\r\n") + std::string(16, '\0')},
+      {"oversize", patched(12, (64u << 20) + 1, 4)},
+      {"bad CRC", bad_crc},
+      {"unknown type", patched(6, 999, 2)},
+      {"payload on a message that takes none",
+       Raw::encode(MsgType::ServerInfoRequest, 7, wire::ServerInfoRequest(), 8) + "12345678"},
+      {"a reply type from a client", Raw::encode(MsgType::Welcome, 7, wire::Welcome())},
+      {"undecodable message",
+       [] {
+         const std::string junk = "\xff\xff\xff\xff";
+         wire::FrameHeader h;
+         h.type = MsgType::TensorRead;
+         uint8_t hdr[wire::kHeaderSize];
+         wire::encode_header(h, junk.data(), junk.size(), hdr);
+         return std::string(reinterpret_cast<char*>(hdr), sizeof hdr) + junk;
+       }()},
+  };
+  uint64_t refused = 0;
+  for (const auto& [what, bytes] : cases) {
+    SCOPED_TRACE(what);
+    for (bool established : {false, true}) {
+      SCOPED_TRACE(established ? "after the handshake" : "as the first frame");
+      Raw bad(server.port());
+      if (established) handshake(bad);
+      bad.send_bytes(bytes.data(), bytes.size());
+      EXPECT_TRUE(bad.closed_by_server());
+      ++refused;
+      EXPECT_TRUE(eventually([&] { return server.stats().connections_refused == refused; }))
+          << server.stats().connections_refused;
+      // The other session is unaffected.
+      ASSERT_EQ(write(good, id, 0, floats({1, 2, 3, 4})).h.type, MsgType::Ok);
+      EXPECT_EQ(to_floats(read(good, id, 0, 16).payload), (std::vector<float>{1, 2, 3, 4}));
+    }
+  }
+  // Nothing was left behind by the refused connections' sessions beyond
+  // their grace period: only the good session and its tensor are held.
+  EXPECT_EQ(server.stats().tensors, 1u);
+}
+
+TEST_F(ControlServer, GoodbyeFreesTheSessionAtOnce) {
+  Server server(options());
+  Raw c(server.port());
+  const wire::Welcome w = handshake(c);
+  alloc(c, {1024});
+  alloc(c, {8, 8});
+  EXPECT_EQ(server.stats().tensors, 2u);
+  c.send(MsgType::Goodbye, 70, wire::Goodbye());
+  EXPECT_TRUE(c.closed_by_server());
+  EXPECT_EQ(server.stats().tensors, 0u);
+  EXPECT_EQ(server.stats().tensor_bytes, 0u);
+  EXPECT_EQ(server.stats().sessions, 0u);
+  EXPECT_EQ(server.stats().connections_refused, 0u);
+  // Its token no longer resumes anything.
+  Raw again(server.port());
+  const wire::Welcome w2 = handshake(again, w.session_token());
+  EXPECT_FALSE(w2.resumed());
+  EXPECT_NE(w2.session_token(), w.session_token());
+}
+
+TEST_F(ControlServer, LostConnectionKeepsTensorsForTheGracePeriod) {
+  ServerOptions o = options();
+  o.session_grace_ms = 600;
+  Server server(o);
+  {
+    Raw c(server.port());
+    handshake(c);
+    alloc(c, {64});
+    alloc(c, {64});
+  }
+  const auto lost = Clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  EXPECT_EQ(server.stats().tensors, 2u);
+  EXPECT_EQ(server.stats().sessions, 1u);
+  EXPECT_TRUE(eventually([&] { return server.stats().tensors == 0; }, 5000));
+  EXPECT_GE(Clock::now() - lost, std::chrono::milliseconds(550));
+  EXPECT_EQ(server.stats().sessions, 0u);
+  EXPECT_EQ(server.stats().tensor_bytes, 0u);
+}
+
+TEST_F(ControlServer, ResumeWithinGraceGetsTheTensorsBack) {
+  ServerOptions o = options();
+  o.session_grace_ms = 10000;
+  Server server(o);
+  std::string token;
+  uint64_t id = 0;
+  const std::string bytes = floats({3.5f, -1.f, 8.f, 0.25f});
+  {
+    Raw c(server.port());
+    token = handshake(c).session_token();
+    alloc(c, {2});
+    id = alloc(c, {4});
+    ASSERT_EQ(write(c, id, 0, bytes).h.type, MsgType::Ok);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  Raw c(server.port());
+  const wire::Welcome w = handshake(c, token);
+  EXPECT_TRUE(w.resumed());
+  EXPECT_EQ(w.session_token(), token);
+  EXPECT_EQ(server.stats().sessions, 1u);
+  EXPECT_EQ(server.stats().tensors, 2u);
+  const Frame f = read(c, id, 0, 16);
+  ASSERT_EQ(f.h.type, MsgType::Ok);
+  EXPECT_EQ(f.payload, bytes);
+  // New ids continue after the old ones.
+  EXPECT_EQ(alloc(c, {1}), id + 1);
+
+  // A client that comes back before the server noticed the old connection
+  // die takes the session over; the old connection is closed.
+  Raw again(server.port());
+  EXPECT_TRUE(handshake(again, token).resumed());
+  EXPECT_TRUE(c.closed_by_server());
+  EXPECT_EQ(read(again, id, 0, 16).payload, bytes);
+
+  // An unknown token opens a new, empty session.
+  Raw other(server.port());
+  const wire::Welcome w3 = handshake(other, std::string(32, '\x01'));
+  EXPECT_FALSE(w3.resumed());
+  EXPECT_EQ(read(other, id, 0, 4).error().status(), GENIE_ERR_NOT_FOUND);
+}
+
+TEST_F(ControlServer, ClientDyingMidWriteLeavesAPartialTensorFreedAfterGrace) {
+  ServerOptions o = options();
+  o.session_grace_ms = 300;
+  Server server(o);
+  Raw c(server.port());
+  const wire::Welcome w = handshake(c);
+  const uint64_t id = alloc(c, {1 << 18});  // 1 MiB
+  {
+    Raw d(server.port());
+    data_handshake(d, w.session_token());
+    wire::TensorWrite tw;
+    tw.set_tensor_id(id);
+    d.send(MsgType::TensorWrite, 9, tw, std::string(1000, '\x7f'), uint64_t{1} << 20);
+  }  // the client dies 1000 bytes into a 1 MiB payload
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const Frame f = read(c, id, 0, 1004);
+  ASSERT_EQ(f.h.type, MsgType::Ok);
+  EXPECT_EQ(f.payload, std::string(1000, '\x7f') + std::string(4, '\0'));
+  EXPECT_EQ(server.stats().tensors, 1u);
+  c.close();
+  EXPECT_TRUE(eventually([&] { return server.stats().tensors == 0 && server.stats().sessions == 0; }));
+}
+
+TEST_F(ControlServer, DataConnectionNeedsALiveSession) {
+  Server server(options());
+  Raw d(server.port());
+  wire::DataHello dh;
+  dh.set_session_token(std::string(32, 'z'));
+  d.send(MsgType::DataHello, 3, dh);
+  EXPECT_EQ(d.reply(3).error().status(), GENIE_ERR_NOT_FOUND);
+  EXPECT_TRUE(d.closed_by_server());
+
+  Raw c(server.port());
+  const wire::Welcome w = handshake(c);
+  Raw d2(server.port());
+  data_handshake(d2, w.session_token());
+  d2.send(MsgType::GraphSubmit, 4, submit_msg(add_mul_graph(), {}));
+  EXPECT_EQ(d2.reply(4).error().status(), GENIE_ERR_PROTOCOL);
+  EXPECT_TRUE(d2.closed_by_server());
+  // Losing the control connection closes the session's data connections.
+  Raw d3(server.port());
+  data_handshake(d3, w.session_token());
+  c.close();
+  EXPECT_TRUE(d3.closed_by_server());
+}
+
+// A chain of matrix products long enough to be still running when stop()
+// is called.
+std::string slow_graph(int n) {
+  Graph g("slow");
+  g.add_input("x", DType::F32, {256, 256});
+  std::string prev = "x";
+  for (int i = 0; i < n; ++i) {
+    const std::string next = "m" + std::to_string(i);
+    g.add_node("matmul", "mm" + std::to_string(i), {prev, "x"}, {next});
+    prev = next;
+  }
+  g.mark_output(prev);
+  return graph_to_json(g);
+}
+
+bool port_refuses(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool refused = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0;
+  ::close(fd);
+  return refused;
+}
+
+TEST_F(ControlServer, StopLetsAGraphInFlightFinishAndReport) {
+  ServerOptions o = options();
+  o.num_threads = 1;
+  Server server(o);
+  Raw c(server.port());
+  handshake(c);
+  const uint64_t x = alloc(c, {256, 256});
+  c.send(MsgType::GraphSubmit, 80, submit_msg(slow_graph(400), {{"x", x}}));
+  ASSERT_EQ(c.reply(80).h.type, MsgType::SubmitAccepted);
+  server.stop();
+  const bool still_running = server.stats().graphs_executed == 0;
+  server.stop();  // idempotent
+  // Stopping has begun once nothing listens any more; a new graph is then
+  // refused, the one in flight still reports.
+  EXPECT_TRUE(eventually([&] { return port_refuses(server.port()); }));
+  c.send(MsgType::GraphSubmit, 81, submit_msg(slow_graph(1), {{"x", x}}));
+  std::optional<wire::GraphDone> done;
+  std::optional<wire::ErrorReply> refused;
+  for (int i = 0; i < 2; ++i) {
+    auto f = c.recv(15000);
+    ASSERT_TRUE(f.has_value()) << "frame " << i;
+    if (f->h.request_id == 80 && f->h.type == MsgType::GraphDone) done = f->as<wire::GraphDone>();
+    if (f->h.request_id == 81 && f->is_error()) refused = f->error();
+  }
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->status(), GENIE_OK) << done->detail();
+  EXPECT_EQ(done->outputs_size(), 1);
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status(), GENIE_ERR_SHUTDOWN);
+  EXPECT_TRUE(still_running) << "the graph finished before stop(): make it slower";
+  server.wait();
+  EXPECT_TRUE(c.closed_by_server());
+  EXPECT_EQ(server.stats().tensors, 0u);
+  EXPECT_EQ(server.stats().sessions, 0u);
+  EXPECT_EQ(server.stats().graphs_executed, 1u);
+}
+
+TEST_F(ControlServer, StopFromAnotherThreadClosesIdleSessions) {
+  ServerOptions o = options();
+  o.session_grace_ms = 60000;
+  Server server(o);
+  Raw c(server.port());
+  handshake(c);
+  alloc(c, {16});
+  Raw in_grace(server.port());
+  handshake(in_grace);
+  alloc(in_grace, {16});
+  in_grace.close();
+  Raw half(server.port());  // still in its handshake
+  std::thread([&] { server.stop(); }).join();
+  std::thread other([&] { server.wait(); });
+  server.wait();
+  other.join();
+  EXPECT_TRUE(c.closed_by_server());
+  EXPECT_TRUE(half.closed_by_server());
+  EXPECT_EQ(server.stats().sessions, 0u);
+  EXPECT_EQ(server.stats().tensors, 0u);
+}
+
+}  // namespace
+}  // namespace genie
