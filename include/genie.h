@@ -743,11 +743,20 @@ typedef void (*genie_future_callback_t)(genie_future_t *future,
  *  used in place; a host ("cpu") tensor is copied to the server for this
  *  submission only (allocate it on "remote:0" to keep it resident there).
  *  Bindings are checked here, before anything is sent, as in embedded mode.
+ *  The call does not wait for the server: it returns once the graph is
+ *  queued, so many submissions can be in flight (they are sent in call
+ *  order, after every genie_tensor_write that has returned). What the server
+ *  refuses at submission arrives through the future like an execution
+ *  error: NOT_FOUND (a tensor the server no longer holds), SHUTDOWN (the
+ *  server is stopping), CONNECTION (the connection was lost before the
+ *  graph completed), or any validation error on its side.
  *  Errors (returned now, the future not created): INVALID_HANDLE,
  *  INVALID_ARGUMENT, INVALID_GRAPH (unbound or unknown input), DTYPE_MISMATCH,
  *  SHAPE_MISMATCH, any validation error, SHUTDOWN, and in remote mode
- *  CONNECTION, TIMEOUT, NOT_FOUND (a tensor the server no longer holds),
- *  UNSUPPORTED (from a completion callback).
+ *  CONNECTION and TIMEOUT (not connected, or reconnecting did not succeed in
+ *  time; also from uploading a bound host tensor), TOO_LARGE (the graph's
+ *  message exceeds the maximum message size), UNSUPPORTED (from a completion
+ *  callback).
  *  Errors while executing are reported by the future. */
 GENIE_API genie_status_t genie_graph_submit(genie_context_t *ctx,
                                             const genie_graph_t *graph,

@@ -27,7 +27,8 @@ genie_status_t genie_graph_submit(genie_context_t* ctx, const genie_graph_t* gra
                                   size_t n_inputs, genie_future_t** out) {
   return guard([&] {
     Context& c = *live(ctx, kContextMagic, "context")->impl;
-    const Graph& g = live(const_cast<genie_graph_t*>(graph), kGraphMagic, "graph")->g;
+    genie_graph* gh = live(const_cast<genie_graph_t*>(graph), kGraphMagic, "graph");
+    const Graph& g = gh->g;
     check_out(out, "out");
     check(n_inputs == 0 || (input_names != nullptr && inputs != nullptr), GENIE_ERR_INVALID_ARGUMENT,
           "input_names or inputs is NULL with n_inputs ", n_inputs);
@@ -43,7 +44,7 @@ genie_status_t genie_graph_submit(genie_context_t* ctx, const genie_graph_t* gra
     }
     c.check_live();
     auto h = std::make_unique<genie_future>();
-    h->state = c.submit(g, names, tensors);
+    h->state = c.submit(g, names, tensors, &gh->memo, gh->version.load(std::memory_order_relaxed));
     *out = h.release();
   });
 }

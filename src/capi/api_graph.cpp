@@ -8,7 +8,13 @@ using namespace genie;
 
 namespace {
 
-Graph& G(genie_graph_t* g) { return live(g, kGraphMagic, "graph")->g; }
+// Every call that may change a graph reaches it through here: submissions
+// keep reusing their snapshot of it only until the version moves.
+Graph& G(genie_graph_t* g) {
+  genie_graph* h = live(g, kGraphMagic, "graph");
+  h->version.fetch_add(1, std::memory_order_relaxed);
+  return h->g;
+}
 const Graph& G(const genie_graph_t* g) {
   return live(const_cast<genie_graph_t*>(g), kGraphMagic, "graph")->g;
 }

@@ -255,16 +255,41 @@ TensorRef Context::alloc(DType dtype, Shape shape, const char* device, std::stri
   return TensorRef(std::move(rt));
 }
 
+std::shared_ptr<const SubmitMemo::Prepared> SubmitMemo::find(
+    uint64_t version, const std::unordered_map<ValueId, Shape>& shapes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!prepared_ || version != version_ || shapes != shapes_) return nullptr;
+  return prepared_;
+}
+
+void SubmitMemo::keep(uint64_t version, std::unordered_map<ValueId, Shape> shapes,
+                      std::shared_ptr<const Prepared> p) {
+  std::lock_guard<std::mutex> lk(mu_);
+  version_ = version;
+  shapes_ = std::move(shapes);
+  prepared_ = std::move(p);
+}
+
 std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vector<std::string>& names,
-                                             const std::vector<TensorRef>& tensors) {
+                                             const std::vector<TensorRef>& tensors, SubmitMemo* memo,
+                                             uint64_t version) {
   std::vector<TensorDesc> descs;
   descs.reserve(tensors.size());
   for (const TensorRef& t : tensors) descs.push_back({t.dtype(), t.shape()});
   std::unordered_map<ValueId, Shape> shapes;
   const std::vector<size_t> order = bind_inputs(graph, names, descs, &shapes);
-  auto snapshot = std::make_shared<Graph>(graph);
-  snapshot->validate(&shapes);
-  if (client_) return submit_remote(*snapshot, names, tensors, order);
+  std::shared_ptr<const SubmitMemo::Prepared> prepared = memo ? memo->find(version, shapes) : nullptr;
+  if (!prepared || (client_ && prepared->json.empty())) {
+    auto snapshot = std::make_shared<Graph>(graph);
+    snapshot->validate(&shapes);
+    auto p = std::make_shared<SubmitMemo::Prepared>();
+    if (client_) p->json = graph_to_json(*snapshot);
+    p->graph = std::move(snapshot);
+    if (memo) memo->keep(version, std::move(shapes), p);
+    prepared = std::move(p);
+  }
+  if (client_) return submit_remote(*prepared, names, tensors, order);
+  const std::shared_ptr<const Graph>& snapshot = prepared->graph;
 
   std::vector<TensorPtr> bound;
   for (size_t i : order) {
@@ -288,10 +313,11 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
   return state;
 }
 
-std::shared_ptr<FutureState> Context::submit_remote(const Graph& snapshot,
+std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& prepared,
                                                     const std::vector<std::string>& names,
                                                     const std::vector<TensorRef>& tensors,
                                                     const std::vector<size_t>& order) {
+  const Graph& snapshot = *prepared.graph;
   std::vector<std::pair<std::string, uint64_t>> bindings;
   // Held until the graph completes, so no input is freed under it (whatever
   // the caller destroys meanwhile).
@@ -355,7 +381,7 @@ std::shared_ptr<FutureState> Context::submit_remote(const Graph& snapshot,
     ctx->remote_graph_done();
   };
   try {
-    client_->submit(snapshot, bindings, std::move(done));
+    client_->submit(prepared.json, bindings, std::move(done));
   } catch (...) {
     remote_graph_done();
     throw;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/config.hpp"
@@ -116,6 +117,30 @@ class FutureState {
   genie_future_t* handle_ = nullptr;
 };
 
+// What a submission derives from a graph: the snapshot validated with the
+// bound shapes and, in remote mode, its JSON. A graph handle keeps the last
+// one, so that submitting an unchanged graph again with the same shapes (the
+// usual loop) skips the copy, the validation and the encoding. `version`
+// names the graph's state: the handle bumps it whenever the graph may
+// change. Thread-safe (a built graph may be submitted from several threads).
+class SubmitMemo {
+ public:
+  struct Prepared {
+    std::shared_ptr<const Graph> graph;
+    std::string json;  // remote mode only
+  };
+
+  // The Prepared kept for this version and these shapes, or null.
+  std::shared_ptr<const Prepared> find(uint64_t version, const std::unordered_map<ValueId, Shape>& shapes);
+  void keep(uint64_t version, std::unordered_map<ValueId, Shape> shapes, std::shared_ptr<const Prepared> p);
+
+ private:
+  std::mutex mu_;
+  uint64_t version_ = 0;
+  std::unordered_map<ValueId, Shape> shapes_;
+  std::shared_ptr<const Prepared> prepared_;
+};
+
 class Context : public std::enable_shared_from_this<Context> {
  public:
   // Remote mode connects here: throws CONNECTION / TIMEOUT / AUTH /
@@ -137,9 +162,11 @@ class Context : public std::enable_shared_from_this<Context> {
   // Throws PARSE / UNSUPPORTED with the reason, or the server's error.
   TensorRef alloc(DType dtype, Shape shape, const char* device, std::string* canonical);
 
-  // Validates bindings, snapshots the graph and starts it.
+  // Validates bindings, snapshots the graph and starts it. With a memo,
+  // reuses (and keeps) the snapshot of `graph` at `version`.
   std::shared_ptr<FutureState> submit(const Graph& graph, const std::vector<std::string>& names,
-                                      const std::vector<TensorRef>& tensors);
+                                      const std::vector<TensorRef>& tensors, SubmitMemo* memo = nullptr,
+                                      uint64_t version = 0);
 
   // ServerInfo as JSON (remote mode); throws UNSUPPORTED in embedded mode.
   std::string server_info_json();
@@ -156,7 +183,8 @@ class Context : public std::enable_shared_from_this<Context> {
     std::string canonical;      // what genie_tensor_device reports
   };
   Placement resolve_device(const char* text) const;
-  std::shared_ptr<FutureState> submit_remote(const Graph& snapshot, const std::vector<std::string>& names,
+  std::shared_ptr<FutureState> submit_remote(const SubmitMemo::Prepared& prepared,
+                                             const std::vector<std::string>& names,
                                              const std::vector<TensorRef>& tensors,
                                              const std::vector<size_t>& order);
   void remote_graph_done();

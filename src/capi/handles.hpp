@@ -2,6 +2,7 @@
 // exceptions into a status plus the thread-local detail message.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <new>
@@ -86,6 +87,11 @@ struct genie_tensor {
 struct genie_graph {
   uint32_t magic = genie::kGraphMagic;
   genie::Graph g;
+  // Bumped by every call that may change g (they all reach g through the
+  // mutable accessor in api_graph.cpp), so that submissions reuse what they
+  // derived from g (memo) only while g is unchanged.
+  std::atomic<uint64_t> version{0};
+  genie::SubmitMemo memo;
 };
 
 struct genie_future {

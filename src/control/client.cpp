@@ -3,10 +3,14 @@
 // Threading. The connections, the table of requests in flight and the
 // handshake live on the loop thread and are touched nowhere else. A caller
 // thread builds a Call, posts it to the loop and waits on the Call's own
-// condition variable. The connection state callers wait for (connecting,
-// ready, reconnecting, failed, closed) is written only on the loop thread,
-// under `mu`, so callers may read it under `mu` and the loop may read it
-// without.
+// condition variable, except for a graph submission: its caller returns once
+// the Call is posted, and the Call ends by running its completion on the
+// loop thread (GraphDone, the server's ErrorReply, or a failure). The
+// connection state callers wait for (connecting, ready, reconnecting,
+// failed, closed) is written only on the loop thread, under `mu`, so callers
+// may read it under `mu` and the loop may read it without. Freed tensor ids
+// are queued under `mu` too (`frees`): the loop sends them ahead of the next
+// request on the control connection.
 //
 // Caller memory. tensor_write sends the caller's buffer and tensor_read
 // receives straight into the caller's buffer, so a Call is not finished
@@ -50,6 +54,9 @@ constexpr int kDataSocketBuffer = 8 << 20;  // bulk tensor bytes: keep the pipe 
 constexpr int kFirstRetryMs = 50;
 constexpr int kMaxRetryMs = 1000;
 constexpr int64_t kMaxGoodbyeWaitMs = 2000;  // close() never waits longer for the server
+// A freed tensor's TensorFree goes out with the next request on the control
+// connection, or after this long if none comes first.
+constexpr uint64_t kFreeFlushMs = 5;
 
 enum class Link { Control, Data };
 
@@ -70,10 +77,11 @@ struct Call {
   // tensor_read: where the payload goes.
   void* dst = nullptr;
   uint64_t nbytes = 0;
-  // submit: runs on the loop thread with the completion once accepted.
+  // submit: runs once, on the loop thread, with the completion or failure;
+  // nobody waits on cv for a submission.
   std::function<void(RemoteResult&&)> done;
-  bool accepted = false;  // loop thread only
 
+  bool submission() const { return type == MsgType::GraphSubmit; }
   bool finished() const { return replied && released; }
 
   void settle(genie_status_t st, std::string why, MsgType rtype = MsgType::Ok, std::string msg = {}) {
@@ -163,6 +171,10 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   // Calls whose caller is waiting: settled by close() if the loop is gone
   // before it reached them.
   std::unordered_set<std::shared_ptr<Call>> outstanding;
+  // Tensors freed but not yet reported to the server (flush_frees), and
+  // whether the loop has been asked to flush them soon.
+  std::vector<uint64_t> frees;
+  bool free_flush_due = false;
   std::atomic<uint64_t> next_id{1};
   std::once_flag close_once;
 
@@ -173,8 +185,8 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   bool resuming = false;
   std::string token;
   std::unordered_map<uint64_t, std::shared_ptr<Call>> pending;
-  std::vector<uint64_t> deferred_frees;  // tensors freed while reconnecting
   uv_timer_t retry_timer{};
+  uv_timer_t free_timer{};
   uv_timer_t deadline_timer{};
   int retry_ms = 0;
   Clock::time_point reconnect_deadline;
@@ -259,16 +271,41 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
     if (call->status != GENIE_OK) throw Error(call->status, call->detail);
   }
 
+  // Queues a graph submission and returns: the server's answer (GraphDone or
+  // ErrorReply), or a failure, reaches call->done on the loop thread. Throws
+  // only what is known before anything is sent (TOO_LARGE, not connected,
+  // closed), and then call->done never runs.
+  void submit(const std::shared_ptr<Call>& call, std::string msg) {
+    refuse_on_loop_thread(what_of(call->type));
+    check(msg.size() <= max_message, GENIE_ERR_TOO_LARGE, what_of(call->type), ": the encoded message of ",
+          msg.size(), " bytes exceeds the maximum message size of ", max_message,
+          " bytes (GENIE_MAX_MESSAGE)");
+    wait_ready(Clock::now() + timeout);
+    const uint64_t id = next_id.fetch_add(1);
+    // A posted task always runs (LoopThread::stop runs the queue first), so
+    // the completion cannot be lost once post() succeeded.
+    if (!loop->post([this, call, id, msg = std::move(msg)]() mutable {
+          start(call, id, std::move(msg), nullptr, 0);
+        }))
+      fail(GENIE_ERR_SHUTDOWN, "the connection to ", addr, " has been closed (shut down)");
+  }
+
   // ===== loop thread =========================================================
 
   void start(const std::shared_ptr<Call>& call, uint64_t id, std::string msg, const void* payload,
              uint64_t payload_len) {
     if (state != State::Ready) {
-      call->settle(state == State::Closed ? GENIE_ERR_SHUTDOWN : GENIE_ERR_CONNECTION,
-                   cat("connection to ", addr, " lost before the ", what_of(call->type), " was sent"));
+      end_call(*call, state == State::Closed ? GENIE_ERR_SHUTDOWN : GENIE_ERR_CONNECTION,
+               cat("connection to ", addr, " lost before the ", what_of(call->type), " was sent"));
       return;
     }
-    const std::shared_ptr<Connection>& conn = call->link == Link::Data ? data : ctrl;
+    const std::shared_ptr<Connection> conn = call->link == Link::Data ? data : ctrl;
+    const bool control = call->link == Link::Control;
+    if (control) {
+      // Tensors freed before this call: freed first, in the same write.
+      conn->cork();
+      flush_frees();
+    }
     pending.emplace(id, call);
     std::function<void(genie_status_t)> sent;
     if (payload_len > 0) {
@@ -276,6 +313,7 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
       sent = [call](genie_status_t) { call->release(); };
     }
     conn->send(call->type, id, 0, std::move(msg), payload, payload_len, nullptr, std::move(sent));
+    if (control) conn->uncork();
   }
 
   void cancel(const std::shared_ptr<Call>& call, uint64_t id) {
@@ -328,8 +366,10 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   void init_timers() {
     uv_timer_init(loop->loop(), &retry_timer);
     uv_timer_init(loop->loop(), &deadline_timer);
+    uv_timer_init(loop->loop(), &free_timer);
     retry_timer.data = this;
     deadline_timer.data = this;
+    free_timer.data = this;
   }
 
   void arm_deadline() {
@@ -363,16 +403,22 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
     auto calls = std::move(pending);
     pending.clear();
     for (auto& [id, call] : calls) {
-      if (call->accepted) {
-        RemoteResult r;
-        r.status = st;
-        r.detail = detail;
-        run_done(*call, std::move(r));
-      } else {
-        call->settle(st, detail);
-      }
+      end_call(*call, st, detail);
       call->release();
     }
+  }
+
+  // Ends a call with an error: a submission through its completion, any
+  // other call by waking its caller.
+  void end_call(Call& call, genie_status_t st, std::string detail) {
+    if (!call.submission()) {
+      call.settle(st, std::move(detail));
+      return;
+    }
+    RemoteResult r;
+    r.status = st;
+    r.detail = std::move(detail);
+    run_done(call, std::move(r));
   }
 
   void run_done(Call& call, RemoteResult&& r) {
@@ -449,7 +495,10 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
     teardown();
     uv_timer_stop(&retry_timer);
     uv_timer_stop(&deadline_timer);
-    deferred_frees.clear();
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      frees.clear();
+    }
     fail_all(GENIE_ERR_CONNECTION, detail);
     if (state == State::Reconnecting) log(LogLevel::Warn, "client: ", detail);
     set_state(State::Failed, st, detail);
@@ -545,8 +594,7 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
       uv_timer_stop(&retry_timer);
       if (resuming) log(LogLevel::Info, "client: session with ", addr, " resumed");
       set_state(State::Ready);
-      for (uint64_t id : deferred_frees) send_free(id);
-      deferred_frees.clear();
+      flush_frees();  // those freed while reconnecting
       return;
     }
     attempt_failed(GENIE_ERR_PROTOCOL, cat("unexpected ", wire::type_name(fh.type), " during the handshake"));
@@ -575,19 +623,12 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
     if (is_error(fh)) {
       pending.erase(it);
       auto [st, detail] = parse_error(msg);
-      if (call->accepted) {
-        RemoteResult r;
-        r.status = st;
-        r.detail = std::move(detail);
-        run_done(*call, std::move(r));
-      } else {
-        call->settle(st, std::move(detail));
-      }
+      end_call(*call, st, std::move(detail));
       return fh.payload_len ? discard(fh.payload_len) : PayloadSink{};
     }
     const auto protocol = [&](const std::string& why) -> PayloadSink {
       pending.erase(fh.request_id);
-      call->settle(GENIE_ERR_PROTOCOL, cat(what_of(call->type), ": ", why));
+      end_call(*call, GENIE_ERR_PROTOCOL, cat(what_of(call->type), ": ", why));
       connection_lost(cat("protocol error: ", why));
       return {};
     };
@@ -613,20 +654,12 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
       }
       case MsgType::GraphSubmit: {
         if (fh.payload_len) return protocol("unexpected payload");
-        if (fh.type == MsgType::SubmitAccepted) {
-          call->accepted = true;
-          call->settle(GENIE_OK, {});
-          return {};
-        }
+        // Servers before the acceptance was dropped send one ahead of the
+        // GraphDone; it carries nothing this client needs.
+        if (fh.type == MsgType::SubmitAccepted) return {};
         if (fh.type != MsgType::GraphDone) return protocol(cat("unexpected ", wire::type_name(fh.type)));
         pending.erase(it);
-        RemoteResult r = parse_done(msg);
-        if (!call->accepted) {
-          // Completion without a separate acceptance still answers submit().
-          call->accepted = true;
-          call->settle(GENIE_OK, {});
-        }
-        run_done(*call, std::move(r));
+        run_done(*call, parse_done(msg));
         return {};
       }
       default: {
@@ -686,14 +719,50 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
     for (const auto& o : d.outputs()) send_free(o.tensor_id());
   }
 
+  // Loop thread: frees `id` on the server now, or after the reconnect.
   void send_free(uint64_t id) {
-    if (state == State::Ready && ctrl) {
+    if (state != State::Ready && state != State::Reconnecting) return;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      frees.push_back(id);
+    }
+    flush_frees();
+  }
+
+  // Sends a TensorFree for every tensor freed so far. Called before each
+  // request on the control connection, so the server frees them before it
+  // handles anything the caller did after freeing (and a caller destroying
+  // outputs between submissions costs no wake-up of its own), and by
+  // free_timer, so they are not held back for long when no request comes.
+  // While reconnecting they wait for the resumed session.
+  void flush_frees() {
+    if (state != State::Ready || !ctrl) return;
+    std::vector<uint64_t> ids;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      ids.swap(frees);
+    }
+    ctrl->cork();  // one write for them all
+    for (uint64_t id : ids) {
       wire::TensorFree f;
       f.set_tensor_id(id);
       ctrl->send(MsgType::TensorFree, next_id.fetch_add(1), 0, wire::encode_msg(f));
-    } else if (state == State::Reconnecting) {
-      deferred_frees.push_back(id);
     }
+    ctrl->uncork();
+  }
+
+  void arm_free_timer() {
+    uv_timer_start(
+        &free_timer,
+        [](uv_timer_t* t) {
+          auto* self = static_cast<Impl*>(t->data);
+          {
+            std::lock_guard<std::mutex> lk(self->mu);
+            self->free_flush_due = false;
+          }
+          self->flush_frees();
+        },
+        kFreeFlushMs, 0);
   }
 
   // ===== lifetime ============================================================
@@ -844,20 +913,27 @@ void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nby
 void RemoteClient::tensor_free(uint64_t id) noexcept {
   try {
     Impl* im = impl_.get();
+    bool arm;
     {
       std::lock_guard<std::mutex> lk(im->mu);
       if (im->state == Impl::State::Closed || im->state == Impl::State::Failed) return;
+      im->frees.push_back(id);
+      // Only the first free since the last flush wakes the loop; the next
+      // request usually takes them all before the timer fires.
+      arm = !im->free_flush_due;
+      im->free_flush_due = true;
     }
-    im->loop->post([im, id] { im->send_free(id); });
+    if (arm) im->loop->post([im] { im->arm_free_timer(); });
   } catch (...) {
     // Fire and forget: at worst the server frees it with the session.
   }
 }
 
-void RemoteClient::submit(const Graph& graph, const std::vector<std::pair<std::string, uint64_t>>& bindings,
+void RemoteClient::submit(const std::string& graph_json,
+                          const std::vector<std::pair<std::string, uint64_t>>& bindings,
                           std::function<void(RemoteResult&&)> done) {
   wire::GraphSubmit m;
-  m.set_graph_json(graph_to_json(graph));
+  m.set_graph_json(graph_json);
   for (const auto& [name, id] : bindings) {
     wire::Binding* b = m.add_bindings();
     b->set_name(name);
@@ -865,7 +941,7 @@ void RemoteClient::submit(const Graph& graph, const std::vector<std::pair<std::s
   }
   auto call = std::make_shared<Call>(MsgType::GraphSubmit, Link::Control);
   call->done = std::move(done);
-  impl_->transact(call, wire::encode_msg(m));
+  impl_->submit(call, wire::encode_msg(m));
 }
 
 std::string RemoteClient::server_info_json() {

@@ -5,7 +5,8 @@
 // Calls may come from any thread. Each is queued to the context's loop
 // thread (LoopThread::post), written there, and matched to its reply by
 // request id; many may be in flight at once (pipelining). Synchronous calls
-// block the caller until the reply or the timeout (Config::timeout_ms).
+// block the caller until the reply or the timeout (Config::timeout_ms);
+// submit() does not wait: its completion arrives through a callback.
 //
 // Connection loss: every request in flight fails with GENIE_ERR_CONNECTION
 // (graph completions too), then the client reconnects in the background
@@ -25,7 +26,6 @@
 #include "core/config.hpp"
 #include "core/dtype.hpp"
 #include "core/shape.hpp"
-#include "graph/graph.hpp"
 #include "genie.h"
 
 namespace genie {
@@ -60,15 +60,25 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   uint64_t tensor_alloc(DType dtype, const Shape& shape, const std::string& device);
   void tensor_write(uint64_t id, size_t offset, const void* src, size_t nbytes);
   void tensor_read(uint64_t id, size_t offset, void* dst, size_t nbytes);
-  // Fire and forget; never throws. Ignored after close().
+  // Fire and forget; never throws. Ignored after close(). The TensorFree
+  // goes out ahead of the next request on the control connection (so that
+  // request sees the tensor freed), or a few milliseconds later if no
+  // request comes: freeing costs no wake-up of the loop of its own.
   void tensor_free(uint64_t id) noexcept;
 
-  // Sends the graph (already validated with the bound shapes) and its
-  // bindings (graph input name -> tensor id). Returns once the server has
-  // accepted it (throws its error otherwise, e.g. NOT_FOUND for a tensor of
-  // another session). `done` runs exactly once on the loop thread with the
-  // completion (or GENIE_ERR_CONNECTION / GENIE_ERR_SHUTDOWN).
-  void submit(const Graph& graph, const std::vector<std::pair<std::string, uint64_t>>& bindings,
+  // Queues the graph (its JSON, graph_to_json of a graph already validated
+  // with the bound shapes) and its bindings (graph input name -> tensor id)
+  // and returns without waiting for
+  // the server, so that many submissions can be in flight. `done` runs
+  // exactly once, on the loop thread, with the completion: GraphDone, or the
+  // server's refusal (e.g. NOT_FOUND for a tensor of another session), or
+  // GENIE_ERR_CONNECTION / GENIE_ERR_SHUTDOWN. Submissions go out in call
+  // order on the control connection, after every write that has returned
+  // (tensor_write waits for the server to apply it). Throws, and then never
+  // runs `done`, only for what is known before sending: TOO_LARGE,
+  // UNSUPPORTED on the loop thread, CONNECTION or SHUTDOWN when not
+  // connected (after waiting up to the timeout for a reconnect).
+  void submit(const std::string& graph_json, const std::vector<std::pair<std::string, uint64_t>>& bindings,
               std::function<void(RemoteResult&&)> done);
 
   // ServerInfo as JSON text.

@@ -22,6 +22,10 @@ namespace {
 // most ~2 GiB on Linux anyway; 1 GiB pieces keep every length comfortably
 // inside int-sized arithmetic wherever it lands.
 constexpr size_t kMaxChunk = size_t{1} << 30;
+// Small frames are read through a buffer of this size, many per system call;
+// a message or payload with at least this much still to come is read
+// straight into its place.
+constexpr size_t kReadBuffer = 16 << 10;
 
 std::string format_addr(const sockaddr_storage& ss) {
   char ip[INET6_ADDRSTRLEN] = {0};
@@ -81,14 +85,25 @@ void guarded_log(Fn&& fn, const char* what) {
 struct Connection::Impl {
   enum class Stage { Header, Message, Payload };
 
-  // One queued frame; owned by libuv from uv_write until on_write.
-  struct WriteReq {
-    uv_write_t req{};
+  // One frame to write: its header and message, the caller's payload, and
+  // whom to tell once the kernel has it.
+  struct OutFrame {
     uint8_t header[wire::kHeaderSize];
     std::string msg;
+    const char* payload = nullptr;
+    uint64_t payload_len = 0;
     std::shared_ptr<void> keep;
     std::function<void(genie_status_t)> done;
-    std::vector<uv_buf_t> bufs;
+
+    uint64_t size() const { return wire::kHeaderSize + msg.size() + payload_len; }
+  };
+
+  // Frames the kernel did not take at once; owned by libuv from uv_write
+  // until on_write.
+  struct WriteReq {
+    uv_write_t req{};
+    std::vector<OutFrame> frames;
+    std::vector<uv_buf_t> bufs;  // into `frames`, built once they are in place
   };
 
   // A name lookup in flight. Heap-owned because it may outlive the
@@ -111,7 +126,9 @@ struct Connection::Impl {
   std::string close_detail;
 
   // Read state: which segment of the current frame is arriving and how much
-  // of it is here. alloc_cb hands libuv exactly the missing part of it.
+  // of it is here. alloc_cb hands libuv either the missing part of a large
+  // segment, or `staging` (`staged`), from which land() copies the bytes of
+  // as many frames as one read brought.
   Stage stage = Stage::Header;
   size_t got = 0;
   uint8_t header[wire::kHeaderSize] = {0};
@@ -119,6 +136,8 @@ struct Connection::Impl {
   std::string msg;
   PayloadSink sink;
   uint64_t payload_got = 0;
+  std::unique_ptr<char[]> staging = std::make_unique_for_overwrite<char[]>(kReadBuffer);
+  bool staged = false;
 
   std::function<void(genie_status_t, const std::string&)> connect_cb;
   bool connect_called = false;
@@ -134,6 +153,11 @@ struct Connection::Impl {
 
   LoopThread* hook_owner = nullptr;
   uint64_t hook_id = 0;
+
+  // Frames sent while corked (Connection::cork, and while on_read hands
+  // frames to the owner), written together by the last uncork.
+  int cork_depth = 0;
+  std::vector<OutFrame> corked;
 
   Impl(Connection* o, uv_loop_t* l, uint32_t max, Handlers h)
       : owner(o), loop(l), max_message(max), handlers(std::move(h)) {}
@@ -199,19 +223,48 @@ struct Connection::Impl {
 
   static void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) {
     auto* c = static_cast<Impl*>(h->data);
-    switch (c->stage) {
-      case Stage::Header:
-        *buf = uv_buf_init(reinterpret_cast<char*>(c->header + c->got),
-                           static_cast<unsigned>(wire::kHeaderSize - c->got));
-        return;
-      case Stage::Message:
-        buf->base = c->msg.data() + c->got;
-        buf->len = c->frame.msg_len - c->got;
-        return;
-      case Stage::Payload:
-        buf->base = static_cast<char*>(c->sink.dst) + c->payload_got;
-        buf->len = static_cast<size_t>(std::min<uint64_t>(c->frame.payload_len - c->payload_got, kMaxChunk));
-        return;
+    c->staged = false;
+    if (c->stage == Stage::Message && c->frame.msg_len - c->got >= kReadBuffer) {
+      buf->base = c->msg.data() + c->got;
+      buf->len = c->frame.msg_len - c->got;
+      return;
+    }
+    if (c->stage == Stage::Payload && c->frame.payload_len - c->payload_got >= kReadBuffer) {
+      buf->base = static_cast<char*>(c->sink.dst) + c->payload_got;
+      buf->len = static_cast<size_t>(std::min<uint64_t>(c->frame.payload_len - c->payload_got, kMaxChunk));
+      return;
+    }
+    c->staged = true;
+    buf->base = c->staging.get();
+    buf->len = kReadBuffer;
+  }
+
+  // `n` bytes read into `staging`: copies each piece where the current
+  // segment goes, frame after frame. Stops when the connection closes.
+  void land(size_t n) {
+    const char* p = staging.get();
+    while (n > 0 && !owner->closing_) {
+      char* dst = nullptr;
+      uint64_t need = 0;
+      switch (stage) {
+        case Stage::Header:
+          dst = reinterpret_cast<char*>(header) + got;
+          need = wire::kHeaderSize - got;
+          break;
+        case Stage::Message:
+          dst = msg.data() + got;
+          need = frame.msg_len - got;
+          break;
+        case Stage::Payload:
+          dst = static_cast<char*>(sink.dst) + payload_got;
+          need = frame.payload_len - payload_got;
+          break;
+      }
+      const size_t take = static_cast<size_t>(std::min<uint64_t>(n, need));
+      std::memcpy(dst, p, take);
+      p += take;
+      n -= take;
+      consume(take);
     }
   }
 
@@ -227,7 +280,14 @@ struct Connection::Impl {
                       cat("connection to ", c->peer, " lost: ", uv_strerror(static_cast<int>(nread))));
       return;
     }
-    if (nread > 0) c->consume(static_cast<size_t>(nread));
+    if (nread == 0) return;
+    // Replies to the frames of this read leave together (uncork).
+    ++c->cork_depth;
+    if (c->staged)
+      c->land(static_cast<size_t>(nread));
+    else
+      c->consume(static_cast<size_t>(nread));
+    c->uncork();
   }
 
   std::string eof_detail() const {
@@ -241,8 +301,8 @@ struct Connection::Impl {
     return cat("connection closed by peer in the middle of a frame (", where, ")");
   }
 
-  // `n` bytes landed where on_alloc pointed; on_alloc never spans two
-  // segments, so they all belong to the current one.
+  // `n` bytes of the current segment are in place: read there directly
+  // (on_alloc never spans two segments) or copied there by land().
   void consume(size_t n) {
     switch (stage) {
       case Stage::Header: {
@@ -365,10 +425,97 @@ struct Connection::Impl {
 
   // ---- writing and closing -------------------------------------------------
 
+  // Iovecs for `frames`; they point into the frames, which must not move
+  // afterwards. Payloads go in kMaxChunk pieces.
+  static std::vector<uv_buf_t> bufs_of(std::vector<OutFrame>& frames) {
+    std::vector<uv_buf_t> bufs;
+    bufs.reserve(frames.size() * 3);
+    for (OutFrame& f : frames) {
+      bufs.push_back(uv_buf_init(reinterpret_cast<char*>(f.header), wire::kHeaderSize));
+      if (!f.msg.empty()) {
+        uv_buf_t b;
+        b.base = f.msg.data();
+        b.len = f.msg.size();
+        bufs.push_back(b);
+      }
+      for (uint64_t off = 0; off < f.payload_len;) {
+        const uint64_t n = std::min<uint64_t>(f.payload_len - off, kMaxChunk);
+        uv_buf_t b;
+        b.base = const_cast<char*>(f.payload + off);  // libuv's buffers are not const; it only reads them
+        b.len = static_cast<size_t>(n);
+        bufs.push_back(b);
+        off += n;
+      }
+    }
+    return bufs;
+  }
+
+  static void finish_frames(std::vector<OutFrame>& frames, genie_status_t status) {
+    for (OutFrame& f : frames)
+      if (f.done) guarded_log([&] { f.done(status); }, "send done");
+  }
+
+  // Writes `frames`, in order, with one system call when the kernel takes
+  // them all (the common case for small frames): no write request, no
+  // completion round through the loop. What it does not take is queued
+  // with uv_write. Frames the kernel took are reported done before this
+  // returns. `closing`: called by close(), which has already begun, so a
+  // failure only fails the frames.
+  void write_frames(std::vector<OutFrame> frames, bool closing) {
+    std::vector<uv_buf_t> bufs = bufs_of(frames);
+    int n = uv_try_write(stream(), bufs.data(), static_cast<unsigned>(bufs.size()));
+    if (n == UV_EAGAIN) n = 0;
+    if (n < 0) {
+      finish_frames(frames, GENIE_ERR_CONNECTION);
+      if (!closing) owner->close(GENIE_ERR_CONNECTION, cat("write to ", peer, " failed: ", uv_strerror(n)));
+      return;
+    }
+    uint64_t left = static_cast<uint64_t>(n);
+    size_t taken = 0;
+    while (taken < frames.size() && left >= frames[taken].size()) left -= frames[taken++].size();
+    if (taken < frames.size()) {
+      auto w = std::make_unique<WriteReq>();
+      w->frames.assign(std::make_move_iterator(frames.begin() + static_cast<ptrdiff_t>(taken)),
+                       std::make_move_iterator(frames.end()));
+      frames.resize(taken);
+      w->bufs = bufs_of(w->frames);
+      // Skip what the kernel already took of the first frame.
+      size_t first = 0;
+      while (left > 0) {
+        uv_buf_t& b = w->bufs[first];
+        const uint64_t k = std::min<uint64_t>(left, b.len);
+        b.base += k;
+        b.len -= k;
+        left -= k;
+        if (b.len == 0) ++first;
+      }
+      w->req.data = w.get();
+      const int rc = uv_write(&w->req, stream(), w->bufs.data() + first,
+                              static_cast<unsigned>(w->bufs.size() - first), on_write);
+      if (rc != 0) {
+        // libuv never runs the callback of a call that failed.
+        finish_frames(frames, GENIE_OK);
+        finish_frames(w->frames, GENIE_ERR_CONNECTION);
+        if (!closing)
+          owner->close(GENIE_ERR_CONNECTION, cat("write to ", peer, " failed: ", uv_strerror(rc)));
+        return;
+      }
+      (void)w.release();  // owned by libuv until on_write
+    }
+    finish_frames(frames, GENIE_OK);
+  }
+
+  void uncork() {
+    if (--cork_depth > 0 || corked.empty() || owner->closing_) return;
+    std::vector<OutFrame> frames = std::move(corked);
+    corked.clear();
+    write_frames(std::move(frames), false);
+  }
+
   static void on_write(uv_write_t* req, int status) {
     std::unique_ptr<WriteReq> w(static_cast<WriteReq*>(req->data));
     auto* c = static_cast<Impl*>(req->handle->data);
-    if (w->done) guarded_log([&] { w->done(status == 0 ? GENIE_OK : GENIE_ERR_CONNECTION); }, "send done");
+    finish_frames(w->frames, status == 0 ? GENIE_OK : GENIE_ERR_CONNECTION);
     // ECANCELED: the handle is closing and already knows why.
     if (status != 0 && status != UV_ECANCELED) {
       c->owner->close(GENIE_ERR_CONNECTION, cat("write to ", c->peer, " failed: ", uv_strerror(status)));
@@ -511,48 +658,30 @@ void Connection::send(wire::MsgType type, uint64_t request_id, uint32_t flags, s
     refuse(GENIE_ERR_TOO_LARGE);
     return;
   }
-  auto w = std::make_unique<Impl::WriteReq>();
+  Impl::OutFrame f;
   wire::FrameHeader h;
   h.type = type;
   h.flags = flags;
   h.request_id = request_id;
   h.payload_len = payload_len;
-  w->msg = std::move(msg);
-  w->keep = std::move(keep);
-  w->done = std::move(done);
-  wire::encode_header(h, w->msg.data(), w->msg.size(), w->header);
-  // Pointers into *w (header, msg's characters) stay put: w is on the heap
-  // and neither is touched again until on_write.
-  w->bufs.reserve(2 + payload_len / kMaxChunk + 1);
-  w->bufs.push_back(uv_buf_init(reinterpret_cast<char*>(w->header), wire::kHeaderSize));
-  if (!w->msg.empty()) {
-    uv_buf_t b;
-    b.base = w->msg.data();
-    b.len = w->msg.size();
-    w->bufs.push_back(b);
-  }
-  const char* p = static_cast<const char*>(payload);
-  for (uint64_t off = 0; off < payload_len;) {
-    const uint64_t n = std::min<uint64_t>(payload_len - off, kMaxChunk);
-    uv_buf_t b;
-    b.base = const_cast<char*>(p + off);  // libuv's buffers are not const; it only reads them
-    b.len = static_cast<size_t>(n);
-    w->bufs.push_back(b);
-    off += n;
-  }
-  w->req.data = w.get();
-  const int rc =
-      uv_write(&w->req, c->stream(), w->bufs.data(), static_cast<unsigned>(w->bufs.size()), Impl::on_write);
-  if (rc != 0) {
-    // libuv never runs the callback of a call that failed.
-    auto d = std::move(w->done);
-    w.reset();
-    if (d) guarded_log([&] { d(GENIE_ERR_CONNECTION); }, "send done");
-    close(GENIE_ERR_CONNECTION, cat("write to ", c->peer, " failed: ", uv_strerror(rc)));
+  f.msg = std::move(msg);
+  f.payload = static_cast<const char*>(payload);
+  f.payload_len = payload_len;
+  f.keep = std::move(keep);
+  f.done = std::move(done);
+  wire::encode_header(h, f.msg.data(), f.msg.size(), f.header);
+  if (c->cork_depth > 0) {
+    c->corked.push_back(std::move(f));
     return;
   }
-  (void)w.release();  // owned by libuv until Impl::on_write
+  std::vector<Impl::OutFrame> frames;
+  frames.push_back(std::move(f));
+  c->write_frames(std::move(frames), false);
 }
+
+void Connection::cork() { ++impl_->cork_depth; }
+
+void Connection::uncork() { impl_->uncork(); }
 
 void Connection::close(genie_status_t status, const std::string& detail) {
   if (closing_) return;
@@ -560,6 +689,17 @@ void Connection::close(genie_status_t status, const std::string& detail) {
   Impl* c = impl_.get();
   c->close_status = status;
   c->close_detail = detail;
+  if (!c->corked.empty()) {
+    // What the owner sent before closing goes out as far as the kernel takes
+    // it at once (e.g. the ErrorReply explaining the close); the rest is
+    // cancelled with the handle.
+    std::vector<Impl::OutFrame> frames = std::move(c->corked);
+    c->corked.clear();
+    if (c->established)
+      c->write_frames(std::move(frames), true);
+    else
+      Impl::finish_frames(frames, GENIE_ERR_CONNECTION);
+  }
   // A lookup already running cannot be cancelled; its callback then sees
   // closing_ and stops.
   if (c->resolving != nullptr) uv_cancel(reinterpret_cast<uv_req_t*>(&c->resolving->req));

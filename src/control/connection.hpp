@@ -2,10 +2,13 @@
 //
 // Reads are a state machine: header -> message -> payload. The payload of a
 // frame goes wherever the owner says when the header and message have
-// arrived (PayloadSink): straight into tensor memory, with no copy through
-// an intermediate buffer. Writes send header, message and payload as one
-// uv_write of three buffers (writev); the payload is not copied either, so
-// its memory must stay valid until the write's completion callback runs.
+// arrived (PayloadSink). Small frames are read through a 16 KiB buffer, as
+// many as one system call brings; a message or payload with at least that
+// much still to come is read straight into place (tensor memory), with no
+// copy. Writes send header, message and payload with one writev, at once
+// when the kernel takes them (uv_try_write), else through uv_write; the
+// payload is not copied either, so its memory must stay valid until the
+// frame's `done` runs.
 //
 // All methods must be called on the loop thread. The object is owned through
 // std::shared_ptr and keeps itself alive until its handle is closed, so every
@@ -97,20 +100,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void set_nodelay(bool on);
   void set_buffer_sizes(int bytes);
 
-  // Queues one frame. `payload` (payload_len bytes) must stay valid until
-  // `done` runs; `keep` is held until then. `done(status)` (may be empty)
-  // runs on the loop thread once the bytes are handed to the kernel or the
-  // write failed. Frames are sent in call order. Only after connect()'s cb
-  // reported success or accept_from() succeeded. Without queuing anything,
-  // `done` runs before send() returns with GENIE_ERR_CONNECTION once close()
-  // has begun or when libuv refuses the write (which also closes the
-  // connection), GENIE_ERR_TOO_LARGE for a message over the max_message this
-  // connection was created with (the peer would drop the connection), and
+  // Sends one frame: at once when the kernel takes it (then `done` has run
+  // with GENIE_OK before send() returns), else queued. `payload`
+  // (payload_len bytes) must stay valid until `done` runs; `keep` is held
+  // until then. `done(status)` (may be empty) runs on the loop thread once
+  // the bytes are handed to the kernel or the write failed. Frames are sent
+  // in call order. Only after connect()'s cb reported success or
+  // accept_from() succeeded. Without queuing anything, `done` runs before
+  // send() returns with GENIE_ERR_CONNECTION once close() has begun or when
+  // libuv refuses the write (which also closes the connection),
+  // GENIE_ERR_TOO_LARGE for a message over the max_message this connection
+  // was created with (the peer would drop the connection), and
   // GENIE_ERR_INVALID_ARGUMENT for payload == nullptr with payload_len > 0.
   // A write error closes the connection with GENIE_ERR_CONNECTION.
   void send(wire::MsgType type, uint64_t request_id, uint32_t flags, std::string msg,
             const void* payload = nullptr, uint64_t payload_len = 0, std::shared_ptr<void> keep = nullptr,
             std::function<void(genie_status_t)> done = nullptr);
+
+  // Between cork() and the matching uncork(), sent frames are held and then
+  // written together, with one system call when the kernel takes them all
+  // (nests; `done`s run at the uncork). The connection corks itself while
+  // it hands the frames of one read to on_frame, so replies to requests
+  // that arrived together leave together. close() writes what is held
+  // first, as far as the kernel takes it at once.
+  void cork();
+  void uncork();
 
   // Closes the connection (idempotent: the first status wins); on_close
   // runs with `status` from the loop after close() returned, never inside it.

@@ -2,8 +2,12 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 
 #include "core/error.hpp"
@@ -36,12 +40,28 @@ void close_leftover(uv_handle_t* h, void*) {
 LoopThread::LoopThread() {
   int rc = uv_loop_init(&loop_);
   if (rc != 0) fail(GENIE_ERR_INTERNAL, "uv_loop_init: ", uv_strerror(rc));
-  rc = uv_async_init(&loop_, &wake_, [](uv_async_t* a) { static_cast<LoopThread*>(a->data)->drain(); });
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0) {
+    const int err = errno;
+    uv_loop_close(&loop_);
+    fail(GENIE_ERR_INTERNAL, "eventfd: ", std::strerror(err));
+  }
+  rc = uv_poll_init(&loop_, &wake_, wake_fd_);
   if (rc != 0) {
     uv_loop_close(&loop_);
-    fail(GENIE_ERR_INTERNAL, "uv_async_init: ", uv_strerror(rc));
+    ::close(wake_fd_);
+    fail(GENIE_ERR_INTERNAL, "uv_poll_init: ", uv_strerror(rc));
   }
   wake_.data = this;
+  rc = uv_poll_start(&wake_, UV_READABLE,
+                     [](uv_poll_t* p, int, int) { static_cast<LoopThread*>(p->data)->drain(); });
+  if (rc != 0) {
+    uv_close(reinterpret_cast<uv_handle_t*>(&wake_), nullptr);
+    uv_run(&loop_, UV_RUN_DEFAULT);
+    uv_loop_close(&loop_);
+    ::close(wake_fd_);
+    fail(GENIE_ERR_INTERNAL, "uv_poll_start: ", uv_strerror(rc));
+  }
   // Held while the thread starts so that thread_id_ is published before the
   // loop thread reads it (run() takes the lock first).
   std::lock_guard<std::mutex> lk(mu_);
@@ -51,6 +71,7 @@ LoopThread::LoopThread() {
     uv_close(reinterpret_cast<uv_handle_t*>(&wake_), nullptr);
     uv_run(&loop_, UV_RUN_DEFAULT);
     uv_loop_close(&loop_);
+    ::close(wake_fd_);
     throw;
   }
   thread_id_ = thread_.get_id();
@@ -63,6 +84,7 @@ LoopThread::~LoopThread() {
     std::abort();
   }
   stop();
+  ::close(wake_fd_);
 }
 
 bool LoopThread::on_loop_thread() const { return std::this_thread::get_id() == thread_id_; }
@@ -70,22 +92,39 @@ bool LoopThread::on_loop_thread() const { return std::this_thread::get_id() == t
 LoopThread* LoopThread::current() { return tls_current; }
 
 bool LoopThread::post(std::function<void()> fn) {
-  std::lock_guard<std::mutex> lk(mu_);
-  if (stopping_) return false;
-  queue_.push_back(std::move(fn));
-  // Sent under the lock: wake_ is closed only after stopping_ was set under
-  // this lock, so no send can race with (or follow) its close.
-  uv_async_send(&wake_);
+  bool first;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stopping_) return false;
+    queue_.push_back(std::move(fn));
+    first = !wake_pending_;
+    wake_pending_ = true;
+  }
+  // Outside the lock, so that the woken loop does not block on it. Only the
+  // first task since the last drain writes: the others ride along.
+  if (first) wake();
   return true;
 }
 
+void LoopThread::wake() {
+  // The fd stays open until the destructor, which cannot run while a
+  // caller is still inside post() or stop().
+  const uint64_t one = 1;
+  while (::write(wake_fd_, &one, sizeof one) < 0 && errno == EINTR) {
+  }
+}
+
 void LoopThread::drain() {
-  // uv_async_send coalesces wake-ups, so one callback takes everything
-  // queued; tasks posted by these tasks wake the loop again.
+  // Reset before taking the queue: a task queued after the swap below finds
+  // wake_pending_ cleared and writes again.
+  uint64_t count;
+  while (::read(wake_fd_, &count, sizeof count) < 0 && errno == EINTR) {
+  }
   std::vector<std::function<void()>> batch;
   {
     std::lock_guard<std::mutex> lk(mu_);
     batch.swap(queue_);
+    wake_pending_ = false;
   }
   for (auto& fn : batch) {
     if (fn) run_guarded(fn, "posted task");
@@ -93,6 +132,7 @@ void LoopThread::drain() {
 }
 
 void LoopThread::stop(std::function<void()> before_close) {
+  bool first = false;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (!stopping_) {
@@ -104,9 +144,11 @@ void LoopThread::stop(std::function<void()> before_close) {
         stop_task_ran_ = true;
         uv_stop(&loop_);
       });
-      uv_async_send(&wake_);
+      first = !wake_pending_;
+      wake_pending_ = true;
     }
   }
+  if (first) wake();
   if (on_loop_thread()) {
     log(LogLevel::Error, "LoopThread::stop called on the loop thread: not waiting for it");
     return;

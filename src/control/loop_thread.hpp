@@ -1,7 +1,7 @@
 // A libuv loop running on its own thread, reached from other threads only
-// through post() (a mutex-guarded queue drained by a uv_async_t). SIGPIPE is
-// blocked on that thread, so a write to a reset socket fails with EPIPE
-// instead of killing the process.
+// through post() (a mutex-guarded queue; the poster wakes the loop through
+// an eventfd watched by a uv_poll_t). SIGPIPE is blocked on that thread, so
+// a write to a reset socket fails with EPIPE instead of killing the process.
 #pragma once
 
 #include <uv.h>
@@ -59,11 +59,18 @@ class LoopThread {
   void run();
   void drain();
   void run_close_hooks();
+  // Makes the loop call drain(); called by posters after queuing.
+  void wake();
 
   uv_loop_t loop_{};
-  uv_async_t wake_{};
+  // Not a uv_async_t: libuv 1.44's makes the woken loop spin (and yield)
+  // until the waking thread has returned from its write to the eventfd,
+  // which on a busy machine costs a context switch per wake-up.
+  int wake_fd_ = -1;  // eventfd; closed by the destructor, after the thread
+  uv_poll_t wake_{};
   std::mutex mu_;
   std::vector<std::function<void()>> queue_;
+  bool wake_pending_ = false;  // an eventfd write not yet answered by drain()
   bool stopping_ = false;
   std::thread thread_;
   std::thread::id thread_id_;

@@ -24,6 +24,7 @@
 #include <unordered_map>
 
 #include "control/connection.hpp"
+#include "control/graph_cache.hpp"
 #include "control/loop_thread.hpp"
 #include "control/session.hpp"
 #include "control/uv_timer.hpp"
@@ -197,6 +198,7 @@ struct Server::Impl {
   bool listening = false;
   std::unordered_map<Peer*, std::shared_ptr<Peer>> peers;
   std::unordered_map<std::string, std::shared_ptr<Session>> sessions;  // by token
+  GraphCache graphs;
   uint64_t next_session_serial = 1;
   int graphs_in_flight = 0;
   bool stopping = false;     // loop: stop() has begun
@@ -644,29 +646,36 @@ void Server::Impl::tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m)
 
 void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::GraphSubmit& m) {
   check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
-  std::unique_ptr<Graph> g = graph_from_json(m.graph_json().data(), m.graph_json().size());
   std::vector<std::string> names;
   std::vector<TensorDesc> descs;
   std::vector<TensorPtr> tensors;
+  names.reserve(m.bindings_size());
+  descs.reserve(m.bindings_size());
+  tensors.reserve(m.bindings_size());
   for (const wire::Binding& b : m.bindings()) {
     TensorPtr t = p->session->get(b.tensor_id());
     names.push_back(b.name());
     descs.push_back({t->dtype(), t->shape()});
     tensors.push_back(std::move(t));
   }
-  std::unordered_map<ValueId, Shape> shapes;
-  const std::vector<size_t> order = bind_inputs(*g, names, descs, &shapes);
-  g->validate(&shapes);
+  const GraphCache::Entry e = graphs.get(m.graph_json(), names, descs);
   std::vector<TensorPtr> inputs;
-  inputs.reserve(order.size());
-  for (size_t i : order) inputs.push_back(tensors[i]);
-  std::shared_ptr<const Graph> graph(std::move(g));
+  inputs.reserve(e.order.size());
+  for (size_t i : e.order) inputs.push_back(tensors[i]);
 
   std::weak_ptr<Peer> wp = p;
   std::weak_ptr<Session> ws = p->session;
+  if (Executor::is_tiny(*e.graph, inputs)) {
+    // Microseconds of work: handing it to a worker and its completion back
+    // to this loop would cost more than running it here.
+    ExecResult r = exec.run_inline(e.graph, std::move(inputs));
+    ++graphs_in_flight;  // graph_done counts it out
+    graph_done(wp, ws, rid, e.graph, r);
+    return;
+  }
   ++graphs_in_flight;  // before run(): the completion may be posted at once
   try {
-    exec.run(graph, std::move(inputs), [this, wp, ws, rid, graph](ExecResult&& r) {
+    exec.run(e.graph, std::move(inputs), [this, wp, ws, rid, graph = e.graph](ExecResult&& r) {
       auto result = std::make_shared<ExecResult>(std::move(r));
       // Cannot fail: stop() keeps the loop running until every graph is done.
       loop.post([this, wp, ws, rid, graph, result] { graph_done(wp, ws, rid, graph, *result); });
@@ -675,9 +684,6 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     --graphs_in_flight;
     throw;
   }
-  // Still ahead of the GraphDone: completions reach this thread through
-  // post(), after this handler has returned.
-  send(*p, MsgType::SubmitAccepted, rid, wire::SubmitAccepted());
 }
 
 // Stores the outputs in the session and reports them, if the connection that

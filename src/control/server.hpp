@@ -3,7 +3,9 @@
 //
 // One libuv loop thread runs every connection; graphs execute on the
 // executor's worker pool and their completions come back to the loop
-// through LoopThread::post. Each session owns its tensors (ids are scoped
+// through LoopThread::post, except tiny ones (Executor::is_tiny), which run
+// on the loop thread itself. Parsed and validated graphs are cached
+// (GraphCache), so a graph submitted again is not parsed again. Each session owns its tensors (ids are scoped
 // to it: another session cannot name them). A session ends at Goodbye (its
 // tensors are freed at once) or, when its control connection is lost, after
 // the grace period unless the client resumes it with its token.

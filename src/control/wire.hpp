@@ -52,7 +52,7 @@ enum class MsgType : uint16_t {
   TensorRead = 13,
   TensorFree = 14,
   GraphSubmit = 20,
-  SubmitAccepted = 21,
+  SubmitAccepted = 21,  // no longer sent by servers (docs/protocol.md); clients ignore it
   GraphDone = 22,
   ServerInfoRequest = 30,
   ServerInfo = 31,

@@ -10,9 +10,9 @@ namespace genie {
 
 namespace {
 uint64_t now_ns() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
 }
 }  // namespace
 
@@ -44,7 +44,6 @@ struct Executor::Run {
 
 Executor::Executor(int num_threads) : pool_(num_threads) {}
 
-
 Executor::~Executor() { wait_idle(); }
 
 void Executor::wait_idle() {
@@ -52,13 +51,13 @@ void Executor::wait_idle() {
   idle_cv_.wait(lk, [this] { return in_flight_ == 0; });
 }
 
-void Executor::run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs, Done done) {
+std::shared_ptr<Executor::Run> Executor::prepare(std::shared_ptr<const Graph> graph,
+                                                 std::vector<TensorPtr> inputs) {
   auto run = std::make_shared<Run>();
   const Graph& g = *graph;
   const size_t nv = g.values().size();
   const size_t nn = g.nodes().size();
   run->g = std::move(graph);
-  run->done = std::move(done);
   run->slots.resize(nv);
   run->keep.assign(nv, false);
   run->pending = std::make_unique<std::atomic<int>[]>(nn);
@@ -68,7 +67,8 @@ void Executor::run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> in
 
   check(inputs.size() == g.inputs().size(), GENIE_ERR_INTERNAL, "executor: ", inputs.size(),
         " tensors bound for ", g.inputs().size(), " graph inputs");
-  for (size_t i = 0; i < inputs.size(); ++i) run->slots[static_cast<size_t>(g.inputs()[i])] = std::move(inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    run->slots[static_cast<size_t>(g.inputs()[i])] = std::move(inputs[i]);
   for (size_t v = 0; v < nv; ++v) {
     const Value& val = g.value(static_cast<ValueId>(v));
     if (val.kind == ValueKind::Constant) run->slots[v] = val.constant;
@@ -76,99 +76,138 @@ void Executor::run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> in
   }
   for (ValueId o : g.outputs()) run->keep[static_cast<size_t>(o)] = true;
 
-  std::vector<int> pending(nn, 0);
   for (size_t n = 0; n < nn; ++n) {
     for (ValueId in : g.node(static_cast<NodeId>(n)).inputs) {
       if (in == kNone) continue;
       run->uses[static_cast<size_t>(in)].fetch_add(1, std::memory_order_relaxed);
       const NodeId p = g.value(in).producer;
       if (g.value(in).kind == ValueKind::NodeOutput && p != kNone) {
-        ++pending[n];
+        run->pending[n].fetch_add(1, std::memory_order_relaxed);
         run->successors[static_cast<size_t>(p)].push_back(static_cast<NodeId>(n));
       }
     }
   }
-  for (size_t n = 0; n < nn; ++n) run->pending[n].store(pending[n], std::memory_order_relaxed);
   run->remaining.store(static_cast<int>(nn), std::memory_order_relaxed);
+  run->start_ns = now_ns();
+  return run;
+}
 
+void Executor::run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs, Done done) {
+  std::shared_ptr<Run> run = prepare(std::move(graph), std::move(inputs));
+  run->done = std::move(done);
   {
     std::lock_guard<std::mutex> lk(idle_mu_);
     ++in_flight_;
   }
-  run->start_ns = now_ns();
-  if (nn == 0) {
+  const Graph& g = *run->g;
+  if (g.nodes().empty()) {
     pool_.post([this, run] { finish(run); });
     return;
   }
-  // Roots in topological order, so a chain starts at its head.
+  // Roots in topological order, so a chain starts at its head. Read before
+  // the first schedule(): a worker may start decrementing at once.
+  std::vector<NodeId> roots;
   for (NodeId n : g.topo_order())
-    if (pending[static_cast<size_t>(n)] == 0) schedule(run, n);
+    if (run->pending[static_cast<size_t>(n)].load(std::memory_order_relaxed) == 0) roots.push_back(n);
+  for (NodeId n : roots) schedule(run, n);
+}
+
+ExecResult Executor::run_inline(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs) {
+  std::shared_ptr<Run> run = prepare(std::move(graph), std::move(inputs));
+  for (NodeId n : run->g->topo_order()) run_node(*run, n);
+  return collect(*run);
+}
+
+bool Executor::is_tiny(const Graph& g, const std::vector<TensorPtr>& inputs) {
+  // Elements per value: graph inputs as bound, everything else as inferred.
+  const auto elements = [&](ValueId v) -> int64_t {
+    if (v == kNone) return 0;
+    const Value& val = g.value(v);
+    if (val.kind == ValueKind::Input) {
+      for (size_t i = 0; i < inputs.size() && i < g.inputs().size(); ++i)
+        if (g.inputs()[i] == v) return inputs[i] ? inputs[i]->numel() : 0;
+      return 0;
+    }
+    return numel(val.shape);
+  };
+  int64_t total = 0;
+  for (const Node& nd : g.nodes()) {
+    if (nd.op == "matmul" || nd.op == "linear" || nd.op == "conv2d" || nd.op == "attention") return false;
+    for (ValueId v : nd.inputs) total += elements(v);
+    for (ValueId v : nd.outputs) total += elements(v);
+    if (total > kTinyElements) return false;
+  }
+  return true;
 }
 
 void Executor::schedule(const std::shared_ptr<Run>& run, NodeId node) {
   pool_.post([this, run, node] { execute_node(run, node); });
 }
 
+void Executor::run_node(Run& run, NodeId node) {
+  const Graph& g = *run.g;
+  const Node& nd = g.node(node);
+  NodeTrace& tr = run.trace[static_cast<size_t>(node)];
+  tr.node = node;
+  tr.worker = ThreadPool::current_worker();
+  tr.start_ns = now_ns() - run.start_ns;
+  if (!run.failed.load(std::memory_order_acquire)) {
+    try {
+      cpu::KernelFn fn = cpu::find_kernel(nd.op);
+      check(fn != nullptr, GENIE_ERR_UNSUPPORTED, "no CPU kernel for op '", nd.op, "'");
+      std::vector<TensorPtr> held;  // keeps converted inputs alive for the call
+      std::vector<const TensorData*> in;
+      held.reserve(nd.inputs.size());
+      in.reserve(nd.inputs.size());
+      for (ValueId v : nd.inputs) {
+        if (v == kNone) {
+          in.push_back(nullptr);
+          continue;
+        }
+        TensorPtr t = run.slots[static_cast<size_t>(v)];
+        check(t != nullptr, GENIE_ERR_INTERNAL, "value '", g.value(v).name, "' missing at execution");
+        if (is_reduced_float(t->dtype())) t = convert(*t, DType::F32);
+        in.push_back(t.get());
+        held.push_back(std::move(t));
+      }
+      std::vector<TensorPtr> outs;
+      std::vector<TensorData*> out_ptrs;
+      for (ValueId v : nd.outputs) {
+        const Value& val = g.value(v);
+        outs.push_back(
+            std::make_shared<TensorData>(is_reduced_float(val.dtype) ? DType::F32 : val.dtype, val.shape));
+        out_ptrs.push_back(outs.back().get());
+      }
+      fn(cpu::KernelArgs{nd.op, nd.attrs, in, out_ptrs});
+      for (size_t i = 0; i < outs.size(); ++i) {
+        const Value& val = g.value(nd.outputs[i]);
+        run.slots[static_cast<size_t>(nd.outputs[i])] =
+            is_reduced_float(val.dtype) ? convert(*outs[i], val.dtype) : std::move(outs[i]);
+      }
+    } catch (const Error& e) {
+      run.record_error(e.code(), cat("node '", nd.name, "' (", nd.op, "): ", e.detail()));
+    } catch (const std::bad_alloc&) {
+      run.record_error(GENIE_ERR_OUT_OF_MEMORY, cat("node '", nd.name, "' (", nd.op, "): out of memory"));
+    } catch (const std::exception& e) {
+      run.record_error(GENIE_ERR_INTERNAL, cat("node '", nd.name, "' (", nd.op, "): ", e.what()));
+    }
+  }
+  tr.end_ns = now_ns() - run.start_ns;
+  // Free intermediates whose last consumer this was, and outputs nobody reads.
+  for (ValueId v : nd.inputs) {
+    if (v == kNone || run.keep[static_cast<size_t>(v)]) continue;
+    if (run.uses[static_cast<size_t>(v)].fetch_sub(1, std::memory_order_acq_rel) == 1)
+      run.slots[static_cast<size_t>(v)].reset();
+  }
+  for (ValueId v : nd.outputs)
+    if (!run.keep[static_cast<size_t>(v)] && run.uses[static_cast<size_t>(v)].load() == 0)
+      run.slots[static_cast<size_t>(v)].reset();
+}
+
 void Executor::execute_node(const std::shared_ptr<Run>& run, NodeId first) {
-  const Graph& g = *run->g;
   NodeId node = first;
   while (node != kNone) {
-    const Node& nd = g.node(node);
-    NodeTrace& tr = run->trace[static_cast<size_t>(node)];
-    tr.node = node;
-    tr.worker = ThreadPool::current_worker();
-    tr.start_ns = now_ns() - run->start_ns;
-    if (!run->failed.load(std::memory_order_acquire)) {
-      try {
-        cpu::KernelFn fn = cpu::find_kernel(nd.op);
-        check(fn != nullptr, GENIE_ERR_UNSUPPORTED, "no CPU kernel for op '", nd.op, "'");
-        std::vector<TensorPtr> held;  // keeps converted inputs alive for the call
-        std::vector<const TensorData*> in;
-        held.reserve(nd.inputs.size());
-        in.reserve(nd.inputs.size());
-        for (ValueId v : nd.inputs) {
-          if (v == kNone) {
-            in.push_back(nullptr);
-            continue;
-          }
-          TensorPtr t = run->slots[static_cast<size_t>(v)];
-          check(t != nullptr, GENIE_ERR_INTERNAL, "value '", g.value(v).name, "' missing at execution");
-          if (is_reduced_float(t->dtype())) t = convert(*t, DType::F32);
-          in.push_back(t.get());
-          held.push_back(std::move(t));
-        }
-        std::vector<TensorPtr> outs;
-        std::vector<TensorData*> out_ptrs;
-        for (ValueId v : nd.outputs) {
-          const Value& val = g.value(v);
-          outs.push_back(std::make_shared<TensorData>(is_reduced_float(val.dtype) ? DType::F32 : val.dtype, val.shape));
-          out_ptrs.push_back(outs.back().get());
-        }
-        fn(cpu::KernelArgs{nd.op, nd.attrs, in, out_ptrs});
-        for (size_t i = 0; i < outs.size(); ++i) {
-          const Value& val = g.value(nd.outputs[i]);
-          run->slots[static_cast<size_t>(nd.outputs[i])] =
-              is_reduced_float(val.dtype) ? convert(*outs[i], val.dtype) : std::move(outs[i]);
-        }
-      } catch (const Error& e) {
-        run->record_error(e.code(), cat("node '", nd.name, "' (", nd.op, "): ", e.detail()));
-      } catch (const std::bad_alloc&) {
-        run->record_error(GENIE_ERR_OUT_OF_MEMORY, cat("node '", nd.name, "' (", nd.op, "): out of memory"));
-      } catch (const std::exception& e) {
-        run->record_error(GENIE_ERR_INTERNAL, cat("node '", nd.name, "' (", nd.op, "): ", e.what()));
-      }
-    }
-    tr.end_ns = now_ns() - run->start_ns;
-    // Free intermediates whose last consumer this was, and outputs nobody reads.
-    for (ValueId v : nd.inputs) {
-      if (v == kNone || run->keep[static_cast<size_t>(v)]) continue;
-      if (run->uses[static_cast<size_t>(v)].fetch_sub(1, std::memory_order_acq_rel) == 1)
-        run->slots[static_cast<size_t>(v)].reset();
-    }
-    for (ValueId v : nd.outputs)
-      if (!run->keep[static_cast<size_t>(v)] && run->uses[static_cast<size_t>(v)].load() == 0)
-        run->slots[static_cast<size_t>(v)].reset();
-
+    run_node(*run, node);
     // Continue with the first successor that became ready; post the others.
     NodeId next = kNone;
     for (NodeId s : run->successors[static_cast<size_t>(node)]) {
@@ -186,21 +225,21 @@ void Executor::execute_node(const std::shared_ptr<Run>& run, NodeId first) {
   }
 }
 
-void Executor::finish(const std::shared_ptr<Run>& run) {
+ExecResult Executor::collect(Run& run) {
   ExecResult r;
-  r.exec_ns = now_ns() - run->start_ns;
+  r.exec_ns = now_ns() - run.start_ns;
   {
-    std::lock_guard<std::mutex> lk(run->err_mu);
-    r.status = run->status;
-    r.detail = run->detail;
+    std::lock_guard<std::mutex> lk(run.err_mu);
+    r.status = run.status;
+    r.detail = run.detail;
   }
   if (r.status == GENIE_OK) {
     try {
-      for (ValueId o : run->g->outputs()) {
-        TensorPtr t = run->slots[static_cast<size_t>(o)];
+      for (ValueId o : run.g->outputs()) {
+        TensorPtr t = run.slots[static_cast<size_t>(o)];
         // An output that is a graph input or constant is copied, so that the
         // caller's output handle never aliases an input tensor.
-        if (run->g->value(o).kind != ValueKind::NodeOutput) t = convert(*t, t->dtype());
+        if (run.g->value(o).kind != ValueKind::NodeOutput) t = convert(*t, t->dtype());
         r.outputs.push_back(std::move(t));
       }
     } catch (const Error& e) {
@@ -213,8 +252,13 @@ void Executor::finish(const std::shared_ptr<Run>& run) {
       r.outputs.clear();
     }
   }
-  run->slots.clear();
-  r.trace = std::move(run->trace);
+  run.slots.clear();
+  r.trace = std::move(run.trace);
+  return r;
+}
+
+void Executor::finish(const std::shared_ptr<Run>& run) {
+  ExecResult r = collect(*run);
   Done done = std::move(run->done);
   done(std::move(r));
   {

@@ -3,7 +3,9 @@
 // Independent nodes run in parallel on the worker pool; a node becomes ready
 // when its last producer finishes. Intermediate values are freed as soon as
 // their last consumer has run. f16/bf16 values are stored as such and
-// computed in f32 (converted around each kernel call).
+// computed in f32 (converted around each kernel call). A tiny graph can also
+// run on the calling thread (run_inline), where handing it to a worker and
+// back would cost more than the work itself.
 #pragma once
 
 #include <atomic>
@@ -52,11 +54,30 @@ class Executor {
   // Never throws for execution errors: they arrive in ExecResult.
   void run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs, Done done);
 
+  // Executes `graph` on the calling thread, nodes in topological order, and
+  // returns its result: the same kernels, freeing and error handling as
+  // run(), without the pool. Meant for graphs that pass is_tiny.
+  ExecResult run_inline(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs);
+
+  // A cheap bound on a run's work, for callers choosing run_inline: true when
+  // no node is a matmul, linear, conv2d or attention and the elements of
+  // every node's inputs and outputs, summed over the nodes, are at most
+  // kTinyElements. Inputs count with their bound shapes (`inputs` as for
+  // run()). Such a graph runs in microseconds.
+  static constexpr int64_t kTinyElements = 64 * 1024;
+  static bool is_tiny(const Graph& graph, const std::vector<TensorPtr>& inputs);
+
   // Blocks until no run is in flight.
   void wait_idle();
 
  private:
   struct Run;
+  static std::shared_ptr<Run> prepare(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs);
+  // Runs one node's kernel (unless the run already failed), records its
+  // trace and frees the values this node was the last to need.
+  static void run_node(Run& run, NodeId node);
+  // The run's result; drops its values.
+  static ExecResult collect(Run& run);
   void schedule(const std::shared_ptr<Run>& run, NodeId node);
   void execute_node(const std::shared_ptr<Run>& run, NodeId node);
   void finish(const std::shared_ptr<Run>& run);

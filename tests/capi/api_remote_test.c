@@ -129,6 +129,82 @@ static void on_done(genie_future_t *f, genie_status_t status, void *user) {
   __atomic_store_n(&r->calls, r->calls + 1, __ATOMIC_RELEASE);
 }
 
+/* Resubmitting one graph handle (the client keeps its snapshot and JSON
+ * while the graph is unchanged, the server its parsed graph): other bound
+ * shapes and a changed graph are honoured, and many submissions from one
+ * thread can be in flight at once (remote submit does not wait for the
+ * server). Runs on ctx, embedded or remote alike. */
+static void check_resubmission(genie_context_t *ctx) {
+  enum { kInFlight = 32 };
+  genie_graph_t *g = build_double();
+  const char *names[1] = {"a"};
+  const int64_t s4[2] = {2, 4}, s3[2] = {2, 3};
+  genie_tensor_t *a4 = NULL, *a3 = NULL, *out = NULL;
+  genie_future_t *f = NULL;
+  float v[8], got[8];
+  for (int i = 0; i < 8; ++i) v[i] = (float)i - 3.0f;
+  REQUIRE_OK(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, s4, 2, NULL, &a4));
+  REQUIRE_OK(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, s3, 2, NULL, &a3));
+  EXPECT_OK(genie_tensor_write(a4, 0, v, sizeof v));
+  EXPECT_OK(genie_tensor_write(a3, 0, v, 6 * sizeof(float)));
+  /* {2,4}, {2,3}, {2,4}: each run has its own bound shape. */
+  for (int round = 0; round < 3; ++round) {
+    genie_tensor_t *a = round == 1 ? a3 : a4;
+    const size_t n = round == 1 ? 6 : 8;
+    size_t nd = 0;
+    int64_t shp[GENIE_MAX_DIMS];
+    REQUIRE_OK(genie_graph_submit(ctx, g, names, &a, 1, &f));
+    EXPECT_OK(genie_future_wait(f, 10000));
+    REQUIRE_OK(genie_future_output(f, 0, &out));
+    EXPECT_OK(genie_tensor_info(out, NULL, shp, &nd, NULL));
+    CHECK(nd == 2 && shp[1] == (int64_t)n / 2);
+    EXPECT_OK(genie_tensor_read(out, 0, got, n * sizeof(float)));
+    for (size_t i = 0; i < n; ++i) CHECK(got[i] == 2 * v[i]);
+    genie_tensor_destroy(out);
+    genie_future_destroy(f);
+  }
+  /* Changed after submissions: the next one runs the new graph. */
+  const char *mul_in[2] = {"s", "a"};
+  const char *mul_out[1] = {"t"};
+  REQUIRE_OK(genie_graph_add_node(g, "mul", "sq", mul_in, 2, mul_out, 1));
+  REQUIRE_OK(genie_graph_mark_output(g, "t"));
+  REQUIRE_OK(genie_graph_submit(ctx, g, names, &a4, 1, &f));
+  EXPECT_OK(genie_future_wait(f, 10000));
+  size_t n_out = 0;
+  EXPECT_OK(genie_future_num_outputs(f, &n_out));
+  CHECK(n_out == 2);
+  REQUIRE_OK(genie_future_output_by_name(f, "t", &out));
+  EXPECT_OK(genie_tensor_read(out, 0, got, sizeof got));
+  for (int i = 0; i < 8; ++i) CHECK(got[i] == 2 * v[i] * v[i]);
+  genie_tensor_destroy(out);
+  genie_future_destroy(f);
+  /* Many in flight from this thread, each with its own input. */
+  genie_tensor_t *ins[kInFlight];
+  genie_future_t *fs[kInFlight];
+  for (int k = 0; k < kInFlight; ++k) {
+    float w[8];
+    for (int i = 0; i < 8; ++i) w[i] = (float)(k * 8 + i);
+    REQUIRE_OK(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, s4, 2, NULL, &ins[k]));
+    EXPECT_OK(genie_tensor_write(ins[k], 0, w, sizeof w));
+  }
+  for (int k = 0; k < kInFlight; ++k) REQUIRE_OK(genie_graph_submit(ctx, g, names, &ins[k], 1, &fs[k]));
+  for (int k = 0; k < kInFlight; ++k) {
+    EXPECT_OK(genie_future_wait(fs[k], 10000));
+    REQUIRE_OK(genie_future_output_by_name(fs[k], "t", &out));
+    EXPECT_OK(genie_tensor_read(out, 0, got, sizeof got));
+    for (int i = 0; i < 8; ++i) {
+      const float w = (float)(k * 8 + i);
+      CHECK(got[i] == 2 * w * w);
+    }
+    genie_tensor_destroy(out);
+    genie_future_destroy(fs[k]);
+    genie_tensor_destroy(ins[k]);
+  }
+  genie_tensor_destroy(a4);
+  genie_tensor_destroy(a3);
+  genie_graph_destroy(g);
+}
+
 static void test_remote(void) {
   genie_config_t *scfg = NULL;
   genie_server_t *srv = NULL;
@@ -149,6 +225,7 @@ static void test_remote(void) {
   REQUIRE_OK(genie_init(ecfg, &emb));
   genie_config_destroy(ecfg);
   run_mlp(emb, NULL, want);
+  check_resubmission(emb);
   char *json = NULL;
   EXPECT_STATUS(GENIE_ERR_UNSUPPORTED, genie_context_server_info(emb, &json));
   genie_shutdown(emb);
@@ -169,6 +246,7 @@ static void test_remote(void) {
   CHECK(memcmp(got, want, sizeof want) == 0);
   run_mlp(ctx, "cpu", got_host);
   CHECK(memcmp(got_host, want, sizeof want) == 0);
+  check_resubmission(ctx);
   for (int i = 0; i < 2; ++i)
     for (int o = 0; o < 4; ++o) {
       double acc = (double[4]){0.5, -0.5, 1.0, -2.0}[o];

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <random>
@@ -39,6 +41,16 @@ std::string status_name(genie_status_t s) { return "status " + std::to_string(s)
 
 int64_t ms_since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+}
+
+// Polls `cond` for up to `ms` milliseconds.
+bool eventually(const std::function<bool()>& cond, int ms = 5000) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
+  while (Clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return cond();
 }
 
 // Runs f, expecting genie::Error with `code`; returns its detail.
@@ -301,6 +313,11 @@ class FrameProxy {
           if (p.server < 0) {
             ::close(c);
           } else {
+            // Frames are relayed piecewise: Nagle would delay each piece
+            // until the peer's delayed ACK.
+            const int one = 1;
+            ::setsockopt(p.client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            ::setsockopt(p.server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
             pairs_.push_back(std::move(p));
             ++accepted_;
           }
@@ -468,7 +485,7 @@ TEST_F(ClientTest, SubmitsGraphsAndReportsOutputs) {
   std::promise<RemoteResult> done;
   std::atomic<int> calls{0};
   std::thread::id done_thread;
-  c->submit(g, {{"a", a}, {"b", b}}, [&](RemoteResult&& r) {
+  c->submit(graph_to_json(g), {{"a", a}, {"b", b}}, [&](RemoteResult&& r) {
     ++calls;
     done_thread = std::this_thread::get_id();
     done.set_value(std::move(r));
@@ -490,7 +507,7 @@ TEST_F(ClientTest, SubmitsGraphsAndReportsOutputs) {
   }
   // An output feeds the next graph without leaving the server.
   std::promise<RemoteResult> done2;
-  c->submit(g, {{"a", r.outputs[1].tensor_id}, {"b", r.outputs[0].tensor_id}},
+  c->submit(graph_to_json(g), {{"a", r.outputs[1].tensor_id}, {"b", r.outputs[0].tensor_id}},
             [&](RemoteResult&& r2) { done2.set_value(std::move(r2)); });
   RemoteResult r2 = done2.get_future().get();
   ASSERT_EQ(r2.status, GENIE_OK) << r2.detail;
@@ -499,12 +516,15 @@ TEST_F(ClientTest, SubmitsGraphsAndReportsOutputs) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(sum2[i], sum[i] + d[i]);
   EXPECT_EQ(calls.load(), 1);
 
-  // Refused at submission: the error is thrown and `done` never runs.
-  bool ran = false;
-  expect_error(GENIE_ERR_NOT_FOUND, [&] {
-    c->submit(g, {{"a", 999}, {"b", b}}, [&](RemoteResult&&) { ran = true; });
-  });
-  EXPECT_FALSE(ran);
+  // Refused by the server: submit() has already returned, so the refusal
+  // arrives through `done`, with the server's status and detail.
+  std::promise<RemoteResult> refused;
+  c->submit(graph_to_json(g), {{"a", 999}, {"b", b}},
+            [&](RemoteResult&& r3) { refused.set_value(std::move(r3)); });
+  const RemoteResult r3 = refused.get_future().get();
+  EXPECT_EQ(r3.status, GENIE_ERR_NOT_FOUND) << r3.detail;
+  EXPECT_NE(r3.detail.find("no tensor 999"), std::string::npos) << r3.detail;
+  EXPECT_TRUE(r3.outputs.empty());
   c->server_info_json();
   EXPECT_EQ(server->stats().tensors, 6u);
   EXPECT_EQ(server->stats().graphs_executed, 2u);
@@ -533,12 +553,118 @@ TEST_F(ClientTest, OversizeMessagesFailAtOnce) {
   bool ran = false;
   const auto t0 = Clock::now();
   const std::string d = expect_error(GENIE_ERR_TOO_LARGE, [&] {
-    c->submit(g, {{"a", a}}, [&](RemoteResult&&) { ran = true; });
+    c->submit(graph_to_json(g), {{"a", a}}, [&](RemoteResult&&) { ran = true; });
   });
   EXPECT_LT(ms_since(t0), 1000);
   EXPECT_NE(d.find("GENIE_MAX_MESSAGE"), std::string::npos) << d;
   EXPECT_FALSE(ran);
   EXPECT_TRUE(c->connected());
+}
+
+// Submissions do not wait for the server: with every GraphDone held back,
+// submit() still returns at once, many times over from one thread; released,
+// every completion arrives with its own results.
+TEST_F(ClientTest, SubmitReturnsWithoutWaitingAndManyGraphsPipeline) {
+  auto server = start_server();
+  FrameProxy proxy(server->port());
+  auto c = RemoteClient::connect(client_config(proxy.port(), 20000), "client-a");
+  constexpr int kGraphs = 64;
+  Graph g = add_graph();
+  std::unordered_map<ValueId, Shape> shapes{{g.find_value("b"), {4}}};
+  g.validate(&shapes);
+  const uint64_t a = c->tensor_alloc(DType::F32, {4}, "cpu:0");
+  const float av[4] = {1, -2, 3, -4};
+  c->tensor_write(a, 0, av, sizeof av);
+  // A different b per graph: the server's cached graph meets new data each time.
+  std::vector<uint64_t> bs;
+  for (int i = 0; i < kGraphs; ++i) {
+    bs.push_back(c->tensor_alloc(DType::F32, {4}, "cpu:0"));
+    const float bv[4] = {float(i), float(-i), 0.5f * float(i), 1};
+    c->tensor_write(bs.back(), 0, bv, sizeof bv);
+  }
+
+  proxy.hold(MsgType::GraphDone);
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<RemoteResult> results(kGraphs);
+  std::promise<void> all_done;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kGraphs; ++i) {
+    c->submit(graph_to_json(g), {{"a", a}, {"b", bs[static_cast<size_t>(i)]}}, [&, i](RemoteResult&& r) {
+      std::lock_guard<std::mutex> lk(mu);
+      results[static_cast<size_t>(i)] = std::move(r);
+      order.push_back(i);
+      if (order.size() == kGraphs) all_done.set_value();
+    });
+  }
+  EXPECT_LT(ms_since(t0), 2000);
+  // Every graph reaches the server (and runs) while no completion came back.
+  ASSERT_TRUE(eventually([&] { return proxy.held() == kGraphs; })) << proxy.held() << " held";
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    EXPECT_TRUE(order.empty());
+  }
+  proxy.release();
+  ASSERT_EQ(all_done.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  // Tiny graphs run on the server's loop as they arrive: completions come
+  // back in submission order.
+  for (int i = 0; i < kGraphs; ++i) EXPECT_EQ(order[static_cast<size_t>(i)], i);
+  for (int i = 0; i < kGraphs; ++i) {
+    const RemoteResult& r = results[static_cast<size_t>(i)];
+    ASSERT_EQ(r.status, GENIE_OK) << r.detail;
+    ASSERT_EQ(r.outputs.size(), 2u);
+    float sum[4];
+    c->tensor_read(r.outputs[1].tensor_id, 0, sum, sizeof sum);
+    const float bv[4] = {float(i), float(-i), 0.5f * float(i), 1};
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(sum[k], av[k] + bv[k]) << "graph " << i << " element " << k;
+  }
+  EXPECT_EQ(server->stats().graphs_executed, static_cast<uint64_t>(kGraphs));
+}
+
+// What the server refuses at submission reaches the completion (the caller
+// has long returned), and the connection stays usable for the next ones.
+TEST_F(ClientTest, RefusedSubmissionsReportThroughTheCompletion) {
+  auto server = start_server();
+  auto c = RemoteClient::connect(client_config(server->port()), "client-a");
+  const uint64_t a = c->tensor_alloc(DType::F32, {4}, "cpu:0");
+  const uint64_t wide = c->tensor_alloc(DType::F32, {5}, "cpu:0");
+  Graph g = add_graph();
+  std::unordered_map<ValueId, Shape> shapes{{g.find_value("b"), {4}}};
+  g.validate(&shapes);
+  std::promise<RemoteResult> p1, p2, p3;
+  // An id this session never had, then one it freed, then a good one: all
+  // in flight at once, each answered on its own.
+  c->tensor_free(wide);
+  c->submit(graph_to_json(g), {{"a", a}, {"b", 12345}},
+            [&](RemoteResult&& r) { p1.set_value(std::move(r)); });
+  c->submit(graph_to_json(g), {{"a", wide}, {"b", a}}, [&](RemoteResult&& r) { p2.set_value(std::move(r)); });
+  c->submit(graph_to_json(g), {{"a", a}, {"b", a}}, [&](RemoteResult&& r) { p3.set_value(std::move(r)); });
+  const RemoteResult r1 = p1.get_future().get();
+  EXPECT_EQ(r1.status, GENIE_ERR_NOT_FOUND) << r1.detail;
+  EXPECT_NE(r1.detail.find("12345"), std::string::npos) << r1.detail;
+  const RemoteResult r2 = p2.get_future().get();
+  EXPECT_EQ(r2.status, GENIE_ERR_NOT_FOUND) << r2.detail;
+  const RemoteResult r3 = p3.get_future().get();
+  EXPECT_EQ(r3.status, GENIE_OK) << r3.detail;
+  EXPECT_TRUE(c->connected());
+  EXPECT_EQ(server->stats().graphs_executed, 1u);
+}
+
+// A TensorFree rides with the next request on the control connection; with
+// no request coming, it still reaches the server within milliseconds.
+TEST_F(ClientTest, FreesReachTheServerWithoutAnotherRequest) {
+  auto server = start_server();
+  auto c = RemoteClient::connect(client_config(server->port()), "client-a");
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(c->tensor_alloc(DType::F32, {4}, "cpu:0"));
+  EXPECT_EQ(server->stats().tensors, 10u);
+  for (uint64_t id : ids) c->tensor_free(id);
+  EXPECT_TRUE(eventually([&] { return server->stats().tensors == 0; }, 2000)) << server->stats().tensors;
+  // And ahead of a request: the allocation is answered after the frees.
+  const uint64_t a = c->tensor_alloc(DType::F32, {4}, "cpu:0");
+  c->tensor_free(a);
+  c->tensor_alloc(DType::F32, {4}, "cpu:0");
+  EXPECT_EQ(server->stats().tensors, 1u);
 }
 
 TEST_F(ClientTest, AuthenticatesWithTheSharedToken) {
@@ -711,7 +837,7 @@ TEST_F(ClientTest, GraphInFlightFailsWithConnectionWhenTheConnectionIsCut) {
   g.validate(&shapes);
   proxy.hold(MsgType::GraphDone);
   std::promise<RemoteResult> done;
-  c->submit(g, {{"a", a}, {"b", a}}, [&](RemoteResult&& r) { done.set_value(std::move(r)); });
+  c->submit(graph_to_json(g), {{"a", a}, {"b", a}}, [&](RemoteResult&& r) { done.set_value(std::move(r)); });
   proxy.cut();
   auto f = done.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(3)), std::future_status::ready);
@@ -721,7 +847,8 @@ TEST_F(ClientTest, GraphInFlightFailsWithConnectionWhenTheConnectionIsCut) {
   // Still usable after the reconnect.
   std::promise<RemoteResult> done2;
   proxy.release();
-  c->submit(g, {{"a", a}, {"b", a}}, [&](RemoteResult&& r2) { done2.set_value(std::move(r2)); });
+  c->submit(graph_to_json(g), {{"a", a}, {"b", a}},
+            [&](RemoteResult&& r2) { done2.set_value(std::move(r2)); });
   EXPECT_EQ(done2.get_future().get().status, GENIE_OK);
 }
 
@@ -802,7 +929,7 @@ TEST_F(ClientTest, CloseFailsGraphsInFlightWithShutdownAndSaysGoodbye) {
   g.validate(&shapes);
   proxy.hold(MsgType::GraphDone);
   std::promise<RemoteResult> done;
-  c->submit(g, {{"a", a}, {"b", a}}, [&](RemoteResult&& r) { done.set_value(std::move(r)); });
+  c->submit(graph_to_json(g), {{"a", a}, {"b", a}}, [&](RemoteResult&& r) { done.set_value(std::move(r)); });
   const auto t0 = Clock::now();
   c->close();
   EXPECT_LT(ms_since(t0), 2500);

@@ -1,7 +1,9 @@
 // The executor: dependency order, parallelism, freeing intermediates after
-// their last use, error propagation, and outputs that never alias inputs.
+// their last use, error propagation, outputs that never alias inputs, and
+// the inline path (run_inline) agreeing with the pool.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <future>
 #include <set>
 
@@ -150,6 +152,154 @@ TEST(Executor, ReducedPrecisionStorageComputesInF32) {
   EXPECT_EQ(r.outputs[0]->dtype(), DType::BF16);
   EXPECT_EQ(bf16_to_f32(r.outputs[0]->data<uint16_t>()[0]), 3.f);
   EXPECT_EQ(bf16_to_f32(r.outputs[0]->data<uint16_t>()[1]), -0.5f);
+}
+
+// Every input, graph and expected behaviour of the pooled tests, run both
+// ways: run_inline shares the node code, so results agree bit for bit.
+TEST(Executor, InlineRunGivesThePooledResults) {
+  struct Case {
+    std::shared_ptr<Graph> g;
+    std::vector<TensorPtr> in;
+  };
+  std::vector<Case> cases;
+  {
+    auto g = std::make_shared<Graph>("diamond");
+    g->add_input("a", DType::F32, {4});
+    g->add_node("relu", "n1", {"a"}, {"b"});
+    g->add_node("add", "n2", {"a", "a"}, {"c"});
+    g->add_node("mul", "n3", {"b", "c"}, {"d"});
+    g->add_node("softmax", "n4", {"d"}, {"e"});
+    g->mark_output("e");
+    g->mark_output("d");
+    g->validate();
+    auto a = std::make_shared<TensorData>(DType::F32, Shape{4});
+    const float in[4] = {-1.f, 0.5f, 2.f, -3.f};
+    for (int i = 0; i < 4; ++i) a->data<float>()[i] = in[i];
+    cases.push_back({g, {a}});
+  }
+  {
+    auto g = std::make_shared<Graph>("bf16");
+    g->add_input("a", DType::BF16, {2});
+    g->add_node("add", "n", {"a", "a"}, {"b"});
+    g->mark_output("b");
+    g->validate();
+    auto a = std::make_shared<TensorData>(DType::BF16, Shape{2});
+    a->data<uint16_t>()[0] = f32_to_bf16(1.5f);
+    a->data<uint16_t>()[1] = f32_to_bf16(-0.25f);
+    cases.push_back({g, {a}});
+  }
+  {
+    auto g = std::make_shared<Graph>("identity_and_constant");
+    g->add_input("a", DType::F32, {3});
+    g->add_constant("k", filled({3}, 0.5f));
+    g->add_node("sub", "n", {"a", "k"}, {"b"});
+    g->mark_output("a");
+    g->mark_output("k");
+    g->mark_output("b");
+    g->validate();
+    cases.push_back({g, {filled({3}, 2.f)}});
+  }
+  {
+    auto g = std::make_shared<Graph>("matmul_chain");
+    g->add_input("x", DType::F32, {8, 8});
+    g->add_node("matmul", "m1", {"x", "x"}, {"y"});
+    g->add_node("gelu", "g", {"y"}, {"z"});
+    g->add_node("matmul", "m2", {"z", "x"}, {"w"});
+    g->mark_output("w");
+    g->validate();
+    auto x = std::make_shared<TensorData>(DType::F32, Shape{8, 8});
+    for (int i = 0; i < 64; ++i) x->data<float>()[i] = 0.01f * static_cast<float>(i % 13) - 0.05f;
+    cases.push_back({g, {x}});
+  }
+  {
+    auto g = std::make_shared<Graph>("fail");
+    g->add_input("ids", DType::I64, {2});
+    g->add_input("table", DType::F32, {3, 2});
+    g->add_node("embedding", "lookup", {"ids", "table"}, {"e"});
+    g->add_node("relu", "after", {"e"}, {"r"});
+    g->mark_output("r");
+    g->validate();
+    auto ids = std::make_shared<TensorData>(DType::I64, Shape{2});
+    ids->data<int64_t>()[1] = 99;
+    cases.push_back({g, {ids, filled({3, 2}, 1.f)}});
+  }
+  Executor ex(2);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.g->name());
+    const ExecResult pooled = run_sync(ex, c.g, c.in);
+    const ExecResult in_line = ex.run_inline(c.g, c.in);
+    EXPECT_EQ(in_line.status, pooled.status);
+    EXPECT_EQ(in_line.detail, pooled.detail);
+    ASSERT_EQ(in_line.outputs.size(), pooled.outputs.size());
+    for (size_t i = 0; i < pooled.outputs.size(); ++i) {
+      const TensorData& a = *in_line.outputs[i];
+      const TensorData& b = *pooled.outputs[i];
+      EXPECT_EQ(a.dtype(), b.dtype());
+      EXPECT_EQ(a.shape(), b.shape());
+      ASSERT_EQ(a.nbytes(), b.nbytes());
+      EXPECT_EQ(std::memcmp(a.bytes(), b.bytes(), a.nbytes()), 0) << "output " << i;
+      // Outputs never alias the caller's inputs (or the graph's constants).
+      for (const TensorPtr& t : c.in) EXPECT_NE(in_line.outputs[i].get(), t.get());
+    }
+    // Every node ran (or was skipped after the failure), on this thread.
+    ASSERT_EQ(in_line.trace.size(), c.g->nodes().size());
+    for (const NodeTrace& t : in_line.trace) {
+      EXPECT_NE(t.node, kNone);
+      EXPECT_EQ(t.worker, -1);
+    }
+  }
+}
+
+TEST(Executor, InlineRunFreesIntermediatesAfterLastUse) {
+  constexpr int kLen = 24;
+  const Shape s{256, 1024};
+  const size_t mib = 256 * 1024 * 4;
+  auto g = std::make_shared<Graph>("chain");
+  g->add_input("v0", DType::F32, s);
+  for (int i = 0; i < kLen; ++i)
+    g->add_node("relu", "n" + std::to_string(i), {"v" + std::to_string(i)}, {"v" + std::to_string(i + 1)});
+  g->mark_output("v" + std::to_string(kLen));
+  g->validate();
+  auto in = filled(s, 1.f);
+  Executor ex(1);
+  tensor_bytes_reset_peak();
+  const size_t before = tensor_bytes_live();
+  ExecResult r = ex.run_inline(g, {in});
+  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
+  const size_t peak = tensor_bytes_peak() - before;
+  EXPECT_LE(peak, 3 * mib) << "peak " << peak << " bytes: intermediates were not freed";
+}
+
+TEST(Executor, TinyMeansFewElementsAndNoHeavyOps) {
+  const auto relu_of = [](const Shape& s) {
+    auto g = std::make_shared<Graph>("relu");
+    g->add_input("x", DType::F32, {-1});
+    g->add_node("relu", "r", {"x"}, {"y"});
+    g->mark_output("y");
+    std::unordered_map<ValueId, Shape> shapes{{g->find_value("x"), s}};
+    g->validate(&shapes);
+    return g;
+  };
+  // Inputs count with their bound size: input and output elements per node.
+  const int64_t half = Executor::kTinyElements / 2;
+  auto small = relu_of({half});
+  EXPECT_TRUE(Executor::is_tiny(*small, {filled({half}, 1.f)}));
+  auto big = relu_of({half + 1});
+  EXPECT_FALSE(Executor::is_tiny(*big, {filled({half + 1}, 1.f)}));
+  // A reduction of a large input to one number is not tiny work.
+  auto sum = std::make_shared<Graph>("sum");
+  sum->add_input("x", DType::F32, {Executor::kTinyElements});
+  sum->add_node("reduce_sum", "s", {"x"}, {"y"});
+  sum->mark_output("y");
+  sum->validate();
+  EXPECT_FALSE(Executor::is_tiny(*sum, {filled({Executor::kTinyElements}, 1.f)}));
+  // A matmul is never tiny, however small.
+  auto mm = std::make_shared<Graph>("mm");
+  mm->add_input("a", DType::F32, {2, 2});
+  mm->add_node("matmul", "m", {"a", "a"}, {"b"});
+  mm->mark_output("b");
+  mm->validate();
+  EXPECT_FALSE(Executor::is_tiny(*mm, {filled({2, 2}, 1.f)}));
 }
 
 }  // namespace

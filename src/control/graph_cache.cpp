@@ -1,0 +1,82 @@
+#include "control/graph_cache.hpp"
+
+#include <cstring>
+#include <functional>
+
+namespace genie {
+
+namespace {
+
+template <class T>
+void put(std::string& out, T v) {
+  char b[sizeof v];
+  std::memcpy(b, &v, sizeof v);
+  out.append(b, sizeof v);
+}
+
+}  // namespace
+
+GraphCache::GraphCache(size_t max_entries, size_t max_bytes)
+    : max_entries_(max_entries), max_bytes_(max_bytes) {}
+
+size_t GraphCache::KeyHash::operator()(const Key& k) const {
+  const size_t a = std::hash<std::string_view>()(k.json);
+  const size_t b = std::hash<std::string_view>()(k.bindings);
+  return a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
+}
+
+// Length-prefixed, so that no two different binding lists encode alike
+// (binding names come from the network and may hold any byte).
+std::string GraphCache::encode_bindings(const std::vector<std::string>& names,
+                                        const std::vector<TensorDesc>& descs) {
+  std::string out;
+  out.reserve(names.size() * 48);
+  put(out, static_cast<uint64_t>(names.size()));
+  for (const std::string& name : names) {
+    put(out, static_cast<uint64_t>(name.size()));
+    out += name;
+  }
+  put(out, static_cast<uint64_t>(descs.size()));
+  for (const TensorDesc& d : descs) {
+    put(out, static_cast<int32_t>(d.dtype));
+    put(out, static_cast<uint64_t>(d.shape.size()));
+    for (int64_t dim : d.shape) put(out, dim);
+  }
+  return out;
+}
+
+GraphCache::Entry GraphCache::get(const std::string& json, const std::vector<std::string>& names,
+                                  const std::vector<TensorDesc>& descs) {
+  std::string bindings = encode_bindings(names, descs);
+  if (auto it = index_.find(Key{json, bindings}); it != index_.end()) {
+    ++hits_;
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return it->second->entry;
+  }
+  ++misses_;
+  std::unique_ptr<Graph> g = graph_from_json(json.data(), json.size());
+  std::unordered_map<ValueId, Shape> shapes;
+  Entry e;
+  e.order = bind_inputs(*g, names, descs, &shapes);
+  g->validate(&shapes);
+  size_t cost = json.size() + bindings.size();
+  for (const Value& v : g->values())
+    if (v.constant) cost += v.constant->nbytes();
+  e.graph = std::move(g);
+  // A graph that would take a large share of the budget would only evict
+  // the graphs that do repeat.
+  if (max_entries_ == 0 || cost > max_bytes_ / 4) return e;
+  while (!lru_.empty() && (lru_.size() >= max_entries_ || bytes_ + cost > max_bytes_)) {
+    const Node& last = lru_.back();
+    index_.erase(Key{last.json, last.bindings});
+    bytes_ -= last.cost;
+    lru_.pop_back();
+  }
+  lru_.push_front(Node{json, std::move(bindings), e, cost});
+  const Node& n = lru_.front();
+  index_.emplace(Key{n.json, n.bindings}, lru_.begin());
+  bytes_ += cost;
+  return e;
+}
+
+}  // namespace genie

@@ -1,0 +1,79 @@
+// Parsed and validated graphs of recent submissions, for `genie serve`.
+//
+// A client running a model submits the same graph again and again with new
+// data. Parsing its JSON, binding and validating it costs more than running
+// a tiny graph, so the server keeps the result keyed by the exact graph JSON
+// and the bindings (names, dtypes and shapes, in the order sent): what
+// validation depends on. A validated graph is immutable and shared
+// (shared_ptr<const Graph>) by every run of it, across sessions: it holds no
+// session's data. The cache is bounded in entries and in bytes (the JSON and
+// the graph's constants); the least recently used entry goes first. Not
+// thread-safe: the server uses it on its loop thread only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/binding.hpp"
+#include "graph/graph.hpp"
+
+namespace genie {
+
+class GraphCache {
+ public:
+  struct Entry {
+    std::shared_ptr<const Graph> graph;  // validated with the bound shapes
+    std::vector<size_t> order;           // bind_inputs: binding index of each graph input
+  };
+
+  static constexpr size_t kDefaultEntries = 64;
+  static constexpr size_t kDefaultBytes = size_t{64} << 20;
+
+  explicit GraphCache(size_t max_entries = kDefaultEntries, size_t max_bytes = kDefaultBytes);
+
+  // The graph of `json` bound as names[i] -> a tensor described by descs[i]:
+  // from the cache, or parsed (graph_from_json), bound (bind_inputs) and
+  // validated now and kept. Throws what those throw; a failure is not kept.
+  Entry get(const std::string& json, const std::vector<std::string>& names,
+            const std::vector<TensorDesc>& descs);
+
+  size_t size() const { return lru_.size(); }
+  size_t bytes() const { return bytes_; }
+  uint64_t hits() const { return hits_; }
+  uint64_t misses() const { return misses_; }
+
+ private:
+  struct Key {
+    std::string_view json;
+    std::string_view bindings;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const;
+  };
+  struct Node {
+    std::string json;
+    std::string bindings;  // encode_bindings()
+    Entry entry;
+    size_t cost = 0;
+  };
+
+  static std::string encode_bindings(const std::vector<std::string>& names,
+                                     const std::vector<TensorDesc>& descs);
+
+  const size_t max_entries_;
+  const size_t max_bytes_;
+  std::list<Node> lru_;  // most recent first; nodes never move, so keys may view them
+  std::unordered_map<Key, std::list<Node>::iterator, KeyHash> index_;
+  size_t bytes_ = 0;
+  uint64_t hits_ = 0;
+  uint64_t misses_ = 0;
+};
+
+}  // namespace genie
