@@ -8,7 +8,7 @@ PACKAGES=(
   libcjson-dev libopenblas-dev libuv1-dev
   libprotobuf-dev protobuf-compiler zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev
-  binutils python3
+  binutils python3 python3-numpy
   iperf3 libgrpc++-dev protobuf-compiler-grpc  # benchmark peers only
 )
 

@@ -4,8 +4,7 @@
 #  - the committed samples/graphs/transformer_block.json is what the sample
 #    exports, and `genie run` on it prints the sample's checksum, twice alike;
 #  - values from .npy files reach the graph (an add of two known arrays, a
-#    dynamic dimension, broadcasting, int32), also from numpy-written files
-#    when numpy is installed;
+#    dynamic dimension, broadcasting, int32), also from numpy-written files;
 #  - every error path exits 1 or 2 (not a crash) with its reason on stderr;
 #  - each benchmark runs once with --quick and writes its JSON.
 # Env: GENIE_BUILD_DIR, GENIE_SOURCE_DIR (set by ctest). Exit 0 pass, 77 skip.
@@ -156,7 +155,7 @@ else
   fail "seeded int32 checksum '$seeded' outside 5..35"
 fi
 
-# Files written by numpy itself (format 1.0 and 2.0), when numpy is here.
+# Files written by numpy itself (format 1.0 and 2.0).
 if /usr/bin/python3 -c 'import numpy' 2> /dev/null; then
   /usr/bin/python3 - "$TMP" <<'EOF'
 import sys, numpy as np
@@ -176,7 +175,7 @@ EOF
   expect_error "float64 .npy" "'<f8' is not supported" "$GENIE" run "$TMP/add.json" --input a="$TMP/np_f64.npy" --input b="$TMP/b.npy"
   expect_error "Fortran-order .npy" "Fortran-order" "$GENIE" run "$TMP/add.json" --input a="$TMP/np_fortran.npy" --input b="$TMP/b.npy"
 else
-  echo "note: /usr/bin/python3 has no numpy: numpy-written files not tried"
+  fail "/usr/bin/python3 has no numpy (scripts/install-deps.sh installs python3-numpy)"
 fi
 
 # --- seeded values: the CLI follows the definition in its help ---------------------------
