@@ -57,12 +57,13 @@ TEST(Executor, DiamondRunsInDependencyOrder) {
   EXPECT_GE(r.trace[2].start_ns, r.trace[1].end_ns);
 }
 
-TEST(Executor, FreesIntermediatesAfterLastUse) {
-  // A chain of 24 elementwise nodes over 1 MiB tensors: holding every
-  // intermediate would need 24 MiB; freeing after last use needs a few.
+// A chain of 24 elementwise nodes over 1 MiB tensors: holding every
+// intermediate would need 24 MiB; freeing after last use needs a few.
+// Returns the peak of live tensor bytes while `run` executes it.
+template <class Run>
+size_t chain_peak_bytes(Run&& run) {
   constexpr int kLen = 24;
   const Shape s{256, 1024};
-  const size_t mib = 256 * 1024 * 4;
   auto g = std::make_shared<Graph>("chain");
   g->add_input("v0", DType::F32, s);
   for (int i = 0; i < kLen; ++i)
@@ -70,14 +71,20 @@ TEST(Executor, FreesIntermediatesAfterLastUse) {
   g->mark_output("v" + std::to_string(kLen));
   g->validate();
   auto in = filled(s, 1.f);
-  Executor ex(2);
   tensor_bytes_reset_peak();
   const size_t before = tensor_bytes_live();
-  ExecResult r = run_sync(ex, g, {in});
-  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
-  const size_t peak = tensor_bytes_peak() - before;
-  EXPECT_LE(peak, 3 * mib) << "peak " << peak << " bytes: intermediates were not freed";
-  EXPECT_GE(peak, mib);
+  ExecResult r = run(g, in);
+  EXPECT_EQ(r.status, GENIE_OK) << r.detail;
+  return tensor_bytes_peak() - before;
+}
+
+constexpr size_t kChainMiB = 256 * 1024 * 4;
+
+TEST(Executor, FreesIntermediatesAfterLastUse) {
+  Executor ex(2);
+  const size_t peak = chain_peak_bytes([&](auto g, auto in) { return run_sync(ex, g, {in}); });
+  EXPECT_LE(peak, 3 * kChainMiB) << "peak " << peak << " bytes: intermediates were not freed";
+  EXPECT_GE(peak, kChainMiB);
 }
 
 TEST(Executor, RunsIndependentNodesInParallel) {
@@ -251,23 +258,10 @@ TEST(Executor, InlineRunGivesThePooledResults) {
 }
 
 TEST(Executor, InlineRunFreesIntermediatesAfterLastUse) {
-  constexpr int kLen = 24;
-  const Shape s{256, 1024};
-  const size_t mib = 256 * 1024 * 4;
-  auto g = std::make_shared<Graph>("chain");
-  g->add_input("v0", DType::F32, s);
-  for (int i = 0; i < kLen; ++i)
-    g->add_node("relu", "n" + std::to_string(i), {"v" + std::to_string(i)}, {"v" + std::to_string(i + 1)});
-  g->mark_output("v" + std::to_string(kLen));
-  g->validate();
-  auto in = filled(s, 1.f);
   Executor ex(1);
-  tensor_bytes_reset_peak();
-  const size_t before = tensor_bytes_live();
-  ExecResult r = ex.run_inline(g, {in});
-  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
-  const size_t peak = tensor_bytes_peak() - before;
-  EXPECT_LE(peak, 3 * mib) << "peak " << peak << " bytes: intermediates were not freed";
+  const size_t peak = chain_peak_bytes([&](auto g, auto in) { return ex.run_inline(g, {in}); });
+  EXPECT_LE(peak, 3 * kChainMiB) << "peak " << peak << " bytes: intermediates were not freed";
+  EXPECT_GE(peak, kChainMiB);
 }
 
 TEST(Executor, TinyMeansFewElementsAndNoHeavyOps) {
