@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <unordered_map>
 
 #include "control/client.hpp"
@@ -300,7 +301,14 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
   for (ValueId o : snapshot->outputs()) out_names.push_back(snapshot->value(o).name);
   auto state = std::make_shared<FutureState>(shared_from_this(), std::move(out_names));
 
-  std::shared_lock<std::shared_mutex> lk(run_mu_);
+  // A completion callback (on an executor worker) may submit while
+  // shutdown() holds run_mu_ and waits for that very worker: once shutdown
+  // has begun, refuse instead of blocking on the lock.
+  std::shared_lock<std::shared_mutex> lk(run_mu_, std::defer_lock);
+  while (!lk.try_lock()) {
+    check_live();
+    std::this_thread::yield();
+  }
   check_live();
   exec_->run(snapshot, std::move(bound), [state](ExecResult&& r) {
     FutureResult fr;

@@ -66,6 +66,56 @@ static void *submitter(void *arg) {
   return NULL;
 }
 
+/* A completion callback that submits again while genie_shutdown is waiting
+ * for it: the submission is refused with GENIE_ERR_SHUTDOWN (or accepted if
+ * it came first), and shutdown completes. */
+static genie_graph_t *g_slow_graph;
+static genie_tensor_t *g_slow_input;
+static genie_future_t *g_inner_future;
+static genie_status_t g_inner_status = 12345;
+
+static void submit_from_callback(genie_future_t *f, genie_status_t status, void *user) {
+  const char *names[1] = {"m0"};
+  (void)f;
+  (void)status;
+  g_inner_status = genie_graph_submit((genie_context_t *)user, g_slow_graph, names, &g_slow_input, 1,
+                                      &g_inner_future);
+}
+
+static void test_callback_submits_during_shutdown(void) {
+  genie_context_t *ctx = NULL;
+  genie_config_t *cfg = NULL;
+  genie_future_t *f = NULL;
+  const int64_t s[2] = {512, 512};
+  const char *names[1] = {"m0"};
+  char a[8], b[8], node[8];
+  int i;
+  REQUIRE_OK(genie_config_create(&cfg));
+  REQUIRE_OK(genie_config_set_use_env(cfg, 0));
+  REQUIRE_OK(genie_init(cfg, &ctx));
+  genie_config_destroy(cfg);
+  REQUIRE_OK(genie_graph_create("slow", &g_slow_graph));
+  REQUIRE_OK(genie_graph_add_input(g_slow_graph, "m0", GENIE_DTYPE_F32, s, 2));
+  for (i = 0; i < 8; ++i) {
+    const char *in[2] = {a, a}, *out[1] = {b};
+    snprintf(a, sizeof a, "m%d", i);
+    snprintf(b, sizeof b, "m%d", i + 1);
+    snprintf(node, sizeof node, "mm%d", i);
+    REQUIRE_OK(genie_graph_add_node(g_slow_graph, "matmul", node, in, 2, out, 1));
+  }
+  REQUIRE_OK(genie_graph_mark_output(g_slow_graph, b));
+  REQUIRE_OK(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, s, 2, "cpu", &g_slow_input));
+  REQUIRE_OK(genie_graph_submit(ctx, g_slow_graph, names, &g_slow_input, 1, &f));
+  REQUIRE_OK(genie_future_set_callback(f, submit_from_callback, ctx));
+  genie_shutdown(ctx); /* the callback runs while this waits */
+  CHECK(g_inner_status == GENIE_ERR_SHUTDOWN || g_inner_status == GENIE_OK);
+  EXPECT_OK(genie_future_wait(f, 0));
+  genie_future_destroy(f);
+  genie_future_destroy(g_inner_future);
+  genie_tensor_destroy(g_slow_input);
+  genie_graph_destroy(g_slow_graph);
+}
+
 int main(void) {
   genie_config_t *cfg = NULL;
   REQUIRE_OK(genie_config_create(&cfg));
@@ -98,5 +148,6 @@ int main(void) {
   genie_tensor_destroy(t);
   genie_graph_destroy(g);
   genie_config_destroy(cfg);
+  test_callback_submits_during_shutdown();
   return test_summary("api_threads_test");
 }
