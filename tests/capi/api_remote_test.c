@@ -6,26 +6,7 @@
 #include <time.h>
 
 #include "check.h"
-
-static genie_graph_t *build_mlp(void) {
-  genie_graph_t *g = NULL;
-  const int64_t xs[2] = {2, 3}, ws[2] = {4, 3}, bs[1] = {4};
-  const float bias[4] = {0.5f, -0.5f, 1.0f, -2.0f};
-  const char *lin_in[3] = {"x", "w", "b"};
-  const char *lin_out[1] = {"y"};
-  const char *relu_in[1] = {"y"};
-  const char *relu_out[1] = {"z"};
-  REQUIRE_OK(genie_graph_create("mlp", &g));
-  REQUIRE_OK(genie_graph_add_input(g, "x", GENIE_DTYPE_F32, xs, 2));
-  REQUIRE_OK(genie_graph_add_input(g, "w", GENIE_DTYPE_F32, ws, 2));
-  REQUIRE_OK(genie_graph_add_constant(g, "b", GENIE_DTYPE_F32, bs, 1, bias, sizeof bias));
-  REQUIRE_OK(genie_graph_add_node(g, "linear", "fc", lin_in, 3, lin_out, 1));
-  REQUIRE_OK(genie_graph_add_node(g, "relu", "act", relu_in, 1, relu_out, 1));
-  REQUIRE_OK(genie_graph_set_role(g, "w", GENIE_ROLE_WEIGHT));
-  REQUIRE_OK(genie_graph_set_phase(g, "fc", GENIE_PHASE_FORWARD));
-  REQUIRE_OK(genie_graph_mark_output(g, "z"));
-  return g;
-}
+#include "mlp_graph.h"
 
 /* s = a + a, for feeding an output into a second graph. */
 static genie_graph_t *build_double(void) {
@@ -69,7 +50,7 @@ static void run_mlp(genie_context_t *ctx, const char *device, float *out) {
   EXPECT_OK(genie_tensor_write(tx, 0, g_x, sizeof g_x));
   EXPECT_OK(genie_tensor_write(tw, 0, g_w, 24));
   EXPECT_OK(genie_tensor_write(tw, 24, (const char *)g_w + 24, 24));
-  genie_graph_t *g = build_mlp();
+  genie_graph_t *g = build_mlp("mlp");
   const char *names[2] = {"x", "w"};
   genie_tensor_t *ins[2] = {tx, tw};
   genie_future_t *f = NULL;
@@ -282,7 +263,7 @@ static void test_remote(void) {
   REQUIRE_OK(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, ws, 2, "remote:0", &tw));
   EXPECT_OK(genie_tensor_write(tx, 0, g_x, sizeof g_x));
   EXPECT_OK(genie_tensor_write(tw, 0, g_w, sizeof g_w));
-  genie_graph_t *mlp = build_mlp(), *dbl = build_double();
+  genie_graph_t *mlp = build_mlp("mlp"), *dbl = build_double();
   const char *names[2] = {"x", "w"};
   genie_tensor_t *ins[2] = {tx, tw};
   genie_future_t *f1 = NULL, *f2 = NULL;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -39,24 +40,8 @@ inline void expect_dtype(const KernelArgs& a, const TensorData& t, DType want) {
          dtype_name(t.dtype()));
 }
 
-// Calls f(T{}) with T the element type of `t` (uint8_t for bool).
-template <class F>
-void visit_dtype(const KernelArgs& a, DType t, F&& f) {
-  switch (t) {
-    case DType::F32:
-      return f(float{});
-    case DType::I32:
-      return f(int32_t{});
-    case DType::I64:
-      return f(int64_t{});
-    case DType::Bool:
-      return f(uint8_t{});
-    default:
-      unsupported_dtype(a, t);
-  }
-}
-
-// Like visit_dtype, for arithmetic that bool does not support.
+// Calls f(T{}) with T the element type of `t`, for arithmetic that bool does
+// not support.
 template <class F>
 void visit_numeric(const KernelArgs& a, DType t, F&& f) {
   switch (t) {
@@ -69,6 +54,13 @@ void visit_numeric(const KernelArgs& a, DType t, F&& f) {
     default:
       unsupported_dtype(a, t);
   }
+}
+
+// Like visit_numeric, with bool as uint8_t.
+template <class F>
+void visit_dtype(const KernelArgs& a, DType t, F&& f) {
+  if (t == DType::Bool) return f(uint8_t{});
+  visit_numeric(a, t, std::forward<F>(f));
 }
 
 // Element strides of a tensor of shape `in` read as if broadcast to `out`:
