@@ -1,0 +1,602 @@
+"""Context, Tensor, Graph, Future and Server: the idiomatic layer over the
+SWIG module genie.capi (one C call per method, handles owned by objects).
+
+Every failing call raises the genie.errors class of its status, carrying
+``.code`` and ``.detail``. Objects are context managers; ``close()`` releases
+the handle at once (a closed object's calls fail with InvalidHandleError),
+and garbage collection releases what was not closed.
+"""
+
+import atexit
+import json
+import threading
+import weakref
+
+import numpy as np
+
+from . import capi
+from . import errors
+
+capi.genie_py_set_error_factory(errors.from_status)
+
+# ---------------------------------------------------------------------------
+# Enumerations
+# ---------------------------------------------------------------------------
+
+#: numpy dtype of each Genie dtype (bf16 is exchanged as its raw uint16 bits).
+_DTYPES = {
+    "f32": (capi.GENIE_DTYPE_F32, np.dtype(np.float32)),
+    "f16": (capi.GENIE_DTYPE_F16, np.dtype(np.float16)),
+    "bf16": (capi.GENIE_DTYPE_BF16, np.dtype(np.uint16)),
+    "i32": (capi.GENIE_DTYPE_I32, np.dtype(np.int32)),
+    "i64": (capi.GENIE_DTYPE_I64, np.dtype(np.int64)),
+    "bool": (capi.GENIE_DTYPE_BOOL, np.dtype(np.bool_)),
+}
+_DTYPE_NAMES = {code: name for name, (code, _) in _DTYPES.items()}
+_NP_TO_NAME = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtype(np.int32): "i32",
+               np.dtype(np.int64): "i64", np.dtype(np.bool_): "bool"}
+
+PHASES = {"unknown": 0, "prefill": 1, "decode": 2, "forward": 3, "backward": 4}
+MODALITIES = {"unknown": 0, "text": 1, "vision": 2, "audio": 3}
+ROLES = {"unspecified": 0, "weight": 1, "activation": 2, "kv_cache": 3, "input": 4, "output": 5}
+LOG_LEVELS = {"off": 0, "error": 1, "warn": 2, "info": 3, "debug": 4, "trace": 5}
+
+
+def _enum(table, value, what):
+    if isinstance(value, str):
+        try:
+            return table[value.lower()]
+        except KeyError:
+            raise errors.InvalidArgumentError(
+                f"{what} '{value}' is not one of {', '.join(table)}") from None
+    return int(value)
+
+
+def dtype_code(dtype):
+    """Genie dtype code of a name ("f32"), a numpy dtype, or a code."""
+    if isinstance(dtype, str) and dtype in _DTYPES:
+        return _DTYPES[dtype][0]
+    if isinstance(dtype, (int, np.integer)) and not isinstance(dtype, bool):
+        return int(dtype)
+    try:
+        npd = np.dtype(dtype)
+    except TypeError:
+        npd = None
+    if npd in _NP_TO_NAME:
+        return _DTYPES[_NP_TO_NAME[npd]][0]
+    raise errors.DtypeMismatchError(f"dtype {dtype!r} has no Genie element type "
+                                    f"(use {', '.join(_DTYPES)})")
+
+
+def dtype_name(code):
+    return _DTYPE_NAMES.get(code, "invalid")
+
+
+def numpy_dtype(dtype):
+    """numpy dtype exchanged with Genie tensors of `dtype`."""
+    return _DTYPES[dtype_name(dtype_code(dtype))][1]
+
+
+def version():
+    """Run-time library version string, e.g. "0.1.0"."""
+    return capi.genie_version_string()
+
+
+# ---------------------------------------------------------------------------
+# Configuration (shared by Context and Server)
+# ---------------------------------------------------------------------------
+
+def _config(master_addr=None, port=None, timeout_ms=None, num_threads=None, log_level=None,
+            auth_token=None, node_id=None, use_env=True, session_grace_ms=None,
+            max_message_bytes=None):
+    cfg = capi.genie_config_create()
+    try:
+        capi.genie_config_set_use_env(cfg, 1 if use_env else 0)
+        if master_addr:
+            host, sep, p = str(master_addr).rpartition(":")
+            if sep and p.isdigit() and port is None:
+                master_addr, port = host, int(p)
+            capi.genie_config_set_master_addr(cfg, master_addr)
+        if port is not None:
+            capi.genie_config_set_master_port(cfg, int(port))
+        if timeout_ms is not None:
+            capi.genie_config_set_timeout_ms(cfg, int(timeout_ms))
+        if num_threads is not None:
+            capi.genie_config_set_num_threads(cfg, int(num_threads))
+        if log_level is not None:
+            capi.genie_config_set_log_level(cfg, _enum(LOG_LEVELS, log_level, "log level"))
+        if auth_token is not None:
+            capi.genie_config_set_auth_token(cfg, auth_token)
+        if node_id is not None:
+            capi.genie_config_set_node_id(cfg, node_id)
+        if session_grace_ms is not None:
+            capi.genie_config_set_session_grace_ms(cfg, int(session_grace_ms))
+        if max_message_bytes is not None:
+            capi.genie_config_set_max_message_bytes(cfg, int(max_message_bytes))
+    except BaseException:
+        capi.genie_config_destroy(cfg)
+        raise
+    return cfg
+
+
+class _Handle:
+    """Owns one C handle; subclasses name the destroy function."""
+
+    _h = None
+
+    def close(self):
+        h, self._h = self._h, None
+        if h is not None:
+            self._destroy(h)
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+# ---------------------------------------------------------------------------
+# Context
+# ---------------------------------------------------------------------------
+
+_live_contexts = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+@atexit.register
+def _shutdown_all():
+    # Callbacks must not run into a finalising interpreter: shut every
+    # context still open (which waits for its graphs) before exit.
+    with _live_lock:
+        ctxs = list(_live_contexts)
+    for c in ctxs:
+        try:
+            c.close()
+        except Exception:
+            pass
+
+
+class Context(_Handle):
+    """A running Genie instance (genie_init / genie_shutdown).
+
+    Without a master address the context runs graphs in this process
+    (embedded mode). ``master_addr`` ("host" or "host:port") or the
+    GENIE_MASTER_ADDR / GENIE_MASTER_PORT environment variables connect it to
+    a ``genie serve`` (remote mode); nothing else changes for the caller.
+    Thread-safe. Use as ``with genie.Context() as ctx: ...``.
+    """
+
+    def __init__(self, master_addr=None, port=None, *, timeout_ms=None, num_threads=None,
+                 log_level=None, auth_token=None, node_id=None, use_env=True):
+        cfg = _config(master_addr, port, timeout_ms, num_threads, log_level, auth_token,
+                      node_id, use_env)
+        try:
+            self._h = capi.genie_init_abi(capi.GENIE_ABI_VERSION, cfg)
+        finally:
+            capi.genie_config_destroy(cfg)
+        with _live_lock:
+            _live_contexts.add(self)
+
+    @staticmethod
+    def _destroy(h):
+        capi.genie_shutdown(h)
+
+    @property
+    def embedded(self):
+        """True in embedded mode, False when connected to a server."""
+        r = capi.genie_context_is_embedded(self._h)
+        if r < 0:
+            raise errors.InvalidHandleError("context is closed")
+        return bool(r)
+
+    @property
+    def node_id(self):
+        return capi.genie_context_node_id(self._h)
+
+    def server_info(self):
+        """Statistics of the connected server as a dict (remote mode)."""
+        return json.loads(capi.genie_context_server_info(self._h))
+
+    def tensor(self, shape, dtype="f32", device=None):
+        """Allocates a zero-filled tensor resident on `device` (None: the
+        context's default device: host memory embedded, the server remote)."""
+        h = capi.genie_tensor_alloc(self._h, dtype_code(dtype), [int(d) for d in shape], device)
+        return Tensor(h, self)
+
+    def from_numpy(self, array, device=None):
+        """Allocates a tensor of the array's dtype and shape and writes the
+        array into it (straight from its buffer)."""
+        array = np.asarray(array)
+        t = self.tensor(array.shape, _np_dtype_name(array.dtype), device)
+        try:
+            t.write(array)
+        except BaseException:
+            t.close()
+            raise
+        return t
+
+    def submit(self, graph, inputs=None):
+        """Submits `graph` binding each graph input by name (a dict of
+        name -> Tensor, or numpy array: uploaded for this submission only).
+        Returns a Future at once; execution errors arrive through it."""
+        pairs, temps = [], []
+        try:
+            for name, value in (inputs or {}).items():
+                if not isinstance(value, Tensor):
+                    value = self.from_numpy(value, "cpu")
+                    temps.append(value)
+                pairs.append((name, value._h))
+            h = capi.genie_graph_submit(self._h, graph._h, pairs)
+        finally:
+            for t in temps:  # the submission holds its own reference
+                t.close()
+        return Future(h, self, graph.outputs)
+
+    def run(self, graph, inputs=None, timeout=None):
+        """Submits, waits and reads every output: {output name: ndarray}."""
+        with self.submit(graph, inputs) as fut:
+            return fut.numpy(timeout)
+
+    def close(self):
+        """Shuts the context down (waits for graphs still running). Tensors
+        and futures of the context must still be closed (or collected)."""
+        with _live_lock:
+            _live_contexts.discard(self)
+        super().close()
+
+    def __repr__(self):
+        if self._h is None:
+            return "<genie.Context closed>"
+        return f"<genie.Context {'embedded' if self.embedded else 'remote'} node={self.node_id}>"
+
+
+def _np_dtype_name(npd):
+    name = _NP_TO_NAME.get(np.dtype(npd))
+    if name is None:
+        raise errors.DtypeMismatchError(f"numpy dtype {np.dtype(npd)} has no Genie element type "
+                                        f"(float32, float16, int32, int64, bool)")
+    return name
+
+
+# ---------------------------------------------------------------------------
+# Tensor
+# ---------------------------------------------------------------------------
+
+class Tensor(_Handle):
+    """A tensor resident on a device until closed (genie_tensor_t). Create
+    with Context.tensor or Context.from_numpy. Thread-safe."""
+
+    def __init__(self, handle, ctx):
+        self._h = handle
+        self._ctx = ctx  # keeps the context alive while the tensor is
+        code, shape, nbytes = capi.genie_tensor_info(handle)
+        self.dtype = dtype_name(code)
+        self.shape = tuple(shape)
+        self.nbytes = nbytes
+        self._np_dtype = _DTYPES[self.dtype][1]
+
+    @staticmethod
+    def _destroy(h):
+        capi.genie_tensor_destroy(h)
+
+    @property
+    def device(self):
+        d = capi.genie_tensor_device(self._h)
+        if d is None:
+            raise errors.InvalidHandleError("tensor is closed")
+        return d
+
+    @property
+    def size(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def write(self, data, offset=0):
+        """Writes `data` at byte `offset`, straight from its buffer. A numpy
+        array must have the tensor's dtype (else DtypeMismatchError); any
+        C-contiguous buffer (bytes, memoryview ...) is taken as raw bytes.
+        Its byte size must fit the tensor (else SizeMismatchError)."""
+        if isinstance(data, np.ndarray):
+            if data.dtype != self._np_dtype:
+                raise errors.DtypeMismatchError(
+                    f"array of dtype {data.dtype} written to a {self.dtype} tensor "
+                    f"(expected {self._np_dtype})")
+            if offset == 0 and data.size != self.size:
+                raise errors.SizeMismatchError(
+                    f"array of {data.size} elements {list(data.shape)} written to a tensor of "
+                    f"{self.size} elements {list(self.shape)} (pass offset= for a partial write)")
+            if not data.flags.c_contiguous:
+                data = np.ascontiguousarray(data)
+        capi.genie_tensor_write(self._h, offset, data)
+
+    def read(self, out=None):
+        """Reads the whole tensor into a new numpy array of its dtype and
+        shape (or into `out`, a writable C-contiguous array of the same byte
+        size), straight into the array's buffer."""
+        if out is None:
+            out = np.empty(self.shape, self._np_dtype)
+        else:
+            if isinstance(out, np.ndarray) and out.dtype != self._np_dtype:
+                raise errors.DtypeMismatchError(
+                    f"reading a {self.dtype} tensor into an array of dtype {out.dtype}")
+            n = memoryview(out).nbytes
+            if n != self.nbytes:
+                raise errors.SizeMismatchError(
+                    f"reading a tensor of {self.nbytes} bytes into a buffer of {n} bytes")
+        capi.genie_tensor_read(self._h, 0, out)
+        return out
+
+    numpy = read
+
+    def __array__(self, dtype=None):
+        a = self.read()
+        return a if dtype is None else a.astype(dtype)
+
+    def __repr__(self):
+        state = "closed" if self._h is None else self.device
+        return f"<genie.Tensor {self.dtype}{list(self.shape)} {state}>"
+
+
+# ---------------------------------------------------------------------------
+# Graph
+# ---------------------------------------------------------------------------
+
+class Graph(_Handle):
+    """A graph of tensor operations under construction (genie_graph_t).
+    Not thread-safe while being built; submit it from any thread."""
+
+    def __init__(self, name=None, _handle=None):
+        self._h = _handle if _handle is not None else capi.genie_graph_create(name)
+
+    @staticmethod
+    def _destroy(h):
+        capi.genie_graph_destroy(h)
+
+    @classmethod
+    def from_json(cls, text):
+        """Builds a graph from its JSON form (docs/graph-format.md)."""
+        return cls(_handle=capi.genie_graph_from_json(text))
+
+    def to_json(self):
+        return capi.genie_graph_to_json(self._h)
+
+    def input(self, name, shape, dtype="f32", role=None):
+        """Declares graph input `name` (-1 dims are dynamic). Returns name."""
+        capi.genie_graph_add_input(self._h, name, dtype_code(dtype), [int(d) for d in shape])
+        if role is not None:
+            self.set_role(name, role)
+        return name
+
+    def constant(self, name, array, role=None):
+        """Adds a constant whose bytes are copied from `array`. Returns name."""
+        array = np.ascontiguousarray(array)
+        capi.genie_graph_add_constant(self._h, name, dtype_code(array.dtype),
+                                      list(array.shape), array)
+        if role is not None:
+            self.set_role(name, role)
+        return name
+
+    def node(self, op, name, inputs, outputs=None, attrs=None, *, phase=None, module=None,
+             layer=None, modality=None):
+        """Adds node `name` applying `op` to the values named in `inputs`
+        (None for an omitted optional input). `outputs` defaults to
+        [name + ".out"]. Sets `attrs` and the given annotations. Returns the
+        output name (or the list of names for several outputs)."""
+        if outputs is None:
+            outputs = [name + ".out"]
+        elif isinstance(outputs, str):
+            outputs = [outputs]
+        if isinstance(inputs, str):
+            inputs = [inputs]
+        capi.genie_graph_add_node(self._h, op, name, list(inputs), list(outputs))
+        for k, v in (attrs or {}).items():
+            self.set_attr(name, k, v)
+        if phase is not None:
+            self.set_phase(name, phase)
+        if module is not None:
+            self.set_module(name, module)
+        if layer is not None:
+            self.set_layer(name, layer)
+        if modality is not None:
+            self.set_modality(name, modality)
+        return outputs[0] if len(outputs) == 1 else list(outputs)
+
+    def set_attr(self, node, key, value):
+        """Sets an attribute; its type follows the Python value: int/bool,
+        float, str, a sequence of ints, a sequence of floats."""
+        if isinstance(value, (bool, int, np.integer)):
+            capi.genie_graph_set_attr_int(self._h, node, key, int(value))
+        elif isinstance(value, (float, np.floating)):
+            capi.genie_graph_set_attr_float(self._h, node, key, float(value))
+        elif isinstance(value, str):
+            capi.genie_graph_set_attr_string(self._h, node, key, value)
+        elif isinstance(value, (list, tuple, np.ndarray)):
+            vals = list(value)
+            if any(isinstance(v, (float, np.floating)) for v in vals):
+                capi.genie_graph_set_attr_floats(self._h, node, key, [float(v) for v in vals])
+            else:
+                capi.genie_graph_set_attr_ints(self._h, node, key, [int(v) for v in vals])
+        else:
+            raise errors.InvalidAttributeError(
+                f"attribute '{key}' of node '{node}': unsupported Python type {type(value).__name__}")
+
+    def set_phase(self, node, phase):
+        capi.genie_graph_set_phase(self._h, node, _enum(PHASES, phase, "phase"))
+
+    def set_module(self, node, module_path):
+        capi.genie_graph_set_module(self._h, node, module_path)
+
+    def set_layer(self, node, layer):
+        capi.genie_graph_set_layer(self._h, node, int(layer))
+
+    def set_modality(self, node, modality):
+        capi.genie_graph_set_modality(self._h, node, _enum(MODALITIES, modality, "modality"))
+
+    def set_role(self, value, role):
+        capi.genie_graph_set_role(self._h, value, _enum(ROLES, role, "role"))
+
+    def output(self, *values):
+        """Marks values as graph outputs, in order."""
+        for v in values:
+            capi.genie_graph_mark_output(self._h, v)
+
+    def validate(self):
+        capi.genie_graph_validate(self._h)
+        return self
+
+    @property
+    def num_nodes(self):
+        return capi.genie_graph_num_nodes(self._h)
+
+    @property
+    def inputs(self):
+        n = capi.genie_graph_num_inputs(self._h)
+        return [capi.genie_graph_input_name(self._h, i) for i in range(n)]
+
+    @property
+    def outputs(self):
+        n = capi.genie_graph_num_outputs(self._h)
+        return [capi.genie_graph_output_name(self._h, i) for i in range(n)]
+
+    def value_info(self, value):
+        """(dtype name, shape) of a value (validate first for node outputs)."""
+        code, shape = capi.genie_graph_value_info(self._h, value)
+        return dtype_name(code), tuple(shape)
+
+    @property
+    def hash(self):
+        """Structural hash (equal structure, equal hash, across processes)."""
+        return capi.genie_graph_hash(self._h)
+
+    def __repr__(self):
+        if self._h is None:
+            return "<genie.Graph closed>"
+        return f"<genie.Graph nodes={self.num_nodes} inputs={self.inputs} outputs={self.outputs}>"
+
+
+# ---------------------------------------------------------------------------
+# Future
+# ---------------------------------------------------------------------------
+
+class Future(_Handle):
+    """Result of a submission (genie_future_t). Thread-safe."""
+
+    _token = None
+
+    def __init__(self, handle, ctx, output_names):
+        self._h = handle
+        self._ctx = ctx
+        self.output_names = list(output_names)
+
+    def _destroy(self, h):
+        capi.genie_future_destroy(h)  # the callback never runs after this
+        token, self._token = self._token, None
+        if token is not None:
+            capi.genie_py_callback_release(token)
+
+    def close(self):
+        h, self._h = self._h, None
+        if h is not None:
+            self._destroy(h)
+
+    def done(self):
+        """True once the graph completed (successfully or not)."""
+        return capi.genie_future_poll(self._h) != capi.GENIE_IN_PROGRESS
+
+    def wait(self, timeout=None):
+        """Waits for completion (`timeout` seconds, None: no limit); raises
+        the execution error, or TimeoutError if still running."""
+        if timeout is not None:
+            capi.genie_future_wait(self._h, max(0, int(timeout * 1000)))
+            return
+        while True:  # slices, so Ctrl-C is seen between them
+            try:
+                capi.genie_future_wait(self._h, 200)
+                return
+            except errors.TimeoutError:
+                continue
+
+    def output(self, key):
+        """Output `key` (index or value name) as a Tensor handle of its own."""
+        if isinstance(key, str):
+            return Tensor(capi.genie_future_output_by_name(self._h, key), self._ctx)
+        return Tensor(capi.genie_future_output(self._h, int(key)), self._ctx)
+
+    def result(self, timeout=None):
+        """Waits, then returns the outputs as Tensors (still resident where
+        they were produced: read them with .numpy())."""
+        self.wait(timeout)
+        n = capi.genie_future_num_outputs(self._h)
+        return [self.output(i) for i in range(n)]
+
+    def numpy(self, timeout=None):
+        """Waits, then reads every output: {output name: ndarray}."""
+        out = {}
+        for name, t in zip(self.output_names, self.result(timeout)):
+            with t:
+                out[name] = t.read()
+        return out
+
+    def add_done_callback(self, fn):
+        """Calls fn(future) once the graph completes, on a Genie thread
+        holding the GIL (or now, if it already completed). One per future.
+        fn must not close this future or shut its context down."""
+        ref = self
+
+        def trampoline(status):
+            fn(ref)
+
+        self._token = capi.genie_py_future_set_callback(self._h, trampoline)
+
+    @property
+    def exec_ns(self):
+        """Execution time of the completed graph in nanoseconds."""
+        return capi.genie_future_exec_ns(self._h)
+
+    def __repr__(self):
+        if self._h is None:
+            return "<genie.Future closed>"
+        return f"<genie.Future {'done' if self.done() else 'running'} outputs={self.output_names}>"
+
+
+# ---------------------------------------------------------------------------
+# Server
+# ---------------------------------------------------------------------------
+
+class Server(_Handle):
+    """A server in this process (what `genie serve` runs): serves remote
+    contexts on `host`:`port` (port 0 picks a free one, see .port)."""
+
+    def __init__(self, host=None, port=0, *, auth_token=None, num_threads=None,
+                 session_grace_ms=None, max_message_bytes=None, log_level=None, use_env=True):
+        cfg = _config(num_threads=num_threads, log_level=log_level, auth_token=auth_token,
+                      use_env=use_env, session_grace_ms=session_grace_ms,
+                      max_message_bytes=max_message_bytes)
+        try:
+            self._h = capi.genie_server_create(cfg, host, int(port))
+        finally:
+            capi.genie_config_destroy(cfg)
+
+    @staticmethod
+    def _destroy(h):
+        capi.genie_server_destroy(h)
+
+    @property
+    def port(self):
+        return capi.genie_server_port(self._h)
+
+    def stop(self):
+        capi.genie_server_stop(self._h)
