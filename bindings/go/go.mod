@@ -1,0 +1,3 @@
+module genie.dev/genie
+
+go 1.19
