@@ -9,6 +9,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev
   binutils python3 python3-numpy
+  swig python3-dev python3-pytest python3-torch python3-venv python3-pip python3-setuptools  # Python binding
   iperf3 libgrpc++-dev protobuf-compiler-grpc  # benchmark peers only
 )
 

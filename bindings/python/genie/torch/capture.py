@@ -1,0 +1,347 @@
+"""genie.torch.capture: a PyTorch nn.Module as a Genie graph.
+
+The module is traced with torch.fx (a tracer that records the module path
+of every node), run once on the example inputs to learn every shape, and
+each traced operation is mapped onto a Genie operator. Values that do not
+depend on the inputs (parameters, buffers, masks sliced from them, Python
+ints from ``x.shape``) are constants: parameters and buffers are uploaded
+once as resident tensors (role weight) named by their qualified names, and
+shapes are static, specialised to the inputs' shapes (a call with other
+shapes converts the traced graph again, once per shape).
+"""
+
+import contextlib
+import dis
+import inspect
+import sys
+import threading
+
+import torch
+import torch.fx as fx
+
+from .. import core, errors
+from ._emit import Emitter, GV, UnsupportedOpError, canonical_function, canonical_method, to_numpy
+
+# ---------------------------------------------------------------------------
+# torch.fx on Python 3.11
+# ---------------------------------------------------------------------------
+# torch 1.13's Proxy.__iter__ finds the UNPACK_SEQUENCE that iterates it by
+# indexing the calling frame's instructions with f_lasti // 2, which is
+# wrong on Python 3.11 (f_lasti is a byte offset and instructions carry
+# inline caches): `B, T, C = x.shape` and `q, k, v = x.split(n, 2)` fail with
+# "Proxy object cannot be iterated". Tracing here looks the instruction up
+# by its offset instead.
+
+_patch_lock = threading.RLock()
+
+
+def _proxy_iter(self):
+    frame = inspect.currentframe().f_back
+    for inst in dis.get_instructions(frame.f_code):
+        if inst.offset == frame.f_lasti:
+            if inst.opname == "UNPACK_SEQUENCE":
+                return (self[i] for i in range(inst.argval))
+            break
+    return self.tracer.iter(self)
+
+
+@contextlib.contextmanager
+def _fx_fixes():
+    if sys.version_info < (3, 11):
+        yield
+        return
+    with _patch_lock:
+        old = fx.proxy.Proxy.__iter__
+        fx.proxy.Proxy.__iter__ = _proxy_iter
+        try:
+            yield
+        finally:
+            fx.proxy.Proxy.__iter__ = old
+
+
+class _Tracer(fx.Tracer):
+    """Records in node.meta["genie_module"] the path of the module whose
+    forward created the node (leaf module calls: the module itself)."""
+
+    def __init__(self):
+        super().__init__()
+        self._stack = [""]
+        # Buffers as get_attr nodes too: `self.bias[:, :, :T, :T]` with a
+        # traced T must index a proxy, not the real tensor.
+        self.proxy_buffer_attributes = True
+
+    def call_module(self, m, forward, args, kwargs):
+        self._stack.append(self.path_of_module(m))
+        try:
+            return super().call_module(m, forward, args, kwargs)
+        finally:
+            self._stack.pop()
+
+    def create_node(self, *args, **kwargs):
+        node = super().create_node(*args, **kwargs)
+        node.meta["genie_module"] = self._stack[-1]
+        return node
+
+
+def trace(module):
+    """torch.fx GraphModule of `module`, with module paths recorded."""
+    tracer = _Tracer()
+    with _fx_fixes():
+        graph = tracer.trace(module)
+    name = type(module).__name__
+    return fx.GraphModule(tracer.root, graph, name)
+
+
+class _Recorder(fx.Interpreter):
+    def run_node(self, n):
+        v = super().run_node(n)
+        n.meta["genie_val"] = v
+        return v
+
+
+def _has_tensor(v):
+    if isinstance(v, torch.Tensor):
+        return True
+    if isinstance(v, (tuple, list)):
+        return any(_has_tensor(x) for x in v)
+    if isinstance(v, dict):
+        return any(_has_tensor(x) for x in v.values())
+    return False
+
+
+def _map(v, fn):
+    if isinstance(v, (tuple, list)):
+        return type(v)(_map(x, fn) for x in v)
+    if isinstance(v, dict):
+        return {k: _map(x, fn) for k, x in v.items()}
+    return fn(v)
+
+
+def _fn_name(fn):
+    mod = getattr(fn, "__module__", None) or ""
+    return f"{mod}.{getattr(fn, '__qualname__', getattr(fn, '__name__', repr(fn)))}".lstrip(".")
+
+
+def convert(gm, example_inputs, name="captured", phase="forward", modality=None):
+    """Maps a traced GraphModule, run on `example_inputs`, onto a Genie
+    graph. Returns (emitter, output spec)."""
+    with torch.no_grad():
+        _Recorder(gm).run(*example_inputs)
+    em = Emitter(name, phase, modality)
+    qualnames = {}
+    for qn, p in gm.named_parameters():
+        qualnames[id(p)] = qn
+    for qn, b in gm.named_buffers():
+        qualnames.setdefault(id(b), qn)
+    em.static_names = qualnames
+    modules = dict(gm.named_modules())
+    env, dynamic = {}, set()
+    out_spec = None
+    for n in gm.graph.nodes:
+        val = n.meta.get("genie_val")
+        em.module = n.meta.get("genie_module", "")
+        em.where = f"traced node '{n.name}'"
+        if n.op == "placeholder":
+            if isinstance(val, torch.Tensor):
+                env[n] = em.add_input(n.target, val, role="input")
+                dynamic.add(n)
+            else:
+                env[n] = val
+            continue
+        if n.op == "output":
+            out_spec = n.args[0]
+            break
+        is_dyn = any(a in dynamic for a in n.all_input_nodes)
+        if not is_dyn or not _has_tensor(val):
+            if isinstance(val, torch.Tensor):
+                qualnames.setdefault(id(val), n.target if n.op == "get_attr" else n.name)
+            env[n] = val  # a constant: computed once, here
+            continue
+        dynamic.add(n)
+        args = fx.node.map_arg(n.args, lambda a: env[a])
+        kwargs = fx.node.map_arg(n.kwargs, lambda a: env[a])
+        if n.op == "call_module":
+            mod = modules[n.target]
+            em.module = n.target
+            em.where = f"module '{n.target}' ({type(mod).__name__})"
+            env[n] = em.emit_module(mod, args, kwargs, val, n.name)
+        elif n.op == "call_function":
+            env[n] = em.emit(canonical_function(n.target), args, kwargs, val, n.name,
+                             f"torch function {_fn_name(n.target)}")
+        elif n.op == "call_method":
+            env[n] = em.emit(canonical_method(n.target), args, kwargs, val, n.name,
+                             f"Tensor.{n.target}")
+        else:
+            em.unsupported(f"fx node kind {n.op}")
+    marked = {}
+
+    def leaf(v):
+        v = env[v] if isinstance(v, fx.Node) else v
+        if isinstance(v, GV):
+            if v.name not in marked:
+                if v.name in em.inputs or v.name in em.resident:  # returned unchanged
+                    return ("input", v.name)
+                marked[v.name] = len(marked)
+                em.output(v)
+            return ("out", marked[v.name])
+        return ("const", v)
+
+    spec = _map(out_spec, leaf)
+    return em, spec
+
+
+# ---------------------------------------------------------------------------
+# The captured module
+# ---------------------------------------------------------------------------
+
+class _Variant:
+    """The graph for one input signature, with its resident tensors."""
+
+    def __init__(self, em, spec, ctx, shared):
+        self.graph = em.graph
+        self.spec = spec
+        self.input_names = list(em.inputs)
+        self.outputs = self.graph.outputs
+        self.bindings = {}
+        self.owned = []
+        for name, t in em.resident.items():
+            tensor = shared.get(name) if name in getattr(em, "static_names_set", ()) else None
+            if tensor is None or tensor.shape != tuple(t.shape):
+                tensor = ctx.from_numpy(to_numpy(t))
+                if name in getattr(em, "static_names_set", ()):
+                    shared[name] = tensor
+                else:
+                    self.owned.append(tensor)
+            self.bindings[name] = tensor
+        self.inputs = {}
+        for name in self.input_names:
+            gdt, shape = self.graph.value_info(name)
+            t = ctx.tensor(shape, gdt)
+            self.inputs[name] = t
+            self.owned.append(t)
+            self.bindings[name] = t
+
+    def close(self):
+        for t in self.owned:
+            t.close()
+        self.graph.close()
+
+
+class CapturedModule:
+    """A module captured as a Genie graph; call it like the module. Inputs
+    are torch tensors (positional); outputs come back as torch tensors in
+    the module's output structure. Parameters are uploaded at capture
+    (snapshot): call refresh_weights() after changing them."""
+
+    def __init__(self, module, example_inputs, context=None, phase="forward", modality=None,
+                 name=None):
+        self.module = module
+        self.name = name or type(module).__name__
+        self.phase, self.modality = phase, modality
+        self._own_ctx = context is None
+        self.context = context if context is not None else core.Context()
+        self._lock = threading.Lock()
+        self._weights = {}  # qualified name -> resident Tensor, shared by variants
+        self._variants = {}
+        self.gm = trace(module)
+        self._variant(tuple(example_inputs))
+
+    def _variant(self, inputs):
+        key = tuple((tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else ("py", repr(t))
+                    for t in inputs)
+        v = self._variants.get(key)
+        if v is None:
+            em, spec = convert(self.gm, inputs, self.name, self.phase, self.modality)
+            em.static_names_set = set(em.static_names[i] for i in
+                                      [id(p) for _, p in self.gm.named_parameters()] +
+                                      [id(b) for _, b in self.gm.named_buffers()])
+            v = _Variant(em, spec, self.context, self._weights)
+            self._variants[key] = v
+        return v
+
+    @property
+    def graph(self):
+        """The Genie graph of the example inputs' signature."""
+        return next(iter(self._variants.values())).graph
+
+    @property
+    def weights(self):
+        """{qualified name: resident genie.Tensor} of parameters and buffers."""
+        return dict(self._weights)
+
+    def refresh_weights(self):
+        """Uploads the module's current parameter and buffer values."""
+        state = dict(self.gm.named_parameters())
+        state.update(dict(self.gm.named_buffers()))
+        for name, t in self._weights.items():
+            t.write(to_numpy(state[name]))
+
+    def __call__(self, *inputs):
+        with self._lock:
+            v = self._variant(inputs)
+            for name, x in zip(v.input_names, [i for i in inputs if isinstance(i, torch.Tensor)]):
+                v.inputs[name].write(to_numpy(x))
+            with self.context.submit(v.graph, v.bindings) as fut:
+                outs = fut.result()
+                arrays = []
+                for t in outs:
+                    with t:
+                        arrays.append(t.read())
+
+        def leaf(s):
+            kind, x = s
+            if kind == "out":
+                return torch.from_numpy(arrays[x])
+            if kind == "input":
+                idx = v.input_names.index(x) if x in v.input_names else None
+                return inputs[idx] if idx is not None else v.bindings[x]
+            return x
+
+        return _map_spec(v.spec, leaf)
+
+    def close(self):
+        for v in self._variants.values():
+            v.close()
+        self._variants.clear()
+        for t in self._weights.values():
+            t.close()
+        self._weights.clear()
+        if self._own_ctx:
+            self.context.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"<genie.torch.CapturedModule {self.name}: {self.graph.num_nodes} Genie nodes>"
+
+
+def _map_spec(spec, fn):
+    if isinstance(spec, tuple) and len(spec) == 2 and spec[0] in ("out", "input", "const"):
+        return fn(spec)
+    if isinstance(spec, (tuple, list)):
+        return type(spec)(_map_spec(s, fn) for s in spec)
+    if isinstance(spec, dict):
+        return {k: _map_spec(s, fn) for k, s in spec.items()}
+    return spec
+
+
+def capture(module, example_inputs, context=None, phase="forward", modality=None, name=None):
+    """Captures `module` (an nn.Module) as a Genie graph and returns a
+    callable CapturedModule that runs it through Genie.
+
+    example_inputs: a tensor or a tuple of the forward's positional inputs.
+    context: a genie.Context to run on (default: a new one, embedded, or
+    remote when GENIE_MASTER_ADDR is set). phase, modality: annotations for
+    every node (module path and layer index come from the module tree).
+    Raises genie.torch.UnsupportedOpError naming the op and module path of
+    any operation Genie has no operator for."""
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    return CapturedModule(module, tuple(example_inputs), context, phase, modality, name)
+
+
+__all__ = ["capture", "trace", "convert", "CapturedModule", "UnsupportedOpError"]
