@@ -1,0 +1,22 @@
+//! src/ffi.rs must be exactly what bindgen makes of include/genie.h today:
+//! regenerates it into a temporary file (regen-ffi.sh --check) and fails on
+//! any difference. Needs Debian's bindgen; without it the check is reported
+//! as skipped (tests/scripts/rust_test.sh runs it unconditionally).
+use std::path::Path;
+use std::process::Command;
+
+#[test]
+fn ffi_matches_header() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("regen-ffi.sh");
+    if Command::new("bindgen").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: bindgen is not installed; src/ffi.rs not checked against the header");
+        return;
+    }
+    let out = Command::new("bash").arg(&script).arg("--check").output().expect("run regen-ffi.sh");
+    assert!(
+        out.status.success(),
+        "src/ffi.rs is out of date with include/genie.h: run bindings/rust/regen-ffi.sh\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
