@@ -238,10 +238,12 @@ class Emitter:
         self.graph.output(gv.name)
 
     def unsupported(self, what):
+        where = self.where or "the model"
+        if self.module is not None:
+            where += f", module '{self.module or '<root>'}'"
         raise UnsupportedOpError(
-            f"{what} has no Genie operator (in {self.where or 'the model'}, module "
-            f"'{self.module or '<root>'}'); docs/operators.md lists the operators",
-            op=what, module_path=self.module or "")
+            f"{what} has no Genie operator (in {where}); docs/operators.md lists the operators",
+            op=what, module_path=self.module)
 
     # -- dispatch ------------------------------------------------------------
 

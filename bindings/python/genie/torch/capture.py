@@ -118,8 +118,17 @@ def _map(v, fn):
 
 
 def _fn_name(fn):
+    """Public name of a traced function: torch.cumsum, torch.nn.functional.
+    unfold, operator.floordiv ..."""
+    import operator
+    import torch.nn.functional as F
+    name = getattr(fn, "__name__", repr(fn))
+    for mod, prefix in ((torch, "torch"), (F, "torch.nn.functional"), (operator, "operator"),
+                        (torch.fft, "torch.fft"), (torch.linalg, "torch.linalg")):
+        if getattr(mod, name, None) is fn:
+            return f"{prefix}.{name}"
     mod = getattr(fn, "__module__", None) or ""
-    return f"{mod}.{getattr(fn, '__qualname__', getattr(fn, '__name__', repr(fn)))}".lstrip(".")
+    return f"{mod}.{getattr(fn, '__qualname__', name)}".lstrip(".")
 
 
 def convert(gm, example_inputs, name="captured", phase="forward", modality=None):
