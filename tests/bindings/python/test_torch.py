@@ -74,9 +74,31 @@ def test_gpt2_annotations(ctx):
             assert roles[name] == "weight", name
             assert name in cap.weights
         assert [roles[o] for o in cap.graph.outputs] == ["output"]
-        ops = {n["op"] for n in nodes}
-        assert {"linear", "layer_norm", "split", "reshape", "transpose", "matmul", "masked_fill",
-                "softmax", "gelu", "add"} <= ops
+        ops = [n["op"] for n in nodes]
+        assert {"linear", "layer_norm", "split", "reshape", "transpose", "gelu", "add"} <= set(ops)
+        # The hand-written causal attention is one attention node per block.
+        att = [n for n in nodes if n["op"] == "attention"]
+        assert len(att) == 2 and "softmax" not in ops and "masked_fill" not in ops
+        assert att[0]["attrs"]["causal"] == {"int": 1}
+        assert att[0]["annotations"]["module"] == "h.0.attn"
+
+
+def test_gpt2_block_unfused_and_masked_attention(ctx):
+    torch.manual_seed(4)
+    block = seeded(Block(n_embd=64, n_head=4, block_size=32), seed=4)
+    x = torch.randn(1, 32, 64)
+    with gt.capture(block, x, context=ctx, fuse_attention=False) as cap, torch.no_grad():
+        assert_matches(cap(x), block(x))
+        ops = [n["op"] for n in json.loads(cap.graph.to_json())["nodes"]]
+        assert "attention" not in ops and {"masked_fill", "softmax", "matmul"} <= set(ops)
+    # A mask that is not the causal one: fused with a mask input.
+    with torch.no_grad():
+        block.attn.bias.copy_(torch.rand(block.attn.bias.shape) > 0.5)
+        block.attn.bias[..., 0] = 1  # every row attends somewhere
+    with gt.capture(block, x, context=ctx) as cap, torch.no_grad():
+        assert_matches(cap(x), block(x))
+        att = [n for n in json.loads(cap.graph.to_json())["nodes"] if n["op"] == "attention"]
+        assert len(att) == 1 and len(att[0]["inputs"]) == 4
 
 
 def test_cnn_matches_eager(ctx):

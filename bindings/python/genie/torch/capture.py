@@ -131,9 +131,124 @@ def _fn_name(fn):
     return f"{mod}.{getattr(fn, '__qualname__', name)}".lstrip(".")
 
 
-def convert(gm, example_inputs, name="captured", phase="forward", modality=None):
+def _node_key(n, modules):
+    if n.op == "call_function":
+        return canonical_function(n.target)
+    if n.op == "call_method":
+        return canonical_method(n.target)
+    if n.op == "call_module":
+        mod = modules.get(n.target)
+        if isinstance(mod, (torch.nn.Dropout, torch.nn.Identity)):
+            return "identity"
+        if isinstance(mod, torch.nn.Softmax):
+            return "softmax_module"
+    return None
+
+
+def _find_attention(gm, dynamic, modules):
+    """Scaled dot-product attention written out by hand,
+
+        s = (q @ k.transpose(-2, -1)) * scale      (or / d, or no scale)
+        s = s.masked_fill(mask, float("-inf"))     (optional; mask constant)
+        p = softmax(s, dim=-1); p = dropout(p)     (dropout optional)
+        y = p @ v
+
+    is one Genie `attention` node (causal when the mask is the causal one).
+    Returns {final matmul node: parts} and the nodes folded into them; each
+    folded node must have no other user."""
+    fused, folded = {}, set()
+    val = lambda n: n.meta.get("genie_val")  # noqa: E731
+    one_user = lambda n: isinstance(n, fx.Node) and n in dynamic and len(n.users) == 1  # noqa: E731
+    for n in gm.graph.nodes:
+        if _node_key(n, modules) != "matmul" or n not in dynamic or len(n.args) != 2:
+            continue
+        p, v = n.args
+        chain = []
+        if one_user(p) and _node_key(p, modules) == "identity":
+            chain.append(p)
+            p = p.args[0]
+        key = _node_key(p, modules) if one_user(p) else None
+        if key == "softmax":
+            dim = p.args[1] if len(p.args) > 1 else p.kwargs.get("dim")
+        elif key == "softmax_module":
+            dim = modules[p.target].dim
+        else:
+            continue
+        if dim is None or dim not in (-1, val(p).dim() - 1):
+            continue
+        chain.append(p)
+        s = p.args[0]
+        mask = None
+        if one_user(s) and _node_key(s, modules) == "masked_fill":
+            mask = s.args[1] if len(s.args) > 1 else s.kwargs.get("mask")
+            fill = s.args[2] if len(s.args) > 2 else s.kwargs.get("value")
+            if isinstance(fill, torch.Tensor) and fill.dim() == 0:
+                fill = fill.item()
+            if (isinstance(mask, fx.Node) and mask in dynamic) or fill != float("-inf"):
+                continue
+            chain.append(s)
+            s = s.args[0]
+        scale = (None, "mul")
+        if one_user(s) and _node_key(s, modules) in ("mul", "div") and len(s.args) == 2:
+            a, b = s.args
+            if _node_key(s, modules) == "mul" and not (isinstance(b, fx.Node) and b in dynamic):
+                scale, s2 = (b, "mul"), a
+            elif _node_key(s, modules) == "mul" and not (isinstance(a, fx.Node) and a in dynamic):
+                scale, s2 = (a, "mul"), b
+            elif _node_key(s, modules) == "div" and not (isinstance(b, fx.Node) and b in dynamic):
+                scale, s2 = (b, "div"), a
+            else:
+                continue
+            chain.append(s)
+            s = s2
+        if not (one_user(s) and _node_key(s, modules) == "matmul" and len(s.args) == 2):
+            continue
+        q, kt = s.args
+        if not (one_user(kt) and _node_key(kt, modules) == "transpose"):
+            continue
+        r = val(kt).dim()
+        dims = [d % r for d in kt.args[1:3]] if len(kt.args) >= 3 else None
+        if dims is None or sorted(dims) != [r - 2, r - 1]:
+            continue
+        k = kt.args[0]
+        qv, kv, vv = val(q), val(k), val(v)
+        if not all(isinstance(t, torch.Tensor) and t.dim() == r and t.is_floating_point()
+                   for t in (qv, kv, vv)) or not (qv.shape[:-2] == kv.shape[:-2] == vv.shape[:-2]):
+            continue
+        fused[n] = {"q": q, "k": k, "v": v, "scale": scale, "mask": mask}
+        folded.update(chain + [s, kt])
+    return fused, folded
+
+
+def _emit_attention(em, n, parts, env, base):
+    def get(x):
+        return env[x] if isinstance(x, fx.Node) else x
+
+    q, k, v = get(parts["q"]), get(parts["k"]), get(parts["v"])
+    scale_arg, how = parts["scale"]
+    scale = 1.0
+    if scale_arg is not None:
+        c = get(scale_arg)
+        c = c.item() if isinstance(c, torch.Tensor) else float(c)
+        scale = c if how == "mul" else 1.0 / c
+    attrs = {"scale": float(scale), "causal": 0}
+    ins = [q, k, v]
+    if parts["mask"] is not None:
+        masked = get(parts["mask"]).to(torch.bool)
+        sq, sk = q.shape[-2], k.shape[-2]
+        causal = torch.ones(sq, sk, dtype=torch.bool).triu(1 + sk - sq)
+        if masked.dim() >= 2 and masked.shape[-2:] == (sq, sk) and bool((masked == causal).all()):
+            attrs["causal"] = 1
+        else:
+            ins.append(em.static((~masked).contiguous(), base + ".attend"))
+    out = n.meta["genie_val"]
+    return em.node("attention", base, ins, out, attrs)
+
+
+def convert(gm, example_inputs, name="captured", phase="forward", modality=None, fuse=True):
     """Maps a traced GraphModule, run on `example_inputs`, onto a Genie
-    graph. Returns (emitter, output spec)."""
+    graph (with `fuse`, hand-written attention becomes one attention node).
+    Returns (emitter, output spec)."""
     with torch.no_grad():
         _Recorder(gm).run(*example_inputs)
     em = Emitter(name, phase, modality)
@@ -144,29 +259,40 @@ def convert(gm, example_inputs, name="captured", phase="forward", modality=None)
         qualnames.setdefault(id(b), qn)
     em.static_names = qualnames
     modules = dict(gm.named_modules())
-    env, dynamic = {}, set()
+    dynamic = set()
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            if isinstance(n.meta.get("genie_val"), torch.Tensor):
+                dynamic.add(n)
+        elif n.op not in ("output", "get_attr") and _has_tensor(n.meta.get("genie_val")) and \
+                any(a in dynamic for a in n.all_input_nodes):
+            dynamic.add(n)
+    fused, folded = _find_attention(gm, dynamic, modules) if fuse else ({}, set())
+    env = {}
     out_spec = None
     for n in gm.graph.nodes:
+        if n in folded:
+            continue
         val = n.meta.get("genie_val")
         em.module = n.meta.get("genie_module", "")
         em.where = f"traced node '{n.name}'"
         if n.op == "placeholder":
             if isinstance(val, torch.Tensor):
                 env[n] = em.add_input(n.target, val, role="input")
-                dynamic.add(n)
             else:
                 env[n] = val
             continue
         if n.op == "output":
             out_spec = n.args[0]
             break
-        is_dyn = any(a in dynamic for a in n.all_input_nodes)
-        if not is_dyn or not _has_tensor(val):
+        if n not in dynamic:
             if isinstance(val, torch.Tensor):
                 qualnames.setdefault(id(val), n.target if n.op == "get_attr" else n.name)
             env[n] = val  # a constant: computed once, here
             continue
-        dynamic.add(n)
+        if n in fused:
+            env[n] = _emit_attention(em, n, fused[n], env, n.name)
+            continue
         args = fx.node.map_arg(n.args, lambda a: env[a])
         kwargs = fx.node.map_arg(n.kwargs, lambda a: env[a])
         if n.op == "call_module":
@@ -243,8 +369,9 @@ class CapturedModule:
     (snapshot): call refresh_weights() after changing them."""
 
     def __init__(self, module, example_inputs, context=None, phase="forward", modality=None,
-                 name=None):
+                 name=None, fuse_attention=True):
         self.module = module
+        self.fuse_attention = fuse_attention
         self.name = name or type(module).__name__
         self.phase, self.modality = phase, modality
         self._own_ctx = context is None
@@ -260,7 +387,8 @@ class CapturedModule:
                     for t in inputs)
         v = self._variants.get(key)
         if v is None:
-            em, spec = convert(self.gm, inputs, self.name, self.phase, self.modality)
+            em, spec = convert(self.gm, inputs, self.name, self.phase, self.modality,
+                               self.fuse_attention)
             em.static_names_set = set(em.static_names[i] for i in
                                       [id(p) for _, p in self.gm.named_parameters()] +
                                       [id(b) for _, b in self.gm.named_buffers()])
@@ -338,7 +466,8 @@ def _map_spec(spec, fn):
     return spec
 
 
-def capture(module, example_inputs, context=None, phase="forward", modality=None, name=None):
+def capture(module, example_inputs, context=None, phase="forward", modality=None, name=None,
+            fuse_attention=True):
     """Captures `module` (an nn.Module) as a Genie graph and returns a
     callable CapturedModule that runs it through Genie.
 
@@ -346,11 +475,14 @@ def capture(module, example_inputs, context=None, phase="forward", modality=None
     context: a genie.Context to run on (default: a new one, embedded, or
     remote when GENIE_MASTER_ADDR is set). phase, modality: annotations for
     every node (module path and layer index come from the module tree).
+    fuse_attention: attention written out by hand (q @ k^T, scale, mask,
+    softmax, @ v) becomes one Genie attention node.
     Raises genie.torch.UnsupportedOpError naming the op and module path of
     any operation Genie has no operator for."""
     if isinstance(example_inputs, torch.Tensor):
         example_inputs = (example_inputs,)
-    return CapturedModule(module, tuple(example_inputs), context, phase, modality, name)
+    return CapturedModule(module, tuple(example_inputs), context, phase, modality, name,
+                          fuse_attention)
 
 
 __all__ = ["capture", "trace", "convert", "CapturedModule", "UnsupportedOpError"]
