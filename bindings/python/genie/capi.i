@@ -122,11 +122,13 @@ GENIE_OUT_HANDLE(genie_server_t)
 %typemap(argout) (char **out_json, size_t *out_len) {
   $result = SWIG_Python_AppendOutput($result, PyUnicode_FromStringAndSize(tmp$argnum, (Py_ssize_t)n$argnum));
 }
+%typemap(arginit) (char **out_json, size_t *out_len) "tmp$argnum = NULL;";
 %typemap(freearg) (char **out_json, size_t *out_len) { genie_free(tmp$argnum); }
 %typemap(in, numinputs=0) char **out_json (char *tmp) { tmp = NULL; $1 = &tmp; }
 %typemap(argout) char **out_json {
   $result = SWIG_Python_AppendOutput($result, PyUnicode_FromString(tmp$argnum ? tmp$argnum : ""));
 }
+%typemap(arginit) char **out_json "tmp$argnum = NULL;";
 %typemap(freearg) char **out_json { genie_free(tmp$argnum); }
 
 /* -------------------------------------------------------------------------
@@ -235,7 +237,7 @@ static const char **genie_py_strings(PyObject *seq, size_t *count, PyObject **ke
 }
 %typemap(freearg) (const double *values, size_t count) { free((void *)$1); }
 
-%typemap(arginit) (const char *const *inputs, size_t n_inputs), (const char *const *outputs, size_t n_outputs) "$1 = NULL;";
+%typemap(arginit) (const char *const *inputs, size_t n_inputs), (const char *const *outputs, size_t n_outputs) "$1 = NULL; keep$argnum = NULL;";
 %typemap(in) (const char *const *inputs, size_t n_inputs) (PyObject *keep), (const char *const *outputs, size_t n_outputs) (PyObject *keep) {
   keep = NULL;
   $1 = genie_py_strings($input, &$2, &keep);
@@ -247,7 +249,7 @@ static const char **genie_py_strings(PyObject *seq, size_t *count, PyObject **ke
 }
 
 /* Submission bindings: a sequence of (name, tensor) pairs. */
-%typemap(arginit) (const char *const *input_names, genie_tensor_t *const *inputs, size_t n_inputs) "$1 = NULL; $2 = NULL;";
+%typemap(arginit) (const char *const *input_names, genie_tensor_t *const *inputs, size_t n_inputs) "$1 = NULL; $2 = NULL; keep$argnum = NULL;";
 %typemap(in) (const char *const *input_names, genie_tensor_t *const *inputs, size_t n_inputs) (PyObject *keep) {
   Py_ssize_t n, i;
   keep = PySequence_Fast($input, "expected a sequence of (name, tensor) pairs");
@@ -282,8 +284,10 @@ static const char **genie_py_strings(PyObject *seq, size_t *count, PyObject **ke
   Py_XDECREF(keep$argnum);
 }
 
-/* Byte buffers through the buffer protocol: held (not copied) for the call. */
-%typemap(arginit) (const void *src, size_t nbytes), (const void *data, size_t nbytes), (void *dst, size_t nbytes) "$1 = NULL;";
+/* Byte buffers through the buffer protocol: held (not copied) for the call.
+ * Every typemap whose freearg releases something initialises it in arginit:
+ * freearg also runs when an earlier argument failed to convert. */
+%typemap(arginit) (const void *src, size_t nbytes), (const void *data, size_t nbytes), (void *dst, size_t nbytes) "$1 = NULL; have$argnum = 0;";
 %typemap(in) (const void *src, size_t nbytes) (Py_buffer view, int have), (const void *data, size_t nbytes) (Py_buffer view, int have) {
   have = 0;
   if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS) != 0) SWIG_fail;
