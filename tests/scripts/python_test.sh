@@ -33,7 +33,7 @@ export PYTHONDONTWRITEBYTECODE=1
 if [ "${GENIE_SANITIZE:-0}" = "1" ]; then
   export LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
   export ASAN_OPTIONS="detect_leaks=0:verify_asan_link_order=0:abort_on_error=1"
-  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" PYTHONMALLOC=malloc
 fi
 
 # --- 1. pytest -----------------------------------------------------------------
