@@ -450,6 +450,7 @@ class Graph(_Handle):
 
     def output(self, *values):
         """Marks values as graph outputs, in order."""
+        self._outputs = None
         for v in values:
             capi.genie_graph_mark_output(self._h, v)
 
@@ -466,10 +467,15 @@ class Graph(_Handle):
         n = capi.genie_graph_num_inputs(self._h)
         return [capi.genie_graph_input_name(self._h, i) for i in range(n)]
 
+    _outputs = None
+
     @property
     def outputs(self):
-        n = capi.genie_graph_num_outputs(self._h)
-        return [capi.genie_graph_output_name(self._h, i) for i in range(n)]
+        """Output names in mark order (the order of a future's outputs)."""
+        if self._outputs is None or self._h is None:
+            n = capi.genie_graph_num_outputs(self._h)
+            self._outputs = [capi.genie_graph_output_name(self._h, i) for i in range(n)]
+        return list(self._outputs)
 
     def value_info(self, value):
         """(dtype name, shape) of a value (validate first for node outputs)."""
