@@ -14,7 +14,8 @@ import weakref
 
 import numpy as np
 
-from . import capi
+from . import capi as _proxy  # noqa: F401 (genie.capi: the SWIG proxy module, for users)
+from . import _capi as capi  # the same functions without the proxy's Python wrapper call
 from . import errors
 
 capi.genie_py_set_error_factory(errors.from_status)
