@@ -13,8 +13,8 @@ set -euo pipefail
 B=${GENIE_BUILD_DIR:?GENIE_BUILD_DIR is not set}
 SRC=${GENIE_SOURCE_DIR:?GENIE_SOURCE_DIR is not set}
 CARGO=/usr/bin/cargo
-for tool in $CARGO /usr/bin/rustc bindgen pkg-config; do
-  command -v "$tool" >/dev/null || { echo "SKIP: $tool not installed (scripts/install-deps.sh installs cargo rustc bindgen)"; exit 77; }
+for tool in $CARGO /usr/bin/rustc /usr/bin/rustfmt bindgen pkg-config; do
+  command -v "$tool" >/dev/null || { echo "SKIP: $tool not installed (scripts/install-deps.sh installs cargo rustc rustfmt bindgen)"; exit 77; }
 done
 
 # 1. The checked-in FFI declarations match the header.
@@ -28,7 +28,7 @@ libdir=$(dirname "$(find "$TMP/prefix" -name 'libgenie.so.1' | head -n 1)")
 export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 export RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc
-export CARGO_HOME="$B/bindings/rust/cargo-home" CARGO_TARGET_DIR="$B/bindings/rust/target"
+export CARGO_HOME="$B/bindings/rust/cargo-home" CARGO_TARGET_DIR="$B/bindings/rust/target-test"
 export CARGO_NET_OFFLINE=true CARGO_TERM_COLOR=never
 if [ "${GENIE_SANITIZE:-0}" = "1" ]; then
   export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so) ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:abort_on_error=1"

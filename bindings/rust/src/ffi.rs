@@ -221,34 +221,24 @@ extern "C" {
 extern "C" {
     #[doc = " Role of this process. Environment: GENIE_NODE_ROLE (client|server|worker)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_role_t)."]
-    pub fn genie_config_set_role(config: *mut genie_config_t, role: genie_role_t)
-        -> genie_status_t;
+    pub fn genie_config_set_role(config: *mut genie_config_t, role: genie_role_t) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Data-plane backend. Environment: GENIE_BACKEND"]
     #[doc = "  (auto|tcp|rdma|dpdk|dpdk_gpudev)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_backend_t)."]
-    pub fn genie_config_set_backend(
-        config: *mut genie_config_t,
-        backend: genie_backend_t,
-    ) -> genie_status_t;
+    pub fn genie_config_set_backend(config: *mut genie_config_t, backend: genie_backend_t) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Log level. Environment: GENIE_LOG_LEVEL (off|error|warn|info|debug|trace)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
-    pub fn genie_config_set_log_level(
-        config: *mut genie_config_t,
-        level: genie_log_level_t,
-    ) -> genie_status_t;
+    pub fn genie_config_set_log_level(config: *mut genie_config_t, level: genie_log_level_t) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Timeout in milliseconds for connecting and for remote requests, > 0"]
     #[doc = "  (default 30000). Environment: GENIE_TIMEOUT (milliseconds)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (<= 0)."]
-    pub fn genie_config_set_timeout_ms(
-        config: *mut genie_config_t,
-        timeout_ms: i64,
-    ) -> genie_status_t;
+    pub fn genie_config_set_timeout_ms(config: *mut genie_config_t, timeout_ms: i64) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Worker threads that execute independent graph nodes in parallel; 0 means"]
@@ -256,19 +246,13 @@ extern "C" {
     #[doc = "  the BLAS library's own threads besides (OPENBLAS_NUM_THREADS)."]
     #[doc = "  Environment: GENIE_NUM_THREADS."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative or above 1024)."]
-    pub fn genie_config_set_num_threads(
-        config: *mut genie_config_t,
-        num_threads: i32,
-    ) -> genie_status_t;
+    pub fn genie_config_set_num_threads(config: *mut genie_config_t, num_threads: i32) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Whether GENIE_* environment variables override the values set here"]
     #[doc = "  (default 1: an operator can redirect a program without rebuilding it)."]
     #[doc = "  Errors: INVALID_HANDLE."]
-    pub fn genie_config_set_use_env(
-        config: *mut genie_config_t,
-        use_env: ::std::os::raw::c_int,
-    ) -> genie_status_t;
+    pub fn genie_config_set_use_env(config: *mut genie_config_t, use_env: ::std::os::raw::c_int) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Shared secret for authentication (copied; NULL or \"\" disables it). A"]
@@ -286,10 +270,7 @@ extern "C" {
     #[doc = "  lost, waiting for the client to reconnect, in milliseconds, >= 0"]
     #[doc = "  (default 30000). Environment: GENIE_SESSION_GRACE (milliseconds)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
-    pub fn genie_config_set_session_grace_ms(
-        config: *mut genie_config_t,
-        grace_ms: i64,
-    ) -> genie_status_t;
+    pub fn genie_config_set_session_grace_ms(config: *mut genie_config_t, grace_ms: i64) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Largest encoded control message accepted, in bytes, 4096..2^30 (default"]
@@ -297,10 +278,7 @@ extern "C" {
     #[doc = "  bytes are not counted (they travel beside the message)."]
     #[doc = "  Environment: GENIE_MAX_MESSAGE."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
-    pub fn genie_config_set_max_message_bytes(
-        config: *mut genie_config_t,
-        max_bytes: i64,
-    ) -> genie_status_t;
+    pub fn genie_config_set_max_message_bytes(config: *mut genie_config_t, max_bytes: i64) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Library entry point behind genie_init; call genie_init instead, which"]
@@ -470,10 +448,7 @@ extern "C" {
 extern "C" {
     #[doc = " Creates an empty graph. `name` may be NULL."]
     #[doc = "  Errors: INVALID_ARGUMENT (out NULL, bad name), OUT_OF_MEMORY."]
-    pub fn genie_graph_create(
-        name: *const ::std::os::raw::c_char,
-        out: *mut *mut genie_graph_t,
-    ) -> genie_status_t;
+    pub fn genie_graph_create(name: *const ::std::os::raw::c_char, out: *mut *mut genie_graph_t) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Destroys a graph. Accepts NULL. Futures of submitted graphs are not"]
@@ -630,10 +605,7 @@ extern "C" {
     #[doc = "  outputs of a future). Marking the same value twice is an error."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT, INVALID_GRAPH (already marked)."]
     #[doc = "  The value must exist by genie_graph_validate."]
-    pub fn genie_graph_mark_output(
-        graph: *mut genie_graph_t,
-        value: *const ::std::os::raw::c_char,
-    ) -> genie_status_t;
+    pub fn genie_graph_mark_output(graph: *mut genie_graph_t, value: *const ::std::os::raw::c_char) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Checks the graph: every input of every node exists, no cycles, every"]
@@ -732,11 +704,7 @@ extern "C" {
 #[doc = "  genie_context_server_info) fail there with GENIE_ERR_UNSUPPORTED instead"]
 #[doc = "  of deadlocking; genie_future_output and genie_tensor_destroy are fine."]
 pub type genie_future_callback_t = ::std::option::Option<
-    unsafe extern "C" fn(
-        future: *mut genie_future_t,
-        status: genie_status_t,
-        user_data: *mut ::std::os::raw::c_void,
-    ),
+    unsafe extern "C" fn(future: *mut genie_future_t, status: genie_status_t, user_data: *mut ::std::os::raw::c_void),
 >;
 extern "C" {
     #[doc = " Submits `graph` for execution on `ctx`, binding each graph input named"]
@@ -812,10 +780,7 @@ extern "C" {
 extern "C" {
     #[doc = " Number of outputs (graph outputs in the order they were marked)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
-    pub fn genie_future_num_outputs(
-        future: *const genie_future_t,
-        out: *mut usize,
-    ) -> genie_status_t;
+    pub fn genie_future_num_outputs(future: *const genie_future_t, out: *mut usize) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Gives a new tensor handle for output `index` of a completed future. The"]

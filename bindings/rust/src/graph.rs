@@ -48,7 +48,9 @@ impl Graph {
     pub fn add_input(&mut self, name: &str, dtype: DType, shape: &[i64]) -> Result<()> {
         let n = cstring("name", name)?;
         // SAFETY: live graph, exclusive; arguments read during the call.
-        check(unsafe { ffi::genie_graph_add_input(self.raw.as_ptr(), n.as_ptr(), dtype.raw(), shape.as_ptr(), shape.len()) })
+        check(unsafe {
+            ffi::genie_graph_add_input(self.raw.as_ptr(), n.as_ptr(), dtype.raw(), shape.as_ptr(), shape.len())
+        })
     }
 
     /// Adds a constant whose bytes (exactly dtype × shape) are copied in.
@@ -86,7 +88,15 @@ impl Graph {
         let (ip, op_) = (ptrs(&ins), ptrs(&outs));
         // SAFETY: live graph; the arrays hold the stated counts of C strings.
         check(unsafe {
-            ffi::genie_graph_add_node(self.raw.as_ptr(), o.as_ptr(), n.as_ptr(), ip.as_ptr(), ip.len(), op_.as_ptr(), op_.len())
+            ffi::genie_graph_add_node(
+                self.raw.as_ptr(),
+                o.as_ptr(),
+                n.as_ptr(),
+                ip.as_ptr(),
+                ip.len(),
+                op_.as_ptr(),
+                op_.len(),
+            )
         })
     }
 
@@ -223,7 +233,9 @@ impl Graph {
         let mut shape = [0i64; ffi::GENIE_MAX_DIMS as usize];
         let mut ndim = 0usize;
         // SAFETY: live graph; shape has room for GENIE_MAX_DIMS entries.
-        check(unsafe { ffi::genie_graph_value_info(self.raw(), v.as_ptr(), &mut dtype, shape.as_mut_ptr(), &mut ndim) })?;
+        check(unsafe {
+            ffi::genie_graph_value_info(self.raw(), v.as_ptr(), &mut dtype, shape.as_mut_ptr(), &mut ndim)
+        })?;
         let dtype = DType::from_raw(dtype).ok_or_else(|| {
             crate::Error::new(crate::ErrorKind::Unsupported, format!("dtype {} is newer than this crate", dtype))
         })?;

@@ -22,6 +22,7 @@
 //! [`ffi`] holds the raw declarations, generated from the header by
 //! `bindings/rust/regen-ffi.sh`.
 
+#[rustfmt::skip]
 pub mod ffi;
 
 mod error;
@@ -292,7 +293,14 @@ impl Context {
         // SAFETY: live context; shape is read for ndim entries; the device
         // string is copied.
         check(unsafe {
-            ffi::genie_tensor_alloc(self.raw.as_ptr(), dtype.raw(), shape.as_ptr(), shape.len(), opt_ptr(&dev), &mut raw)
+            ffi::genie_tensor_alloc(
+                self.raw.as_ptr(),
+                dtype.raw(),
+                shape.as_ptr(),
+                shape.len(),
+                opt_ptr(&dev),
+                &mut raw,
+            )
         })?;
         Ok(unsafe { Tensor::from_raw(raw) })
     }

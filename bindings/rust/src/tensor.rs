@@ -107,7 +107,13 @@ impl Tensor {
         if bytes != info.nbytes {
             return Err(Error::new(
                 ErrorKind::SizeMismatch,
-                format!("the slice has {} bytes, the {} tensor {:?} needs {}", bytes, info.dtype.name(), info.shape, info.nbytes),
+                format!(
+                    "the slice has {} bytes, the {} tensor {:?} needs {}",
+                    bytes,
+                    info.dtype.name(),
+                    info.shape,
+                    info.nbytes
+                ),
             ));
         }
         // SAFETY: live tensor; data is valid for `bytes` bytes.

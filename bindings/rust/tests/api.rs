@@ -253,7 +253,8 @@ fn threads_share_context_tensors_and_futures() {
                 for _ in 0..20 {
                     let f = ctx.submit(&g, &[("x", &x), ("w", w)]).unwrap();
                     // The future is waited on from another thread.
-                    let z = thread::scope(|s2| s2.spawn(|| f.wait().and_then(|_| f.output(0))).join().unwrap()).unwrap();
+                    let z =
+                        thread::scope(|s2| s2.spawn(|| f.wait().and_then(|_| f.output(0))).join().unwrap()).unwrap();
                     assert_close(&z.to_vec::<f32>().unwrap(), want);
                 }
             });

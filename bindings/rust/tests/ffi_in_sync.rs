@@ -1,15 +1,15 @@
 //! src/ffi.rs must be exactly what bindgen makes of include/genie.h today:
 //! regenerates it into a temporary file (regen-ffi.sh --check) and fails on
-//! any difference. Needs Debian's bindgen; without it the check is reported
-//! as skipped (tests/scripts/rust_test.sh runs it unconditionally).
+//! any difference. Needs Debian's bindgen and rustfmt; without them the
+//! check is reported as skipped (tests/scripts/rust_test.sh requires them).
 use std::path::Path;
 use std::process::Command;
 
 #[test]
 fn ffi_matches_header() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("regen-ffi.sh");
-    if Command::new("bindgen").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: bindgen is not installed; src/ffi.rs not checked against the header");
+    if Command::new("bindgen").arg("--version").output().is_err() || !Path::new("/usr/bin/rustfmt").exists() {
+        eprintln!("SKIPPED: bindgen or /usr/bin/rustfmt is not installed; src/ffi.rs not checked against the header");
         return;
     }
     let out = Command::new("bash").arg(&script).arg("--check").output().expect("run regen-ffi.sh");
