@@ -8,7 +8,8 @@
 # against this build installed into a temporary prefix and found by build.rs
 # through pkg-config (genie.pc). Against a sanitized library
 # (GENIE_SANITIZE=1) the test binaries run with the ASan/UBSan runtimes
-# preloaded (cargo's target runner). Exit 0 pass, 77 skip (no toolchain).
+# preloaded (cargo's target runner), leak checks included. Exit 0 pass, 77
+# skip (no toolchain).
 set -euo pipefail
 B=${GENIE_BUILD_DIR:?GENIE_BUILD_DIR is not set}
 SRC=${GENIE_SOURCE_DIR:?GENIE_SOURCE_DIR is not set}
@@ -31,8 +32,10 @@ export RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc
 export CARGO_HOME="$B/bindings/rust/cargo-home" CARGO_TARGET_DIR="$B/bindings/rust/target-test"
 export CARGO_NET_OFFLINE=true CARGO_TERM_COLOR=never
 if [ "${GENIE_SANITIZE:-0}" = "1" ]; then
-  export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so) ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:abort_on_error=1"
-  echo "rust_test: sanitized libgenie: test binaries run with the ASan/UBSan runtimes preloaded (leak checks off)"
+  # Rust allocates with malloc, so LeakSanitizer sees every allocation:
+  # a handle that Drop failed to release is reported as a leak.
+  export CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUNNER="env LD_PRELOAD=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so) ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0:abort_on_error=1"
+  echo "rust_test: sanitized libgenie: test binaries run with the ASan/UBSan/LSan runtimes preloaded"
 fi
 echo "rust_test: $($CARGO --version), $(/usr/bin/rustc --version), $(bindgen --version)"
 

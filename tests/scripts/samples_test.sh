@@ -29,11 +29,13 @@ libdir=$(dirname "$(find "$TMP/prefix" -name 'libgenie.so.1' | head -n 1)")
 export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # Programs not built with the sanitizers run with its runtimes preloaded
-# when libgenie has them (leak checks off: Go's and Python's own heaps).
-binding_env=(env)
+# when libgenie has them (leak checks off for Go's and Python's own heaps).
+# Rust allocates with malloc, so its leak checks stay on.
+binding_env=(env) rust_env=(env)
 if [ "${GENIE_SANITIZE:-0}" = "1" ]; then
-  binding_env=(env LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
-               ASAN_OPTIONS="detect_leaks=0:verify_asan_link_order=0:abort_on_error=1" PYTHONMALLOC=malloc)
+  preload="LD_PRELOAD=$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
+  binding_env=(env "$preload" ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:abort_on_error=1 PYTHONMALLOC=malloc)
+  rust_env=(env "$preload" ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0:abort_on_error=1)
 fi
 
 # --- build each sample -----------------------------------------------------------
@@ -55,7 +57,7 @@ if [ -x /usr/bin/cargo ] && [ -x /usr/bin/rustc ]; then
   (cd "$SRC/samples/rust" && RUSTC=/usr/bin/rustc CARGO_HOME="$B/bindings/rust/cargo-home" \
      CARGO_TARGET_DIR="$B/samples/rust/target" /usr/bin/cargo build --offline --locked -q) \
      2>"$TMP/rust_build.err" || fail "building samples/rust"
-  add rust "${binding_env[*]} $B/samples/rust/target/debug/mlp"
+  add rust "${rust_env[*]} $B/samples/rust/target/debug/mlp"
 else
   echo "note: Rust sample left out: Debian's cargo/rustc not installed"
 fi

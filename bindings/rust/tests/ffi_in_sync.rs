@@ -12,7 +12,15 @@ fn ffi_matches_header() {
         eprintln!("SKIPPED: bindgen or /usr/bin/rustfmt is not installed; src/ffi.rs not checked against the header");
         return;
     }
-    let out = Command::new("bash").arg(&script).arg("--check").output().expect("run regen-ffi.sh");
+    // bindgen and rustfmt are tools here, not code under test: no sanitizer
+    // runtime preloaded into them (tests/scripts/rust_test.sh preloads it).
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg("--check")
+        .env_remove("LD_PRELOAD")
+        .env_remove("ASAN_OPTIONS")
+        .output()
+        .expect("run regen-ffi.sh");
     assert!(
         out.status.success(),
         "src/ffi.rs is out of date with include/genie.h: run bindings/rust/regen-ffi.sh\n{}{}",
