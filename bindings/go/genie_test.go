@@ -1,9 +1,11 @@
 package genie_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -547,5 +549,41 @@ func TestRemote(t *testing.T) {
 		Timeout: 2 * time.Second})
 	if !errors.Is(err, genie.ErrConnection) && !errors.Is(err, genie.ErrTimeout) {
 		t.Fatalf("connecting to a stopped server: %v", err)
+	}
+}
+
+// A tensor that is never closed is released by its finalizer (a backstop
+// only): the server's tensor count comes back down after a GC.
+func TestFinalizerBackstop(t *testing.T) {
+	srv, err := genie.NewServer(&genie.Options{IgnoreEnv: true}, "", 0)
+	must(t, err)
+	defer srv.Close()
+	port, err := srv.Port()
+	must(t, err)
+	ctx := newContext(t, &genie.Options{IgnoreEnv: true, MasterAddr: "127.0.0.1", MasterPort: port,
+		Timeout: 20 * time.Second})
+	count := func() int {
+		info, err := ctx.ServerInfo()
+		must(t, err)
+		var s struct{ Tensors int }
+		must(t, json.Unmarshal([]byte(info), &s))
+		return s.Tensors
+	}
+	func() {
+		for i := 0; i < 5; i++ {
+			_, err := ctx.Alloc(genie.F32, []int64{16}, "")
+			must(t, err)
+		}
+	}()
+	if n := count(); n != 5 {
+		t.Fatalf("server holds %d tensors, want 5", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for count() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("unreachable tensors not released by their finalizers: %d left", count())
+		}
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond)
 	}
 }
