@@ -10,13 +10,24 @@
 //! [`Error`] carries its [`ErrorKind`], the numeric status code and the
 //! library's detail message. Handles are released on `Drop`.
 //!
-//! Threads, as include/genie.h promises: [`Context`], [`Tensor`],
-//! [`Future`] and [`Server`] are `Send + Sync`; a [`Graph`] is `Send` but
-//! not `Sync` (build it on one thread, then submit it from any):
+//! Threads, as include/genie.h promises: [`Context`], [`Tensor`] and
+//! [`Future`] are `Send + Sync`; a [`Graph`] is `Send` but not `Sync`
+//! (build it on one thread, then submit it from any), and so is a
+//! [`Server`]:
+//!
+//! ```no_run
+//! fn shared<T: Sync>() {}
+//! shared::<genie::Context>(); // compiles: the two below must not
+//! ```
 //!
 //! ```compile_fail
 //! fn shared<T: Sync>() {}
 //! shared::<genie::Graph>();
+//! ```
+//!
+//! ```compile_fail
+//! fn shared<T: Sync>() {}
+//! shared::<genie::Server>();
 //! ```
 //!
 //! [`ffi`] holds the raw declarations, generated from the header by
@@ -438,10 +449,9 @@ pub struct Server {
     raw: NonNull<ffi::genie_server_t>,
 }
 
-// SAFETY: include/genie.h: functions may be called from any thread and
-// genie_server_stop is safe from any thread.
+// SAFETY: include/genie.h: functions may be called from any thread. Not
+// Sync: the header promises concurrent use only for genie_server_stop.
 unsafe impl Send for Server {}
-unsafe impl Sync for Server {}
 
 impl Server {
     /// Listens on `host` (None: 127.0.0.1) and `port` (0: a free port, see
