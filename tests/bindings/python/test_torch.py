@@ -186,6 +186,13 @@ def test_unsupported_op_names_op_and_module(ctx):
     assert "GRU" in e.value.detail and e.value.module_path == "rnn"
 
 
+def test_batchnorm_in_training_mode_is_refused(ctx):
+    cnn = SmallCNN().train()
+    with pytest.raises(gt.UnsupportedOpError) as e:
+        gt.capture(cnn, torch.randn(1, 3, 8, 8), context=ctx)
+    assert "training mode" in e.value.detail and e.value.module_path == "features.1"
+
+
 def test_lazy_remote_tensor(ctx):
     torch.manual_seed(2)
     xr, w, b = torch.randn(4, 64), torch.randn(64, 32) / 8, torch.randn(32)

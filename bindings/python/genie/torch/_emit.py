@@ -268,7 +268,10 @@ class Emitter:
                 self.unsupported(f"nn.LayerNorm over {len(mod.normalized_shape)} dims")
             ins = [x] + ([p("weight"), p("bias")] if mod.elementwise_affine else [])
             return self.node("layer_norm", base, ins, out, {"eps": float(mod.eps)})
-        if isinstance(mod, (nn.BatchNorm2d, nn.BatchNorm1d)) and not mod.training:
+        if isinstance(mod, (nn.BatchNorm2d, nn.BatchNorm1d)) and mod.training:
+            self.unsupported(f"{type(mod).__name__} in training mode (capture is for inference: "
+                             f"call .eval() first)")
+        if isinstance(mod, (nn.BatchNorm2d, nn.BatchNorm1d)):
             # Inference: y = x * scale + shift, folded per channel.
             with torch.no_grad():
                 scale = 1.0 / torch.sqrt(mod.running_var + mod.eps)
