@@ -5,8 +5,9 @@
 # Rust (bindings/rust/examples) and Python (bench/binding_overhead.py).
 # Each program prints `per_call_ns X` (the mean over --iters calls); the
 # programs run interleaved, C, Go, Rust, Python, for several rounds, and the
-# table gives per language the p50 (and min, max) over rounds and the
-# median over rounds of the ratio to the C run of the same round.
+# table gives per language the p50 (and min, max) over rounds, and the
+# medians over rounds of the ratio to, and the difference from, the C run of
+# the same round.
 #
 #   bench/binding_overhead.sh [--quick] [--rounds R] [--iters N] [BUILD_DIR]
 #
@@ -98,6 +99,7 @@ for ((r = 1; r <= rounds; r++)); do
     echo "$ns" >>"$TMP/$lang.ns"
     [ "$lang" = c ] && c_ns=$ns
     awk -v a="$ns" -v c="$c_ns" 'BEGIN { printf "%.6f\n", a / c }' >>"$TMP/$lang.ratio"
+    awk -v a="$ns" -v c="$c_ns" 'BEGIN { printf "%.1f\n", a - c }' >>"$TMP/$lang.diff"
   done
 done
 
@@ -108,13 +110,13 @@ build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$B/CMakeCache.txt" 2>/dev/
 echo "binding overhead: submit + wait of out = a + b (f32 [4]), embedded, $iters calls per run, $rounds interleaved rounds"
 echo "machine: $(nproc) cores, $cpu; build: ${build_type:-?}, sanitized: $sanitized; $(date -u +%Y-%m-%dT%H:%MZ)"
 [ "$quick" = 1 ] && echo "(--quick: a smoke run, the figures mean nothing)"
-printf '%-8s %12s %12s %12s %12s %14s\n' language "p50 us/call" "min us" "max us" "ratio vs C" "overhead ns"
-c_p50=$(median "$TMP/c.ns")
+printf '%-8s %12s %12s %12s %12s %14s\n' language "p50 us/call" "min us" "max us" "ratio vs C" "ns over C"
 for lang in "${LANGS[@]}"; do
   p50=$(median "$TMP/$lang.ns")
   mn=$(sort -g "$TMP/$lang.ns" | head -n 1)
   mx=$(sort -g "$TMP/$lang.ns" | tail -n 1)
   ratio=$(median "$TMP/$lang.ratio")
-  awk -v l="$lang" -v p="$p50" -v mn="$mn" -v mx="$mx" -v r="$ratio" -v c="$c_p50" \
-    'BEGIN { printf "%-8s %12.2f %12.2f %12.2f %11.3fx %14.0f\n", l, p / 1e3, mn / 1e3, mx / 1e3, r, p - c }'
+  diff=$(median "$TMP/$lang.diff")
+  awk -v l="$lang" -v p="$p50" -v mn="$mn" -v mx="$mx" -v r="$ratio" -v d="$diff" \
+    'BEGIN { printf "%-8s %12.2f %12.2f %12.2f %11.3fx %14.0f\n", l, p / 1e3, mn / 1e3, mx / 1e3, r, d }'
 done
