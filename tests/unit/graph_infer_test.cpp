@@ -47,8 +47,7 @@ std::string out(const std::string& op, const std::vector<ValueType>& in, const A
 
 // Every operator the reference documents has a schema, and no other.
 TEST(OpTable, MatchesDocsOperatorsMd) {
-  const std::string path =
-      std::string(__FILE__).substr(0, std::string(__FILE__).rfind("/tests/")) + "/docs/operators.md";
+  const std::string path = std::string(GENIE_SOURCE_DIR) + "/docs/operators.md";
   std::ifstream f(path);
   ASSERT_TRUE(f) << path;
   std::set<std::string> documented;
