@@ -463,7 +463,9 @@ GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,
  *  other address is an explicit choice) and `port` (0 picks a free port: read
  *  it with genie_server_port). It serves at once, on its own thread. From
  *  `config` (may be NULL): auth token, session grace period, maximum message
- *  size, worker threads, node id, log level; environment overrides apply.
+ *  size, worker threads, node id, log level, and as the cluster's master
+ *  (see "Cluster" below) the heartbeat interval and timeout, GPU poll and
+ *  health intervals; environment overrides apply.
  *  Errors: INVALID_ARGUMENT (out NULL, port outside 0..65535), INVALID_HANDLE,
  *  IO (cannot bind or listen: the detail names the address and reason). */
 GENIE_API genie_status_t genie_server_create(const genie_config_t *config,
