@@ -436,13 +436,15 @@ const BackendAvail* find(const std::vector<BackendAvail>& v, genie_backend_t b) 
   return nullptr;
 }
 
-// Why backend b cannot be used on one end ("" when it can).
-std::string why_not(const BackendAvail* a, const std::string& end) {
+// Why backend b cannot be used on one end ("" when it can). `built_note`:
+// also say when the transport is missing (auto says it once at the end).
+std::string why_not(const BackendAvail* a, const std::string& end, bool built_note = true) {
   if (!a) return cat(end, ": not reported");
   if (a->available()) return {};
   std::string s = end + ": ";
   if (!a->probe_ok) s += "probe: " + a->probe;
-  if (!a->built) s += std::string(a->probe_ok ? "" : "; ") + "transport not built in this version (only tcp is)";
+  if (!a->built && (built_note || a->probe_ok))
+    s += std::string(a->probe_ok ? "" : "; ") + "transport not built in this version (only tcp is)";
   return s;
 }
 
@@ -465,9 +467,12 @@ Selection select_backend(genie_backend_t requested, const std::vector<BackendAva
     return s;
   }
   std::string why;
+  bool unbuilt = false;
   for (genie_backend_t b : {GENIE_BACKEND_DPDK_GPUDEV, GENIE_BACKEND_RDMA, GENIE_BACKEND_DPDK}) {
-    const std::string l = why_not(find(local, b), "this node");
-    const std::string r = remote ? why_not(find(*remote, b), remote_end) : std::string();
+    const BackendAvail* la = find(local, b);
+    unbuilt = unbuilt || (la && !la->built);
+    const std::string l = why_not(la, "this node", false);
+    const std::string r = remote ? why_not(find(*remote, b), remote_end, false) : std::string();
     if (l.empty() && r.empty()) {
       s.backend = b;
       s.reason = cat("auto: ", backend_str(b), " available on ", remote ? "both ends" : "this node",
@@ -478,7 +483,8 @@ Selection select_backend(genie_backend_t requested, const std::vector<BackendAva
     why += cat(backend_str(b), " (", l, !l.empty() && !r.empty() ? "; " : "", r, ")");
   }
   s.backend = GENIE_BACKEND_TCP;
-  s.reason = cat("auto: tcp (available on ", remote ? "both ends" : "this node", "); not chosen: ", why);
+  s.reason = cat("auto: tcp (available on ", remote ? "both ends" : "this node", "); not chosen: ", why,
+                 unbuilt ? "; besides, this version builds only the tcp transport" : "");
   return s;
 }
 
