@@ -81,10 +81,14 @@ watcher=$!; PIDS+=("$watcher")
 wait_for "$TMP/watch.out" '^ready' 10 || fail "watcher did not start"
 wait_for "$TMP/watch.out" 'BACKEND_SELECTED .*"backend":"tcp"' 5 || fail "no BACKEND_SELECTED"
 wait_for "$TMP/m1.err" 'node watcher-1 .* joined' 5 || fail "the master did not log the node joining"
-"$GENIE" top "127.0.0.1:$PORT" --once >"$TMP/top.out" 2>"$TMP/top.err" || fail "genie top --once exited $?"
+GENIE_NODE_ID=top-1 "$GENIE" top "127.0.0.1:$PORT" --once >"$TMP/top.out" 2>"$TMP/top.err" || fail "genie top --once exited $?"
 grep -q '^master-a ' "$TMP/top.out" && grep -q '^watcher-1 ' "$TMP/top.out" || fail "top does not list master-a and watcher-1: $(cat "$TMP/top.out")"
 grep -q '^traffic sessions' "$TMP/top.out" || fail "top shows no traffic line"
-echo "ok 2: the master tracks the node; genie top --once lists master and nodes"
+# top was a node too: the watcher learns of it from the master, and of its
+# loss once the master has not heard from it for the timeout.
+wait_for "$TMP/watch.out" 'NODE_JOINED .*"id":"top-1"' 10 || fail "the watcher saw no NODE_JOINED for top-1"
+wait_for "$TMP/watch.out" 'NODE_LOST .*"id":"top-1"' 10 || fail "the watcher saw no NODE_LOST for top-1"
+echo "ok 2: the master tracks nodes; genie top --once lists them; a peer's join and loss reach the others"
 
 # --- 3. the master killed ----------------------------------------------------------
 t0=$(now_ms)
