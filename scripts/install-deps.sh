@@ -9,6 +9,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev
   binutils python3 python3-numpy
+  libibverbs-dev  # verbs types for the RDMA probe (the library itself is dlopen'ed)
   iperf3 libgrpc++-dev protobuf-compiler-grpc  # benchmark peers only
 )
 
