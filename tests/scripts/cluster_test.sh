@@ -34,6 +34,7 @@ export GENIE_HEARTBEAT_INTERVAL=100 GENIE_HEARTBEAT_TIMEOUT=600 GENIE_TIMEOUT=50
 # master-a; sets PORT and SERVER_PID.
 start_server() {
   local name=$1 want=$2
+  : >"$TMP/$name.out"  # the background job may not have opened it yet when sed looks
   GENIE_NODE_ID=master-a GENIE_LOG_LEVEL=info "$GENIE" serve --port "$want" >"$TMP/$name.out" 2>"$TMP/$name.err" &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
