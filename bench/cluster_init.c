@@ -52,9 +52,16 @@ static double cpu_s(void) {
          (double)ru.ru_stime.tv_usec * 1e-6;
 }
 
+/* One sleep (not a polling loop), so the idle baseline is the process's own. */
 static void sleep_s(double s) {
   const double end = bu_now_s() + s;
-  while (bu_now_s() < end) usleep(20000);
+  double left;
+  while ((left = end - bu_now_s()) > 0) {
+    struct timespec ts;
+    ts.tv_sec = (time_t)left;
+    ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
+    nanosleep(&ts, NULL);
+  }
 }
 
 typedef struct pair_result {
