@@ -350,6 +350,47 @@ GENIE_API genie_status_t genie_config_set_session_grace_ms(
 GENIE_API genie_status_t genie_config_set_max_message_bytes(
     genie_config_t *config, int64_t max_bytes);
 
+/** Interval between heartbeats in milliseconds, 10..86400000 (default
+ *  10000). A context in remote mode sends the master its node status this
+ *  often (and, once the master is lost, probes it this often); the master
+ *  checks for silent nodes this often. Environment: GENIE_HEARTBEAT_INTERVAL.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range). */
+GENIE_API genie_status_t genie_config_set_heartbeat_interval_ms(
+    genie_config_t *config, int64_t interval_ms);
+
+/** How long a node may stay silent before it is marked lost, in
+ *  milliseconds, 10..86400000 (default 60000): a master marks a node lost
+ *  that sent no heartbeat for this long; a context marks its master lost
+ *  when no heartbeat reply came for this long (NODE_LOST arrives within
+ *  timeout + one interval). Must not be below the heartbeat interval
+ *  (checked at genie_init / genie_server_create).
+ *  Environment: GENIE_HEARTBEAT_TIMEOUT.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range). */
+GENIE_API genie_status_t genie_config_set_heartbeat_timeout_ms(
+    genie_config_t *config, int64_t timeout_ms);
+
+/** Interval between polls of the local GPUs (NVML) in milliseconds,
+ *  10..86400000 (default 5000). Environment: GENIE_GPU_POLL_INTERVAL.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range). */
+GENIE_API genie_status_t genie_config_set_gpu_poll_interval_ms(
+    genie_config_t *config, int64_t interval_ms);
+
+/** Interval between health checks in milliseconds, 10..86400000 (default
+ *  30000). Environment: GENIE_HEALTH_INTERVAL.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range). */
+GENIE_API genie_status_t genie_config_set_health_interval_ms(
+    genie_config_t *config, int64_t interval_ms);
+
+/** Whether genie_discover runs the full DPDK probe (default 1): EAL
+ *  initialisation in a forked child process (this process is never touched
+ *  by EAL), ports found, gpudev devices. It takes about half a second; with
+ *  0, genie_discover only reports whether the DPDK libraries load.
+ *  genie_init never runs it unless the backend asked for is dpdk or
+ *  dpdk_gpudev. Environment: GENIE_DPDK_PROBE (0|1).
+ *  Errors: INVALID_HANDLE. */
+GENIE_API genie_status_t genie_config_set_dpdk_probe(genie_config_t *config,
+                                                     int enabled);
+
 /* ------------------------------------------------------------------------- */
 /* Context                                                                   */
 /* ------------------------------------------------------------------------- */
@@ -422,7 +463,9 @@ GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,
  *  other address is an explicit choice) and `port` (0 picks a free port: read
  *  it with genie_server_port). It serves at once, on its own thread. From
  *  `config` (may be NULL): auth token, session grace period, maximum message
- *  size, worker threads, node id, log level; environment overrides apply.
+ *  size, worker threads, node id, log level, and as the cluster's master
+ *  (see "Cluster" below) the heartbeat interval and timeout, GPU poll and
+ *  health intervals; environment overrides apply.
  *  Errors: INVALID_ARGUMENT (out NULL, port outside 0..65535), INVALID_HANDLE,
  *  IO (cannot bind or listen: the detail names the address and reason). */
 GENIE_API genie_status_t genie_server_create(const genie_config_t *config,
@@ -447,6 +490,121 @@ GENIE_API genie_status_t genie_server_wait(genie_server_t *server);
 /** Stops the server (as genie_server_stop + genie_server_wait) and releases
  *  it. Accepts NULL. */
 GENIE_API void genie_server_destroy(genie_server_t *server);
+
+/* ------------------------------------------------------------------------- */
+/* Cluster: discovery, state and events                                      */
+/* ------------------------------------------------------------------------- */
+/*
+ * genie_init runs in phases, each timed and logged at INFO: config, local
+ * node (id, host name, role, local GPUs), network discovery (RDMA devices,
+ * DPDK libraries, and in remote mode TCP reachability, round-trip time and
+ * the master's own backends), backend selection, connection to the master,
+ * monitoring. Monitoring runs on the context's loop thread: heartbeats to
+ * the master (remote mode), GPU polls through NVML (loaded at run time:
+ * libnvidia-ml.so.1, or the library named by GENIE_NVML_LIBRARY; none or no
+ * GPU means zero GPUs, not an error) and health checks. A `genie serve`
+ * process is the master: it tracks the nodes that heartbeat to it, marks
+ * those silent past the heartbeat timeout as lost, and answers each
+ * heartbeat with its view of the cluster. docs/cluster.md has the JSON
+ * schemas.
+ *
+ * Data-plane backends: only the TCP transport is built in this version, so
+ * AUTO selects TCP and records why each faster backend was not chosen, and
+ * an explicit RDMA/DPDK/DPDK_GPUDEV request fails genie_init with
+ * GENIE_ERR_UNSUPPORTED naming what the probe found.
+ */
+
+/** Health of a node, worst first last. */
+typedef enum genie_health {
+  GENIE_HEALTH_HEALTHY = 0,
+  GENIE_HEALTH_DEGRADED = 1,  /* works, with a problem (a GPU overheated, a
+                                 peer lost, memory getting short) */
+  GENIE_HEALTH_UNHEALTHY = 2, /* a needed part does not work (the session
+                                 with the master is gone, memory very short) */
+  GENIE_HEALTH_CRITICAL = 3,  /* cannot work (the master is lost, memory
+                                 exhausted) */
+  GENIE_HEALTH_MAX_ENUM = 0x7fffffff
+} genie_health_t;
+
+/** Cluster events, one bit each, so that a subscription mask can combine
+ *  them. The JSON passed with each is described in docs/cluster.md; every
+ *  one has "type" (the name without GENIE_EVENT_) and "time_ms". */
+typedef enum genie_event_type {
+  GENIE_EVENT_NODE_JOINED = 1u << 0,     /* a node appeared in the view */
+  GENIE_EVENT_NODE_LOST = 1u << 1,       /* silent past the heartbeat timeout */
+  GENIE_EVENT_NODE_RECOVERED = 1u << 2,  /* a lost node answers again */
+  GENIE_EVENT_GPU_AVAILABLE = 1u << 3,   /* utilisation <= 90 % (first poll,
+                                            or back from UNAVAILABLE) */
+  GENIE_EVENT_GPU_UNAVAILABLE = 1u << 4, /* utilisation > 90 % */
+  GENIE_EVENT_GPU_OVERHEATED = 1u << 5,  /* temperature crossed above 85 C */
+  GENIE_EVENT_HEALTH_CHANGED = 1u << 6,  /* this node's health level changed */
+  GENIE_EVENT_BACKEND_SELECTED = 1u << 7, /* the data-plane backend (and why) */
+  GENIE_EVENT_ALL = 0xffu,
+  GENIE_EVENT_MAX_ENUM = 0x7fffffff
+} genie_event_type_t;
+
+/** Event callback. Runs on the context's loop thread, one event at a time,
+ *  in the order the events happened. `event_json` is borrowed for the call
+ *  only. It may call genie_unsubscribe (its own subscription included),
+ *  genie_subscribe and genie_cluster_state; it must not call genie_shutdown
+ *  on its context, and in remote mode functions that wait for the server
+ *  fail there with UNSUPPORTED (see genie_future_callback_t). Keep it short:
+ *  heartbeats wait while it runs. */
+typedef void (*genie_event_fn)(genie_event_type_t type, const char *event_json,
+                               void *user_data);
+
+/** The cluster as this context sees it, as JSON text released with
+ *  genie_free: "mode" ("embedded" or "remote"), "node" (this node: id,
+ *  host, role, backend, status, last_heartbeat_ms, gpus with name, memory,
+ *  utilisation, temperature; health and its reasons), "nodes" (every node
+ *  known: this one, and in remote mode the master and the nodes it tracks),
+ *  "master" (address, node id, status, rtt_us), "backend" (selected and
+ *  "reason"), "discovery" (as genie_discover), "init_phases" (name and
+ *  duration_ms each), "health" (level and reasons), "counters". Thread-safe.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out_json NULL), SHUTDOWN,
+ *  OUT_OF_MEMORY. */
+GENIE_API genie_status_t genie_cluster_state(genie_context_t *ctx,
+                                             char **out_json);
+
+/** Network discovery without a context: RDMA devices (libibverbs loaded at
+ *  run time: devices, port state, link layer), DPDK (libraries; unless
+ *  disabled with genie_config_set_dpdk_probe, EAL initialisation, ports and
+ *  gpudev devices, probed in a forked child process), local GPUs (NVML),
+ *  and, when `host` is not NULL, TCP reachability of the Genie server at
+ *  host:port with the round-trip time of five probes and that server's own
+ *  backends; then the backend the configuration would select, and why.
+ *  Every probe reports "available" and a "reason"; a missing library or
+ *  device is reported, not an error. `config` may be NULL (defaults plus
+ *  environment). `*out_json` is released with genie_free. An unreachable
+ *  host is reported in the JSON ("tcp": {"reachable": false, "reason"}),
+ *  not an error. Waits at most the configured timeout for the host.
+ *  Errors: INVALID_ARGUMENT (out_json NULL, port outside 1..65535 with a
+ *  host, bad environment value), INVALID_HANDLE, OUT_OF_MEMORY. */
+GENIE_API genie_status_t genie_discover(const genie_config_t *config,
+                                        const char *host, int32_t port,
+                                        char **out_json);
+
+/** Subscribes `fn` to the events whose bits are set in `mask` (any
+ *  combination of genie_event_type_t, GENIE_EVENT_ALL for all) on `ctx`.
+ *  Events that happen from now on are delivered; in addition, if the mask
+ *  has BACKEND_SELECTED, the backend selected at init is delivered once
+ *  right after subscribing, so a subscriber always learns it. Writes an id
+ *  for genie_unsubscribe to `*out_subscription` (may be NULL when the
+ *  subscription lasts as long as the context).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (fn NULL, mask 0 or with bits
+ *  outside GENIE_EVENT_ALL), SHUTDOWN. */
+GENIE_API genie_status_t genie_subscribe(genie_context_t *ctx, uint32_t mask,
+                                         genie_event_fn fn, void *user_data,
+                                         uint64_t *out_subscription);
+
+/** Ends a subscription: once this returns, its callback never runs again
+ *  (if it is running on the loop thread right now, this waits for it to
+ *  return, unless called from that callback itself, which is allowed and
+ *  does not wait). Subscriptions end with their context anyway.
+ *  Errors: INVALID_HANDLE, NOT_FOUND (no such subscription: unknown, or
+ *  already ended). */
+GENIE_API genie_status_t genie_unsubscribe(genie_context_t *ctx,
+                                           uint64_t subscription);
 
 /* ------------------------------------------------------------------------- */
 /* Tensors                                                                   */

@@ -10,7 +10,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   binutils python3 python3-numpy
   swig python3-dev python3-pytest python3-torch python3-venv python3-pip python3-setuptools  # Python binding
-  swig golang-go cargo rustc rustfmt bindgen libclang1-14 libclang-common-14-dev  # Go and Rust bindings (bindgen loads libclang, formats with rustfmt)
+  golang-go cargo rustc rustfmt bindgen libclang1-14 libclang-common-14-dev  # Go and Rust bindings (bindgen loads libclang, formats with rustfmt)
+  libibverbs-dev  # verbs types for the RDMA probe (the library itself is dlopen'ed)
   iperf3 libgrpc++-dev protobuf-compiler-grpc  # benchmark peers only
 )
 

@@ -1,4 +1,5 @@
 // C API: versions, status, memory, dtypes, configuration, context lifetime.
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -155,6 +156,24 @@ GENIE_CONFIG_SETTER(genie_config_set_max_message_bytes, int64_t, {
   c.max_message_bytes = value;
 })
 
+GENIE_CONFIG_SETTER(genie_config_set_heartbeat_interval_ms, int64_t, {
+  check_interval(value, "heartbeat interval");
+  c.heartbeat_interval_ms = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_heartbeat_timeout_ms, int64_t, {
+  check_interval(value, "heartbeat timeout");
+  c.heartbeat_timeout_ms = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_gpu_poll_interval_ms, int64_t, {
+  check_interval(value, "GPU poll interval");
+  c.gpu_poll_interval_ms = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_health_interval_ms, int64_t, {
+  check_interval(value, "health interval");
+  c.health_interval_ms = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_dpdk_probe, int, { c.dpdk_probe = value != 0; })
+
 #undef GENIE_CONFIG_SETTER
 
 // --- context ---------------------------------------------------------------
@@ -165,12 +184,15 @@ genie_status_t genie_init_abi(uint32_t abi_version, const genie_config_t* config
     check(abi_version == GENIE_ABI_VERSION, GENIE_ERR_VERSION_MISMATCH,
           "the program was compiled against ABI ", abi_version, " of genie.h but the library provides ABI ",
           GENIE_ABI_VERSION);
+    const auto t0 = std::chrono::steady_clock::now();
     Config cfg = config ? live(const_cast<genie_config_t*>(config), kConfigMagic, "config")->cfg : Config{};
     cfg.apply_env();
     cfg.validate();
     set_log_level(cfg.log_level);
+    const double config_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     auto h = std::make_unique<genie_context>();
-    h->impl = std::make_shared<Context>(cfg);
+    h->impl = std::make_shared<Context>(cfg, config_ms);
     {
       std::lock_guard<std::mutex> lk(g_contexts_mu);
       live_contexts().insert(h.get());

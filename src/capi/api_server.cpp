@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "capi/handles.hpp"
+#include "cluster/master.hpp"
 #include "control/server.hpp"
 #include "core/log.hpp"
 
@@ -15,6 +16,7 @@ constexpr uint32_t kServerMagic = 0x47535256;  // "GSRV"
 
 struct genie_server {
   uint32_t magic = genie::kServerMagic;
+  std::unique_ptr<genie::ClusterMaster> master;  // outlives impl: its hooks run on impl's loop
   std::unique_ptr<genie::Server> impl;
 };
 
@@ -38,7 +40,10 @@ genie_status_t genie_server_create(const genie_config_t* config, const char* hos
     opts.num_threads = cfg.num_threads;
     opts.node_id = cfg.node_id;
     auto h = std::make_unique<genie_server>();
+    h->master = std::make_unique<ClusterMaster>(cfg);
+    h->master->install(opts);
     h->impl = std::make_unique<Server>(std::move(opts));
+    h->master->set_node_id(h->impl->node_id());
     *out = h.release();
   });
 }

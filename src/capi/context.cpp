@@ -167,17 +167,31 @@ std::string generate_node_id() {
 }
 }  // namespace
 
-Context::Context(Config cfg) : cfg_(std::move(cfg)) {
+Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {
   node_id_ = cfg_.node_id.empty() ? generate_node_id() : cfg_.node_id;
+  // Phases 2-4: local node, discovery, backend.
+  cluster_ = std::make_unique<ClusterAgent>(cfg_, node_id_, config_ms);
   if (embedded()) {
     exec_ = std::make_unique<Executor>(cfg_.num_threads);
     log(LogLevel::Info, "context ", node_id_, ": embedded mode, role ", role_str(cfg_.role), ", ",
         cfg_.num_threads, " worker threads (0 = all cores)");
-    return;
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    client_ = RemoteClient::connect(cfg_, node_id_);
+    cluster_->add_phase(
+        "master_connection",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+        cat("session with ", client_->server_node_id(), " at ", cfg_.master_addr, ":", cfg_.master_port));
+    log(LogLevel::Info, "context ", node_id_, ": remote mode, server ", client_->server_node_id(), " at ",
+        cfg_.master_addr, ":", cfg_.master_port);
   }
-  client_ = RemoteClient::connect(cfg_, node_id_);
-  log(LogLevel::Info, "context ", node_id_, ": remote mode, server ", client_->server_node_id(), " at ",
-      cfg_.master_addr, ":", cfg_.master_port);
+  try {
+    cluster_->start(client_);  // phase 6: monitoring
+  } catch (...) {
+    cluster_->stop();
+    if (client_) client_->close();
+    throw;
+  }
 }
 
 Context::~Context() { shutdown(); }
@@ -418,6 +432,7 @@ void Context::shutdown() {
     std::lock_guard<std::mutex> il(inflight_mu_);  // remote submissions check liveness under it
     if (!live_.exchange(false)) return;
   }
+  if (cluster_) cluster_->stop();  // no event after this; timers gone from the loop
   exec_.reset();  // waits for graphs in flight; their futures complete normally
   if (client_) {
     const auto grace = std::chrono::milliseconds(cfg_.timeout_ms);

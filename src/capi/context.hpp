@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cluster/agent.hpp"
 #include "core/config.hpp"
 #include "core/device.hpp"
 #include "core/tensor_data.hpp"
@@ -143,9 +144,12 @@ class SubmitMemo {
 
 class Context : public std::enable_shared_from_this<Context> {
  public:
-  // Remote mode connects here: throws CONNECTION / TIMEOUT / AUTH /
-  // VERSION_MISMATCH / PROTOCOL naming the master's address.
-  explicit Context(Config cfg);
+  // Runs the init phases (docs/cluster.md): local node, discovery, backend,
+  // connection to the master (remote mode), monitoring; `config_ms` is how
+  // long the caller took for the config phase. Throws CONNECTION / TIMEOUT
+  // / AUTH / VERSION_MISMATCH / PROTOCOL naming the master's address,
+  // UNSUPPORTED for an explicit backend that is not available.
+  explicit Context(Config cfg, double config_ms = 0);
   ~Context();
 
   const Config& config() const { return cfg_; }
@@ -171,6 +175,9 @@ class Context : public std::enable_shared_from_this<Context> {
   // ServerInfo as JSON (remote mode); throws UNSUPPORTED in embedded mode.
   std::string server_info_json();
 
+  // Discovery, state, events (genie_cluster_state, genie_subscribe).
+  ClusterAgent& cluster() { return *cluster_; }
+
   // Lets graphs in flight finish (remote mode: for at most the timeout),
   // says goodbye to the server, then refuses further work.
   void shutdown();
@@ -195,6 +202,9 @@ class Context : public std::enable_shared_from_this<Context> {
   mutable std::shared_mutex run_mu_;      // shared: embedded submit; exclusive: shutdown
   std::unique_ptr<Executor> exec_;        // embedded mode
   std::shared_ptr<RemoteClient> client_;  // remote mode
+  // Stopped by shutdown() before the client closes; destroyed after it
+  // (its loop-thread callbacks may run until the client's loop stops).
+  std::unique_ptr<ClusterAgent> cluster_;
   // Remote graphs submitted and not yet completed, so shutdown can let them
   // finish before saying goodbye.
   std::mutex inflight_mu_;

@@ -80,6 +80,9 @@ struct Call {
   // submit: runs once, on the loop thread, with the completion or failure;
   // nobody waits on cv for a submission.
   std::function<void(RemoteResult&&)> done;
+  // Asynchronous requests from the loop thread (heartbeats): runs once, on
+  // the loop thread, with the reply message or the failure's detail.
+  std::function<void(genie_status_t, std::string&&)> on_reply;
 
   bool submission() const { return type == MsgType::GraphSubmit; }
   bool finished() const { return replied && released; }
@@ -411,6 +414,10 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   // Ends a call with an error: a submission through its completion, any
   // other call by waking its caller.
   void end_call(Call& call, genie_status_t st, std::string detail) {
+    if (call.on_reply) {
+      run_reply(call, st, std::move(detail));
+      return;
+    }
     if (!call.submission()) {
       call.settle(st, std::move(detail));
       return;
@@ -419,6 +426,19 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
     r.status = st;
     r.detail = std::move(detail);
     run_done(call, std::move(r));
+  }
+
+  void run_reply(Call& call, genie_status_t st, std::string&& msg) {
+    auto fn = std::move(call.on_reply);
+    call.on_reply = nullptr;
+    if (!fn) return;
+    try {
+      fn(st, std::move(msg));
+    } catch (const std::exception& e) {
+      log(LogLevel::Error, "client: reply handler threw: ", e.what());
+    } catch (...) {
+      log(LogLevel::Error, "client: reply handler threw");
+    }
   }
 
   void run_done(Call& call, RemoteResult&& r) {
@@ -665,10 +685,15 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
       default: {
         const MsgType want = call->type == MsgType::TensorAlloc         ? MsgType::TensorAllocReply
                              : call->type == MsgType::ServerInfoRequest ? MsgType::ServerInfo
+                             : call->type == MsgType::Heartbeat         ? MsgType::HeartbeatReply
                                                                         : MsgType::Ok;
         if (fh.type != want || fh.payload_len)
           return protocol(cat("reply is ", wire::type_name(fh.type), ", expected ", wire::type_name(want)));
         pending.erase(it);
+        if (call->on_reply) {
+          run_reply(*call, GENIE_OK, std::move(msg));
+          return {};
+        }
         call->settle(GENIE_OK, {}, fh.type, std::move(msg));
         return {};
       }
@@ -963,6 +988,24 @@ std::string RemoteClient::server_info_json() {
   std::string s(text);
   cJSON_free(text);
   return s;
+}
+
+void RemoteClient::heartbeat_async(std::string msg, std::function<void(genie_status_t, std::string&&)> done) {
+  Impl& im = *impl_;
+  auto call = std::make_shared<Call>(MsgType::Heartbeat, Link::Control);
+  call->on_reply = std::move(done);
+  if (msg.size() > im.max_message) {
+    im.end_call(*call, GENIE_ERR_TOO_LARGE, "heartbeat exceeds the maximum message size");
+    return;
+  }
+  im.start(call, im.next_id.fetch_add(1), std::move(msg), nullptr, 0);
+}
+
+LoopThread* RemoteClient::loop_thread() const { return impl_->loop.get(); }
+
+bool RemoteClient::failed() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->state == Impl::State::Failed || impl_->state == Impl::State::Closed;
 }
 
 const std::string& RemoteClient::server_node_id() const { return impl_->server_node; }

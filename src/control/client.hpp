@@ -30,6 +30,8 @@
 
 namespace genie {
 
+class LoopThread;
+
 struct RemoteOutput {
   std::string name;
   uint64_t tensor_id = 0;
@@ -83,6 +85,18 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
 
   // ServerInfo as JSON text.
   std::string server_info_json();
+
+  // Loop thread only (the cluster layer's heartbeat timer): sends `msg`
+  // (an encoded wire::Heartbeat) on the control connection without waiting.
+  // `done(status, reply)` runs exactly once, on the loop thread: GENIE_OK
+  // with the encoded HeartbeatReply, or the server's error, or CONNECTION
+  // (not connected, or the connection was lost first) / SHUTDOWN, with the
+  // detail in place of the reply.
+  void heartbeat_async(std::string msg, std::function<void(genie_status_t, std::string&&)> done);
+  // The context's loop thread (connections, timers, event delivery).
+  LoopThread* loop_thread() const;
+  // True once the session is gone for good (reconnecting failed, or closed).
+  bool failed() const;
 
   const std::string& server_node_id() const;
   const std::vector<std::string>& server_devices() const;

@@ -118,6 +118,7 @@ bool is_client_request(MsgType t) {
     case MsgType::TensorFree:
     case MsgType::GraphSubmit:
     case MsgType::ServerInfoRequest:
+    case MsgType::Heartbeat:
     case MsgType::Goodbye: return true;
     default: return false;
   }
@@ -235,6 +236,7 @@ Server::Impl::Impl(ServerOptions o)
   std::future<void> result = bound.get_future();
   loop.post([this, &bound] { listen(bound); });
   result.get();  // rethrows the bind error; ~LoopThread then stops the loop
+  if (opts.on_start) loop.post([this] { opts.on_start(loop); });
   log(LogLevel::Info, "server ", node_id, ": listening on ", opts.host, ":", bound_port,
       opts.auth_token.empty() ? " (no authentication)" : " (authentication required)");
 }
@@ -393,6 +395,17 @@ PayloadSink Server::Impl::on_frame(const std::shared_ptr<Peer>& p, const wire::F
 
 void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
                              const std::string& msg) {
+  if (p->state == Peer::State::Fresh && h.type == MsgType::Probe) {
+    // Sessionless: who this server is and what it can do, for discovery
+    // and backend selection. The connection stays in its handshake (and
+    // its timeout), so any number of probes can measure the round trip.
+    parse_msg<wire::Probe>(msg, h.type);
+    check(opts.on_probe != nullptr, GENIE_ERR_UNSUPPORTED, "this server does not answer cluster probes");
+    wire::ProbeReply r;
+    opts.on_probe(r);
+    send(*p, MsgType::ProbeReply, h.request_id, r);
+    return;
+  }
   if (p->state == Peer::State::AwaitAuth) {
     check(h.type == MsgType::AuthResponse, GENIE_ERR_PROTOCOL, "expected AuthResponse, got ",
           wire::type_name(h.type));
@@ -555,6 +568,19 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       parse_msg<wire::ServerInfoRequest>(msg, h.type);
       send(*p, MsgType::ServerInfo, rid, server_info());
       return {};
+    case MsgType::Heartbeat: {
+      check(control, GENIE_ERR_PROTOCOL, "Heartbeat on a data connection (send it on the control one)");
+      const auto m = parse_msg<wire::Heartbeat>(msg, h.type);
+      try {
+        check(opts.on_heartbeat != nullptr, GENIE_ERR_UNSUPPORTED, "this server does not track cluster nodes");
+        wire::HeartbeatReply r;
+        opts.on_heartbeat(p->name, p->session->client_node(), m, r);
+        send(*p, MsgType::HeartbeatReply, rid, r);
+      } catch (const Error& e) {
+        send_error(*p, rid, e.code(), e.detail());
+      }
+      return {};
+    }
     case MsgType::Goodbye:
       parse_msg<wire::Goodbye>(msg, h.type);
       if (control)
@@ -903,6 +929,7 @@ void Server::wait() {
   // Every connection and session is gone; what remains on the loop is
   // closed by LoopThread::stop (its uv_walk).
   impl->loop.stop([impl] {
+    if (impl->opts.on_stop) impl->opts.on_stop();
     impl->stop_timer.reset();
     impl->peers.clear();
     impl->sessions.clear();

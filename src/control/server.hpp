@@ -16,12 +16,20 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "core/config.hpp"
 
 namespace genie {
+
+class LoopThread;
+namespace wire {
+class Heartbeat;
+class HeartbeatReply;
+class ProbeReply;
+}  // namespace wire
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -34,6 +42,22 @@ struct ServerOptions {
   // A connection that has not completed its handshake by then is closed, so
   // idle or half-open connections cannot pile up.
   int64_t handshake_timeout_ms = 10000;
+
+  // Cluster hooks, set by the cluster layer's master (docs/cluster.md); all
+  // run on the server's loop thread. Unset, Probe and Heartbeat are refused
+  // with UNSUPPORTED.
+  // A Probe (first frame of a connection, no session): fill the reply.
+  std::function<void(wire::ProbeReply&)> on_probe;
+  // A Heartbeat on a session's control connection from `peer` ("ip:port"),
+  // whose Hello named `session_node`: fill the reply, or throw
+  // genie::Error to answer ErrorReply.
+  std::function<void(const std::string& peer, const std::string& session_node, const wire::Heartbeat&,
+                     wire::HeartbeatReply&)>
+      on_heartbeat;
+  // Once serving has started: timers of the cluster layer go on `loop`.
+  std::function<void(LoopThread& loop)> on_start;
+  // When the loop stops: whatever on_start put on the loop must go.
+  std::function<void()> on_stop;
 };
 
 struct ServerStats {

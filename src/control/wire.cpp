@@ -66,7 +66,11 @@ bool known_type(uint16_t type) {
     case MsgType::GraphDone:
     case MsgType::ServerInfoRequest:
     case MsgType::ServerInfo:
-    case MsgType::Goodbye: return true;
+    case MsgType::Goodbye:
+    case MsgType::Probe:
+    case MsgType::ProbeReply:
+    case MsgType::Heartbeat:
+    case MsgType::HeartbeatReply: return true;
   }
   return false;
 }
@@ -91,6 +95,10 @@ const char* type_name(MsgType t) {
     case MsgType::ServerInfoRequest: return "ServerInfoRequest";
     case MsgType::ServerInfo: return "ServerInfo";
     case MsgType::Goodbye: return "Goodbye";
+    case MsgType::Probe: return "Probe";
+    case MsgType::ProbeReply: return "ProbeReply";
+    case MsgType::Heartbeat: return "Heartbeat";
+    case MsgType::HeartbeatReply: return "HeartbeatReply";
   }
   return "unknown";
 }

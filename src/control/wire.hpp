@@ -57,6 +57,12 @@ enum class MsgType : uint16_t {
   ServerInfoRequest = 30,
   ServerInfo = 31,
   Goodbye = 40,
+  // Cluster (docs/cluster.md): Probe/ProbeReply before any handshake,
+  // Heartbeat/HeartbeatReply on a session's control connection.
+  Probe = 50,
+  ProbeReply = 51,
+  Heartbeat = 52,
+  HeartbeatReply = 53,
 };
 
 // True for the values of MsgType above.

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace genie {
 
@@ -93,6 +94,23 @@ void Config::apply_env() {
     max_message_bytes = parse_int("GENIE_MAX_MESSAGE", v);
     check_max_message(max_message_bytes, "GENIE_MAX_MESSAGE");
   }
+  const std::pair<const char*, int64_t*> intervals[] = {
+      {"GENIE_HEARTBEAT_INTERVAL", &heartbeat_interval_ms},
+      {"GENIE_HEARTBEAT_TIMEOUT", &heartbeat_timeout_ms},
+      {"GENIE_GPU_POLL_INTERVAL", &gpu_poll_interval_ms},
+      {"GENIE_HEALTH_INTERVAL", &health_interval_ms}};
+  for (const auto& [name, field] : intervals) {
+    if (const char* v = env(name)) {
+      const int64_t ms = parse_int(name, v);
+      check_interval(ms, name);
+      *field = ms;
+    }
+  }
+  if (const char* v = env("GENIE_DPDK_PROBE")) {
+    static const char* const names[] = {"0", "1"};
+    static const bool vals[] = {false, true};
+    dpdk_probe = parse_enum("GENIE_DPDK_PROBE", v, names, vals);
+  }
   if (const char* v = env("GENIE_NUM_THREADS")) {
     const int64_t n = parse_int("GENIE_NUM_THREADS", v);
     check(n >= 0 && n <= 1024, GENIE_ERR_INVALID_ARGUMENT, "GENIE_NUM_THREADS=", v, " is outside 0..1024");
@@ -109,7 +127,19 @@ void check_max_message(int64_t bytes, const char* what) {
         " is outside 4096..2^30 bytes");
 }
 
+void check_interval(int64_t ms, const char* what) {
+  check(ms >= 10 && ms <= 86400000, GENIE_ERR_INVALID_ARGUMENT, what, " ", ms,
+        " ms is outside 10..86400000");
+}
+
 void Config::validate() const {
+  check_interval(heartbeat_interval_ms, "heartbeat interval");
+  check_interval(heartbeat_timeout_ms, "heartbeat timeout");
+  check_interval(gpu_poll_interval_ms, "GPU poll interval");
+  check_interval(health_interval_ms, "health interval");
+  check(heartbeat_timeout_ms >= heartbeat_interval_ms, GENIE_ERR_INVALID_ARGUMENT, "heartbeat timeout ",
+        heartbeat_timeout_ms, " ms is below the heartbeat interval ", heartbeat_interval_ms,
+        " ms: every node would be marked lost between two heartbeats");
   check_grace(session_grace_ms, "session grace");
   check_max_message(max_message_bytes, "max message");
   check(auth_token.size() <= 4096, GENIE_ERR_INVALID_ARGUMENT, "auth token is longer than 4096 bytes");

@@ -22,6 +22,12 @@ struct Config {
   int64_t session_grace_ms = 30000;
   int64_t max_message_bytes = 64 << 20;
   bool use_env = true;
+  // Cluster monitoring (docs/cluster.md).
+  int64_t heartbeat_interval_ms = 10000;
+  int64_t heartbeat_timeout_ms = 60000;
+  int64_t gpu_poll_interval_ms = 5000;
+  int64_t health_interval_ms = 30000;
+  bool dpdk_probe = true;  // genie_discover: full EAL probe in a child
 
   // Applies GENIE_* environment variables when use_env is set. Throws
   // Error(INVALID_ARGUMENT) naming the variable and the value on a bad value.
@@ -37,6 +43,7 @@ void check_node_id(const std::string& id, const char* what);
 void check_port(int64_t port, const char* what);
 void check_grace(int64_t ms, const char* what);
 void check_max_message(int64_t bytes, const char* what);
+void check_interval(int64_t ms, const char* what);  // 10..86400000
 
 const char* role_str(genie_role_t r);
 const char* backend_str(genie_backend_t b);

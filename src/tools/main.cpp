@@ -1,4 +1,5 @@
-// genie — the command-line tool. Commands: version, run, serve, help.
+// genie — the command-line tool. Commands: version, run, serve, discover,
+// top, help.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -24,6 +25,11 @@ std::string read_file(const std::string& path, std::string_view what) {
 // `genie serve ...` (src/tools/serve.cpp).
 int serve_command(int argc, char** argv);
 void print_serve_usage(std::FILE* out);
+// `genie discover ...` and `genie top ...` (src/tools/cluster.cpp).
+int discover_command(int argc, char** argv);
+void print_discover_usage(std::FILE* out);
+int top_command(int argc, char** argv);
+void print_top_usage(std::FILE* out);
 
 namespace {
 
@@ -37,6 +43,8 @@ void print_usage(std::FILE* out) {
                "                       ('genie help run' for its options)\n"
                "  serve [options]      serve remote clients until SIGINT/SIGTERM\n"
                "                       ('genie help serve' for its options)\n"
+               "  discover [HOST:PORT] which network backends work here (and to a server)\n"
+               "  top [HOST:PORT]      terminal dashboard of the cluster (--once: one frame)\n"
                "  help [COMMAND]       this text, or the help of a command\n"
                "\n"
                "exit status: 0 success, 1 a failure (Genie, a file, the data), 2 a bad\n"
@@ -60,8 +68,13 @@ int dispatch(int argc, char** argv) {
       print_run_usage(stdout);
     else if (argc > 2 && std::string_view(argv[2]) == "serve")
       print_serve_usage(stdout);
+    else if (argc > 2 && std::string_view(argv[2]) == "discover")
+      print_discover_usage(stdout);
+    else if (argc > 2 && std::string_view(argv[2]) == "top")
+      print_top_usage(stdout);
     else if (argc > 2)
-      usage_error("no help for '" + std::string(argv[2]) + "': commands are version, run, serve, help");
+      usage_error("no help for '" + std::string(argv[2]) +
+                  "': commands are version, run, serve, discover, top, help");
     else
       print_usage(stdout);
     return kExitOk;
@@ -73,6 +86,8 @@ int dispatch(int argc, char** argv) {
   }
   if (cmd == "run") return run_command(argc - 2, argv + 2);
   if (cmd == "serve") return serve_command(argc - 2, argv + 2);
+  if (cmd == "discover") return discover_command(argc - 2, argv + 2);
+  if (cmd == "top") return top_command(argc - 2, argv + 2);
   usage_error("unknown command '" + std::string(cmd) + "' (try 'genie help')");
 }
 

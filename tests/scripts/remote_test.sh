@@ -35,6 +35,7 @@ unset GENIE_MASTER_ADDR GENIE_MASTER_PORT GENIE_AUTH_TOKEN GENIE_NODE_ID
 # and SERVER_PID.
 start_server() {
   local name=$1; shift
+  : >"$TMP/$name.out"  # the background job may not have opened it yet when sed looks
   "$GENIE" serve --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")

@@ -214,7 +214,11 @@ TEST(ControlWire, KnownTypesAndNames) {
                          MsgType::GraphDone,
                          MsgType::ServerInfoRequest,
                          MsgType::ServerInfo,
-                         MsgType::Goodbye};
+                         MsgType::Goodbye,
+                         MsgType::Probe,
+                         MsgType::ProbeReply,
+                         MsgType::Heartbeat,
+                         MsgType::HeartbeatReply};
   int known = 0;
   for (uint32_t t = 0; t <= 0xffff; ++t) known += known_type(static_cast<uint16_t>(t)) ? 1 : 0;
   EXPECT_EQ(known, static_cast<int>(std::size(all)));

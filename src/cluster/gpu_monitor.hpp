@@ -1,0 +1,56 @@
+// Local GPUs through NVML, loaded at run time: libnvidia-ml.so.1, or the
+// library named by GENIE_NVML_LIBRARY (tests load their own NVML there).
+// No library, no driver or no GPU gives zero GPUs and the reason; it is
+// never an error.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cluster/types.hpp"
+
+namespace genie {
+
+constexpr uint32_t kGpuBusyPercent = 90;  // above: GPU_UNAVAILABLE
+constexpr int32_t kGpuHotCelsius = 85;    // above: GPU_OVERHEATED
+
+// A GPU event found by a poll: type is a GENIE_EVENT_GPU_* bit.
+struct GpuEvent {
+  uint32_t type;
+  GpuInfo gpu;
+};
+
+class GpuMonitor {
+ public:
+  GpuMonitor();  // loads and initialises NVML (cheap when it is absent)
+  ~GpuMonitor();
+  GpuMonitor(const GpuMonitor&) = delete;
+  GpuMonitor& operator=(const GpuMonitor&) = delete;
+
+  // Reads every GPU; returns the events since the last poll: AVAILABLE or
+  // UNAVAILABLE for a GPU seen for the first time and on every crossing of
+  // 90 % utilisation, OVERHEATED when the temperature crosses above 85 C.
+  std::vector<GpuEvent> poll();
+  const std::vector<GpuInfo>& gpus() const { return gpus_; }
+  // Why there are no GPUs, or why the last poll failed ("" when fine).
+  const std::string& reason() const { return reason_; }
+  bool nvml_loaded() const { return lib_ != nullptr; }
+  // NVML worked and then failed ("" when fine): a health finding, unlike
+  // having no NVML at all.
+  const std::string& poll_error() const { return poll_error_; }
+  // The library that was loaded (or tried).
+  const std::string& library() const { return library_; }
+
+ private:
+  struct Fns;
+  void* lib_ = nullptr;
+  Fns* fns_ = nullptr;
+  bool inited_ = false;
+  std::string library_;
+  std::string reason_;
+  std::string poll_error_;
+  std::vector<GpuInfo> gpus_;
+  bool first_ = true;
+};
+
+}  // namespace genie

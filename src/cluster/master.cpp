@@ -1,0 +1,181 @@
+#include "cluster/master.hpp"
+
+#include <uv.h>
+#include <unistd.h>
+
+#include "control/loop_thread.hpp"
+#include "control/wire.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "genie.pb.h"
+
+namespace genie {
+
+namespace {
+// A master tracks at most this many nodes: heartbeats from more are refused
+// rather than growing its memory without bound.
+constexpr size_t kMaxNodes = 4096;
+}  // namespace
+
+struct ClusterMaster::Tick {
+  uv_timer_t timer{};
+  ClusterMaster* self = nullptr;
+  void (ClusterMaster::*fn)() = nullptr;
+};
+
+ClusterMaster::ClusterMaster(const Config& cfg) : cfg_(cfg) {
+  backends_json_ = json_text(backends_to_json(local_backends(
+                                 probe_rdma(), dpdk_not_probed("EAL not probed by the server; no DPDK transport in this version")))
+                                 .get());
+  char host[256] = {};
+  host_ = gethostname(host, sizeof host - 1) == 0 ? host : "localhost";
+  gpu_.poll();
+  gpus_ = gpu_.gpus();
+  gpu_reason_ = gpu_.reason();
+}
+
+ClusterMaster::~ClusterMaster() = default;
+
+void ClusterMaster::install(ServerOptions& opts) {
+  opts.on_probe = [this](wire::ProbeReply& r) {
+    std::lock_guard<std::mutex> lk(mu_);
+    r.set_node_id(node_id_);
+    r.set_protocol_version(wire::kProtocolVersion);
+    r.set_abi_version(GENIE_ABI_VERSION);
+    r.set_backends_json(backends_json_);
+  };
+  opts.on_heartbeat = [this](const std::string& peer, const std::string& session_node, const wire::Heartbeat& hb,
+                             wire::HeartbeatReply& reply) {
+    JsonPtr j = json_parse(hb.node_json(), "the heartbeat's node status");
+    NodeStatus n = node_from_json(j.get());
+    check(n.id == session_node, GENIE_ERR_INVALID_ARGUMENT, "heartbeat for node '", n.id,
+          "' on the session of node '", session_node, "': a node heartbeats for itself only");
+    n.address = peer;
+    n.alive = true;
+    n.last_heartbeat_ms = unix_ms();
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = members_.find(n.id);
+    if (it == members_.end()) {
+      check(members_.size() < kMaxNodes, GENIE_ERR_TOO_LARGE, "this master already tracks ", kMaxNodes, " nodes");
+      log(LogLevel::Info, "cluster: node ", n.id, " (", role_str(n.role), ", ", n.host, " at ", peer, ") joined");
+      it = members_.emplace(n.id, Member{}).first;
+    } else if (!it->second.status.alive) {
+      log(LogLevel::Info, "cluster: node ", n.id, " recovered");
+    }
+    it->second.status = std::move(n);
+    it->second.last_seen = std::chrono::steady_clock::now();
+    JsonPtr nodes = json_array();
+    cJSON_AddItemToArray(nodes.get(), node_to_json(self_status()).release());
+    for (const auto& [id, m] : members_) cJSON_AddItemToArray(nodes.get(), node_to_json(m.status).release());
+    reply.set_master_node_id(node_id_);
+    reply.set_nodes_json(json_text(nodes.get()));
+    reply.set_backends_json(backends_json_);
+  };
+  opts.on_start = [this](LoopThread& loop) { start(loop); };
+  opts.on_stop = [this] { stop(); };
+}
+
+void ClusterMaster::set_node_id(const std::string& id) {
+  std::lock_guard<std::mutex> lk(mu_);
+  node_id_ = id;
+}
+
+size_t ClusterMaster::alive_nodes() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  size_t n = 0;
+  for (const auto& [id, m] : members_) n += m.status.alive;
+  return n;
+}
+
+NodeStatus ClusterMaster::self_status() const {
+  NodeStatus s;
+  s.id = node_id_;
+  s.host = host_;
+  s.role = GENIE_ROLE_SERVER;
+  s.backend = "tcp";
+  s.alive = true;
+  s.last_heartbeat_ms = unix_ms();
+  s.gpus = gpus_;
+  s.gpu_reason = gpu_reason_;
+  s.health = health_.level;
+  s.health_reasons = health_.reasons;
+  return s;
+}
+
+void ClusterMaster::every(uint64_t ms, void (ClusterMaster::*fn)()) {
+  auto* t = new Tick;
+  t->self = this;
+  t->fn = fn;
+  uv_timer_init(loop_->loop(), &t->timer);
+  t->timer.data = t;
+  uv_timer_start(
+      &t->timer,
+      [](uv_timer_t* h) {
+        auto* tick = static_cast<Tick*>(h->data);
+        try {
+          (tick->self->*tick->fn)();
+        } catch (const std::exception& e) {
+          log(LogLevel::Error, "cluster: timer threw: ", e.what());
+        }
+      },
+      ms, ms);
+  ticks_.push_back(t);
+}
+
+void ClusterMaster::start(LoopThread& loop) {
+  loop_ = &loop;
+  close_hook_ = loop.add_close_hook([this] { stop(); });
+  health_tick();
+  every(static_cast<uint64_t>(cfg_.heartbeat_interval_ms), &ClusterMaster::sweep);
+  every(static_cast<uint64_t>(cfg_.gpu_poll_interval_ms), &ClusterMaster::gpu_tick);
+  every(static_cast<uint64_t>(cfg_.health_interval_ms), &ClusterMaster::health_tick);
+}
+
+void ClusterMaster::stop() {
+  for (Tick* t : ticks_)
+    uv_close(reinterpret_cast<uv_handle_t*>(&t->timer), [](uv_handle_t* h) { delete static_cast<Tick*>(h->data); });
+  ticks_.clear();
+  if (loop_ && close_hook_) {
+    loop_->remove_close_hook(close_hook_);
+    close_hook_ = 0;
+  }
+}
+
+void ClusterMaster::sweep() {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto it = members_.begin(); it != members_.end();) {
+    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.last_seen).count();
+    if (it->second.status.alive && silent > cfg_.heartbeat_timeout_ms) {
+      it->second.status.alive = false;
+      log(LogLevel::Info, "cluster: node ", it->first, " lost: no heartbeat for ", silent, " ms");
+    }
+    if (!it->second.status.alive && silent > 10 * cfg_.heartbeat_timeout_ms) {
+      log(LogLevel::Info, "cluster: node ", it->first, " forgotten");
+      it = members_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void ClusterMaster::gpu_tick() {
+  gpu_.poll();
+  std::lock_guard<std::mutex> lk(mu_);
+  gpus_ = gpu_.gpus();
+  gpu_reason_ = gpu_.reason();
+}
+
+void ClusterMaster::health_tick() {
+  std::lock_guard<std::mutex> lk(mu_);
+  HealthInputs in;
+  in.gpus = gpus_;
+  in.gpu_error = gpu_.poll_error();
+  in.memory_available_fraction = memory_available_fraction();
+  HealthReport now = evaluate_health(in);
+  if (now.level != health_.level)
+    log(LogLevel::Info, "cluster: master health ", health_str(health_.level), " -> ", health_str(now.level));
+  health_ = std::move(now);
+}
+
+}  // namespace genie
