@@ -281,6 +281,47 @@ extern "C" {
     pub fn genie_config_set_max_message_bytes(config: *mut genie_config_t, max_bytes: i64) -> genie_status_t;
 }
 extern "C" {
+    #[doc = " Interval between heartbeats in milliseconds, 10..86400000 (default"]
+    #[doc = "  10000). A context in remote mode sends the master its node status this"]
+    #[doc = "  often (and, once the master is lost, probes it this often); the master"]
+    #[doc = "  checks for silent nodes this often. Environment: GENIE_HEARTBEAT_INTERVAL."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range)."]
+    pub fn genie_config_set_heartbeat_interval_ms(config: *mut genie_config_t, interval_ms: i64) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " How long a node may stay silent before it is marked lost, in"]
+    #[doc = "  milliseconds, 10..86400000 (default 60000): a master marks a node lost"]
+    #[doc = "  that sent no heartbeat for this long; a context marks its master lost"]
+    #[doc = "  when no heartbeat reply came for this long (NODE_LOST arrives within"]
+    #[doc = "  timeout + one interval). Must not be below the heartbeat interval"]
+    #[doc = "  (checked at genie_init / genie_server_create)."]
+    #[doc = "  Environment: GENIE_HEARTBEAT_TIMEOUT."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range)."]
+    pub fn genie_config_set_heartbeat_timeout_ms(config: *mut genie_config_t, timeout_ms: i64) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Interval between polls of the local GPUs (NVML) in milliseconds,"]
+    #[doc = "  10..86400000 (default 5000). Environment: GENIE_GPU_POLL_INTERVAL."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range)."]
+    pub fn genie_config_set_gpu_poll_interval_ms(config: *mut genie_config_t, interval_ms: i64) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Interval between health checks in milliseconds, 10..86400000 (default"]
+    #[doc = "  30000). Environment: GENIE_HEALTH_INTERVAL."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range)."]
+    pub fn genie_config_set_health_interval_ms(config: *mut genie_config_t, interval_ms: i64) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Whether genie_discover runs the full DPDK probe (default 1): EAL"]
+    #[doc = "  initialisation in a forked child process (this process is never touched"]
+    #[doc = "  by EAL), ports found, gpudev devices. It takes about half a second; with"]
+    #[doc = "  0, genie_discover only reports whether the DPDK libraries load."]
+    #[doc = "  genie_init never runs it unless the backend asked for is dpdk or"]
+    #[doc = "  dpdk_gpudev. Environment: GENIE_DPDK_PROBE (0|1)."]
+    #[doc = "  Errors: INVALID_HANDLE."]
+    pub fn genie_config_set_dpdk_probe(config: *mut genie_config_t, enabled: ::std::os::raw::c_int) -> genie_status_t;
+}
+extern "C" {
     #[doc = " Library entry point behind genie_init; call genie_init instead, which"]
     #[doc = "  passes the ABI version of the header the caller was compiled against."]
     #[doc = "  Bindings that do not use the C preprocessor call this directly with"]
@@ -335,7 +376,9 @@ extern "C" {
     #[doc = "  other address is an explicit choice) and `port` (0 picks a free port: read"]
     #[doc = "  it with genie_server_port). It serves at once, on its own thread. From"]
     #[doc = "  `config` (may be NULL): auth token, session grace period, maximum message"]
-    #[doc = "  size, worker threads, node id, log level; environment overrides apply."]
+    #[doc = "  size, worker threads, node id, log level, and as the cluster's master"]
+    #[doc = "  (see \"Cluster\" below) the heartbeat interval and timeout, GPU poll and"]
+    #[doc = "  health intervals; environment overrides apply."]
     #[doc = "  Errors: INVALID_ARGUMENT (out NULL, port outside 0..65535), INVALID_HANDLE,"]
     #[doc = "  IO (cannot bind or listen: the detail names the address and reason)."]
     pub fn genie_server_create(
@@ -366,6 +409,110 @@ extern "C" {
     #[doc = " Stops the server (as genie_server_stop + genie_server_wait) and releases"]
     #[doc = "  it. Accepts NULL."]
     pub fn genie_server_destroy(server: *mut genie_server_t);
+}
+pub const genie_health_GENIE_HEALTH_HEALTHY: genie_health = 0;
+pub const genie_health_GENIE_HEALTH_DEGRADED: genie_health = 1;
+pub const genie_health_GENIE_HEALTH_UNHEALTHY: genie_health = 2;
+pub const genie_health_GENIE_HEALTH_CRITICAL: genie_health = 3;
+pub const genie_health_GENIE_HEALTH_MAX_ENUM: genie_health = 2147483647;
+#[doc = " Health of a node, worst first last."]
+pub type genie_health = ::std::os::raw::c_uint;
+#[doc = " Health of a node, worst first last."]
+pub use self::genie_health as genie_health_t;
+pub const genie_event_type_GENIE_EVENT_NODE_JOINED: genie_event_type = 1;
+pub const genie_event_type_GENIE_EVENT_NODE_LOST: genie_event_type = 2;
+pub const genie_event_type_GENIE_EVENT_NODE_RECOVERED: genie_event_type = 4;
+pub const genie_event_type_GENIE_EVENT_GPU_AVAILABLE: genie_event_type = 8;
+pub const genie_event_type_GENIE_EVENT_GPU_UNAVAILABLE: genie_event_type = 16;
+pub const genie_event_type_GENIE_EVENT_GPU_OVERHEATED: genie_event_type = 32;
+pub const genie_event_type_GENIE_EVENT_HEALTH_CHANGED: genie_event_type = 64;
+pub const genie_event_type_GENIE_EVENT_BACKEND_SELECTED: genie_event_type = 128;
+pub const genie_event_type_GENIE_EVENT_ALL: genie_event_type = 255;
+pub const genie_event_type_GENIE_EVENT_MAX_ENUM: genie_event_type = 2147483647;
+#[doc = " Cluster events, one bit each, so that a subscription mask can combine"]
+#[doc = "  them. The JSON passed with each is described in docs/cluster.md; every"]
+#[doc = "  one has \"type\" (the name without GENIE_EVENT_) and \"time_ms\"."]
+pub type genie_event_type = ::std::os::raw::c_uint;
+#[doc = " Cluster events, one bit each, so that a subscription mask can combine"]
+#[doc = "  them. The JSON passed with each is described in docs/cluster.md; every"]
+#[doc = "  one has \"type\" (the name without GENIE_EVENT_) and \"time_ms\"."]
+pub use self::genie_event_type as genie_event_type_t;
+#[doc = " Event callback. Runs on the context's loop thread, one event at a time,"]
+#[doc = "  in the order the events happened. `event_json` is borrowed for the call"]
+#[doc = "  only. It may call genie_unsubscribe (its own subscription included),"]
+#[doc = "  genie_subscribe and genie_cluster_state; it must not call genie_shutdown"]
+#[doc = "  on its context, and in remote mode functions that wait for the server"]
+#[doc = "  fail there with UNSUPPORTED (see genie_future_callback_t). Keep it short:"]
+#[doc = "  heartbeats wait while it runs."]
+pub type genie_event_fn = ::std::option::Option<
+    unsafe extern "C" fn(
+        type_: genie_event_type_t,
+        event_json: *const ::std::os::raw::c_char,
+        user_data: *mut ::std::os::raw::c_void,
+    ),
+>;
+extern "C" {
+    #[doc = " The cluster as this context sees it, as JSON text released with"]
+    #[doc = "  genie_free: \"mode\" (\"embedded\" or \"remote\"), \"node\" (this node: id,"]
+    #[doc = "  host, role, backend, status, last_heartbeat_ms, gpus with name, memory,"]
+    #[doc = "  utilisation, temperature; health and its reasons), \"nodes\" (every node"]
+    #[doc = "  known: this one, and in remote mode the master and the nodes it tracks),"]
+    #[doc = "  \"master\" (address, node id, status, rtt_us), \"backend\" (selected and"]
+    #[doc = "  \"reason\"), \"discovery\" (as genie_discover), \"init_phases\" (name and"]
+    #[doc = "  duration_ms each), \"health\" (level and reasons), \"counters\". Thread-safe."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out_json NULL), SHUTDOWN,"]
+    #[doc = "  OUT_OF_MEMORY."]
+    pub fn genie_cluster_state(ctx: *mut genie_context_t, out_json: *mut *mut ::std::os::raw::c_char)
+        -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Network discovery without a context: RDMA devices (libibverbs loaded at"]
+    #[doc = "  run time: devices, port state, link layer), DPDK (libraries; unless"]
+    #[doc = "  disabled with genie_config_set_dpdk_probe, EAL initialisation, ports and"]
+    #[doc = "  gpudev devices, probed in a forked child process), local GPUs (NVML),"]
+    #[doc = "  and, when `host` is not NULL, TCP reachability of the Genie server at"]
+    #[doc = "  host:port with the round-trip time of five probes and that server's own"]
+    #[doc = "  backends; then the backend the configuration would select, and why."]
+    #[doc = "  Every probe reports \"available\" and a \"reason\"; a missing library or"]
+    #[doc = "  device is reported, not an error. `config` may be NULL (defaults plus"]
+    #[doc = "  environment). `*out_json` is released with genie_free. An unreachable"]
+    #[doc = "  host is reported in the JSON (\"tcp\": {\"reachable\": false, \"reason\"}),"]
+    #[doc = "  not an error. Waits at most the configured timeout for the host."]
+    #[doc = "  Errors: INVALID_ARGUMENT (out_json NULL, port outside 1..65535 with a"]
+    #[doc = "  host, bad environment value), INVALID_HANDLE, OUT_OF_MEMORY."]
+    pub fn genie_discover(
+        config: *const genie_config_t,
+        host: *const ::std::os::raw::c_char,
+        port: i32,
+        out_json: *mut *mut ::std::os::raw::c_char,
+    ) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Subscribes `fn` to the events whose bits are set in `mask` (any"]
+    #[doc = "  combination of genie_event_type_t, GENIE_EVENT_ALL for all) on `ctx`."]
+    #[doc = "  Events that happen from now on are delivered; in addition, if the mask"]
+    #[doc = "  has BACKEND_SELECTED, the backend selected at init is delivered once"]
+    #[doc = "  right after subscribing, so a subscriber always learns it. Writes an id"]
+    #[doc = "  for genie_unsubscribe to `*out_subscription` (may be NULL when the"]
+    #[doc = "  subscription lasts as long as the context)."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (fn NULL, mask 0 or with bits"]
+    #[doc = "  outside GENIE_EVENT_ALL), SHUTDOWN."]
+    pub fn genie_subscribe(
+        ctx: *mut genie_context_t,
+        mask: u32,
+        fn_: genie_event_fn,
+        user_data: *mut ::std::os::raw::c_void,
+        out_subscription: *mut u64,
+    ) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Ends a subscription: once this returns, its callback never runs again"]
+    #[doc = "  (if it is running on the loop thread right now, this waits for it to"]
+    #[doc = "  return, unless called from that callback itself, which is allowed and"]
+    #[doc = "  does not wait). Subscriptions end with their context anyway."]
+    #[doc = "  Errors: INVALID_HANDLE, NOT_FOUND (no such subscription: unknown, or"]
+    #[doc = "  already ended)."]
+    pub fn genie_unsubscribe(ctx: *mut genie_context_t, subscription: u64) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Allocates a tensor of `dtype` and `shape` (ndim 0..GENIE_MAX_DIMS entries,"]
