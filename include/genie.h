@@ -819,6 +819,40 @@ GENIE_API genie_status_t genie_future_output_by_name(genie_future_t *future,
 GENIE_API genie_status_t genie_future_exec_ns(const genie_future_t *future,
                                               uint64_t *out);
 
+/* ------------------------------------------------------------------------- */
+/* Plans                                                                     */
+/* ------------------------------------------------------------------------- */
+
+/** Plans `graph` as a submission on `ctx` would, without running it, and
+ *  returns the plan as JSON: where each node would run and why.
+ *  The JSON (docs/scheduler.md describes every field) holds the analysis
+ *  (the stage recognised — "prefill", "decode", "vision" ... — whether from
+ *  annotations or inferred, and the evidence; the patterns found: attention,
+ *  fused attention, MLP, conv-norm-activation, residual, embedding, LM head;
+ *  the KV caches and the nodes kept with them), the devices with their
+ *  predicted peak memory and budget, every node in execution order with its
+ *  device, the rule that decided ("kv_cache_colocation", "resident_weight",
+ *  "only_device", "min_finish_time"), a sentence saying why, its FLOPs,
+ *  bytes and predicted start, finish and duration, the transfers between
+ *  devices, and the predicted total time. The graph is validated on a copy
+ *  (the handle is not changed); every input is planned as not yet resident
+ *  anywhere, so inputs must have static shapes.
+ *  Embedded mode plans over this process's devices: the CPU, profiled on
+ *  first use by a short calibration (about 50 ms) whose result is cached in
+ *  $XDG_CACHE_HOME/genie (else ~/.cache/genie).
+ *  `*out_json` is NUL-terminated and released with genie_free().
+ *  Errors: INVALID_HANDLE (ctx or graph), INVALID_ARGUMENT (out_json NULL),
+ *  any validation error (INVALID_GRAPH also for an input with a dynamic
+ *  dimension), OUT_OF_MEMORY (the graph does not fit in the devices' memory
+ *  budgets; the detail names the node, the device, the bytes in use and the
+ *  largest tensors alive), SHUTDOWN, and UNSUPPORTED in remote mode (the
+ *  server does not plan yet).
+ *  Threads: any thread; concurrent calls on one context are fine (the graph
+ *  must not be changed meanwhile). */
+GENIE_API genie_status_t genie_plan_explain(genie_context_t *ctx,
+                                            const genie_graph_t *graph,
+                                            char **out_json);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -62,6 +62,12 @@ struct Analysis {
 // not reported).
 Analysis analyze(const Graph& g, const std::unordered_map<ValueId, Shape>* bound_shapes = nullptr);
 
+struct GraphView;
+// The same over indexes plan_graph already built; `shapes` per ValueId (see
+// value_shapes in cost.hpp).
+Analysis analyze(const GraphView& view, const std::vector<const Shape*>& shapes);
+std::vector<PatternMatch> match_patterns(const GraphView& view);
+
 // Only the pattern matching part of analyze (for benchmarks and tests).
 std::vector<PatternMatch> match_patterns(const Graph& g);
 

@@ -36,6 +36,7 @@
 
 #include "graph/graph.hpp"
 #include "sched/analysis.hpp"
+#include "sched/cost.hpp"
 
 namespace genie::sched {
 
@@ -133,6 +134,7 @@ struct Plan {
   std::vector<NodeId> order;             // every node exactly once, dependencies first
   std::vector<Transfer> transfers;       // in the order the consumers run
   std::vector<double> predicted_node_s;  // per NodeId: compute time on its device
+  std::vector<OpCost> node_cost;         // per NodeId: FLOPs and bytes
   double predicted_total_s = 0;          // predicted completion of the whole graph
   std::vector<uint64_t> peak_bytes_per_device;  // per device: peak of live tensors in `order`
   std::vector<NodeDecision> decisions;   // per NodeId
