@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "sched/graph_view.hpp"
 #include "sched/plan.hpp"
 
 namespace genie::sched {
@@ -20,22 +21,23 @@ double prod(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
 
 double numel_d(const Shape& s) { return prod(s); }
 
-// FLOPs per output element of elementwise and per-axis operators.
-double elementwise_flops(const std::string& op) {
-  static const struct {
-    const char* op;
-    double flops;
-  } table[] = {
-      {"add", 1},  {"sub", 1},     {"mul", 1},  {"div", 1},    {"relu", 1},    {"neg", 1},
-      {"abs", 1},  {"eq", 1},      {"ne", 1},   {"lt", 1},     {"le", 1},      {"gt", 1},
-      {"ge", 1},   {"where", 1},   {"masked_fill", 1},          {"exp", 4},     {"log", 4},
-      {"sqrt", 4}, {"tanh", 4},    {"sigmoid", 4},              {"silu", 5},    {"gelu", 8},
-      {"softmax", 5},              {"layer_norm", 8},           {"rms_norm", 5}, {"dropout", 0},
-      {"cast", 0},
-  };
-  for (const auto& e : table)
-    if (op == e.op) return e.flops;
-  return -1;
+// FLOPs per output element of elementwise and per-axis operators; -1 for
+// the others.
+double elementwise_flops(OpCode c) {
+  switch (c) {
+    case OpCode::Add: case OpCode::Sub: case OpCode::Mul: case OpCode::Div: case OpCode::Relu:
+    case OpCode::Neg: case OpCode::Abs: case OpCode::Compare: case OpCode::Where: case OpCode::MaskedFill:
+      return 1;
+    case OpCode::Exp: case OpCode::Log: case OpCode::Sqrt: case OpCode::Tanh: case OpCode::Sigmoid:
+      return 4;
+    case OpCode::Silu: return 5;
+    case OpCode::Gelu: return 8;
+    case OpCode::Softmax: return 5;
+    case OpCode::LayerNorm: return 8;
+    case OpCode::RmsNorm: return 5;
+    case OpCode::Dropout: case OpCode::Cast: return 0;
+    default: return -1;
+  }
 }
 
 }  // namespace
@@ -55,7 +57,7 @@ std::vector<const Shape*> value_shapes(const Graph& g, const std::unordered_map<
   return shapes;
 }
 
-OpCost op_cost(const Graph& g, NodeId id, const std::vector<const Shape*>& shapes) {
+OpCost op_cost(const Graph& g, NodeId id, OpCode code, const std::vector<const Shape*>& shapes) {
   const Node& n = g.node(id);
   OpCost c;
   auto in_shape = [&](size_t i) -> const Shape& { return *shapes[n.inputs[i]]; };
@@ -66,9 +68,8 @@ OpCost op_cost(const Graph& g, NodeId id, const std::vector<const Shape*>& shape
   for (ValueId v : n.outputs) c.bytes_written += bytes_of(v);
   const Shape& out = *shapes[n.outputs[0]];
   const double out_n = numel_d(out);
-  const std::string& op = n.op;
 
-  if (op == "matmul") {
+  if (code == OpCode::Matmul) {
     // out = [..., m, n]; k from a's last dim (or second last when transposed).
     const Shape& a = in_shape(0);
     int64_t k = 1;
@@ -78,11 +79,11 @@ OpCost op_cost(const Graph& g, NodeId id, const std::vector<const Shape*>& shape
       k = n.attrs.get_int("transpose_a", 0) ? a[a.size() - 2] : a.back();
     }
     c.flops = 2.0 * out_n * static_cast<double>(k);
-  } else if (op == "linear") {
+  } else if (code == OpCode::Linear) {
     const Shape& w = in_shape(1);  // [out, in]
     c.flops = 2.0 * out_n * static_cast<double>(w.size() == 2 ? w[1] : 1);
     if (has_in(2)) c.flops += out_n;
-  } else if (op == "attention") {
+  } else if (code == OpCode::Attention) {
     // q [..., Sq, D], k [..., Sk, D], v [..., Sk, Dv]: two matmuls, the
     // scale and the softmax over the [..., Sq, Sk] scores (+ the mask).
     const Shape& q = in_shape(0);
@@ -93,27 +94,28 @@ OpCost op_cost(const Graph& g, NodeId id, const std::vector<const Shape*>& shape
     const double sk = static_cast<double>(k[k.size() - 2]), dv = static_cast<double>(v.back());
     const double scores = batch * sq * sk;
     c.flops = 2.0 * scores * d + 2.0 * scores * dv + scores * (1 + 5 + (has_in(3) ? 1 : 0));
-  } else if (op == "conv2d") {
+  } else if (code == OpCode::Conv2d) {
     const Shape& w = in_shape(1);  // [O, C/groups, kh, kw]
     c.flops = 2.0 * out_n * static_cast<double>(w[1] * w[2] * w[3]);
     if (has_in(2)) c.flops += out_n;
-  } else if (op == "max_pool2d" || op == "avg_pool2d") {
+  } else if (code == OpCode::Pool && n.attrs.has("kernel")) {
     const std::vector<int64_t> k = n.attrs.get_ints("kernel", {1, 1});
     c.flops = out_n * static_cast<double>(k.size() == 2 ? k[0] * k[1] : 1);
-  } else if (op == "adaptive_avg_pool2d" || op == "adaptive_max_pool2d") {
+  } else if (code == OpCode::Pool) {
     c.flops = numel_d(in_shape(0));  // each input element lands in ~one bin
-  } else if (op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max") {
+  } else if (code == OpCode::Reduce) {
     c.flops = numel_d(in_shape(0));
-  } else if (op == "embedding") {
+  } else if (code == OpCode::Embedding) {
     // A gather: reads the ids and only the rows it looks up.
     c.bytes_read = bytes_of(n.inputs[0]) + bytes_of(n.outputs[0]);
-  } else if (op == "reshape" || op == "flatten") {
+  } else if (code == OpCode::Reshape || code == OpCode::Flatten) {
     c.bytes_read = 0;  // metadata only: the data is not touched
     c.bytes_written = 0;
-  } else if (op == "transpose" || op == "permute" || op == "concat" || op == "split" || op == "slice") {
+  } else if (code == OpCode::Transpose || code == OpCode::Permute || code == OpCode::Concat || code == OpCode::Split ||
+             code == OpCode::Slice) {
     // copies: slice/split read what they keep.
-    if (op == "slice") c.bytes_read = c.bytes_written;
-  } else if (double f = elementwise_flops(op); f >= 0) {
+    if (code == OpCode::Slice) c.bytes_read = c.bytes_written;
+  } else if (double f = elementwise_flops(code); f >= 0) {
     c.flops = f * out_n;
   } else {
     c.flops = out_n;  // unknown (custom) op: one FLOP per output element
@@ -121,7 +123,13 @@ OpCost op_cost(const Graph& g, NodeId id, const std::vector<const Shape*>& shape
   return c;
 }
 
+OpCost op_cost(const Graph& g, NodeId n, const std::vector<const Shape*>& shapes) {
+  return op_cost(g, n, op_code(g.node(n).op), shapes);
+}
+
 OpCost op_cost(const Graph& g, NodeId n) { return op_cost(g, n, value_shapes(g, nullptr)); }
+
+bool cost_model_knows(const std::string& op) { return op_code(op) != OpCode::Other; }
 
 double predict_seconds(const OpCost& c, const DeviceProfile& d) {
   const double compute = c.flops / d.peak_flops;

@@ -25,6 +25,11 @@ std::vector<const Shape*> value_shapes(const Graph& g, const std::unordered_map<
 // The cost of node `n` given the shapes of all values. Operators the model
 // does not know (custom ops) cost their bytes and one FLOP per output element.
 OpCost op_cost(const Graph& g, NodeId n, const std::vector<const Shape*>& shapes);
+enum class OpCode : uint8_t;
+// The same with the node's operator code already looked up (graph_view.hpp).
+OpCost op_cost(const Graph& g, NodeId n, OpCode code, const std::vector<const Shape*>& shapes);
+// Whether `op` has its own formula (else the custom-op rule applies).
+bool cost_model_knows(const std::string& op);
 // The same for a validated graph with static input shapes.
 OpCost op_cost(const Graph& g, NodeId n);
 

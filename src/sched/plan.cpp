@@ -165,7 +165,7 @@ class Placer {
       arrival_[static_cast<size_t>(x) * nd_ + static_cast<size_t>(dev)] = 0;
     }
     costs_.resize(nn);
-    for (size_t i = 0; i < nn; ++i) costs_[i] = op_cost(g_, static_cast<NodeId>(i), shapes);
+    for (size_t i = 0; i < nn; ++i) costs_[i] = op_cost(g_, static_cast<NodeId>(i), v.code[i], shapes);
     live_.assign(nd_, 0);
     peak_.assign(nd_, 0);
     dev_free_.assign(nd_, 0);
