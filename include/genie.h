@@ -403,7 +403,18 @@ GENIE_API const char *genie_context_node_id(const genie_context_t *ctx);
 
 /** Statistics of the server this context is connected to, as JSON text
  *  ({"node_id", "sessions", "tensors", "tensor_bytes", "uptime_ms",
- *  "graphs_executed", "connections_refused"}), released with genie_free.
+ *  "graphs_executed", "connections_refused", "graph_submits_full",
+ *  "graph_submits_delta", "graph_submit_bytes", "graph_delta_unknown_base",
+ *  and "client": this context's own counts of the same traffic:
+ *  {"graph_deltas", "graph_submits_full", "graph_submits_delta",
+ *  "graph_delta_fallbacks", "graph_bytes_sent", "graph_bytes_full"}, where
+ *  graph_bytes_full is what the same submissions would have taken as full
+ *  graphs}), released with genie_free.
+ *  Graph deltas: in remote mode a graph whose JSON has the same shape as one
+ *  submitted shortly before (same ops and edges; other input shapes, scalar
+ *  attributes or constant bytes) is sent as the changes only, and rebuilt
+ *  by the server (docs/protocol.md). GENIE_GRAPH_DELTAS=0 in the environment
+ *  turns this off (always the full graph); results never differ.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, UNSUPPORTED (embedded mode),
  *  CONNECTION, TIMEOUT, SHUTDOWN. */
 GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,

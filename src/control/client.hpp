@@ -68,7 +68,9 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
 
   // Queues the graph (its JSON, graph_to_json of a graph already validated
   // with the bound shapes) and its bindings (graph input name -> tensor id)
-  // and returns without waiting for
+  // -- as a GraphSubmitDelta against a graph sent before when the JSON has
+  // the same shape, falling back to the full graph by itself when the server
+  // does not hold that base (docs/protocol.md) -- and returns without waiting for
   // the server, so that many submissions can be in flight. `done` runs
   // exactly once, on the loop thread, with the completion: GraphDone, or the
   // server's refusal (e.g. NOT_FOUND for a tensor of another session), or
@@ -81,7 +83,16 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   void submit(const std::string& graph_json, const std::vector<std::pair<std::string, uint64_t>>& bindings,
               std::function<void(RemoteResult&&)> done);
 
-  // ServerInfo as JSON text.
+  // Graph submissions so far: full and as deltas (Config::graph_deltas), the
+  // deltas sent again in full because the server did not hold their base,
+  // and the bytes of the submission frames as sent vs as full GraphSubmits.
+  struct GraphStats {
+    uint64_t submits_full = 0, submits_delta = 0, delta_fallbacks = 0;
+    uint64_t bytes_sent = 0, bytes_full = 0;
+  };
+  GraphStats graph_stats() const;
+
+  // ServerInfo as JSON text, with this client's GraphStats under "client".
   std::string server_info_json();
 
   const std::string& server_node_id() const;

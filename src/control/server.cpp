@@ -25,6 +25,7 @@
 
 #include "control/connection.hpp"
 #include "control/graph_cache.hpp"
+#include "control/graph_delta.hpp"
 #include "control/loop_thread.hpp"
 #include "control/session.hpp"
 #include "control/uv_timer.hpp"
@@ -117,6 +118,7 @@ bool is_client_request(MsgType t) {
     case MsgType::TensorRead:
     case MsgType::TensorFree:
     case MsgType::GraphSubmit:
+    case MsgType::GraphSubmitDelta:
     case MsgType::ServerInfoRequest:
     case MsgType::Goodbye: return true;
     default: return false;
@@ -162,7 +164,12 @@ struct Server::Impl {
   PayloadSink tensor_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
                            const wire::TensorWrite& m);
   void tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m);
-  void graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::GraphSubmit& m);
+  using Bindings = google::protobuf::RepeatedPtrField<wire::Binding>;
+  void graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
+                    const Bindings& bindings);
+  // The JSON text a GraphSubmitDelta stands for; throws Error(NOT_FOUND)
+  // with *unknown_base set when the base is not held (or does not rebuild).
+  std::shared_ptr<const std::string> rebuild(const wire::GraphSubmitDelta& m, bool* unknown_base);
   void graph_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
                   const std::shared_ptr<const Graph>& graph, ExecResult& r);
   wire::ServerInfo server_info() const;
@@ -199,6 +206,7 @@ struct Server::Impl {
   std::unordered_map<Peer*, std::shared_ptr<Peer>> peers;
   std::unordered_map<std::string, std::shared_ptr<Session>> sessions;  // by token
   GraphCache graphs;
+  delta::BaseTable bases;  // graph texts deltas may name, by SHA-256
   uint64_t next_session_serial = 1;
   int graphs_in_flight = 0;
   bool stopping = false;     // loop: stop() has begun
@@ -542,10 +550,44 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
     case MsgType::GraphSubmit: {
       check(control, GENIE_ERR_PROTOCOL, "GraphSubmit on a data connection (send it on the control one)");
       const auto m = parse_msg<wire::GraphSubmit>(msg, h.type);
+      counters.graph_submits_full.fetch_add(1, std::memory_order_relaxed);
+      counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
       try {
-        graph_submit(p, rid, m);
+        if (m.keep_as_base()) {
+          auto text = std::make_shared<const std::string>(m.graph_json());
+          graph_submit(p, rid, *text, m.bindings());
+          const std::string d = delta::digest(*text);
+          bases.put(d, std::move(text));  // only graphs that loaded
+        } else {
+          graph_submit(p, rid, m.graph_json(), m.bindings());
+        }
       } catch (const Error& e) {
         send_error(*p, rid, e.code(), e.detail());
+      } catch (const std::bad_alloc&) {
+        send_error(*p, rid, GENIE_ERR_OUT_OF_MEMORY, "out of memory loading the graph");
+      }
+      return {};
+    }
+    case MsgType::GraphSubmitDelta: {
+      check(control, GENIE_ERR_PROTOCOL, "GraphSubmitDelta on a data connection (send it on the control one)");
+      const auto m = parse_msg<wire::GraphSubmitDelta>(msg, h.type);
+      counters.graph_submits_delta.fetch_add(1, std::memory_order_relaxed);
+      counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
+      bool unknown_base = false;
+      try {
+        const std::shared_ptr<const std::string> text = rebuild(m, &unknown_base);
+        graph_submit(p, rid, *text, m.bindings());
+      } catch (const Error& e) {
+        if (unknown_base) {
+          counters.graph_delta_unknown_base.fetch_add(1, std::memory_order_relaxed);
+          wire::ErrorReply r;
+          r.set_status(e.code());
+          r.set_detail(e.detail());
+          r.set_reason(wire::REASON_UNKNOWN_BASE);
+          send(*p, MsgType::ErrorReply, rid, r);
+        } else {
+          send_error(*p, rid, e.code(), e.detail());
+        }
       } catch (const std::bad_alloc&) {
         send_error(*p, rid, GENIE_ERR_OUT_OF_MEMORY, "out of memory loading the graph");
       }
@@ -644,21 +686,49 @@ void Server::Impl::tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m)
   send(p, MsgType::Ok, rid, wire::Ok(), src, m.nbytes(), t);
 }
 
-void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::GraphSubmit& m) {
+std::shared_ptr<const std::string> Server::Impl::rebuild(const wire::GraphSubmitDelta& m, bool* unknown_base) {
+  std::shared_ptr<const std::string> base = bases.find(m.base_hash());
+  if (!base) {
+    *unknown_base = true;
+    fail(GENIE_ERR_NOT_FOUND, "unknown base graph ", delta::short_hex(m.base_hash()),
+         ": this server does not hold it (send the full graph)");
+  }
+  if (m.patches_size() == 0) {
+    if (m.graph_hash() == m.base_hash()) return base;
+    *unknown_base = true;
+    fail(GENIE_ERR_NOT_FOUND, "graph delta without patches names graph ", delta::short_hex(m.graph_hash()),
+         " but base ", delta::short_hex(m.base_hash()), " (send the full graph)");
+  }
+  std::vector<delta::Patch> patches;
+  patches.reserve(m.patches_size());
+  for (const wire::LeafPatch& lp : m.patches()) patches.push_back({lp.leaf(), lp.json()});
+  auto text = std::make_shared<const std::string>(delta::apply(*base, patches));
+  const std::string d = delta::digest(*text);
+  if (d != m.graph_hash()) {
+    *unknown_base = true;
+    fail(GENIE_ERR_NOT_FOUND, "graph delta on base ", delta::short_hex(m.base_hash()), " rebuilt graph ",
+         delta::short_hex(d), ", not ", delta::short_hex(m.graph_hash()), " (send the full graph)");
+  }
+  bases.put(d, text);
+  return text;
+}
+
+void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
+                                const Bindings& bindings) {
   check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
   std::vector<std::string> names;
   std::vector<TensorDesc> descs;
   std::vector<TensorPtr> tensors;
-  names.reserve(m.bindings_size());
-  descs.reserve(m.bindings_size());
-  tensors.reserve(m.bindings_size());
-  for (const wire::Binding& b : m.bindings()) {
+  names.reserve(bindings.size());
+  descs.reserve(bindings.size());
+  tensors.reserve(bindings.size());
+  for (const wire::Binding& b : bindings) {
     TensorPtr t = p->session->get(b.tensor_id());
     names.push_back(b.name());
     descs.push_back({t->dtype(), t->shape()});
     tensors.push_back(std::move(t));
   }
-  const GraphCache::Entry e = graphs.get(m.graph_json(), names, descs);
+  const GraphCache::Entry e = graphs.get(json, names, descs);
   std::vector<TensorPtr> inputs;
   inputs.reserve(e.order.size());
   for (size_t i : e.order) inputs.push_back(tensors[i]);
@@ -732,6 +802,10 @@ wire::ServerInfo Server::Impl::server_info() const {
           .count()));
   i.set_graphs_executed(counters.graphs_executed.load());
   i.set_connections_refused(counters.connections_refused.load());
+  i.set_graph_submits_full(counters.graph_submits_full.load());
+  i.set_graph_submits_delta(counters.graph_submits_delta.load());
+  i.set_graph_submit_bytes(counters.graph_submit_bytes.load());
+  i.set_graph_delta_unknown_base(counters.graph_delta_unknown_base.load());
   return i;
 }
 
@@ -917,6 +991,10 @@ ServerStats Server::stats() const {
   s.tensor_bytes = c.tensor_bytes.load();
   s.graphs_executed = c.graphs_executed.load();
   s.connections_refused = c.connections_refused.load();
+  s.graph_submits_full = c.graph_submits_full.load();
+  s.graph_submits_delta = c.graph_submits_delta.load();
+  s.graph_submit_bytes = c.graph_submit_bytes.load();
+  s.graph_delta_unknown_base = c.graph_delta_unknown_base.load();
   return s;
 }
 

@@ -42,6 +42,10 @@ struct ServerStats {
   uint64_t tensor_bytes = 0;
   uint64_t graphs_executed = 0;
   uint64_t connections_refused = 0;
+  uint64_t graph_submits_full = 0;
+  uint64_t graph_submits_delta = 0;
+  uint64_t graph_submit_bytes = 0;  // frames (header + message) of both kinds
+  uint64_t graph_delta_unknown_base = 0;
 };
 
 class Server {

@@ -21,6 +21,10 @@ struct ServerCounters {
   std::atomic<uint64_t> tensor_bytes{0};
   std::atomic<uint64_t> graphs_executed{0};
   std::atomic<uint64_t> connections_refused{0};
+  std::atomic<uint64_t> graph_submits_full{0};
+  std::atomic<uint64_t> graph_submits_delta{0};
+  std::atomic<uint64_t> graph_submit_bytes{0};
+  std::atomic<uint64_t> graph_delta_unknown_base{0};
 };
 
 struct Peer;

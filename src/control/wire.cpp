@@ -64,6 +64,7 @@ bool known_type(uint16_t type) {
     case MsgType::GraphSubmit:
     case MsgType::SubmitAccepted:
     case MsgType::GraphDone:
+    case MsgType::GraphSubmitDelta:
     case MsgType::ServerInfoRequest:
     case MsgType::ServerInfo:
     case MsgType::Goodbye: return true;
@@ -88,6 +89,7 @@ const char* type_name(MsgType t) {
     case MsgType::GraphSubmit: return "GraphSubmit";
     case MsgType::SubmitAccepted: return "SubmitAccepted";
     case MsgType::GraphDone: return "GraphDone";
+    case MsgType::GraphSubmitDelta: return "GraphSubmitDelta";
     case MsgType::ServerInfoRequest: return "ServerInfoRequest";
     case MsgType::ServerInfo: return "ServerInfo";
     case MsgType::Goodbye: return "Goodbye";

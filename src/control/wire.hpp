@@ -54,6 +54,7 @@ enum class MsgType : uint16_t {
   GraphSubmit = 20,
   SubmitAccepted = 21,  // no longer sent by servers (docs/protocol.md); clients ignore it
   GraphDone = 22,
+  GraphSubmitDelta = 23,
   ServerInfoRequest = 30,
   ServerInfo = 31,
   Goodbye = 40,
