@@ -43,18 +43,21 @@ uint64_t plan_hash(const Graph& g, const std::unordered_map<ValueId, Shape>* bou
   Hasher h;
   h.str("genie.plan/1");
   const std::vector<Value>& values = g.values();
-  h.u64(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    const Value& v = values[i];
-    if (v.kind == ValueKind::NodeOutput) continue;  // follows from the nodes
-    h.u64(static_cast<uint64_t>(v.kind));
-    h.str(v.name);
-    h.i64(static_cast<int64_t>(v.dtype));
-    const Shape* shape = &v.shape;
-    if (bound_shapes)
-      if (auto it = bound_shapes->find(static_cast<ValueId>(i)); it != bound_shapes->end()) shape = &it->second;
-    h.ints(*shape);
-    h.i64(static_cast<int64_t>(v.role));
+  // Inputs, then constants (each in declaration order), as the JSON codec
+  // groups them; node outputs follow from the nodes.
+  for (const ValueKind kind : {ValueKind::Input, ValueKind::Constant}) {
+    h.u64(static_cast<uint64_t>(kind));
+    for (size_t i = 0; i < values.size(); ++i) {
+      const Value& v = values[i];
+      if (v.kind != kind) continue;
+      h.str(v.name);
+      h.i64(static_cast<int64_t>(v.dtype));
+      const Shape* shape = &v.shape;
+      if (bound_shapes)
+        if (auto it = bound_shapes->find(static_cast<ValueId>(i)); it != bound_shapes->end()) shape = &it->second;
+      h.ints(*shape);
+      h.i64(static_cast<int64_t>(v.role));
+    }
   }
   h.u64(g.nodes().size());
   for (const Node& n : g.nodes()) {
