@@ -2,6 +2,7 @@
 #include "sched/plan.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <queue>
@@ -389,7 +390,14 @@ uint64_t Residency::signature() const {
 }
 
 Plan plan_graph(const Graph& g, const Topology& topo, const Residency& residency,
-                const std::unordered_map<ValueId, Shape>* bound_shapes) {
+                const std::unordered_map<ValueId, Shape>* bound_shapes, PlanTimings* timings) {
+  using Clock = std::chrono::steady_clock;
+  auto lap = [&, last = Clock::now()](double PlanTimings::*field) mutable {
+    if (!timings) return;
+    const Clock::time_point now = Clock::now();
+    timings->*field = std::chrono::duration<double>(now - last).count();
+    last = now;
+  };
   check(g.validated(), GENIE_ERR_INVALID_ARGUMENT, "the graph must be validated before it is planned");
   topo.check();
   Plan plan;
@@ -399,12 +407,16 @@ Plan plan_graph(const Graph& g, const Topology& topo, const Residency& residency
     plan.device_names.push_back(d.qualified_name());
     plan.budget_per_device.push_back(d.budget());
   }
+  lap(&PlanTimings::hash_s);
   const GraphView view(g);
   const std::vector<const Shape*> shapes = value_shapes(g, bound_shapes);
   plan.analysis = analyze(view, shapes);
-  Placer placer(view, topo, residency, shapes, plan);
+  lap(&PlanTimings::analysis_s);
+  Placer placer(view, topo, residency, shapes, plan);  // FLOPs, bytes and sizes of every node and value
+  lap(&PlanTimings::cost_s);
   plan.order = memory_aware_order(view, placer.vbytes());
   placer.run(plan.order, plan.analysis);
+  lap(&PlanTimings::placement_s);
   return plan;
 }
 

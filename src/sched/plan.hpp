@@ -158,8 +158,13 @@ struct Plan {
 //                     the largest tensors alive at the peak);
 //   UNSUPPORTED       a node has no device that can reach its inputs (no
 //                     link between two nodes).
+// `timings`, when given, receives the seconds spent in each stage (for
+// benchmarks).
+struct PlanTimings {
+  double hash_s = 0, analysis_s = 0, cost_s = 0, placement_s = 0;
+};
 Plan plan_graph(const Graph& g, const Topology& topo, const Residency& residency,
-                const std::unordered_map<ValueId, Shape>* bound_shapes = nullptr);
+                const std::unordered_map<ValueId, Shape>* bound_shapes = nullptr, PlanTimings* timings = nullptr);
 
 // The plan-cache key's graph part: ops, edges, value names, dtypes, shapes
 // (bound shapes for dynamic inputs), roles, annotations, and attributes
