@@ -405,6 +405,11 @@ GENIE_API const char *genie_context_node_id(const genie_context_t *ctx);
  *  ({"node_id", "sessions", "tensors", "tensor_bytes", "uptime_ms",
  *  "graphs_executed", "connections_refused", "graph_submits_full",
  *  "graph_submits_delta", "graph_submit_bytes", "graph_delta_unknown_base",
+ *  multi-node: "workers", "multinode_graphs", "server_transfer_bytes" and
+ *  "server_transfer_bytes_by_role" (bytes moved between the server and its
+ *  workers for graphs, by the role of the value moved: "kv_cache",
+ *  "weight", "input", "activation", "constant"), "plan_cache_hits",
+ *  "plan_cache_misses";
  *  and "client": this context's own counts of the same traffic:
  *  {"graph_deltas", "graph_submits_full", "graph_submits_delta",
  *  "graph_delta_fallbacks", "graph_bytes_sent", "graph_bytes_full"}, where
@@ -434,8 +439,17 @@ GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,
  *  it with genie_server_port). It serves at once, on its own thread. From
  *  `config` (may be NULL): auth token, session grace period, maximum message
  *  size, worker threads, node id, log level; environment overrides apply.
+ *  With a master address in `config` (genie_config_set_master_addr /
+ *  _port, GENIE_MASTER_ADDR), the server joins that master as a worker:
+ *  after binding it registers its node id, address (`host`, or this
+ *  machine's host name when `host` is a wildcard) and device profile, and
+ *  returns once the master has connected back. It stays a worker while
+ *  that connection lives (docs/multinode.md).
  *  Errors: INVALID_ARGUMENT (out NULL, port outside 0..65535), INVALID_HANDLE,
- *  IO (cannot bind or listen: the detail names the address and reason). */
+ *  IO (cannot bind or listen: the detail names the address and reason);
+ *  joining: CONNECTION / TIMEOUT (the master cannot be reached, or it cannot
+ *  reach this server back), AUTH, VERSION_MISMATCH, INVALID_ARGUMENT (the
+ *  master refused the registration, e.g. the node id is the master's). */
 GENIE_API genie_status_t genie_server_create(const genie_config_t *config,
                                              const char *host, int32_t port,
                                              genie_server_t **out);
@@ -474,8 +488,16 @@ GENIE_API void genie_server_destroy(genie_server_t *server);
  *  out-of-range N lists them); "SERVER/cpu" and "SERVER/gpu:N", with
  *  SERVER the server's node id, name the same devices, and such tensors
  *  report "remote:N" from genie_tensor_device. "cpu" stays host memory of
- *  this process (see genie_graph_submit for binding it); other nodes are not
- *  reachable (UNSUPPORTED).
+ *  this process (see genie_graph_submit for binding it). "NODE/cpu:0" with
+ *  NODE another node's id is a device of a worker of the master (a
+ *  `genie serve --join` process, docs/multinode.md): the master allocates it
+ *  there and forwards writes and reads (the bytes pass through the master,
+ *  never through another client); genie_tensor_device reports "NODE/cpu:0".
+ *  A graph bound to such tensors is planned across the master and its
+ *  workers, and its parts run where their data is; outputs stay where they
+ *  were produced (on a worker or the master) and are read, bound and
+ *  destroyed like any other. A NODE that is not a worker gets UNSUPPORTED
+ *  naming the workers there are.
  *  Errors: INVALID_HANDLE (ctx), INVALID_ARGUMENT (out or shape NULL, ndim too
  *  large, negative dimension, bad dtype), PARSE (device string malformed),
  *  TOO_LARGE (byte size overflows), UNSUPPORTED (device not available here,

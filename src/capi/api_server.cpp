@@ -37,6 +37,10 @@ genie_status_t genie_server_create(const genie_config_t* config, const char* hos
     opts.max_message_bytes = static_cast<uint32_t>(cfg.max_message_bytes);
     opts.num_threads = cfg.num_threads;
     opts.node_id = cfg.node_id;
+    // A master address makes this server a worker of that master.
+    opts.join_host = cfg.master_addr;
+    opts.join_port = cfg.master_port;
+    opts.client_timeout_ms = cfg.timeout_ms;
     auto h = std::make_unique<genie_server>();
     h->impl = std::make_unique<Server>(std::move(opts));
     *out = h.release();

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -130,6 +131,8 @@ const char* what_of(MsgType t) {
     case MsgType::TensorRead: return "tensor read";
     case MsgType::GraphSubmit: return "graph submit";
     case MsgType::ServerInfoRequest: return "server info";
+    case MsgType::WorkerRegister: return "worker registration";
+    case MsgType::PlanExplain: return "plan explain";
     default: return wire::type_name(t);
   }
 }
@@ -720,6 +723,7 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
       default: {
         const MsgType want = call->type == MsgType::TensorAlloc         ? MsgType::TensorAllocReply
                              : call->type == MsgType::ServerInfoRequest ? MsgType::ServerInfo
+                             : call->type == MsgType::PlanExplain       ? MsgType::PlanExplainReply
                                                                         : MsgType::Ok;
         if (fh.type != want || fh.payload_len)
           return protocol(cat("reply is ", wire::type_name(fh.type), ", expected ", wire::type_name(want)));
@@ -1066,6 +1070,16 @@ std::string RemoteClient::server_info_json() {
   cJSON_AddNumberToObject(o.get(), "graph_submit_bytes", static_cast<double>(info.graph_submit_bytes()));
   cJSON_AddNumberToObject(o.get(), "graph_delta_unknown_base",
                           static_cast<double>(info.graph_delta_unknown_base()));
+  cJSON_AddNumberToObject(o.get(), "workers", info.workers());
+  cJSON_AddNumberToObject(o.get(), "multinode_graphs", static_cast<double>(info.multinode_graphs()));
+  cJSON_AddNumberToObject(o.get(), "server_transfer_bytes", static_cast<double>(info.server_transfer_bytes()));
+  cJSON* roles = cJSON_AddObjectToObject(o.get(), "server_transfer_bytes_by_role");
+  check(roles != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");
+  std::map<std::string, uint64_t> sorted(info.server_transfer_bytes_by_role().begin(),
+                                         info.server_transfer_bytes_by_role().end());
+  for (const auto& [role, bytes] : sorted) cJSON_AddNumberToObject(roles, role.c_str(), static_cast<double>(bytes));
+  cJSON_AddNumberToObject(o.get(), "plan_cache_hits", static_cast<double>(info.plan_cache_hits()));
+  cJSON_AddNumberToObject(o.get(), "plan_cache_misses", static_cast<double>(info.plan_cache_misses()));
   // This client's side of the same traffic.
   const GraphStats g = graph_stats();
   cJSON* c = cJSON_AddObjectToObject(o.get(), "client");
@@ -1081,6 +1095,39 @@ std::string RemoteClient::server_info_json() {
   std::string s(text);
   cJSON_free(text);
   return s;
+}
+
+void RemoteClient::register_worker(const std::string& host, int port,
+                                   const std::vector<sched::DeviceProfile>& devices) {
+  wire::WorkerRegister m;
+  m.set_node_id(impl_->node_id);
+  m.set_host(host);
+  m.set_port(static_cast<uint32_t>(port));
+  for (const auto& d : devices) {
+    wire::DeviceInfo* i = m.add_devices();
+    i->set_device(d.device);
+    i->set_peak_flops(d.peak_flops);
+    i->set_mem_bw_bytes_per_s(d.mem_bw_bytes_per_s);
+    i->set_mem_capacity_bytes(d.mem_capacity_bytes);
+    i->set_mem_budget_bytes(d.mem_budget_bytes);
+    i->set_op_overhead_s(d.op_overhead_s);
+  }
+  auto call = std::make_shared<Call>(MsgType::WorkerRegister, Link::Control);
+  impl_->transact(call, wire::encode_msg(m));
+}
+
+std::string RemoteClient::plan_explain(const std::string& graph_json,
+                                       const std::vector<std::pair<std::string, uint64_t>>& bindings) {
+  wire::PlanExplain m;
+  m.set_graph_json(graph_json);
+  for (const auto& [name, id] : bindings) {
+    wire::Binding* b = m.add_bindings();
+    b->set_name(name);
+    b->set_tensor_id(id);
+  }
+  auto call = std::make_shared<Call>(MsgType::PlanExplain, Link::Control);
+  impl_->transact(call, wire::encode_msg(m));
+  return wire::parse_msg<wire::PlanExplainReply>(call->reply, call->reply_type).json();
 }
 
 const std::string& RemoteClient::server_node_id() const { return impl_->server_node; }

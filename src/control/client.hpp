@@ -27,6 +27,7 @@
 #include "core/dtype.hpp"
 #include "core/shape.hpp"
 #include "genie.h"
+#include "sched/plan.hpp"
 
 namespace genie {
 
@@ -94,6 +95,18 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
 
   // ServerInfo as JSON text, with this client's GraphStats under "client".
   std::string server_info_json();
+
+  // Registers the server listening at host:port (this client's node id)
+  // as a worker of the server this client is connected to (its master):
+  // returns once the master has connected back (docs/multinode.md).
+  // Throws the master's error (e.g. CONNECTION: it could not reach
+  // host:port).
+  void register_worker(const std::string& host, int port, const std::vector<sched::DeviceProfile>& devices);
+
+  // The server's plan for this graph and these bindings, as JSON
+  // (sched::Plan::explain_json). Throws the server's error.
+  std::string plan_explain(const std::string& graph_json,
+                           const std::vector<std::pair<std::string, uint64_t>>& bindings);
 
   const std::string& server_node_id() const;
   const std::vector<std::string>& server_devices() const;

@@ -67,6 +67,9 @@ bool known_type(uint16_t type) {
     case MsgType::GraphSubmitDelta:
     case MsgType::ServerInfoRequest:
     case MsgType::ServerInfo:
+    case MsgType::WorkerRegister:
+    case MsgType::PlanExplain:
+    case MsgType::PlanExplainReply:
     case MsgType::Goodbye: return true;
   }
   return false;
@@ -92,6 +95,9 @@ const char* type_name(MsgType t) {
     case MsgType::GraphSubmitDelta: return "GraphSubmitDelta";
     case MsgType::ServerInfoRequest: return "ServerInfoRequest";
     case MsgType::ServerInfo: return "ServerInfo";
+    case MsgType::WorkerRegister: return "WorkerRegister";
+    case MsgType::PlanExplain: return "PlanExplain";
+    case MsgType::PlanExplainReply: return "PlanExplainReply";
     case MsgType::Goodbye: return "Goodbye";
   }
   return "unknown";

@@ -57,6 +57,9 @@ enum class MsgType : uint16_t {
   GraphSubmitDelta = 23,
   ServerInfoRequest = 30,
   ServerInfo = 31,
+  WorkerRegister = 32,
+  PlanExplain = 33,
+  PlanExplainReply = 34,
   Goodbye = 40,
 };
 
