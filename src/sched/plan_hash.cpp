@@ -1,6 +1,6 @@
 // The plan-cache key's graph part (plan.hpp, plan_hash). Like
-// Graph::structural_hash it is FNV-1a over a canonical byte stream with a
-// final avalanche, fixed little-endian, free of addresses and identities;
+// Graph::structural_hash it hashes a canonical stream with a final
+// avalanche, fixed little-endian, free of addresses and identities;
 // unlike it, it names values (a plan names them), uses bound input shapes,
 // and leaves out floating-point attribute values.
 #include <cstring>
@@ -11,15 +11,23 @@ namespace genie::sched {
 
 namespace {
 
+// Word-at-a-time: each 64-bit word is folded in with a multiply and a
+// shift, strings as their length then 8-byte little-endian chunks (the last
+// one zero-padded). One multiply per word instead of one per byte keeps the
+// key of a 60-node graph at a few microseconds.
 class Hasher {
  public:
   void u64(uint64_t v) {
-    for (int i = 0; i < 8; ++i) byte(static_cast<uint8_t>(v >> (8 * i)));
+    h_ = (h_ ^ v) * 0x9e3779b97f4a7c15ull;
+    h_ ^= h_ >> 29;
   }
   void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
   void str(const std::string& s) {
     u64(s.size());
-    for (char c : s) byte(static_cast<uint8_t>(c));
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(s.data());
+    size_t n = s.size();
+    for (; n >= 8; p += 8, n -= 8) u64(load(p, 8));
+    if (n) u64(load(p, n));
   }
   void ints(const std::vector<int64_t>& v) {
     u64(v.size());
@@ -33,7 +41,11 @@ class Hasher {
   }
 
  private:
-  void byte(uint8_t b) { h_ = (h_ ^ b) * 0x100000001b3ull; }
+  static uint64_t load(const unsigned char* p, size_t n) {  // little-endian, whatever the host
+    uint64_t w = 0;
+    for (size_t i = 0; i < n; ++i) w |= static_cast<uint64_t>(p[i]) << (8 * i);
+    return w;
+  }
   uint64_t h_ = 0xcbf29ce484222325ull;
 };
 
