@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "capi/handles.hpp"
+#include "control/client.hpp"
 #include "sched/plan.hpp"
 
 using namespace genie;
@@ -44,7 +45,10 @@ genie_status_t genie_plan_explain(genie_context_t* ctx, const genie_graph_t* gra
       // cluster's topology (every device of every worker, links from
       // discovery, residency of the session's tensors). Until the master
       // answers plan requests this is refused here, before anything is sent.
-      fail(GENIE_ERR_UNSUPPORTED, "genie_plan_explain is not available in remote mode yet (the server does not plan)");
+      Graph rg = gh->g;
+      rg.validate();
+      *out_json = malloc_copy(c.client()->plan_explain(graph_to_json(rg), {}));
+      return;
     }
     Graph g = gh->g;  // a copy: validating must not touch the caller's graph
     g.validate();

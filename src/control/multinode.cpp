@@ -173,6 +173,7 @@ Cluster::Planned Cluster::plan(const Graph& g, const std::vector<Held>& inputs,
       res.value_device[name] = 0;
       continue;
     }
+    if (!inputs[k].remote) continue;  // not resident anywhere yet (plan only)
     const std::string& node = inputs[k].remote->node;
     const auto it = std::find(p.device_node.begin(), p.device_node.end(), node);
     check(it != p.device_node.end(), GENIE_ERR_CONNECTION, "input '", name, "' lives on worker ", node,

@@ -36,7 +36,8 @@
 namespace genie {
 
 // A tensor bound to (or produced by) a multi-node graph: on this server or on
-// a worker. Exactly one is set.
+// a worker. Exactly one is set (explain() also takes neither: an input not
+// resident anywhere yet).
 struct Held {
   TensorPtr local;
   WorkerTensorPtr remote;

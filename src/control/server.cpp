@@ -1034,7 +1034,16 @@ void Server::Impl::plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, co
     }
   }
   auto r = std::make_shared<Resolved>();
-  r->entry = graphs.get(m.graph_json(), names, descs);
+  if (m.bindings_size() == 0) {
+    // Nothing bound: every input planned as not yet resident anywhere (its
+    // declared shape must be static).
+    std::unique_ptr<Graph> g = graph_from_json(m.graph_json().data(), m.graph_json().size());
+    g->validate();
+    r->inputs.resize(g->inputs().size());
+    r->entry.graph = std::move(g);
+  } else {
+    r->entry = graphs.get(m.graph_json(), names, descs);
+  }
   for (size_t k = 0; k < r->entry.order.size(); ++k) {
     const size_t i = r->entry.order[k];
     r->inputs.push_back(held[i]);

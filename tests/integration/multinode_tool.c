@@ -172,6 +172,12 @@ static int cmd_split(const char *worker, int worker_port) {
   EXPECT(scale > 0 && diff <= 1e-5 * scale, "split result differs from in-process: max |diff| %g (scale %g)", diff,
          scale);
 
+  /* Remote mode plans on the master, over its workers' devices too. */
+  char *plan = NULL;
+  CALL(genie_plan_explain(ctx, g, &plan));
+  EXPECT(strstr(plan, dev) != NULL, "the master's plan does not list %s: %.400s", dev, plan);
+  genie_free(plan);
+
   char *info = server_info(ctx);
   const double moved = info_number(info, NULL, "server_transfer_bytes");
   const double graphs = info_number(info, NULL, "multinode_graphs");
