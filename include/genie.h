@@ -327,6 +327,16 @@ GENIE_API genie_status_t genie_config_set_num_threads(genie_config_t *config,
 GENIE_API genie_status_t genie_config_set_use_env(genie_config_t *config,
                                                   int use_env);
 
+/** Remote mode: whether a graph submitted again, or one shaped like a graph
+ *  submitted shortly before (same ops and edges; other input shapes, scalar
+ *  attributes or constant bytes), is sent as its changes only against the
+ *  earlier graph, which the server rebuilds (default 1; docs/protocol.md,
+ *  Graph deltas). Results never differ; genie_context_server_info counts
+ *  the bytes sent with and without. Environment: GENIE_GRAPH_DELTAS (0|1).
+ *  Errors: INVALID_HANDLE. */
+GENIE_API genie_status_t genie_config_set_graph_deltas(genie_config_t *config,
+                                                       int enabled);
+
 /** Shared secret for authentication (copied; NULL or "" disables it). A
  *  server with a token admits only clients that prove they hold it
  *  (HMAC-SHA256 challenge-response; the token never crosses the network);
@@ -418,8 +428,8 @@ GENIE_API const char *genie_context_node_id(const genie_context_t *ctx);
  *  Graph deltas: in remote mode a graph whose JSON has the same shape as one
  *  submitted shortly before (same ops and edges; other input shapes, scalar
  *  attributes or constant bytes) is sent as the changes only, and rebuilt
- *  by the server (docs/protocol.md). GENIE_GRAPH_DELTAS=0 in the environment
- *  turns this off (always the full graph); results never differ.
+ *  by the server (docs/protocol.md; genie_config_set_graph_deltas turns it
+ *  off).
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, UNSUPPORTED (embedded mode),
  *  CONNECTION, TIMEOUT, SHUTDOWN. */
 GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,

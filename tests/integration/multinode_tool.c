@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpt2_decode.h"
+
 #define CALL(expr)                                                                           \
   do {                                                                                       \
     genie_status_t st_ = (expr);                                                             \
@@ -214,202 +216,6 @@ static int cmd_split(const char *worker, int worker_port) {
 
 /* --- decode ------------------------------------------------------------------ */
 
-enum { D = 32, H = 2, DH = 16, V = 50, F = 4 * D, LAYERS = 2, T0 = 3 };
-
-struct Weights {
-  float *wte;                 /* [V, D] */
-  float *ln_w[LAYERS + 1], *ln_b[LAYERS + 1];
-  float *ln2_w[LAYERS], *ln2_b[LAYERS];
-  float *qkv[LAYERS], *o[LAYERS], *fc[LAYERS], *proj[LAYERS];
-  float *k0[LAYERS], *v0[LAYERS]; /* [1, H, T0, DH] */
-};
-
-static void node(genie_graph_t *g, const char *op, const char *name, const char **in, size_t n_in, const char *out,
-                 int layer) {
-  const char *outs[1] = {out};
-  CALL(genie_graph_add_node(g, op, name, in, n_in, outs, 1));
-  if (layer >= 0) CALL(genie_graph_set_layer(g, name, layer));
-  CALL(genie_graph_set_phase(g, name, GENIE_PHASE_DECODE));
-}
-
-/* The decode-step graph: token embedding e [1,1,D] (a graph input: the
- * client looks it up), per layer past k/v caches [1,H,-1,DH]; outputs:
- * logits [1,1,V], then each layer's new k and v caches. */
-static genie_graph_t *decode_graph(void) {
-  genie_graph_t *g = NULL;
-  CALL(genie_graph_create("gpt2-decode", &g));
-  const int64_t es[3] = {1, 1, D}, wte_s[2] = {V, D}, dvec[1] = {D}, cache_s[4] = {1, H, -1, DH};
-  const int64_t qkv_s[2] = {3 * D, D}, o_s[2] = {D, D}, fc_s[2] = {F, D}, proj_s[2] = {D, F};
-  CALL(genie_graph_add_input(g, "e", GENIE_DTYPE_F32, es, 3));
-  CALL(genie_graph_add_input(g, "wte", GENIE_DTYPE_F32, wte_s, 2));
-  CALL(genie_graph_set_role(g, "wte", GENIE_ROLE_WEIGHT));
-  char x[64] = "e";
-  for (int l = 0; l < LAYERS; ++l) {
-    char n[LAYERS][16][48];
-    const char *nm[] = {"ln1_w", "ln1_b", "qkv_w", "o_w", "ln2_w", "ln2_b", "fc_w", "proj_w", "k_cache", "v_cache"};
-    for (int i = 0; i < 10; ++i) snprintf(n[l][i], sizeof n[l][i], "l%d.%s", l, nm[i]);
-    CALL(genie_graph_add_input(g, n[l][0], GENIE_DTYPE_F32, dvec, 1));
-    CALL(genie_graph_add_input(g, n[l][1], GENIE_DTYPE_F32, dvec, 1));
-    CALL(genie_graph_add_input(g, n[l][2], GENIE_DTYPE_F32, qkv_s, 2));
-    CALL(genie_graph_add_input(g, n[l][3], GENIE_DTYPE_F32, o_s, 2));
-    CALL(genie_graph_add_input(g, n[l][4], GENIE_DTYPE_F32, dvec, 1));
-    CALL(genie_graph_add_input(g, n[l][5], GENIE_DTYPE_F32, dvec, 1));
-    CALL(genie_graph_add_input(g, n[l][6], GENIE_DTYPE_F32, fc_s, 2));
-    CALL(genie_graph_add_input(g, n[l][7], GENIE_DTYPE_F32, proj_s, 2));
-    CALL(genie_graph_add_input(g, n[l][8], GENIE_DTYPE_F32, cache_s, 4));
-    CALL(genie_graph_add_input(g, n[l][9], GENIE_DTYPE_F32, cache_s, 4));
-    for (int i = 0; i < 8; ++i) CALL(genie_graph_set_role(g, n[l][i], GENIE_ROLE_WEIGHT));
-    /* Layer 0's caches carry the annotation; layer 1's are found from the
-     * graph (persistent inputs appended to and read by attention). */
-    if (l == 0) {
-      CALL(genie_graph_set_role(g, n[l][8], GENIE_ROLE_KV_CACHE));
-      CALL(genie_graph_set_role(g, n[l][9], GENIE_ROLE_KV_CACHE));
-    }
-    char v[32][48];
-#define V_(i, fmt) snprintf(v[i], sizeof v[i], "l%d." fmt, l)
-    V_(0, "ln1"); V_(1, "qkv"); V_(2, "q"); V_(3, "k"); V_(4, "v"); V_(5, "q4"); V_(6, "k4"); V_(7, "v4");
-    V_(8, "qh"); V_(9, "kh"); V_(10, "vh"); V_(11, "k_new"); V_(12, "v_new"); V_(13, "att"); V_(14, "att_t");
-    V_(15, "att_flat"); V_(16, "att_o"); V_(17, "res1"); V_(18, "ln2"); V_(19, "fc"); V_(20, "gelu");
-    V_(21, "mlp"); V_(22, "res2");
-    char nn[32][64];
-    for (int i = 0; i < 23; ++i) snprintf(nn[i], sizeof nn[i], "%s.op", v[i]);
-    const char *in_ln1[3] = {x, n[l][0], n[l][1]};
-    node(g, "layer_norm", nn[0], in_ln1, 3, v[0], l);
-    const char *in_qkv[2] = {v[0], n[l][2]};
-    node(g, "linear", nn[1], in_qkv, 2, v[1], l);
-    const char *in_split[1] = {v[1]};
-    const char *split_out[3] = {v[2], v[3], v[4]};
-    CALL(genie_graph_add_node(g, "split", nn[2], in_split, 1, split_out, 3));
-    const int64_t sizes[3] = {D, D, D}, shape4[4] = {1, 1, H, DH}, perm[4] = {0, 2, 1, 3}, flat[3] = {1, 1, D};
-    CALL(genie_graph_set_attr_int(g, nn[2], "axis", -1));
-    CALL(genie_graph_set_attr_ints(g, nn[2], "sizes", sizes, 3));
-    CALL(genie_graph_set_layer(g, nn[2], l));
-    for (int i = 0; i < 3; ++i) {
-      const char *in_r[1] = {v[2 + i]};
-      node(g, "reshape", nn[5 + i], in_r, 1, v[5 + i], l);
-      CALL(genie_graph_set_attr_ints(g, nn[5 + i], "shape", shape4, 4));
-      const char *in_p[1] = {v[5 + i]};
-      node(g, "permute", nn[8 + i], in_p, 1, v[8 + i], l);
-      CALL(genie_graph_set_attr_ints(g, nn[8 + i], "perm", perm, 4));
-    }
-    const char *in_kc[2] = {n[l][8], v[9]}, *in_vc[2] = {n[l][9], v[10]};
-    node(g, "concat", nn[11], in_kc, 2, v[11], l);
-    CALL(genie_graph_set_attr_int(g, nn[11], "axis", 2));
-    node(g, "concat", nn[12], in_vc, 2, v[12], l);
-    CALL(genie_graph_set_attr_int(g, nn[12], "axis", 2));
-    const char *in_att[3] = {v[8], v[11], v[12]};
-    node(g, "attention", nn[13], in_att, 3, v[13], l);
-    const char *in_t[1] = {v[13]};
-    node(g, "permute", nn[14], in_t, 1, v[14], l);
-    CALL(genie_graph_set_attr_ints(g, nn[14], "perm", perm, 4));
-    const char *in_f[1] = {v[14]};
-    node(g, "reshape", nn[15], in_f, 1, v[15], l);
-    CALL(genie_graph_set_attr_ints(g, nn[15], "shape", flat, 3));
-    const char *in_o[2] = {v[15], n[l][3]};
-    node(g, "linear", nn[16], in_o, 2, v[16], l);
-    const char *in_r1[2] = {x, v[16]};
-    node(g, "add", nn[17], in_r1, 2, v[17], l);
-    const char *in_ln2[3] = {v[17], n[l][4], n[l][5]};
-    node(g, "layer_norm", nn[18], in_ln2, 3, v[18], l);
-    const char *in_fc[2] = {v[18], n[l][6]};
-    node(g, "linear", nn[19], in_fc, 2, v[19], l);
-    const char *in_g[1] = {v[19]};
-    node(g, "gelu", nn[20], in_g, 1, v[20], l);
-    const char *in_pr[2] = {v[20], n[l][7]};
-    node(g, "linear", nn[21], in_pr, 2, v[21], l);
-    const char *in_r2[2] = {v[17], v[21]};
-    node(g, "add", nn[22], in_r2, 2, v[22], l);
-    snprintf(x, sizeof x, "%s", v[22]);
-#undef V_
-  }
-  CALL(genie_graph_add_input(g, "lnf_w", GENIE_DTYPE_F32, dvec, 1));
-  CALL(genie_graph_add_input(g, "lnf_b", GENIE_DTYPE_F32, dvec, 1));
-  CALL(genie_graph_set_role(g, "lnf_w", GENIE_ROLE_WEIGHT));
-  CALL(genie_graph_set_role(g, "lnf_b", GENIE_ROLE_WEIGHT));
-  const char *in_lnf[3] = {x, "lnf_w", "lnf_b"};
-  node(g, "layer_norm", "lnf", in_lnf, 3, "xf", -1);
-  const char *in_head[2] = {"xf", "wte"};
-  node(g, "linear", "lm_head", in_head, 2, "logits", -1);
-  CALL(genie_graph_mark_output(g, "logits"));
-  for (int l = 0; l < LAYERS; ++l) {
-    char k[32], v[32];
-    snprintf(k, sizeof k, "l%d.k_new", l);
-    snprintf(v, sizeof v, "l%d.v_new", l);
-    CALL(genie_graph_mark_output(g, k));
-    CALL(genie_graph_mark_output(g, v));
-  }
-  return g;
-}
-
-/* Runs STEPS decode steps on ctx; layer l's weights and initial caches on
- * devices[l] (NULL: the default device), everything else on the default.
- * logits[step * V ..] receive each step's logits. `after_step` (may be
- * NULL) runs after each step. */
-static void decode_loop(genie_context_t *ctx, const struct Weights *w, const char *const devices[LAYERS], int steps,
-                        float *logits, void (*after_step)(genie_context_t *, int)) {
-  const int64_t wte_s[2] = {V, D}, dvec[1] = {D}, qkv_s[2] = {3 * D, D}, o_s[2] = {D, D}, fc_s[2] = {F, D},
-                proj_s[2] = {D, F}, cache_s[4] = {1, H, T0, DH}, es[3] = {1, 1, D};
-  enum { NIN = 2 + LAYERS * 10 + 2 };
-  const char *names[NIN];
-  genie_tensor_t *in[NIN];
-  char name_buf[NIN][48];
-  size_t k = 0;
-  names[k] = "e";
-  in[k++] = NULL; /* per step */
-  names[k] = "wte";
-  in[k++] = tensor(ctx, NULL, wte_s, 2, w->wte);
-  for (int l = 0; l < LAYERS; ++l) {
-    const char *nm[] = {"ln1_w", "ln1_b", "qkv_w", "o_w", "ln2_w", "ln2_b", "fc_w", "proj_w", "k_cache", "v_cache"};
-    const float *data[] = {w->ln_w[l], w->ln_b[l], w->qkv[l], w->o[l], w->ln2_w[l], w->ln2_b[l], w->fc[l],
-                           w->proj[l], w->k0[l],  w->v0[l]};
-    const int64_t *shapes[] = {dvec, dvec, qkv_s, o_s, dvec, dvec, fc_s, proj_s, cache_s, cache_s};
-    const size_t nd[] = {1, 1, 2, 2, 1, 1, 2, 2, 4, 4};
-    for (int i = 0; i < 10; ++i) {
-      snprintf(name_buf[k], sizeof name_buf[k], "l%d.%s", l, nm[i]);
-      names[k] = name_buf[k];
-      in[k++] = tensor(ctx, devices[l], shapes[i], nd[i], data[i]);
-    }
-  }
-  names[k] = "lnf_w";
-  in[k++] = tensor(ctx, NULL, dvec, 1, w->ln_w[LAYERS]);
-  names[k] = "lnf_b";
-  in[k++] = tensor(ctx, NULL, dvec, 1, w->ln_b[LAYERS]);
-  genie_graph_t *g = decode_graph();
-  int token = 7;
-  for (int s = 0; s < steps; ++s) {
-    /* The token's embedding, looked up by the client: a fresh host tensor. */
-    genie_tensor_t *e = NULL;
-    CALL(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, es, 3, "cpu", &e));
-    CALL(genie_tensor_write(e, 0, w->wte + (size_t)token * D, D * sizeof(float)));
-    in[0] = e;
-    genie_future_t *f = NULL;
-    CALL(genie_graph_submit(ctx, g, names, in, NIN, &f));
-    CALL(genie_future_wait(f, -1));
-    genie_tensor_t *lg = NULL;
-    CALL(genie_future_output(f, 0, &lg));
-    CALL(genie_tensor_read(lg, 0, logits + (size_t)s * V, V * sizeof(float)));
-    genie_tensor_destroy(lg);
-    /* The new caches replace the old ones, where they were produced. */
-    for (int l = 0; l < LAYERS; ++l) {
-      for (int kv = 0; kv < 2; ++kv) {
-        const size_t slot = 2 + (size_t)l * 10 + 8 + (size_t)kv;
-        genie_tensor_destroy(in[slot]);
-        CALL(genie_future_output(f, 1 + (size_t)l * 2 + (size_t)kv, &in[slot]));
-      }
-    }
-    genie_future_destroy(f);
-    genie_tensor_destroy(e);
-    /* Next token: the argmax (the same in both runs, as the logits match). */
-    int best = 0;
-    for (int i = 1; i < V; ++i)
-      if (logits[(size_t)s * V + i] > logits[(size_t)s * V + best]) best = i;
-    token = best;
-    if (after_step) after_step(ctx, s);
-  }
-  for (size_t i = 1; i < NIN; ++i) genie_tensor_destroy(in[i]);
-  genie_graph_destroy(g);
-}
-
 /* The master's counters are cumulative (other scenarios ran before): this
  * run's figures are differences from a baseline taken before step 0. */
 struct Moved {
@@ -431,25 +237,26 @@ static void record_transfers(genie_context_t *ctx, int step) {
   if (step == 0) after_first = last;
 }
 
+/* Runs STEPS steps of the model on ctx, layer l's weights and caches on
+ * devices[l]; logits[step * vocab ..] receive each step's logits. */
+static void decode_loop(genie_context_t *ctx, const gd_model_t *m, const char *const *devices, int steps,
+                        float *logits, void (*after_step)(genie_context_t *, int)) {
+  gd_session_t s;
+  /* Layer 0's caches carry the annotation; layer 1's are found from the
+   * graph (persistent inputs appended to and read by attention). */
+  gd_session_open(&s, ctx, m, devices, 1u);
+  for (int i = 0; i < steps; ++i) {
+    gd_step(&s, logits + (size_t)i * (size_t)m->dims.vocab);
+    if (after_step) after_step(ctx, i);
+  }
+  gd_session_close(&s);
+}
+
 static int cmd_decode(const char *worker, int steps) {
-  struct Weights w;
-  w.wte = random_floats((size_t)V * D, 1);
-  for (int l = 0; l <= LAYERS; ++l) {
-    w.ln_w[l] = random_floats(D, 0.2f);
-    w.ln_b[l] = random_floats(D, 0.2f);
-    for (int i = 0; i < D; ++i) w.ln_w[l][i] += 1.0f;
-  }
-  for (int l = 0; l < LAYERS; ++l) {
-    w.ln2_w[l] = random_floats(D, 0.2f);
-    w.ln2_b[l] = random_floats(D, 0.2f);
-    for (int i = 0; i < D; ++i) w.ln2_w[l][i] += 1.0f;
-    w.qkv[l] = random_floats((size_t)3 * D * D, 0.3f);
-    w.o[l] = random_floats((size_t)D * D, 0.3f);
-    w.fc[l] = random_floats((size_t)F * D, 0.3f);
-    w.proj[l] = random_floats((size_t)D * F, 0.3f);
-    w.k0[l] = random_floats((size_t)H * T0 * DH, 1);
-    w.v0[l] = random_floats((size_t)H * T0 * DH, 1);
-  }
+  const gd_dims_t dims = {32, 2, 2, 50, 3};
+  gd_model_t m;
+  gd_model_init(&m, dims, 42);
+  const size_t V = (size_t)dims.vocab;
   float *got = malloc((size_t)steps * V * sizeof(float));
   float *want = malloc((size_t)steps * V * sizeof(float));
   char dev[300];
@@ -457,13 +264,12 @@ static int cmd_decode(const char *worker, int steps) {
 
   genie_context_t *ctx = connect_master();
   base = moved_now(ctx);
-  const char *remote_devices[LAYERS] = {NULL, dev};
-  decode_loop(ctx, &w, remote_devices, steps, got, record_transfers);
+  const char *remote_devices[2] = {NULL, dev};
+  decode_loop(ctx, &m, remote_devices, steps, got, record_transfers);
   char *info = server_info(ctx);
 
   genie_context_t *emb = embedded();
-  const char *local_devices[LAYERS] = {NULL, NULL};
-  decode_loop(emb, &w, local_devices, steps, want, NULL);
+  decode_loop(emb, &m, NULL, steps, want, NULL);
   for (int s = 0; s < steps; ++s) {
     double scale;
     const double diff = max_abs_diff(got + (size_t)s * V, want + (size_t)s * V, V, &scale);
@@ -490,21 +296,7 @@ static int cmd_decode(const char *worker, int steps) {
   genie_shutdown(emb);
   free(got);
   free(want);
-  free(w.wte);
-  for (int l = 0; l <= LAYERS; ++l) {
-    free(w.ln_w[l]);
-    free(w.ln_b[l]);
-  }
-  for (int l = 0; l < LAYERS; ++l) {
-    free(w.ln2_w[l]);
-    free(w.ln2_b[l]);
-    free(w.qkv[l]);
-    free(w.o[l]);
-    free(w.fc[l]);
-    free(w.proj[l]);
-    free(w.k0[l]);
-    free(w.v0[l]);
-  }
+  gd_model_free(&m);
   return 0;
 }
 
