@@ -43,7 +43,7 @@ double elementwise_flops(OpCode c) {
 }  // namespace
 
 uint64_t value_bytes(DType t, const Shape& s) {
-  double n = numel_d(s);
+  const double n = std::max(0.0, numel_d(s));  // an unbound dynamic dim counts as empty
   return static_cast<uint64_t>(n) * dtype_size(t);
 }
 

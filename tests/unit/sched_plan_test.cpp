@@ -319,6 +319,15 @@ TEST(SchedPlan, BadArguments) {
   r.value_device.clear();
   r.value_device["x"] = 7;
   EXPECT_TRUE(fails_with([&] { plan_graph(*g, two_nodes(), r); }, GENIE_ERR_INVALID_ARGUMENT, "device 7"));
+  Graph dyn("dyn");
+  const ValueId x = dyn.add_input("x", DType::F32, {-1, 4});
+  dyn.add_node("relu", "r", {"x"}, {"y"});
+  dyn.mark_output("y");
+  std::unordered_map<ValueId, Shape> bound{{x, {3, 4}}};
+  dyn.validate(&bound);
+  EXPECT_TRUE(fails_with([&] { plan_graph(dyn, two_nodes(), {}); }, GENIE_ERR_INVALID_ARGUMENT, "dynamic shape"));
+  const Plan bp = plan_graph(dyn, two_nodes(), {}, &bound);
+  EXPECT_EQ(bp.node_cost[0].bytes(), 2u * 12 * 4);
   Graph raw("raw");
   EXPECT_TRUE(fails_with([&] { plan_graph(raw, two_nodes(), {}); }, GENIE_ERR_INVALID_ARGUMENT, "validated"));
 }
