@@ -882,14 +882,16 @@ GENIE_API genie_status_t genie_future_exec_ns(const genie_future_t *future,
  *  anywhere, so inputs must have static shapes.
  *  Embedded mode plans over this process's devices: the CPU, profiled on
  *  first use by a short calibration (about 50 ms) whose result is cached in
- *  $XDG_CACHE_HOME/genie (else ~/.cache/genie).
+ *  $XDG_CACHE_HOME/genie (else ~/.cache/genie). Remote mode sends the graph
+ *  to the master, which plans over its own devices and its workers' (as it
+ *  would for a submission) and answers with the same JSON.
  *  `*out_json` is NUL-terminated and released with genie_free().
  *  Errors: INVALID_HANDLE (ctx or graph), INVALID_ARGUMENT (out_json NULL),
  *  any validation error (INVALID_GRAPH also for an input with a dynamic
  *  dimension), OUT_OF_MEMORY (the graph does not fit in the devices' memory
  *  budgets; the detail names the node, the device, the bytes in use and the
- *  largest tensors alive), SHUTDOWN, and UNSUPPORTED in remote mode (the
- *  server does not plan yet).
+ *  largest tensors alive), SHUTDOWN, and in remote mode CONNECTION and
+ *  TIMEOUT (the master did not answer) or any error the master reports.
  *  Threads: any thread; concurrent calls on one context are fine (the graph
  *  must not be changed meanwhile). */
 GENIE_API genie_status_t genie_plan_explain(genie_context_t *ctx,

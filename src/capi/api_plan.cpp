@@ -40,11 +40,9 @@ genie_status_t genie_plan_explain(genie_context_t* ctx, const genie_graph_t* gra
     check_out(out_json, "out_json");
     c.check_live();
     if (!c.embedded()) {
-      // Seam for remote mode: send the graph to the master (as a submission
-      // would) and return the explain JSON of the plan it makes over the
-      // cluster's topology (every device of every worker, links from
-      // discovery, residency of the session's tensors). Until the master
-      // answers plan requests this is refused here, before anything is sent.
+      // Remote mode: the master plans (it knows the cluster's topology: its
+      // own devices and every worker's, with their links) and answers with
+      // the same explain JSON.
       Graph rg = gh->g;
       rg.validate();
       *out_json = malloc_copy(c.client()->plan_explain(graph_to_json(rg), {}));
