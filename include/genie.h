@@ -419,7 +419,9 @@ GENIE_API const char *genie_context_node_id(const genie_context_t *ctx);
  *  "server_transfer_bytes_by_role" (bytes moved between the server and its
  *  workers for graphs, by the role of the value moved: "kv_cache",
  *  "weight", "input", "activation", "constant"), "plan_cache_hits",
- *  "plan_cache_misses";
+ *  "plan_cache_misses", "last_plan_predicted_ns" and
+ *  "last_plan_measured_ns" (the last multi-node graph: its plan's predicted
+ *  completion time, and the measured time of its parts and transfers);
  *  and "client": this context's own counts of the same traffic:
  *  {"graph_deltas", "graph_submits_full", "graph_submits_delta",
  *  "graph_delta_fallbacks", "graph_bytes_sent", "graph_bytes_full"}, where

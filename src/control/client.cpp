@@ -1080,6 +1080,8 @@ std::string RemoteClient::server_info_json() {
   for (const auto& [role, bytes] : sorted) cJSON_AddNumberToObject(roles, role.c_str(), static_cast<double>(bytes));
   cJSON_AddNumberToObject(o.get(), "plan_cache_hits", static_cast<double>(info.plan_cache_hits()));
   cJSON_AddNumberToObject(o.get(), "plan_cache_misses", static_cast<double>(info.plan_cache_misses()));
+  cJSON_AddNumberToObject(o.get(), "last_plan_predicted_ns", static_cast<double>(info.last_plan_predicted_ns()));
+  cJSON_AddNumberToObject(o.get(), "last_plan_measured_ns", static_cast<double>(info.last_plan_measured_ns()));
   // This client's side of the same traffic.
   const GraphStats g = graph_stats();
   cJSON* c = cJSON_AddObjectToObject(o.get(), "client");

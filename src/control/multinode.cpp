@@ -145,6 +145,8 @@ Cluster::Stats Cluster::stats() const {
   s.transfer_bytes_by_role = by_role_;
   s.plan_hits = plans_.hits();
   s.plan_misses = plans_.misses();
+  s.last_predicted_ns = last_predicted_ns_;
+  s.last_measured_ns = last_measured_ns_;
   return s;
 }
 
@@ -202,6 +204,7 @@ MultiResult Cluster::run(const std::shared_ptr<const Graph>& gp, const std::vect
       std::lock_guard<std::mutex> lk(mu_);
       ++multinode_graphs_;
     }
+    const auto started = Clock::now();
 
     // Where each value is: its home (where it was produced or bound: "" =
     // here) and the copies made for other nodes.
@@ -297,6 +300,11 @@ MultiResult Cluster::run(const std::shared_ptr<const Graph>& gp, const std::vect
         h.at[node] = std::make_shared<WorkerTensor>(client, node, r.outputs[i].tensor_id, r.outputs[i].dtype,
                                                     r.outputs[i].shape);
       }
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      last_predicted_ns_ = static_cast<uint64_t>(plan.predicted_total_s * 1e9);
+      last_measured_ns_ = static_cast<uint64_t>(seconds_since(started) * 1e9);
     }
     for (ValueId o : g.outputs()) {
       const Holding& h = held.at(o);

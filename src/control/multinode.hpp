@@ -72,6 +72,9 @@ class Cluster {
     uint64_t transfer_bytes = 0;
     std::map<std::string, uint64_t> transfer_bytes_by_role;
     uint64_t plan_hits = 0, plan_misses = 0;
+    // The last graph run: predicted completion of its plan, and measured
+    // time of its stages (transfers included, planning excluded).
+    uint64_t last_predicted_ns = 0, last_measured_ns = 0;
   };
 
   // `cfg` is what the master's clients of its workers use (auth token,
@@ -126,6 +129,7 @@ class Cluster {
   sched::DeviceProfile local_;
   uint64_t multinode_graphs_ = 0;
   uint64_t transfer_bytes_ = 0;
+  uint64_t last_predicted_ns_ = 0, last_measured_ns_ = 0;
   std::map<std::string, uint64_t> by_role_;
 };
 

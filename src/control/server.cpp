@@ -921,6 +921,8 @@ wire::ServerInfo Server::Impl::server_info() const {
   for (const auto& [role, bytes] : c.transfer_bytes_by_role) (*i.mutable_server_transfer_bytes_by_role())[role] = bytes;
   i.set_plan_cache_hits(c.plan_hits);
   i.set_plan_cache_misses(c.plan_misses);
+  i.set_last_plan_predicted_ns(c.last_predicted_ns);
+  i.set_last_plan_measured_ns(c.last_measured_ns);
   return i;
 }
 
