@@ -88,8 +88,14 @@ int main(int argc, char **argv) {
   tf = bu_malloc(sizeof(double) * (size_t)steps);
   ratio = bu_malloc(sizeof(double) * (size_t)steps);
   for (i = 0; i < steps; ++i) {
-    td[i] = step_ms(&sd, logits);
-    tf[i] = step_ms(&sf, logits);
+    /* Alternate which side goes first, so neither always follows the other. */
+    if (i % 2 == 0) {
+      td[i] = step_ms(&sd, logits);
+      tf[i] = step_ms(&sf, logits);
+    } else {
+      tf[i] = step_ms(&sf, logits);
+      td[i] = step_ms(&sd, logits);
+    }
     ratio[i] = td[i] / tf[i];
   }
   bd = (client_counter(cd, "graph_bytes_sent") - bd0) / steps;

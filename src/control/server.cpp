@@ -1328,6 +1328,9 @@ const std::string& Server::node_id() const { return impl_->node_id; }
 void Server::stop() {
   if (impl_->stop_requested.exchange(true)) return;
   Impl* impl = impl_.get();
+  // A worker leaves its master first (Goodbye), so the master drops it
+  // before this server closes the master's session here.
+  if (impl->master_link) impl->master_link->close();
   impl->loop.post([impl] { impl->begin_stop(); });
 }
 
