@@ -451,8 +451,9 @@ GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,
  *  it with genie_server_port). It serves at once, on its own thread. From
  *  `config` (may be NULL): auth token, session grace period, maximum message
  *  size, worker threads, node id, log level; environment overrides apply.
- *  With a master address in `config` (genie_config_set_master_addr /
- *  _port, GENIE_MASTER_ADDR), the server joins that master as a worker:
+ *  With a master address set on `config` (genie_config_set_master_addr /
+ *  _port; not from GENIE_MASTER_ADDR / GENIE_MASTER_PORT, which point
+ *  clients at a server), the server joins that master as a worker:
  *  after binding it registers its node id, address (`host`, or this
  *  machine's host name when `host` is a wildcard) and device profile, and
  *  returns once the master has connected back. It stays a worker while
