@@ -327,6 +327,16 @@ GENIE_API genie_status_t genie_config_set_num_threads(genie_config_t *config,
 GENIE_API genie_status_t genie_config_set_use_env(genie_config_t *config,
                                                   int use_env);
 
+/** Remote mode: whether a graph submitted again, or one shaped like a graph
+ *  submitted shortly before (same ops and edges; other input shapes, scalar
+ *  attributes or constant bytes), is sent as its changes only against the
+ *  earlier graph, which the server rebuilds (default 1; docs/protocol.md,
+ *  Graph deltas). Results never differ; genie_context_server_info counts
+ *  the bytes sent with and without. Environment: GENIE_GRAPH_DELTAS (0|1).
+ *  Errors: INVALID_HANDLE. */
+GENIE_API genie_status_t genie_config_set_graph_deltas(genie_config_t *config,
+                                                       int enabled);
+
 /** Shared secret for authentication (copied; NULL or "" disables it). A
  *  server with a token admits only clients that prove they hold it
  *  (HMAC-SHA256 challenge-response; the token never crosses the network);
@@ -444,7 +454,25 @@ GENIE_API const char *genie_context_node_id(const genie_context_t *ctx);
 
 /** Statistics of the server this context is connected to, as JSON text
  *  ({"node_id", "sessions", "tensors", "tensor_bytes", "uptime_ms",
- *  "graphs_executed", "connections_refused"}), released with genie_free.
+ *  "graphs_executed", "connections_refused", "graph_submits_full",
+ *  "graph_submits_delta", "graph_submit_bytes", "graph_delta_unknown_base",
+ *  multi-node: "workers", "multinode_graphs", "server_transfer_bytes" and
+ *  "server_transfer_bytes_by_role" (bytes moved between the server and its
+ *  workers for graphs, by the role of the value moved: "kv_cache",
+ *  "weight", "input", "activation", "constant"), "plan_cache_hits",
+ *  "plan_cache_misses", "last_plan_predicted_ns" and
+ *  "last_plan_measured_ns" (the last multi-node graph: its plan's predicted
+ *  completion time, and the measured time of its parts and transfers);
+ *  and "client": this context's own counts of the same traffic:
+ *  {"graph_deltas", "graph_submits_full", "graph_submits_delta",
+ *  "graph_delta_fallbacks", "graph_bytes_sent", "graph_bytes_full"}, where
+ *  graph_bytes_full is what the same submissions would have taken as full
+ *  graphs}), released with genie_free.
+ *  Graph deltas: in remote mode a graph whose JSON has the same shape as one
+ *  submitted shortly before (same ops and edges; other input shapes, scalar
+ *  attributes or constant bytes) is sent as the changes only, and rebuilt
+ *  by the server (docs/protocol.md; genie_config_set_graph_deltas turns it
+ *  off).
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, UNSUPPORTED (embedded mode),
  *  CONNECTION, TIMEOUT, SHUTDOWN. */
 GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,
@@ -466,8 +494,18 @@ GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,
  *  size, worker threads, node id, log level, and as the cluster's master
  *  (see "Cluster" below) the heartbeat interval and timeout, GPU poll and
  *  health intervals; environment overrides apply.
+ *  With a master address set on `config` (genie_config_set_master_addr /
+ *  _port; not from GENIE_MASTER_ADDR / GENIE_MASTER_PORT, which point
+ *  clients at a server), the server joins that master as a worker:
+ *  after binding it registers its node id, address (`host`, or this
+ *  machine's host name when `host` is a wildcard) and device profile, and
+ *  returns once the master has connected back. It stays a worker while
+ *  that connection lives (docs/multinode.md).
  *  Errors: INVALID_ARGUMENT (out NULL, port outside 0..65535), INVALID_HANDLE,
- *  IO (cannot bind or listen: the detail names the address and reason). */
+ *  IO (cannot bind or listen: the detail names the address and reason);
+ *  joining: CONNECTION / TIMEOUT (the master cannot be reached, or it cannot
+ *  reach this server back), AUTH, VERSION_MISMATCH, INVALID_ARGUMENT (the
+ *  master refused the registration, e.g. the node id is the master's). */
 GENIE_API genie_status_t genie_server_create(const genie_config_t *config,
                                              const char *host, int32_t port,
                                              genie_server_t **out);
@@ -621,8 +659,16 @@ GENIE_API genie_status_t genie_unsubscribe(genie_context_t *ctx,
  *  out-of-range N lists them); "SERVER/cpu" and "SERVER/gpu:N", with
  *  SERVER the server's node id, name the same devices, and such tensors
  *  report "remote:N" from genie_tensor_device. "cpu" stays host memory of
- *  this process (see genie_graph_submit for binding it); other nodes are not
- *  reachable (UNSUPPORTED).
+ *  this process (see genie_graph_submit for binding it). "NODE/cpu:0" with
+ *  NODE another node's id is a device of a worker of the master (a
+ *  `genie serve --join` process, docs/multinode.md): the master allocates it
+ *  there and forwards writes and reads (the bytes pass through the master,
+ *  never through another client); genie_tensor_device reports "NODE/cpu:0".
+ *  A graph bound to such tensors is planned across the master and its
+ *  workers, and its parts run where their data is; outputs stay where they
+ *  were produced (on a worker or the master) and are read, bound and
+ *  destroyed like any other. A NODE that is not a worker gets UNSUPPORTED
+ *  naming the workers there are.
  *  Errors: INVALID_HANDLE (ctx), INVALID_ARGUMENT (out or shape NULL, ndim too
  *  large, negative dimension, bad dtype), PARSE (device string malformed),
  *  TOO_LARGE (byte size overflows), UNSUPPORTED (device not available here,
@@ -976,6 +1022,42 @@ GENIE_API genie_status_t genie_future_output_by_name(genie_future_t *future,
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not completed). */
 GENIE_API genie_status_t genie_future_exec_ns(const genie_future_t *future,
                                               uint64_t *out);
+
+/* ------------------------------------------------------------------------- */
+/* Plans                                                                     */
+/* ------------------------------------------------------------------------- */
+
+/** Plans `graph` as a submission on `ctx` would, without running it, and
+ *  returns the plan as JSON: where each node would run and why.
+ *  The JSON (docs/scheduler.md describes every field) holds the analysis
+ *  (the stage recognised — "prefill", "decode", "vision" ... — whether from
+ *  annotations or inferred, and the evidence; the patterns found: attention,
+ *  fused attention, MLP, conv-norm-activation, residual, embedding, LM head;
+ *  the KV caches and the nodes kept with them), the devices with their
+ *  predicted peak memory and budget, every node in execution order with its
+ *  device, the rule that decided ("kv_cache_colocation", "resident_weight",
+ *  "only_device", "min_finish_time"), a sentence saying why, its FLOPs,
+ *  bytes and predicted start, finish and duration, the transfers between
+ *  devices, and the predicted total time. The graph is validated on a copy
+ *  (the handle is not changed); every input is planned as not yet resident
+ *  anywhere, so inputs must have static shapes.
+ *  Embedded mode plans over this process's devices: the CPU, profiled on
+ *  first use by a short calibration (about 50 ms) whose result is cached in
+ *  $XDG_CACHE_HOME/genie (else ~/.cache/genie). Remote mode sends the graph
+ *  to the master, which plans over its own devices and its workers' (as it
+ *  would for a submission) and answers with the same JSON.
+ *  `*out_json` is NUL-terminated and released with genie_free().
+ *  Errors: INVALID_HANDLE (ctx or graph), INVALID_ARGUMENT (out_json NULL),
+ *  any validation error (INVALID_GRAPH also for an input with a dynamic
+ *  dimension), OUT_OF_MEMORY (the graph does not fit in the devices' memory
+ *  budgets; the detail names the node, the device, the bytes in use and the
+ *  largest tensors alive), SHUTDOWN, and in remote mode CONNECTION and
+ *  TIMEOUT (the master did not answer) or any error the master reports.
+ *  Threads: any thread; concurrent calls on one context are fine (the graph
+ *  must not be changed meanwhile). */
+GENIE_API genie_status_t genie_plan_explain(genie_context_t *ctx,
+                                            const genie_graph_t *graph,
+                                            char **out_json);
 
 #ifdef __cplusplus
 } /* extern "C" */

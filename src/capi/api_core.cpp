@@ -142,6 +142,7 @@ GENIE_CONFIG_SETTER(genie_config_set_num_threads, int32_t, {
   c.num_threads = value;
 })
 GENIE_CONFIG_SETTER(genie_config_set_use_env, int, { c.use_env = value != 0; })
+GENIE_CONFIG_SETTER(genie_config_set_graph_deltas, int, { c.graph_deltas = value != 0; })
 GENIE_CONFIG_SETTER(genie_config_set_auth_token, const char*, {
   const std::string v = value ? value : "";
   check(v.size() <= 4096, GENIE_ERR_INVALID_ARGUMENT, "auth token is longer than 4096 bytes");

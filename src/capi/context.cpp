@@ -239,8 +239,11 @@ Context::Placement Context::resolve_device(const char* text) const {
   if (this_node)  // a GPU of this process
     fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': this process has no GPU support; devices of server ",
          server, " are ", list);
-  check(d.node == server, GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': node '", d.node,
-        "' is not reachable: this context is connected to server ", server, " only");
+  if (d.node != server) {
+    // A device of another node: the master allocates it on its worker of
+    // that name, or says why it cannot (not a worker, unknown device).
+    return {true, d.str(), d.str()};
+  }
   Device local = d;
   local.node.clear();
   const std::string want = local.str();

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -36,12 +37,14 @@
 #include <unordered_set>
 
 #include "control/connection.hpp"
+#include "control/graph_delta.hpp"
 #include "control/loop_thread.hpp"
 #include "control/wire.hpp"
 #include "control/wire_codec.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
+#include <google/protobuf/io/coded_stream.h>
 
 namespace genie {
 
@@ -83,6 +86,14 @@ struct Call {
   // Asynchronous requests from the loop thread (heartbeats): runs once, on
   // the loop thread, with the reply message or the failure's detail.
   std::function<void(genie_status_t, std::string&&)> on_reply;
+  // What goes on the wire (a submission may go as a GraphSubmitDelta).
+  MsgType send_type = type;
+  // A delta submission: what the full GraphSubmit needs if the server does
+  // not hold the base (loop thread only).
+  std::shared_ptr<const std::string> full_json;
+  std::vector<std::pair<std::string, uint64_t>> bindings;
+  std::string base_digest;
+  std::string graph_digest;
 
   bool submission() const { return type == MsgType::GraphSubmit; }
   bool finished() const { return replied && released; }
@@ -123,6 +134,8 @@ const char* what_of(MsgType t) {
     case MsgType::TensorRead: return "tensor read";
     case MsgType::GraphSubmit: return "graph submit";
     case MsgType::ServerInfoRequest: return "server info";
+    case MsgType::WorkerRegister: return "worker registration";
+    case MsgType::PlanExplain: return "plan explain";
     default: return wire::type_name(t);
   }
 }
@@ -180,6 +193,11 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   bool free_flush_due = false;
   std::atomic<uint64_t> next_id{1};
   std::once_flag close_once;
+  // Graph deltas (Config::graph_deltas) and what they save on the wire.
+  delta::DeltaEncoder encoder;
+  std::atomic<uint64_t> graph_submits_full{0}, graph_submits_delta{0}, delta_fallbacks{0};
+  std::atomic<uint64_t> graph_bytes_sent{0};  // submission frames as sent (fallbacks included)
+  std::atomic<uint64_t> graph_bytes_full{0};  // the same submissions as full GraphSubmit frames
 
   // --- loop thread only ----------------------------------------------------
   std::shared_ptr<Connection> ctrl, data;
@@ -315,7 +333,7 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
       call->set_in_use();
       sent = [call](genie_status_t) { call->release(); };
     }
-    conn->send(call->type, id, 0, std::move(msg), payload, payload_len, nullptr, std::move(sent));
+    conn->send(call->send_type, id, 0, std::move(msg), payload, payload_len, nullptr, std::move(sent));
     if (control) conn->uncork();
   }
 
@@ -552,6 +570,42 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
     return (fh.flags & wire::kFlagError) != 0 || fh.type == MsgType::ErrorReply;
   }
 
+  static bool unknown_base(const std::string& msg) {
+    wire::ErrorReply e;
+    return e.ParseFromString(msg) && e.reason() == wire::REASON_UNKNOWN_BASE;
+  }
+
+  // The server does not hold the base of a delta: the same submission goes
+  // again in full (the completion still runs once).
+  void resend_full(const std::shared_ptr<Call>& call) {
+    delta_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    // The full graph goes with keep_as_base, so the server holds it again;
+    // the base the delta named, if another text, it does not.
+    if (call->base_digest != call->graph_digest) encoder.forget(call->base_digest);
+    wire::GraphSubmit m;
+    m.set_graph_json(*call->full_json);
+    for (const auto& [name, tid] : call->bindings) {
+      wire::Binding* b = m.add_bindings();
+      b->set_name(name);
+      b->set_tensor_id(tid);
+    }
+    m.set_keep_as_base(true);
+    std::string full = wire::encode_msg(m);
+    graph_bytes_sent.fetch_add(wire::kHeaderSize + full.size(), std::memory_order_relaxed);
+    call->send_type = MsgType::GraphSubmit;
+    call->full_json.reset();
+    call->bindings.clear();
+    if (full.size() > max_message) {
+      run_done(*call, RemoteResult{GENIE_ERR_TOO_LARGE,
+                                   cat("graph submit: the encoded message of ", full.size(),
+                                       " bytes exceeds the maximum message size of ", max_message, " bytes"),
+                                   {},
+                                   0});
+      return;
+    }
+    start(call, next_id.fetch_add(1), std::move(full), nullptr, 0);
+  }
+
   static std::pair<genie_status_t, std::string> parse_error(const std::string& msg) {
     const auto e = wire::parse_msg<wire::ErrorReply>(msg, MsgType::ErrorReply);
     return {peer_status(e.status()), e.detail()};
@@ -642,6 +696,10 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
     std::shared_ptr<Call> call = it->second;
     if (is_error(fh)) {
       pending.erase(it);
+      if (call->send_type == MsgType::GraphSubmitDelta && fh.payload_len == 0 && unknown_base(msg)) {
+        resend_full(call);
+        return {};
+      }
       auto [st, detail] = parse_error(msg);
       end_call(*call, st, std::move(detail));
       return fh.payload_len ? discard(fh.payload_len) : PayloadSink{};
@@ -686,6 +744,7 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
         const MsgType want = call->type == MsgType::TensorAlloc         ? MsgType::TensorAllocReply
                              : call->type == MsgType::ServerInfoRequest ? MsgType::ServerInfo
                              : call->type == MsgType::Heartbeat         ? MsgType::HeartbeatReply
+                             : call->type == MsgType::PlanExplain       ? MsgType::PlanExplainReply
                                                                         : MsgType::Ok;
         if (fh.type != want || fh.payload_len)
           return protocol(cat("reply is ", wire::type_name(fh.type), ", expected ", wire::type_name(want)));
@@ -957,16 +1016,64 @@ void RemoteClient::tensor_free(uint64_t id) noexcept {
 void RemoteClient::submit(const std::string& graph_json,
                           const std::vector<std::pair<std::string, uint64_t>>& bindings,
                           std::function<void(RemoteResult&&)> done) {
-  wire::GraphSubmit m;
-  m.set_graph_json(graph_json);
+  Impl& im = *impl_;
+  auto call = std::make_shared<Call>(MsgType::GraphSubmit, Link::Control);
+  call->done = std::move(done);
+  // What the full message takes, without encoding the JSON twice.
+  wire::GraphSubmit full;
   for (const auto& [name, id] : bindings) {
-    wire::Binding* b = m.add_bindings();
+    wire::Binding* b = full.add_bindings();
     b->set_name(name);
     b->set_tensor_id(id);
   }
-  auto call = std::make_shared<Call>(MsgType::GraphSubmit, Link::Control);
-  call->done = std::move(done);
-  impl_->submit(call, wire::encode_msg(m));
+  const size_t json_field = 1 + google::protobuf::io::CodedOutputStream::VarintSize64(graph_json.size()) +
+                            graph_json.size();
+  const size_t full_bytes = wire::kHeaderSize + full.ByteSizeLong() + json_field;
+  std::string msg;
+  if (im.cfg.graph_deltas) {
+    delta::Encoded e = im.encoder.encode(graph_json);
+    if (e.is_delta) {
+      wire::GraphSubmitDelta d;
+      d.set_base_hash(e.base_digest);
+      d.set_graph_hash(e.digest);
+      for (delta::Patch& p : e.patches) {
+        wire::LeafPatch* lp = d.add_patches();
+        lp->set_leaf(p.leaf);
+        lp->set_json(std::move(p.json));
+      }
+      *d.mutable_bindings() = full.bindings();
+      msg = wire::encode_msg(d);
+      call->send_type = MsgType::GraphSubmitDelta;
+      call->full_json = std::move(e.text);
+      call->bindings = bindings;
+      call->base_digest = std::move(e.base_digest);
+      call->graph_digest = std::move(e.digest);
+    } else {
+      full.set_keep_as_base(true);
+    }
+  }
+  if (msg.empty()) {
+    full.set_graph_json(graph_json);
+    msg = wire::encode_msg(full);
+  }
+  const size_t sent = wire::kHeaderSize + msg.size();
+  // Read before the loop owns the call (a fallback changes its send_type).
+  const bool as_delta = call->send_type == MsgType::GraphSubmitDelta;
+  im.submit(call, std::move(msg));  // throws before sending, or it is on its way
+  (as_delta ? im.graph_submits_delta : im.graph_submits_full).fetch_add(1, std::memory_order_relaxed);
+  im.graph_bytes_sent.fetch_add(sent, std::memory_order_relaxed);
+  im.graph_bytes_full.fetch_add(full_bytes, std::memory_order_relaxed);
+}
+
+RemoteClient::GraphStats RemoteClient::graph_stats() const {
+  const Impl& im = *impl_;
+  GraphStats s;
+  s.submits_full = im.graph_submits_full.load();
+  s.submits_delta = im.graph_submits_delta.load();
+  s.delta_fallbacks = im.delta_fallbacks.load();
+  s.bytes_sent = im.graph_bytes_sent.load();
+  s.bytes_full = im.graph_bytes_full.load();
+  return s;
 }
 
 std::string RemoteClient::server_info_json() {
@@ -983,6 +1090,33 @@ std::string RemoteClient::server_info_json() {
   cJSON_AddNumberToObject(o.get(), "uptime_ms", static_cast<double>(info.uptime_ms()));
   cJSON_AddNumberToObject(o.get(), "graphs_executed", static_cast<double>(info.graphs_executed()));
   cJSON_AddNumberToObject(o.get(), "connections_refused", static_cast<double>(info.connections_refused()));
+  cJSON_AddNumberToObject(o.get(), "graph_submits_full", static_cast<double>(info.graph_submits_full()));
+  cJSON_AddNumberToObject(o.get(), "graph_submits_delta", static_cast<double>(info.graph_submits_delta()));
+  cJSON_AddNumberToObject(o.get(), "graph_submit_bytes", static_cast<double>(info.graph_submit_bytes()));
+  cJSON_AddNumberToObject(o.get(), "graph_delta_unknown_base",
+                          static_cast<double>(info.graph_delta_unknown_base()));
+  cJSON_AddNumberToObject(o.get(), "workers", info.workers());
+  cJSON_AddNumberToObject(o.get(), "multinode_graphs", static_cast<double>(info.multinode_graphs()));
+  cJSON_AddNumberToObject(o.get(), "server_transfer_bytes", static_cast<double>(info.server_transfer_bytes()));
+  cJSON* roles = cJSON_AddObjectToObject(o.get(), "server_transfer_bytes_by_role");
+  check(roles != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");
+  std::map<std::string, uint64_t> sorted(info.server_transfer_bytes_by_role().begin(),
+                                         info.server_transfer_bytes_by_role().end());
+  for (const auto& [role, bytes] : sorted) cJSON_AddNumberToObject(roles, role.c_str(), static_cast<double>(bytes));
+  cJSON_AddNumberToObject(o.get(), "plan_cache_hits", static_cast<double>(info.plan_cache_hits()));
+  cJSON_AddNumberToObject(o.get(), "plan_cache_misses", static_cast<double>(info.plan_cache_misses()));
+  cJSON_AddNumberToObject(o.get(), "last_plan_predicted_ns", static_cast<double>(info.last_plan_predicted_ns()));
+  cJSON_AddNumberToObject(o.get(), "last_plan_measured_ns", static_cast<double>(info.last_plan_measured_ns()));
+  // This client's side of the same traffic.
+  const GraphStats g = graph_stats();
+  cJSON* c = cJSON_AddObjectToObject(o.get(), "client");
+  check(c != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");
+  cJSON_AddBoolToObject(c, "graph_deltas", impl_->cfg.graph_deltas);
+  cJSON_AddNumberToObject(c, "graph_submits_full", static_cast<double>(g.submits_full));
+  cJSON_AddNumberToObject(c, "graph_submits_delta", static_cast<double>(g.submits_delta));
+  cJSON_AddNumberToObject(c, "graph_delta_fallbacks", static_cast<double>(g.delta_fallbacks));
+  cJSON_AddNumberToObject(c, "graph_bytes_sent", static_cast<double>(g.bytes_sent));
+  cJSON_AddNumberToObject(c, "graph_bytes_full", static_cast<double>(g.bytes_full));
   char* text = cJSON_PrintUnformatted(o.get());
   check(text != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");
   std::string s(text);
@@ -1006,6 +1140,39 @@ LoopThread* RemoteClient::loop_thread() const { return impl_->loop.get(); }
 bool RemoteClient::failed() const {
   std::lock_guard<std::mutex> lk(impl_->mu);
   return impl_->state == Impl::State::Failed || impl_->state == Impl::State::Closed;
+}
+
+void RemoteClient::register_worker(const std::string& host, int port,
+                                   const std::vector<sched::DeviceProfile>& devices) {
+  wire::WorkerRegister m;
+  m.set_node_id(impl_->node_id);
+  m.set_host(host);
+  m.set_port(static_cast<uint32_t>(port));
+  for (const auto& d : devices) {
+    wire::DeviceInfo* i = m.add_devices();
+    i->set_device(d.device);
+    i->set_peak_flops(d.peak_flops);
+    i->set_mem_bw_bytes_per_s(d.mem_bw_bytes_per_s);
+    i->set_mem_capacity_bytes(d.mem_capacity_bytes);
+    i->set_mem_budget_bytes(d.mem_budget_bytes);
+    i->set_op_overhead_s(d.op_overhead_s);
+  }
+  auto call = std::make_shared<Call>(MsgType::WorkerRegister, Link::Control);
+  impl_->transact(call, wire::encode_msg(m));
+}
+
+std::string RemoteClient::plan_explain(const std::string& graph_json,
+                                       const std::vector<std::pair<std::string, uint64_t>>& bindings) {
+  wire::PlanExplain m;
+  m.set_graph_json(graph_json);
+  for (const auto& [name, id] : bindings) {
+    wire::Binding* b = m.add_bindings();
+    b->set_name(name);
+    b->set_tensor_id(id);
+  }
+  auto call = std::make_shared<Call>(MsgType::PlanExplain, Link::Control);
+  impl_->transact(call, wire::encode_msg(m));
+  return wire::parse_msg<wire::PlanExplainReply>(call->reply, call->reply_type).json();
 }
 
 const std::string& RemoteClient::server_node_id() const { return impl_->server_node; }

@@ -27,6 +27,7 @@
 #include "core/dtype.hpp"
 #include "core/shape.hpp"
 #include "genie.h"
+#include "sched/plan.hpp"
 
 namespace genie {
 
@@ -70,7 +71,9 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
 
   // Queues the graph (its JSON, graph_to_json of a graph already validated
   // with the bound shapes) and its bindings (graph input name -> tensor id)
-  // and returns without waiting for
+  // -- as a GraphSubmitDelta against a graph sent before when the JSON has
+  // the same shape, falling back to the full graph by itself when the server
+  // does not hold that base (docs/protocol.md) -- and returns without waiting for
   // the server, so that many submissions can be in flight. `done` runs
   // exactly once, on the loop thread, with the completion: GraphDone, or the
   // server's refusal (e.g. NOT_FOUND for a tensor of another session), or
@@ -83,7 +86,16 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   void submit(const std::string& graph_json, const std::vector<std::pair<std::string, uint64_t>>& bindings,
               std::function<void(RemoteResult&&)> done);
 
-  // ServerInfo as JSON text.
+  // Graph submissions so far: full and as deltas (Config::graph_deltas), the
+  // deltas sent again in full because the server did not hold their base,
+  // and the bytes of the submission frames as sent vs as full GraphSubmits.
+  struct GraphStats {
+    uint64_t submits_full = 0, submits_delta = 0, delta_fallbacks = 0;
+    uint64_t bytes_sent = 0, bytes_full = 0;
+  };
+  GraphStats graph_stats() const;
+
+  // ServerInfo as JSON text, with this client's GraphStats under "client".
   std::string server_info_json();
 
   // Loop thread only (the cluster layer's heartbeat timer): sends `msg`
@@ -97,6 +109,18 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   LoopThread* loop_thread() const;
   // True once the session is gone for good (reconnecting failed, or closed).
   bool failed() const;
+
+  // Registers the server listening at host:port (this client's node id)
+  // as a worker of the server this client is connected to (its master):
+  // returns once the master has connected back (docs/multinode.md).
+  // Throws the master's error (e.g. CONNECTION: it could not reach
+  // host:port).
+  void register_worker(const std::string& host, int port, const std::vector<sched::DeviceProfile>& devices);
+
+  // The server's plan for this graph and these bindings, as JSON
+  // (sched::Plan::explain_json). Throws the server's error.
+  std::string plan_explain(const std::string& graph_json,
+                           const std::vector<std::pair<std::string, uint64_t>>& bindings);
 
   const std::string& server_node_id() const;
   const std::vector<std::string>& server_devices() const;

@@ -23,9 +23,13 @@
 #include <random>
 #include <unordered_map>
 
+#include "control/client.hpp"
 #include "control/connection.hpp"
 #include "control/graph_cache.hpp"
+#include "control/graph_delta.hpp"
 #include "control/loop_thread.hpp"
+#include "control/multinode.hpp"
+#include "control/task_thread.hpp"
 #include "control/session.hpp"
 #include "control/uv_timer.hpp"
 #include "control/wire.hpp"
@@ -37,6 +41,7 @@
 #include "genie.pb.h"
 #include "graph/binding.hpp"
 #include "graph/graph.hpp"
+#include "sched/plan.hpp"
 
 namespace genie {
 
@@ -117,8 +122,11 @@ bool is_client_request(MsgType t) {
     case MsgType::TensorRead:
     case MsgType::TensorFree:
     case MsgType::GraphSubmit:
+    case MsgType::GraphSubmitDelta:
     case MsgType::ServerInfoRequest:
     case MsgType::Heartbeat:
+    case MsgType::WorkerRegister:
+    case MsgType::PlanExplain:
     case MsgType::Goodbye: return true;
     default: return false;
   }
@@ -163,10 +171,38 @@ struct Server::Impl {
   PayloadSink tensor_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
                            const wire::TensorWrite& m);
   void tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m);
-  void graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::GraphSubmit& m);
+  using Bindings = google::protobuf::RepeatedPtrField<wire::Binding>;
+  void graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
+                    const Bindings& bindings);
+  // The JSON text a GraphSubmitDelta stands for; throws Error(NOT_FOUND)
+  // with *unknown_base set when the base is not held (or does not rebuild).
+  std::shared_ptr<const std::string> rebuild(const wire::GraphSubmitDelta& m, bool* unknown_base);
   void graph_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
                   const std::shared_ptr<const Graph>& graph, ExecResult& r);
   wire::ServerInfo server_info() const;
+
+  // --- multi-node (docs/multinode.md) --------------------------------------
+  void join_master();  // a worker, at start: not on the loop thread
+  void worker_register(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::WorkerRegister& m);
+  void plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::PlanExplain& m);
+  void forward_alloc(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& node,
+                     const std::string& device, DType dtype, Shape shape);
+  PayloadSink forward_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h, const WorkerTensorPtr& t,
+                            uint64_t offset);
+  void forward_read(const std::shared_ptr<Peer>& p, uint64_t rid, const WorkerTensorPtr& t, uint64_t offset,
+                    uint64_t nbytes);
+  // Bindings resolved: each graph input's tensor (here or on a worker), the
+  // validated graph and the bound shapes of its inputs.
+  struct Resolved {
+    GraphCache::Entry entry;
+    std::vector<Held> inputs;  // per graph input, declaration order
+    std::unordered_map<ValueId, Shape> shapes;
+  };
+  void multinode_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+                      const std::shared_ptr<const Graph>& graph, MultiResult& r);
+  // Runs `task` on the task thread; its errors become an ErrorReply to rid.
+  void off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, std::function<void()> task);
+  void worker_session_gone(const Session& s);
 
   void send(Peer& p, MsgType type, uint64_t rid, const google::protobuf::Message& msg,
             const void* payload = nullptr, uint64_t payload_len = 0, std::shared_ptr<void> keep = nullptr);
@@ -200,11 +236,19 @@ struct Server::Impl {
   std::unordered_map<Peer*, std::shared_ptr<Peer>> peers;
   std::unordered_map<std::string, std::shared_ptr<Session>> sessions;  // by token
   GraphCache graphs;
+  delta::BaseTable bases;  // graph texts deltas may name, by SHA-256
   uint64_t next_session_serial = 1;
   int graphs_in_flight = 0;
   bool stopping = false;     // loop: stop() has begun
   bool closing_all = false;  // loop: graphs are done, connections are closing
   std::unique_ptr<Timer> stop_timer;
+
+  // Multi-node: this server as a master (its workers), and its blocking
+  // client calls, made on the task thread; as a worker, its session on the
+  // master.
+  std::unique_ptr<Cluster> cluster;
+  TaskThread tasks;
+  std::shared_ptr<RemoteClient> master_link;
 
   std::atomic<bool> stop_requested{false};
   std::mutex done_mu;
@@ -223,6 +267,12 @@ Server::Impl::Impl(ServerOptions o)
     : opts(std::move(o)),
       node_id(opts.node_id.empty() ? generate_node_id() : opts.node_id),
       exec(opts.num_threads) {
+  {
+    Config c;
+    c.auth_token = opts.auth_token;
+    c.timeout_ms = opts.client_timeout_ms;
+    cluster = std::make_unique<Cluster>(node_id, c, exec);
+  }
   check(opts.port >= 0 && opts.port <= 65535, GENIE_ERR_INVALID_ARGUMENT, "port ", opts.port,
         " is outside 0..65535");
   check(opts.max_message_bytes >= 4096, GENIE_ERR_INVALID_ARGUMENT, "max message ", opts.max_message_bytes,
@@ -239,6 +289,7 @@ Server::Impl::Impl(ServerOptions o)
   if (opts.on_start) loop.post([this] { opts.on_start(loop); });
   log(LogLevel::Info, "server ", node_id, ": listening on ", opts.host, ":", bound_port,
       opts.auth_token.empty() ? " (no authentication)" : " (authentication required)");
+  if (!opts.join_host.empty()) join_master();
 }
 
 Server::Impl::~Impl() = default;
@@ -555,12 +606,62 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
     case MsgType::GraphSubmit: {
       check(control, GENIE_ERR_PROTOCOL, "GraphSubmit on a data connection (send it on the control one)");
       const auto m = parse_msg<wire::GraphSubmit>(msg, h.type);
+      counters.graph_submits_full.fetch_add(1, std::memory_order_relaxed);
+      counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
       try {
-        graph_submit(p, rid, m);
+        if (m.keep_as_base()) {
+          auto text = std::make_shared<const std::string>(m.graph_json());
+          graph_submit(p, rid, *text, m.bindings());
+          const std::string d = delta::digest(*text);
+          bases.put(d, std::move(text));  // only graphs that loaded
+        } else {
+          graph_submit(p, rid, m.graph_json(), m.bindings());
+        }
       } catch (const Error& e) {
         send_error(*p, rid, e.code(), e.detail());
       } catch (const std::bad_alloc&) {
         send_error(*p, rid, GENIE_ERR_OUT_OF_MEMORY, "out of memory loading the graph");
+      }
+      return {};
+    }
+    case MsgType::GraphSubmitDelta: {
+      check(control, GENIE_ERR_PROTOCOL, "GraphSubmitDelta on a data connection (send it on the control one)");
+      const auto m = parse_msg<wire::GraphSubmitDelta>(msg, h.type);
+      counters.graph_submits_delta.fetch_add(1, std::memory_order_relaxed);
+      counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
+      bool unknown_base = false;
+      try {
+        const std::shared_ptr<const std::string> text = rebuild(m, &unknown_base);
+        graph_submit(p, rid, *text, m.bindings());
+      } catch (const Error& e) {
+        if (unknown_base) {
+          counters.graph_delta_unknown_base.fetch_add(1, std::memory_order_relaxed);
+          wire::ErrorReply r;
+          r.set_status(e.code());
+          r.set_detail(e.detail());
+          r.set_reason(wire::REASON_UNKNOWN_BASE);
+          send(*p, MsgType::ErrorReply, rid, r);
+        } else {
+          send_error(*p, rid, e.code(), e.detail());
+        }
+      } catch (const std::bad_alloc&) {
+        send_error(*p, rid, GENIE_ERR_OUT_OF_MEMORY, "out of memory loading the graph");
+      }
+      return {};
+    }
+    case MsgType::WorkerRegister: {
+      check(control, GENIE_ERR_PROTOCOL, "WorkerRegister on a data connection (send it on the control one)");
+      const auto m = parse_msg<wire::WorkerRegister>(msg, h.type);
+      worker_register(p, rid, m);
+      return {};
+    }
+    case MsgType::PlanExplain: {
+      check(control, GENIE_ERR_PROTOCOL, "PlanExplain on a data connection (send it on the control one)");
+      const auto m = parse_msg<wire::PlanExplain>(msg, h.type);
+      try {
+        plan_explain(p, rid, m);
+      } catch (const Error& e) {
+        send_error(*p, rid, e.code(), e.detail());
       }
       return {};
     }
@@ -604,10 +705,20 @@ void Server::Impl::tensor_alloc(Peer& p, uint64_t rid, const wire::TensorAlloc& 
   Shape shape(m.shape().begin(), m.shape().end());
   for (size_t i = 0; i < shape.size(); ++i)
     check(shape[i] >= 0, GENIE_ERR_INVALID_ARGUMENT, "dimension ", i, " is ", shape[i], " (must be >= 0)");
-  const std::string& dev = m.device();
-  check(dev.empty() || dev == "cpu" || dev == "cpu:0", GENIE_ERR_UNSUPPORTED, "device '", dev,
-        "' is not served by ", node_id, ": it serves cpu:0");
+  std::string dev = m.device();
   const DType dtype = static_cast<DType>(m.dtype());
+  if (const size_t slash = dev.find('/'); slash != std::string::npos) {
+    // "node/device": a device of this server or of one of its workers.
+    const std::string node = dev.substr(0, slash);
+    dev = dev.substr(slash + 1);
+    if (node != node_id) {
+      byte_size(shape, dtype_size(dtype));  // TOO_LARGE here, not on the worker
+      forward_alloc(p.shared_from_this(), rid, node, dev, dtype, std::move(shape));
+      return;
+    }
+  }
+  check(dev.empty() || dev == "cpu" || dev == "cpu:0", GENIE_ERR_UNSUPPORTED, "device '", m.device(),
+        "' is not served by ", node_id, ": it serves cpu:0");
   const size_t bytes = byte_size(shape, dtype_size(dtype));  // TOO_LARGE on overflow
   const uint64_t held = counters.tensor_bytes.load(std::memory_order_relaxed);
   check(bytes <= memory_limit && held <= memory_limit - bytes, GENIE_ERR_OUT_OF_MEMORY, "a tensor of ", bytes,
@@ -623,6 +734,7 @@ PayloadSink Server::Impl::tensor_write(const std::shared_ptr<Peer>& p, const wir
                                        const wire::TensorWrite& m) {
   const uint64_t rid = h.request_id;
   const uint64_t n = h.payload_len;
+  if (WorkerTensorPtr wt = p->session->find_remote(m.tensor_id())) return forward_write(p, h, wt, m.offset());
   TensorPtr t = p->session->find(m.tensor_id());
   genie_status_t status = GENIE_OK;
   std::string detail;
@@ -662,6 +774,13 @@ PayloadSink Server::Impl::tensor_write(const std::shared_ptr<Peer>& p, const wir
 }
 
 void Server::Impl::tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m) {
+  if (WorkerTensorPtr wt = p.session->find_remote(m.tensor_id())) {
+    check(m.offset() <= wt->nbytes && m.nbytes() <= wt->nbytes - m.offset(), GENIE_ERR_SIZE_MISMATCH, "reading ",
+          m.nbytes(), " bytes at offset ", m.offset(), " overruns tensor ", m.tensor_id(), " of ", wt->nbytes,
+          " bytes");
+    forward_read(p.shared_from_this(), rid, wt, m.offset(), m.nbytes());
+    return;
+  }
   TensorPtr t = p.session->get(m.tensor_id());
   check(m.offset() <= t->nbytes() && m.nbytes() <= t->nbytes() - m.offset(), GENIE_ERR_SIZE_MISMATCH,
         "reading ", m.nbytes(), " bytes at offset ", m.offset(), " overruns tensor ", m.tensor_id(), " of ",
@@ -670,21 +789,80 @@ void Server::Impl::tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m)
   send(p, MsgType::Ok, rid, wire::Ok(), src, m.nbytes(), t);
 }
 
-void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::GraphSubmit& m) {
+std::shared_ptr<const std::string> Server::Impl::rebuild(const wire::GraphSubmitDelta& m, bool* unknown_base) {
+  std::shared_ptr<const std::string> base = bases.find(m.base_hash());
+  if (!base) {
+    *unknown_base = true;
+    fail(GENIE_ERR_NOT_FOUND, "unknown base graph ", delta::short_hex(m.base_hash()),
+         ": this server does not hold it (send the full graph)");
+  }
+  if (m.patches_size() == 0) {
+    if (m.graph_hash() == m.base_hash()) return base;
+    *unknown_base = true;
+    fail(GENIE_ERR_NOT_FOUND, "graph delta without patches names graph ", delta::short_hex(m.graph_hash()),
+         " but base ", delta::short_hex(m.base_hash()), " (send the full graph)");
+  }
+  std::vector<delta::Patch> patches;
+  patches.reserve(m.patches_size());
+  for (const wire::LeafPatch& lp : m.patches()) patches.push_back({lp.leaf(), lp.json()});
+  auto text = std::make_shared<const std::string>(delta::apply(*base, patches));
+  const std::string d = delta::digest(*text);
+  if (d != m.graph_hash()) {
+    *unknown_base = true;
+    fail(GENIE_ERR_NOT_FOUND, "graph delta on base ", delta::short_hex(m.base_hash()), " rebuilt graph ",
+         delta::short_hex(d), ", not ", delta::short_hex(m.graph_hash()), " (send the full graph)");
+  }
+  bases.put(d, text);
+  return text;
+}
+
+void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
+                                const Bindings& bindings) {
   check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
   std::vector<std::string> names;
   std::vector<TensorDesc> descs;
   std::vector<TensorPtr> tensors;
-  names.reserve(m.bindings_size());
-  descs.reserve(m.bindings_size());
-  tensors.reserve(m.bindings_size());
-  for (const wire::Binding& b : m.bindings()) {
-    TensorPtr t = p->session->get(b.tensor_id());
+  names.reserve(bindings.size());
+  descs.reserve(bindings.size());
+  tensors.reserve(bindings.size());
+  std::vector<WorkerTensorPtr> remote;  // per binding: set when the tensor is on a worker
+  for (const wire::Binding& b : bindings) {
     names.push_back(b.name());
+    if (WorkerTensorPtr wt = p->session->find_remote(b.tensor_id())) {
+      descs.push_back({wt->dtype, wt->shape});
+      tensors.push_back(nullptr);
+      remote.resize(bindings.size());
+      remote[tensors.size() - 1] = std::move(wt);
+      continue;
+    }
+    TensorPtr t = p->session->get(b.tensor_id());
     descs.push_back({t->dtype(), t->shape()});
     tensors.push_back(std::move(t));
   }
-  const GraphCache::Entry e = graphs.get(m.graph_json(), names, descs);
+  const GraphCache::Entry e = graphs.get(json, names, descs);
+  if (!remote.empty() || cluster->has_workers()) {
+    // Planned across this server and its workers, on the task thread.
+    auto r = std::make_shared<Resolved>();
+    r->entry = e;
+    for (size_t k = 0; k < e.order.size(); ++k) {
+      const size_t i = e.order[k];
+      r->inputs.push_back(i < remote.size() && remote[i] ? Held{nullptr, remote[i]} : Held{tensors[i], nullptr});
+      r->shapes[e.graph->inputs()[k]] = descs[i].shape;
+    }
+    std::weak_ptr<Peer> wp = p;
+    std::weak_ptr<Session> ws = p->session;
+    ++graphs_in_flight;  // multinode_done counts it out
+    if (!tasks.post([this, r, wp, ws, rid] {
+          auto result = std::make_shared<MultiResult>(cluster->run(r->entry.graph, r->inputs, r->shapes));
+          loop.post([this, wp, ws, rid, graph = r->entry.graph, result] {
+            multinode_done(wp, ws, rid, graph, *result);
+          });
+        })) {
+      --graphs_in_flight;
+      fail(GENIE_ERR_SHUTDOWN, "the server is stopping");
+    }
+    return;
+  }
   std::vector<TensorPtr> inputs;
   inputs.reserve(e.order.size());
   for (size_t i : e.order) inputs.push_back(tensors[i]);
@@ -758,7 +936,265 @@ wire::ServerInfo Server::Impl::server_info() const {
           .count()));
   i.set_graphs_executed(counters.graphs_executed.load());
   i.set_connections_refused(counters.connections_refused.load());
+  i.set_graph_submits_full(counters.graph_submits_full.load());
+  i.set_graph_submits_delta(counters.graph_submits_delta.load());
+  i.set_graph_submit_bytes(counters.graph_submit_bytes.load());
+  i.set_graph_delta_unknown_base(counters.graph_delta_unknown_base.load());
+  const Cluster::Stats c = cluster->stats();
+  i.set_workers(c.workers);
+  i.set_multinode_graphs(c.multinode_graphs);
+  i.set_server_transfer_bytes(c.transfer_bytes);
+  for (const auto& [role, bytes] : c.transfer_bytes_by_role) (*i.mutable_server_transfer_bytes_by_role())[role] = bytes;
+  i.set_plan_cache_hits(c.plan_hits);
+  i.set_plan_cache_misses(c.plan_misses);
+  i.set_last_plan_predicted_ns(c.last_predicted_ns);
+  i.set_last_plan_measured_ns(c.last_measured_ns);
   return i;
+}
+
+// ---------------------------------------------------------------------------
+// Multi-node (docs/multinode.md)
+// ---------------------------------------------------------------------------
+
+// A worker at start (constructor thread): joins the master through an
+// ordinary client session, and stays registered while it lives.
+void Server::Impl::join_master() {
+  std::string host = opts.advertise_host.empty() ? opts.host : opts.advertise_host;
+  if (host == "0.0.0.0" || host == "::") {
+    char name[256] = {};
+    check(gethostname(name, sizeof name - 1) == 0, GENIE_ERR_INVALID_ARGUMENT,
+          "listening on a wildcard address and no host name: give the address the master should dial");
+    host = name;
+  }
+  Config c;
+  c.master_addr = opts.join_host;
+  c.master_port = opts.join_port;
+  c.auth_token = opts.auth_token;
+  c.role = GENIE_ROLE_WORKER;
+  c.timeout_ms = opts.client_timeout_ms;
+  c.graph_deltas = false;
+  sched::CalibrateOptions co;
+  co.node_id = node_id;
+  const sched::DeviceProfile profile = sched::calibrate_local_cpu(co);
+  master_link = RemoteClient::connect(c, node_id);
+  master_link->register_worker(host, bound_port, {profile});
+  log(LogLevel::Info, "server ", node_id, ": joined master ", master_link->server_node_id(), " at ",
+      opts.join_host, ":", opts.join_port, " as a worker reachable at ", host, ":", bound_port);
+}
+
+void Server::Impl::off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, std::function<void()> task) {
+  std::weak_ptr<Peer> wp = p;
+  const bool posted = tasks.post([this, wp, rid, task = std::move(task)] {
+    genie_status_t st = GENIE_OK;
+    std::string detail;
+    try {
+      task();
+      return;
+    } catch (const Error& e) {
+      st = e.code();
+      detail = e.detail();
+    } catch (const std::bad_alloc&) {
+      st = GENIE_ERR_OUT_OF_MEMORY;
+      detail = "out of memory";
+    } catch (const std::exception& e) {
+      st = GENIE_ERR_INTERNAL;
+      detail = cat("internal error: ", e.what());
+    }
+    loop.post([this, wp, rid, st, detail] {
+      if (auto peer = wp.lock(); peer && !peer->closing) send_error(*peer, rid, st, detail);
+    });
+  });
+  check(posted, GENIE_ERR_SHUTDOWN, "the server is stopping");
+}
+
+void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::WorkerRegister& m) {
+  try {
+    check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
+    check(m.node_id() == p->session->client_node(), GENIE_ERR_INVALID_ARGUMENT, "a worker registers itself: node id '",
+          m.node_id(), "' is not this session's");
+    check(m.port() >= 1 && m.port() <= 65535 && !m.host().empty() && m.host().size() <= 255,
+          GENIE_ERR_INVALID_ARGUMENT, "worker address '", m.host(), ":", m.port(), "' is not a host and port");
+    std::vector<sched::DeviceProfile> devices;
+    for (const wire::DeviceInfo& d : m.devices()) {
+      sched::DeviceProfile prof;
+      prof.device = d.device();
+      prof.peak_flops = d.peak_flops();
+      prof.mem_bw_bytes_per_s = d.mem_bw_bytes_per_s();
+      prof.mem_capacity_bytes = d.mem_capacity_bytes();
+      prof.mem_budget_bytes = d.mem_budget_bytes();
+      prof.op_overhead_s = d.op_overhead_s();
+      check(prof.device == "cpu:0" && prof.peak_flops > 0 && prof.mem_bw_bytes_per_s > 0, GENIE_ERR_INVALID_ARGUMENT,
+            "worker device '", prof.device, "' needs positive rates (and only cpu:0 is served by workers now)");
+      devices.push_back(prof);
+    }
+    const void* by = p->session.get();
+    std::weak_ptr<Peer> wp = p;
+    off_loop(p, rid, [this, wp, rid, m, devices = std::move(devices), by]() mutable {
+      cluster->join(m.node_id(), m.host(), static_cast<int>(m.port()), std::move(devices), by);
+      loop.post([this, wp, rid] {
+        if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::Ok, rid, wire::Ok());
+      });
+    });
+  } catch (const Error& e) {
+    send_error(*p, rid, e.code(), e.detail());
+  }
+}
+
+void Server::Impl::worker_session_gone(const Session& s) {
+  std::shared_ptr<RemoteClient> c = cluster->leave(&s);
+  // Closing says goodbye and may wait: not on this thread.
+  if (c) tasks.post([c] { c->close(); });
+}
+
+void Server::Impl::plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::PlanExplain& m) {
+  std::vector<std::string> names;
+  std::vector<TensorDesc> descs;
+  std::vector<Held> held;
+  for (const wire::Binding& b : m.bindings()) {
+    names.push_back(b.name());
+    if (WorkerTensorPtr wt = p->session->find_remote(b.tensor_id())) {
+      descs.push_back({wt->dtype, wt->shape});
+      held.push_back({nullptr, std::move(wt)});
+    } else {
+      TensorPtr t = p->session->get(b.tensor_id());
+      descs.push_back({t->dtype(), t->shape()});
+      held.push_back({std::move(t), nullptr});
+    }
+  }
+  auto r = std::make_shared<Resolved>();
+  if (m.bindings_size() == 0) {
+    // Nothing bound: every input planned as not yet resident anywhere (its
+    // declared shape must be static).
+    std::unique_ptr<Graph> g = graph_from_json(m.graph_json().data(), m.graph_json().size());
+    g->validate();
+    r->inputs.resize(g->inputs().size());
+    r->entry.graph = std::move(g);
+  } else {
+    r->entry = graphs.get(m.graph_json(), names, descs);
+  }
+  for (size_t k = 0; k < r->entry.order.size(); ++k) {
+    const size_t i = r->entry.order[k];
+    r->inputs.push_back(held[i]);
+    r->shapes[r->entry.graph->inputs()[k]] = descs[i].shape;
+  }
+  std::weak_ptr<Peer> wp = p;
+  off_loop(p, rid, [this, wp, rid, r] {
+    wire::PlanExplainReply reply;
+    reply.set_json(cluster->explain(*r->entry.graph, r->inputs, r->shapes));
+    loop.post([this, wp, rid, reply] {
+      if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::PlanExplainReply, rid, reply);
+    });
+  });
+}
+
+void Server::Impl::forward_alloc(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& node,
+                                 const std::string& device, DType dtype, Shape shape) {
+  std::shared_ptr<RemoteClient> c = cluster->client_of(node);
+  if (!c) {
+    std::string known;
+    for (const std::string& w : cluster->worker_names()) known += cat(known.empty() ? "" : ", ", w);
+    fail(GENIE_ERR_UNSUPPORTED, "device '", node, "/", device, "': node '", node, "' is neither this server (",
+         node_id, ") nor one of its workers (", known.empty() ? "none joined" : known, ")");
+  }
+  std::weak_ptr<Peer> wp = p;
+  std::weak_ptr<Session> ws = p->session;
+  off_loop(p, rid, [this, wp, ws, rid, c, node, device, dtype, shape] {
+    const uint64_t id = c->tensor_alloc(dtype, shape, device);
+    auto wt = std::make_shared<WorkerTensor>(c, node, id, dtype, shape);
+    loop.post([this, wp, ws, rid, wt] {
+      auto peer = wp.lock();
+      auto s = ws.lock();
+      if (!peer || !s || peer->closing || peer->session != s) return;  // wt frees itself
+      wire::TensorAllocReply r;
+      r.set_tensor_id(s->add_remote(wt));
+      send(*peer, MsgType::TensorAllocReply, rid, r);
+    });
+  });
+}
+
+PayloadSink Server::Impl::forward_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
+                                        const WorkerTensorPtr& t, uint64_t offset) {
+  const uint64_t rid = h.request_id;
+  const uint64_t n = h.payload_len;
+  if (offset > t->nbytes || n > t->nbytes - offset) {
+    const std::string detail = cat("writing ", n, " bytes at offset ", offset, " overruns a tensor of ", t->nbytes,
+                                   " bytes");
+    send_error(*p, rid, GENIE_ERR_SIZE_MISMATCH, detail);
+    if (n > 0) {
+      p->closing = true;
+      p->close_status = GENIE_ERR_SIZE_MISMATCH;
+      p->close_detail = detail + " (payload refused, connection closed)";
+    }
+    return {};
+  }
+  // The bytes land here first, then go to the worker from the task thread.
+  std::shared_ptr<std::byte[]> buf(new std::byte[n > 0 ? n : 1]);
+  auto ship = [this, wp = std::weak_ptr<Peer>(p), rid, t, offset, n, buf] {
+    auto peer = wp.lock();
+    if (!peer || peer->closing) return;
+    try {
+      off_loop(peer, rid, [this, wp, rid, t, offset, n, buf] {
+        t->client->tensor_write(t->id, offset, buf.get(), n);
+        loop.post([this, wp, rid] {
+          if (auto pe = wp.lock(); pe && !pe->closing) send(*pe, MsgType::Ok, rid, wire::Ok());
+        });
+      });
+    } catch (const Error& e) {
+      send_error(*peer, rid, e.code(), e.detail());
+    }
+  };
+  if (n == 0) {
+    ship();
+    return {};
+  }
+  PayloadSink sink;
+  sink.dst = buf.get();
+  sink.keep = buf;
+  sink.done = std::move(ship);
+  return sink;
+}
+
+void Server::Impl::forward_read(const std::shared_ptr<Peer>& p, uint64_t rid, const WorkerTensorPtr& t,
+                                uint64_t offset, uint64_t nbytes) {
+  std::weak_ptr<Peer> wp = p;
+  off_loop(p, rid, [this, wp, rid, t, offset, nbytes] {
+    std::shared_ptr<std::byte[]> buf(new std::byte[nbytes > 0 ? nbytes : 1]);
+    t->client->tensor_read(t->id, offset, buf.get(), nbytes);
+    loop.post([this, wp, rid, buf, nbytes] {
+      if (auto peer = wp.lock(); peer && !peer->closing)
+        send(*peer, MsgType::Ok, rid, wire::Ok(), buf.get(), nbytes, buf);
+    });
+  });
+}
+
+void Server::Impl::multinode_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+                                  const std::shared_ptr<const Graph>& graph, MultiResult& r) {
+  --graphs_in_flight;
+  counters.graphs_executed.fetch_add(1, std::memory_order_relaxed);
+  auto p = wp.lock();
+  auto s = ws.lock();
+  if (p && s && !p->closing && p->state == Peer::State::Control && p->session == s && s->control == p.get()) {
+    try {
+      wire::GraphDone d;
+      d.set_status(r.status);
+      d.set_detail(r.detail);
+      d.set_exec_ns(r.exec_ns);
+      if (r.status == GENIE_OK) {
+        for (size_t i = 0; i < r.outputs.size() && i < graph->outputs().size(); ++i) {
+          const Held& t = r.outputs[i];
+          wire::OutputTensor* o = d.add_outputs();
+          o->set_name(graph->value(graph->outputs()[i]).name);
+          o->set_dtype(static_cast<int32_t>(t.dtype()));
+          for (int64_t dim : t.shape()) o->add_shape(dim);
+          o->set_tensor_id(t.local ? s->add(t.local) : s->add_remote(t.remote));
+        }
+      }
+      send(*p, MsgType::GraphDone, rid, d);
+    } catch (const std::exception& e) {
+      log(LogLevel::Error, "server: session ", s->serial(), ": cannot report graph completion: ", e.what());
+    }
+  }
+  maybe_finish_stop();
 }
 
 // ---------------------------------------------------------------------------
@@ -818,6 +1254,7 @@ void Server::Impl::end_session(const std::shared_ptr<Session>& s, const char* wh
   if (it == sessions.end() || it->second != s) return;
   log(LogLevel::Info, "server: session ", s->serial(), " of ", s->client_node(), " ended (", why,
       "), freeing ", s->num_tensors(), " tensors");
+  worker_session_gone(*s);
   s->grace.reset();
   s->clear();
   sessions.erase(it);
@@ -832,6 +1269,7 @@ void Server::Impl::end_session(const std::shared_ptr<Session>& s, const char* wh
 
 void Server::Impl::control_lost(const std::shared_ptr<Session>& s) {
   if (!sessions.count(s->token())) return;
+  worker_session_gone(*s);  // a worker lives as long as its connection
   // Data connections serve the control connection's client: a reconnecting
   // client opens new ones.
   std::vector<std::shared_ptr<Peer>> data;
@@ -916,6 +1354,9 @@ const std::string& Server::node_id() const { return impl_->node_id; }
 void Server::stop() {
   if (impl_->stop_requested.exchange(true)) return;
   Impl* impl = impl_.get();
+  // A worker leaves its master first (Goodbye), so the master drops it
+  // before this server closes the master's session here.
+  if (impl->master_link) impl->master_link->close();
   impl->loop.post([impl] { impl->begin_stop(); });
 }
 
@@ -926,6 +1367,11 @@ void Server::wait() {
     impl->done_cv.wait(lk, [impl] { return impl->drained; });
   }
   std::lock_guard<std::mutex> lk(impl->join_mu);
+  // Blocking calls to workers and to the master end before the loop they
+  // post to.
+  impl->tasks.stop();
+  impl->cluster->close_all();
+  if (impl->master_link) impl->master_link->close();
   // Every connection and session is gone; what remains on the loop is
   // closed by LoopThread::stop (its uv_walk).
   impl->loop.stop([impl] {
@@ -944,6 +1390,15 @@ ServerStats Server::stats() const {
   s.tensor_bytes = c.tensor_bytes.load();
   s.graphs_executed = c.graphs_executed.load();
   s.connections_refused = c.connections_refused.load();
+  s.graph_submits_full = c.graph_submits_full.load();
+  s.graph_submits_delta = c.graph_submits_delta.load();
+  s.graph_submit_bytes = c.graph_submit_bytes.load();
+  s.graph_delta_unknown_base = c.graph_delta_unknown_base.load();
+  const Cluster::Stats m = impl_->cluster->stats();
+  s.workers = m.workers;
+  s.multinode_graphs = m.multinode_graphs;
+  s.server_transfer_bytes = m.transfer_bytes;
+  s.server_transfer_bytes_by_role = m.transfer_bytes_by_role;
   return s;
 }
 

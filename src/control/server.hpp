@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -58,6 +59,16 @@ struct ServerOptions {
   std::function<void(LoopThread& loop)> on_start;
   // When the loop stops: whatever on_start put on the loop must go.
   std::function<void()> on_stop;
+  // Multi-node (docs/multinode.md). A worker: the master to join at start
+  // (empty: none), and the address the master should dial to reach this
+  // server (empty: `host`, or this machine's host name when `host` is a
+  // wildcard address).
+  std::string join_host;
+  int join_port = 5555;
+  std::string advertise_host;
+  // Timeout of this server's own client calls (to its master, or as a
+  // master to its workers).
+  int64_t client_timeout_ms = 30000;
 };
 
 struct ServerStats {
@@ -66,12 +77,25 @@ struct ServerStats {
   uint64_t tensor_bytes = 0;
   uint64_t graphs_executed = 0;
   uint64_t connections_refused = 0;
+  uint64_t graph_submits_full = 0;
+  uint64_t graph_submits_delta = 0;
+  uint64_t graph_submit_bytes = 0;  // frames (header + message) of both kinds
+  uint64_t graph_delta_unknown_base = 0;
+  // Multi-node (a master): workers live, graphs planned across nodes, tensor
+  // bytes moved between servers for them, in total and by role.
+  uint32_t workers = 0;
+  uint64_t multinode_graphs = 0;
+  uint64_t server_transfer_bytes = 0;
+  std::map<std::string, uint64_t> server_transfer_bytes_by_role;
 };
 
 class Server {
  public:
   // Binds and listens (throws Error(IO) naming host:port and the reason,
   // e.g. address in use); serving starts on the server's own loop thread.
+  // With a join_host, then registers with that master as a worker and
+  // returns once the master has connected back (throws the client errors:
+  // CONNECTION, TIMEOUT, AUTH, VERSION_MISMATCH, or the master's refusal).
   explicit Server(ServerOptions opts);
   // stop() then waits for the loop thread.
   ~Server();

@@ -24,9 +24,21 @@ TensorPtr Session::get(uint64_t id) const {
   return t;
 }
 
+uint64_t Session::add_remote(WorkerTensorPtr t) {
+  const uint64_t id = next_id_++;
+  remote_.emplace(id, std::move(t));
+  return id;
+}
+
+WorkerTensorPtr Session::find_remote(uint64_t id) const {
+  if (remote_.empty()) return nullptr;
+  auto it = remote_.find(id);
+  return it == remote_.end() ? nullptr : it->second;
+}
+
 bool Session::erase(uint64_t id) {
   auto it = tensors_.find(id);
-  if (it == tensors_.end()) return false;
+  if (it == tensors_.end()) return remote_.erase(id) > 0;
   counters_.tensors.fetch_sub(1, std::memory_order_relaxed);
   counters_.tensor_bytes.fetch_sub(it->second->nbytes(), std::memory_order_relaxed);
   tensors_.erase(it);
@@ -39,6 +51,7 @@ void Session::clear() {
     counters_.tensor_bytes.fetch_sub(t->nbytes(), std::memory_order_relaxed);
   }
   tensors_.clear();
+  remote_.clear();
 }
 
 }  // namespace genie

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "control/uv_timer.hpp"
+#include "control/worker_tensor.hpp"
 #include "core/tensor_data.hpp"
 
 namespace genie {
@@ -21,6 +22,10 @@ struct ServerCounters {
   std::atomic<uint64_t> tensor_bytes{0};
   std::atomic<uint64_t> graphs_executed{0};
   std::atomic<uint64_t> connections_refused{0};
+  std::atomic<uint64_t> graph_submits_full{0};
+  std::atomic<uint64_t> graph_submits_delta{0};
+  std::atomic<uint64_t> graph_submit_bytes{0};
+  std::atomic<uint64_t> graph_delta_unknown_base{0};
 };
 
 struct Peer;
@@ -43,10 +48,16 @@ class Session {
   TensorPtr find(uint64_t id) const;
   // Throws Error(NOT_FOUND) "no tensor N in this session".
   TensorPtr get(uint64_t id) const;
-  // False when there was no such tensor.
+  // A tensor held on a worker (master only); its id comes from the same
+  // sequence. Not counted in the server's tensors and tensor_bytes (the
+  // worker holds the bytes).
+  uint64_t add_remote(WorkerTensorPtr t);
+  // nullptr when `id` is not a worker tensor of this session.
+  WorkerTensorPtr find_remote(uint64_t id) const;
+  // False when there was no such tensor (local or on a worker).
   bool erase(uint64_t id);
   void clear();
-  size_t num_tensors() const { return tensors_.size(); }
+  size_t num_tensors() const { return tensors_.size() + remote_.size(); }
 
   uint64_t serial() const { return serial_; }  // for logs: the token is a secret
   const std::string& token() const { return token_; }
@@ -64,6 +75,7 @@ class Session {
   std::string client_node_;
   ServerCounters& counters_;
   std::unordered_map<uint64_t, TensorPtr> tensors_;
+  std::unordered_map<uint64_t, WorkerTensorPtr> remote_;
   uint64_t next_id_ = 1;
 };
 

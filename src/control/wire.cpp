@@ -64,8 +64,12 @@ bool known_type(uint16_t type) {
     case MsgType::GraphSubmit:
     case MsgType::SubmitAccepted:
     case MsgType::GraphDone:
+    case MsgType::GraphSubmitDelta:
     case MsgType::ServerInfoRequest:
     case MsgType::ServerInfo:
+    case MsgType::WorkerRegister:
+    case MsgType::PlanExplain:
+    case MsgType::PlanExplainReply:
     case MsgType::Goodbye:
     case MsgType::Probe:
     case MsgType::ProbeReply:
@@ -92,8 +96,12 @@ const char* type_name(MsgType t) {
     case MsgType::GraphSubmit: return "GraphSubmit";
     case MsgType::SubmitAccepted: return "SubmitAccepted";
     case MsgType::GraphDone: return "GraphDone";
+    case MsgType::GraphSubmitDelta: return "GraphSubmitDelta";
     case MsgType::ServerInfoRequest: return "ServerInfoRequest";
     case MsgType::ServerInfo: return "ServerInfo";
+    case MsgType::WorkerRegister: return "WorkerRegister";
+    case MsgType::PlanExplain: return "PlanExplain";
+    case MsgType::PlanExplainReply: return "PlanExplainReply";
     case MsgType::Goodbye: return "Goodbye";
     case MsgType::Probe: return "Probe";
     case MsgType::ProbeReply: return "ProbeReply";

@@ -54,8 +54,12 @@ enum class MsgType : uint16_t {
   GraphSubmit = 20,
   SubmitAccepted = 21,  // no longer sent by servers (docs/protocol.md); clients ignore it
   GraphDone = 22,
+  GraphSubmitDelta = 23,
   ServerInfoRequest = 30,
   ServerInfo = 31,
+  WorkerRegister = 32,
+  PlanExplain = 33,
+  PlanExplainReply = 34,
   Goodbye = 40,
   // Cluster (docs/cluster.md): Probe/ProbeReply before any handshake,
   // Heartbeat/HeartbeatReply on a session's control connection.

@@ -111,6 +111,11 @@ void Config::apply_env() {
     static const bool vals[] = {false, true};
     dpdk_probe = parse_enum("GENIE_DPDK_PROBE", v, names, vals);
   }
+  if (const char* v = env("GENIE_GRAPH_DELTAS")) {
+    static const char* const names[] = {"0", "1"};
+    static const bool vals[] = {false, true};
+    graph_deltas = parse_enum("GENIE_GRAPH_DELTAS", v, names, vals);
+  }
   if (const char* v = env("GENIE_NUM_THREADS")) {
     const int64_t n = parse_int("GENIE_NUM_THREADS", v);
     check(n >= 0 && n <= 1024, GENIE_ERR_INVALID_ARGUMENT, "GENIE_NUM_THREADS=", v, " is outside 0..1024");

@@ -21,6 +21,7 @@ struct Config {
   std::string auth_token;   // empty = no authentication
   int64_t session_grace_ms = 30000;
   int64_t max_message_bytes = 64 << 20;
+  bool graph_deltas = true;  // remote mode: send graph deltas (GENIE_GRAPH_DELTAS=0 turns them off)
   bool use_env = true;
   // Cluster monitoring (docs/cluster.md).
   int64_t heartbeat_interval_ms = 10000;

@@ -14,7 +14,7 @@ namespace genie_cli {
 void print_serve_usage(std::FILE* out) {
   std::fprintf(out,
                "usage: genie serve [--host H] [--port P] [--auth-token-file F] [--threads N]\n"
-               "                   [--grace-ms MS]\n"
+               "                   [--grace-ms MS] [--node-id ID] [--join HOST:PORT]\n"
                "\n"
                "Serves remote Genie clients (GENIE_MASTER_ADDR/GENIE_MASTER_PORT) until\n"
                "SIGINT or SIGTERM, then lets graphs in flight finish, closes every\n"
@@ -30,6 +30,11 @@ void print_serve_usage(std::FILE* out) {
                "  --threads N            worker threads executing graphs (0 = all cores)\n"
                "  --grace-ms MS          how long a disconnected client's tensors are kept for\n"
                "                         it to reconnect (default 30000)\n"
+               "  --node-id ID           this server's node id: its devices are ID/cpu:0 for\n"
+               "                         the master's clients (default: generated)\n"
+               "  --join HOST:PORT       join the master at HOST:PORT as a worker (before the\n"
+               "                         listening line is printed); the master dials this\n"
+               "                         server back at --host (docs/multinode.md)\n"
                "\n"
                "GENIE_* environment variables override these values as for any Genie\n"
                "program: GENIE_AUTH_TOKEN, GENIE_NUM_THREADS, GENIE_SESSION_GRACE,\n"
@@ -44,6 +49,9 @@ struct ServeOptions {
   std::string token_file;
   long threads = -1;   // -1: not given
   long grace_ms = -1;  // -1: not given
+  std::string node_id;
+  std::string join_host;
+  long join_port = 0;
   bool help = false;
 };
 
@@ -55,7 +63,8 @@ ServeOptions parse_args(int argc, char** argv) {
       o.help = true;
       return o;
     }
-    if (a != "--host" && a != "--port" && a != "--auth-token-file" && a != "--threads" && a != "--grace-ms")
+    if (a != "--host" && a != "--port" && a != "--auth-token-file" && a != "--threads" && a != "--grace-ms" &&
+        a != "--node-id" && a != "--join")
       usage_error("unknown argument '" + a + "' (try 'genie help serve')");
     if (i + 1 >= argc) usage_error(a + " needs a value");
     const char* v = argv[++i];
@@ -68,6 +77,17 @@ ServeOptions parse_args(int argc, char** argv) {
       o.token_file = v;
     } else if (a == "--threads") {
       o.threads = parse_long(a, v, 0, 1024);
+    } else if (a == "--node-id") {
+      o.node_id = v;
+    } else if (a == "--join") {
+      const std::string hp = v;
+      const size_t colon = hp.rfind(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == hp.size())
+        usage_error("--join needs HOST:PORT, got '" + hp + "'");
+      o.join_host = hp.substr(0, colon);
+      if (o.join_host.size() > 2 && o.join_host.front() == '[' && o.join_host.back() == ']')
+        o.join_host = o.join_host.substr(1, o.join_host.size() - 2);
+      o.join_port = parse_long(a, hp.c_str() + colon + 1, 1, 65535);
     } else {
       o.grace_ms = parse_long(a, v, 0, 1L << 40);
     }
@@ -103,6 +123,11 @@ int serve_command(int argc, char** argv) {
   if (opt.threads >= 0)
     check(genie_config_set_num_threads(config.get(), static_cast<int32_t>(opt.threads)), "--threads");
   if (opt.grace_ms >= 0) check(genie_config_set_session_grace_ms(config.get(), opt.grace_ms), "--grace-ms");
+  if (!opt.node_id.empty()) check(genie_config_set_node_id(config.get(), opt.node_id.c_str()), "--node-id");
+  if (!opt.join_host.empty())
+    check(genie_config_set_master_addr(config.get(), opt.join_host.c_str()) ||
+              genie_config_set_master_port(config.get(), static_cast<int32_t>(opt.join_port)),
+          "--join");
 
   // Signals are taken synchronously by sigwait below: blocked here, before
   // the server starts its threads, so that every thread inherits the mask

@@ -132,7 +132,7 @@ TEST(ControlWire, VersionIsCheckedBeforeTheRestOfTheHeader) {
 }
 
 TEST(ControlWire, RejectsUnknownTypes) {
-  for (uint16_t t : {0, 8, 9, 15, 23, 32, 39, 41, 1000, 65535}) {
+  for (uint16_t t : {0, 8, 9, 15, 24, 35, 39, 41, 1000, 65535}) {
     FrameHeader h;
     h.type = static_cast<MsgType>(t);
     const Encoded e = encode(h, "");
@@ -212,8 +212,12 @@ TEST(ControlWire, KnownTypesAndNames) {
                          MsgType::GraphSubmit,
                          MsgType::SubmitAccepted,
                          MsgType::GraphDone,
+                         MsgType::GraphSubmitDelta,
                          MsgType::ServerInfoRequest,
                          MsgType::ServerInfo,
+                         MsgType::WorkerRegister,
+                         MsgType::PlanExplain,
+                         MsgType::PlanExplainReply,
                          MsgType::Goodbye,
                          MsgType::Probe,
                          MsgType::ProbeReply,

@@ -255,6 +255,17 @@ extern "C" {
     pub fn genie_config_set_use_env(config: *mut genie_config_t, use_env: ::std::os::raw::c_int) -> genie_status_t;
 }
 extern "C" {
+    #[doc = " Remote mode: whether a graph submitted again, or one shaped like a graph"]
+    #[doc = "  submitted shortly before (same ops and edges; other input shapes, scalar"]
+    #[doc = "  attributes or constant bytes), is sent as its changes only against the"]
+    #[doc = "  earlier graph, which the server rebuilds (default 1; docs/protocol.md,"]
+    #[doc = "  Graph deltas). Results never differ; genie_context_server_info counts"]
+    #[doc = "  the bytes sent with and without. Environment: GENIE_GRAPH_DELTAS (0|1)."]
+    #[doc = "  Errors: INVALID_HANDLE."]
+    pub fn genie_config_set_graph_deltas(config: *mut genie_config_t, enabled: ::std::os::raw::c_int)
+        -> genie_status_t;
+}
+extern "C" {
     #[doc = " Shared secret for authentication (copied; NULL or \"\" disables it). A"]
     #[doc = "  server with a token admits only clients that prove they hold it"]
     #[doc = "  (HMAC-SHA256 challenge-response; the token never crosses the network);"]
@@ -363,7 +374,25 @@ extern "C" {
 extern "C" {
     #[doc = " Statistics of the server this context is connected to, as JSON text"]
     #[doc = "  ({\"node_id\", \"sessions\", \"tensors\", \"tensor_bytes\", \"uptime_ms\","]
-    #[doc = "  \"graphs_executed\", \"connections_refused\"}), released with genie_free."]
+    #[doc = "  \"graphs_executed\", \"connections_refused\", \"graph_submits_full\","]
+    #[doc = "  \"graph_submits_delta\", \"graph_submit_bytes\", \"graph_delta_unknown_base\","]
+    #[doc = "  multi-node: \"workers\", \"multinode_graphs\", \"server_transfer_bytes\" and"]
+    #[doc = "  \"server_transfer_bytes_by_role\" (bytes moved between the server and its"]
+    #[doc = "  workers for graphs, by the role of the value moved: \"kv_cache\","]
+    #[doc = "  \"weight\", \"input\", \"activation\", \"constant\"), \"plan_cache_hits\","]
+    #[doc = "  \"plan_cache_misses\", \"last_plan_predicted_ns\" and"]
+    #[doc = "  \"last_plan_measured_ns\" (the last multi-node graph: its plan's predicted"]
+    #[doc = "  completion time, and the measured time of its parts and transfers);"]
+    #[doc = "  and \"client\": this context's own counts of the same traffic:"]
+    #[doc = "  {\"graph_deltas\", \"graph_submits_full\", \"graph_submits_delta\","]
+    #[doc = "  \"graph_delta_fallbacks\", \"graph_bytes_sent\", \"graph_bytes_full\"}, where"]
+    #[doc = "  graph_bytes_full is what the same submissions would have taken as full"]
+    #[doc = "  graphs}), released with genie_free."]
+    #[doc = "  Graph deltas: in remote mode a graph whose JSON has the same shape as one"]
+    #[doc = "  submitted shortly before (same ops and edges; other input shapes, scalar"]
+    #[doc = "  attributes or constant bytes) is sent as the changes only, and rebuilt"]
+    #[doc = "  by the server (docs/protocol.md; genie_config_set_graph_deltas turns it"]
+    #[doc = "  off)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT, UNSUPPORTED (embedded mode),"]
     #[doc = "  CONNECTION, TIMEOUT, SHUTDOWN."]
     pub fn genie_context_server_info(
@@ -379,8 +408,18 @@ extern "C" {
     #[doc = "  size, worker threads, node id, log level, and as the cluster's master"]
     #[doc = "  (see \"Cluster\" below) the heartbeat interval and timeout, GPU poll and"]
     #[doc = "  health intervals; environment overrides apply."]
+    #[doc = "  With a master address set on `config` (genie_config_set_master_addr /"]
+    #[doc = "  _port; not from GENIE_MASTER_ADDR / GENIE_MASTER_PORT, which point"]
+    #[doc = "  clients at a server), the server joins that master as a worker:"]
+    #[doc = "  after binding it registers its node id, address (`host`, or this"]
+    #[doc = "  machine's host name when `host` is a wildcard) and device profile, and"]
+    #[doc = "  returns once the master has connected back. It stays a worker while"]
+    #[doc = "  that connection lives (docs/multinode.md)."]
     #[doc = "  Errors: INVALID_ARGUMENT (out NULL, port outside 0..65535), INVALID_HANDLE,"]
-    #[doc = "  IO (cannot bind or listen: the detail names the address and reason)."]
+    #[doc = "  IO (cannot bind or listen: the detail names the address and reason);"]
+    #[doc = "  joining: CONNECTION / TIMEOUT (the master cannot be reached, or it cannot"]
+    #[doc = "  reach this server back), AUTH, VERSION_MISMATCH, INVALID_ARGUMENT (the"]
+    #[doc = "  master refused the registration, e.g. the node id is the master's)."]
     pub fn genie_server_create(
         config: *const genie_config_t,
         host: *const ::std::os::raw::c_char,
@@ -526,8 +565,16 @@ extern "C" {
     #[doc = "  out-of-range N lists them); \"SERVER/cpu\" and \"SERVER/gpu:N\", with"]
     #[doc = "  SERVER the server's node id, name the same devices, and such tensors"]
     #[doc = "  report \"remote:N\" from genie_tensor_device. \"cpu\" stays host memory of"]
-    #[doc = "  this process (see genie_graph_submit for binding it); other nodes are not"]
-    #[doc = "  reachable (UNSUPPORTED)."]
+    #[doc = "  this process (see genie_graph_submit for binding it). \"NODE/cpu:0\" with"]
+    #[doc = "  NODE another node's id is a device of a worker of the master (a"]
+    #[doc = "  `genie serve --join` process, docs/multinode.md): the master allocates it"]
+    #[doc = "  there and forwards writes and reads (the bytes pass through the master,"]
+    #[doc = "  never through another client); genie_tensor_device reports \"NODE/cpu:0\"."]
+    #[doc = "  A graph bound to such tensors is planned across the master and its"]
+    #[doc = "  workers, and its parts run where their data is; outputs stay where they"]
+    #[doc = "  were produced (on a worker or the master) and are read, bound and"]
+    #[doc = "  destroyed like any other. A NODE that is not a worker gets UNSUPPORTED"]
+    #[doc = "  naming the workers there are."]
     #[doc = "  Errors: INVALID_HANDLE (ctx), INVALID_ARGUMENT (out or shape NULL, ndim too"]
     #[doc = "  large, negative dimension, bad dtype), PARSE (device string malformed),"]
     #[doc = "  TOO_LARGE (byte size overflows), UNSUPPORTED (device not available here,"]
@@ -957,4 +1004,39 @@ extern "C" {
     #[doc = "  start of the first node to the end of the last)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not completed)."]
     pub fn genie_future_exec_ns(future: *const genie_future_t, out: *mut u64) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Plans `graph` as a submission on `ctx` would, without running it, and"]
+    #[doc = "  returns the plan as JSON: where each node would run and why."]
+    #[doc = "  The JSON (docs/scheduler.md describes every field) holds the analysis"]
+    #[doc = "  (the stage recognised — \"prefill\", \"decode\", \"vision\" ... — whether from"]
+    #[doc = "  annotations or inferred, and the evidence; the patterns found: attention,"]
+    #[doc = "  fused attention, MLP, conv-norm-activation, residual, embedding, LM head;"]
+    #[doc = "  the KV caches and the nodes kept with them), the devices with their"]
+    #[doc = "  predicted peak memory and budget, every node in execution order with its"]
+    #[doc = "  device, the rule that decided (\"kv_cache_colocation\", \"resident_weight\","]
+    #[doc = "  \"only_device\", \"min_finish_time\"), a sentence saying why, its FLOPs,"]
+    #[doc = "  bytes and predicted start, finish and duration, the transfers between"]
+    #[doc = "  devices, and the predicted total time. The graph is validated on a copy"]
+    #[doc = "  (the handle is not changed); every input is planned as not yet resident"]
+    #[doc = "  anywhere, so inputs must have static shapes."]
+    #[doc = "  Embedded mode plans over this process's devices: the CPU, profiled on"]
+    #[doc = "  first use by a short calibration (about 50 ms) whose result is cached in"]
+    #[doc = "  $XDG_CACHE_HOME/genie (else ~/.cache/genie). Remote mode sends the graph"]
+    #[doc = "  to the master, which plans over its own devices and its workers' (as it"]
+    #[doc = "  would for a submission) and answers with the same JSON."]
+    #[doc = "  `*out_json` is NUL-terminated and released with genie_free()."]
+    #[doc = "  Errors: INVALID_HANDLE (ctx or graph), INVALID_ARGUMENT (out_json NULL),"]
+    #[doc = "  any validation error (INVALID_GRAPH also for an input with a dynamic"]
+    #[doc = "  dimension), OUT_OF_MEMORY (the graph does not fit in the devices' memory"]
+    #[doc = "  budgets; the detail names the node, the device, the bytes in use and the"]
+    #[doc = "  largest tensors alive), SHUTDOWN, and in remote mode CONNECTION and"]
+    #[doc = "  TIMEOUT (the master did not answer) or any error the master reports."]
+    #[doc = "  Threads: any thread; concurrent calls on one context are fine (the graph"]
+    #[doc = "  must not be changed meanwhile)."]
+    pub fn genie_plan_explain(
+        ctx: *mut genie_context_t,
+        graph: *const genie_graph_t,
+        out_json: *mut *mut ::std::os::raw::c_char,
+    ) -> genie_status_t;
 }

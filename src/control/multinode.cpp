@@ -1,0 +1,335 @@
+// Multi-node execution on the master: the contract is in multinode.hpp.
+#include "control/multinode.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+
+#include "control/graph_split.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+
+namespace genie {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+RemoteResult wait_submit(RemoteClient& c, const std::string& json,
+                         const std::vector<std::pair<std::string, uint64_t>>& bindings) {
+  auto p = std::make_shared<std::promise<RemoteResult>>();
+  std::future<RemoteResult> f = p->get_future();
+  c.submit(json, bindings, [p](RemoteResult&& r) { p->set_value(std::move(r)); });
+  return f.get();
+}
+
+}  // namespace
+
+Cluster::Cluster(std::string node_id, Config cfg, Executor& exec)
+    : node_id_(std::move(node_id)), cfg_(std::move(cfg)), exec_(exec) {}
+
+void Cluster::join(const std::string& node_id, const std::string& host, int port,
+                   std::vector<sched::DeviceProfile> devices, const void* registered_by) {
+  check(!devices.empty(), GENIE_ERR_INVALID_ARGUMENT, "worker ", node_id, " registered no devices");
+  check(node_id != node_id_ && !node_id.empty(), GENIE_ERR_INVALID_ARGUMENT, "worker node id '", node_id,
+        "' is empty or this master's own");
+  Config c = cfg_;
+  c.master_addr = host;
+  c.master_port = port;
+  c.role = GENIE_ROLE_SERVER;
+  auto w = std::make_shared<Worker>();
+  w->node_id = node_id;
+  w->host = host;
+  w->port = port;
+  w->registered_by = registered_by;
+  w->client = RemoteClient::connect(c, node_id_);
+  // The link, measured once: the best of a few round trips, and one write.
+  double rtt = 1e9;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = Clock::now();
+    w->client->server_info_json();
+    rtt = std::min(rtt, seconds_since(t0));
+  }
+  const size_t probe = size_t{1} << 20;
+  const uint64_t id = w->client->tensor_alloc(DType::F32, {static_cast<int64_t>(probe / 4)}, "cpu:0");
+  std::vector<std::byte> bytes(probe);
+  const auto t0 = Clock::now();
+  w->client->tensor_write(id, 0, bytes.data(), bytes.size());
+  const double write_s = std::max(seconds_since(t0) - rtt, 1e-6);
+  w->client->tensor_free(id);
+  w->rtt_s = rtt;
+  w->bandwidth_bytes_per_s = static_cast<double>(probe) / write_s;
+  for (auto& d : devices) d.node_id = node_id;
+  w->devices = std::move(devices);
+  std::shared_ptr<const Worker> old;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto& slot = workers_[node_id];
+    old = std::move(slot);
+    slot = std::move(w);
+    ++version_;
+  }
+  log(LogLevel::Info, "master ", node_id_, ": worker ", node_id, " joined from ", host, ":", port, " (rtt ",
+      static_cast<int64_t>(rtt * 1e6), " us, ", static_cast<int64_t>(static_cast<double>(probe) / write_s / 1e6),
+      " MB/s)");
+}
+
+std::shared_ptr<RemoteClient> Cluster::leave(const void* registered_by) {
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto it = workers_.begin(); it != workers_.end(); ++it) {
+    if (it->second->registered_by != registered_by) continue;
+    auto c = it->second->client;
+    log(LogLevel::Info, "master ", node_id_, ": worker ", it->first, " left");
+    workers_.erase(it);
+    ++version_;
+    return c;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<RemoteClient> Cluster::client_of(const std::string& node_id) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = workers_.find(node_id);
+  return it == workers_.end() ? nullptr : it->second->client;
+}
+
+bool Cluster::has_workers() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return !workers_.empty();
+}
+
+std::vector<std::string> Cluster::worker_names() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<std::string> v;
+  for (const auto& [id, w] : workers_) v.push_back(id);
+  return v;
+}
+
+void Cluster::close_all() {
+  std::map<std::string, std::shared_ptr<const Worker>> all;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    all.swap(workers_);
+    ++version_;
+  }
+  for (auto& [id, w] : all) w->client->close();
+}
+
+const sched::DeviceProfile& Cluster::local_profile() {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!have_local_) {
+    sched::CalibrateOptions o;
+    local_ = sched::calibrate_local_cpu(o);
+    local_.node_id.clear();  // this process
+    have_local_ = true;
+  }
+  return local_;
+}
+
+void Cluster::count(const std::string& role, uint64_t bytes) {
+  std::lock_guard<std::mutex> lk(mu_);
+  transfer_bytes_ += bytes;
+  by_role_[role] += bytes;
+}
+
+Cluster::Stats Cluster::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  Stats s;
+  s.workers = static_cast<uint32_t>(workers_.size());
+  s.multinode_graphs = multinode_graphs_;
+  s.transfer_bytes = transfer_bytes_;
+  s.transfer_bytes_by_role = by_role_;
+  s.plan_hits = plans_.hits();
+  s.plan_misses = plans_.misses();
+  s.last_predicted_ns = last_predicted_ns_;
+  s.last_measured_ns = last_measured_ns_;
+  return s;
+}
+
+Cluster::Planned Cluster::plan(const Graph& g, const std::vector<Held>& inputs,
+                               const std::unordered_map<ValueId, Shape>& shapes) {
+  Planned p;
+  p.topo.devices.push_back(local_profile());
+  p.device_node.push_back("");
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const auto& [id, w] : workers_) {  // by node id: the same topology, the same plan
+      for (const auto& d : w->devices) {
+        p.topo.devices.push_back(d);
+        p.device_node.push_back(id);
+      }
+      p.topo.links.push_back({"", id, std::max(w->bandwidth_bytes_per_s, 1.0), w->rtt_s});
+    }
+    p.topo.version = version_;
+  }
+  check(inputs.size() == g.inputs().size(), GENIE_ERR_INTERNAL, inputs.size(), " tensors for ",
+        g.inputs().size(), " graph inputs");
+  sched::Residency res;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const std::string& name = g.value(g.inputs()[k]).name;
+    if (inputs[k].local) {
+      res.value_device[name] = 0;
+      continue;
+    }
+    if (!inputs[k].remote) continue;  // not resident anywhere yet (plan only)
+    const std::string& node = inputs[k].remote->node;
+    const auto it = std::find(p.device_node.begin(), p.device_node.end(), node);
+    check(it != p.device_node.end(), GENIE_ERR_CONNECTION, "input '", name, "' lives on worker ", node,
+          ", which has left");
+    res.value_device[name] = static_cast<int>(it - p.device_node.begin());
+  }
+  p.plan = plans_.get_or_plan(g, p.topo, res, &shapes);
+  return p;
+}
+
+std::string Cluster::explain(const Graph& g, const std::vector<Held>& inputs,
+                             const std::unordered_map<ValueId, Shape>& shapes) {
+  return plan(g, inputs, shapes).plan->explain_json(g);
+}
+
+MultiResult Cluster::run(const std::shared_ptr<const Graph>& gp, const std::vector<Held>& inputs,
+                         const std::unordered_map<ValueId, Shape>& shapes) {
+  MultiResult result;
+  const auto t0 = Clock::now();
+  try {
+    const Graph& g = *gp;
+    const Planned pl = plan(g, inputs, shapes);
+    const sched::Plan& plan = *pl.plan;
+    std::vector<Stage> stages = split_stages(g, plan.node_device, plan.order, &shapes);
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ++multinode_graphs_;
+    }
+    const auto started = Clock::now();
+
+    // Where each value is: its home (where it was produced or bound: "" =
+    // here) and the copies made for other nodes.
+    struct Holding {
+      std::string home;
+      TensorPtr local;
+      std::map<std::string, WorkerTensorPtr> at;
+    };
+    std::unordered_map<ValueId, Holding> held;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      Holding& h = held[g.inputs()[k]];
+      if (inputs[k].local) {
+        h.local = inputs[k].local;
+      } else {
+        h.home = inputs[k].remote->node;
+        h.at[h.home] = inputs[k].remote;
+      }
+    }
+    const auto role_of = [&](ValueId v) -> std::string {
+      const size_t i = static_cast<size_t>(v);
+      if (i < plan.analysis.value_kv.size() && plan.analysis.value_kv[i] >= 0) return "kv_cache";
+      const Value& val = g.value(v);
+      switch (val.kind) {
+        case ValueKind::Constant: return "constant";
+        case ValueKind::NodeOutput: return "activation";
+        case ValueKind::Input: return val.role == TensorRole::Unspecified ? "input" : role_name(val.role);
+      }
+      return "input";
+    };
+    // The value as a tensor of this server (read from a worker if need be).
+    const auto here = [&](ValueId v) -> TensorPtr {
+      Holding& h = held.at(v);
+      if (h.local) return h.local;
+      const WorkerTensorPtr& src = h.at.begin()->second;
+      auto t = std::make_shared<TensorData>(src->dtype, src->shape);
+      src->client->tensor_read(src->id, 0, t->bytes(), t->nbytes());
+      count(role_of(v), t->nbytes());
+      h.local = t;
+      return t;
+    };
+    // The value as a tensor of worker `node` (written there if need be; a
+    // value on another worker comes through this server).
+    const auto there = [&](ValueId v, const std::string& node,
+                           const std::shared_ptr<RemoteClient>& client) -> uint64_t {
+      Holding& h = held.at(v);
+      if (auto it = h.at.find(node); it != h.at.end()) return it->second->id;
+      TensorPtr t = here(v);
+      const uint64_t id = client->tensor_alloc(t->dtype(), t->shape(), "cpu:0");
+      auto wt = std::make_shared<WorkerTensor>(client, node, id, t->dtype(), t->shape());
+      client->tensor_write(id, 0, t->bytes(), t->nbytes());
+      count(role_of(v), t->nbytes());
+      h.at[node] = wt;
+      return id;
+    };
+
+    for (const Stage& st : stages) {
+      const std::string& node = pl.device_node.at(static_cast<size_t>(st.device));
+      if (node.empty()) {
+        std::vector<TensorPtr> ins;
+        for (ValueId v : st.inputs) ins.push_back(here(v));
+        auto done = std::make_shared<std::promise<ExecResult>>();
+        std::future<ExecResult> f = done->get_future();
+        exec_.run(st.graph, std::move(ins), [done](ExecResult&& r) { done->set_value(std::move(r)); });
+        ExecResult r = f.get();
+        if (r.status != GENIE_OK) {
+          result.status = r.status;
+          result.detail = std::move(r.detail);
+          return result;
+        }
+        for (size_t i = 0; i < st.outputs.size(); ++i) {
+          Holding& h = held[st.outputs[i]];
+          h.home.clear();
+          h.local = std::move(r.outputs[i]);
+        }
+        continue;
+      }
+      std::shared_ptr<RemoteClient> client = client_of(node);
+      check(client != nullptr, GENIE_ERR_CONNECTION, "worker ", node, " left before its part of graph '",
+            g.name(), "' ran");
+      std::vector<std::pair<std::string, uint64_t>> bindings;
+      for (ValueId v : st.inputs) bindings.emplace_back(g.value(v).name, there(v, node, client));
+      RemoteResult r = wait_submit(*client, graph_to_json(*st.graph), bindings);
+      if (r.status != GENIE_OK) {
+        result.status = r.status;
+        result.detail = cat("on worker ", node, ": ", r.detail);
+        return result;
+      }
+      check(r.outputs.size() == st.outputs.size(), GENIE_ERR_PROTOCOL, "worker ", node, " returned ",
+            r.outputs.size(), " outputs for a stage of ", st.outputs.size());
+      for (size_t i = 0; i < st.outputs.size(); ++i) {
+        Holding& h = held[st.outputs[i]];
+        h.home = node;
+        h.at[node] = std::make_shared<WorkerTensor>(client, node, r.outputs[i].tensor_id, r.outputs[i].dtype,
+                                                    r.outputs[i].shape);
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      last_predicted_ns_ = static_cast<uint64_t>(plan.predicted_total_s * 1e9);
+      last_measured_ns_ = static_cast<uint64_t>(seconds_since(started) * 1e9);
+    }
+    for (ValueId o : g.outputs()) {
+      const Holding& h = held.at(o);
+      Held out;
+      if (h.home.empty())
+        out.local = h.local;
+      else
+        out.remote = h.at.at(h.home);
+      result.outputs.push_back(std::move(out));
+    }
+  } catch (const Error& e) {
+    result.status = e.code();
+    result.detail = e.detail();
+    result.outputs.clear();
+  } catch (const std::bad_alloc&) {
+    result.status = GENIE_ERR_OUT_OF_MEMORY;
+    result.detail = "out of memory running a multi-node graph";
+    result.outputs.clear();
+  } catch (const std::exception& e) {
+    result.status = GENIE_ERR_INTERNAL;
+    result.detail = cat("internal error running a multi-node graph: ", e.what());
+    result.outputs.clear();
+  }
+  result.exec_ns = static_cast<uint64_t>(seconds_since(t0) * 1e9);
+  return result;
+}
+
+}  // namespace genie

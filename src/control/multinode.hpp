@@ -1,0 +1,136 @@
+// The master's side of multi-node execution (docs/multinode.md).
+//
+// Workers are `genie serve` processes that joined this one (WorkerRegister).
+// The master holds one client session on each (RemoteClient), through which
+// it allocates, writes and reads tensors there and runs sub-graphs. For
+// every graph submitted while workers are live, it builds the topology (its
+// own CPU and each worker's devices, with the measured link to each), the
+// residency (where each bound tensor lives), plans the graph with
+// sched::plan_graph (through a PlanCache), splits the plan into per-device
+// stages at the cut edges, and runs them in order: its own stages on its
+// executor, the others on their worker; the tensors of the cut edges move
+// between the master and the worker directly, never through the client.
+// Outputs stay where they were produced.
+//
+// Threads: the registry and counters are thread-safe. run() and explain()
+// block (remote calls, local execution): the server calls them on its task
+// thread, never on its loop thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "control/client.hpp"
+#include "control/worker_tensor.hpp"
+#include "core/tensor_data.hpp"
+#include "exec/executor.hpp"
+#include "graph/graph.hpp"
+#include "sched/plan.hpp"
+
+namespace genie {
+
+// A tensor bound to (or produced by) a multi-node graph: on this server or on
+// a worker. Exactly one is set (explain() also takes neither: an input not
+// resident anywhere yet).
+struct Held {
+  TensorPtr local;
+  WorkerTensorPtr remote;
+
+  DType dtype() const { return local ? local->dtype() : remote->dtype; }
+  const Shape& shape() const { return local ? local->shape() : remote->shape; }
+};
+
+struct MultiResult {
+  genie_status_t status = GENIE_OK;
+  std::string detail;
+  std::vector<Held> outputs;  // per graph output, mark order
+  uint64_t exec_ns = 0;
+};
+
+class Cluster {
+ public:
+  struct Worker {
+    std::string node_id;
+    std::string host;
+    int port = 0;
+    std::vector<sched::DeviceProfile> devices;
+    std::shared_ptr<RemoteClient> client;  // the master's session on the worker
+    double rtt_s = 0;
+    double bandwidth_bytes_per_s = 0;
+    const void* registered_by = nullptr;   // the worker's own session on the master
+  };
+
+  struct Stats {
+    uint32_t workers = 0;
+    uint64_t multinode_graphs = 0;
+    uint64_t transfer_bytes = 0;
+    std::map<std::string, uint64_t> transfer_bytes_by_role;
+    uint64_t plan_hits = 0, plan_misses = 0;
+    // The last graph run: predicted completion of its plan, and measured
+    // time of its stages (transfers included, planning excluded).
+    uint64_t last_predicted_ns = 0, last_measured_ns = 0;
+  };
+
+  // `cfg` is what the master's clients of its workers use (auth token,
+  // timeout); `node_id` the master's own.
+  Cluster(std::string node_id, Config cfg, Executor& exec);
+
+  // Blocking: connects to the worker at host:port, measures the link (RTT
+  // and bandwidth with a few small requests and one 1 MiB write), and adds
+  // it, replacing a worker of the same node id. Throws the connection's
+  // errors.
+  void join(const std::string& node_id, const std::string& host, int port,
+            std::vector<sched::DeviceProfile> devices, const void* registered_by);
+  // The worker registered by this session, if any, leaves; returns its
+  // client (closed by whoever drops the last reference: it may block).
+  std::shared_ptr<RemoteClient> leave(const void* registered_by);
+  std::shared_ptr<RemoteClient> client_of(const std::string& node_id) const;
+  bool has_workers() const;
+  std::vector<std::string> worker_names() const;
+  // Closes every worker session (blocking).
+  void close_all();
+
+  // Plans and runs a graph validated with `shapes`; inputs per graph input
+  // in declaration order. Never throws: failures come back in the result.
+  MultiResult run(const std::shared_ptr<const Graph>& g, const std::vector<Held>& inputs,
+                  const std::unordered_map<ValueId, Shape>& shapes);
+  // The plan run() would follow, as sched::Plan::explain_json. Throws.
+  std::string explain(const Graph& g, const std::vector<Held>& inputs,
+                      const std::unordered_map<ValueId, Shape>& shapes);
+
+  Stats stats() const;
+
+ private:
+  struct Planned {
+    sched::Topology topo;
+    std::vector<std::string> device_node;  // per device: "" (this server) or a worker's node id
+    std::shared_ptr<const sched::Plan> plan;
+  };
+  Planned plan(const Graph& g, const std::vector<Held>& inputs,
+               const std::unordered_map<ValueId, Shape>& shapes);
+  const sched::DeviceProfile& local_profile();
+  void count(const std::string& role, uint64_t bytes);
+
+  const std::string node_id_;
+  const Config cfg_;
+  Executor& exec_;
+  sched::PlanCache plans_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const Worker>> workers_;  // by node id
+  uint64_t version_ = 1;
+  bool have_local_ = false;
+  sched::DeviceProfile local_;
+  uint64_t multinode_graphs_ = 0;
+  uint64_t transfer_bytes_ = 0;
+  uint64_t last_predicted_ns_ = 0, last_measured_ns_ = 0;
+  std::map<std::string, uint64_t> by_role_;
+};
+
+}  // namespace genie

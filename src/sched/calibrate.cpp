@@ -1,0 +1,184 @@
+// calibrate_local_cpu: a short sgemm and memcpy measurement, cached on disk.
+#include <cblas.h>
+#include <cjson/cJSON.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "sched/plan.hpp"
+
+namespace genie::sched {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        size_t b = line.find_first_not_of(" \t", colon + 1);
+        return b == std::string::npos ? "" : line.substr(b);
+      }
+    }
+  return "unknown";
+}
+
+std::string cache_directory(const CalibrateOptions& o) {
+  if (!o.cache_dir.empty()) return o.cache_dir;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/genie";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/genie";
+  return "";
+}
+
+void make_dirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i)
+    if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
+}
+
+// Best of several sgemm runs: FLOP/s.
+double measure_sgemm() {
+  const int n = 256;
+  std::vector<float> a(static_cast<size_t>(n) * n, 1.0f), b(a.size(), 0.5f), c(a.size(), 0.0f);
+  double best = 1e30;
+  for (int rep = 0; rep < 4; ++rep) {
+    const double t0 = now_s();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    const double dt = now_s() - t0;
+    if (rep > 0) best = std::min(best, dt);  // the first run warms up the threads
+  }
+  check(c[0] == 0.5f * n, GENIE_ERR_INTERNAL, "calibration sgemm gave a wrong result");
+  return 2.0 * n * n * n / std::max(best, 1e-9);
+}
+
+// Best of several 8 MiB copies (beyond the caches of most CPUs): bytes
+// read + written per second.
+double measure_memcpy() {
+  const size_t bytes = size_t{8} << 20;
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  double best = 1e30;
+  for (int rep = 0; rep < 4; ++rep) {
+    src[static_cast<size_t>(rep)] = static_cast<char>(rep);
+    const double t0 = now_s();
+    std::memcpy(dst.data(), src.data(), bytes);
+    const double dt = now_s() - t0;
+    if (rep > 0) best = std::min(best, dt);
+  }
+  check(dst[3] == 3, GENIE_ERR_INTERNAL, "calibration memcpy gave a wrong result");
+  return 2.0 * static_cast<double>(bytes) / std::max(best, 1e-9);
+}
+
+uint64_t available_memory(uint64_t* capacity) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  *capacity = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return *capacity;
+}
+
+bool read_cache(const std::string& file, const std::string& model, unsigned cores, double* flops, double* bw) {
+  std::ifstream in(file);
+  if (!in) return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  cJSON* root = cJSON_ParseWithLength(text.data(), text.size());
+  if (!root) return false;
+  bool ok = false;
+  const cJSON* m = cJSON_GetObjectItemCaseSensitive(root, "cpu_model");
+  const cJSON* c = cJSON_GetObjectItemCaseSensitive(root, "cores");
+  const cJSON* f = cJSON_GetObjectItemCaseSensitive(root, "peak_flops");
+  const cJSON* b = cJSON_GetObjectItemCaseSensitive(root, "mem_bw_bytes_per_s");
+  if (cJSON_IsString(m) && model == m->valuestring && cJSON_IsNumber(c) && c->valuedouble == cores &&
+      cJSON_IsNumber(f) && f->valuedouble > 0 && cJSON_IsNumber(b) && b->valuedouble > 0) {
+    *flops = f->valuedouble;
+    *bw = b->valuedouble;
+    ok = true;
+  }
+  cJSON_Delete(root);
+  return ok;
+}
+
+void write_cache(const std::string& dir, const std::string& file, const std::string& model, unsigned cores,
+                 double flops, double bw) {
+  make_dirs(dir);
+  cJSON* root = cJSON_CreateObject();
+  if (!root) return;
+  cJSON_AddNumberToObject(root, "version", 1);
+  cJSON_AddStringToObject(root, "cpu_model", model.c_str());
+  cJSON_AddNumberToObject(root, "cores", cores);
+  cJSON_AddNumberToObject(root, "peak_flops", flops);
+  cJSON_AddNumberToObject(root, "mem_bw_bytes_per_s", bw);
+  char* text = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (!text) return;
+  // Written aside and renamed, so a concurrent reader never sees half a file.
+  const std::string tmp = file + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text << "\n";
+    if (!out) {
+      cJSON_free(text);
+      std::remove(tmp.c_str());
+      return;
+    }
+  }
+  cJSON_free(text);
+  if (std::rename(tmp.c_str(), file.c_str()) != 0) std::remove(tmp.c_str());
+}
+
+}  // namespace
+
+DeviceProfile calibrate_local_cpu(const CalibrateOptions& opts) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  const std::string model = cpu_model();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  uint64_t key = 0xcbf29ce484222325ull;
+  for (unsigned char ch : model + "/" + std::to_string(cores)) key = (key ^ ch) * 0x100000001b3ull;
+  char name[40];
+  std::snprintf(name, sizeof name, "cpu-%016llx.json", static_cast<unsigned long long>(key));
+  const std::string dir = cache_directory(opts);
+  const std::string file = dir.empty() ? "" : dir + "/" + name;
+
+  double flops = 0, bw = 0;
+  if (!opts.use_cache || file.empty() || !read_cache(file, model, cores, &flops, &bw)) {
+    // Whole units, so the cached text round-trips exactly.
+    flops = std::round(measure_sgemm());
+    bw = std::round(measure_memcpy());
+    if (opts.use_cache && !file.empty()) write_cache(dir, file, model, cores, flops, bw);
+  }
+  DeviceProfile d;
+  d.node_id = opts.node_id;
+  d.device = "cpu:0";
+  d.peak_flops = flops;
+  d.mem_bw_bytes_per_s = bw;
+  const uint64_t avail = available_memory(&d.mem_capacity_bytes);
+  const double frac = std::clamp(opts.budget_fraction, 0.01, 1.0);
+  d.mem_budget_bytes = static_cast<uint64_t>(static_cast<double>(std::min(avail, d.mem_capacity_bytes)) * frac);
+  d.op_overhead_s = 2e-6;
+  return d;
+}
+
+}  // namespace genie::sched

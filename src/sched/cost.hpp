@@ -1,0 +1,42 @@
+// Cost model: FLOPs and bytes moved per node, and predicted seconds on a
+// device. docs/scheduler.md lists the formula of every operator.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "graph/graph.hpp"
+
+namespace genie::sched {
+
+struct DeviceProfile;
+
+struct OpCost {
+  double flops = 0;          // floating-point operations (a multiply-add is 2)
+  uint64_t bytes_read = 0;   // bytes the kernel reads (a gather reads only the rows it needs)
+  uint64_t bytes_written = 0;
+  uint64_t bytes() const { return bytes_read + bytes_written; }
+};
+
+// Shapes of every value of a validated graph: node outputs as inferred,
+// inputs as bound (bound_shapes) or declared.
+std::vector<const Shape*> value_shapes(const Graph& g, const std::unordered_map<ValueId, Shape>* bound_shapes);
+
+// The cost of node `n` given the shapes of all values. Operators the model
+// does not know (custom ops) cost their bytes and one FLOP per output element.
+OpCost op_cost(const Graph& g, NodeId n, const std::vector<const Shape*>& shapes);
+enum class OpCode : uint8_t;
+// The same with the node's operator code already looked up (graph_view.hpp).
+OpCost op_cost(const Graph& g, NodeId n, OpCode code, const std::vector<const Shape*>& shapes);
+// Whether `op` has its own formula (else the custom-op rule applies).
+bool cost_model_knows(const std::string& op);
+// The same for a validated graph with static input shapes.
+OpCost op_cost(const Graph& g, NodeId n);
+
+// Bytes of a value of the given dtype and shape (0 for an unknown dtype).
+uint64_t value_bytes(DType t, const Shape& s);
+
+// Roofline: max(flops / peak, bytes / bandwidth) + the device's per-op overhead.
+double predict_seconds(const OpCost& c, const DeviceProfile& d);
+
+}  // namespace genie::sched

@@ -1,0 +1,240 @@
+// The scheduler: from a validated graph, a topology (devices and links) and
+// what is already resident where, to a plan saying where each node runs, in
+// which order, which tensors move between devices, and why.
+//
+// A pure library over the graph IR: deterministic (the same inputs give the
+// same plan, bit for bit), no threads, no I/O except calibrate_local_cpu's
+// cache file. Four stages, each usable on its own (analysis.hpp, cost.hpp,
+// placement in plan.cpp), tied together by plan_graph():
+//
+//   1. semantic analysis: stage (prefill / decode / vision ...) from the
+//      annotations, else inferred from the graph; attention, MLP,
+//      conv-norm-activation, residual, embedding and LM-head patterns; KV
+//      caches (annotated, or found from the graph itself).
+//   2. cost model: FLOPs and bytes per node; predicted seconds on a device
+//      (roofline: max(compute, memory) + a per-op overhead) and per transfer
+//      (RTT/2 + bytes / bandwidth).
+//   3. placement: list scheduling over every device of every node,
+//      minimising the predicted finish time of each node including the
+//      transfers of its inputs, under co-location rules (a KV cache stays with
+//      the decode attention that reads it; a resident weight stays where it
+//      is; a tensor never goes to a device it cannot fit).
+//   4. memory-aware ordering: a topological order that frees tensors early,
+//      the per-device peak from tensor lifetimes, checked against budgets.
+//
+// docs/scheduler.md explains the model, the rules and the JSON of
+// Plan::explain_json.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/graph.hpp"
+#include "sched/analysis.hpp"
+#include "sched/cost.hpp"
+
+namespace genie::sched {
+
+// ---------------------------------------------------------------------------
+// Topology
+// ---------------------------------------------------------------------------
+
+// One device of one node. Devices are referred to by their index in
+// Topology::devices everywhere in a plan.
+struct DeviceProfile {
+  std::string node_id;              // the node (process) holding it; "" = this process
+  std::string device;               // "cpu:0", "gpu:1"
+  double peak_flops = 0;            // FLOP/s, > 0
+  double mem_bw_bytes_per_s = 0;    // bytes/s of the device memory, > 0
+  uint64_t mem_capacity_bytes = 0;  // physical memory of the device
+  uint64_t mem_budget_bytes = 0;    // what plans may use of it; 0 = the capacity
+  double op_overhead_s = 2e-6;      // fixed cost of launching one node
+
+  uint64_t budget() const { return mem_budget_bytes ? mem_budget_bytes : mem_capacity_bytes; }
+  // "node-b/gpu:1", or "cpu:0" for this process.
+  std::string qualified_name() const { return node_id.empty() ? device : node_id + "/" + device; }
+};
+
+// A network path between two nodes (used in both directions unless the
+// reverse is given too). Devices of one node exchange tensors through memory
+// at the slower of the two devices' bandwidths, unless a link from the node
+// to itself says otherwise.
+struct LinkProfile {
+  std::string from_node, to_node;
+  double bandwidth_bytes_per_s = 0;  // > 0
+  double rtt_s = 0;                  // round trip; a transfer pays half of it
+};
+
+struct Topology {
+  std::vector<DeviceProfile> devices;
+  std::vector<LinkProfile> links;
+  // Bumped by whoever owns the topology whenever devices, links or budgets
+  // change: part of the plan-cache key.
+  uint64_t version = 0;
+
+  // Throws Error(INVALID_ARGUMENT) naming the bad field: no devices, a
+  // non-positive rate, duplicate device names.
+  void check() const;
+};
+
+// Where graph inputs already live (tensors bound to a submission that stay
+// resident: weights, KV caches, earlier outputs). Inputs absent from the map
+// (host tensors, constants) are sent by the client straight to the device of
+// their first reader; they are never planned as transfers from elsewhere.
+struct Residency {
+  std::unordered_map<std::string, int> value_device;  // graph input name -> device index
+
+  // Order-independent digest of the map: part of the plan-cache key.
+  uint64_t signature() const;
+};
+
+// ---------------------------------------------------------------------------
+// Plans
+// ---------------------------------------------------------------------------
+
+// A tensor copied from one device to another before `consumer` runs
+// (server-to-server over the data plane; never through the client).
+struct Transfer {
+  std::string value;       // value name in the planned graph
+  ValueId value_id = kNone;
+  int from_device = -1;
+  int to_device = -1;
+  uint64_t bytes = 0;
+  double predicted_s = 0;
+  NodeId consumer = kNone;  // the first node on to_device that reads it
+};
+
+// The rule that decided where a node runs (explain_json names it).
+enum class Rule : int32_t {
+  OnlyDevice = 0,      // one device can run it (the only one, or the others cannot fit it)
+  MinFinishTime = 1,   // the device with the earliest predicted finish, transfers included
+  KvCacheColocation = 2,  // reads a KV cache: runs where the cache lives
+  ResidentWeight = 3,  // reads a resident weight: runs where the weight lives
+};
+const char* rule_name(Rule r);  // "only_device", "min_finish_time", "kv_cache_colocation", "resident_weight"
+
+// Why node i went where it did, with the figures behind the decision.
+struct NodeDecision {
+  Rule rule = Rule::MinFinishTime;
+  double start_s = 0, finish_s = 0;  // predicted, on the chosen device
+  int runner_up = -1;                // the best other feasible device, -1 if none
+  double runner_up_finish_s = 0;     // its predicted finish (transfers included)
+  ValueId pinned_by = kNone;         // the resident / KV value behind a co-location rule
+};
+
+struct Plan {
+  uint64_t graph_hash = 0;               // plan_hash() of the planned graph
+  uint64_t topology_version = 0;
+  std::vector<int> node_device;          // per NodeId: index into Topology::devices
+  std::vector<NodeId> order;             // every node exactly once, dependencies first
+  std::vector<Transfer> transfers;       // in the order the consumers run
+  std::vector<double> predicted_node_s;  // per NodeId: compute time on its device
+  std::vector<OpCost> node_cost;         // per NodeId: FLOPs and bytes
+  double predicted_total_s = 0;          // predicted completion of the whole graph
+  std::vector<uint64_t> peak_bytes_per_device;  // per device: peak of live tensors in `order`
+  std::vector<NodeDecision> decisions;   // per NodeId
+  std::vector<std::string> device_names; // per device: qualified_name(), for explain
+  std::vector<uint64_t> budget_per_device;
+  Analysis analysis;                     // what the graph means (patterns, stage, KV caches)
+
+  // JSON: where each node went and why (docs/scheduler.md). `g` must be the
+  // planned graph or one with the same plan_hash().
+  std::string explain_json(const Graph& g) const;
+};
+
+// Plans a validated graph (Graph::validate with the same bound shapes).
+// `bound_shapes` resolves dynamic (-1) input dimensions as at submission.
+// Throws Error:
+//   INVALID_ARGUMENT  graph not validated, bad topology, residency naming an
+//                     unknown input or a device index out of range;
+//   OUT_OF_MEMORY     the plan cannot fit: a tensor larger than every device
+//                     allowed to hold it, or a device's peak over its budget
+//                     (the detail names the device, the peak, the budget and
+//                     the largest tensors alive at the peak);
+//   UNSUPPORTED       a node has no device that can reach its inputs (no
+//                     link between two nodes).
+// `timings`, when given, receives the seconds spent in each stage (for
+// benchmarks).
+struct PlanTimings {
+  double hash_s = 0, analysis_s = 0, cost_s = 0, placement_s = 0;
+};
+Plan plan_graph(const Graph& g, const Topology& topo, const Residency& residency,
+                const std::unordered_map<ValueId, Shape>* bound_shapes = nullptr, PlanTimings* timings = nullptr);
+
+// The plan-cache key's graph part: ops, edges, value names, dtypes, shapes
+// (bound shapes for dynamic inputs), roles, annotations, and attributes
+// except floating-point values (a scale or an epsilon changes no plan, so a
+// delta that changes one still hits). Never constant bytes, addresses or
+// object identities: stable across runs, processes and machines.
+uint64_t plan_hash(const Graph& g, const std::unordered_map<ValueId, Shape>* bound_shapes = nullptr);
+
+// Plans by key, so that a repeated graph skips analysis and placement.
+// Thread-safe; bounded (least recently used plans are dropped).
+class PlanCache {
+ public:
+  struct Key {
+    uint64_t graph_hash = 0;  // plan_hash()
+    uint64_t topology_version = 0;
+    uint64_t residency = 0;   // Residency::signature()
+    bool operator==(const Key& o) const {
+      return graph_hash == o.graph_hash && topology_version == o.topology_version && residency == o.residency;
+    }
+  };
+  static Key key_of(const Graph& g, const Topology& topo, const Residency& residency,
+                    const std::unordered_map<ValueId, Shape>* bound_shapes = nullptr);
+
+  explicit PlanCache(size_t capacity = 256);
+
+  // The cached plan for `key`, or null. Counts a hit or a miss.
+  std::shared_ptr<const Plan> find(const Key& key);
+  void insert(const Key& key, std::shared_ptr<const Plan> plan);
+  // find, else plan_graph + insert (planning runs outside the lock).
+  std::shared_ptr<const Plan> get_or_plan(const Graph& g, const Topology& topo, const Residency& residency,
+                                          const std::unordered_map<ValueId, Shape>* bound_shapes = nullptr);
+  void clear();
+
+  size_t size() const;
+  uint64_t hits() const;
+  uint64_t misses() const;
+
+ private:
+  struct KeyHash {
+    size_t operator()(const Key& k) const {
+      return static_cast<size_t>(k.graph_hash ^ (k.topology_version * 0x9e3779b97f4a7c15ull) ^
+                                 (k.residency * 0xc2b2ae3d27d4eb4full));
+    }
+  };
+  using Entry = std::pair<Key, std::shared_ptr<const Plan>>;
+  mutable std::mutex mu_;
+  size_t capacity_;
+  std::list<Entry> lru_;  // most recent first
+  std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
+  uint64_t hits_ = 0, misses_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Calibration
+// ---------------------------------------------------------------------------
+
+struct CalibrateOptions {
+  std::string node_id;      // DeviceProfile::node_id of the result
+  std::string cache_dir;    // "" = $XDG_CACHE_HOME/genie, else $HOME/.cache/genie
+  bool use_cache = true;    // false: always measure, never read or write the file
+  double budget_fraction = 0.8;  // mem_budget_bytes = fraction x available memory
+};
+
+// Profile of this machine's CPU ("cpu:0"): peak FLOP/s from a short sgemm
+// (OpenBLAS, as the CPU kernels use) and memory bandwidth from memcpy, about
+// 50 ms in all; capacity from the physical memory. The measured rates are
+// cached in a small JSON file keyed by CPU model and core count, so later
+// starts read it instead (a damaged file is ignored and rewritten). Never
+// throws for cache I/O problems; throws Error(INTERNAL) only if the
+// measurement itself fails. Thread-safe.
+DeviceProfile calibrate_local_cpu(const CalibrateOptions& opts = {});
+
+}  // namespace genie::sched

@@ -1,0 +1,165 @@
+// The plan-cache key's graph part (plan.hpp, plan_hash). Like
+// Graph::structural_hash it hashes a canonical stream with a final
+// avalanche, fixed little-endian, free of addresses and identities;
+// unlike it, it names values (a plan names them), uses bound input shapes,
+// and leaves out floating-point attribute values.
+#include <cstring>
+
+#include "sched/plan.hpp"
+
+namespace genie::sched {
+
+namespace {
+
+// Word-at-a-time: each 64-bit word is folded in with a multiply and a
+// shift, strings as their length then 8-byte little-endian chunks (the last
+// one zero-padded). One multiply per word instead of one per byte keeps the
+// key of a 60-node graph at a few microseconds.
+class Hasher {
+ public:
+  void u64(uint64_t v) {
+    h_ = (h_ ^ v) * 0x9e3779b97f4a7c15ull;
+    h_ ^= h_ >> 29;
+  }
+  void i64(int64_t v) { u64(static_cast<uint64_t>(v)); }
+  void str(const std::string& s) {
+    u64(s.size());
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(s.data());
+    size_t n = s.size();
+    for (; n >= 8; p += 8, n -= 8) u64(load(p, 8));
+    if (n) u64(load(p, n));
+  }
+  void ints(const std::vector<int64_t>& v) {
+    u64(v.size());
+    for (int64_t x : v) i64(x);
+  }
+  uint64_t digest() const {
+    uint64_t z = h_;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  static uint64_t load(const unsigned char* p, size_t n) {  // little-endian, whatever the host
+    uint64_t w = 0;
+    for (size_t i = 0; i < n; ++i) w |= static_cast<uint64_t>(p[i]) << (8 * i);
+    return w;
+  }
+  uint64_t h_ = 0xcbf29ce484222325ull;
+};
+
+}  // namespace
+
+uint64_t plan_hash(const Graph& g, const std::unordered_map<ValueId, Shape>* bound_shapes) {
+  Hasher h;
+  h.str("genie.plan/1");
+  const std::vector<Value>& values = g.values();
+  // Inputs, then constants (each in declaration order), as the JSON codec
+  // groups them; node outputs follow from the nodes.
+  for (const ValueKind kind : {ValueKind::Input, ValueKind::Constant}) {
+    h.u64(static_cast<uint64_t>(kind));
+    for (size_t i = 0; i < values.size(); ++i) {
+      const Value& v = values[i];
+      if (v.kind != kind) continue;
+      h.str(v.name);
+      h.i64(static_cast<int64_t>(v.dtype));
+      const Shape* shape = &v.shape;
+      if (bound_shapes)
+        if (auto it = bound_shapes->find(static_cast<ValueId>(i)); it != bound_shapes->end()) shape = &it->second;
+      h.ints(*shape);
+      h.i64(static_cast<int64_t>(v.role));
+    }
+  }
+  h.u64(g.nodes().size());
+  for (const Node& n : g.nodes()) {
+    h.str(n.op);
+    h.u64(n.input_names.size());
+    for (const std::string& in : n.input_names) h.str(in);
+    h.u64(n.outputs.size());
+    for (ValueId out : n.outputs) {
+      h.str(values[out].name);
+      h.i64(static_cast<int64_t>(values[out].role));
+    }
+    h.u64(n.attrs.all().size());
+    for (const auto& [key, value] : n.attrs.all()) {
+      h.str(key);
+      h.u64(value.index());
+      if (auto* i = std::get_if<int64_t>(&value)) h.i64(*i);
+      if (auto* s = std::get_if<std::string>(&value)) h.str(*s);
+      if (auto* is = std::get_if<std::vector<int64_t>>(&value)) h.ints(*is);
+      if (auto* ds = std::get_if<std::vector<double>>(&value)) h.u64(ds->size());  // the count, not the values
+    }
+    h.i64(static_cast<int64_t>(n.ann.phase));
+    h.str(n.ann.module_path);
+    h.i64(n.ann.layer);
+    h.i64(static_cast<int64_t>(n.ann.modality));
+  }
+  h.u64(g.output_names().size());
+  for (const std::string& out : g.output_names()) h.str(out);
+  return h.digest();
+}
+
+PlanCache::Key PlanCache::key_of(const Graph& g, const Topology& topo, const Residency& residency,
+                                 const std::unordered_map<ValueId, Shape>* bound_shapes) {
+  return Key{plan_hash(g, bound_shapes), topo.version, residency.signature()};
+}
+
+PlanCache::PlanCache(size_t capacity) : capacity_(capacity ? capacity : 1) {}
+
+std::shared_ptr<const Plan> PlanCache::find(const Key& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(key);
+  if (it == index_.end()) {
+    ++misses_;
+    return nullptr;
+  }
+  ++hits_;
+  if (it->second != lru_.begin()) lru_.splice(lru_.begin(), lru_, it->second);
+  return it->second->second;
+}
+
+void PlanCache::insert(const Key& key, std::shared_ptr<const Plan> plan) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = index_.find(key); it != index_.end()) {
+    it->second->second = std::move(plan);
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return;
+  }
+  lru_.emplace_front(key, std::move(plan));
+  index_[key] = lru_.begin();
+  while (lru_.size() > capacity_) {
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+}
+
+std::shared_ptr<const Plan> PlanCache::get_or_plan(const Graph& g, const Topology& topo, const Residency& residency,
+                                                   const std::unordered_map<ValueId, Shape>* bound_shapes) {
+  const Key key = key_of(g, topo, residency, bound_shapes);
+  if (auto p = find(key)) return p;
+  auto plan = std::make_shared<const Plan>(plan_graph(g, topo, residency, bound_shapes));
+  insert(key, plan);
+  return plan;
+}
+
+void PlanCache::clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  lru_.clear();
+  index_.clear();
+}
+
+size_t PlanCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lru_.size();
+}
+uint64_t PlanCache::hits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hits_;
+}
+uint64_t PlanCache::misses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return misses_;
+}
+
+}  // namespace genie::sched

@@ -1,0 +1,308 @@
+/* A client for the multi-node integration test (tests/scripts/
+ * multinode_test.sh). It connects to a master with the GENIE_* environment
+ * and runs one scenario against a worker named WORKER that joined it:
+ *
+ *   split WORKER WORKER_PORT
+ *       y = relu(x @ w1) @ w2 with w1 resident on WORKER and x, w2 on the
+ *       master: the graph runs split across both (the worker runs a part:
+ *       its graphs_executed grows; bytes move between the servers), and y
+ *       equals the same graph run in-process.
+ *   decode WORKER STEPS
+ *       a GPT-2-style decoder (2 layers, hidden 32, 2 heads) decoding STEPS
+ *       tokens with a KV cache per layer: layer 0's weights and cache on the
+ *       master, layer 1's on WORKER. Each step binds the caches the previous
+ *       step returned (they stay where they were produced). Asserts that no
+ *       KV-cache byte moves between the servers after the first step, that
+ *       activations do move (the model really spans both), and that every
+ *       step's logits match the same loop run in-process.
+ *
+ * Prints "ok" and counters on success. Exit status: 0 on success, 1 when an
+ * assertion fails (the reason on stderr), 3 when a Genie call fails, 2 on
+ * bad usage. */
+#include <genie.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt2_decode.h"
+
+#define CALL(expr)                                                                           \
+  do {                                                                                       \
+    genie_status_t st_ = (expr);                                                             \
+    if (st_ != GENIE_OK) {                                                                   \
+      fprintf(stderr, "multinode_tool: %s: %s: %s\n", #expr, genie_status_str(st_),          \
+              genie_last_error());                                                           \
+      exit(3);                                                                               \
+    }                                                                                        \
+  } while (0)
+
+#define EXPECT(cond, ...)                                 \
+  do {                                                    \
+    if (!(cond)) {                                        \
+      fprintf(stderr, "multinode_tool: FAILED: " __VA_ARGS__); \
+      fprintf(stderr, "\n");                              \
+      exit(1);                                            \
+    }                                                     \
+  } while (0)
+
+/* --- small helpers ---------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float frand(void) { /* uniform in [-0.5, 0.5) */
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (float)((rng_state >> 40) & 0xffffff) / 16777216.0f - 0.5f;
+}
+
+static float *random_floats(size_t n, float scale) {
+  float *v = malloc(n * sizeof *v);
+  for (size_t i = 0; i < n; ++i) v[i] = frand() * scale;
+  return v;
+}
+
+static genie_context_t *connect_master(void) {
+  genie_context_t *ctx = NULL;
+  CALL(genie_init(NULL, &ctx));
+  EXPECT(genie_context_is_embedded(ctx) == 0, "GENIE_MASTER_ADDR is not set");
+  return ctx;
+}
+
+static genie_context_t *embedded(void) {
+  genie_config_t *cfg = NULL;
+  genie_context_t *ctx = NULL;
+  CALL(genie_config_create(&cfg));
+  CALL(genie_config_set_use_env(cfg, 0));
+  CALL(genie_init(cfg, &ctx));
+  genie_config_destroy(cfg);
+  return ctx;
+}
+
+static genie_tensor_t *tensor(genie_context_t *ctx, const char *device, const int64_t *shape, size_t ndim,
+                              const float *data) {
+  genie_tensor_t *t = NULL;
+  size_t n = 1;
+  for (size_t i = 0; i < ndim; ++i) n *= (size_t)shape[i];
+  CALL(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, shape, ndim, device, &t));
+  if (data) CALL(genie_tensor_write(t, 0, data, n * sizeof(float)));
+  return t;
+}
+
+/* A number from the server's info JSON (cJSON, unformatted): "key":value
+ * after `within` (or from the start). -1 when absent. */
+static double info_number(const char *json, const char *within, const char *key) {
+  const char *p = json;
+  if (within) {
+    p = strstr(json, within);
+    if (!p) return -1;
+  }
+  char pat[128];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *end = within ? strchr(p, '}') : NULL;
+  const char *q = strstr(p, pat);
+  if (!q || (end && q > end)) return -1;
+  return strtod(q + strlen(pat), NULL);
+}
+
+static char *server_info(genie_context_t *ctx) {
+  char *json = NULL;
+  CALL(genie_context_server_info(ctx, &json));
+  return json;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n, double *scale) {
+  double d = 0, s = 0;
+  for (size_t i = 0; i < n; ++i) {
+    d = fmax(d, fabs((double)a[i] - (double)b[i]));
+    s = fmax(s, fabs((double)b[i]));
+  }
+  *scale = s;
+  return d;
+}
+
+static void run_and_read(genie_context_t *ctx, genie_graph_t *g, const char *const *names, genie_tensor_t **in,
+                         size_t n_in, float *out, size_t out_bytes) {
+  genie_future_t *f = NULL;
+  genie_tensor_t *y = NULL;
+  CALL(genie_graph_submit(ctx, g, names, in, n_in, &f));
+  CALL(genie_future_wait(f, -1));
+  CALL(genie_future_output(f, 0, &y));
+  CALL(genie_tensor_read(y, 0, out, out_bytes));
+  genie_tensor_destroy(y);
+  genie_future_destroy(f);
+}
+
+/* --- split ------------------------------------------------------------------ */
+
+static int cmd_split(const char *worker, int worker_port) {
+  enum { M = 8, K = 64, N = 64, P = 16 };
+  const int64_t xs[2] = {M, K}, w1s[2] = {K, N}, w2s[2] = {N, P};
+  float *x = random_floats(M * K, 1), *w1 = random_floats(K * N, 0.25f), *w2 = random_floats(N * P, 0.25f);
+  genie_graph_t *g = NULL;
+  CALL(genie_graph_create("split", &g));
+  CALL(genie_graph_add_input(g, "x", GENIE_DTYPE_F32, xs, 2));
+  CALL(genie_graph_add_input(g, "w1", GENIE_DTYPE_F32, w1s, 2));
+  CALL(genie_graph_add_input(g, "w2", GENIE_DTYPE_F32, w2s, 2));
+  const char *mm1_in[2] = {"x", "w1"}, *mm1_out[1] = {"h"};
+  const char *act_in[1] = {"h"}, *act_out[1] = {"a"};
+  const char *mm2_in[2] = {"a", "w2"}, *mm2_out[1] = {"y"};
+  CALL(genie_graph_add_node(g, "matmul", "mm1", mm1_in, 2, mm1_out, 1));
+  CALL(genie_graph_add_node(g, "relu", "act", act_in, 1, act_out, 1));
+  CALL(genie_graph_add_node(g, "matmul", "mm2", mm2_in, 2, mm2_out, 1));
+  CALL(genie_graph_set_role(g, "w1", GENIE_ROLE_WEIGHT));
+  CALL(genie_graph_set_role(g, "w2", GENIE_ROLE_WEIGHT));
+  CALL(genie_graph_mark_output(g, "y"));
+  const char *names[3] = {"x", "w1", "w2"};
+
+  char dev[300];
+  snprintf(dev, sizeof dev, "%s/cpu:0", worker);
+  genie_context_t *ctx = connect_master();
+  genie_tensor_t *in[3] = {tensor(ctx, NULL, xs, 2, x), tensor(ctx, dev, w1s, 2, w1), tensor(ctx, NULL, w2s, 2, w2)};
+  EXPECT(strcmp(genie_tensor_device(in[1]), dev) == 0, "w1 reports device '%s', not '%s'", genie_tensor_device(in[1]),
+         dev);
+  float got[M * P], want[M * P];
+  run_and_read(ctx, g, names, in, 3, got, sizeof got);
+
+  genie_context_t *emb = embedded();
+  genie_tensor_t *ein[3] = {tensor(emb, NULL, xs, 2, x), tensor(emb, NULL, w1s, 2, w1),
+                            tensor(emb, NULL, w2s, 2, w2)};
+  run_and_read(emb, g, names, ein, 3, want, sizeof want);
+  double scale;
+  const double diff = max_abs_diff(got, want, M * P, &scale);
+  EXPECT(scale > 0 && diff <= 1e-5 * scale, "split result differs from in-process: max |diff| %g (scale %g)", diff,
+         scale);
+
+  /* Remote mode plans on the master, over its workers' devices too. */
+  char *plan = NULL;
+  CALL(genie_plan_explain(ctx, g, &plan));
+  EXPECT(strstr(plan, dev) != NULL, "the master's plan does not list %s: %.400s", dev, plan);
+  genie_free(plan);
+
+  char *info = server_info(ctx);
+  const double moved = info_number(info, NULL, "server_transfer_bytes");
+  const double graphs = info_number(info, NULL, "multinode_graphs");
+  const double workers = info_number(info, NULL, "workers");
+  EXPECT(workers >= 1, "the master reports %g workers: %s", workers, info);
+  EXPECT(graphs >= 1, "the master ran no multi-node graph: %s", info);
+  EXPECT(moved > 0, "no byte moved between the servers, so the graph did not span them: %s", info);
+
+  /* The worker ran its part: ask it directly. */
+  genie_config_t *cfg = NULL;
+  genie_context_t *wctx = NULL;
+  CALL(genie_config_create(&cfg));
+  CALL(genie_config_set_master_port(cfg, worker_port));
+  CALL(genie_init(cfg, &wctx));
+  genie_config_destroy(cfg);
+  char *winfo = server_info(wctx);
+  EXPECT(info_number(winfo, NULL, "graphs_executed") >= 1, "the worker executed no graph: %s", winfo);
+  printf("ok split: %.0f bytes moved between servers; master %s\n", moved, info);
+  genie_free(winfo);
+  genie_free(info);
+  genie_shutdown(wctx);
+  for (int i = 0; i < 3; ++i) {
+    genie_tensor_destroy(in[i]);
+    genie_tensor_destroy(ein[i]);
+  }
+  genie_shutdown(ctx);
+  genie_shutdown(emb);
+  genie_graph_destroy(g);
+  free(x);
+  free(w1);
+  free(w2);
+  return 0;
+}
+
+/* --- decode ------------------------------------------------------------------ */
+
+/* The master's counters are cumulative (other scenarios ran before): this
+ * run's figures are differences from a baseline taken before step 0. */
+struct Moved {
+  double total, kv, act;
+};
+static struct Moved moved_now(genie_context_t *ctx) {
+  char *info = server_info(ctx);
+  const char *roles = "\"server_transfer_bytes_by_role\":";
+  struct Moved m = {info_number(info, NULL, "server_transfer_bytes"), info_number(info, roles, "kv_cache"),
+                    info_number(info, roles, "activation")};
+  if (m.kv < 0) m.kv = 0;
+  if (m.act < 0) m.act = 0;
+  genie_free(info);
+  return m;
+}
+static struct Moved base, after_first, last;
+static void record_transfers(genie_context_t *ctx, int step) {
+  last = moved_now(ctx);
+  if (step == 0) after_first = last;
+}
+
+/* Runs STEPS steps of the model on ctx, layer l's weights and caches on
+ * devices[l]; logits[step * vocab ..] receive each step's logits. */
+static void decode_loop(genie_context_t *ctx, const gd_model_t *m, const char *const *devices, int steps,
+                        float *logits, void (*after_step)(genie_context_t *, int)) {
+  gd_session_t s;
+  /* Layer 0's caches carry the annotation; layer 1's are found from the
+   * graph (persistent inputs appended to and read by attention). */
+  gd_session_open(&s, ctx, m, devices, 1u);
+  for (int i = 0; i < steps; ++i) {
+    gd_step(&s, logits + (size_t)i * (size_t)m->dims.vocab);
+    if (after_step) after_step(ctx, i);
+  }
+  gd_session_close(&s);
+}
+
+static int cmd_decode(const char *worker, int steps) {
+  const gd_dims_t dims = {32, 2, 2, 50, 3};
+  gd_model_t m;
+  gd_model_init(&m, dims, 42);
+  const size_t V = (size_t)dims.vocab;
+  float *got = malloc((size_t)steps * V * sizeof(float));
+  float *want = malloc((size_t)steps * V * sizeof(float));
+  char dev[300];
+  snprintf(dev, sizeof dev, "%s/cpu:0", worker);
+
+  genie_context_t *ctx = connect_master();
+  base = moved_now(ctx);
+  const char *remote_devices[2] = {NULL, dev};
+  decode_loop(ctx, &m, remote_devices, steps, got, record_transfers);
+  char *info = server_info(ctx);
+
+  genie_context_t *emb = embedded();
+  decode_loop(emb, &m, NULL, steps, want, NULL);
+  for (int s = 0; s < steps; ++s) {
+    double scale;
+    const double diff = max_abs_diff(got + (size_t)s * V, want + (size_t)s * V, V, &scale);
+    EXPECT(scale > 0 && diff <= 1e-4 * scale, "step %d: logits differ from in-process: max |diff| %g (scale %g)", s,
+           diff, scale);
+  }
+  EXPECT(last.kv == after_first.kv,
+         "KV-cache bytes crossed between the servers after the first step: %.0f in step 0, %.0f in all %d steps; "
+         "master: %s",
+         after_first.kv - base.kv, last.kv - base.kv, steps, info);
+  EXPECT(last.act > base.act, "no activation moved between the servers: the model did not span them; master: %s",
+         info);
+  /* Only activations cross: no weight and no cache (whatever role the
+   * server gave it) ever moved. */
+  EXPECT(last.total - base.total == last.act - base.act,
+         "bytes other than activations moved between the servers (%.0f of %.0f); master: %s",
+         (last.total - base.total) - (last.act - base.act), last.total - base.total, info);
+  EXPECT(info_number(info, NULL, "multinode_graphs") >= steps, "fewer multi-node graphs than steps: %s", info);
+  printf("ok decode: %d steps; kv_cache bytes moved between servers: %.0f (in step 0: %.0f); activation bytes: %.0f\n",
+         steps, last.kv - base.kv, after_first.kv - base.kv, last.act - base.act);
+  printf("master %s\n", info);
+  genie_free(info);
+  genie_shutdown(ctx);
+  genie_shutdown(emb);
+  free(got);
+  free(want);
+  gd_model_free(&m);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "split") == 0) return cmd_split(argv[2], atoi(argv[3]));
+  if (argc == 4 && strcmp(argv[1], "decode") == 0) return cmd_decode(argv[2], atoi(argv[3]));
+  fprintf(stderr, "usage: multinode_tool split WORKER WORKER_PORT | decode WORKER STEPS\n");
+  return 2;
+}
