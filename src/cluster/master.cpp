@@ -7,8 +7,8 @@
 
 #include "control/client.hpp"
 #include "control/loop_thread.hpp"
-#include "control/wire_codec.hpp"
 #include "control/wire.hpp"
+#include "control/wire_codec.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
@@ -119,6 +119,7 @@ bool ClusterMaster::node_alive(const std::string& node) const {
 
 void ClusterMaster::worker_joined(const std::string& node, const std::string& host, int port) {
   std::lock_guard<std::mutex> lk(mu_);
+  workers_.insert(node);
   auto it = members_.find(node);
   if (it == members_.end()) {
     if (members_.size() >= kMaxNodes) {
@@ -142,6 +143,7 @@ void ClusterMaster::worker_joined(const std::string& node, const std::string& ho
 
 void ClusterMaster::worker_left(const std::string& node) {
   std::lock_guard<std::mutex> lk(mu_);
+  workers_.erase(node);
   auto it = members_.find(node);
   if (it == members_.end() || !it->second.status.alive) return;
   it->second.status.alive = false;
@@ -274,7 +276,7 @@ void ClusterMaster::sweep() {
       it->second.status.alive = false;
       log(LogLevel::Info, "cluster: node ", it->first, " lost: no heartbeat for ", silent, " ms");
     }
-    if (!it->second.status.alive && silent > 10 * cfg_.heartbeat_timeout_ms) {
+    if (!it->second.status.alive && silent > 10 * cfg_.heartbeat_timeout_ms && !workers_.count(it->first)) {
       log(LogLevel::Info, "cluster: node ", it->first, " forgotten");
       it = members_.erase(it);
     } else {

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -67,7 +68,7 @@ class ClusterMaster {
   void worker_left(const std::string& node);
   // A worker: heartbeats to its master on `link` (its loop thread).
   void start_worker_heartbeat(const std::shared_ptr<RemoteClient>& link, const std::string& host, int port);
-  void worker_heartbeat();  // the link's loop thread
+  void worker_heartbeat();       // the link's loop thread
   void stop_worker_heartbeat();  // the link's loop thread
 
   const Config cfg_;
@@ -87,6 +88,9 @@ class ClusterMaster {
   std::string node_id_;
   std::string host_;
   std::map<std::string, Member> members_;
+  // Workers registered with this master now: a lost one is kept (not
+  // forgotten by the sweep), so that it gets no work until it returns.
+  std::set<std::string> workers_;
   std::vector<GpuInfo> gpus_;
   std::string listen_;  // a worker: host:port it registered (empty: not a worker)
   std::string gpu_reason_;

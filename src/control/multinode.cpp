@@ -83,8 +83,8 @@ void Cluster::join(const std::string& node_id, const std::string& host, int port
     ++version_;
   }
   log(LogLevel::Info, "master ", node_id_, ": worker ", node_id, " joined from ", host, ":", port, " (rtt ",
-      static_cast<int64_t>(rtt * 1e6), " us by ", src, ", ", static_cast<int64_t>(static_cast<double>(probe) / write_s / 1e6),
-      " MB/s)");
+      static_cast<int64_t>(rtt * 1e6), " us by ", src, ", ",
+      static_cast<int64_t>(static_cast<double>(probe) / write_s / 1e6), " MB/s)");
 }
 
 std::shared_ptr<RemoteClient> Cluster::leave(const void* registered_by) {

@@ -142,7 +142,7 @@ class Cluster {
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Worker>> workers_;  // by node id
   uint64_t version_ = 1;
-  std::vector<std::string> lost_;   // registered workers the last plan left out (marked lost)
+  std::vector<std::string> lost_;            // registered workers the last plan left out (marked lost)
   std::map<std::string, std::string> left_;  // workers that left: why
   bool have_local_ = false;
   sched::DeviceProfile local_;
