@@ -456,7 +456,9 @@ GENIE_API const char *genie_context_node_id(const genie_context_t *ctx);
  *  ({"node_id", "sessions", "tensors", "tensor_bytes", "uptime_ms",
  *  "graphs_executed", "connections_refused", "graph_submits_full",
  *  "graph_submits_delta", "graph_submit_bytes", "graph_delta_unknown_base",
- *  multi-node: "workers", "multinode_graphs", "server_transfer_bytes" and
+ *  multi-node: "workers" (registered and not marked lost by the cluster
+ *  layer: the workers work may be placed on), "multinode_graphs",
+ *  "server_transfer_bytes" and
  *  "server_transfer_bytes_by_role" (bytes moved between the server and its
  *  workers for graphs, by the role of the value moved: "kv_cache",
  *  "weight", "input", "activation", "constant"), "plan_cache_hits",
@@ -668,7 +670,10 @@ GENIE_API genie_status_t genie_unsubscribe(genie_context_t *ctx,
  *  workers, and its parts run where their data is; outputs stay where they
  *  were produced (on a worker or the master) and are read, bound and
  *  destroyed like any other. A NODE that is not a worker gets UNSUPPORTED
- *  naming the workers there are.
+ *  naming the workers there are; a worker the cluster layer marked lost
+ *  (no heartbeat within the timeout) or that left (its connection to the
+ *  master closed) gets CONNECTION naming it, until it heartbeats or
+ *  registers again.
  *  Errors: INVALID_HANDLE (ctx), INVALID_ARGUMENT (out or shape NULL, ndim too
  *  large, negative dimension, bad dtype), PARSE (device string malformed),
  *  TOO_LARGE (byte size overflows), UNSUPPORTED (device not available here,

@@ -3,8 +3,12 @@
 #include <uv.h>
 #include <unistd.h>
 
+#include <algorithm>
+
+#include "control/client.hpp"
 #include "control/loop_thread.hpp"
 #include "control/wire.hpp"
+#include "control/wire_codec.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
@@ -71,6 +75,26 @@ void ClusterMaster::install(ServerOptions& opts) {
     reply.set_nodes_json(json_text(nodes.get()));
     reply.set_backends_json(backends_json_);
   };
+  opts.on_joined = [this](const std::shared_ptr<RemoteClient>& link, const std::string& host, int port) {
+    start_worker_heartbeat(link, host, port);
+  };
+  opts.on_worker = [this](const std::string& node, const std::string& host, int port, bool joined) {
+    if (joined)
+      worker_joined(node, host, port);
+    else
+      worker_left(node);
+  };
+  opts.node_alive = [this](const std::string& node) { return node_alive(node); };
+  opts.measure_rtt = [this](const std::string& host, int port) -> double {
+    // The same Probe round trips genie_discover and the cluster state
+    // report; the median of five.
+    const TcpProbe p = probe_tcp(host, port, std::min<int64_t>(cfg_.timeout_ms, 5000), 5);
+    if (!p.reachable || p.rtt_p50_us <= 0) {
+      log(LogLevel::Info, "cluster: no probe RTT to ", host, ":", port, " (", p.reason, ")");
+      return 0;
+    }
+    return p.rtt_p50_us * 1e-6;
+  };
   opts.on_start = [this](LoopThread& loop) { start(loop); };
   opts.on_stop = [this] { stop(); };
 }
@@ -87,11 +111,113 @@ size_t ClusterMaster::alive_nodes() const {
   return n;
 }
 
+bool ClusterMaster::node_alive(const std::string& node) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = members_.find(node);
+  return it == members_.end() || it->second.status.alive;
+}
+
+void ClusterMaster::worker_joined(const std::string& node, const std::string& host, int port) {
+  std::lock_guard<std::mutex> lk(mu_);
+  workers_.insert(node);
+  auto it = members_.find(node);
+  if (it == members_.end()) {
+    if (members_.size() >= kMaxNodes) {
+      log(LogLevel::Error, "cluster: worker ", node, " not tracked: this master already tracks ", kMaxNodes, " nodes");
+      return;
+    }
+    log(LogLevel::Info, "cluster: node ", node, " (worker at ", host, ":", port, ") joined");
+    it = members_.emplace(node, Member{}).first;
+    it->second.status.id = node;
+    it->second.status.host = host;
+  } else if (!it->second.status.alive) {
+    log(LogLevel::Info, "cluster: node ", node, " recovered (worker registered again from ", host, ":", port, ")");
+  }
+  NodeStatus& st = it->second.status;
+  st.role = GENIE_ROLE_WORKER;
+  st.listen = cat(host, ":", port);
+  st.alive = true;
+  st.last_heartbeat_ms = unix_ms();
+  it->second.last_seen = std::chrono::steady_clock::now();
+}
+
+void ClusterMaster::worker_left(const std::string& node) {
+  std::lock_guard<std::mutex> lk(mu_);
+  workers_.erase(node);
+  auto it = members_.find(node);
+  if (it == members_.end() || !it->second.status.alive) return;
+  it->second.status.alive = false;
+  log(LogLevel::Info, "cluster: node ", node, " lost: its session with this master closed");
+}
+
+void ClusterMaster::start_worker_heartbeat(const std::shared_ptr<RemoteClient>& link, const std::string& host,
+                                           int port) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    listen_ = cat(host, ":", port);
+  }
+  LoopThread* loop = link->loop_thread();
+  std::weak_ptr<RemoteClient> weak = link;
+  loop->post([this, loop, weak] {
+    link_ = weak;
+    link_loop_ = loop;
+    link_hook_ = loop->add_close_hook([this] { stop_worker_heartbeat(); });
+    link_tick_ = new Tick;
+    link_tick_->self = this;
+    link_tick_->fn = &ClusterMaster::worker_heartbeat;
+    uv_timer_init(loop->loop(), &link_tick_->timer);
+    link_tick_->timer.data = link_tick_;
+    const auto ms = static_cast<uint64_t>(cfg_.heartbeat_interval_ms);
+    // The first one at once: the master's view has this worker's status
+    // (GPUs, health) right after it registered.
+    uv_timer_start(
+        &link_tick_->timer,
+        [](uv_timer_t* h) {
+          auto* tick = static_cast<Tick*>(h->data);
+          try {
+            (tick->self->*tick->fn)();
+          } catch (const std::exception& e) {
+            log(LogLevel::Error, "cluster: worker heartbeat threw: ", e.what());
+          }
+        },
+        0, ms);
+  });
+}
+
+void ClusterMaster::worker_heartbeat() {
+  std::shared_ptr<RemoteClient> link = link_.lock();
+  if (!link || hb_inflight_ || !link->connected()) return;
+  wire::Heartbeat hb;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    hb.set_node_json(json_text(node_to_json(self_status()).get()));
+  }
+  hb_inflight_ = true;
+  link->heartbeat_async(wire::encode_msg(hb), [this](genie_status_t st, std::string&& reply) {
+    hb_inflight_ = false;
+    if (st != GENIE_OK) log(LogLevel::Debug, "cluster: worker heartbeat to the master failed: ", reply);
+  });
+}
+
+void ClusterMaster::stop_worker_heartbeat() {
+  if (link_tick_) {
+    uv_close(reinterpret_cast<uv_handle_t*>(&link_tick_->timer),
+             [](uv_handle_t* h) { delete static_cast<Tick*>(h->data); });
+    link_tick_ = nullptr;
+  }
+  if (link_loop_ && link_hook_) {
+    link_loop_->remove_close_hook(link_hook_);
+    link_hook_ = 0;
+  }
+}
+
 NodeStatus ClusterMaster::self_status() const {
   NodeStatus s;
   s.id = node_id_;
   s.host = host_;
-  s.role = GENIE_ROLE_SERVER;
+  s.role = listen_.empty() ? GENIE_ROLE_SERVER : GENIE_ROLE_WORKER;
+  s.listen = listen_;
+  if (!listen_.empty()) s.devices = {"cpu:0"};
   s.backend = "tcp";
   s.alive = true;
   s.last_heartbeat_ms = unix_ms();
@@ -150,7 +276,7 @@ void ClusterMaster::sweep() {
       it->second.status.alive = false;
       log(LogLevel::Info, "cluster: node ", it->first, " lost: no heartbeat for ", silent, " ms");
     }
-    if (!it->second.status.alive && silent > 10 * cfg_.heartbeat_timeout_ms) {
+    if (!it->second.status.alive && silent > 10 * cfg_.heartbeat_timeout_ms && !workers_.count(it->first)) {
       log(LogLevel::Info, "cluster: node ", it->first, " forgotten");
       it = members_.erase(it);
     } else {

@@ -6,12 +6,22 @@
 // GPUs and health) and every node it tracks. It runs on the server's loop
 // thread through the ServerOptions hooks; node joins, losses and returns
 // are logged at INFO.
+//
+// Multi-node (docs/multinode.md): on a master, a worker that registers is a
+// member at once (role worker, the host:port it serves on), is marked lost
+// as soon as its session closes (or, like any node, after the heartbeat
+// timeout), and the master places no work on a lost worker (node_alive).
+// The RTT the planner uses for a worker's link is this layer's Probe
+// measurement. On a worker, this object heartbeats to the master on the
+// worker's session there (a timer on that session's loop thread), with its
+// role, listen address, devices, GPUs and health.
 #pragma once
 
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +48,8 @@ class ClusterMaster {
   void set_node_id(const std::string& id);
   // Nodes tracked (not counting the master), alive ones.
   size_t alive_nodes() const;
+  // Whether `node` may get work: not a member marked lost.
+  bool node_alive(const std::string& node) const;
 
  private:
   struct Member {
@@ -52,6 +64,12 @@ class ClusterMaster {
   void gpu_tick();
   void health_tick();
   NodeStatus self_status() const;  // with mu_ held
+  void worker_joined(const std::string& node, const std::string& host, int port);
+  void worker_left(const std::string& node);
+  // A worker: heartbeats to its master on `link` (its loop thread).
+  void start_worker_heartbeat(const std::shared_ptr<RemoteClient>& link, const std::string& host, int port);
+  void worker_heartbeat();       // the link's loop thread
+  void stop_worker_heartbeat();  // the link's loop thread
 
   const Config cfg_;
   std::string backends_json_;
@@ -59,12 +77,22 @@ class ClusterMaster {
   LoopThread* loop_ = nullptr;
   std::vector<Tick*> ticks_;
   uint64_t close_hook_ = 0;
+  // A worker's heartbeat (the link's loop thread only).
+  std::weak_ptr<RemoteClient> link_;
+  LoopThread* link_loop_ = nullptr;
+  Tick* link_tick_ = nullptr;
+  uint64_t link_hook_ = 0;
+  bool hb_inflight_ = false;
 
   mutable std::mutex mu_;
   std::string node_id_;
   std::string host_;
   std::map<std::string, Member> members_;
+  // Workers registered with this master now: a lost one is kept (not
+  // forgotten by the sweep), so that it gets no work until it returns.
+  std::set<std::string> workers_;
   std::vector<GpuInfo> gpus_;
+  std::string listen_;  // a worker: host:port it registered (empty: not a worker)
   std::string gpu_reason_;
   HealthReport health_;
 };

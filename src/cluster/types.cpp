@@ -110,6 +110,12 @@ JsonPtr node_to_json(const NodeStatus& n) {
   add_str(o.get(), "host", n.host);
   if (!n.address.empty()) add_str(o.get(), "address", n.address);
   add_str(o.get(), "role", role_str(n.role));
+  if (!n.listen.empty()) add_str(o.get(), "listen", n.listen);
+  if (!n.devices.empty()) {
+    JsonPtr devs = json_array();
+    for (const std::string& d : n.devices) cJSON_AddItemToArray(devs.get(), cJSON_CreateString(d.c_str()));
+    cJSON_AddItemToObject(o.get(), "devices", devs.release());
+  }
   add_str(o.get(), "backend", n.backend);
   add_str(o.get(), "status", n.alive ? "alive" : "lost");
   add_num(o.get(), "last_heartbeat_ms", static_cast<double>(n.last_heartbeat_ms));
@@ -132,6 +138,17 @@ NodeStatus node_from_json(const cJSON* j) {
   check(!n.id.empty(), GENIE_ERR_PROTOCOL, "node status: empty id");
   n.host = get_str(j, "host", false).substr(0, 255);
   n.address = get_str(j, "address", false).substr(0, 255);
+  n.listen = get_str(j, "listen", false).substr(0, 300);
+  const cJSON* devs = cJSON_GetObjectItemCaseSensitive(j, "devices");
+  if (devs) {
+    check(cJSON_IsArray(devs) && cJSON_GetArraySize(devs) <= 1024, GENIE_ERR_PROTOCOL,
+          "node status: 'devices' is not an array of at most 1024 names");
+    const cJSON* d;
+    cJSON_ArrayForEach(d, devs) {
+      check(cJSON_IsString(d), GENIE_ERR_PROTOCOL, "node status: a device is not a string");
+      n.devices.push_back(std::string(d->valuestring).substr(0, 255));
+    }
+  }
   const std::string role = get_str(j, "role", false);
   n.role = role == "server" ? GENIE_ROLE_SERVER : role == "worker" ? GENIE_ROLE_WORKER : GENIE_ROLE_CLIENT;
   n.backend = get_str(j, "backend", false).substr(0, 32);

@@ -50,6 +50,8 @@ struct NodeStatus {
   std::string id;
   std::string host;     // the node's own host name
   std::string address;  // where the master saw it ("ip:port"), if it did
+  std::string listen;   // a worker: the host:port it serves on (registered with its master)
+  std::vector<std::string> devices;  // a worker: the devices it offers its master ("cpu:0")
   genie_role_t role = GENIE_ROLE_CLIENT;
   std::string backend = "tcp";
   bool alive = true;                // status "alive" / "lost"

@@ -29,8 +29,8 @@ RemoteResult wait_submit(RemoteClient& c, const std::string& json,
 
 }  // namespace
 
-Cluster::Cluster(std::string node_id, Config cfg, Executor& exec)
-    : node_id_(std::move(node_id)), cfg_(std::move(cfg)), exec_(exec) {}
+Cluster::Cluster(std::string node_id, Config cfg, Executor& exec, Hooks hooks)
+    : node_id_(std::move(node_id)), cfg_(std::move(cfg)), exec_(exec), hooks_(std::move(hooks)) {}
 
 void Cluster::join(const std::string& node_id, const std::string& host, int port,
                    std::vector<sched::DeviceProfile> devices, const void* registered_by) {
@@ -47,12 +47,19 @@ void Cluster::join(const std::string& node_id, const std::string& host, int port
   w->port = port;
   w->registered_by = registered_by;
   w->client = RemoteClient::connect(c, node_id_);
-  // The link, measured once: the best of a few round trips, and one write.
-  double rtt = 1e9;
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = Clock::now();
-    w->client->server_info_json();
-    rtt = std::min(rtt, seconds_since(t0));
+  // The link, measured once: the RTT the cluster layer measures with its
+  // Probe (the figure genie_discover and the cluster state report), else
+  // the best of a few ServerInfo round trips; and one write.
+  double rtt = hooks_.rtt ? hooks_.rtt(host, port) : 0;
+  w->rtt_source = "probe";
+  if (!(rtt > 0)) {
+    w->rtt_source = "server_info";
+    rtt = 1e9;
+    for (int i = 0; i < 5; ++i) {
+      const auto t0 = Clock::now();
+      w->client->server_info_json();
+      rtt = std::min(rtt, seconds_since(t0));
+    }
   }
   const size_t probe = size_t{1} << 20;
   const uint64_t id = w->client->tensor_alloc(DType::F32, {static_cast<int64_t>(probe / 4)}, "cpu:0");
@@ -65,17 +72,19 @@ void Cluster::join(const std::string& node_id, const std::string& host, int port
   w->bandwidth_bytes_per_s = static_cast<double>(probe) / write_s;
   for (auto& d : devices) d.node_id = node_id;
   w->devices = std::move(devices);
+  const std::string src = w->rtt_source;
   std::shared_ptr<const Worker> old;
   {
     std::lock_guard<std::mutex> lk(mu_);
     auto& slot = workers_[node_id];
     old = std::move(slot);
     slot = std::move(w);
+    left_.erase(node_id);
     ++version_;
   }
   log(LogLevel::Info, "master ", node_id_, ": worker ", node_id, " joined from ", host, ":", port, " (rtt ",
-      static_cast<int64_t>(rtt * 1e6), " us, ", static_cast<int64_t>(static_cast<double>(probe) / write_s / 1e6),
-      " MB/s)");
+      static_cast<int64_t>(rtt * 1e6), " us by ", src, ", ",
+      static_cast<int64_t>(static_cast<double>(probe) / write_s / 1e6), " MB/s)");
 }
 
 std::shared_ptr<RemoteClient> Cluster::leave(const void* registered_by) {
@@ -84,6 +93,7 @@ std::shared_ptr<RemoteClient> Cluster::leave(const void* registered_by) {
     if (it->second->registered_by != registered_by) continue;
     auto c = it->second->client;
     log(LogLevel::Info, "master ", node_id_, ": worker ", it->first, " left");
+    left_[it->first] = "its session with this master closed";
     workers_.erase(it);
     ++version_;
     return c;
@@ -94,12 +104,26 @@ std::shared_ptr<RemoteClient> Cluster::leave(const void* registered_by) {
 std::shared_ptr<RemoteClient> Cluster::client_of(const std::string& node_id) const {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = workers_.find(node_id);
-  return it == workers_.end() ? nullptr : it->second->client;
+  if (it != workers_.end()) {
+    check(alive(node_id), GENIE_ERR_CONNECTION, "worker '", node_id,
+          "' is lost: the cluster layer heard no heartbeat from it within the timeout; work goes there again "
+          "once it heartbeats or registers again");
+    return it->second->client;
+  }
+  auto gone = left_.find(node_id);
+  check(gone == left_.end(), GENIE_ERR_CONNECTION, "worker '", node_id, "' is gone (", gone->second,
+        "); it is used again once it registers again (genie serve --join)");
+  std::string known;
+  for (const auto& [id, w] : workers_) known += cat(known.empty() ? "" : ", ", id);
+  fail(GENIE_ERR_UNSUPPORTED, "node '", node_id, "' is neither this server (", node_id_,
+       ") nor one of its workers (", known.empty() ? "none joined" : known, ")");
 }
 
 bool Cluster::has_workers() const {
   std::lock_guard<std::mutex> lk(mu_);
-  return !workers_.empty();
+  for (const auto& [id, w] : workers_)
+    if (alive(id)) return true;
+  return false;
 }
 
 std::vector<std::string> Cluster::worker_names() const {
@@ -139,7 +163,7 @@ void Cluster::count(const std::string& role, uint64_t bytes) {
 Cluster::Stats Cluster::stats() const {
   std::lock_guard<std::mutex> lk(mu_);
   Stats s;
-  s.workers = static_cast<uint32_t>(workers_.size());
+  for (const auto& [id, w] : workers_) s.workers += alive(id);
   s.multinode_graphs = multinode_graphs_;
   s.transfer_bytes = transfer_bytes_;
   s.transfer_bytes_by_role = by_role_;
@@ -157,7 +181,17 @@ Cluster::Planned Cluster::plan(const Graph& g, const std::vector<Held>& inputs,
   p.device_node.push_back("");
   {
     std::lock_guard<std::mutex> lk(mu_);
+    // Workers the cluster layer marked lost get no work; a change of that
+    // set is a new topology (plans made with or without them differ).
+    std::vector<std::string> lost;
+    for (const auto& [id, w] : workers_)
+      if (!alive(id)) lost.push_back(id);
+    if (lost != lost_) {
+      lost_ = lost;
+      ++version_;
+    }
     for (const auto& [id, w] : workers_) {  // by node id: the same topology, the same plan
+      if (std::find(lost.begin(), lost.end(), id) != lost.end()) continue;
       for (const auto& d : w->devices) {
         p.topo.devices.push_back(d);
         p.device_node.push_back(id);
@@ -178,8 +212,13 @@ Cluster::Planned Cluster::plan(const Graph& g, const std::vector<Held>& inputs,
     if (!inputs[k].remote) continue;  // not resident anywhere yet (plan only)
     const std::string& node = inputs[k].remote->node;
     const auto it = std::find(p.device_node.begin(), p.device_node.end(), node);
-    check(it != p.device_node.end(), GENIE_ERR_CONNECTION, "input '", name, "' lives on worker ", node,
-          ", which has left");
+    if (it == p.device_node.end()) {
+      std::lock_guard<std::mutex> lk(mu_);
+      fail(GENIE_ERR_CONNECTION, "input '", name, "' lives on worker ", node,
+           workers_.count(node) ? ", which the cluster layer marked lost (no heartbeat within the timeout)"
+                                : ", which has left (its session with this master closed)",
+           ": its tensors cannot be reached; bind tensors of this master or of a live worker");
+    }
     res.value_device[name] = static_cast<int>(it - p.device_node.begin());
   }
   p.plan = plans_.get_or_plan(g, p.topo, res, &shapes);

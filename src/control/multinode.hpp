@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,6 +63,7 @@ class Cluster {
     std::vector<sched::DeviceProfile> devices;
     std::shared_ptr<RemoteClient> client;  // the master's session on the worker
     double rtt_s = 0;
+    std::string rtt_source;  // "probe" (the cluster layer's) or "server_info"
     double bandwidth_bytes_per_s = 0;
     const void* registered_by = nullptr;   // the worker's own session on the master
   };
@@ -77,20 +79,33 @@ class Cluster {
     uint64_t last_predicted_ns = 0, last_measured_ns = 0;
   };
 
+  // Hooks of the cluster layer (ServerOptions::node_alive, measure_rtt);
+  // either may be empty.
+  struct Hooks {
+    std::function<bool(const std::string& node)> alive;
+    std::function<double(const std::string& host, int port)> rtt;
+  };
+
   // `cfg` is what the master's clients of its workers use (auth token,
   // timeout); `node_id` the master's own.
-  Cluster(std::string node_id, Config cfg, Executor& exec);
+  Cluster(std::string node_id, Config cfg, Executor& exec, Hooks hooks = {});
 
   // Blocking: connects to the worker at host:port, measures the link (RTT
-  // and bandwidth with a few small requests and one 1 MiB write), and adds
-  // it, replacing a worker of the same node id. Throws the connection's
-  // errors.
+  // from the cluster layer's Probe round trips when hooks.rtt gives one,
+  // else the best of a few ServerInfo round trips; bandwidth from one
+  // 1 MiB write), and adds it, replacing a worker of the same node id.
+  // Throws the connection's errors.
   void join(const std::string& node_id, const std::string& host, int port,
             std::vector<sched::DeviceProfile> devices, const void* registered_by);
   // The worker registered by this session, if any, leaves; returns its
   // client (closed by whoever drops the last reference: it may block).
   std::shared_ptr<RemoteClient> leave(const void* registered_by);
+  // The session on a worker work may be placed on: registered and not
+  // marked lost by the cluster layer. Otherwise throws CONNECTION when the
+  // node is (or was) a worker, lost or gone, UNSUPPORTED when it never
+  // was one (naming the workers there are).
   std::shared_ptr<RemoteClient> client_of(const std::string& node_id) const;
+  // Workers registered and not marked lost.
   bool has_workers() const;
   std::vector<std::string> worker_names() const;
   // Closes every worker session (blocking).
@@ -116,15 +131,19 @@ class Cluster {
                const std::unordered_map<ValueId, Shape>& shapes);
   const sched::DeviceProfile& local_profile();
   void count(const std::string& role, uint64_t bytes);
+  bool alive(const std::string& node) const { return !hooks_.alive || hooks_.alive(node); }
 
   const std::string node_id_;
   const Config cfg_;
   Executor& exec_;
+  const Hooks hooks_;
   sched::PlanCache plans_;
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Worker>> workers_;  // by node id
   uint64_t version_ = 1;
+  std::vector<std::string> lost_;            // registered workers the last plan left out (marked lost)
+  std::map<std::string, std::string> left_;  // workers that left: why
   bool have_local_ = false;
   sched::DeviceProfile local_;
   uint64_t multinode_graphs_ = 0;

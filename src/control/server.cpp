@@ -271,7 +271,7 @@ Server::Impl::Impl(ServerOptions o)
     Config c;
     c.auth_token = opts.auth_token;
     c.timeout_ms = opts.client_timeout_ms;
-    cluster = std::make_unique<Cluster>(node_id, c, exec);
+    cluster = std::make_unique<Cluster>(node_id, c, exec, Cluster::Hooks{opts.node_alive, opts.measure_rtt});
   }
   check(opts.port >= 0 && opts.port <= 65535, GENIE_ERR_INVALID_ARGUMENT, "port ", opts.port,
         " is outside 0..65535");
@@ -978,6 +978,7 @@ void Server::Impl::join_master() {
   const sched::DeviceProfile profile = sched::calibrate_local_cpu(co);
   master_link = RemoteClient::connect(c, node_id);
   master_link->register_worker(host, bound_port, {profile});
+  if (opts.on_joined) opts.on_joined(master_link, host, bound_port);
   log(LogLevel::Info, "server ", node_id, ": joined master ", master_link->server_node_id(), " at ",
       opts.join_host, ":", opts.join_port, " as a worker reachable at ", host, ":", bound_port);
 }
@@ -1031,6 +1032,7 @@ void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
     std::weak_ptr<Peer> wp = p;
     off_loop(p, rid, [this, wp, rid, m, devices = std::move(devices), by]() mutable {
       cluster->join(m.node_id(), m.host(), static_cast<int>(m.port()), std::move(devices), by);
+      if (opts.on_worker) opts.on_worker(m.node_id(), m.host(), static_cast<int>(m.port()), true);
       loop.post([this, wp, rid] {
         if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::Ok, rid, wire::Ok());
       });
@@ -1042,6 +1044,7 @@ void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
 
 void Server::Impl::worker_session_gone(const Session& s) {
   std::shared_ptr<RemoteClient> c = cluster->leave(&s);
+  if (c && opts.on_worker) opts.on_worker(s.client_node(), "", 0, false);
   // Closing says goodbye and may wait: not on this thread.
   if (c) tasks.post([c] { c->close(); });
 }
@@ -1089,12 +1092,11 @@ void Server::Impl::plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, co
 
 void Server::Impl::forward_alloc(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& node,
                                  const std::string& device, DType dtype, Shape shape) {
-  std::shared_ptr<RemoteClient> c = cluster->client_of(node);
-  if (!c) {
-    std::string known;
-    for (const std::string& w : cluster->worker_names()) known += cat(known.empty() ? "" : ", ", w);
-    fail(GENIE_ERR_UNSUPPORTED, "device '", node, "/", device, "': node '", node, "' is neither this server (",
-         node_id, ") nor one of its workers (", known.empty() ? "none joined" : known, ")");
+  std::shared_ptr<RemoteClient> c;
+  try {
+    c = cluster->client_of(node);
+  } catch (const Error& e) {
+    fail(e.code(), "device '", node, "/", device, "': ", e.detail());
   }
   std::weak_ptr<Peer> wp = p;
   std::weak_ptr<Session> ws = p->session;

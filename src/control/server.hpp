@@ -26,6 +26,7 @@
 namespace genie {
 
 class LoopThread;
+class RemoteClient;
 namespace wire {
 class Heartbeat;
 class HeartbeatReply;
@@ -59,6 +60,24 @@ struct ServerOptions {
   std::function<void(LoopThread& loop)> on_start;
   // When the loop stops: whatever on_start put on the loop must go.
   std::function<void()> on_stop;
+  // Multi-node hooks of the cluster layer (docs/multinode.md, "Workers in
+  // the cluster"):
+  // A worker, once registered with its master (constructor thread): its
+  // session there (`link`) and the address it registered (host, port). The
+  // cluster layer heartbeats on that session; whatever it puts on the
+  // link's loop thread must go when that loop stops (a close hook).
+  std::function<void(const std::shared_ptr<RemoteClient>& link, const std::string& host, int port)> on_joined;
+  // A master: worker `node` registered from host:port (joined) or its
+  // session with this server went (left). Task thread (joined) or loop
+  // thread (left).
+  std::function<void(const std::string& node, const std::string& host, int port, bool joined)> on_worker;
+  // A master: whether the cluster layer holds worker `node` alive (true
+  // when it does not know it). False: no work is placed there. Any thread.
+  std::function<bool(const std::string& node)> node_alive;
+  // A master: the round-trip time to host:port measured by the cluster
+  // layer (Probe round trips), in seconds; 0 when it could not measure.
+  // Task thread, at a worker's registration.
+  std::function<double(const std::string& host, int port)> measure_rtt;
   // Multi-node (docs/multinode.md). A worker: the master to join at start
   // (empty: none), and the address the master should dial to reach this
   // server (empty: `host`, or this machine's host name when `host` is a

@@ -222,6 +222,14 @@ void print_frame(genie_context_t* ctx, bool clear) {
     std::printf("%-36s %-7s %-6s %-10s %-9s %-8s %s\n", str(n, "id").c_str(), str(n, "role").c_str(),
                 str(n, "status").c_str(), str(n, "health").c_str(), ago, str(n, "backend").c_str(),
                 str(n, "host").c_str());
+    if (!str(n, "listen").empty()) {  // a worker of the master: where it serves, what it offers
+      std::string devs;
+      const cJSON* d;
+      cJSON_ArrayForEach(d, get(n, "devices")) {
+        if (cJSON_IsString(d)) devs += (devs.empty() ? "" : ", ") + std::string(d->valuestring);
+      }
+      std::printf("    serves %s  devices %s\n", str(n, "listen").c_str(), devs.empty() ? "-" : devs.c_str());
+    }
     const cJSON* g;
     int gpus = 0;
     cJSON_ArrayForEach(g, get(n, "gpus")) {

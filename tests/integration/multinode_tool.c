@@ -16,6 +16,20 @@
  *       activations do move (the model really spans both), and that every
  *       step's logits match the same loop run in-process.
  *
+ *   survive WORKER
+ *       a client that lives through the worker's death and return, driven
+ *       by lines on stdin (tests/scripts/multinode_test.sh):
+ *       at start: w1 on WORKER, the split graph runs across both servers;
+ *       prints "ready", waits for a line "dead" (the worker was killed):
+ *       the graph bound to w1 fails with CONNECTION naming the worker; the
+ *       same graph with every tensor on the master runs there alone (no
+ *       multi-node graph, the master lists no live worker) and matches
+ *       in-process execution; a new tensor on WORKER is refused with
+ *       CONNECTION; prints "ready", waits for "back PORT" (the worker
+ *       restarted, serving on PORT): a new tensor on WORKER is accepted and
+ *       the split graph runs across both servers again (the restarted
+ *       worker executed it); prints "ok survive".
+ *
  * Prints "ok" and counters on success. Exit status: 0 on success, 1 when an
  * assertion fails (the reason on stderr), 3 when a Genie call fails, 2 on
  * bad usage. */
@@ -214,6 +228,122 @@ static int cmd_split(const char *worker, int worker_port) {
   return 0;
 }
 
+/* --- survive --------------------------------------------------------------------- */
+
+static genie_graph_t *split_graph(void) {
+  enum { M = 8, K = 64, N = 64, P = 16 };
+  const int64_t xs[2] = {M, K}, w1s[2] = {K, N}, w2s[2] = {N, P};
+  genie_graph_t *g = NULL;
+  CALL(genie_graph_create("split", &g));
+  CALL(genie_graph_add_input(g, "x", GENIE_DTYPE_F32, xs, 2));
+  CALL(genie_graph_add_input(g, "w1", GENIE_DTYPE_F32, w1s, 2));
+  CALL(genie_graph_add_input(g, "w2", GENIE_DTYPE_F32, w2s, 2));
+  const char *mm1_in[2] = {"x", "w1"}, *mm1_out[1] = {"h"};
+  const char *act_in[1] = {"h"}, *act_out[1] = {"a"};
+  const char *mm2_in[2] = {"a", "w2"}, *mm2_out[1] = {"y"};
+  CALL(genie_graph_add_node(g, "matmul", "mm1", mm1_in, 2, mm1_out, 1));
+  CALL(genie_graph_add_node(g, "relu", "act", act_in, 1, act_out, 1));
+  CALL(genie_graph_add_node(g, "matmul", "mm2", mm2_in, 2, mm2_out, 1));
+  CALL(genie_graph_set_role(g, "w1", GENIE_ROLE_WEIGHT));
+  CALL(genie_graph_set_role(g, "w2", GENIE_ROLE_WEIGHT));
+  CALL(genie_graph_mark_output(g, "y"));
+  return g;
+}
+
+static void wait_line(const char *want, char *line, size_t n) {
+  printf("ready\n");
+  fflush(stdout);
+  EXPECT(fgets(line, (int)n, stdin) != NULL, "stdin closed while waiting for '%s'", want);
+  EXPECT(strncmp(line, want, strlen(want)) == 0, "expected '%s' on stdin, got '%s'", want, line);
+}
+
+static int cmd_survive(const char *worker) {
+  enum { M = 8, K = 64, N = 64, P = 16 };
+  const int64_t xs[2] = {M, K}, w1s[2] = {K, N}, w2s[2] = {N, P};
+  float *x = random_floats(M * K, 1), *w1 = random_floats(K * N, 0.25f), *w2 = random_floats(N * P, 0.25f);
+  genie_graph_t *g = split_graph();
+  const char *names[3] = {"x", "w1", "w2"};
+  char dev[300], line[256];
+  snprintf(dev, sizeof dev, "%s/cpu:0", worker);
+  float got[M * P], want[M * P];
+  double scale;
+
+  genie_context_t *emb = embedded();
+  genie_tensor_t *ein[3] = {tensor(emb, NULL, xs, 2, x), tensor(emb, NULL, w1s, 2, w1),
+                            tensor(emb, NULL, w2s, 2, w2)};
+  run_and_read(emb, g, names, ein, 3, want, sizeof want);
+
+  genie_context_t *ctx = connect_master();
+  genie_tensor_t *x_m = tensor(ctx, NULL, xs, 2, x), *w1_m = tensor(ctx, NULL, w1s, 2, w1),
+                 *w2_m = tensor(ctx, NULL, w2s, 2, w2);
+  genie_tensor_t *w1_w = tensor(ctx, dev, w1s, 2, w1);
+  genie_tensor_t *split_in[3] = {x_m, w1_w, w2_m}, *master_in[3] = {x_m, w1_m, w2_m};
+  run_and_read(ctx, g, names, split_in, 3, got, sizeof got);
+  EXPECT(max_abs_diff(got, want, M * P, &scale) <= 1e-5 * scale, "split result differs before the kill");
+  char *info = server_info(ctx);
+  const double graphs0 = info_number(info, NULL, "multinode_graphs");
+  EXPECT(graphs0 >= 1 && info_number(info, NULL, "workers") >= 1, "the graph did not span the worker: %s", info);
+  genie_free(info);
+
+  /* 2. The worker is dead. */
+  wait_line("dead", line, sizeof line);
+  genie_future_t *f = NULL;
+  genie_status_t st = genie_graph_submit(ctx, g, names, split_in, 3, &f);
+  if (st == GENIE_OK) st = genie_future_wait(f, -1);
+  EXPECT(st == GENIE_ERR_CONNECTION, "a graph bound to a tensor of the dead worker gave %s, not CONNECTION: %s",
+         genie_status_str(st), genie_last_error());
+  EXPECT(strstr(genie_last_error(), worker) != NULL, "the error does not name the worker: %s", genie_last_error());
+  printf("tensor on the dead worker: %s: %s\n", genie_status_str(st), genie_last_error());
+  genie_future_destroy(f);
+  run_and_read(ctx, g, names, master_in, 3, got, sizeof got);
+  EXPECT(max_abs_diff(got, want, M * P, &scale) <= 1e-5 * scale, "master-only result differs from in-process");
+  info = server_info(ctx);
+  EXPECT(info_number(info, NULL, "multinode_graphs") == graphs0,
+         "the graph after the worker died was planned across nodes: %s", info);
+  EXPECT(info_number(info, NULL, "workers") == 0, "the master still lists a live worker: %s", info);
+  genie_free(info);
+  genie_tensor_t *t = NULL;
+  st = genie_tensor_alloc(ctx, GENIE_DTYPE_F32, w1s, 2, dev, &t);
+  EXPECT(st == GENIE_ERR_CONNECTION && strstr(genie_last_error(), worker) != NULL,
+         "a tensor on the dead worker gave %s: %s", genie_status_str(st), genie_last_error());
+  printf("device on the dead worker: %s: %s\n", genie_status_str(st), genie_last_error());
+
+  /* 3. The worker is back. */
+  wait_line("back ", line, sizeof line);
+  const int port = atoi(line + 5);
+  genie_tensor_t *w1_w2 = tensor(ctx, dev, w1s, 2, w1);
+  split_in[1] = w1_w2;
+  run_and_read(ctx, g, names, split_in, 3, got, sizeof got);
+  EXPECT(max_abs_diff(got, want, M * P, &scale) <= 1e-5 * scale, "split result differs after the restart");
+  info = server_info(ctx);
+  EXPECT(info_number(info, NULL, "multinode_graphs") > graphs0, "the restarted worker got no work: %s", info);
+  genie_free(info);
+  genie_config_t *cfg = NULL;
+  genie_context_t *wctx = NULL;
+  CALL(genie_config_create(&cfg));
+  CALL(genie_config_set_master_port(cfg, port));
+  CALL(genie_init(cfg, &wctx));
+  genie_config_destroy(cfg);
+  char *winfo = server_info(wctx);
+  EXPECT(info_number(winfo, NULL, "graphs_executed") >= 1, "the restarted worker executed no graph: %s", winfo);
+  genie_free(winfo);
+  genie_shutdown(wctx);
+  printf("ok survive\n");
+  genie_tensor_destroy(w1_w);
+  genie_tensor_destroy(w1_w2);
+  genie_tensor_destroy(x_m);
+  genie_tensor_destroy(w1_m);
+  genie_tensor_destroy(w2_m);
+  for (int i = 0; i < 3; ++i) genie_tensor_destroy(ein[i]);
+  genie_shutdown(ctx);
+  genie_shutdown(emb);
+  genie_graph_destroy(g);
+  free(x);
+  free(w1);
+  free(w2);
+  return 0;
+}
+
 /* --- decode ------------------------------------------------------------------ */
 
 /* The master's counters are cumulative (other scenarios ran before): this
@@ -303,6 +433,7 @@ static int cmd_decode(const char *worker, int steps) {
 int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "split") == 0) return cmd_split(argv[2], atoi(argv[3]));
   if (argc == 4 && strcmp(argv[1], "decode") == 0) return cmd_decode(argv[2], atoi(argv[3]));
-  fprintf(stderr, "usage: multinode_tool split WORKER WORKER_PORT | decode WORKER STEPS\n");
+  if (argc == 3 && strcmp(argv[1], "survive") == 0) return cmd_survive(argv[2]);
+  fprintf(stderr, "usage: multinode_tool split WORKER WORKER_PORT | decode WORKER STEPS | survive WORKER\n");
   return 2;
 }

@@ -9,12 +9,25 @@
 #      first step (only activations do), logits match in-process execution;
 #   3. a device on a node that is not a worker is refused with the workers'
 #      names; joining an unreachable master fails with CONNECTION;
-#   4. the worker stopping leaves the master serving; SIGTERM stops both.
+#   4. the worker is a cluster node: a client of the master sees it (role
+#      worker, its listen address, devices) in genie_cluster_state and in
+#      `genie top --once`, and got NODE_JOINED when it joined;
+#   5. the worker killed (SIGKILL): the client's NODE_LOST for it within
+#      timeout + one interval; a graph bound to a tensor on it fails with
+#      CONNECTION naming it, the same graph with the master's tensors runs
+#      on the master alone; a device on it is refused (CONNECTION); the
+#      worker restarted with the same node id re-joins (NODE_RECOVERED) and
+#      gets work again;
+#   6. the worker frozen (SIGSTOP: its connection stays up, its heartbeats
+#      stop): NODE_LOST after the heartbeat timeout, the master places no
+#      work there; SIGCONT: NODE_RECOVERED;
+#   7. the worker stopping leaves the master serving; SIGTERM stops both.
 set -euo pipefail
 B="$GENIE_BUILD_DIR"
 GENIE="$B/genie"
 TOOL="$B/tests/itest_multinode_tool"
 RTOOL="$B/tests/itest_remote_tool"
+CTOOL="$B/tests/itest_cluster_tool"
 TMP=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -29,12 +42,24 @@ fail() {
 }
 unset GENIE_MASTER_ADDR GENIE_MASTER_PORT GENIE_AUTH_TOKEN GENIE_NODE_ID
 export GENIE_TIMEOUT=20000
+# Short heartbeats for every process (master, worker, clients).
+# (The timeout leaves room for a loaded machine: a worker falsely marked lost
+# would run the decode below on the master alone and fail it.)
+export GENIE_HEARTBEAT_INTERVAL=250 GENIE_HEARTBEAT_TIMEOUT=3000
+
+# wait_for FILE PATTERN SECONDS: until a line of FILE matches.
+wait_for() {
+  for _ in $(seq 1 $(( $3 * 20 ))); do grep -q "$2" "$1" && return 0; sleep 0.05; done
+  return 1
+}
+now_ms() { date +%s%3N; }
 
 # start_server NAME ARGS...: starts `genie serve --port 0 ARGS`, sets PORT
 # and SERVER_PID.
 start_server() {
   local name=$1; shift
-  "$GENIE" serve --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+  : >"$TMP/$name.out"
+  GENIE_LOG_LEVEL=info "$GENIE" serve --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
   SERVER_PID=$!
   PIDS+=("$SERVER_PID")
   for _ in $(seq 1 400); do
@@ -49,6 +74,11 @@ start_server() {
 # --- 1. join and split ---------------------------------------------------------
 start_server master --node-id node-a --grace-ms 0
 MASTER_PORT=$PORT MASTER_PID=$SERVER_PID
+# A client node of the master that watches the cluster's events throughout.
+GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$MASTER_PORT GENIE_NODE_ID=watcher-1 \
+  "$CTOOL" watch 600 >"$TMP/watch.out" 2>"$TMP/watch.err" &
+WATCHER=$!; PIDS+=("$WATCHER")
+wait_for "$TMP/watch.out" '^ready' 20 || fail "watcher did not start"
 start_server worker --node-id node-b --grace-ms 0 --join 127.0.0.1:$MASTER_PORT
 WORKER_PORT=$PORT WORKER_PID=$SERVER_PID
 export GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$MASTER_PORT
@@ -68,7 +98,78 @@ fi
 grep -q "CONNECTION" "$TMP/nojoin.err" || fail "unreachable master: $(cat "$TMP/nojoin.err")"
 : >"$TMP/nojoin.err"
 
-# --- 4. the worker leaves; the master keeps serving; clean stops ---------------
+# --- 4. the worker is a cluster node -------------------------------------------
+wait_for "$TMP/watch.out" 'NODE_JOINED .*"id":"node-b"' 10 || fail "the watcher saw no NODE_JOINED for node-b"
+"$CTOOL" state >"$TMP/state.json" 2>"$TMP/state.err" || fail "cluster state"
+/usr/bin/python3 - "$TMP/state.json" "$WORKER_PORT" <<'PY' || fail "node-b in the cluster state: $(cat "$TMP/state.json")"
+import json, sys
+s = json.load(open(sys.argv[1]))
+nodes = {n["id"]: n for n in s["nodes"]}
+b = nodes["node-b"]
+assert b["role"] == "worker" and b["status"] == "alive", b
+assert b["listen"] == "127.0.0.1:" + sys.argv[2], b
+assert b["devices"] == ["cpu:0"], b
+assert b["last_heartbeat_ms"] > 0 and "gpus" in b and b["health"], b
+assert nodes["node-a"]["role"] == "server", nodes["node-a"]
+PY
+GENIE_NODE_ID=top-1 "$GENIE" top "127.0.0.1:$MASTER_PORT" --once >"$TMP/top.out" 2>"$TMP/top.err" || fail "genie top --once exited"
+grep -q '^node-b  *worker  *alive' "$TMP/top.out" && grep -q "serves 127.0.0.1:$WORKER_PORT  devices cpu:0" "$TMP/top.out" \
+  || fail "top does not list the worker: $(cat "$TMP/top.out")"
+echo "ok 4: the worker is a cluster node (state, NODE_JOINED, genie top)"
+
+# --- 5. the worker killed, then restarted with the same node id ------------------
+mkfifo "$TMP/ctl"
+"$TOOL" survive node-b <"$TMP/ctl" >"$TMP/survive.out" 2>"$TMP/survive.err" &
+SURVIVOR=$!; PIDS+=("$SURVIVOR")
+exec 3>"$TMP/ctl"
+wait_for "$TMP/survive.out" '^ready' 30 || fail "survive: did not start: $(cat "$TMP/survive.err")"
+t0=$(now_ms)
+kill -9 "$WORKER_PID"; wait "$WORKER_PID" 2>/dev/null || true
+wait_for "$TMP/watch.out" 'NODE_LOST .*"id":"node-b"' 10 || fail "no NODE_LOST for the killed worker within 10 s"
+lost_ms=$(( $(now_ms) - t0 ))
+# Timeout 3000 ms + interval 250 ms (its connection closing tells the master
+# at once); the bound leaves room for a loaded machine.
+[ "$lost_ms" -lt 6000 ] || fail "NODE_LOST took $lost_ms ms (timeout 3000 + interval 250)"
+echo "dead" >&3
+wait_for "$TMP/survive.out" '^device on the dead worker' 30 || fail "survive (worker dead): $(cat "$TMP/survive.err")"
+grep '^tensor on the dead worker\|^device on the dead worker' "$TMP/survive.out"
+start_server worker2 --node-id node-b --grace-ms 0 --join 127.0.0.1:$MASTER_PORT
+WORKER_PORT=$PORT WORKER_PID=$SERVER_PID
+wait_for "$TMP/watch.out" 'NODE_RECOVERED .*"id":"node-b"' 10 || fail "no NODE_RECOVERED for the restarted worker"
+echo "back $WORKER_PORT" >&3
+exec 3>&-
+wait "$SURVIVOR" || fail "survive exited $?: $(cat "$TMP/survive.err")"
+grep -q '^ok survive' "$TMP/survive.out" || fail "survive: $(cat "$TMP/survive.out")"
+echo "ok 5: worker killed -> NODE_LOST after $lost_ms ms; master alone; restarted -> NODE_RECOVERED, used again"
+
+# --- 6. the worker frozen: heartbeats stop, the connection stays -----------------
+n_lost=$(grep -c 'NODE_LOST .*"id":"node-b"' "$TMP/watch.out")
+n_rec=$(grep -c 'NODE_RECOVERED .*"id":"node-b"' "$TMP/watch.out")
+t0=$(now_ms)
+kill -STOP "$WORKER_PID"
+for _ in $(seq 1 300); do
+  [ "$(grep -c 'NODE_LOST .*"id":"node-b"' "$TMP/watch.out")" -gt "$n_lost" ] && break
+  sleep 0.05
+done
+[ "$(grep -c 'NODE_LOST .*"id":"node-b"' "$TMP/watch.out")" -gt "$n_lost" ] || { kill -CONT "$WORKER_PID"; fail "no NODE_LOST for the frozen worker"; }
+lost_ms=$(( $(now_ms) - t0 ))
+# Its last heartbeat went at most one interval before the freeze.
+[ "$lost_ms" -ge 2750 ] || { kill -CONT "$WORKER_PID"; fail "NODE_LOST after $lost_ms ms, before the timeout: not from heartbeats"; }
+info=$("$RTOOL" info) || { kill -CONT "$WORKER_PID"; fail "master info with the worker frozen"; }
+echo "$info" | grep -q '"workers":0' || { kill -CONT "$WORKER_PID"; fail "the master still places work on the lost worker: $info"; }
+rc=0; "$TOOL" split node-b "$WORKER_PORT" >"$TMP/frozen.out" 2>"$TMP/frozen.err" || rc=$?
+kill -CONT "$WORKER_PID"
+[ "$rc" = 3 ] && grep -q "CONNECTION.*node-b.*lost" "$TMP/frozen.err" || fail "a device on the lost worker: exit $rc: $(cat "$TMP/frozen.err")"
+: >"$TMP/frozen.err"
+for _ in $(seq 1 200); do
+  [ "$(grep -c 'NODE_RECOVERED .*"id":"node-b"' "$TMP/watch.out")" -gt "$n_rec" ] && break
+  sleep 0.05
+done
+[ "$(grep -c 'NODE_RECOVERED .*"id":"node-b"' "$TMP/watch.out")" -gt "$n_rec" ] || fail "no NODE_RECOVERED after SIGCONT"
+out=$("$TOOL" split node-b "$WORKER_PORT" 2>"$TMP/thawed.err") || fail "split after the worker recovered: $out"
+echo "ok 6: worker frozen -> NODE_LOST after $lost_ms ms (timeout 3000), no work placed there; SIGCONT -> recovered, used"
+
+# --- 7. the worker leaves; the master keeps serving; clean stops ---------------
 kill -TERM "$WORKER_PID"
 wait "$WORKER_PID" || fail "worker exit status $? after SIGTERM"
 for _ in $(seq 1 100); do
@@ -78,8 +179,12 @@ for _ in $(seq 1 100); do
 done
 echo "$info" | grep -q '"workers":0' || fail "the master still lists the worker: $info"
 out=$("$TOOL" split node-b "$WORKER_PORT" 2>"$TMP/gone.err") && fail "a device of a worker that left was accepted"
-grep -q "UNSUPPORTED" "$TMP/gone.err" || fail "worker gone: $(cat "$TMP/gone.err")"
+grep -q "CONNECTION.*node-b.*gone" "$TMP/gone.err" || fail "worker gone: $(cat "$TMP/gone.err")"
 : >"$TMP/gone.err"
+out=$("$TOOL" split node-x "$WORKER_PORT" 2>"$TMP/never.err") && fail "a device of a node that never joined was accepted"
+grep -q "UNSUPPORTED.*node-x.*neither" "$TMP/never.err" || fail "never a worker: $(cat "$TMP/never.err")"
+: >"$TMP/never.err"
+kill -TERM "$WATCHER"; wait "$WATCHER" || fail "watcher exited $?"
 kill -TERM "$MASTER_PID"
 wait "$MASTER_PID" || fail "master exit status $? after SIGTERM"
 echo "multinode_test: ok"

@@ -111,11 +111,16 @@ TEST(ClusterJson, NodeStatusRoundTripsAndBadInputIsAProtocolError) {
   n.gpus = {g};
   n.health = Health::Degraded;
   n.health_reasons = {"why"};
+  n.listen = "10.0.0.2:5556";
+  n.devices = {"cpu:0"};
   const std::string text = json_text(node_to_json(n).get());
   const NodeStatus back = node_from_json(json_parse(text, "test").get());
   EXPECT_EQ(json_text(node_to_json(back).get()), text);
+  EXPECT_EQ(back.listen, "10.0.0.2:5556");
+  EXPECT_EQ(back.devices, std::vector<std::string>{"cpu:0"});
   for (const char* bad : {"[]", "{}", "{\"id\":5}", "{\"id\":\"bad id\"}", "{\"id\":\"a\",\"gpus\":{}}",
-                          "{\"id\":\"a\",\"gpus\":[1]}", "{\"id\":\"a\",\"last_heartbeat_ms\":\"x\"}"}) {
+                          "{\"id\":\"a\",\"gpus\":[1]}", "{\"id\":\"a\",\"last_heartbeat_ms\":\"x\"}",
+                          "{\"id\":\"a\",\"devices\":\"cpu:0\"}", "{\"id\":\"a\",\"devices\":[1]}"}) {
     try {
       node_from_json(json_parse(bad, "test").get());
       ADD_FAILURE() << "accepted " << bad;
