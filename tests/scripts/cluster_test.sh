@@ -12,47 +12,10 @@
 #   6. GPU events from another process's point of view: the test NVML library
 #      drives GPU_UNAVAILABLE / GPU_OVERHEATED / HEALTH_CHANGED in a watcher.
 set -euo pipefail
-B="$GENIE_BUILD_DIR"
-GENIE="$B/genie"
+source "$(dirname "$0")/lib/servers.sh"
 TOOL="$B/tests/itest_cluster_tool"
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for f in "$TMP"/*.err "$TMP"/*.out; do [ -s "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }; done
-  exit 1
-}
-unset GENIE_MASTER_ADDR GENIE_MASTER_PORT GENIE_AUTH_TOKEN GENIE_NODE_ID GENIE_NVML_LIBRARY GENIE_TEST_NVML_FILE
+unset GENIE_NVML_LIBRARY GENIE_TEST_NVML_FILE
 export GENIE_HEARTBEAT_INTERVAL=100 GENIE_HEARTBEAT_TIMEOUT=600 GENIE_TIMEOUT=5000
-
-# start_server NAME PORT: `genie serve --port PORT` (0: any) as node
-# master-a; sets PORT and SERVER_PID.
-start_server() {
-  local name=$1 want=$2
-  : >"$TMP/$name.out"  # the background job may not have opened it yet when sed looks
-  GENIE_NODE_ID=master-a GENIE_LOG_LEVEL=info "$GENIE" serve --port "$want" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-  SERVER_PID=$!
-  PIDS+=("$SERVER_PID")
-  for _ in $(seq 1 200); do
-    PORT=$(sed -n 's/^genie serve listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$name.out")
-    [ -n "$PORT" ] && return 0
-    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$TMP/$name.err"; fail "server $name exited at start"; }
-    sleep 0.05
-  done
-  fail "server $name did not print its port"
-}
-
-# wait_for FILE PATTERN SECONDS: until a line of FILE matches.
-wait_for() {
-  for _ in $(seq 1 $(( $3 * 20 ))); do grep -q "$2" "$1" && return 0; sleep 0.05; done
-  return 1
-}
-now_ms() { date +%s%3N; }
 
 # --- 1. discovery --------------------------------------------------------------
 "$GENIE" discover --no-dpdk >"$TMP/disc.out" || fail "genie discover --no-dpdk exited $?"
@@ -68,7 +31,7 @@ assert d["selection"]["selected"] == "tcp", d["selection"]
 assert [b["backend"] for b in d["backends"]["local"]] == ["tcp", "rdma", "dpdk", "dpdk_gpudev"]
 print("dpdk probe:", d["dpdk"]["reason"], "in %.0f ms" % d["dpdk"]["probe_ms"])
 PY
-start_server m1 0
+GENIE_NODE_ID=master-a GENIE_LOG_LEVEL=info start_server m1 --port 0
 "$GENIE" discover "127.0.0.1:$PORT" --no-dpdk >"$TMP/disc2.out" || fail "genie discover 127.0.0.1:$PORT exited $?"
 grep -q "reachable: Genie server master-a; rtt p50" "$TMP/disc2.out" || fail "discover with a server: $(cat "$TMP/disc2.out")"
 rc=0; "$GENIE" discover 127.0.0.1:1 --no-dpdk >"$TMP/disc3.out" || rc=$?
@@ -102,7 +65,7 @@ echo "ok 3: master killed -> NODE_LOST after $lost_ms ms (timeout 600 ms + inter
 
 # --- 4. the master restarted on the same port --------------------------------------
 old=$PORT
-start_server m2 "$old"
+GENIE_NODE_ID=master-a GENIE_LOG_LEVEL=info start_server m2 --port "$old"
 t0=$(now_ms)
 wait_for "$TMP/watch.out" 'NODE_RECOVERED .*"id":"master-a"' 10 || fail "no NODE_RECOVERED after the master came back"
 echo "ok 4: master restarted -> NODE_RECOVERED after $(( $(now_ms) - t0 )) ms"

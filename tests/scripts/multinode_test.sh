@@ -23,63 +23,25 @@
 #      work there; SIGCONT: NODE_RECOVERED;
 #   7. the worker stopping leaves the master serving; SIGTERM stops both.
 set -euo pipefail
-B="$GENIE_BUILD_DIR"
-GENIE="$B/genie"
+source "$(dirname "$0")/lib/servers.sh"
 TOOL="$B/tests/itest_multinode_tool"
 RTOOL="$B/tests/itest_remote_tool"
 CTOOL="$B/tests/itest_cluster_tool"
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for f in "$TMP"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }; done
-  exit 1
-}
-unset GENIE_MASTER_ADDR GENIE_MASTER_PORT GENIE_AUTH_TOKEN GENIE_NODE_ID
 export GENIE_TIMEOUT=20000
 # Short heartbeats for every process (master, worker, clients).
 # (The timeout leaves room for a loaded machine: a worker falsely marked lost
 # would run the decode below on the master alone and fail it.)
 export GENIE_HEARTBEAT_INTERVAL=250 GENIE_HEARTBEAT_TIMEOUT=3000
 
-# wait_for FILE PATTERN SECONDS: until a line of FILE matches.
-wait_for() {
-  for _ in $(seq 1 $(( $3 * 20 ))); do grep -q "$2" "$1" && return 0; sleep 0.05; done
-  return 1
-}
-now_ms() { date +%s%3N; }
-
-# start_server NAME ARGS...: starts `genie serve --port 0 ARGS`, sets PORT
-# and SERVER_PID.
-start_server() {
-  local name=$1; shift
-  : >"$TMP/$name.out"
-  GENIE_LOG_LEVEL=info "$GENIE" serve --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-  SERVER_PID=$!
-  PIDS+=("$SERVER_PID")
-  for _ in $(seq 1 400); do
-    PORT=$(sed -n 's/^genie serve listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$name.out")
-    [ -n "$PORT" ] && return 0
-    kill -0 "$SERVER_PID" 2>/dev/null || fail "server $name exited at start"
-    sleep 0.05
-  done
-  fail "server $name did not print its port"
-}
-
 # --- 1. join and split ---------------------------------------------------------
-start_server master --node-id node-a --grace-ms 0
+GENIE_LOG_LEVEL=info start_server master --node-id node-a --grace-ms 0
 MASTER_PORT=$PORT MASTER_PID=$SERVER_PID
 # A client node of the master that watches the cluster's events throughout.
 GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$MASTER_PORT GENIE_NODE_ID=watcher-1 \
   "$CTOOL" watch 600 >"$TMP/watch.out" 2>"$TMP/watch.err" &
 WATCHER=$!; PIDS+=("$WATCHER")
 wait_for "$TMP/watch.out" '^ready' 20 || fail "watcher did not start"
-start_server worker --node-id node-b --grace-ms 0 --join 127.0.0.1:$MASTER_PORT
+GENIE_LOG_LEVEL=info start_server worker --node-id node-b --grace-ms 0 --join 127.0.0.1:$MASTER_PORT
 WORKER_PORT=$PORT WORKER_PID=$SERVER_PID
 export GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$MASTER_PORT
 out=$("$TOOL" split node-b "$WORKER_PORT" 2>"$TMP/split.err") || fail "split: $out"
@@ -133,7 +95,7 @@ lost_ms=$(( $(now_ms) - t0 ))
 echo "dead" >&3
 wait_for "$TMP/survive.out" '^device on the dead worker' 30 || fail "survive (worker dead): $(cat "$TMP/survive.err")"
 grep '^tensor on the dead worker\|^device on the dead worker' "$TMP/survive.out"
-start_server worker2 --node-id node-b --grace-ms 0 --join 127.0.0.1:$MASTER_PORT
+GENIE_LOG_LEVEL=info start_server worker2 --node-id node-b --grace-ms 0 --join 127.0.0.1:$MASTER_PORT
 WORKER_PORT=$PORT WORKER_PID=$SERVER_PID
 wait_for "$TMP/watch.out" 'NODE_RECOVERED .*"id":"node-b"' 10 || fail "no NODE_RECOVERED for the restarted worker"
 echo "back $WORKER_PORT" >&3

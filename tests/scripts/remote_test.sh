@@ -13,40 +13,9 @@
 #      GENIE_ERR_CONNECTION within its timeout (no hang);
 #   6. SIGTERM stops the server cleanly (exit 0).
 set -euo pipefail
-B="$GENIE_BUILD_DIR"
-GENIE="$B/genie"
+source "$(dirname "$0")/lib/servers.sh"
 TOOL="$B/tests/itest_remote_tool"
 SAMPLE="$B/sample_transformer_block"
-TMP=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for f in "$TMP"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }; done
-  exit 1
-}
-unset GENIE_MASTER_ADDR GENIE_MASTER_PORT GENIE_AUTH_TOKEN GENIE_NODE_ID
-
-# start_server NAME ARGS...: starts `genie serve --port 0 ARGS`, sets PORT
-# and SERVER_PID.
-start_server() {
-  local name=$1; shift
-  : >"$TMP/$name.out"  # the background job may not have opened it yet when sed looks
-  "$GENIE" serve --port 0 "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-  SERVER_PID=$!
-  PIDS+=("$SERVER_PID")
-  for _ in $(seq 1 200); do
-    PORT=$(sed -n 's/^genie serve listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$name.out")
-    [ -n "$PORT" ] && return 0
-    kill -0 "$SERVER_PID" 2>/dev/null || { cat "$TMP/$name.err"; fail "server $name exited at start"; }
-    sleep 0.05
-  done
-  fail "server $name did not print its port"
-}
 
 checksum() { awk '$1 == "checksum" { print $3; exit }'; }
 

@@ -7,21 +7,8 @@
 # A language whose toolchain or binding is missing is left out with a note;
 # with fewer than two languages there is nothing to compare (exit 77).
 set -euo pipefail
-B=${GENIE_BUILD_DIR:?GENIE_BUILD_DIR is not set}
+source "$(dirname "$0")/lib/servers.sh"
 SRC=${GENIE_SOURCE_DIR:?GENIE_SOURCE_DIR is not set}
-TMP=$(mktemp -d)
-SERVER_PID=
-cleanup() {
-  [ -n "$SERVER_PID" ] && kill -9 "$SERVER_PID" 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*"
-  for f in "$TMP"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }; done
-  exit 1
-}
-unset GENIE_MASTER_ADDR GENIE_MASTER_PORT GENIE_AUTH_TOKEN GENIE_NODE_ID
 
 cmake --install "$B" --prefix "$TMP/prefix" >/dev/null
 export PKG_CONFIG_PATH=$(dirname "$(find "$TMP/prefix" -name genie.pc | head -n 1)")
@@ -74,16 +61,7 @@ fi
 [ "${#NAMES[@]}" -ge 2 ] || { echo "SKIP: only ${NAMES[*]} can run: nothing to compare"; exit 77; }
 
 # --- run them embedded, then remote ------------------------------------------------
-"$B/genie" serve --port 0 >"$TMP/server.out" 2>"$TMP/server.err" &
-SERVER_PID=$!
-PORT=
-for _ in $(seq 1 200); do
-  PORT=$(sed -n 's/^genie serve listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/server.out")
-  [ -n "$PORT" ] && break
-  kill -0 "$SERVER_PID" 2>/dev/null || fail "genie serve exited at start"
-  sleep 0.05
-done
-[ -n "$PORT" ] || fail "genie serve did not print its port"
+start_server server
 
 want=
 for mode in embedded remote; do
