@@ -179,6 +179,11 @@ struct Server::Impl {
   std::shared_ptr<const std::string> rebuild(const wire::GraphSubmitDelta& m, bool* unknown_base);
   void graph_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
                   const std::shared_ptr<const Graph>& graph, ExecResult& r);
+  // What graph_done and multinode_done share: `store(output, session)`
+  // puts one output in the session and returns its tensor id.
+  template <class Result, class Store>
+  void report_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid, const Graph& graph,
+                   Result& r, Store store);
   wire::ServerInfo server_info() const;
 
   // --- multi-node (docs/multinode.md) --------------------------------------
@@ -893,8 +898,15 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
 // Stores the outputs in the session and reports them, if the connection that
 // submitted the graph is still there; otherwise nobody can learn the outputs'
 // ids, so they are dropped at once rather than held until the session ends.
-void Server::Impl::graph_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
-                              const std::shared_ptr<const Graph>& graph, ExecResult& r) {
+// A graph output held here (TensorPtr) or here or on a worker (Held).
+static DType dtype_of(const TensorPtr& t) { return t->dtype(); }
+static DType dtype_of(const Held& t) { return t.dtype(); }
+static const Shape& shape_of(const TensorPtr& t) { return t->shape(); }
+static const Shape& shape_of(const Held& t) { return t.shape(); }
+
+template <class Result, class Store>
+void Server::Impl::report_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+                               const Graph& graph, Result& r, Store store) {
   --graphs_in_flight;
   counters.graphs_executed.fetch_add(1, std::memory_order_relaxed);
   auto p = wp.lock();
@@ -906,13 +918,13 @@ void Server::Impl::graph_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr
       d.set_detail(r.detail);
       d.set_exec_ns(r.exec_ns);
       if (r.status == GENIE_OK) {
-        for (size_t i = 0; i < r.outputs.size() && i < graph->outputs().size(); ++i) {
-          const TensorPtr& t = r.outputs[i];
+        for (size_t i = 0; i < r.outputs.size() && i < graph.outputs().size(); ++i) {
+          const auto& t = r.outputs[i];
           wire::OutputTensor* o = d.add_outputs();
-          o->set_name(graph->value(graph->outputs()[i]).name);
-          o->set_dtype(static_cast<int32_t>(t->dtype()));
-          for (int64_t dim : t->shape()) o->add_shape(dim);
-          o->set_tensor_id(s->add(t));
+          o->set_name(graph.value(graph.outputs()[i]).name);
+          o->set_dtype(static_cast<int32_t>(dtype_of(t)));
+          for (int64_t dim : shape_of(t)) o->add_shape(dim);
+          o->set_tensor_id(store(t, *s));
         }
       }
       send(*p, MsgType::GraphDone, rid, d);
@@ -923,6 +935,11 @@ void Server::Impl::graph_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr
     log(LogLevel::Debug, "server: graph of request ", rid, " finished after its connection was lost");
   }
   maybe_finish_stop();
+}
+
+void Server::Impl::graph_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+                              const std::shared_ptr<const Graph>& graph, ExecResult& r) {
+  report_done(wp, ws, rid, *graph, r, [](const TensorPtr& t, Session& s) { return s.add(t); });
 }
 
 wire::ServerInfo Server::Impl::server_info() const {
@@ -1171,32 +1188,8 @@ void Server::Impl::forward_read(const std::shared_ptr<Peer>& p, uint64_t rid, co
 
 void Server::Impl::multinode_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
                                   const std::shared_ptr<const Graph>& graph, MultiResult& r) {
-  --graphs_in_flight;
-  counters.graphs_executed.fetch_add(1, std::memory_order_relaxed);
-  auto p = wp.lock();
-  auto s = ws.lock();
-  if (p && s && !p->closing && p->state == Peer::State::Control && p->session == s && s->control == p.get()) {
-    try {
-      wire::GraphDone d;
-      d.set_status(r.status);
-      d.set_detail(r.detail);
-      d.set_exec_ns(r.exec_ns);
-      if (r.status == GENIE_OK) {
-        for (size_t i = 0; i < r.outputs.size() && i < graph->outputs().size(); ++i) {
-          const Held& t = r.outputs[i];
-          wire::OutputTensor* o = d.add_outputs();
-          o->set_name(graph->value(graph->outputs()[i]).name);
-          o->set_dtype(static_cast<int32_t>(t.dtype()));
-          for (int64_t dim : t.shape()) o->add_shape(dim);
-          o->set_tensor_id(t.local ? s->add(t.local) : s->add_remote(t.remote));
-        }
-      }
-      send(*p, MsgType::GraphDone, rid, d);
-    } catch (const std::exception& e) {
-      log(LogLevel::Error, "server: session ", s->serial(), ": cannot report graph completion: ", e.what());
-    }
-  }
-  maybe_finish_stop();
+  report_done(wp, ws, rid, *graph, r,
+              [](const Held& t, Session& s) { return t.local ? s.add(t.local) : s.add_remote(t.remote); });
 }
 
 // ---------------------------------------------------------------------------
