@@ -35,6 +35,15 @@ func TestConstantsMatchHeader(t *testing.T) {
 		{"RoleInput", int(RoleInput), int(capi.GENIE_ROLE_INPUT)},
 		{"RoleOutput", int(RoleOutput), int(capi.GENIE_ROLE_OUTPUT)},
 		{"MaxDims", MaxDims, capi.GENIE_MAX_DIMS},
+		{"EventNodeJoined", int(EventNodeJoined), int(capi.GENIE_EVENT_NODE_JOINED)},
+		{"EventNodeLost", int(EventNodeLost), int(capi.GENIE_EVENT_NODE_LOST)},
+		{"EventNodeRecovered", int(EventNodeRecovered), int(capi.GENIE_EVENT_NODE_RECOVERED)},
+		{"EventGPUAvailable", int(EventGPUAvailable), int(capi.GENIE_EVENT_GPU_AVAILABLE)},
+		{"EventGPUUnavailable", int(EventGPUUnavailable), int(capi.GENIE_EVENT_GPU_UNAVAILABLE)},
+		{"EventGPUOverheated", int(EventGPUOverheated), int(capi.GENIE_EVENT_GPU_OVERHEATED)},
+		{"EventHealthChanged", int(EventHealthChanged), int(capi.GENIE_EVENT_HEALTH_CHANGED)},
+		{"EventBackendSelected", int(EventBackendSelected), int(capi.GENIE_EVENT_BACKEND_SELECTED)},
+		{"EventAll", int(EventAll), int(capi.GENIE_EVENT_ALL)},
 	}
 	for _, p := range pairs {
 		if p.got != p.want {

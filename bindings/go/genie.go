@@ -20,6 +20,7 @@ package genie
 
 import (
 	"runtime"
+	"sync"
 	"time"
 
 	"genie.dev/genie/internal/capi"
@@ -97,6 +98,15 @@ type Options struct {
 	NumThreads int           // 0: hardware concurrency
 	AuthToken  string        // "": none
 	IgnoreEnv  bool          // do not let GENIE_* variables override these
+
+	// Cluster timers (docs/cluster.md), each 10 ms .. 24 h; 0: default.
+	HeartbeatInterval time.Duration // heartbeats to the master (10 s)
+	HeartbeatTimeout  time.Duration // silent this long: lost (60 s)
+	GPUPollInterval   time.Duration // NVML polls (5 s)
+	HealthInterval    time.Duration // health checks (30 s)
+	// DisableGraphDeltas sends every graph in full (remote mode; by default
+	// a graph submitted again is sent as its changes only).
+	DisableGraphDeltas bool
 }
 
 // newConfig builds a genie_config_t from opts; the library validates each
@@ -133,6 +143,24 @@ func newConfig(opts *Options) (uintptr, error) {
 	if opts.AuthToken != "" {
 		setters = append(setters, setter{"genie_config_set_auth_token", func() int { return capi.Genie_config_set_auth_token(cfg, opts.AuthToken) }})
 	}
+	for _, d := range []struct {
+		op  string
+		v   time.Duration
+		set func(uintptr, int64) int
+	}{
+		{"genie_config_set_heartbeat_interval_ms", opts.HeartbeatInterval, capi.Genie_config_set_heartbeat_interval_ms},
+		{"genie_config_set_heartbeat_timeout_ms", opts.HeartbeatTimeout, capi.Genie_config_set_heartbeat_timeout_ms},
+		{"genie_config_set_gpu_poll_interval_ms", opts.GPUPollInterval, capi.Genie_config_set_gpu_poll_interval_ms},
+		{"genie_config_set_health_interval_ms", opts.HealthInterval, capi.Genie_config_set_health_interval_ms},
+	} {
+		if d.v != 0 {
+			d := d
+			setters = append(setters, setter{d.op, func() int { return d.set(cfg, d.v.Milliseconds()) }})
+		}
+	}
+	if opts.DisableGraphDeltas {
+		setters = append(setters, setter{"genie_config_set_graph_deltas", func() int { return capi.Genie_config_set_graph_deltas(cfg, 0) }})
+	}
 	if opts.IgnoreEnv {
 		setters = append(setters, setter{"genie_config_set_use_env", func() int { return capi.Genie_config_set_use_env(cfg, 0) }})
 	}
@@ -146,7 +174,11 @@ func newConfig(opts *Options) (uintptr, error) {
 }
 
 // Context is a running Genie instance: embedded, or connected to a server.
-type Context struct{ h handle }
+type Context struct {
+	h      handle
+	subsMu sync.Mutex
+	subs   map[*Subscription]struct{} // live subscriptions (Close releases them)
+}
 
 // Init creates a context. opts may be nil (defaults plus environment).
 // Without a master address graphs run in this process.
@@ -177,6 +209,14 @@ func Init(opts *Options) (*Context, error) {
 func (c *Context) Close() error {
 	runtime.SetFinalizer(c, nil)
 	c.h.close(func(p uintptr) { capi.Genie_shutdown(p) })
+	// Subscriptions end with the context: their callbacks no longer run.
+	c.subsMu.Lock()
+	subs := c.subs
+	c.subs = nil
+	c.subsMu.Unlock()
+	for s := range subs {
+		s.release()
+	}
 	return nil
 }
 
@@ -231,7 +271,8 @@ type Server struct{ h handle }
 
 // NewServer listens on host ("" means 127.0.0.1) and port (0 picks a free
 // one: see Port) and serves at once on its own thread. opts may be nil; of
-// it the node id, worker threads, auth token and IgnoreEnv apply.
+// it the node id, worker threads, auth token, heartbeat interval and
+// timeout (its sweep of silent nodes) and IgnoreEnv apply.
 func NewServer(opts *Options, host string, port int) (*Server, error) {
 	var cfg uintptr
 	if opts != nil {

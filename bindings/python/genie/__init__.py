@@ -13,16 +13,22 @@ lives in genie.torch (imported on demand: torch is optional).
 """
 
 from . import capi
-from .core import (Context, Future, Graph, Server, Tensor, dtype_code, dtype_name, numpy_dtype,
-                   version, PHASES, MODALITIES, ROLES)
+from .core import (Context, Future, Graph, Server, Subscription, Tensor, Event, discover,
+                   dtype_code, dtype_name, numpy_dtype, version, PHASES, MODALITIES, ROLES, HEALTH,
+                   EVENT_NODE_JOINED, EVENT_NODE_LOST, EVENT_NODE_RECOVERED, EVENT_GPU_AVAILABLE,
+                   EVENT_GPU_UNAVAILABLE, EVENT_GPU_OVERHEATED, EVENT_HEALTH_CHANGED,
+                   EVENT_BACKEND_SELECTED, EVENT_ALL)
 from .errors import *  # noqa: F401,F403 (the exception classes)
 from .errors import GenieError, from_status
 
 __version__ = capi.genie_version_string()
 ABI_VERSION = capi.GENIE_ABI_VERSION
 
-__all__ = ["Context", "Future", "Graph", "Server", "Tensor", "dtype_code", "dtype_name",
-           "numpy_dtype", "version", "GenieError", "from_status", "PHASES", "MODALITIES",
-           "ROLES", "ABI_VERSION"] + list(errors.__all__)
+__all__ = ["Context", "Future", "Graph", "Server", "Subscription", "Tensor", "Event", "discover",
+           "dtype_code", "dtype_name", "numpy_dtype", "version", "GenieError", "from_status",
+           "PHASES", "MODALITIES", "ROLES", "HEALTH", "ABI_VERSION", "EVENT_NODE_JOINED",
+           "EVENT_NODE_LOST", "EVENT_NODE_RECOVERED", "EVENT_GPU_AVAILABLE",
+           "EVENT_GPU_UNAVAILABLE", "EVENT_GPU_OVERHEATED", "EVENT_HEALTH_CHANGED",
+           "EVENT_BACKEND_SELECTED", "EVENT_ALL"] + list(errors.__all__)
 
 from . import errors  # noqa: E402

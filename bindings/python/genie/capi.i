@@ -22,6 +22,7 @@
 #include <Python.h>
 #include <genie.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <string.h>
 %}
 
@@ -323,71 +324,129 @@ static const char **genie_py_strings(PyObject *seq, size_t *count, PyObject **ke
 }
 
 /* -------------------------------------------------------------------------
- * Completion callbacks: a C trampoline that takes the GIL.
+ * Callbacks: C trampolines that take the GIL and call a Python function.
+ * Completion callbacks (genie_future_set_callback) and cluster events
+ * (genie_subscribe) share the token (genie_py_callback_t, released with
+ * genie_py_callback_release once the library guarantees the callback no
+ * longer runs) and the call itself (genie_py_call).
  * ------------------------------------------------------------------------- */
 %ignore genie_future_set_callback;
+%ignore genie_subscribe;
 %{
 typedef struct genie_py_callback {
-  PyObject *fn; /* cleared once called */
+  PyObject *fn; /* a future's is cleared once called */
 } genie_py_callback_t;
 
-static void genie_py_trampoline(genie_future_t *future, genie_status_t status, void *user_data) {
-  genie_py_callback_t *cb = (genie_py_callback_t *)user_data;
+/* Takes the GIL and calls fn(*Py_BuildValue(fmt, ...)) with a reference of
+ * its own (the token may be released during the call: a subscriber may
+ * unsubscribe itself). `once` clears cb->fn first. An exception raised by
+ * the function is reported through sys.unraisablehook, never propagated
+ * into the library's thread. */
+static void genie_py_call(genie_py_callback_t *cb, int once, const char *fmt, ...) {
   PyGILState_STATE gil;
-  (void)future;
+  PyObject *fn, *args, *r = NULL;
+  va_list ap;
   if (!Py_IsInitialized()) return;
   gil = PyGILState_Ensure();
-  if (cb->fn) {
-    PyObject *fn = cb->fn;
-    PyObject *r;
-    cb->fn = NULL;
-    r = PyObject_CallFunction(fn, "i", (int)status);
+  fn = cb->fn;
+  if (fn) {
+    if (once) cb->fn = NULL; /* the reference moves to fn */
+    else Py_INCREF(fn);
+    va_start(ap, fmt);
+    args = Py_VaBuildValue(fmt, ap);
+    va_end(ap);
+    if (args) r = PyObject_CallObject(fn, args);
     if (!r) PyErr_WriteUnraisable(fn);
     Py_XDECREF(r);
+    Py_XDECREF(args);
     Py_DECREF(fn);
   }
   PyGILState_Release(gil);
 }
-%}
 
-%nothread genie_py_future_set_callback;
-%nothread genie_py_callback_release;
-%inline %{
-/* Sets fn(status:int) as the completion callback of `future`. Returns a
- * token to pass to genie_py_callback_release after genie_future_destroy. */
-static PyObject *genie_py_future_set_callback(genie_future_t *future, PyObject *fn) {
+static void genie_py_trampoline(genie_future_t *future, genie_status_t status, void *user_data) {
+  (void)future;
+  genie_py_call((genie_py_callback_t *)user_data, 1, "(i)", (int)status);
+}
+
+static void genie_py_event_trampoline(genie_event_type_t type, const char *event_json, void *user_data) {
+  genie_py_call((genie_py_callback_t *)user_data, 0, "(Is)", (unsigned int)type, event_json ? event_json : "{}");
+}
+
+/* A token holding a new reference to callable `fn` (NULL + exception). */
+static genie_py_callback_t *genie_py_callback_new(PyObject *fn) {
   genie_py_callback_t *cb;
-  genie_status_t st;
   if (!PyCallable_Check(fn)) {
     PyErr_SetString(PyExc_TypeError, "callback must be callable");
     return NULL;
   }
   cb = (genie_py_callback_t *)malloc(sizeof *cb);
-  if (!cb) return PyErr_NoMemory();
+  if (!cb) {
+    PyErr_NoMemory();
+    return NULL;
+  }
   Py_INCREF(fn);
   cb->fn = fn;
+  return cb;
+}
+
+static void genie_py_callback_free(genie_py_callback_t *cb) {
+  Py_CLEAR(cb->fn);
+  free(cb);
+}
+%}
+
+%nothread genie_py_future_set_callback;
+%nothread genie_py_subscribe;
+%nothread genie_py_callback_release;
+%inline %{
+/* Sets fn(status:int) as the completion callback of `future`. Returns a
+ * token to pass to genie_py_callback_release after genie_future_destroy. */
+static PyObject *genie_py_future_set_callback(genie_future_t *future, PyObject *fn) {
+  genie_py_callback_t *cb = genie_py_callback_new(fn);
+  genie_status_t st;
+  if (!cb) return NULL;
   Py_BEGIN_ALLOW_THREADS
   st = genie_future_set_callback(future, genie_py_trampoline, cb);
   Py_END_ALLOW_THREADS
   if (st != GENIE_OK) {
-    Py_CLEAR(cb->fn);
-    free(cb);
     genie_py_raise(st);
+    genie_py_callback_free(cb);
     return NULL;
   }
   return PyLong_FromVoidPtr(cb);
 }
 
-/* Frees a callback token (its function if it never ran). Call only after
- * genie_future_destroy, which guarantees the callback no longer runs. */
+/* Subscribes fn(type:int, event_json:str) to the events of `mask` on `ctx`
+ * (called on the context's loop thread, holding the GIL). Returns
+ * (subscription id, token); release the token with
+ * genie_py_callback_release after genie_unsubscribe or genie_shutdown. */
+static PyObject *genie_py_subscribe(genie_context_t *ctx, unsigned int mask, PyObject *fn) {
+  genie_py_callback_t *cb = genie_py_callback_new(fn);
+  genie_status_t st;
+  uint64_t id = 0;
+  if (!cb) return NULL;
+  Py_BEGIN_ALLOW_THREADS
+  st = genie_subscribe(ctx, (uint32_t)mask, genie_py_event_trampoline, cb, &id);
+  Py_END_ALLOW_THREADS
+  if (st != GENIE_OK) {
+    genie_py_raise(st);
+    genie_py_callback_free(cb);
+    return NULL;
+  }
+  return Py_BuildValue("(KN)", (unsigned long long)id, PyLong_FromVoidPtr(cb));
+}
+
+/* Frees a callback token (and its function). Call only once the library
+ * guarantees the callback no longer runs (genie_future_destroy,
+ * genie_unsubscribe, genie_shutdown). */
 static PyObject *genie_py_callback_release(PyObject *token) {
   genie_py_callback_t *cb = (genie_py_callback_t *)PyLong_AsVoidPtr(token);
   if (!cb) {
     if (PyErr_Occurred()) return NULL;
     Py_RETURN_NONE;
   }
-  Py_CLEAR(cb->fn);
-  free(cb);
+  genie_py_callback_free(cb);
   Py_RETURN_NONE;
 }
 %}

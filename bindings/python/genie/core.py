@@ -8,6 +8,7 @@ and garbage collection releases what was not closed.
 """
 
 import atexit
+import enum
 import json
 import threading
 import weakref
@@ -41,6 +42,34 @@ PHASES = {"unknown": 0, "prefill": 1, "decode": 2, "forward": 3, "backward": 4}
 MODALITIES = {"unknown": 0, "text": 1, "vision": 2, "audio": 3}
 ROLES = {"unspecified": 0, "weight": 1, "activation": 2, "kv_cache": 3, "input": 4, "output": 5}
 LOG_LEVELS = {"off": 0, "error": 1, "warn": 2, "info": 3, "debug": 4, "trace": 5}
+
+
+class Event(enum.IntFlag):
+    """Cluster event types (genie_event_type_t), one bit each: combine them
+    into a subscription mask (Context.subscribe)."""
+    NODE_JOINED = capi.GENIE_EVENT_NODE_JOINED
+    NODE_LOST = capi.GENIE_EVENT_NODE_LOST
+    NODE_RECOVERED = capi.GENIE_EVENT_NODE_RECOVERED
+    GPU_AVAILABLE = capi.GENIE_EVENT_GPU_AVAILABLE
+    GPU_UNAVAILABLE = capi.GENIE_EVENT_GPU_UNAVAILABLE
+    GPU_OVERHEATED = capi.GENIE_EVENT_GPU_OVERHEATED
+    HEALTH_CHANGED = capi.GENIE_EVENT_HEALTH_CHANGED
+    BACKEND_SELECTED = capi.GENIE_EVENT_BACKEND_SELECTED
+    ALL = capi.GENIE_EVENT_ALL
+
+
+EVENT_NODE_JOINED = Event.NODE_JOINED
+EVENT_NODE_LOST = Event.NODE_LOST
+EVENT_NODE_RECOVERED = Event.NODE_RECOVERED
+EVENT_GPU_AVAILABLE = Event.GPU_AVAILABLE
+EVENT_GPU_UNAVAILABLE = Event.GPU_UNAVAILABLE
+EVENT_GPU_OVERHEATED = Event.GPU_OVERHEATED
+EVENT_HEALTH_CHANGED = Event.HEALTH_CHANGED
+EVENT_BACKEND_SELECTED = Event.BACKEND_SELECTED
+EVENT_ALL = Event.ALL
+
+#: Health levels (genie_health_t), as named in the cluster JSON.
+HEALTH = {"HEALTHY": 0, "DEGRADED": 1, "UNHEALTHY": 2, "CRITICAL": 3}
 
 
 def _enum(table, value, what):
@@ -89,7 +118,9 @@ def version():
 
 def _config(master_addr=None, port=None, timeout_ms=None, num_threads=None, log_level=None,
             auth_token=None, node_id=None, use_env=True, session_grace_ms=None,
-            max_message_bytes=None):
+            max_message_bytes=None, heartbeat_interval_ms=None, heartbeat_timeout_ms=None,
+            gpu_poll_interval_ms=None, health_interval_ms=None, graph_deltas=None,
+            dpdk_probe=None):
     cfg = capi.genie_config_create()
     try:
         capi.genie_config_set_use_env(cfg, 1 if use_env else 0)
@@ -114,6 +145,16 @@ def _config(master_addr=None, port=None, timeout_ms=None, num_threads=None, log_
             capi.genie_config_set_session_grace_ms(cfg, int(session_grace_ms))
         if max_message_bytes is not None:
             capi.genie_config_set_max_message_bytes(cfg, int(max_message_bytes))
+        for setter, value in ((capi.genie_config_set_heartbeat_interval_ms, heartbeat_interval_ms),
+                              (capi.genie_config_set_heartbeat_timeout_ms, heartbeat_timeout_ms),
+                              (capi.genie_config_set_gpu_poll_interval_ms, gpu_poll_interval_ms),
+                              (capi.genie_config_set_health_interval_ms, health_interval_ms)):
+            if value is not None:
+                setter(cfg, int(value))
+        if graph_deltas is not None:
+            capi.genie_config_set_graph_deltas(cfg, 1 if graph_deltas else 0)
+        if dpdk_probe is not None:
+            capi.genie_config_set_dpdk_probe(cfg, 1 if dpdk_probe else 0)
     except BaseException:
         capi.genie_config_destroy(cfg)
         raise
@@ -176,12 +217,23 @@ class Context(_Handle):
     GENIE_MASTER_ADDR / GENIE_MASTER_PORT environment variables connect it to
     a ``genie serve`` (remote mode); nothing else changes for the caller.
     Thread-safe. Use as ``with genie.Context() as ctx: ...``.
+
+    Cluster options (milliseconds, 10..86400000; None: the library default,
+    docs/cluster.md): ``heartbeat_interval_ms``, ``heartbeat_timeout_ms``,
+    ``gpu_poll_interval_ms``, ``health_interval_ms``. ``graph_deltas``
+    (remote mode): send a graph submitted again as its changes only.
     """
 
     def __init__(self, master_addr=None, port=None, *, timeout_ms=None, num_threads=None,
-                 log_level=None, auth_token=None, node_id=None, use_env=True):
+                 log_level=None, auth_token=None, node_id=None, use_env=True,
+                 heartbeat_interval_ms=None, heartbeat_timeout_ms=None,
+                 gpu_poll_interval_ms=None, health_interval_ms=None, graph_deltas=None):
+        self._subs = set()
         cfg = _config(master_addr, port, timeout_ms, num_threads, log_level, auth_token,
-                      node_id, use_env)
+                      node_id, use_env, heartbeat_interval_ms=heartbeat_interval_ms,
+                      heartbeat_timeout_ms=heartbeat_timeout_ms,
+                      gpu_poll_interval_ms=gpu_poll_interval_ms,
+                      health_interval_ms=health_interval_ms, graph_deltas=graph_deltas)
         try:
             self._h = capi.genie_init_abi(capi.GENIE_ABI_VERSION, cfg)
         finally:
@@ -208,6 +260,53 @@ class Context(_Handle):
     def server_info(self):
         """Statistics of the connected server as a dict (remote mode)."""
         return json.loads(capi.genie_context_server_info(self._h))
+
+    def cluster_state(self):
+        """The cluster as this context sees it, as a dict (docs/cluster.md):
+        "mode", "node" (this node), "nodes", "master" (None embedded),
+        "backend" ({"selected", "reason", ...}), "discovery",
+        "init_phases", "health", "intervals", "counters"."""
+        return json.loads(capi.genie_cluster_state(self._h))
+
+    def plan_explain(self, graph):
+        """Plans `graph` as a submission would, without running it, and
+        returns the plan as a dict (docs/scheduler.md): "nodes" in execution
+        order, each with its "device", the "rule" that decided and "why";
+        "devices", "transfers", the analysis and the predicted time. Inputs
+        are planned as not yet resident, so they need static shapes; the
+        graph itself is not changed."""
+        return json.loads(capi.genie_plan_explain(self._h, graph._h))
+
+    def subscribe(self, fn, mask=Event.ALL):
+        """Calls fn(event_type, event) for each cluster event whose bit is in
+        `mask` (Event flags; Event.ALL by default): `event_type` is an Event,
+        `event` the event's dict (docs/cluster.md: "type", "time_ms", ...).
+        fn runs on the context's loop thread holding the GIL, one event at a
+        time; keep it short. An exception it raises is reported through
+        sys.unraisablehook and delivery goes on. With BACKEND_SELECTED in the
+        mask, the backend selected at init is delivered once right away.
+        Returns a Subscription (a context manager): it lasts until its
+        unsubscribe() (or the end of its ``with`` block) or the context's
+        close(). Raises InvalidArgumentError for a mask of 0 or with unknown
+        bits, InvalidHandleError on a closed context."""
+        if not callable(fn):
+            raise TypeError("subscribe: fn must be callable as fn(event_type, event)")
+
+        def deliver(code, text):
+            try:
+                etype = Event(code)
+            except ValueError:
+                etype = code
+            fn(etype, json.loads(text))
+
+        mask = int(mask)
+        if not 0 <= mask <= 0xFFFFFFFF:
+            raise errors.InvalidArgumentError(f"event mask {mask:#x} is not a 32-bit set of Event bits")
+        sub_id, token = capi.genie_py_subscribe(self._h, mask, deliver)
+        sub = Subscription(self, sub_id, token, Event(mask & int(Event.ALL)))
+        with _live_lock:
+            self._subs.add(sub)
+        return sub
 
     def tensor(self, shape, dtype="f32", device=None):
         """Allocates a zero-filled tensor resident on `device` (None: the
@@ -254,12 +353,81 @@ class Context(_Handle):
         and futures of the context must still be closed (or collected)."""
         with _live_lock:
             _live_contexts.discard(self)
+            subs, self._subs = list(getattr(self, "_subs", ())), set()
         super().close()
+        for sub in subs:  # ended with the context: only the tokens remain
+            sub._release()
 
     def __repr__(self):
         if self._h is None:
             return "<genie.Context closed>"
         return f"<genie.Context {'embedded' if self.embedded else 'remote'} node={self.node_id}>"
+
+
+class Subscription:
+    """A subscription to cluster events (Context.subscribe). unsubscribe()
+    ends it: once it returns, the callback never runs again (it waits for a
+    delivery in progress, except when called from the callback itself).
+    Ending twice, or after the context closed, does nothing."""
+
+    def __init__(self, ctx, sub_id, token, mask):
+        self._ctx = ctx
+        self.id = sub_id
+        self.mask = mask
+        self._token = token
+
+    @property
+    def active(self):
+        return self._token is not None
+
+    def unsubscribe(self):
+        ctx = self._ctx
+        with _live_lock:
+            if self not in ctx._subs:
+                return
+            ctx._subs.discard(self)
+        try:
+            if ctx._h is not None:
+                capi.genie_unsubscribe(ctx._h, self.id)
+        finally:
+            self._release()
+
+    close = unsubscribe
+
+    def _release(self):
+        token, self._token = self._token, None
+        if token is not None:
+            capi.genie_py_callback_release(token)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.unsubscribe()
+
+    def __repr__(self):
+        return f"<genie.Subscription {self.id} {self.mask!r} {'active' if self.active else 'ended'}>"
+
+
+def discover(host=None, port=None, dpdk_probe=False, *, timeout_ms=None, use_env=True):
+    """Network discovery without a context (genie_discover), as a dict:
+    "rdma", "dpdk", "dpdk_gpudev", "gpus", "tcp" (with `host`: whether the
+    Genie server at host:port, "host:port" also accepted, port 5555 by
+    default, answers, its round-trip time and its backends) and the backend
+    that would be selected, each probe with "available" and a "reason".
+    ``dpdk_probe=True`` runs the full DPDK probe (EAL in a forked child,
+    about half a second). An unreachable host is reported, not raised."""
+    if host:
+        h, sep, p = str(host).rpartition(":")
+        if sep and p.isdigit() and port is None:
+            host, port = h, int(p)
+        if port is None:
+            port = 5555
+    cfg = _config(timeout_ms=timeout_ms, use_env=use_env, dpdk_probe=bool(dpdk_probe))
+    try:
+        return json.loads(capi.genie_discover(cfg, host or None, int(port or 0)))
+    finally:
+        capi.genie_config_destroy(cfg)
 
 
 def _np_dtype_name(npd):
@@ -588,10 +756,13 @@ class Server(_Handle):
     contexts on `host`:`port` (port 0 picks a free one, see .port)."""
 
     def __init__(self, host=None, port=0, *, auth_token=None, num_threads=None,
-                 session_grace_ms=None, max_message_bytes=None, log_level=None, use_env=True):
+                 session_grace_ms=None, max_message_bytes=None, log_level=None, use_env=True,
+                 heartbeat_interval_ms=None, heartbeat_timeout_ms=None, node_id=None):
         cfg = _config(num_threads=num_threads, log_level=log_level, auth_token=auth_token,
                       use_env=use_env, session_grace_ms=session_grace_ms,
-                      max_message_bytes=max_message_bytes)
+                      max_message_bytes=max_message_bytes, node_id=node_id,
+                      heartbeat_interval_ms=heartbeat_interval_ms,
+                      heartbeat_timeout_ms=heartbeat_timeout_ms)
         try:
             self._h = capi.genie_server_create(cfg, host, int(port))
         finally:

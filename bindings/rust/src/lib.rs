@@ -40,6 +40,7 @@ mod error;
 mod graph;
 mod tensor;
 
+pub use cluster::{discover, Event, EventKind, EventMask, Subscription};
 pub use error::{Error, ErrorKind, Result};
 pub use graph::Graph;
 pub use tensor::{Element, Tensor, TensorInfo};
@@ -92,6 +93,8 @@ macro_rules! c_enum {
         }
     };
 }
+
+mod cluster;
 
 c_enum! {
     /// Element types. F16 and BF16 are storage types (arithmetic in f32);
@@ -224,6 +227,56 @@ impl Config {
         Ok(self)
     }
 
+    /// Interval between heartbeats (default 10 s; 10 ms .. 24 h): a remote
+    /// context reports to its master this often; a master sweeps for silent
+    /// nodes this often.
+    pub fn heartbeat_interval(&mut self, interval: Duration) -> Result<&mut Self> {
+        // SAFETY: live config.
+        check(unsafe { ffi::genie_config_set_heartbeat_interval_ms(self.raw.as_ptr(), millis(interval)) })?;
+        Ok(self)
+    }
+
+    /// How long a node may stay silent before it is marked lost (default
+    /// 60 s; 10 ms .. 24 h; not below the interval, checked at init).
+    pub fn heartbeat_timeout(&mut self, timeout: Duration) -> Result<&mut Self> {
+        // SAFETY: live config.
+        check(unsafe { ffi::genie_config_set_heartbeat_timeout_ms(self.raw.as_ptr(), millis(timeout)) })?;
+        Ok(self)
+    }
+
+    /// Interval between polls of the local GPUs (default 5 s).
+    pub fn gpu_poll_interval(&mut self, interval: Duration) -> Result<&mut Self> {
+        // SAFETY: live config.
+        check(unsafe { ffi::genie_config_set_gpu_poll_interval_ms(self.raw.as_ptr(), millis(interval)) })?;
+        Ok(self)
+    }
+
+    /// Interval between health checks (default 30 s).
+    pub fn health_interval(&mut self, interval: Duration) -> Result<&mut Self> {
+        // SAFETY: live config.
+        check(unsafe { ffi::genie_config_set_health_interval_ms(self.raw.as_ptr(), millis(interval)) })?;
+        Ok(self)
+    }
+
+    /// Remote mode: send a graph submitted again as its changes only
+    /// (default true).
+    pub fn graph_deltas(&mut self, on: bool) -> Result<&mut Self> {
+        // SAFETY: live config.
+        check(unsafe { ffi::genie_config_set_graph_deltas(self.raw.as_ptr(), on as i32) })?;
+        Ok(self)
+    }
+
+    /// Whether [`discover`] runs the full DPDK probe (default true).
+    pub fn dpdk_probe(&mut self, on: bool) -> Result<&mut Self> {
+        // SAFETY: live config.
+        check(unsafe { ffi::genie_config_set_dpdk_probe(self.raw.as_ptr(), on as i32) })?;
+        Ok(self)
+    }
+
+    pub(crate) fn raw_ptr(&self) -> *const ffi::genie_config_t {
+        self.raw.as_ptr()
+    }
+
     /// Whether GENIE_* environment variables override these settings.
     pub fn use_env(&mut self, on: bool) -> Result<&mut Self> {
         // SAFETY: live config.
@@ -262,6 +315,10 @@ impl Context {
     /// A context from `config` (copied; the config may be dropped after).
     pub fn with_config(config: &Config) -> Result<Context> {
         Context::init(config.raw.as_ptr())
+    }
+
+    pub(crate) fn raw_ptr(&self) -> *mut ffi::genie_context_t {
+        self.raw.as_ptr()
     }
 
     fn init(config: *const ffi::genie_config_t) -> Result<Context> {
@@ -351,9 +408,14 @@ impl Context {
 
 impl Drop for Context {
     fn drop(&mut self) {
-        // SAFETY: owned, shut down once; no callbacks run Rust code.
+        // SAFETY: owned, shut down once; every Subscription (which runs
+        // Rust code on the loop thread) borrowed this context and has ended.
         unsafe { ffi::genie_shutdown(self.raw.as_ptr()) }
     }
+}
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Copies a string Genie allocated and frees it.
