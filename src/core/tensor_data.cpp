@@ -18,7 +18,26 @@ void tensor_bytes_reset_peak() {
   g_peak.store(g_live.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
-TensorData::~TensorData() { g_live.fetch_sub(nbytes_, std::memory_order_relaxed); }
+TensorData::~TensorData() { g_live.fetch_sub(counted_, std::memory_order_relaxed); }
+
+void TensorData::count_live() {
+  counted_ = nbytes_;
+  const size_t live = g_live.fetch_add(nbytes_, std::memory_order_relaxed) + nbytes_;
+  size_t peak = g_peak.load(std::memory_order_relaxed);
+  while (live > peak && !g_peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+}
+
+TensorData::TensorData(DType dtype, Shape shape, std::byte* data, Release release, bool counted)
+    : dtype_(dtype),
+      shape_(std::move(shape)),
+      numel_(genie::numel(shape_)),
+      nbytes_(0),
+      data_(data, Deleter{std::move(release)}) {
+  check(dtype_size(dtype) != 0, GENIE_ERR_INVALID_ARGUMENT, "invalid dtype ", static_cast<int>(dtype));
+  nbytes_ = byte_size(shape_, dtype_size(dtype));
+  if (counted) count_live();
+}
 
 TensorData::TensorData(DType dtype, Shape shape)
     : dtype_(dtype), shape_(std::move(shape)), numel_(genie::numel(shape_)) {
@@ -30,10 +49,7 @@ TensorData::TensorData(DType dtype, Shape shape)
     fail(GENIE_ERR_OUT_OF_MEMORY, "cannot allocate ", nbytes_, " bytes for tensor ", shape_str(shape_));
   std::memset(p, 0, alloc);
   data_.reset(static_cast<std::byte*>(p));
-  const size_t live = g_live.fetch_add(nbytes_, std::memory_order_relaxed) + nbytes_;
-  size_t peak = g_peak.load(std::memory_order_relaxed);
-  while (live > peak && !g_peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
-  }
+  count_live();
 }
 
 namespace {

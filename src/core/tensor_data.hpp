@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 
 #include "core/dtype.hpp"
@@ -14,6 +15,13 @@ class TensorData {
  public:
   // Allocates zero-filled storage; throws Error(OUT_OF_MEMORY / TOO_LARGE).
   TensorData(DType dtype, Shape shape);
+  // Adopts `data` (at least byte_size(shape) bytes, 64-byte aligned, contents
+  // as they are) and hands it to `release` when destroyed, instead of free():
+  // for buffers owned by a pool, or borrowed from another tensor (`release`
+  // then keeps that tensor alive). `counted`: whether the bytes count in
+  // tensor_bytes_live (false for borrowed storage, counted by its owner).
+  using Release = std::function<void(std::byte*)>;
+  TensorData(DType dtype, Shape shape, std::byte* data, Release release, bool counted);
   ~TensorData();
   TensorData(const TensorData&) = delete;
   TensorData& operator=(const TensorData&) = delete;
@@ -34,14 +42,22 @@ class TensorData {
   }
 
  private:
-  struct FreeDeleter {
-    void operator()(std::byte* p) const { std::free(p); }
+  struct Deleter {
+    Release release;  // empty: std::free
+    void operator()(std::byte* p) const {
+      if (release)
+        release(p);
+      else
+        std::free(p);
+    }
   };
+  void count_live();
   DType dtype_;
   Shape shape_;
   int64_t numel_;
   size_t nbytes_;
-  std::unique_ptr<std::byte[], FreeDeleter> data_;
+  size_t counted_ = 0;  // bytes this tensor added to tensor_bytes_live
+  std::unique_ptr<std::byte[], Deleter> data_;
 };
 
 using TensorPtr = std::shared_ptr<TensorData>;

@@ -18,6 +18,7 @@ uint64_t now_ns() {
 
 struct Executor::Run {
   std::shared_ptr<const Graph> g;
+  BufferPool* buffers = nullptr;                // the executor's; outlives the run
   std::vector<TensorPtr> slots;                 // by value id
   std::unique_ptr<std::atomic<int>[]> pending;  // by node: unfinished producer edges
   std::unique_ptr<std::atomic<int>[]> uses;     // by value: consumers still to run
@@ -52,8 +53,9 @@ void Executor::wait_idle() {
 }
 
 std::shared_ptr<Executor::Run> Executor::prepare(std::shared_ptr<const Graph> graph,
-                                                 std::vector<TensorPtr> inputs) {
+                                                 std::vector<TensorPtr> inputs, BufferPool* buffers) {
   auto run = std::make_shared<Run>();
+  run->buffers = buffers;
   const Graph& g = *graph;
   const size_t nv = g.values().size();
   const size_t nn = g.nodes().size();
@@ -93,7 +95,7 @@ std::shared_ptr<Executor::Run> Executor::prepare(std::shared_ptr<const Graph> gr
 }
 
 void Executor::run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs, Done done) {
-  std::shared_ptr<Run> run = prepare(std::move(graph), std::move(inputs));
+  std::shared_ptr<Run> run = prepare(std::move(graph), std::move(inputs), buffers_.get());
   run->done = std::move(done);
   {
     std::lock_guard<std::mutex> lk(idle_mu_);
@@ -113,7 +115,7 @@ void Executor::run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> in
 }
 
 ExecResult Executor::run_inline(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs) {
-  std::shared_ptr<Run> run = prepare(std::move(graph), std::move(inputs));
+  std::shared_ptr<Run> run = prepare(std::move(graph), std::move(inputs), buffers_.get());
   for (NodeId n : run->g->topo_order()) run_node(*run, n);
   return collect(*run);
 }
@@ -170,15 +172,30 @@ void Executor::run_node(Run& run, NodeId node) {
         in.push_back(t.get());
         held.push_back(std::move(t));
       }
+      // A reshape or flatten only renames the bytes: unless its result
+      // leaves the run (where it must not alias anything), share them.
+      if ((nd.op == "reshape" || nd.op == "flatten") && held.size() == 1 && in.size() == 1 &&
+          nd.outputs.size() == 1 &&
+          !run.keep[static_cast<size_t>(nd.outputs[0])]) {
+        const Value& val = g.value(nd.outputs[0]);
+        const TensorPtr& src = held[0];
+        if (val.dtype == src->dtype() && numel(val.shape) == src->numel()) {
+          run.slots[static_cast<size_t>(nd.outputs[0])] =
+              std::make_shared<TensorData>(val.dtype, val.shape, src->bytes(),
+                                           [src](std::byte*) {}, false);
+          fn = nullptr;
+        }
+      }
       std::vector<TensorPtr> outs;
       std::vector<TensorData*> out_ptrs;
-      for (ValueId v : nd.outputs) {
-        const Value& val = g.value(v);
-        outs.push_back(
-            std::make_shared<TensorData>(is_reduced_float(val.dtype) ? DType::F32 : val.dtype, val.shape));
-        out_ptrs.push_back(outs.back().get());
+      if (fn != nullptr) {
+        for (ValueId v : nd.outputs) {
+          const Value& val = g.value(v);
+          outs.push_back(run.buffers->make(is_reduced_float(val.dtype) ? DType::F32 : val.dtype, val.shape));
+          out_ptrs.push_back(outs.back().get());
+        }
       }
-      fn(cpu::KernelArgs{nd.op, nd.attrs, in, out_ptrs});
+      if (fn != nullptr) fn(cpu::KernelArgs{nd.op, nd.attrs, in, out_ptrs});
       for (size_t i = 0; i < outs.size(); ++i) {
         const Value& val = g.value(nd.outputs[i]);
         run.slots[static_cast<size_t>(nd.outputs[i])] =

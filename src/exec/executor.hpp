@@ -2,7 +2,11 @@
 //
 // Independent nodes run in parallel on the worker pool; a node becomes ready
 // when its last producer finishes. Intermediate values are freed as soon as
-// their last consumer has run. f16/bf16 values are stored as such and
+// their last consumer has run. Node outputs take their storage from the
+// executor's BufferPool, so a buffer freed by one node is reused by a later
+// node or a later run (no allocation, page faults or zero-fill per call),
+// and a reshape or flatten whose result is not a graph output shares its
+// input's bytes instead of copying them. f16/bf16 values are stored as such and
 // computed in f32 (converted around each kernel call). A tiny graph can also
 // run on the calling thread (run_inline), where handing it to a worker and
 // back would cost more than the work itself.
@@ -18,6 +22,7 @@
 #include <vector>
 
 #include "core/tensor_data.hpp"
+#include "exec/buffer_pool.hpp"
 #include "exec/thread_pool.hpp"
 #include "graph/graph.hpp"
 #include "genie.h"
@@ -70,9 +75,13 @@ class Executor {
   // Blocks until no run is in flight.
   void wait_idle();
 
+  // Where node outputs come from (allocation counts, idle bytes; trim()).
+  BufferPool& buffers() { return *buffers_; }
+
  private:
   struct Run;
-  static std::shared_ptr<Run> prepare(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs);
+  static std::shared_ptr<Run> prepare(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs,
+                                      BufferPool* buffers);
   // Runs one node's kernel (unless the run already failed), records its
   // trace and frees the values this node was the last to need.
   static void run_node(Run& run, NodeId node);
@@ -85,6 +94,7 @@ class Executor {
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
   int in_flight_ = 0;
+  std::shared_ptr<BufferPool> buffers_ = BufferPool::create();
   // Last, so it is destroyed first: its workers are joined while the members
   // they touch on their way out still exist.
   ThreadPool pool_;

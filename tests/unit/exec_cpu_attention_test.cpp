@@ -145,6 +145,21 @@ TEST(Attention, LongKeysAreProcessedInQueryBlocks) {
                ref_attention(*in.q, *in.k, *in.v, nullptr, true, 0.5));
 }
 
+TEST(Attention, CausalPrefillIsCutIntoQueryBlocks) {
+  // 70 queries: blocks of 17 rows (the last one short), each product over
+  // only the keys its last query sees; with a mask, and with more keys than
+  // queries (a prefill appended to a cache).
+  const Attrs causal = attrs({{"causal", int64_t{1}}});
+  const Inputs square = make_inputs({2, 3}, 70, 70, 4, 6, 11);
+  expect_close(*attend(square, causal), ref_attention(*square.q, *square.k, *square.v, nullptr, true, 0.5));
+  const Inputs longer = make_inputs({2}, 64, 90, 4, 4, 12);
+  std::vector<uint8_t> m(64 * 90, 1);
+  for (int64_t i = 0; i < 64; ++i) m[static_cast<size_t>(i * 90 + (i * 7) % 90)] = 0;
+  const Tensor mask = make<uint8_t>({64, 90}, m);
+  expect_close(*attend(longer, causal, mask.get()),
+               ref_attention(*longer.q, *longer.k, *longer.v, mask.get(), true, 0.5));
+}
+
 TEST(Attention, MismatchedLeadingDimsAreRefused) {
   std::mt19937 rng(1);
   const Tensor q = random_f32({2, 3, 4}, rng);

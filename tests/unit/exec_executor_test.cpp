@@ -296,5 +296,137 @@ TEST(Executor, TinyMeansFewElementsAndNoHeavyOps) {
   EXPECT_FALSE(Executor::is_tiny(*mm, {filled({2, 2}, 1.f)}));
 }
 
+
+// relu -> reshape [8,4] -> mul by itself -> reshape [32] -> add: reshapes in
+// the middle of a chain, the last node a graph output.
+std::shared_ptr<Graph> reshape_chain() {
+  auto g = std::make_shared<Graph>("reshapes");
+  g->add_input("a", DType::F32, {4, 8});
+  g->add_node("relu", "r", {"a"}, {"b"});
+  g->add_node("reshape", "v1", {"b"}, {"c"});
+  g->set_attr("v1", "shape", std::vector<int64_t>{8, 4});
+  g->add_node("mul", "m", {"c", "c"}, {"d"});
+  g->add_node("reshape", "v2", {"d"}, {"e"});
+  g->set_attr("v2", "shape", std::vector<int64_t>{32});
+  g->add_node("add", "s", {"e", "e"}, {"f"});
+  g->mark_output("f");
+  g->validate();
+  return g;
+}
+
+TensorPtr ramp(Shape s, float from) {
+  auto t = std::make_shared<TensorData>(DType::F32, std::move(s));
+  for (int64_t i = 0; i < t->numel(); ++i) t->data<float>()[i] = from + static_cast<float>(i);
+  return t;
+}
+
+void expect_reshape_chain(const ExecResult& r, const TensorData& a) {
+  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(r.outputs[0]->shape(), (Shape{32}));
+  for (int64_t i = 0; i < 32; ++i) {
+    const float b = std::max(a.data<float>()[i], 0.f);
+    EXPECT_FLOAT_EQ(r.outputs[0]->data<float>()[i], 2 * b * b) << i;
+  }
+}
+
+TEST(Executor, SecondRunOfAGraphAllocatesNothing) {
+  auto g = reshape_chain();
+  Executor ex(2);
+  auto a1 = ramp({4, 8}, -10.f);
+  const size_t live_before = tensor_bytes_live();
+  {
+    ExecResult r = run_sync(ex, g, {a1});
+    expect_reshape_chain(r, *a1);
+  }
+  // Every output buffer went back to the pool; none is counted as live.
+  EXPECT_EQ(tensor_bytes_live(), live_before);
+  const BufferPool::Stats first = ex.buffers().stats();
+  EXPECT_GT(first.fresh, 0u);
+  EXPECT_GT(first.idle_bytes, 0u);
+  for (float from : {-3.f, 5.f}) {
+    auto a = ramp({4, 8}, from);
+    ExecResult r = run_sync(ex, g, {a});
+    expect_reshape_chain(r, *a);
+  }
+  const BufferPool::Stats later = ex.buffers().stats();
+  EXPECT_EQ(later.fresh, first.fresh) << "a later run of the same graph allocated";
+  EXPECT_GT(later.reused, first.reused);
+  // The inline path draws on the same pool.
+  auto a3 = ramp({4, 8}, -20.f);
+  expect_reshape_chain(ex.run_inline(g, {a3}), *a3);
+  EXPECT_EQ(ex.buffers().stats().fresh, first.fresh);
+  ex.buffers().trim();
+  EXPECT_EQ(ex.buffers().stats().idle_bytes, 0u);
+}
+
+TEST(Executor, ReshapeInsideTheGraphSharesBytes) {
+  // relu, mul and add each take one buffer; the two reshapes take none.
+  auto g = reshape_chain();
+  Executor ex(1);
+  auto a = ramp({4, 8}, -10.f);
+  expect_reshape_chain(ex.run_inline(g, {a}), *a);
+  const BufferPool::Stats st = ex.buffers().stats();
+  EXPECT_EQ(st.fresh + st.reused, 3u);
+}
+
+TEST(Executor, ReshapeThatIsAGraphOutputOwnsItsBytes) {
+  auto g = std::make_shared<Graph>("reshape_out");
+  g->add_input("a", DType::F32, {2, 3});
+  g->add_node("relu", "r", {"a"}, {"b"});
+  g->add_node("reshape", "v", {"b"}, {"c"});
+  g->set_attr("v", "shape", std::vector<int64_t>{6});
+  g->add_node("reshape", "w", {"a"}, {"d"});
+  g->set_attr("w", "shape", std::vector<int64_t>{3, 2});
+  g->mark_output("b");
+  g->mark_output("c");
+  g->mark_output("d");
+  g->validate();
+  Executor ex(1);
+  auto a = ramp({2, 3}, -2.f);
+  ExecResult r = ex.run_inline(g, {a});
+  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
+  ASSERT_EQ(r.outputs.size(), 3u);
+  EXPECT_NE(r.outputs[1]->bytes(), r.outputs[0]->bytes());
+  EXPECT_NE(r.outputs[2]->bytes(), a->bytes());
+  r.outputs[0]->data<float>()[5] = 99.f;
+  a->data<float>()[0] = 42.f;
+  EXPECT_FLOAT_EQ(r.outputs[1]->data<float>()[5], 3.f);
+  EXPECT_FLOAT_EQ(r.outputs[2]->data<float>()[0], -2.f);
+}
+
+TEST(BufferPool, ReusesBuffersOfTheSameSizeAndOutlivesNothing) {
+  auto pool = BufferPool::create(1 << 20);
+  const size_t live = tensor_bytes_live();
+  TensorPtr t = pool->make(DType::F32, {100});
+  EXPECT_EQ(tensor_bytes_live(), live + 400);
+  std::byte* first = t->bytes();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % 64, 0u);
+  t.reset();
+  EXPECT_EQ(tensor_bytes_live(), live);
+  EXPECT_GT(pool->stats().idle_bytes, 0u);
+  TensorPtr u = pool->make(DType::I32, {10, 10});  // same byte size: the same buffer
+  EXPECT_EQ(u->bytes(), first);
+  EXPECT_EQ(pool->stats().fresh, 1u);
+  EXPECT_EQ(pool->stats().reused, 1u);
+  TensorPtr v = pool->make(DType::F32, {1000});  // another size: a fresh one
+  EXPECT_EQ(pool->stats().fresh, 2u);
+  // Over the idle cap: freed, not kept.
+  TensorPtr big = pool->make(DType::F32, {1 << 20});
+  big.reset();
+  EXPECT_LE(pool->stats().idle_bytes, size_t{1} << 20);
+  // A tensor outliving its pool frees its buffer itself (LSan checks).
+  pool.reset();
+  u.reset();
+  v.reset();
+  EXPECT_EQ(tensor_bytes_live(), live);
+}
+
+TEST(BufferPool, BadShapesFailCleanly) {
+  auto pool = BufferPool::create();
+  EXPECT_THROW(pool->make(DType::F32, {int64_t{1} << 62, int64_t{1} << 62}), Error);
+  EXPECT_EQ(pool->stats().fresh, 0u);
+}
+
 }  // namespace
 }  // namespace genie

@@ -15,6 +15,8 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // Scores are computed for a block of queries at a time so that long sequences
 // need a bounded scratch buffer (4 MiB of scores) rather than Sq·Sk floats.
 constexpr int64_t kMaxScoreBlock = int64_t{1} << 20;
+// The smallest query block a causal attention is cut into.
+constexpr int64_t kCausalBlock = 16;
 
 struct Mask {
   const TensorData* t = nullptr;
@@ -83,8 +85,10 @@ void attention(const KernelArgs& args) {
   score_shape.insert(score_shape.end(), {sq, sk});
   const Mask mask = make_mask(args, optional_input(args, 3), score_shape, batches);
 
-  const int64_t block =
-      std::clamp(kMaxScoreBlock / std::max<int64_t>(sk, 1), int64_t{1}, std::max<int64_t>(sq, 1));
+  int64_t block = std::clamp(kMaxScoreBlock / std::max<int64_t>(sk, 1), int64_t{1}, std::max<int64_t>(sq, 1));
+  // Causal: smaller query blocks skip more of the keys no query of the block
+  // sees (with blocks of sq/4 rows, 5/8 of the products instead of all).
+  if (causal && sq >= 4 * kCausalBlock) block = std::min(block, std::max(kCausalBlock, sq / 4));
   std::vector<float> scores(static_cast<size_t>(block * sk));
   // Causal: query i sees keys j <= i + (sk - sq), the queries being the last sq positions.
   auto visible = [&](int64_t i) { return causal ? std::clamp(i + sk - sq + 1, int64_t{0}, sk) : sk; };

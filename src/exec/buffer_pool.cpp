@@ -1,0 +1,92 @@
+#include "exec/buffer_pool.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/error.hpp"
+
+namespace genie {
+
+std::shared_ptr<BufferPool> BufferPool::create(size_t max_idle_bytes) {
+  return std::shared_ptr<BufferPool>(new BufferPool(max_idle_bytes));
+}
+
+BufferPool::~BufferPool() { trim(); }
+
+TensorPtr BufferPool::make(DType dtype, const Shape& shape) {
+  check(dtype_size(dtype) != 0, GENIE_ERR_INVALID_ARGUMENT, "invalid dtype ", static_cast<int>(dtype));
+  const size_t nbytes = byte_size(shape, dtype_size(dtype));
+  const size_t alloc = ((nbytes + 63) / 64) * 64 + 64;  // as TensorData: whole cache lines, never zero
+  std::byte* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = idle_.find(alloc);
+    if (it != idle_.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+      stats_.idle_bytes -= alloc;
+      ++stats_.reused;
+    } else {
+      ++stats_.fresh;
+    }
+  }
+  if (p == nullptr) {
+    p = static_cast<std::byte*>(std::aligned_alloc(64, alloc));
+    if (p == nullptr)
+      fail(GENIE_ERR_OUT_OF_MEMORY, "cannot allocate ", nbytes, " bytes for tensor ", shape_str(shape));
+  }
+#ifndef NDEBUG
+  std::memset(p, 0xFF, alloc);
+#endif
+  std::weak_ptr<BufferPool> weak = weak_from_this();
+  try {
+    // dtype and size were checked above: past this point only memory can fail,
+    // and then before the tensor owns `p`.
+    return std::make_shared<TensorData>(
+        dtype, shape, p,
+        [weak, alloc](std::byte* q) {
+          if (auto pool = weak.lock())
+            pool->give_back(q, alloc);
+          else
+            std::free(q);
+        },
+        true);
+  } catch (const std::bad_alloc&) {
+    std::free(p);
+    throw;
+  }
+}
+
+void BufferPool::give_back(std::byte* p, size_t alloc) {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (stats_.idle_bytes + alloc <= max_idle_) {
+      try {
+        idle_[alloc].push_back(p);
+        stats_.idle_bytes += alloc;
+        return;
+      } catch (...) {  // no memory for the list entry: free the buffer instead
+      }
+    }
+  }
+  std::free(p);
+}
+
+BufferPool::Stats BufferPool::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+void BufferPool::trim() {
+  std::unordered_map<size_t, std::vector<std::byte*>> idle;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    idle.swap(idle_);
+    stats_.idle_bytes = 0;
+  }
+  for (auto& [size, list] : idle)
+    for (std::byte* p : list) std::free(p);
+}
+
+}  // namespace genie
