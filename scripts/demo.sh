@@ -6,7 +6,9 @@
 #      (samples/c/transformer_block.c), executed in-process;
 #   2. remote: the same program against a `genie serve` started here on
 #      127.0.0.1 (GENIE_MASTER_ADDR/PORT): weights resident on the server;
-#   3. the CLI: samples/graphs/transformer_block.json through `genie run`.
+#   3. the CLI: samples/graphs/transformer_block.json through `genie run`;
+#   4. a cluster: a worker joins a master (`genie serve --join`), `genie top
+#      --once` shows both, and the Python MLP sample runs against the master.
 # Every input and weight gets the same seeded values (a function of its
 # name), so equal checksums mean the same computation.
 # Usage: scripts/demo.sh BUILD_DIR   (DEMO_REPEAT=N to time N runs, default 20)
@@ -25,8 +27,9 @@ for bin in "$SAMPLE" "$GENIE"; do
 done
 TMP=$(mktemp -d)
 SERVER=""
+WORKER=""
 cleanup() {
-  [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null
+  for p in $WORKER $SERVER; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -59,6 +62,38 @@ echo
 
 echo "== 3. CLI: genie run $GRAPH --repeat $REPEAT"
 "$GENIE" run "$GRAPH" --repeat "$REPEAT" | tee "$TMP/cli.txt"
+echo
+
+echo "== 4. cluster: a master and a worker that joins it; genie top --once; the Python MLP sample"
+# wait_port NAME: the port `genie serve` printed to $TMP/NAME.out.
+wait_port() {
+  local port=""
+  for _ in $(seq 1 100); do
+    port=$(sed -n 's/^genie serve listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$TMP/$1.out")
+    [ -n "$port" ] && { echo "$port"; return 0; }
+    sleep 0.05
+  done
+  cat "$TMP/$1.err" >&2
+  echo "DEMO FAILED: genie serve ($1) did not start" >&2
+  return 1
+}
+"$GENIE" serve --node-id node-a --port 0 >"$TMP/master.out" 2>"$TMP/master.err" &
+SERVER=$!
+MPORT=$(wait_port master)
+"$GENIE" serve --node-id node-b --port 0 --join "127.0.0.1:$MPORT" >"$TMP/worker.out" 2>"$TMP/worker.err" &
+WORKER=$!
+wait_port worker >/dev/null
+"$GENIE" top "127.0.0.1:$MPORT" --once | tee "$TMP/top.txt" | grep -v '^backend '
+grep -q '^node-b  *worker  *alive' "$TMP/top.txt" || { echo "DEMO FAILED: the worker is not in genie top" >&2; exit 1; }
+if [ -f "$BUILD/bindings/python/genie/__init__.py" ]; then
+  GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$MPORT PYTHONPATH="$BUILD/bindings/python" \
+    /usr/bin/python3 samples/python/mlp.py
+else
+  echo "   (Python binding not built: swig or python3-dev missing)"
+fi
+kill -TERM "$WORKER" "$SERVER"
+wait "$WORKER" "$SERVER" || true
+SERVER="" WORKER=""
 echo
 
 c_emb=$(field "$TMP/embedded.txt" checksum 3)
