@@ -1064,6 +1064,27 @@ GENIE_API genie_status_t genie_plan_explain(genie_context_t *ctx,
                                             const genie_graph_t *graph,
                                             char **out_json);
 
+/** As genie_plan_explain, for `graph` bound to tensors exactly as
+ *  genie_graph_submit would bind them (same rules: every input bound once,
+ *  dtypes equal, a -1 dimension takes the bound size), so the plan is the
+ *  one a submission with these tensors gets: each bound input is planned
+ *  where its tensor lives (in remote mode a tensor on a worker, e.g.
+ *  "node-b/cpu:0", pins the nodes that the co-location rules keep with it),
+ *  and dynamic dimensions take the bound sizes. Nothing runs and no tensor
+ *  bytes move; in remote mode a tensor in this process's memory is planned
+ *  on the master's default device, where a submission would copy it.
+ *  `n_inputs` 0 is genie_plan_explain. `*out_json` is released with
+ *  genie_free().
+ *  Errors: as genie_plan_explain, and as genie_graph_submit for the
+ *  bindings: INVALID_ARGUMENT (input_names or inputs NULL with n_inputs > 0,
+ *  a NULL name, a tensor of another context), INVALID_HANDLE (a tensor),
+ *  INVALID_GRAPH (an unknown, unbound or twice-bound input), DTYPE_MISMATCH,
+ *  SHAPE_MISMATCH. Threads: as genie_plan_explain. */
+GENIE_API genie_status_t genie_plan_explain_bound(
+    genie_context_t *ctx, const genie_graph_t *graph,
+    const char *const *input_names, genie_tensor_t *const *inputs,
+    size_t n_inputs, char **out_json);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -303,6 +303,32 @@ func (c *Context) PlanExplain(g *Graph) (*Plan, error) {
 	return plan, nil
 }
 
+// PlanExplainBound plans g bound to inputs exactly as Submit would bind
+// them, without running it: each input where its tensor lives (a tensor on
+// a worker pins the nodes kept with it), dynamic dimensions at the bound
+// sizes. No tensor bytes move; g is not changed.
+func (c *Context) PlanExplainBound(g *Graph, inputs map[string]*Tensor) (*Plan, error) {
+	const op = "genie_plan_explain_bound"
+	names := make([]string, 0, len(inputs))
+	tensors := make([]*Tensor, 0, len(inputs))
+	for name, t := range inputs {
+		names = append(names, name)
+		tensors = append(tensors, t)
+	}
+	var s uintptr
+	err := c.withBindings(op, g, names, tensors, func(cp, gp uintptr, joined string, ptrs []uintptr) int {
+		return capi.Genie_plan_explain_bound(cp, gp, joined, ptrs, int64(len(ptrs)), &s)
+	})
+	if err != nil {
+		return nil, err
+	}
+	plan := &Plan{JSON: takeCString(s, int(capi.Genie_go_strlen(s)))}
+	if err := decode(op, plan.JSON, plan); err != nil {
+		return nil, err
+	}
+	return plan, nil
+}
+
 // Subscription is a subscription to cluster events (Context.Subscribe).
 type Subscription struct {
 	ctx    *Context

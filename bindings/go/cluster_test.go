@@ -91,6 +91,28 @@ func TestPlanExplain(t *testing.T) {
 	must(t, dyn.MarkOutput("y"))
 	_, err = ctx.PlanExplain(dyn)
 	expectErr(t, err, genie.ErrInvalidGraph, "")
+
+	// Bound, the bound size resolves the dynamic dimension.
+	for _, rows := range []int64{3, 1000} {
+		x, err := ctx.Alloc(genie.F32, []int64{rows, 4}, "")
+		must(t, err)
+		bp, err := ctx.PlanExplainBound(dyn, map[string]*genie.Tensor{"x": x})
+		must(t, err)
+		if len(bp.Nodes) != 1 || bp.Nodes[0].Name != "r" || bp.Nodes[0].Bytes != float64(2*rows*4*4) {
+			t.Fatalf("bound plan for %d rows: %+v", rows, bp.Nodes)
+		}
+		x.Close()
+	}
+	wrong, err := ctx.Alloc(genie.I32, []int64{3, 4}, "")
+	must(t, err)
+	defer wrong.Close()
+	_, err = ctx.PlanExplainBound(dyn, map[string]*genie.Tensor{"x": wrong})
+	expectErr(t, err, genie.ErrDtypeMismatch, "")
+	closed, err := ctx.Alloc(genie.F32, []int64{3, 4}, "")
+	must(t, err)
+	closed.Close()
+	_, err = ctx.PlanExplainBound(dyn, map[string]*genie.Tensor{"x": closed})
+	expectErr(t, err, genie.ErrInvalidHandle, "")
 }
 
 func TestSubscribeBackendSelected(t *testing.T) {

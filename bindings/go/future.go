@@ -30,20 +30,37 @@ func (c *Context) Submit(g *Graph, inputs map[string]*Tensor) (*Future, error) {
 // names[i] is bound to tensors[i].
 func (c *Context) SubmitNamed(g *Graph, names []string, tensors []*Tensor) (*Future, error) {
 	const op = "genie_graph_submit"
+	var f uintptr
+	err := c.withBindings(op, g, names, tensors, func(cp, gp uintptr, joined string, ptrs []uintptr) int {
+		return capi.Genie_graph_submit(cp, gp, joined, ptrs, int64(len(ptrs)), &f)
+	})
+	if err != nil {
+		return nil, err
+	}
+	fut := &Future{h: handle{p: f, kind: "future"}}
+	runtime.SetFinalizer(fut, (*Future).Close)
+	return fut, nil
+}
+
+// withBindings holds the context, the graph (exclusively) and every bound
+// tensor open while fn calls the library with their handles: the names
+// joined for the SWIG layer and one tensor handle per name.
+func (c *Context) withBindings(op string, g *Graph, names []string, tensors []*Tensor,
+	fn func(cp, gp uintptr, joined string, ptrs []uintptr) int) error {
 	if len(names) != len(tensors) {
-		return nil, errorf(StatusInvalidArgument, op, "%d input names but %d tensors", len(names), len(tensors))
+		return errorf(StatusInvalidArgument, op, "%d input names but %d tensors", len(names), len(tensors))
 	}
 	if err := checkNames(op, names...); err != nil {
-		return nil, err
+		return err
 	}
 	cp, err := c.h.acquire(op)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer c.h.mu.RUnlock()
 	gp, err := g.h.acquireExclusive(op)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer g.h.mu.Unlock()
 	// Hold every tensor open for the call (each distinct tensor once).
@@ -56,7 +73,7 @@ func (c *Context) SubmitNamed(g *Graph, names []string, tensors []*Tensor) (*Fut
 	}()
 	for i, t := range tensors {
 		if t == nil {
-			return nil, errorf(StatusInvalidHandle, op, "input %q is bound to a nil tensor", names[i])
+			return errorf(StatusInvalidHandle, op, "input %q is bound to a nil tensor", names[i])
 		}
 		seen := false
 		for _, h := range held {
@@ -71,21 +88,13 @@ func (c *Context) SubmitNamed(g *Graph, names []string, tensors []*Tensor) (*Fut
 		}
 		p, err := t.h.acquire(op)
 		if err != nil {
-			return nil, errorf(StatusInvalidHandle, op, "input %q is bound to a closed tensor", names[i])
+			return errorf(StatusInvalidHandle, op, "input %q is bound to a closed tensor", names[i])
 		}
 		held = append(held, t)
 		ptrs[i] = p
 	}
 	joined := joinNames(names)
-	var f uintptr
-	if err := call(op, func() int {
-		return capi.Genie_graph_submit(cp, gp, joined, ptrs, int64(len(ptrs)), &f)
-	}); err != nil {
-		return nil, err
-	}
-	fut := &Future{h: handle{p: f, kind: "future"}}
-	runtime.SetFinalizer(fut, (*Future).Close)
-	return fut, nil
+	return call(op, func() int { return fn(cp, gp, joined, ptrs) })
 }
 
 // Close destroys the future; a graph still running finishes in the

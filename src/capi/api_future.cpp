@@ -30,18 +30,9 @@ genie_status_t genie_graph_submit(genie_context_t* ctx, const genie_graph_t* gra
     genie_graph* gh = live(const_cast<genie_graph_t*>(graph), kGraphMagic, "graph");
     const Graph& g = gh->g;
     check_out(out, "out");
-    check(n_inputs == 0 || (input_names != nullptr && inputs != nullptr), GENIE_ERR_INVALID_ARGUMENT,
-          "input_names or inputs is NULL with n_inputs ", n_inputs);
     std::vector<std::string> names;
     std::vector<TensorRef> tensors;
-    for (size_t i = 0; i < n_inputs; ++i) {
-      check(input_names[i] != nullptr, GENIE_ERR_INVALID_ARGUMENT, "input_names[", i, "] is NULL");
-      genie_tensor* t = live(inputs[i], kTensorMagic, "tensor");
-      check(t->ctx.get() == &c, GENIE_ERR_INVALID_ARGUMENT, "tensor bound to '", input_names[i],
-            "' belongs to another context");
-      names.emplace_back(input_names[i]);
-      tensors.push_back(t->ref);
-    }
+    collect_bindings(c, input_names, inputs, n_inputs, &names, &tensors);
     c.check_live();
     auto h = std::make_unique<genie_future>();
     h->state = c.submit(g, names, tensors, &gh->memo, gh->version.load(std::memory_order_relaxed));

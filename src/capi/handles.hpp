@@ -98,3 +98,24 @@ struct genie_future {
   uint32_t magic = genie::kFutureMagic;
   std::shared_ptr<genie::FutureState> state;
 };
+
+namespace genie {
+
+// The tensors a caller binds to a graph's inputs (genie_graph_submit,
+// genie_plan_explain_bound): checks the arrays and that every tensor is live
+// and belongs to `ctx`; fills `names` and `tensors` in the caller's order.
+inline void collect_bindings(const Context& ctx, const char* const* input_names, genie_tensor_t* const* inputs,
+                             size_t n_inputs, std::vector<std::string>* names, std::vector<TensorRef>* tensors) {
+  check(n_inputs == 0 || (input_names != nullptr && inputs != nullptr), GENIE_ERR_INVALID_ARGUMENT,
+        "input_names or inputs is NULL with n_inputs ", n_inputs);
+  for (size_t i = 0; i < n_inputs; ++i) {
+    check(input_names[i] != nullptr, GENIE_ERR_INVALID_ARGUMENT, "input_names[", i, "] is NULL");
+    genie_tensor* t = live(inputs[i], kTensorMagic, "tensor");
+    check(t->ctx.get() == &ctx, GENIE_ERR_INVALID_ARGUMENT, "tensor bound to '", input_names[i],
+          "' belongs to another context");
+    names->emplace_back(input_names[i]);
+    tensors->push_back(t->ref);
+  }
+}
+
+}  // namespace genie

@@ -192,6 +192,13 @@ static int cmd_split(const char *worker, int worker_port) {
   char *plan = NULL;
   CALL(genie_plan_explain(ctx, g, &plan));
   EXPECT(strstr(plan, dev) != NULL, "the master's plan does not list %s: %.400s", dev, plan);
+  EXPECT(strstr(plan, "resident_weight") == NULL, "an unbound plan pins a node to a resident weight: %.400s", plan);
+  genie_free(plan);
+  /* Bound to the tensors, the plan is the submission's: mm1 stays with w1 on
+   * the worker. */
+  CALL(genie_plan_explain_bound(ctx, g, names, in, 3, &plan));
+  EXPECT(strstr(plan, "resident_weight") != NULL, "the bound plan keeps no node with the worker's weight: %.600s",
+         plan);
   genie_free(plan);
 
   char *info = server_info(ctx);

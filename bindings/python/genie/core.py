@@ -268,14 +268,43 @@ class Context(_Handle):
         "init_phases", "health", "intervals", "counters"."""
         return json.loads(capi.genie_cluster_state(self._h))
 
-    def plan_explain(self, graph):
+    def plan_explain(self, graph, inputs=None):
         """Plans `graph` as a submission would, without running it, and
         returns the plan as a dict (docs/scheduler.md): "nodes" in execution
         order, each with its "device", the "rule" that decided and "why";
-        "devices", "transfers", the analysis and the predicted time. Inputs
-        are planned as not yet resident, so they need static shapes; the
-        graph itself is not changed."""
-        return json.loads(capi.genie_plan_explain(self._h, graph._h))
+        "devices", "transfers", the analysis and the predicted time. Without
+        `inputs`, inputs are planned as not yet resident, so they need static
+        shapes. With `inputs` (as for submit: name -> Tensor, or numpy array)
+        the plan is the one that submission gets: each input where its
+        tensor lives, dynamic dimensions at the bound sizes; no bytes move.
+        The graph itself is not changed."""
+        if not inputs:
+            return json.loads(capi.genie_plan_explain(self._h, graph._h))
+        pairs, temps = self._bind(inputs, write=False)
+        try:
+            return json.loads(capi.genie_plan_explain_bound(self._h, graph._h, pairs))
+        finally:
+            for t in temps:
+                t.close()
+
+    def _bind(self, inputs, write):
+        """(name, handle) pairs for `inputs`, and the temporary tensors made
+        for numpy values (host memory: filled only when `write`); the caller
+        closes those."""
+        pairs, temps = [], []
+        try:
+            for name, value in inputs.items():
+                if not isinstance(value, Tensor):
+                    array = np.asarray(value)
+                    value = (self.from_numpy(array, "cpu") if write
+                             else self.tensor(array.shape, _np_dtype_name(array.dtype), "cpu"))
+                    temps.append(value)
+                pairs.append((name, value._h))
+        except BaseException:
+            for t in temps:
+                t.close()
+            raise
+        return pairs, temps
 
     def subscribe(self, fn, mask=Event.ALL):
         """Calls fn(event_type, event) for each cluster event whose bit is in
@@ -330,13 +359,8 @@ class Context(_Handle):
         """Submits `graph` binding each graph input by name (a dict of
         name -> Tensor, or numpy array: uploaded for this submission only).
         Returns a Future at once; execution errors arrive through it."""
-        pairs, temps = [], []
+        pairs, temps = self._bind(inputs or {}, write=True)
         try:
-            for name, value in (inputs or {}).items():
-                if not isinstance(value, Tensor):
-                    value = self.from_numpy(value, "cpu")
-                    temps.append(value)
-                pairs.append((name, value._h))
             h = capi.genie_graph_submit(self._h, graph._h, pairs)
         finally:
             for t in temps:  # the submission holds its own reference

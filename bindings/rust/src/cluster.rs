@@ -11,7 +11,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::ptr;
 
 use crate::error::check;
-use crate::{ffi, opt_cstring, opt_ptr, take_cstring, Config, Context, Graph, Result};
+use crate::{cstring, ffi, opt_cstring, opt_ptr, take_cstring, Config, Context, Graph, Result, Tensor};
 
 c_enum! {
     /// A cluster event type (one bit of an [`EventMask`]).
@@ -195,6 +195,30 @@ impl Context {
         let mut s = ptr::null_mut();
         // SAFETY: live context and graph (borrowed for the call).
         check(unsafe { ffi::genie_plan_explain(self.raw_ptr(), graph.raw(), &mut s) })?;
+        Ok(unsafe { take_cstring(s) })
+    }
+
+    /// As [`Context::plan_explain`], with `graph` bound to `inputs` exactly
+    /// as [`Context::submit`] binds them: the plan that submission gets, each
+    /// input where its tensor lives and dynamic dimensions at the bound
+    /// sizes. Nothing runs and no tensor bytes move.
+    pub fn plan_explain_bound(&self, graph: &Graph, inputs: &[(&str, &Tensor)]) -> Result<String> {
+        let names = inputs.iter().map(|(n, _)| cstring("input name", n)).collect::<Result<Vec<_>>>()?;
+        let name_ptrs: Vec<_> = names.iter().map(|c| c.as_ptr()).collect();
+        let tensors: Vec<_> = inputs.iter().map(|(_, t)| t.raw()).collect();
+        let mut s = ptr::null_mut();
+        // SAFETY: live context, graph and tensors (borrowed for the call);
+        // the arrays hold inputs.len() entries.
+        check(unsafe {
+            ffi::genie_plan_explain_bound(
+                self.raw_ptr(),
+                graph.raw(),
+                name_ptrs.as_ptr(),
+                tensors.as_ptr(),
+                inputs.len(),
+                &mut s,
+            )
+        })?;
         Ok(unsafe { take_cstring(s) })
     }
 

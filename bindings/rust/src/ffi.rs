@@ -1045,3 +1045,29 @@ extern "C" {
         out_json: *mut *mut ::std::os::raw::c_char,
     ) -> genie_status_t;
 }
+extern "C" {
+    #[doc = " As genie_plan_explain, for `graph` bound to tensors exactly as"]
+    #[doc = "  genie_graph_submit would bind them (same rules: every input bound once,"]
+    #[doc = "  dtypes equal, a -1 dimension takes the bound size), so the plan is the"]
+    #[doc = "  one a submission with these tensors gets: each bound input is planned"]
+    #[doc = "  where its tensor lives (in remote mode a tensor on a worker, e.g."]
+    #[doc = "  \"node-b/cpu:0\", pins the nodes that the co-location rules keep with it),"]
+    #[doc = "  and dynamic dimensions take the bound sizes. Nothing runs and no tensor"]
+    #[doc = "  bytes move; in remote mode a tensor in this process's memory is planned"]
+    #[doc = "  on the master's default device, where a submission would copy it."]
+    #[doc = "  `n_inputs` 0 is genie_plan_explain. `*out_json` is released with"]
+    #[doc = "  genie_free()."]
+    #[doc = "  Errors: as genie_plan_explain, and as genie_graph_submit for the"]
+    #[doc = "  bindings: INVALID_ARGUMENT (input_names or inputs NULL with n_inputs > 0,"]
+    #[doc = "  a NULL name, a tensor of another context), INVALID_HANDLE (a tensor),"]
+    #[doc = "  INVALID_GRAPH (an unknown, unbound or twice-bound input), DTYPE_MISMATCH,"]
+    #[doc = "  SHAPE_MISMATCH. Threads: as genie_plan_explain."]
+    pub fn genie_plan_explain_bound(
+        ctx: *mut genie_context_t,
+        graph: *const genie_graph_t,
+        input_names: *const *const ::std::os::raw::c_char,
+        inputs: *const *mut genie_tensor_t,
+        n_inputs: usize,
+        out_json: *mut *mut ::std::os::raw::c_char,
+    ) -> genie_status_t;
+}

@@ -235,6 +235,20 @@ fn plan_explain_names_every_node_with_a_device() {
     let e = ctx.plan_explain(&dyn_g).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidGraph);
     assert!(!e.detail().is_empty());
+
+    // Bound, the bound size resolves the dynamic dimension.
+    for rows in [3i64, 1000] {
+        let x = ctx.alloc(DType::F32, &[rows, 4], None).unwrap();
+        let plan = Json::parse(&ctx.plan_explain_bound(&dyn_g, &[("x", &x)]).unwrap());
+        let nodes = plan.get("nodes").arr();
+        assert_eq!(nodes.len(), 1);
+        assert_eq!(nodes[0].get("name").str(), "r");
+        assert_eq!(nodes[0].get("bytes").num(), (2 * rows * 4 * 4) as f64);
+    }
+    let wrong = ctx.alloc(DType::I32, &[3, 4], None).unwrap();
+    let e = ctx.plan_explain_bound(&dyn_g, &[("x", &wrong)]).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::DtypeMismatch);
+    assert!(!e.detail().is_empty());
 }
 
 #[test]

@@ -73,6 +73,24 @@ def test_plan_explain_names_every_node(ctx):
         np.testing.assert_allclose(y, np.full((4, 8), 8.0))
 
 
+def test_plan_explain_bound_takes_the_bound_shapes(ctx):
+    with genie.Graph("dyn-bound") as g:
+        g.input("x", [-1, 4])
+        g.node("relu", "r", ["x"], outputs="y")
+        g.output("y")
+        small = ctx.plan_explain(g, {"x": np.zeros((3, 4), np.float32)})
+        with ctx.from_numpy(np.zeros((1000, 4), np.float32)) as big_t:
+            big = ctx.plan_explain(g, {"x": big_t})
+        (ns,), (nb,) = small["nodes"], big["nodes"]
+        assert ns["name"] == nb["name"] == "r"
+        assert ns["bytes"] == 2 * 3 * 4 * 4 and nb["bytes"] == 2 * 1000 * 4 * 4
+        with pytest.raises(genie.DtypeMismatchError) as e:
+            ctx.plan_explain(g, {"x": np.zeros((3, 4), np.int32)})
+        assert e.value.detail
+        with pytest.raises(genie.InvalidGraphError):
+            ctx.plan_explain(g, {"nope": np.zeros((3, 4), np.float32)})
+
+
 def test_subscribe_delivers_backend_selected_and_unsubscribe_ends_it(ctx):
     got = []
     on_loop = []
