@@ -68,11 +68,44 @@ void Cluster::join(const std::string& node_id, const std::string& host, int port
   w->client->tensor_write(id, 0, bytes.data(), bytes.size());
   const double write_s = std::max(seconds_since(t0) - rtt, 1e-6);
   w->client->tensor_free(id);
+  // Request and dispatch handling beyond the RTT: the best of a few
+  // TensorAlloc round trips, and of a few GraphSubmits of a one-node graph
+  // (what running the smallest stage there costs besides its compute).
+  double alloc_s = 1e9, submit_s = 1e9;
+  uint64_t one = 0;
+  for (int i = 0; i < 3; ++i) {
+    const auto ta = Clock::now();
+    const uint64_t t = w->client->tensor_alloc(DType::F32, {1}, "cpu:0");
+    alloc_s = std::min(alloc_s, seconds_since(ta));
+    if (i == 0)
+      one = t;
+    else
+      w->client->tensor_free(t);
+  }
+  {
+    Graph probe_graph("link_probe");
+    probe_graph.add_input("x", DType::F32, {1});
+    probe_graph.add_node("relu", "r", {"x"}, {"y"});
+    probe_graph.mark_output("y");
+    const std::string json = graph_to_json(probe_graph);
+    for (int i = 0; i < 4; ++i) {
+      const auto ts = Clock::now();
+      RemoteResult r = wait_submit(*w->client, json, {{"x", one}});
+      const double dt = seconds_since(ts);
+      check(r.status == GENIE_OK, r.status, "worker ", node_id, " failed the link probe graph: ", r.detail);
+      for (const RemoteOutput& o : r.outputs) w->client->tensor_free(o.tensor_id);
+      if (i > 0) submit_s = std::min(submit_s, dt);  // the first warms up the worker's executor
+    }
+  }
+  w->client->tensor_free(one);
+  w->request_s = std::max(alloc_s - rtt, 0.0);
+  w->dispatch_s = std::max(submit_s - rtt, 0.0);
   w->rtt_s = rtt;
   w->bandwidth_bytes_per_s = static_cast<double>(probe) / write_s;
   for (auto& d : devices) d.node_id = node_id;
   w->devices = std::move(devices);
   const std::string src = w->rtt_source;
+  const double w_request = w->request_s, w_dispatch = w->dispatch_s;
   std::shared_ptr<const Worker> old;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -196,7 +229,7 @@ Cluster::Planned Cluster::plan(const Graph& g, const std::vector<Held>& inputs,
         p.topo.devices.push_back(d);
         p.device_node.push_back(id);
       }
-      p.topo.links.push_back({"", id, std::max(w->bandwidth_bytes_per_s, 1.0), w->rtt_s});
+      p.topo.links.push_back({"", id, std::max(w->bandwidth_bytes_per_s, 1.0), w->rtt_s, w->request_s, w->dispatch_s});
     }
     p.topo.version = version_;
   }
