@@ -47,7 +47,8 @@ void Topology::check() const {
           "link ", l.from_node, " -> ", l.to_node, ": bandwidth must be positive");
     genie::check(l.rtt_s >= 0 && std::isfinite(l.rtt_s), GENIE_ERR_INVALID_ARGUMENT, "link ", l.from_node, " -> ",
           l.to_node, ": rtt must be >= 0");
-    genie::check(l.request_s >= 0 && std::isfinite(l.request_s) && l.dispatch_s >= 0 && std::isfinite(l.dispatch_s),
+    genie::check(l.request_s >= 0 && std::isfinite(l.request_s) && l.dispatch_s >= 0 && std::isfinite(l.dispatch_s) &&
+                     l.dispatch_per_node_s >= 0 && std::isfinite(l.dispatch_per_node_s),
           GENIE_ERR_INVALID_ARGUMENT, "link ", l.from_node, " -> ", l.to_node,
           ": request and dispatch overheads must be >= 0");
   }
@@ -161,6 +162,7 @@ struct Routes {
   struct Hop {
     bool ok = false;
     double request = 0, dispatch = 0, bandwidth = 0;  // request, dispatch: seconds incl. the RTT
+    double per_node = 0;
   };
   std::vector<int> node_of;  // per device: index of its node; the coordinator is 0
   std::vector<Hop> to_coord;  // per node: its link with the coordinator
@@ -188,6 +190,7 @@ struct Routes {
       h.request = link->rtt_s + link->request_s;
       h.dispatch = link->rtt_s + link->dispatch_s;
       h.bandwidth = link->bandwidth_bytes_per_s;
+      h.per_node = link->dispatch_per_node_s;
     }
   }
   bool remote(int d) const { return node_of[static_cast<size_t>(d)] != 0; }
@@ -196,6 +199,11 @@ struct Routes {
   double dispatch(int d) const {
     const Hop& h = to_coord[static_cast<size_t>(node_of[static_cast<size_t>(d)])];
     return remote(d) && h.ok ? h.dispatch : 0;
+  }
+  // Each node of a stage on device d: its share of the GraphSubmit.
+  double per_node(int d) const {
+    const Hop& h = to_coord[static_cast<size_t>(node_of[static_cast<size_t>(d)])];
+    return remote(d) && h.ok ? h.per_node : 0;
   }
   // Moving `bytes` from device a to device b; `via_coord` says whether the
   // coordinator already holds a copy (a read from a skipped). Sets *relayed
@@ -318,7 +326,7 @@ class Placer {
   // dispatch of a new stage and the moves of its inputs (kInf if unreachable).
   double lead_s(NodeId id, int d) const {
     const Node& n = g_.node(id);
-    double s = d == cur_dev_ ? 0 : routes_.dispatch(d);
+    double s = (d == cur_dev_ ? 0 : routes_.dispatch(d)) + routes_.per_node(d);
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const ValueId x = n.inputs[i];
       if (x == kNone) continue;

@@ -75,7 +75,8 @@ struct DeviceProfile {
 // The figures price requests as the multi-node runtime makes them
 // (docs/scheduler.md, "Stages and requests"): every request on the link
 // costs rtt_s + request_s, a stage run on the far node one GraphSubmit
-// round trip (rtt_s + dispatch_s) besides its compute, and a tensor moved
+// round trip (rtt_s + dispatch_s + dispatch_per_node_s per node) besides its
+// compute, and a tensor moved
 // over it its requests plus bytes / bandwidth.
 struct LinkProfile {
   std::string from_node, to_node;
@@ -83,6 +84,7 @@ struct LinkProfile {
   double rtt_s = 0;                  // network round trip
   double request_s = 0;              // handling of one tensor request (alloc, write, read) beyond the RTT
   double dispatch_s = 0;             // handling of one stage's GraphSubmit beyond the RTT (decode, validate, reply)
+  double dispatch_per_node_s = 0;    // and per node of the stage (its JSON, graph building, checks), beyond op_overhead_s
 };
 
 // The node of devices[0] is the coordinator: the process that runs the

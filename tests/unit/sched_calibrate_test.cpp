@@ -94,7 +94,7 @@ TEST(SchedCalibrate, AnOlderCacheFormatIsMeasuredAgain) {
   // recognisable peak.
   cJSON* root = cJSON_Parse(text.c_str());
   ASSERT_NE(root, nullptr) << text;
-  EXPECT_EQ(cJSON_GetObjectItem(root, "version")->valuedouble, 2);
+  EXPECT_EQ(cJSON_GetObjectItem(root, "version")->valuedouble, 3);
   cJSON_DeleteItemFromObject(root, "vector_flops");
   cJSON_SetNumberValue(cJSON_GetObjectItem(root, "version"), 1);
   cJSON_SetNumberValue(cJSON_GetObjectItem(root, "peak_flops"), 123456789.0);

@@ -306,7 +306,8 @@ TEST(SchedPlan, OrderingFreesMemoryEarly) {
 
 // Two one-CPU nodes with round figures: node-a (device 0, the coordinator)
 // and node-b (device 1), 1 GFLOP/s and 1 GB/s each; a 1 GB/s link with a
-// 100 us RTT, 20 us per request and 50 us per stage dispatch beyond it.
+// 100 us RTT, 20 us per request and 50 us per stage dispatch (+ 5 us per
+// node of the stage) beyond it.
 Topology serial_pair() {
   Topology t;
   t.devices = {device("node-a", "cpu:0", 1, 1), device("node-b", "cpu:0", 1, 1)};
@@ -317,6 +318,7 @@ Topology serial_pair() {
   l.rtt_s = 100e-6;
   l.request_s = 20e-6;
   l.dispatch_s = 50e-6;
+  l.dispatch_per_node_s = 5e-6;
   t.links = {l};
   t.version = 1;
   return t;
@@ -360,10 +362,11 @@ TEST(SchedPlan, PredictedTotalMirrorsTheRuntime) {
     EXPECT_EQ(p.transfers[0].value, "x");
     EXPECT_NEAR(p.transfers[0].predicted_s, move_x, 1e-12);
     const double relu = 2048 / 1e9 + 2e-6;  // 256 elements read and written
-    // One GraphSubmit to node-b, x moved there, then both nodes' compute.
-    EXPECT_NEAR(p.decisions[0].start_s, dispatch + move_x, 1e-12);
-    EXPECT_NEAR(p.predicted_total_s, dispatch + move_x + linear + relu, 1e-12);  // 661.264 us
-    EXPECT_NEAR(p.predicted_total_s, 661.264e-6, 1e-12);
+    // One GraphSubmit to node-b (two nodes in it), x moved there, then both
+    // nodes' compute.
+    EXPECT_NEAR(p.decisions[0].start_s, dispatch + 5e-6 + move_x, 1e-12);
+    EXPECT_NEAR(p.predicted_total_s, dispatch + 2 * 5e-6 + move_x + linear + relu, 1e-12);  // 671.264 us
+    EXPECT_NEAR(p.predicted_total_s, 671.264e-6, 1e-12);
   }
   {
     SCOPED_TRACE("three stages: there and back");
@@ -377,8 +380,8 @@ TEST(SchedPlan, PredictedTotalMirrorsTheRuntime) {
     const double read_y = request + 1024 / 1e9;  // TensorRead of 1 KiB
     EXPECT_NEAR(p.transfers[1].predicted_s, read_y, 1e-12);
     // The coordinator's own stage has no dispatch round trip.
-    EXPECT_NEAR(p.predicted_total_s, dispatch + move_x + linear + read_y + linear, 1e-12);  // 1044.432 us
-    EXPECT_NEAR(p.predicted_total_s, 1044.432e-6, 1e-12);
+    EXPECT_NEAR(p.predicted_total_s, dispatch + 5e-6 + move_x + linear + read_y + linear, 1e-12);  // 1049.432 us
+    EXPECT_NEAR(p.predicted_total_s, 1049.432e-6, 1e-12);
   }
 }
 
