@@ -196,8 +196,10 @@ int main(int argc, char** argv) {
   co.node_id = "local";
   Topology local;
   local.devices.push_back(calibrate_local_cpu(co));
-  std::printf("prediction vs measured execution on this CPU (calibrated: %.1f GFLOP/s, %.1f GB/s)\n",
-              local.devices[0].peak_flops * 1e-9, local.devices[0].mem_bw_bytes_per_s * 1e-9);
+  std::printf("prediction vs measured execution on this CPU (calibrated: GEMM %.1f GFLOP/s, element-wise %.2f "
+              "GFLOP/s, %.1f GB/s)\n",
+              local.devices[0].peak_flops * 1e-9, local.devices[0].vector_flops * 1e-9,
+              local.devices[0].mem_bw_bytes_per_s * 1e-9);
   genie_context_t* ctx = nullptr;
   bu_check(genie_init(nullptr, &ctx), "genie_init");
   struct Case {

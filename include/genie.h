@@ -1041,9 +1041,11 @@ GENIE_API genie_status_t genie_future_exec_ns(const genie_future_t *future,
  *  the KV caches and the nodes kept with them), the devices with their
  *  predicted peak memory and budget, every node in execution order with its
  *  device, the rule that decided ("kv_cache_colocation", "resident_weight",
- *  "only_device", "min_finish_time"), a sentence saying why, its FLOPs,
- *  bytes and predicted start, finish and duration, the transfers between
- *  devices, and the predicted total time. The graph is validated on a copy
+ *  "only_device", "min_finish_time", "stage_merge"), a sentence saying why,
+ *  its FLOPs, bytes and predicted start, finish and duration, the transfers
+ *  between devices, and the predicted total time (stages run one after
+ *  another; a stage on a worker and every transfer include their request
+ *  round trips). The graph is validated on a copy
  *  (the handle is not changed); every input is planned as not yet resident
  *  anywhere, so inputs must have static shapes.
  *  Embedded mode plans over this process's devices: the CPU, profiled on

@@ -247,7 +247,7 @@ type PlanNode struct {
 	Name       string  `json:"name"`
 	Op         string  `json:"op"`
 	Device     string  `json:"device"`
-	Rule       string  `json:"rule"` // kv_cache_colocation, resident_weight, only_device, min_finish_time
+	Rule       string  `json:"rule"` // kv_cache_colocation, resident_weight, only_device, min_finish_time, stage_merge
 	Why        string  `json:"why"`
 	Flops      float64 `json:"flops"`
 	Bytes      float64 `json:"bytes"`

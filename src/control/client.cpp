@@ -1156,6 +1156,7 @@ void RemoteClient::register_worker(const std::string& host, int port,
     i->set_mem_capacity_bytes(d.mem_capacity_bytes);
     i->set_mem_budget_bytes(d.mem_budget_bytes);
     i->set_op_overhead_s(d.op_overhead_s);
+    i->set_vector_flops(d.vector_flops);
   }
   auto call = std::make_shared<Call>(MsgType::WorkerRegister, Link::Control);
   impl_->transact(call, wire::encode_msg(m));

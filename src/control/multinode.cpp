@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <future>
 
 #include "control/graph_split.hpp"
@@ -28,6 +29,30 @@ RemoteResult wait_submit(RemoteClient& c, const std::string& json,
 }
 
 }  // namespace
+
+double measure_node_overhead(Executor& exec) {
+  constexpr int kNodes = 16;
+  auto g = std::make_shared<Graph>("node_overhead_probe");
+  g->add_input("v0", DType::F32, {64});
+  for (int i = 0; i < kNodes; ++i)
+    g->add_node("relu", cat("r", i), {cat("v", i)}, {cat("v", i + 1)});
+  g->mark_output(cat("v", kNodes));
+  g->validate();
+  auto x = std::make_shared<TensorData>(DType::F32, Shape{64});
+  std::memset(x->bytes(), 0, x->nbytes());
+  double best = 1e9;
+  for (int rep = 0; rep < 4; ++rep) {
+    auto done = std::make_shared<std::promise<ExecResult>>();
+    std::future<ExecResult> f = done->get_future();
+    const auto t0 = Clock::now();
+    exec.run(g, {x}, [done](ExecResult&& r) { done->set_value(std::move(r)); });
+    const ExecResult r = f.get();
+    const double dt = seconds_since(t0);
+    check(r.status == GENIE_OK, r.status, "the executor failed the node-overhead probe: ", r.detail);
+    if (rep > 0) best = std::min(best, dt);  // the first warms up the pool
+  }
+  return best / kNodes;
+}
 
 Cluster::Cluster(std::string node_id, Config cfg, Executor& exec, Hooks hooks)
     : node_id_(std::move(node_id)), cfg_(std::move(cfg)), exec_(exec), hooks_(std::move(hooks)) {}
@@ -68,11 +93,51 @@ void Cluster::join(const std::string& node_id, const std::string& host, int port
   w->client->tensor_write(id, 0, bytes.data(), bytes.size());
   const double write_s = std::max(seconds_since(t0) - rtt, 1e-6);
   w->client->tensor_free(id);
+  // Request and dispatch handling beyond the RTT: the best of a few
+  // TensorAlloc round trips, and of a few GraphSubmits of a one-node graph
+  // (what running the smallest stage there costs besides its compute).
+  double alloc_s = 1e9, submit_s = 1e9;
+  uint64_t one = 0;
+  for (int i = 0; i < 3; ++i) {
+    const auto ta = Clock::now();
+    const uint64_t t = w->client->tensor_alloc(DType::F32, {1}, "cpu:0");
+    alloc_s = std::min(alloc_s, seconds_since(ta));
+    if (i == 0)
+      one = t;
+    else
+      w->client->tensor_free(t);
+  }
+  // A one-node graph and a 16-node chain (relu over one float): the stage's
+  // fixed dispatch cost and its cost per node.
+  constexpr int kChain = 16;
+  double chain_s = 1e9;
+  for (int nodes : {1, kChain}) {
+    Graph probe_graph("link_probe");
+    probe_graph.add_input("v0", DType::F32, {1});
+    for (int i = 0; i < nodes; ++i) probe_graph.add_node("relu", cat("r", i), {cat("v", i)}, {cat("v", i + 1)});
+    probe_graph.mark_output(cat("v", nodes));
+    const std::string json = graph_to_json(probe_graph);
+    double& best = nodes == 1 ? submit_s : chain_s;
+    for (int i = 0; i < 4; ++i) {
+      const auto ts = Clock::now();
+      RemoteResult r = wait_submit(*w->client, json, {{"v0", one}});
+      const double dt = seconds_since(ts);
+      check(r.status == GENIE_OK, r.status, "worker ", node_id, " failed the link probe graph: ", r.detail);
+      for (const RemoteOutput& o : r.outputs) w->client->tensor_free(o.tensor_id);
+      if (i > 0) best = std::min(best, dt);  // the first warms up the worker's executor and caches
+    }
+  }
+  w->client->tensor_free(one);
+  w->request_s = std::max(alloc_s - rtt, 0.0);
+  w->dispatch_s = std::max(submit_s - rtt, 0.0);
+  w->dispatch_per_node_s = std::max((chain_s - submit_s) / (kChain - 1) - devices.front().op_overhead_s, 0.0);
   w->rtt_s = rtt;
   w->bandwidth_bytes_per_s = static_cast<double>(probe) / write_s;
   for (auto& d : devices) d.node_id = node_id;
   w->devices = std::move(devices);
   const std::string src = w->rtt_source;
+  [[maybe_unused]] const double w_request = w->request_s, w_dispatch = w->dispatch_s,
+                                w_per_node = w->dispatch_per_node_s;
   std::shared_ptr<const Worker> old;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -148,6 +213,7 @@ const sched::DeviceProfile& Cluster::local_profile() {
   if (!have_local_) {
     sched::CalibrateOptions o;
     local_ = sched::calibrate_local_cpu(o);
+    local_.op_overhead_s = measure_node_overhead(exec_);
     local_.node_id.clear();  // this process
     have_local_ = true;
   }
@@ -196,7 +262,8 @@ Cluster::Planned Cluster::plan(const Graph& g, const std::vector<Held>& inputs,
         p.topo.devices.push_back(d);
         p.device_node.push_back(id);
       }
-      p.topo.links.push_back({"", id, std::max(w->bandwidth_bytes_per_s, 1.0), w->rtt_s});
+      p.topo.links.push_back({"", id, std::max(w->bandwidth_bytes_per_s, 1.0), w->rtt_s, w->request_s, w->dispatch_s,
+                              w->dispatch_per_node_s});
     }
     p.topo.version = version_;
   }

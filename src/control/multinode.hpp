@@ -54,6 +54,14 @@ struct MultiResult {
   uint64_t exec_ns = 0;
 };
 
+// The executor's own cost per node (scheduling, output allocation, the
+// run's hand-off to the pool, amortised), which calibrate_local_cpu (below
+// the executor) cannot see: the best of a few runs of a 16-node chain of
+// relu over 64 floats, per node. The scheduler's DeviceProfile::op_overhead_s
+// of this server's CPU. Blocks about a millisecond; throws only if the
+// executor fails the chain.
+double measure_node_overhead(Executor& exec);
+
 class Cluster {
  public:
   struct Worker {
@@ -65,6 +73,11 @@ class Cluster {
     double rtt_s = 0;
     std::string rtt_source;  // "probe" (the cluster layer's) or "server_info"
     double bandwidth_bytes_per_s = 0;
+    // Handling beyond the RTT of one tensor request, of one stage's
+    // GraphSubmit (a one-node graph) and per further node (a 16-node chain,
+    // less the worker's op_overhead_s), measured at join: the scheduler prices
+    // remote stages and transfers with them (sched::LinkProfile).
+    double request_s = 0, dispatch_s = 0, dispatch_per_node_s = 0;
     const void* registered_by = nullptr;   // the worker's own session on the master
   };
 
@@ -93,7 +106,8 @@ class Cluster {
   // Blocking: connects to the worker at host:port, measures the link (RTT
   // from the cluster layer's Probe round trips when hooks.rtt gives one,
   // else the best of a few ServerInfo round trips; bandwidth from one
-  // 1 MiB write), and adds it, replacing a worker of the same node id.
+  // 1 MiB write; request and stage-dispatch handling from the best of a few
+  // TensorAlloc and one-node GraphSubmit round trips), and adds it, replacing a worker of the same node id.
   // Throws the connection's errors.
   void join(const std::string& node_id, const std::string& host, int port,
             std::vector<sched::DeviceProfile> devices, const void* registered_by);

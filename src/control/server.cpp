@@ -15,6 +15,7 @@
 
 #include <cctype>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -992,7 +993,8 @@ void Server::Impl::join_master() {
   c.graph_deltas = false;
   sched::CalibrateOptions co;
   co.node_id = node_id;
-  const sched::DeviceProfile profile = sched::calibrate_local_cpu(co);
+  sched::DeviceProfile profile = sched::calibrate_local_cpu(co);
+  profile.op_overhead_s = measure_node_overhead(exec);
   master_link = RemoteClient::connect(c, node_id);
   master_link->register_worker(host, bound_port, {profile});
   if (opts.on_joined) opts.on_joined(master_link, host, bound_port);
@@ -1041,6 +1043,7 @@ void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
       prof.mem_capacity_bytes = d.mem_capacity_bytes();
       prof.mem_budget_bytes = d.mem_budget_bytes();
       prof.op_overhead_s = d.op_overhead_s();
+      prof.vector_flops = std::isfinite(d.vector_flops()) && d.vector_flops() > 0 ? d.vector_flops() : 0;
       check(prof.device == "cpu:0" && prof.peak_flops > 0 && prof.mem_bw_bytes_per_s > 0, GENIE_ERR_INVALID_ARGUMENT,
             "worker device '", prof.device, "' needs positive rates (and only cpu:0 is served by workers now)");
       devices.push_back(prof);

@@ -68,6 +68,7 @@ OpCost op_cost(const Graph& g, NodeId id, OpCode code, const std::vector<const S
   for (ValueId v : n.outputs) c.bytes_written += bytes_of(v);
   const Shape& out = *shapes[n.outputs[0]];
   const double out_n = numel_d(out);
+  c.gemm = code == OpCode::Matmul || code == OpCode::Linear || code == OpCode::Attention || code == OpCode::Conv2d;
 
   if (code == OpCode::Matmul) {
     // out = [..., m, n]; k from a's last dim (or second last when transposed).
@@ -132,7 +133,8 @@ OpCost op_cost(const Graph& g, NodeId n) { return op_cost(g, n, value_shapes(g, 
 bool cost_model_knows(const std::string& op) { return op_code(op) != OpCode::Other; }
 
 double predict_seconds(const OpCost& c, const DeviceProfile& d) {
-  const double compute = c.flops / d.peak_flops;
+  const double rate = c.gemm || !(d.vector_flops > 0) ? d.peak_flops : d.vector_flops;
+  const double compute = c.flops / rate;
   const double memory = static_cast<double>(c.bytes()) / d.mem_bw_bytes_per_s;
   return std::max(compute, memory) + d.op_overhead_s;
 }

@@ -15,6 +15,7 @@ struct OpCost {
   double flops = 0;          // floating-point operations (a multiply-add is 2)
   uint64_t bytes_read = 0;   // bytes the kernel reads (a gather reads only the rows it needs)
   uint64_t bytes_written = 0;
+  bool gemm = false;         // GEMM-like (matmul, linear, attention, conv2d): runs at peak_flops, else at vector_flops
   uint64_t bytes() const { return bytes_read + bytes_written; }
 };
 
@@ -36,7 +37,9 @@ OpCost op_cost(const Graph& g, NodeId n);
 // Bytes of a value of the given dtype and shape (0 for an unknown dtype).
 uint64_t value_bytes(DType t, const Shape& s);
 
-// Roofline: max(flops / peak, bytes / bandwidth) + the device's per-op overhead.
+// Roofline: max(flops / rate, bytes / bandwidth) + the device's per-op
+// overhead; rate = peak_flops for GEMM-like ops, vector_flops (when set)
+// for the rest.
 double predict_seconds(const OpCost& c, const DeviceProfile& d);
 
 }  // namespace genie::sched

@@ -109,6 +109,13 @@ std::string Plan::explain_json(const Graph& g) const {
       case Rule::OnlyDevice:
         why = device_names.size() == 1 ? "the only device" : "the only device with room for its tensors and reach to its inputs";
         break;
+      case Rule::StageMerge:
+        why = cat("kept in its neighbouring stage: the plan finishes earlier with one cut fewer (",
+                  dec.runner_up >= 0 ? cat("alone it would finish at ", micros(dec.runner_up_finish_s), " on ",
+                                           dev(dec.runner_up), " vs ", micros(dec.finish_s), " here")
+                                     : std::string("no alternative"),
+                  ")");
+        break;
       case Rule::MinFinishTime:
         why = dec.runner_up >= 0 ? cat("earliest predicted finish, transfers included: ", micros(dec.finish_s),
                                        " vs ", micros(dec.runner_up_finish_s), " on ", dev(dec.runner_up))

@@ -19,6 +19,7 @@ const char* rule_name(Rule r) {
     case Rule::MinFinishTime: return "min_finish_time";
     case Rule::KvCacheColocation: return "kv_cache_colocation";
     case Rule::ResidentWeight: return "resident_weight";
+    case Rule::StageMerge: return "stage_merge";
   }
   return "unknown";
 }
@@ -31,6 +32,8 @@ void Topology::check() const {
     genie::check(!d.device.empty(), GENIE_ERR_INVALID_ARGUMENT, "device ", i, " has no name");
     genie::check(d.peak_flops > 0 && std::isfinite(d.peak_flops), GENIE_ERR_INVALID_ARGUMENT, "device '", name,
           "': peak_flops must be positive");
+    genie::check(d.vector_flops >= 0 && std::isfinite(d.vector_flops), GENIE_ERR_INVALID_ARGUMENT, "device '", name,
+          "': vector_flops must be >= 0");
     genie::check(d.mem_bw_bytes_per_s > 0 && std::isfinite(d.mem_bw_bytes_per_s), GENIE_ERR_INVALID_ARGUMENT, "device '",
           name, "': mem_bw_bytes_per_s must be positive");
     genie::check(d.op_overhead_s >= 0 && std::isfinite(d.op_overhead_s), GENIE_ERR_INVALID_ARGUMENT, "device '", name,
@@ -44,6 +47,10 @@ void Topology::check() const {
           "link ", l.from_node, " -> ", l.to_node, ": bandwidth must be positive");
     genie::check(l.rtt_s >= 0 && std::isfinite(l.rtt_s), GENIE_ERR_INVALID_ARGUMENT, "link ", l.from_node, " -> ",
           l.to_node, ": rtt must be >= 0");
+    genie::check(l.request_s >= 0 && std::isfinite(l.request_s) && l.dispatch_s >= 0 && std::isfinite(l.dispatch_s) &&
+                     l.dispatch_per_node_s >= 0 && std::isfinite(l.dispatch_per_node_s),
+          GENIE_ERR_INVALID_ARGUMENT, "link ", l.from_node, " -> ", l.to_node,
+          ": request and dispatch overheads must be >= 0");
   }
 }
 
@@ -143,62 +150,156 @@ std::vector<NodeId> memory_aware_order(const GraphView& v, const std::vector<uin
   return order;
 }
 
+// Prices every move the multi-node runtime makes (src/control/multinode.cpp):
+// the coordinator (devices[0]'s node) runs its own stages and sends each
+// other node's stage as one GraphSubmit; a tensor goes from the coordinator
+// to a node by a TensorAlloc and a TensorWrite, comes back by a TensorRead,
+// and goes between two other nodes through the coordinator (a read, then an
+// alloc and a write). Each request costs the link's RTT plus its request
+// handling; the bytes cost bytes / bandwidth. Devices of one node share
+// memory (LinkMatrix). Stages run one after another.
+struct Routes {
+  struct Hop {
+    bool ok = false;
+    double request = 0, dispatch = 0, bandwidth = 0;  // request, dispatch: seconds incl. the RTT
+    double per_node = 0;
+  };
+  std::vector<int> node_of;  // per device: index of its node; the coordinator is 0
+  std::vector<Hop> to_coord;  // per node: its link with the coordinator
+  const LinkMatrix& direct;
+
+  Routes(const Topology& t, const LinkMatrix& m) : direct(m) {
+    std::vector<std::string> nodes;
+    for (const DeviceProfile& d : t.devices) {
+      size_t k = 0;
+      while (k < nodes.size() && nodes[k] != d.node_id) ++k;
+      if (k == nodes.size()) nodes.push_back(d.node_id);
+      node_of.push_back(static_cast<int>(k));
+    }
+    to_coord.resize(nodes.size());
+    for (size_t k = 1; k < nodes.size(); ++k) {
+      const LinkProfile* link = nullptr;
+      for (const LinkProfile& l : t.links)
+        if (l.from_node == nodes[0] && l.to_node == nodes[k]) link = &l;
+      if (!link)
+        for (const LinkProfile& l : t.links)
+          if (l.from_node == nodes[k] && l.to_node == nodes[0]) link = &l;
+      if (!link) continue;
+      Hop& h = to_coord[k];
+      h.ok = true;
+      h.request = link->rtt_s + link->request_s;
+      h.dispatch = link->rtt_s + link->dispatch_s;
+      h.bandwidth = link->bandwidth_bytes_per_s;
+      h.per_node = link->dispatch_per_node_s;
+    }
+  }
+  bool remote(int d) const { return node_of[static_cast<size_t>(d)] != 0; }
+  // A stage on device d: its GraphSubmit round trip (0 on the coordinator,
+  // or when no link to the node is known).
+  double dispatch(int d) const {
+    const Hop& h = to_coord[static_cast<size_t>(node_of[static_cast<size_t>(d)])];
+    return remote(d) && h.ok ? h.dispatch : 0;
+  }
+  // Each node of a stage on device d: its share of the GraphSubmit.
+  double per_node(int d) const {
+    const Hop& h = to_coord[static_cast<size_t>(node_of[static_cast<size_t>(d)])];
+    return remote(d) && h.ok ? h.per_node : 0;
+  }
+  // Moving `bytes` from device a to device b; `via_coord` says whether the
+  // coordinator already holds a copy (a read from a skipped). Sets *relayed
+  // when the move leaves a copy on the coordinator.
+  double move(int a, int b, uint64_t bytes, bool via_coord, bool* relayed) const {
+    if (a == b) return 0;
+    const int na = node_of[static_cast<size_t>(a)], nb = node_of[static_cast<size_t>(b)];
+    if (na == nb) return direct.seconds(a, b, bytes);
+    const double B = static_cast<double>(bytes);
+    const Hop& ha = to_coord[static_cast<size_t>(na)];
+    const Hop& hb = to_coord[static_cast<size_t>(nb)];
+    if (na == 0) return hb.ok ? 2 * hb.request + B / hb.bandwidth : kInf;  // alloc + write
+    if (nb == 0) return ha.ok ? ha.request + B / ha.bandwidth : kInf;      // read
+    if (ha.ok && hb.ok) {                                                  // read to the coordinator, then write
+      if (relayed) *relayed = true;
+      return (via_coord ? 0 : ha.request + B / ha.bandwidth) + 2 * hb.request + B / hb.bandwidth;
+    }
+    const double d = direct.seconds(a, b, bytes);  // a direct path the runtime does not use (other runtimes may)
+    return std::isfinite(d) ? d : kInf;
+  }
+};
+
 class Placer {
  public:
-  Placer(const GraphView& v, const Topology& t, const Residency& r, const std::vector<const Shape*>& shapes,
-         Plan& plan)
-      : v_(v), g_(v.g), t_(t), links_(t), plan_(plan), nd_(t.devices.size()) {
+  Placer(const GraphView& v, const Topology& t, const Residency& r, const std::vector<const Shape*>& shapes)
+      : v_(v), g_(v.g), t_(t), links_(t), routes_(t, links_), nd_(t.devices.size()) {
     const size_t nv = g_.values().size(), nn = g_.nodes().size();
     vbytes_.resize(nv);
     for (size_t x = 0; x < nv; ++x) vbytes_[x] = value_bytes(g_.value(static_cast<ValueId>(x)).dtype, *shapes[x]);
-    home_.assign(nv, -1);
-    ready_.assign(nv, 0);
-    arrival_.assign(nv * nd_, -1);
-    resident_.assign(nv, 0);
+    resident_home_.assign(nv, -1);
     for (const auto& [name, dev] : r.value_device) {
       const ValueId x = g_.find_value(name);
       check(x != kNone && g_.value(x).kind == ValueKind::Input, GENIE_ERR_INVALID_ARGUMENT, "residency names '",
             name, "', which is not an input of the graph");
       check(dev >= 0 && static_cast<size_t>(dev) < nd_, GENIE_ERR_INVALID_ARGUMENT, "residency puts '", name,
             "' on device ", dev, ", but the topology has ", nd_, " devices");
-      home_[x] = dev;
-      resident_[x] = 1;
-      arrival_[static_cast<size_t>(x) * nd_ + static_cast<size_t>(dev)] = 0;
+      resident_home_[x] = dev;
     }
     costs_.resize(nn);
     for (size_t i = 0; i < nn; ++i) costs_[i] = op_cost(g_, static_cast<NodeId>(i), v.code[i], shapes);
-    live_.assign(nd_, 0);
-    peak_.assign(nd_, 0);
-    dev_free_.assign(nd_, 0);
-    remaining_.resize(nv);
-    for (size_t x = 0; x < nv; ++x) remaining_[x] = v.n_consumers(static_cast<ValueId>(x));
-    // Resident tensors occupy their device for the whole plan.
-    for (size_t x = 0; x < nv; ++x)
-      if (resident_[x]) live_[home_[x]] += vbytes_[x];
-    peak_ = live_;
+    compute_.resize(nn * nd_);
+    for (size_t i = 0; i < nn; ++i)
+      for (size_t d = 0; d < nd_; ++d) compute_[i * nd_ + d] = predict_seconds(costs_[i], t_.devices[d]);
   }
 
-  void run(const std::vector<NodeId>& order, const Analysis& a) {
+  // Places every node in `order` into `plan` (node_device, decisions,
+  // transfers, predicted figures, peaks). `forced`, when given, names each
+  // node's device (a trial of the stage-merging pass): returns false, instead
+  // of throwing, when that assignment breaks a rule or a budget.
+  bool run(const std::vector<NodeId>& order, const Analysis& a, Plan& plan, const std::vector<int>* forced = nullptr) {
+    reset(a);
+    plan_ = &plan;
+    const size_t nn = g_.nodes().size();
+    plan.node_device.assign(nn, -1);
+    plan.predicted_node_s.assign(nn, 0);
+    plan.decisions.assign(nn, {});
+    plan.transfers.clear();
+    plan.predicted_total_s = 0;
+    for (NodeId id : order)
+      if (!place(id, a, forced ? (*forced)[static_cast<size_t>(id)] : -1)) return false;
+    plan.peak_bytes_per_device = peak_;
+    plan.predicted_total_s = clock_;
+    return true;
+  }
+  void finish(Plan& plan) { plan.node_cost = std::move(costs_); }
+  const std::vector<uint64_t>& vbytes() const { return vbytes_; }
+
+ private:
+  void reset(const Analysis& a) {
+    const size_t nv = g_.values().size();
+    home_ = resident_home_;
+    present_.assign(nv * nd_, 0);
+    on_coord_.assign(nv, 0);
+    live_.assign(nd_, 0);
+    for (size_t x = 0; x < nv; ++x)
+      if (home_[x] >= 0) {
+        present_[x * nd_ + static_cast<size_t>(home_[x])] = 1;
+        live_[static_cast<size_t>(home_[x])] += vbytes_[x];  // resident tensors occupy their device throughout
+        if (!routes_.remote(home_[x])) on_coord_[x] = 1;
+      }
+    peak_ = live_;
+    remaining_.resize(nv);
+    for (size_t x = 0; x < nv; ++x) remaining_[x] = v_.n_consumers(static_cast<ValueId>(x));
     kv_home_.assign(a.kv_caches.size(), -1);
     for (size_t k = 0; k < a.kv_caches.size(); ++k)
-      if (resident_[a.kv_caches[k].value]) kv_home_[k] = home_[a.kv_caches[k].value];
+      if (resident_home_[a.kv_caches[k].value] >= 0) kv_home_[k] = resident_home_[a.kv_caches[k].value];
     node_kv_.assign(g_.nodes().size(), -1);
     for (size_t k = 0; k < a.kv_caches.size(); ++k)
       for (NodeId id : a.kv_caches[k].nodes)
         if (node_kv_[id] < 0) node_kv_[id] = static_cast<int32_t>(k);
-
-    const size_t nn = g_.nodes().size();
-    plan_.node_device.assign(nn, -1);
-    plan_.predicted_node_s.assign(nn, 0);
-    plan_.decisions.assign(nn, {});
-    finish_.assign(nd_, 0);
-    alloc_.assign(nd_, 0);
-    for (NodeId id : order) place(id, a);
-    plan_.peak_bytes_per_device = peak_;
-    plan_.node_cost = std::move(costs_);
+    clock_ = 0;
+    cur_dev_ = -1;
   }
 
- private:
+  bool present(ValueId x, int d) const { return present_[static_cast<size_t>(x) * nd_ + static_cast<size_t>(d)] != 0; }
+
   // Bytes node `id` would newly allocate on device d (its outputs, copies of
   // inputs not yet there, first uploads of host inputs).
   uint64_t new_bytes(NodeId id, int d) const {
@@ -207,7 +308,7 @@ class Placer {
     for (ValueId o : n.outputs) b += vbytes_[o];
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const ValueId x = n.inputs[i];
-      if (x == kNone || arrival_[static_cast<size_t>(x) * nd_ + static_cast<size_t>(d)] >= 0) continue;
+      if (x == kNone || present(x, d)) continue;
       bool dup = false;
       for (size_t j = 0; j < i; ++j) dup |= n.inputs[j] == x;
       if (!dup) b += vbytes_[x];
@@ -215,18 +316,31 @@ class Placer {
     return b;
   }
 
-  // When input x can be on device d (kInf if unreachable).
-  double arrival(ValueId x, int d) const {
-    const double at = arrival_[static_cast<size_t>(x) * nd_ + static_cast<size_t>(d)];
-    if (at >= 0) return at;
-    if (home_[x] < 0) return 0;  // a host input or constant: uploaded straight to its first reader
-    return ready_[x] + links_.seconds(home_[x], d, vbytes_[x]);
+  // Seconds to bring input x to device d (kInf if unreachable).
+  double move_s(ValueId x, int d) const {
+    if (home_[x] < 0 || present(x, d)) return 0;  // a host input or constant: uploaded straight to its first reader
+    return routes_.move(home_[x], d, vbytes_[x], on_coord_[x] != 0, nullptr);
+  }
+
+  // Serial seconds from now until node `id` would start computing on d: the
+  // dispatch of a new stage and the moves of its inputs (kInf if unreachable).
+  double lead_s(NodeId id, int d) const {
+    const Node& n = g_.node(id);
+    double s = (d == cur_dev_ ? 0 : routes_.dispatch(d)) + routes_.per_node(d);
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const ValueId x = n.inputs[i];
+      if (x == kNone) continue;
+      bool dup = false;
+      for (size_t j = 0; j < i; ++j) dup |= n.inputs[j] == x;
+      if (!dup) s += move_s(x, d);
+    }
+    return s;
   }
 
   std::string largest_live(int d) const {
     std::vector<std::pair<uint64_t, ValueId>> live;
     for (size_t x = 0; x < vbytes_.size(); ++x)
-      if (arrival_[x * nd_ + static_cast<size_t>(d)] >= 0 && !freed(static_cast<ValueId>(x)))
+      if (present_[x * nd_ + static_cast<size_t>(d)] && !freed(static_cast<ValueId>(x)))
         live.push_back({vbytes_[x], static_cast<ValueId>(x)});
     std::sort(live.begin(), live.end(), [](auto& a, auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
     std::string s;
@@ -255,7 +369,7 @@ class Placer {
     fail(GENIE_ERR_OUT_OF_MEMORY, detail);
   }
 
-  void place(NodeId id, const Analysis& a) {
+  bool place(NodeId id, const Analysis& a, int forced) {
     const Node& n = g_.node(id);
     NodeDecision dec;
     int pinned = -1;
@@ -268,26 +382,27 @@ class Placer {
     if (dec.rule != Rule::KvCacheColocation) {
       uint64_t best = 0;
       for (ValueId x : n.inputs)
-        if (x != kNone && resident_[x] && g_.value(x).role == TensorRole::Weight && (pinned < 0 || vbytes_[x] > best)) {
+        if (x != kNone && resident_home_[x] >= 0 && g_.value(x).role == TensorRole::Weight &&
+            (pinned < 0 || vbytes_[x] > best)) {
           best = vbytes_[x];
-          pinned = home_[x];
+          pinned = resident_home_[x];
           dec.rule = Rule::ResidentWeight;
           dec.pinned_by = x;
         }
     }
+    if (forced >= 0 && pinned >= 0 && forced != pinned) return false;
 
-    int choice = -1, runner = -1, feasible = 0;
-    double choice_finish = kInf, runner_finish = kInf, choice_start = 0;
+    int choice = -1, runner = -1, feasible = 0, forced_ok = 0;
+    double choice_finish = kInf, runner_finish = kInf, choice_start = 0, forced_start = 0;
     for (size_t dd = 0; dd < nd_; ++dd) {
       const int d = static_cast<int>(dd);
       if (pinned >= 0 && d != pinned) continue;
       if (live_[d] + new_bytes(id, d) > t_.devices[d].budget()) continue;
-      double start = dev_free_[d];
-      for (ValueId x : n.inputs)
-        if (x != kNone) start = std::max(start, arrival(x, d));
+      const double start = clock_ + lead_s(id, d);
       if (!std::isfinite(start)) continue;
       ++feasible;
-      const double finish = start + predict_seconds(costs_[id], t_.devices[d]);
+      const double finish = start + compute_[static_cast<size_t>(id) * nd_ + dd];
+      if (d == forced) forced_ok = 1, forced_start = start;
       if (finish < choice_finish) {
         runner = choice;
         runner_finish = choice_finish;
@@ -297,6 +412,19 @@ class Placer {
       } else if (finish < runner_finish) {
         runner = d;
         runner_finish = finish;
+      }
+    }
+    if (forced >= 0) {
+      if (!forced_ok) return false;
+      if (forced != choice) {
+        // The whole plan is faster with this node in its neighbours' stage
+        // than where it would finish earliest on its own.
+        runner = choice;
+        runner_finish = choice_finish;
+        choice = forced;
+        choice_start = forced_start;
+        choice_finish = forced_start + compute_[static_cast<size_t>(id) * nd_ + static_cast<size_t>(forced)];
+        if (pinned < 0) dec.rule = Rule::StageMerge;
       }
     }
     if (choice < 0) {
@@ -309,25 +437,25 @@ class Placer {
       fail(GENIE_ERR_UNSUPPORTED, "node '", n.name, "' (", n.op,
            "): no device can receive its inputs (the topology has no link between their nodes)");
     }
-    if (pinned < 0) dec.rule = feasible == 1 ? Rule::OnlyDevice : Rule::MinFinishTime;
+    if (pinned < 0 && dec.rule != Rule::StageMerge) dec.rule = feasible == 1 ? Rule::OnlyDevice : Rule::MinFinishTime;
     if (const int32_t k = node_kv_[id]; k >= 0 && kv_home_[k] < 0) kv_home_[k] = choice;
     dec.start_s = choice_start;
     dec.finish_s = choice_finish;
     dec.runner_up = runner;
     dec.runner_up_finish_s = runner >= 0 ? runner_finish : 0;
 
-    // Commit: allocations, transfers, frees.
+    // Commit: allocations, transfers (in the order the runtime makes them),
+    // frees.
     const int d = choice;
     live_[d] += new_bytes(id, d);
     peak_[d] = std::max(peak_[d], live_[d]);
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const ValueId x = n.inputs[i];
-      if (x == kNone) continue;
-      double& at = arrival_[static_cast<size_t>(x) * nd_ + static_cast<size_t>(d)];
-      if (at >= 0) continue;
+      if (x == kNone || present(x, d)) continue;
+      present_[static_cast<size_t>(x) * nd_ + static_cast<size_t>(d)] = 1;
       if (home_[x] < 0) {
         home_[x] = d;  // host input or constant: lives where it is first read
-        at = 0;
+        if (!routes_.remote(d)) on_coord_[x] = 1;
         continue;
       }
       Transfer tr;
@@ -336,50 +464,98 @@ class Placer {
       tr.from_device = home_[x];
       tr.to_device = d;
       tr.bytes = vbytes_[x];
-      tr.predicted_s = links_.seconds(home_[x], d, vbytes_[x]);
+      bool relayed = false;
+      tr.predicted_s = routes_.move(home_[x], d, vbytes_[x], on_coord_[x] != 0, &relayed);
       tr.consumer = id;
-      at = ready_[x] + tr.predicted_s;
-      plan_.transfers.push_back(std::move(tr));
+      if (relayed || !routes_.remote(d)) on_coord_[x] = 1;
+      plan_->transfers.push_back(std::move(tr));
     }
     for (ValueId o : n.outputs) {
       home_[o] = d;
-      ready_[o] = choice_finish;
-      arrival_[static_cast<size_t>(o) * nd_ + static_cast<size_t>(d)] = choice_finish;
+      present_[static_cast<size_t>(o) * nd_ + static_cast<size_t>(d)] = 1;
+      if (!routes_.remote(d)) on_coord_[o] = 1;
     }
-    dev_free_[d] = choice_finish;
-    plan_.node_device[id] = d;
-    plan_.predicted_node_s[id] = predict_seconds(costs_[id], t_.devices[d]);
-    plan_.predicted_total_s = std::max(plan_.predicted_total_s, choice_finish);
-    plan_.decisions[id] = dec;
+    clock_ = choice_finish;
+    cur_dev_ = d;
+    plan_->node_device[id] = d;
+    plan_->predicted_node_s[id] = compute_[static_cast<size_t>(id) * nd_ + static_cast<size_t>(d)];
+    plan_->decisions[id] = dec;
     // Free every copy of a node output whose last reader has run.
     for (ValueId x : n.inputs)
       if (x != kNone && --remaining_[x] == 0 && freed(x))
         for (size_t dd = 0; dd < nd_; ++dd)
-          if (arrival_[static_cast<size_t>(x) * nd_ + dd] >= 0) live_[dd] -= vbytes_[x];
+          if (present_[static_cast<size_t>(x) * nd_ + dd]) live_[dd] -= vbytes_[x];
     for (ValueId o : n.outputs)
       if (remaining_[o] == 0 && freed(o)) live_[d] -= vbytes_[o];
+    return true;
   }
 
   const GraphView& v_;
   const Graph& g_;
   const Topology& t_;
   LinkMatrix links_;
-  Plan& plan_;
+  Routes routes_;
+  Plan* plan_ = nullptr;
   const size_t nd_;
   std::vector<uint64_t> vbytes_;
-  std::vector<int> home_;
-  std::vector<double> ready_, arrival_;  // arrival_: per value x device, -1 = not there
-  std::vector<uint8_t> resident_;
+  std::vector<int> resident_home_, home_;
+  std::vector<uint8_t> present_, on_coord_;  // present_: per value x device
   std::vector<OpCost> costs_;
+  std::vector<double> compute_;  // per node x device: predicted compute seconds
   std::vector<uint64_t> live_, peak_;
-  std::vector<double> dev_free_, finish_;
-  std::vector<uint64_t> alloc_;
   std::vector<int32_t> remaining_, node_kv_;
   std::vector<int> kv_home_;
-
- public:
-  const std::vector<uint64_t>& vbytes() const { return vbytes_; }
+  double clock_ = 0;
+  int cur_dev_ = -1;
 };
+
+// Stage merging: the list scheduler decides one node at a time, so it can
+// send a node to another node's device for a small gain and pay the way
+// back later. While that helps (at most kMaxTrials whole-plan evaluations),
+// move every node of one stage (a run of consecutive nodes on one device)
+// to the device of the stage before or after it, and keep the plan if its
+// predicted total is lower and it keeps every rule and budget.
+void merge_stages(Placer& placer, const std::vector<NodeId>& order, const Analysis& a, Plan& plan) {
+  constexpr int kMaxTrials = 16;
+  int trials = 0;
+  bool improved = true;
+  while (improved && trials < kMaxTrials) {
+    improved = false;
+    std::vector<std::pair<size_t, size_t>> stages;  // [begin, end) in order
+    for (size_t i = 0; i < order.size(); ++i)
+      if (i == 0 || plan.node_device[order[i]] != plan.node_device[order[i - 1]]) stages.push_back({i, i + 1});
+      else stages.back().second = i + 1;
+    if (stages.size() < 2) return;
+    for (size_t s = 0; s < stages.size() && !improved && trials < kMaxTrials; ++s) {
+      const int here = plan.node_device[order[stages[s].first]];
+      bool pinned = false;
+      for (size_t i = stages[s].first; i < stages[s].second && !pinned; ++i) {
+        const Rule r = plan.decisions[order[i]].rule;
+        pinned = r == Rule::KvCacheColocation || r == Rule::ResidentWeight;
+      }
+      if (pinned) continue;
+      int to[2] = {s > 0 ? plan.node_device[order[stages[s - 1].first]] : -1,
+                   s + 1 < stages.size() ? plan.node_device[order[stages[s + 1].first]] : -1};
+      if (to[1] == to[0]) to[1] = -1;
+      for (int k = 0; k < 2 && !improved && trials < kMaxTrials; ++k) {
+        if (to[k] < 0 || to[k] == here) continue;
+        std::vector<int> forced = plan.node_device;
+        for (size_t i = stages[s].first; i < stages[s].second; ++i) forced[order[i]] = to[k];
+        Plan trial;
+        ++trials;
+        if (placer.run(order, a, trial, &forced) && trial.predicted_total_s < plan.predicted_total_s * (1 - 1e-9)) {
+          plan.node_device = std::move(trial.node_device);
+          plan.predicted_node_s = std::move(trial.predicted_node_s);
+          plan.decisions = std::move(trial.decisions);
+          plan.transfers = std::move(trial.transfers);
+          plan.peak_bytes_per_device = std::move(trial.peak_bytes_per_device);
+          plan.predicted_total_s = trial.predicted_total_s;
+          improved = true;
+        }
+      }
+    }
+  }
+}
 
 }  // namespace
 
@@ -416,10 +592,12 @@ Plan plan_graph(const Graph& g, const Topology& topo, const Residency& residency
             shape_str(*shapes[in]), ": pass the shapes it is bound to");
   plan.analysis = analyze(view, shapes);
   lap(&PlanTimings::analysis_s);
-  Placer placer(view, topo, residency, shapes, plan);  // FLOPs, bytes and sizes of every node and value
+  Placer placer(view, topo, residency, shapes);  // FLOPs, bytes, sizes and compute times
   lap(&PlanTimings::cost_s);
   plan.order = memory_aware_order(view, placer.vbytes());
-  placer.run(plan.order, plan.analysis);
+  placer.run(plan.order, plan.analysis, plan);
+  merge_stages(placer, plan.order, plan.analysis, plan);
+  placer.finish(plan);
   lap(&PlanTimings::placement_s);
   return plan;
 }

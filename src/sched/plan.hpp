@@ -12,11 +12,14 @@
 //      conv-norm-activation, residual, embedding and LM-head patterns; KV
 //      caches (annotated, or found from the graph itself).
 //   2. cost model: FLOPs and bytes per node; predicted seconds on a device
-//      (roofline: max(compute, memory) + a per-op overhead) and per transfer
-//      (RTT/2 + bytes / bandwidth).
+//      (roofline: max(compute at the op class's rate, memory) + a per-op
+//      overhead), per remote stage (its GraphSubmit round trip) and per
+//      transfer (the runtime's request round trips + bytes / bandwidth);
+//      stages run one after another, as the runtime runs them.
 //   3. placement: list scheduling over every device of every node,
-//      minimising the predicted finish time of each node including the
-//      transfers of its inputs, under co-location rules (a KV cache stays with
+//      minimising the predicted completion time of the serial stage
+//      sequence, then merging a stage into its neighbour's device when that
+//      is cheaper (fewer cuts), under co-location rules (a KV cache stays with
 //      the decode attention that reads it; a resident weight stays where it
 //      is; a tensor never goes to a device it cannot fit).
 //   4. memory-aware ordering: a topological order that frees tensors early,
@@ -49,7 +52,11 @@ namespace genie::sched {
 struct DeviceProfile {
   std::string node_id;              // the node (process) holding it; "" = this process
   std::string device;               // "cpu:0", "gpu:1"
-  double peak_flops = 0;            // FLOP/s, > 0
+  double peak_flops = 0;            // FLOP/s of GEMM-like ops (matmul, linear, attention, conv), > 0
+  // FLOP/s that element-wise, normalisation, softmax and reduction kernels
+  // reach (scalar/short-vector loops, far below the GEMM rate; the cost
+  // model's FLOP counts of those ops, cost.cpp); 0 = peak_flops.
+  double vector_flops = 0;
   double mem_bw_bytes_per_s = 0;    // bytes/s of the device memory, > 0
   uint64_t mem_capacity_bytes = 0;  // physical memory of the device
   uint64_t mem_budget_bytes = 0;    // what plans may use of it; 0 = the capacity
@@ -64,12 +71,26 @@ struct DeviceProfile {
 // reverse is given too). Devices of one node exchange tensors through memory
 // at the slower of the two devices' bandwidths, unless a link from the node
 // to itself says otherwise.
+//
+// The figures price requests as the multi-node runtime makes them
+// (docs/scheduler.md, "Stages and requests"): every request on the link
+// costs rtt_s + request_s, a stage run on the far node one GraphSubmit
+// round trip (rtt_s + dispatch_s + dispatch_per_node_s per node) besides its
+// compute, and a tensor moved
+// over it its requests plus bytes / bandwidth.
 struct LinkProfile {
   std::string from_node, to_node;
   double bandwidth_bytes_per_s = 0;  // > 0
-  double rtt_s = 0;                  // round trip; a transfer pays half of it
+  double rtt_s = 0;                  // network round trip
+  double request_s = 0;              // handling of one tensor request (alloc, write, read) beyond the RTT
+  double dispatch_s = 0;             // handling of one stage's GraphSubmit beyond the RTT (decode, validate, reply)
+  double dispatch_per_node_s = 0;    // and per node of the stage (its JSON, graph building, checks), beyond op_overhead_s
 };
 
+// The node of devices[0] is the coordinator: the process that runs the
+// plan (the master). It runs its own stages itself and sends every other
+// node's stages to that node, one after another; tensors between two other
+// nodes go through it (what src/control/multinode.cpp does).
 struct Topology {
   std::vector<DeviceProfile> devices;
   std::vector<LinkProfile> links;
@@ -115,13 +136,15 @@ enum class Rule : int32_t {
   MinFinishTime = 1,   // the device with the earliest predicted finish, transfers included
   KvCacheColocation = 2,  // reads a KV cache: runs where the cache lives
   ResidentWeight = 3,  // reads a resident weight: runs where the weight lives
+  StageMerge = 4,      // moved into a neighbouring stage's device: the whole plan finishes earlier (fewer cuts)
 };
-const char* rule_name(Rule r);  // "only_device", "min_finish_time", "kv_cache_colocation", "resident_weight"
+// "only_device", "min_finish_time", "kv_cache_colocation", "resident_weight", "stage_merge"
+const char* rule_name(Rule r);
 
 // Why node i went where it did, with the figures behind the decision.
 struct NodeDecision {
   Rule rule = Rule::MinFinishTime;
-  double start_s = 0, finish_s = 0;  // predicted, on the chosen device
+  double start_s = 0, finish_s = 0;  // predicted compute start and end on the serial stage timeline
   int runner_up = -1;                // the best other feasible device, -1 if none
   double runner_up_finish_s = 0;     // its predicted finish (transfers included)
   ValueId pinned_by = kNone;         // the resident / KV value behind a co-location rule
@@ -135,7 +158,7 @@ struct Plan {
   std::vector<Transfer> transfers;       // in the order the consumers run
   std::vector<double> predicted_node_s;  // per NodeId: compute time on its device
   std::vector<OpCost> node_cost;         // per NodeId: FLOPs and bytes
-  double predicted_total_s = 0;          // predicted completion of the whole graph
+  double predicted_total_s = 0;          // predicted completion: stages, dispatches and transfers in series
   std::vector<uint64_t> peak_bytes_per_device;  // per device: peak of live tensors in `order`
   std::vector<NodeDecision> decisions;   // per NodeId
   std::vector<std::string> device_names; // per device: qualified_name(), for explain
@@ -229,8 +252,9 @@ struct CalibrateOptions {
 };
 
 // Profile of this machine's CPU ("cpu:0"): peak FLOP/s from a short sgemm
-// (OpenBLAS, as the CPU kernels use) and memory bandwidth from memcpy, about
-// 50 ms in all; capacity from the physical memory. The measured rates are
+// (OpenBLAS, as the CPU kernels use), the element-wise rate (vector_flops)
+// from the CPU kernels' own vectorised GELU over an in-cache buffer, and
+// memory bandwidth from memcpy, under 50 ms in all; capacity from the physical memory. The measured rates are
 // cached in a small JSON file keyed by CPU model and core count, so later
 // starts read it instead (a damaged file is ignored and rewritten). Never
 // throws for cache I/O problems; throws Error(INTERNAL) only if the

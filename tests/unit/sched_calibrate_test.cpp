@@ -1,4 +1,5 @@
 // CPU calibration and its on-disk cache.
+#include <cjson/cJSON.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -40,6 +41,9 @@ TEST(SchedCalibrate, MeasuresAndCaches) {
   EXPECT_EQ(d.device, "cpu:0");
   EXPECT_GT(d.peak_flops, 1e8);          // any CPU of this century
   EXPECT_GT(d.mem_bw_bytes_per_s, 1e8);
+  // Element-wise kernels: a rate of their own, below the sgemm peak.
+  EXPECT_GT(d.vector_flops, 1e7);
+  EXPECT_LT(d.vector_flops, d.peak_flops);
   EXPECT_GT(d.mem_capacity_bytes, 0u);
   EXPECT_GT(d.mem_budget_bytes, 0u);
   EXPECT_LE(d.mem_budget_bytes, d.mem_capacity_bytes);
@@ -49,6 +53,7 @@ TEST(SchedCalibrate, MeasuresAndCaches) {
   const DeviceProfile again = calibrate_local_cpu(o);
   EXPECT_EQ(again.peak_flops, d.peak_flops);
   EXPECT_EQ(again.mem_bw_bytes_per_s, d.mem_bw_bytes_per_s);
+  EXPECT_EQ(again.vector_flops, d.vector_flops);
 
   // The file is what is read: edit it and the profile follows.
   const fs::path file = fs::directory_iterator(o.cache_dir)->path();
@@ -72,6 +77,37 @@ TEST(SchedCalibrate, MeasuresAndCaches) {
   std::ifstream in(file);
   std::string rewritten((std::istreambuf_iterator<char>(in)), {});
   EXPECT_NE(rewritten.find("peak_flops"), std::string::npos);
+}
+
+TEST(SchedCalibrate, AnOlderCacheFormatIsMeasuredAgain) {
+  TempDir tmp;
+  CalibrateOptions o;
+  o.cache_dir = tmp.path.string();
+  calibrate_local_cpu(o);
+  const fs::path file = fs::directory_iterator(o.cache_dir)->path();
+  std::string text;
+  {
+    std::ifstream in(file);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  // The same file as format 1 wrote it: no vector_flops, version 1, and a
+  // recognisable peak.
+  cJSON* root = cJSON_Parse(text.c_str());
+  ASSERT_NE(root, nullptr) << text;
+  EXPECT_EQ(cJSON_GetObjectItem(root, "version")->valuedouble, 3);
+  cJSON_DeleteItemFromObject(root, "vector_flops");
+  cJSON_SetNumberValue(cJSON_GetObjectItem(root, "version"), 1);
+  cJSON_SetNumberValue(cJSON_GetObjectItem(root, "peak_flops"), 123456789.0);
+  char* v1 = cJSON_Print(root);
+  cJSON_Delete(root);
+  { std::ofstream(file) << v1; }
+  cJSON_free(v1);
+  const DeviceProfile d = calibrate_local_cpu(o);
+  EXPECT_NE(d.peak_flops, 123456789.0);  // measured, not read
+  EXPECT_GT(d.vector_flops, 0);
+  std::ifstream in(file);
+  std::string rewritten((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(rewritten.find("vector_flops"), std::string::npos) << rewritten;
 }
 
 TEST(SchedCalibrate, WithoutCacheWritesNothing) {

@@ -304,6 +304,209 @@ TEST(SchedPlan, OrderingFreesMemoryEarly) {
   EXPECT_NO_THROW(plan_graph(g, t, {}));
 }
 
+// Two one-CPU nodes with round figures: node-a (device 0, the coordinator)
+// and node-b (device 1), 1 GFLOP/s and 1 GB/s each; a 1 GB/s link with a
+// 100 us RTT, 20 us per request and 50 us per stage dispatch (+ 5 us per
+// node of the stage) beyond it.
+Topology serial_pair() {
+  Topology t;
+  t.devices = {device("node-a", "cpu:0", 1, 1), device("node-b", "cpu:0", 1, 1)};
+  LinkProfile l;
+  l.from_node = "node-a";
+  l.to_node = "node-b";
+  l.bandwidth_bytes_per_s = 1e9;
+  l.rtt_s = 100e-6;
+  l.request_s = 20e-6;
+  l.dispatch_s = 50e-6;
+  l.dispatch_per_node_s = 5e-6;
+  t.links = {l};
+  t.version = 1;
+  return t;
+}
+
+// x [1, 256] on node-a; fc = linear(x, w1) with w1 [256, 256] resident on
+// node-b; then either relu(fc) (`back` false) or linear(fc, w2) with w2
+// resident on node-a (`back` true).
+Graph remote_layer(bool back) {
+  Graph g("remote_layer");
+  g.add_input("x", DType::F32, {1, 256});
+  g.value(g.add_input("w1", DType::F32, {256, 256})).role = TensorRole::Weight;
+  g.add_node("linear", "fc", {"x", "w1"}, {"y"});
+  if (back) {
+    g.value(g.add_input("w2", DType::F32, {256, 256})).role = TensorRole::Weight;
+    g.add_node("linear", "fc2", {"y", "w2"}, {"z"});
+  } else {
+    g.add_node("relu", "r", {"y"}, {"z"});
+  }
+  g.mark_output("z");
+  g.validate();
+  return g;
+}
+
+TEST(SchedPlan, PredictedTotalMirrorsTheRuntime) {
+  const Topology t = serial_pair();
+  // A linear [1,256] x [256,256]: 131072 FLOP (131.072 us at 1 GFLOP/s),
+  // 263168 bytes read + 1024 written (264.192 us at 1 GB/s) + 2 us launch.
+  const double linear = 264.192e-6 + 2e-6;
+  const double request = 120e-6, dispatch = 150e-6;  // RTT + handling
+  const double move_x = 2 * request + 1024 / 1e9;     // TensorAlloc + TensorWrite of 1 KiB
+  {
+    SCOPED_TRACE("two stages: node-b's linear, then a relu beside it");
+    const Graph g = remote_layer(false);
+    Residency r;
+    r.value_device = {{"x", 0}, {"w1", 1}};
+    const Plan p = plan_graph(g, t, r);
+    check_plan(g, p, t);
+    EXPECT_EQ(p.node_device, (std::vector<int>{1, 1}));
+    ASSERT_EQ(p.transfers.size(), 1u);
+    EXPECT_EQ(p.transfers[0].value, "x");
+    EXPECT_NEAR(p.transfers[0].predicted_s, move_x, 1e-12);
+    const double relu = 2048 / 1e9 + 2e-6;  // 256 elements read and written
+    // One GraphSubmit to node-b (two nodes in it), x moved there, then both
+    // nodes' compute.
+    EXPECT_NEAR(p.decisions[0].start_s, dispatch + 5e-6 + move_x, 1e-12);
+    EXPECT_NEAR(p.predicted_total_s, dispatch + 2 * 5e-6 + move_x + linear + relu, 1e-12);  // 671.264 us
+    EXPECT_NEAR(p.predicted_total_s, 671.264e-6, 1e-12);
+  }
+  {
+    SCOPED_TRACE("three stages: there and back");
+    const Graph g = remote_layer(true);
+    Residency r;
+    r.value_device = {{"x", 0}, {"w1", 1}, {"w2", 0}};
+    const Plan p = plan_graph(g, t, r);
+    check_plan(g, p, t);
+    EXPECT_EQ(p.node_device, (std::vector<int>{1, 0}));
+    ASSERT_EQ(p.transfers.size(), 2u);
+    const double read_y = request + 1024 / 1e9;  // TensorRead of 1 KiB
+    EXPECT_NEAR(p.transfers[1].predicted_s, read_y, 1e-12);
+    // The coordinator's own stage has no dispatch round trip.
+    EXPECT_NEAR(p.predicted_total_s, dispatch + 5e-6 + move_x + linear + read_y + linear, 1e-12);  // 1049.432 us
+    EXPECT_NEAR(p.predicted_total_s, 1049.432e-6, 1e-12);
+  }
+}
+
+// node-a: a slow CPU (1 GFLOP/s, 1 GB/s), the coordinator; node-b: a fast
+// GPU (1 TFLOP/s, 1 TB/s); 10 Gbit/s, 50 us RTT, 10 us per request, 30 us
+// per dispatch.
+Topology slow_fast() {
+  Topology t;
+  t.devices = {device("node-a", "cpu:0", 1, 1), device("node-b", "gpu:0", 1000, 1000)};
+  LinkProfile l;
+  l.from_node = "node-a";
+  l.to_node = "node-b";
+  l.bandwidth_bytes_per_s = 1.25e9;
+  l.rtt_s = 50e-6;
+  l.request_s = 10e-6;
+  l.dispatch_s = 30e-6;
+  t.links = {l};
+  t.version = 1;
+  return t;
+}
+
+// relu(x) then linear(., w) with x and w resident on node-a.
+Graph relu_then_local_linear(int64_t n) {
+  Graph g("tiny");
+  g.add_input("x", DType::F32, {n, n});
+  g.value(g.add_input("w", DType::F32, {n, n})).role = TensorRole::Weight;
+  g.add_node("relu", "r", {"x"}, {"a"});
+  g.add_node("linear", "fc", {"a", "w"}, {"y"});
+  g.mark_output("y");
+  g.validate();
+  return g;
+}
+
+TEST(SchedPlan, ATinyOpDoesNotHopToAnotherNode) {
+  // relu over 64 KiB: 131 us on node-a. The previous model priced the GPU
+  // at RTT/2 + 64 KiB / 1.25 GB/s + ~2 us = 79.6 us and sent it there
+  // (then paid the way back for fc). The runtime pays a GraphSubmit
+  // (80 us), a TensorAlloc and a TensorWrite (2 x 60 us + 52 us): 254 us.
+  const Graph g = relu_then_local_linear(128);
+  Residency r;
+  r.value_device = {{"x", 0}, {"w", 0}};
+  const Topology t = slow_fast();
+  const Plan p = plan_graph(g, t, r);
+  check_plan(g, p, t);
+  EXPECT_EQ(p.node_device, (std::vector<int>{0, 0}));
+  EXPECT_TRUE(p.transfers.empty());
+  EXPECT_EQ(p.decisions[0].rule, Rule::MinFinishTime);
+  EXPECT_EQ(p.decisions[0].runner_up, 1);
+  EXPECT_GT(p.decisions[0].runner_up_finish_s, p.decisions[0].finish_s);
+
+  // With a per-request cost of zero, an RTT of zero and the RTT/2 pricing
+  // gone, the GPU's speed wins again: the model still offloads when the
+  // round trips are cheap.
+  Topology free_link = t;
+  free_link.links[0].rtt_s = free_link.links[0].request_s = free_link.links[0].dispatch_s = 0;
+  free_link.links[0].bandwidth_bytes_per_s = 1e12;
+  const Plan q = plan_graph(g, free_link, r);
+  EXPECT_EQ(q.node_device[0], 1);
+}
+
+TEST(SchedPlan, AStageThatDoesNotPayForTheWayBackIsMerged) {
+  // relu over 256 KiB: 526 us on node-a, 412 us on node-b's GPU with its
+  // dispatch and the copy of x, so one node at a time it goes there; but fc
+  // must run on node-a (its weight) and reading the result back costs
+  // 270 us. Merging relu into fc's stage saves ~156 us.
+  const Graph g = relu_then_local_linear(256);
+  Residency r;
+  r.value_device = {{"x", 0}, {"w", 0}};
+  const Topology t = slow_fast();
+  const Plan p = plan_graph(g, t, r);
+  check_plan(g, p, t);
+  EXPECT_EQ(p.node_device, (std::vector<int>{0, 0}));
+  EXPECT_EQ(p.decisions[0].rule, Rule::StageMerge);
+  EXPECT_EQ(p.decisions[0].runner_up, 1);  // where it would have gone alone
+  EXPECT_TRUE(p.transfers.empty());
+  const double relu_local = 2.0 * 256 * 256 * 4 / 1e9 + 2e-6;
+  EXPECT_NEAR(p.decisions[0].finish_s, relu_local, 1e-12);
+  EXPECT_NE(p.explain_json(g).find("\"stage_merge\""), std::string::npos);
+
+  // Without fc's way back (relu's output is the graph's), the GPU stays.
+  Graph only("only");
+  only.add_input("x", DType::F32, {256, 256});
+  only.add_node("relu", "r", {"x"}, {"a"});
+  only.mark_output("a");
+  only.validate();
+  Residency rx;
+  rx.value_device = {{"x", 0}};
+  const Plan o = plan_graph(only, t, rx);
+  EXPECT_EQ(o.node_device[0], 1);
+  EXPECT_EQ(o.decisions[0].rule, Rule::MinFinishTime);
+}
+
+TEST(SchedPlan, CoLocationStillWinsOverFewerStages) {
+  // fc's weight is resident on node-b: it runs there although a plan all
+  // on node-a would have no cut (see PredictedTotalMirrorsTheRuntime).
+  const Graph g = remote_layer(true);
+  Residency r;
+  r.value_device = {{"x", 0}, {"w1", 1}, {"w2", 0}};
+  Topology t = serial_pair();
+  t.links[0].dispatch_s = 10;  // absurdly expensive stages change nothing
+  const Plan p = plan_graph(g, t, r);
+  EXPECT_EQ(p.node_device, (std::vector<int>{1, 0}));
+  EXPECT_EQ(p.decisions[0].rule, Rule::ResidentWeight);
+  EXPECT_EQ(p.decisions[1].rule, Rule::ResidentWeight);
+}
+
+TEST(SchedPlan, ElementwiseOpsRunAtTheVectorRate) {
+  Topology t;
+  t.devices = {device("", "cpu:0", 100, 1000)};
+  Graph g("ew");
+  g.add_input("x", DType::F32, {1000, 1000});
+  g.add_node("gelu", "g", {"x"}, {"y"});   // 8 FLOP per element: 8 MFLOP
+  g.add_node("matmul", "m", {"y", "y"}, {"z"});  // 2 GFLOP
+  g.mark_output("z");
+  g.validate();
+  Plan p = plan_graph(g, t, {});
+  EXPECT_NEAR(p.predicted_node_s[0], 8e6 / 100e9 + 2e-6, 1e-12);  // no vector rate: the peak
+  t.devices[0].vector_flops = 1e9;
+  p = plan_graph(g, t, {});
+  EXPECT_NEAR(p.predicted_node_s[0], 8e6 / 1e9 + 2e-6, 1e-12);  // the vector rate
+  EXPECT_NEAR(p.predicted_node_s[1], 2e9 / 100e9 + 2e-6, 1e-12);  // GEMM keeps the peak
+  t.devices[0].vector_flops = -1;
+  EXPECT_TRUE(fails_with([&] { plan_graph(g, t, {}); }, GENIE_ERR_INVALID_ARGUMENT, "vector_flops"));
+}
+
 TEST(SchedPlan, BadArguments) {
   auto g = shaped("diamond");
   EXPECT_TRUE(fails_with([&] { plan_graph(*g, Topology{}, {}); }, GENIE_ERR_INVALID_ARGUMENT, "no devices"));
