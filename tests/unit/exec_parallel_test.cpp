@@ -167,18 +167,18 @@ class KernelSplit : public ::testing::Test {
 };
 
 TEST_F(KernelSplit, ElementwiseMapsOddSizes) {
-  const Tensor a = f32({70001});
-  const Tensor b = f32({70001});
+  const Tensor a = f32({600001});
+  const Tensor b = f32({600001});
   for (const char* op : {"add", "mul", "sub", "div", "gt"})
-    expect_same(op, {}, {a.get(), b.get()}, {{std::string(op) == "gt" ? DType::Bool : DType::F32, {70001}}});
+    expect_same(op, {}, {a.get(), b.get()}, {{std::string(op) == "gt" ? DType::Bool : DType::F32, {600001}}});
   for (const char* op : {"relu", "neg", "abs", "exp", "tanh", "sigmoid", "silu", "log", "sqrt"}) {
-    const Tensor x = f32({9001}, std::string(op) == "log" || std::string(op) == "sqrt" ? 0.1f : -3.f);
-    const Tensor big = f32({70001});
+    const Tensor x = f32({40001}, std::string(op) == "log" || std::string(op) == "sqrt" ? 0.1f : -3.f);
+    const Tensor big = f32({600001});
     const bool dear = std::string(op) != "relu" && std::string(op) != "neg" && std::string(op) != "abs";
     const TensorData* in = dear ? x.get() : big.get();
     expect_same(op, {}, {in}, {{DType::F32, in->shape()}});
   }
-  const Tensor g = f32({3, 1001, 7});
+  const Tensor g = f32({3, 2001, 7});
   expect_same("gelu", attrs({{"approximate", std::string("tanh")}}), {g.get()}, {{DType::F32, g->shape()}});
   expect_same("gelu", {}, {g.get()}, {{DType::F32, g->shape()}});
   expect_same("cast", {}, {a.get()}, {{DType::I32, a->shape()}});
@@ -186,29 +186,30 @@ TEST_F(KernelSplit, ElementwiseMapsOddSizes) {
 
 TEST_F(KernelSplit, BroadcastWhereAndMaskedFill) {
   // Bias over rows (outer dim split), a column vector, and a single long row.
-  const Tensor x = f32({1031, 77});
+  const Shape s{7031, 77};
+  const Tensor x = f32(s);
   const Tensor bias = f32({77});
-  const Tensor col = f32({1031, 1});
-  expect_same("add", {}, {x.get(), bias.get()}, {{DType::F32, {1031, 77}}});
-  expect_same("mul", {}, {col.get(), x.get()}, {{DType::F32, {1031, 77}}});
-  const Tensor row = f32({1, 70003});
+  const Tensor col = f32({7031, 1});
+  expect_same("add", {}, {x.get(), bias.get()}, {{DType::F32, s}});
+  expect_same("mul", {}, {col.get(), x.get()}, {{DType::F32, s}});
+  const Tensor row = f32({1, 600003});
   const Tensor one = f32({1});
-  expect_same("sub", {}, {row.get(), one.get()}, {{DType::F32, {1, 70003}}});
-  const Tensor m = mask({1031, 77});
+  expect_same("sub", {}, {row.get(), one.get()}, {{DType::F32, {1, 600003}}});
+  const Tensor m = mask(s);
   const Tensor mrow = mask({1, 77});
-  const Tensor y = f32({1031, 77});
-  expect_same("where", {}, {m.get(), x.get(), y.get()}, {{DType::F32, {1031, 77}}});
-  expect_same("masked_fill", attrs({{"value", -1e9}}), {x.get(), mrow.get()}, {{DType::F32, {1031, 77}}});
-  const Tensor mcol = mask({1031, 1});
-  expect_same("masked_fill", attrs({{"value", 2.5}}), {x.get(), mcol.get()}, {{DType::F32, {1031, 77}}});
+  const Tensor y = f32(s);
+  expect_same("where", {}, {m.get(), x.get(), y.get()}, {{DType::F32, s}});
+  expect_same("masked_fill", attrs({{"value", -1e9}}), {x.get(), mrow.get()}, {{DType::F32, s}});
+  const Tensor mcol = mask({7031, 1});
+  expect_same("masked_fill", attrs({{"value", 2.5}}), {x.get(), mcol.get()}, {{DType::F32, s}});
 }
 
 TEST_F(KernelSplit, SoftmaxAndNormsSplitRows) {
-  const Tensor x = f32({7, 131, 33});
+  const Tensor x = f32({7, 531, 37});
   expect_same("softmax", attrs({{"axis", int64_t{-1}}}), {x.get()}, {{DType::F32, x->shape()}});
-  const Tensor inner = f32({301, 13, 17});  // softmax over a middle axis: outer slices split
+  const Tensor inner = f32({1301, 13, 17});  // softmax over a middle axis: outer slices split
   expect_same("softmax", attrs({{"axis", int64_t{1}}}), {inner.get()}, {{DType::F32, inner->shape()}});
-  const Tensor h = f32({3, 343, 37});
+  const Tensor h = f32({3, 1343, 37});
   const Tensor w = f32({37});
   const Tensor b = f32({37});
   expect_same("layer_norm", {}, {h.get(), w.get(), b.get()}, {{DType::F32, h->shape()}});
@@ -217,31 +218,32 @@ TEST_F(KernelSplit, SoftmaxAndNormsSplitRows) {
 }
 
 TEST_F(KernelSplit, AttentionSplitsHeadsAndQueryBlocks) {
-  // Causal with a remainder query block (67 = 4·16 + 3), several heads.
-  const Tensor q = f32({3, 5, 67, 40}, -1.f, 1.f);
-  const Tensor k = f32({3, 5, 67, 40}, -1.f, 1.f);
-  const Tensor v = f32({3, 5, 67, 24}, -1.f, 1.f);
+  // Causal with a remainder query block (131 = 4·32 + 3), several heads.
+  const Tensor q = f32({4, 6, 131, 40}, -1.f, 1.f);
+  const Tensor k = f32({4, 6, 131, 40}, -1.f, 1.f);
+  const Tensor v = f32({4, 6, 131, 24}, -1.f, 1.f);
   expect_same("attention", attrs({{"causal", int64_t{1}}}), {q.get(), k.get(), v.get()},
-              {{DType::F32, {3, 5, 67, 24}}});
+              {{DType::F32, {4, 6, 131, 24}}});
   // A broadcast boolean mask and a float mask, keys longer than queries.
-  const Tensor q2 = f32({2, 7, 29, 16}, -1.f, 1.f);
-  const Tensor k2 = f32({2, 7, 53, 16}, -1.f, 1.f);
-  const Tensor v2 = f32({2, 7, 53, 16}, -1.f, 1.f);
-  const Tensor bm = mask({1, 1, 29, 53});
-  const Tensor fm = f32({2, 1, 29, 53});
-  expect_same("attention", {}, {q2.get(), k2.get(), v2.get(), bm.get()}, {{DType::F32, {2, 7, 29, 16}}});
+  const Tensor q2 = f32({4, 8, 61, 32}, -1.f, 1.f);
+  const Tensor k2 = f32({4, 8, 97, 32}, -1.f, 1.f);
+  const Tensor v2 = f32({4, 8, 97, 32}, -1.f, 1.f);
+  const Tensor bm = mask({1, 1, 61, 97});
+  const Tensor fm = f32({4, 1, 61, 97});
+  expect_same("attention", {}, {q2.get(), k2.get(), v2.get(), bm.get()}, {{DType::F32, {4, 8, 61, 32}}});
   expect_same("attention", attrs({{"scale", 0.2}}), {q2.get(), k2.get(), v2.get(), fm.get()},
-              {{DType::F32, {2, 7, 29, 16}}});
+              {{DType::F32, {4, 8, 61, 32}}});
 }
 
 TEST_F(KernelSplit, LayoutCopies) {
-  const Tensor x = f32({1, 131, 12, 67});
+  const Tensor x = f32({2, 331, 12, 67});
   expect_same("permute", attrs({{"perm", std::vector<int64_t>{0, 2, 1, 3}}}), {x.get()},
-              {{DType::F32, {1, 12, 131, 67}}});
-  expect_same("transpose", {}, {x.get()}, {{DType::F32, {1, 131, 67, 12}}});
-  const Tensor qkv = f32({1, 257, 3 * 101});
+              {{DType::F32, {2, 12, 331, 67}}});
+  expect_same("transpose", {}, {x.get()}, {{DType::F32, {2, 331, 67, 12}}});
+  const Tensor qkv = f32({1, 2001, 3 * 101});
+  const Shape part{1, 2001, 101};
   expect_same("split", attrs({{"axis", int64_t{-1}}, {"sizes", std::vector<int64_t>{101, 101, 101}}}),
-              {qkv.get()}, {{DType::F32, {1, 257, 101}}, {DType::F32, {1, 257, 101}}, {DType::F32, {1, 257, 101}}});
+              {qkv.get()}, {{DType::F32, part}, {DType::F32, part}, {DType::F32, part}});
 }
 
 ExecResult run_sync(Executor& ex, const std::shared_ptr<Graph>& g, std::vector<TensorPtr> in) {
@@ -266,7 +268,7 @@ std::shared_ptr<Graph> norm_gelu_graph(const Shape& s) {
 
 TEST(ExecutorParallel, SplitsALargeNodeAndMatchesTheInlineRun) {
   std::mt19937 rng(7);
-  const Shape s{129, 3073};
+  const Shape s{257, 4099};
   auto g = norm_gelu_graph(s);
   TensorPtr x = random_f32(s, rng);
   Executor ex(2);
@@ -274,7 +276,7 @@ TEST(ExecutorParallel, SplitsALargeNodeAndMatchesTheInlineRun) {
   ExecResult r = run_sync(ex, g, {x});
   ASSERT_EQ(r.status, GENIE_OK) << r.detail;
   const Parallel::Stats after = ex.parallel().stats();
-  EXPECT_GE(after.splits, before.splits + 2) << "layer_norm and gelu over 400k elements were not split";
+  EXPECT_GE(after.splits, before.splits + 2) << "layer_norm and gelu over 1M elements were not split";
   EXPECT_GT(after.chunks, after.splits);
   ExecResult inl = ex.run_inline(g, {x});
   ASSERT_EQ(inl.status, GENIE_OK) << inl.detail;

@@ -93,10 +93,10 @@ void attention(const KernelArgs& args) {
   auto visible = [&](int64_t i) { return causal ? std::clamp(i + sk - sq + 1, int64_t{0}, sk) : sk; };
   // Each (batch·head, query block) writes its own output rows from its own
   // scores: the units are independent and split over a.par, each computed as
-  // in the serial loop. A unit's work is about 2·rows·keys·(d + dv) flops.
+  // in the serial loop. A unit's work is at most 2·block·sk·(d + dv) flops.
   const int64_t blocks = sq == 0 ? 0 : (sq + block - 1) / block;
-  const int64_t unit_work = std::max<int64_t>(block * sk * (d + dv) / 8, 1);
-  parallel_for(args, batches * blocks, (kGrainDear + unit_work - 1) / unit_work, [&](int64_t u0, int64_t u1) {
+  const int64_t unit_flops = std::max<int64_t>(2 * block * sk * (d + dv), 1);
+  parallel_for(args, batches * blocks, (kGrainFlops + unit_flops - 1) / unit_flops, [&](int64_t u0, int64_t u1) {
   std::vector<float> scores(static_cast<size_t>(block * sk));
   for (int64_t u = u0; u < u1; ++u) {
     const int64_t b = u / blocks;

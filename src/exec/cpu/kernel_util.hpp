@@ -126,11 +126,17 @@ void for_each_row(const StridedLoop<N>& l, Row&& row, std::array<int64_t, N> bas
   }
 }
 
-// Intra-op parallelism. Grains are the least work worth handing to another
-// worker (a hand-off costs a few microseconds), in elements: cheap maps
-// (add, compare, copy) and the dearer per-element work (exp, tanh, norms).
-constexpr int64_t kGrainCheap = 32 * 1024;
-constexpr int64_t kGrainDear = 4 * 1024;
+// Intra-op parallelism. A grain is the least work worth handing to another
+// worker, about 50 µs: waking a worker costs 10 µs and more on a loaded
+// host, and a split of less work was measured slower than the serial loop
+// (add, permute, layer norm of [128, 768]). In elements: cheap maps and
+// copies (add, compare, permute), row normalisations (softmax, layer_norm,
+// rms_norm; ≈ 1 ns per element) and transcendental maps (gelu, exp, tanh;
+// ≈ 3 ns per element); attention counts flops.
+constexpr int64_t kGrainCheap = 256 * 1024;
+constexpr int64_t kGrainNorm = 64 * 1024;
+constexpr int64_t kGrainDear = 16 * 1024;
+constexpr int64_t kGrainFlops = 8 << 20;
 // Element ranges are split at multiples of this many (64-byte lines of f32).
 constexpr int64_t kSplitAlign = 16;
 

@@ -63,7 +63,7 @@ void softmax(const KernelArgs& a) {
   const float* px = x.data<float>();
   float* py = out.data<float>();
   // Rows (and, for an inner axis, outer slices) are independent: split them.
-  const int64_t grain = (kGrainDear + len * inner - 1) / (len * inner);
+  const int64_t grain = (kGrainNorm + len * inner - 1) / (len * inner);
   if (inner == 1) {
     parallel_for(a, outer, grain, [&](int64_t begin, int64_t end) {
       for (int64_t o = begin; o < end; ++o) softmax_row(px + o * len, py + o * len, len);
@@ -145,7 +145,7 @@ void normalize_row(const RowNorm& r, const float* x, float* y, float shift, floa
 // Rows are independent: split them.
 template <class F>
 void for_rows(const KernelArgs& a, const RowNorm& r, F&& f) {
-  parallel_for(a, r.rows, (kGrainDear + r.d - 1) / std::max<int64_t>(r.d, 1), [&](int64_t begin, int64_t end) {
+  parallel_for(a, r.rows, (kGrainNorm + r.d - 1) / std::max<int64_t>(r.d, 1), [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) f(row);
   });
 }
