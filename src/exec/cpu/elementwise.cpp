@@ -160,9 +160,8 @@ void float_unary(const KernelArgs& a) {
 template <class Op>
 void numeric_unary(const KernelArgs& a) {
   expect_dtype(a, *a.out[0], a.in[0]->dtype());
-  visit_numeric(a, a.in[0]->dtype(), [&](auto tag) {
-    unary_map<decltype(tag)>(a, kGrainCheap, *a.in[0], *a.out[0], Op{});
-  });
+  visit_numeric(a, a.in[0]->dtype(),
+                [&](auto tag) { unary_map<decltype(tag)>(a, kGrainCheap, *a.in[0], *a.out[0], Op{}); });
 }
 
 // The transcendental maps run four lanes at a time (vec_math.hpp).

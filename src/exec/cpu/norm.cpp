@@ -73,22 +73,22 @@ void softmax(const KernelArgs& a) {
   // Softmax across rows of `inner` contiguous values: every pass streams whole
   // rows, with one running max and sum per column.
   parallel_for(a, outer, grain, [&](int64_t begin, int64_t end) {
-  std::vector<float> mx(inner), inv(inner);
-  for (int64_t o = begin; o < end; ++o) {
-    const float* xo = px + o * len * inner;
-    float* yo = py + o * len * inner;
-    std::fill(mx.begin(), mx.end(), kNegInf);
-    for (int64_t j = 0; j < len; ++j)
-      for (int64_t i = 0; i < inner; ++i) mx[i] = std::max(mx[i], xo[j * inner + i]);
-    // A column of -inf only: exp(-inf - 0) = 0 everywhere, then zeros below.
-    for (float& m : mx) m = m == kNegInf ? 0.f : m;
-    std::fill(inv.begin(), inv.end(), 0.f);
-    for (int64_t j = 0; j < len; ++j)
-      for (int64_t i = 0; i < inner; ++i) inv[i] += yo[j * inner + i] = std::exp(xo[j * inner + i] - mx[i]);
-    for (float& v : inv) v = v > 0.f ? 1.f / v : 0.f;
-    for (int64_t j = 0; j < len; ++j)
-      for (int64_t i = 0; i < inner; ++i) yo[j * inner + i] *= inv[i];
-  }
+    std::vector<float> mx(inner), inv(inner);
+    for (int64_t o = begin; o < end; ++o) {
+      const float* xo = px + o * len * inner;
+      float* yo = py + o * len * inner;
+      std::fill(mx.begin(), mx.end(), kNegInf);
+      for (int64_t j = 0; j < len; ++j)
+        for (int64_t i = 0; i < inner; ++i) mx[i] = std::max(mx[i], xo[j * inner + i]);
+      // A column of -inf only: exp(-inf - 0) = 0 everywhere, then zeros below.
+      for (float& m : mx) m = m == kNegInf ? 0.f : m;
+      std::fill(inv.begin(), inv.end(), 0.f);
+      for (int64_t j = 0; j < len; ++j)
+        for (int64_t i = 0; i < inner; ++i) inv[i] += yo[j * inner + i] = std::exp(xo[j * inner + i] - mx[i]);
+      for (float& v : inv) v = v > 0.f ? 1.f / v : 0.f;
+      for (int64_t j = 0; j < len; ++j)
+        for (int64_t i = 0; i < inner; ++i) yo[j * inner + i] *= inv[i];
+    }
   });
 }
 
@@ -145,9 +145,10 @@ void normalize_row(const RowNorm& r, const float* x, float* y, float shift, floa
 // Rows are independent: split them.
 template <class F>
 void for_rows(const KernelArgs& a, const RowNorm& r, F&& f) {
-  parallel_for(a, r.rows, (kGrainNorm + r.d - 1) / std::max<int64_t>(r.d, 1), [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) f(row);
-  });
+  parallel_for(a, r.rows, (kGrainNorm + r.d - 1) / std::max<int64_t>(r.d, 1),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t row = begin; row < end; ++row) f(row);
+               });
 }
 
 void layer_norm(const KernelArgs& a) {
