@@ -19,6 +19,7 @@ uint64_t now_ns() {
 struct Executor::Run {
   std::shared_ptr<const Graph> g;
   BufferPool* buffers = nullptr;                // the executor's; outlives the run
+  const Parallel* par = nullptr;                // kernels' intra-op split; nullptr inline
   std::vector<TensorPtr> slots;                 // by value id
   std::unique_ptr<std::atomic<int>[]> pending;  // by node: unfinished producer edges
   std::unique_ptr<std::atomic<int>[]> uses;     // by value: consumers still to run
@@ -53,9 +54,11 @@ void Executor::wait_idle() {
 }
 
 std::shared_ptr<Executor::Run> Executor::prepare(std::shared_ptr<const Graph> graph,
-                                                 std::vector<TensorPtr> inputs, BufferPool* buffers) {
+                                                 std::vector<TensorPtr> inputs, BufferPool* buffers,
+                                                 const Parallel* par) {
   auto run = std::make_shared<Run>();
   run->buffers = buffers;
+  run->par = par;
   const Graph& g = *graph;
   const size_t nv = g.values().size();
   const size_t nn = g.nodes().size();
@@ -95,7 +98,7 @@ std::shared_ptr<Executor::Run> Executor::prepare(std::shared_ptr<const Graph> gr
 }
 
 void Executor::run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs, Done done) {
-  std::shared_ptr<Run> run = prepare(std::move(graph), std::move(inputs), buffers_.get());
+  std::shared_ptr<Run> run = prepare(std::move(graph), std::move(inputs), buffers_.get(), &par_);
   run->done = std::move(done);
   {
     std::lock_guard<std::mutex> lk(idle_mu_);
@@ -115,7 +118,7 @@ void Executor::run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> in
 }
 
 ExecResult Executor::run_inline(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs) {
-  std::shared_ptr<Run> run = prepare(std::move(graph), std::move(inputs), buffers_.get());
+  std::shared_ptr<Run> run = prepare(std::move(graph), std::move(inputs), buffers_.get(), nullptr);
   for (NodeId n : run->g->topo_order()) run_node(*run, n);
   return collect(*run);
 }
@@ -195,7 +198,7 @@ void Executor::run_node(Run& run, NodeId node) {
           out_ptrs.push_back(outs.back().get());
         }
       }
-      if (fn != nullptr) fn(cpu::KernelArgs{nd.op, nd.attrs, in, out_ptrs});
+      if (fn != nullptr) fn(cpu::KernelArgs{nd.op, nd.attrs, in, out_ptrs, run.par});
       for (size_t i = 0; i < outs.size(); ++i) {
         const Value& val = g.value(nd.outputs[i]);
         run.slots[static_cast<size_t>(nd.outputs[i])] =

@@ -6,7 +6,10 @@
 // executor's BufferPool, so a buffer freed by one node is reused by a later
 // node or a later run (no allocation, page faults or zero-fill per call),
 // and a reshape or flatten whose result is not a graph output shares its
-// input's bytes instead of copying them. f16/bf16 values are stored as such and
+// input's bytes instead of copying them. Within a node, the large kernels
+// (elementwise maps, gelu, softmax, norms, attention, layout copies) split
+// their rows over workers that are idle (Parallel): a chain of nodes uses
+// every thread, with the same bits as one thread. f16/bf16 values are stored as such and
 // computed in f32 (converted around each kernel call). A tiny graph can also
 // run on the calling thread (run_inline), where handing it to a worker and
 // back would cost more than the work itself.
@@ -23,6 +26,7 @@
 
 #include "core/tensor_data.hpp"
 #include "exec/buffer_pool.hpp"
+#include "exec/parallel.hpp"
 #include "exec/thread_pool.hpp"
 #include "graph/graph.hpp"
 #include "genie.h"
@@ -78,10 +82,14 @@ class Executor {
   // Where node outputs come from (allocation counts, idle bytes; trim()).
   BufferPool& buffers() { return *buffers_; }
 
+  // How the pool's kernels split their work (counts of splits and chunks).
+  // run_inline never splits.
+  const Parallel& parallel() const { return par_; }
+
  private:
   struct Run;
   static std::shared_ptr<Run> prepare(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs,
-                                      BufferPool* buffers);
+                                      BufferPool* buffers, const Parallel* par);
   // Runs one node's kernel (unless the run already failed), records its
   // trace and frees the values this node was the last to need.
   static void run_node(Run& run, NodeId node);
@@ -95,6 +103,9 @@ class Executor {
   std::condition_variable idle_cv_;
   int in_flight_ = 0;
   std::shared_ptr<BufferPool> buffers_ = BufferPool::create();
+  // Splits kernels over pool_ (only its address is taken here); destroyed
+  // after pool_, whose workers may still be inside a kernel until joined.
+  Parallel par_{&pool_};
   // Last, so it is destroyed first: its workers are joined while the members
   // they touch on their way out still exist.
   ThreadPool pool_;

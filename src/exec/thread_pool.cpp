@@ -1,5 +1,7 @@
 #include "exec/thread_pool.hpp"
 
+#include <algorithm>
+
 namespace genie {
 
 namespace {
@@ -32,13 +34,22 @@ void ThreadPool::post(std::function<void()> task) {
   cv_.notify_one();
 }
 
+int ThreadPool::idle_workers() {
+  std::lock_guard<std::mutex> lk(mu_);
+  return std::max(0, waiting_ - static_cast<int>(queue_.size()));
+}
+
 void ThreadPool::worker_loop(int index) {
   t_worker_index = index;
   for (;;) {
     std::function<void()> task;
     {
       std::unique_lock<std::mutex> lk(mu_);
-      cv_.wait(lk, [this] { return stopping_ || !queue_.empty(); });
+      while (!stopping_ && queue_.empty()) {
+        ++waiting_;
+        cv_.wait(lk);
+        --waiting_;
+      }
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());
       queue_.pop_front();

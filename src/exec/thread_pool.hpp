@@ -21,6 +21,9 @@ class ThreadPool {
 
   void post(std::function<void()> task);
   int size() const { return static_cast<int>(workers_.size()); }
+  // Workers waiting for a task, less the tasks already queued for them: how
+  // many more tasks could start at once. A snapshot; it may change at once.
+  int idle_workers();
   // Index of the calling worker thread in its pool, or -1 off the pool.
   static int current_worker();
 
@@ -31,6 +34,7 @@ class ThreadPool {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
+  int waiting_ = 0;  // workers blocked on cv_ (under mu_)
   std::vector<std::thread> workers_;
 };
 

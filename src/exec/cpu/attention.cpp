@@ -89,29 +89,39 @@ void attention(const KernelArgs& args) {
   // Causal: smaller query blocks skip more of the keys no query of the block
   // sees (with blocks of sq/4 rows, 5/8 of the products instead of all).
   if (causal && sq >= 4 * kCausalBlock) block = std::min(block, std::max(kCausalBlock, sq / 4));
-  std::vector<float> scores(static_cast<size_t>(block * sk));
   // Causal: query i sees keys j <= i + (sk - sq), the queries being the last sq positions.
   auto visible = [&](int64_t i) { return causal ? std::clamp(i + sk - sq + 1, int64_t{0}, sk) : sk; };
-  for (int64_t b = 0; b < batches; ++b) {
-    const float* qb = q.data<float>() + b * sq * d;
-    const float* kb = k.data<float>() + b * sk * d;
-    const float* vb = v.data<float>() + b * sk * dv;
-    float* ob = out.data<float>() + b * sq * dv;
-    for (int64_t i0 = 0; i0 < sq; i0 += block) {
-      const int64_t rows = std::min(block, sq - i0);
-      // Keys no query of the block can see are left out of both products.
-      const int64_t keys = visible(i0 + rows - 1);
-      gemm(false, true, rows, keys, d, scale, qb + i0 * d, d, kb, d, 0.f, scores.data(), keys);
-      for (int64_t i = 0; i < rows; ++i) {
-        float* row = scores.data() + i * keys;
-        const int64_t n = visible(i0 + i);
-        if (mask.t) apply_mask(mask, b, i0 + i, row, n);
-        softmax_row(row, row, n);
-        std::fill(row + n, row + keys, 0.f);
-      }
-      gemm(false, false, rows, dv, keys, 1.f, scores.data(), keys, vb, dv, 0.f, ob + i0 * dv, dv);
-    }
-  }
+  // Each (batch·head, query block) writes its own output rows from its own
+  // scores: the units are independent and split over a.par, each computed as
+  // in the serial loop. A unit's work is at most 2·block·sk·(d + dv) flops.
+  const int64_t blocks = sq == 0 ? 0 : (sq + block - 1) / block;
+  const int64_t unit_flops = std::max<int64_t>(2 * block * sk * (d + dv), 1);
+  parallel_for(
+      args, batches * blocks, (kGrainFlops + unit_flops - 1) / unit_flops, [&](int64_t u0, int64_t u1) {
+        std::vector<float> scores(static_cast<size_t>(block * sk));
+        for (int64_t u = u0; u < u1; ++u) {
+          const int64_t b = u / blocks;
+          const int64_t i0 = (u % blocks) * block;
+          const float* qb = q.data<float>() + b * sq * d;
+          const float* kb = k.data<float>() + b * sk * d;
+          const float* vb = v.data<float>() + b * sk * dv;
+          float* ob = out.data<float>() + b * sq * dv;
+          {
+            const int64_t rows = std::min(block, sq - i0);
+            // Keys no query of the block can see are left out of both products.
+            const int64_t keys = visible(i0 + rows - 1);
+            gemm(false, true, rows, keys, d, scale, qb + i0 * d, d, kb, d, 0.f, scores.data(), keys);
+            for (int64_t i = 0; i < rows; ++i) {
+              float* row = scores.data() + i * keys;
+              const int64_t n = visible(i0 + i);
+              if (mask.t) apply_mask(mask, b, i0 + i, row, n);
+              softmax_row(row, row, n);
+              std::fill(row + n, row + keys, 0.f);
+            }
+            gemm(false, false, rows, dv, keys, 1.f, scores.data(), keys, vb, dv, 0.f, ob + i0 * dv, dv);
+          }
+        }
+      });
 }
 
 }  // namespace

@@ -46,18 +46,20 @@ struct Div {
 
 // out = op(a, b) with NumPy broadcasting; out is contiguous with the broadcast shape.
 template <class R, class T, class Op>
-void binary_map(const TensorData& a, const TensorData& b, TensorData& out, Op op) {
+void binary_map(const KernelArgs& k, const TensorData& a, const TensorData& b, TensorData& out, Op op) {
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
   R* po = out.data<R>();
   if (a.shape() == b.shape()) {
-    for (int64_t i = 0, n = out.numel(); i < n; ++i) po[i] = op(pa[i], pb[i]);
+    parallel_elements(k, out.numel(), kGrainCheap, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) po[i] = op(pa[i], pb[i]);
+    });
     return;
   }
   const Shape& s = out.shape();
   const auto loop =
       make_loop<3>(s, {strides_of(s), broadcast_strides(a.shape(), s), broadcast_strides(b.shape(), s)});
-  for_each_row(loop, [&](const auto& off, int64_t n, const auto& st) {
+  parallel_rows(k, loop, kGrainCheap, [&](const auto& off, int64_t n, const auto& st) {
     // The output's innermost stride is 1. Spelling out the common input
     // strides keeps index arithmetic out of the loops (and lets -O3 vectorise them).
     R* o = po + off[0];
@@ -92,7 +94,7 @@ void arithmetic(const KernelArgs& a) {
         if (d[i] == 0)
           fail(GENIE_ERR_INVALID_ARGUMENT, "div: integer division by zero (divisor element ", i, ")");
     }
-    binary_map<T, T>(x, y, *a.out[0], Op{});
+    binary_map<T, T>(a, x, y, *a.out[0], Op{});
   });
 }
 
@@ -102,7 +104,7 @@ void compare(const KernelArgs& a) {
   expect_dtype(a, *a.in[1], x.dtype());
   expect_dtype(a, *a.out[0], DType::Bool);
   visit_dtype(a, x.dtype(),
-              [&](auto tag) { binary_map<uint8_t, decltype(tag)>(x, *a.in[1], *a.out[0], Op{}); });
+              [&](auto tag) { binary_map<uint8_t, decltype(tag)>(a, x, *a.in[1], *a.out[0], Op{}); });
 }
 
 struct Relu {
@@ -140,23 +142,26 @@ struct Sqrt {
 };
 
 template <class T, class Op>
-void unary_map(const TensorData& x, TensorData& out, Op op) {
+void unary_map(const KernelArgs& a, int64_t grain, const TensorData& x, TensorData& out, Op op) {
   const T* px = x.data<T>();
   T* po = out.data<T>();
-  for (int64_t i = 0, n = out.numel(); i < n; ++i) po[i] = op(px[i]);
+  parallel_elements(a, out.numel(), grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) po[i] = op(px[i]);
+  });
 }
 
 template <class Op>
 void float_unary(const KernelArgs& a) {
   expect_dtype(a, *a.in[0], DType::F32);
   expect_dtype(a, *a.out[0], DType::F32);
-  unary_map<float>(*a.in[0], *a.out[0], Op{});
+  unary_map<float>(a, kGrainDear, *a.in[0], *a.out[0], Op{});
 }
 
 template <class Op>
 void numeric_unary(const KernelArgs& a) {
   expect_dtype(a, *a.out[0], a.in[0]->dtype());
-  visit_numeric(a, a.in[0]->dtype(), [&](auto tag) { unary_map<decltype(tag)>(*a.in[0], *a.out[0], Op{}); });
+  visit_numeric(a, a.in[0]->dtype(),
+                [&](auto tag) { unary_map<decltype(tag)>(a, kGrainCheap, *a.in[0], *a.out[0], Op{}); });
 }
 
 // The transcendental maps run four lanes at a time (vec_math.hpp).
@@ -166,8 +171,11 @@ void vec_unary(const KernelArgs& a) {
   expect_dtype(a, *a.out[0], DType::F32);
   const float* x = a.in[0]->data<float>();
   float* y = a.out[0]->data<float>();
-  for (int64_t i = 0, n = a.out[0]->numel(); i < n; i += vec::kLanes)
-    vec::store(y + i, F(vec::load(x + i, n - i, 0.f)), n - i);
+  // Ranges start at multiples of kSplitAlign, so the lanes group as in one pass.
+  parallel_elements(a, a.out[0]->numel(), kGrainDear, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; i += vec::kLanes)
+      vec::store(y + i, F(vec::load(x + i, end - i, 0.f)), end - i);
+  });
 }
 
 void gelu(const KernelArgs& a) {
@@ -213,7 +221,9 @@ void cast(const KernelArgs& a) {
       using To = decltype(to_tag);
       const From* px = x.data<From>();
       To* po = out.data<To>();
-      for (int64_t i = 0, n = out.numel(); i < n; ++i) po[i] = convert_value<To>(px[i]);
+      parallel_elements(a, out.numel(), kGrainCheap, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) po[i] = convert_value<To>(px[i]);
+      });
     });
   });
 }
@@ -235,7 +245,7 @@ void where(const KernelArgs& a) {
     const Shape& s = out.shape();
     const auto loop = make_loop<4>(s, {strides_of(s), broadcast_strides(cond.shape(), s),
                                        broadcast_strides(x.shape(), s), broadcast_strides(y.shape(), s)});
-    for_each_row(loop, [&](const auto& off, int64_t n, const auto& st) {
+    parallel_rows(a, loop, kGrainCheap, [&](const auto& off, int64_t n, const auto& st) {
       T* o = po + off[0];
       const uint8_t* c = pc + off[1];
       const T* xr = px + off[2];
@@ -262,7 +272,7 @@ void masked_fill(const KernelArgs& a) {
     const Shape& s = out.shape();
     const auto loop = make_loop<2>(s, {strides_of(s), broadcast_strides(mask.shape(), s)});
     // x and out share one contiguous layout, so operand 0's offsets serve both.
-    for_each_row(loop, [&](const auto& off, int64_t n, const auto& st) {
+    parallel_rows(a, loop, kGrainCheap, [&](const auto& off, int64_t n, const auto& st) {
       const T* xr = px + off[0];
       const uint8_t* m = pm + off[1];
       T* o = po + off[0];

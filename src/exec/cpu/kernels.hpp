@@ -5,13 +5,16 @@
 // f16/bf16 inputs to f32 before the call and f32 results back to the declared
 // storage type after it (f16/bf16 storage with f32 compute). Kernels run on an
 // executor worker thread, may be called concurrently for different nodes, and
-// must not keep pointers to their arguments after returning.
+// must not keep pointers to their arguments after returning. The large ones
+// split their rows (heads, elements) over `par` when it is given: the result
+// is the same bits as the serial loop.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "core/tensor_data.hpp"
+#include "exec/parallel.hpp"
 #include "graph/attrs.hpp"
 
 namespace genie::cpu {
@@ -22,6 +25,8 @@ struct KernelArgs {
   // One per schema input slot; nullptr for an omitted optional input.
   const std::vector<const TensorData*>& in;
   const std::vector<TensorData*>& out;
+  // Where independent parts of the work may run at once; nullptr: serially.
+  const Parallel* par = nullptr;
 };
 
 using KernelFn = void (*)(const KernelArgs& args);

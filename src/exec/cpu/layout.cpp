@@ -23,12 +23,12 @@ void copy_bytes(const KernelArgs& a) {
 }
 
 template <class E>
-void gather_strided(const TensorData& x, TensorData& out, const std::vector<int64_t>& src_strides,
+void gather_strided(const KernelArgs& a, const TensorData& x, TensorData& out, const std::vector<int64_t>& src_strides,
                     int64_t src_offset) {
   const E* px = reinterpret_cast<const E*>(x.bytes()) + src_offset;
   E* po = reinterpret_cast<E*>(out.bytes());
   const Shape& s = out.shape();
-  for_each_row(make_loop<2>(s, {strides_of(s), src_strides}),
+  parallel_rows(a, make_loop<2>(s, {strides_of(s), src_strides}), kGrainCheap,
                [&](const auto& off, int64_t n, const auto& st) {
                  E* o = po + off[0];
                  const E* src = px + off[1];
@@ -48,11 +48,11 @@ void gather(const KernelArgs& a, const std::vector<int64_t>& src_strides, int64_
   expect_dtype(a, out, x.dtype());
   switch (dtype_size(x.dtype())) {
     case 1:
-      return gather_strided<uint8_t>(x, out, src_strides, src_offset);
+      return gather_strided<uint8_t>(a, x, out, src_strides, src_offset);
     case 4:
-      return gather_strided<uint32_t>(x, out, src_strides, src_offset);
+      return gather_strided<uint32_t>(a, x, out, src_strides, src_offset);
     case 8:
-      return gather_strided<uint64_t>(x, out, src_strides, src_offset);
+      return gather_strided<uint64_t>(a, x, out, src_strides, src_offset);
     default:
       unsupported_dtype(a, x.dtype());
   }
@@ -162,13 +162,18 @@ void concat(const KernelArgs& a) {
 void split(const KernelArgs& a) {
   const TensorData& x = *a.in[0];
   const Tiling t = tiling(a, x, {a.out.begin(), a.out.end()});
-  size_t at = 0;
-  for (size_t p = 0; p < a.out.size(); ++p) {
-    const size_t len = t.part_rows[p];
-    for (int64_t o = 0; o < t.outer; ++o)
-      std::memcpy(a.out[p]->bytes() + o * len, x.bytes() + o * t.whole_row + at, len);
-    at += len;
-  }
+  // Rows of the input are independent: split them, each copying its slice to every part.
+  const int64_t grain = (kGrainCheap * 4 + static_cast<int64_t>(t.whole_row) - 1) /
+                        std::max<int64_t>(static_cast<int64_t>(t.whole_row), 1);
+  parallel_for(a, t.outer, grain, [&](int64_t begin, int64_t end) {
+    size_t at = 0;
+    for (size_t p = 0; p < a.out.size(); ++p) {
+      const size_t len = t.part_rows[p];
+      for (int64_t o = begin; o < end; ++o)
+        std::memcpy(a.out[p]->bytes() + o * len, x.bytes() + o * t.whole_row + at, len);
+      at += len;
+    }
+  });
 }
 
 template <class Id>

@@ -62,28 +62,34 @@ void softmax(const KernelArgs& a) {
   const int64_t inner = rank == 0 ? 1 : dims_product(s, axis + 1, s.size());
   const float* px = x.data<float>();
   float* py = out.data<float>();
+  // Rows (and, for an inner axis, outer slices) are independent: split them.
+  const int64_t grain = (kGrainNorm + len * inner - 1) / (len * inner);
   if (inner == 1) {
-    for (int64_t o = 0; o < outer; ++o) softmax_row(px + o * len, py + o * len, len);
+    parallel_for(a, outer, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) softmax_row(px + o * len, py + o * len, len);
+    });
     return;
   }
   // Softmax across rows of `inner` contiguous values: every pass streams whole
   // rows, with one running max and sum per column.
-  std::vector<float> mx(inner), inv(inner);
-  for (int64_t o = 0; o < outer; ++o) {
-    const float* xo = px + o * len * inner;
-    float* yo = py + o * len * inner;
-    std::fill(mx.begin(), mx.end(), kNegInf);
-    for (int64_t j = 0; j < len; ++j)
-      for (int64_t i = 0; i < inner; ++i) mx[i] = std::max(mx[i], xo[j * inner + i]);
-    // A column of -inf only: exp(-inf - 0) = 0 everywhere, then zeros below.
-    for (float& m : mx) m = m == kNegInf ? 0.f : m;
-    std::fill(inv.begin(), inv.end(), 0.f);
-    for (int64_t j = 0; j < len; ++j)
-      for (int64_t i = 0; i < inner; ++i) inv[i] += yo[j * inner + i] = std::exp(xo[j * inner + i] - mx[i]);
-    for (float& v : inv) v = v > 0.f ? 1.f / v : 0.f;
-    for (int64_t j = 0; j < len; ++j)
-      for (int64_t i = 0; i < inner; ++i) yo[j * inner + i] *= inv[i];
-  }
+  parallel_for(a, outer, grain, [&](int64_t begin, int64_t end) {
+    std::vector<float> mx(inner), inv(inner);
+    for (int64_t o = begin; o < end; ++o) {
+      const float* xo = px + o * len * inner;
+      float* yo = py + o * len * inner;
+      std::fill(mx.begin(), mx.end(), kNegInf);
+      for (int64_t j = 0; j < len; ++j)
+        for (int64_t i = 0; i < inner; ++i) mx[i] = std::max(mx[i], xo[j * inner + i]);
+      // A column of -inf only: exp(-inf - 0) = 0 everywhere, then zeros below.
+      for (float& m : mx) m = m == kNegInf ? 0.f : m;
+      std::fill(inv.begin(), inv.end(), 0.f);
+      for (int64_t j = 0; j < len; ++j)
+        for (int64_t i = 0; i < inner; ++i) inv[i] += yo[j * inner + i] = std::exp(xo[j * inner + i] - mx[i]);
+      for (float& v : inv) v = v > 0.f ? 1.f / v : 0.f;
+      for (int64_t j = 0; j < len; ++j)
+        for (int64_t i = 0; i < inner; ++i) yo[j * inner + i] *= inv[i];
+    }
+  });
 }
 
 // Shared by layer_norm and rms_norm: x viewed as rows of its last dim, with
@@ -136,26 +142,35 @@ void normalize_row(const RowNorm& r, const float* x, float* y, float shift, floa
   }
 }
 
+// Rows are independent: split them.
+template <class F>
+void for_rows(const KernelArgs& a, const RowNorm& r, F&& f) {
+  parallel_for(a, r.rows, (kGrainNorm + r.d - 1) / std::max<int64_t>(r.d, 1),
+               [&](int64_t begin, int64_t end) {
+                 for (int64_t row = begin; row < end; ++row) f(row);
+               });
+}
+
 void layer_norm(const KernelArgs& a) {
   const RowNorm r = row_norm_args(a, true, 1e-5);
   const auto d = static_cast<float>(r.d);
-  for (int64_t row = 0; row < r.rows; ++row) {
+  for_rows(a, r, [&](int64_t row) {
     const float* x = r.x + row * r.d;
     const float mean = sum_lanes(x, r.d, 0.f, [](vec::F4 v) { return v; }) / d;
     // Two passes: the variance of centred values does not cancel catastrophically.
     const float var = sum_lanes(x, r.d, mean, [mean](vec::F4 v) { return (v - mean) * (v - mean); }) / d;
     normalize_row(r, x, r.y + row * r.d, mean, 1.f / std::sqrt(var + r.eps));
-  }
+  });
 }
 
 void rms_norm(const KernelArgs& a) {
   const RowNorm r = row_norm_args(a, false, 1e-6);
   const auto d = static_cast<float>(r.d);
-  for (int64_t row = 0; row < r.rows; ++row) {
+  for_rows(a, r, [&](int64_t row) {
     const float* x = r.x + row * r.d;
     const float mean_square = sum_lanes(x, r.d, 0.f, [](vec::F4 v) { return v * v; }) / d;
     normalize_row(r, x, r.y + row * r.d, 0.f, 1.f / std::sqrt(mean_square + r.eps));
-  }
+  });
 }
 
 }  // namespace
