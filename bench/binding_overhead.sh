@@ -48,7 +48,10 @@ export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # programs that were not built with them.
 binding_env=(env)
 sanitized=no
-if ldd "$libdir/libgenie.so.1" | grep -q libasan; then
+# (No -q: grep must read all of ldd's output. With -q it may exit at the
+# first match, and under pipefail the SIGPIPE ldd then gets turns the
+# condition false, so the runtimes would not be preloaded.)
+if ldd "$libdir/libgenie.so.1" | grep libasan >/dev/null; then
   sanitized=yes
   binding_env=(env LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
                ASAN_OPTIONS="detect_leaks=0:verify_asan_link_order=0" PYTHONMALLOC=malloc)
