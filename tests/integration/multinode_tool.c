@@ -150,10 +150,10 @@ static void run_and_read(genie_context_t *ctx, genie_graph_t *g, const char *con
 
 /* --- split ------------------------------------------------------------------ */
 
-static int cmd_split(const char *worker, int worker_port) {
-  enum { M = 8, K = 64, N = 64, P = 16 };
+/* x[M,K] @ w1[K,N] -> relu -> @ w2[N,P]: the graph the split tests run. */
+enum { M = 8, K = 64, N = 64, P = 16 };
+static genie_graph_t *split_graph(void) {
   const int64_t xs[2] = {M, K}, w1s[2] = {K, N}, w2s[2] = {N, P};
-  float *x = random_floats(M * K, 1), *w1 = random_floats(K * N, 0.25f), *w2 = random_floats(N * P, 0.25f);
   genie_graph_t *g = NULL;
   CALL(genie_graph_create("split", &g));
   CALL(genie_graph_add_input(g, "x", GENIE_DTYPE_F32, xs, 2));
@@ -168,6 +168,13 @@ static int cmd_split(const char *worker, int worker_port) {
   CALL(genie_graph_set_role(g, "w1", GENIE_ROLE_WEIGHT));
   CALL(genie_graph_set_role(g, "w2", GENIE_ROLE_WEIGHT));
   CALL(genie_graph_mark_output(g, "y"));
+  return g;
+}
+
+static int cmd_split(const char *worker, int worker_port) {
+  const int64_t xs[2] = {M, K}, w1s[2] = {K, N}, w2s[2] = {N, P};
+  float *x = random_floats(M * K, 1), *w1 = random_floats(K * N, 0.25f), *w2 = random_floats(N * P, 0.25f);
+  genie_graph_t *g = split_graph();
   const char *names[3] = {"x", "w1", "w2"};
 
   char dev[300];
@@ -237,25 +244,6 @@ static int cmd_split(const char *worker, int worker_port) {
 
 /* --- survive --------------------------------------------------------------------- */
 
-static genie_graph_t *split_graph(void) {
-  enum { M = 8, K = 64, N = 64, P = 16 };
-  const int64_t xs[2] = {M, K}, w1s[2] = {K, N}, w2s[2] = {N, P};
-  genie_graph_t *g = NULL;
-  CALL(genie_graph_create("split", &g));
-  CALL(genie_graph_add_input(g, "x", GENIE_DTYPE_F32, xs, 2));
-  CALL(genie_graph_add_input(g, "w1", GENIE_DTYPE_F32, w1s, 2));
-  CALL(genie_graph_add_input(g, "w2", GENIE_DTYPE_F32, w2s, 2));
-  const char *mm1_in[2] = {"x", "w1"}, *mm1_out[1] = {"h"};
-  const char *act_in[1] = {"h"}, *act_out[1] = {"a"};
-  const char *mm2_in[2] = {"a", "w2"}, *mm2_out[1] = {"y"};
-  CALL(genie_graph_add_node(g, "matmul", "mm1", mm1_in, 2, mm1_out, 1));
-  CALL(genie_graph_add_node(g, "relu", "act", act_in, 1, act_out, 1));
-  CALL(genie_graph_add_node(g, "matmul", "mm2", mm2_in, 2, mm2_out, 1));
-  CALL(genie_graph_set_role(g, "w1", GENIE_ROLE_WEIGHT));
-  CALL(genie_graph_set_role(g, "w2", GENIE_ROLE_WEIGHT));
-  CALL(genie_graph_mark_output(g, "y"));
-  return g;
-}
 
 static void wait_line(const char *want, char *line, size_t n) {
   printf("ready\n");
@@ -265,7 +253,6 @@ static void wait_line(const char *want, char *line, size_t n) {
 }
 
 static int cmd_survive(const char *worker) {
-  enum { M = 8, K = 64, N = 64, P = 16 };
   const int64_t xs[2] = {M, K}, w1s[2] = {K, N}, w2s[2] = {N, P};
   float *x = random_floats(M * K, 1), *w1 = random_floats(K * N, 0.25f), *w2 = random_floats(N * P, 0.25f);
   genie_graph_t *g = split_graph();
