@@ -8,7 +8,7 @@
 #include <new>
 #include <string>
 
-#include "capi/context.hpp"
+#include "runtime/context.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "genie.h"

@@ -37,10 +37,11 @@
 #include <unordered_set>
 
 #include "control/connection.hpp"
-#include "control/graph_delta.hpp"
+#include "graph/delta.hpp"
 #include "control/loop_thread.hpp"
 #include "control/wire.hpp"
 #include "control/wire_codec.hpp"
+#include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
@@ -776,15 +777,17 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
       out.tensor_id = o.tensor_id();
       out.dtype = static_cast<DType>(o.dtype());
       out.shape.assign(o.shape().begin(), o.shape().end());
+      if (!o.device().empty()) out.device = o.device();
       bool ok = dtype_valid(o.dtype()) && out.shape.size() <= GENIE_MAX_DIMS;
       try {
         if (ok) byte_size(out.shape, dtype_size(out.dtype));
+        if (ok) out.device = parse_device(out.device.c_str()).str();
       } catch (const Error&) {
         ok = false;
       }
       if (!ok && r.status == GENIE_OK) {
         r.status = GENIE_ERR_PROTOCOL;
-        r.detail = cat("GraphDone output '", o.name(), "' has an invalid dtype or shape");
+        r.detail = cat("GraphDone output '", o.name(), "' has an invalid dtype, shape or device");
       }
       r.outputs.push_back(std::move(out));
     }

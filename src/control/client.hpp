@@ -38,6 +38,9 @@ struct RemoteOutput {
   uint64_t tensor_id = 0;
   DType dtype = DType::Invalid;
   Shape shape;
+  // Where it lives, in the server's names: "cpu:0" (its own device) or
+  // "NODE/DEVICE" (one of its workers); a valid device string.
+  std::string device = "cpu:0";
 };
 
 struct RemoteResult {

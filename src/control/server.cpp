@@ -27,9 +27,9 @@
 #include "control/client.hpp"
 #include "control/connection.hpp"
 #include "control/graph_cache.hpp"
-#include "control/graph_delta.hpp"
+#include "graph/delta.hpp"
 #include "control/loop_thread.hpp"
-#include "control/multinode.hpp"
+#include "control/orchestrator.hpp"
 #include "control/task_thread.hpp"
 #include "control/session.hpp"
 #include "control/uv_timer.hpp"
@@ -39,6 +39,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "exec/executor.hpp"
+#include "exec/overhead.hpp"
 #include "genie.pb.h"
 #include "graph/binding.hpp"
 #include "graph/graph.hpp"
@@ -193,9 +194,9 @@ struct Server::Impl {
   void plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::PlanExplain& m);
   void forward_alloc(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& node,
                      const std::string& device, DType dtype, Shape shape);
-  PayloadSink forward_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h, const WorkerTensorPtr& t,
+  PayloadSink forward_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h, const RemoteTensorPtr& t,
                             uint64_t offset);
-  void forward_read(const std::shared_ptr<Peer>& p, uint64_t rid, const WorkerTensorPtr& t, uint64_t offset,
+  void forward_read(const std::shared_ptr<Peer>& p, uint64_t rid, const RemoteTensorPtr& t, uint64_t offset,
                     uint64_t nbytes);
   // Bindings resolved: each graph input's tensor (here or on a worker), the
   // validated graph and the bound shapes of its inputs.
@@ -252,7 +253,7 @@ struct Server::Impl {
   // Multi-node: this server as a master (its workers), and its blocking
   // client calls, made on the task thread; as a worker, its session on the
   // master.
-  std::unique_ptr<Cluster> cluster;
+  std::unique_ptr<Orchestrator> workers;  // null: no multi-node (WorkerRegister refused)
   TaskThread tasks;
   std::shared_ptr<RemoteClient> master_link;
 
@@ -277,7 +278,7 @@ Server::Impl::Impl(ServerOptions o)
     Config c;
     c.auth_token = opts.auth_token;
     c.timeout_ms = opts.client_timeout_ms;
-    cluster = std::make_unique<Cluster>(node_id, c, exec, Cluster::Hooks{opts.node_alive, opts.measure_rtt});
+    if (opts.orchestrator) workers = opts.orchestrator(node_id, c, exec, {opts.node_alive, opts.measure_rtt});
   }
   check(opts.port >= 0 && opts.port <= 65535, GENIE_ERR_INVALID_ARGUMENT, "port ", opts.port,
         " is outside 0..65535");
@@ -740,7 +741,7 @@ PayloadSink Server::Impl::tensor_write(const std::shared_ptr<Peer>& p, const wir
                                        const wire::TensorWrite& m) {
   const uint64_t rid = h.request_id;
   const uint64_t n = h.payload_len;
-  if (WorkerTensorPtr wt = p->session->find_remote(m.tensor_id())) return forward_write(p, h, wt, m.offset());
+  if (RemoteTensorPtr wt = p->session->find_remote(m.tensor_id())) return forward_write(p, h, wt, m.offset());
   TensorPtr t = p->session->find(m.tensor_id());
   genie_status_t status = GENIE_OK;
   std::string detail;
@@ -780,7 +781,7 @@ PayloadSink Server::Impl::tensor_write(const std::shared_ptr<Peer>& p, const wir
 }
 
 void Server::Impl::tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m) {
-  if (WorkerTensorPtr wt = p.session->find_remote(m.tensor_id())) {
+  if (RemoteTensorPtr wt = p.session->find_remote(m.tensor_id())) {
     check(m.offset() <= wt->nbytes && m.nbytes() <= wt->nbytes - m.offset(), GENIE_ERR_SIZE_MISMATCH, "reading ",
           m.nbytes(), " bytes at offset ", m.offset(), " overruns tensor ", m.tensor_id(), " of ", wt->nbytes,
           " bytes");
@@ -831,10 +832,10 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
   names.reserve(bindings.size());
   descs.reserve(bindings.size());
   tensors.reserve(bindings.size());
-  std::vector<WorkerTensorPtr> remote;  // per binding: set when the tensor is on a worker
+  std::vector<RemoteTensorPtr> remote;  // per binding: set when the tensor is on a worker
   for (const wire::Binding& b : bindings) {
     names.push_back(b.name());
-    if (WorkerTensorPtr wt = p->session->find_remote(b.tensor_id())) {
+    if (RemoteTensorPtr wt = p->session->find_remote(b.tensor_id())) {
       descs.push_back({wt->dtype, wt->shape});
       tensors.push_back(nullptr);
       remote.resize(bindings.size());
@@ -846,7 +847,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     tensors.push_back(std::move(t));
   }
   const GraphCache::Entry e = graphs.get(json, names, descs);
-  if (!remote.empty() || cluster->has_workers()) {
+  if (!remote.empty() || (workers && workers->has_workers())) {
     // Planned across this server and its workers, on the task thread.
     auto r = std::make_shared<Resolved>();
     r->entry = e;
@@ -859,7 +860,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     std::weak_ptr<Session> ws = p->session;
     ++graphs_in_flight;  // multinode_done counts it out
     if (!tasks.post([this, r, wp, ws, rid] {
-          auto result = std::make_shared<MultiResult>(cluster->run(r->entry.graph, r->inputs, r->shapes));
+          auto result = std::make_shared<MultiResult>(workers->run(r->entry.graph, r->inputs, r->shapes));
           loop.post([this, wp, ws, rid, graph = r->entry.graph, result] {
             multinode_done(wp, ws, rid, graph, *result);
           });
@@ -904,6 +905,8 @@ static DType dtype_of(const TensorPtr& t) { return t->dtype(); }
 static DType dtype_of(const Held& t) { return t.dtype(); }
 static const Shape& shape_of(const TensorPtr& t) { return t->shape(); }
 static const Shape& shape_of(const Held& t) { return t.shape(); }
+static std::string device_of(const TensorPtr&) { return "cpu:0"; }
+static std::string device_of(const Held& t) { return t.local ? "cpu:0" : t.remote->device; }
 
 template <class Result, class Store>
 void Server::Impl::report_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
@@ -925,6 +928,7 @@ void Server::Impl::report_done(const std::weak_ptr<Peer>& wp, const std::weak_pt
           o->set_name(graph.value(graph.outputs()[i]).name);
           o->set_dtype(static_cast<int32_t>(dtype_of(t)));
           for (int64_t dim : shape_of(t)) o->add_shape(dim);
+          o->set_device(device_of(t));
           o->set_tensor_id(store(t, *s));
         }
       }
@@ -958,7 +962,7 @@ wire::ServerInfo Server::Impl::server_info() const {
   i.set_graph_submits_delta(counters.graph_submits_delta.load());
   i.set_graph_submit_bytes(counters.graph_submit_bytes.load());
   i.set_graph_delta_unknown_base(counters.graph_delta_unknown_base.load());
-  const Cluster::Stats c = cluster->stats();
+  const Orchestrator::Stats c = workers ? workers->stats() : Orchestrator::Stats{};
   i.set_workers(c.workers);
   i.set_multinode_graphs(c.multinode_graphs);
   i.set_server_transfer_bytes(c.transfer_bytes);
@@ -1030,6 +1034,7 @@ void Server::Impl::off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, std::f
 void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::WorkerRegister& m) {
   try {
     check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
+    check(workers != nullptr, GENIE_ERR_UNSUPPORTED, "this server takes no workers (multi-node is off)");
     check(m.node_id() == p->session->client_node(), GENIE_ERR_INVALID_ARGUMENT, "a worker registers itself: node id '",
           m.node_id(), "' is not this session's");
     check(m.port() >= 1 && m.port() <= 65535 && !m.host().empty() && m.host().size() <= 255,
@@ -1051,7 +1056,7 @@ void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
     const void* by = p->session.get();
     std::weak_ptr<Peer> wp = p;
     off_loop(p, rid, [this, wp, rid, m, devices = std::move(devices), by]() mutable {
-      cluster->join(m.node_id(), m.host(), static_cast<int>(m.port()), std::move(devices), by);
+      workers->join(m.node_id(), m.host(), static_cast<int>(m.port()), std::move(devices), by);
       if (opts.on_worker) opts.on_worker(m.node_id(), m.host(), static_cast<int>(m.port()), true);
       loop.post([this, wp, rid] {
         if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::Ok, rid, wire::Ok());
@@ -1063,19 +1068,20 @@ void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
 }
 
 void Server::Impl::worker_session_gone(const Session& s) {
-  std::shared_ptr<RemoteClient> c = cluster->leave(&s);
+  std::shared_ptr<RemoteClient> c = workers ? workers->leave(&s) : nullptr;
   if (c && opts.on_worker) opts.on_worker(s.client_node(), "", 0, false);
   // Closing says goodbye and may wait: not on this thread.
   if (c) tasks.post([c] { c->close(); });
 }
 
 void Server::Impl::plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::PlanExplain& m) {
+  check(workers != nullptr, GENIE_ERR_UNSUPPORTED, "this server does not plan graphs (multi-node is off)");
   std::vector<std::string> names;
   std::vector<TensorDesc> descs;
   std::vector<Held> held;
   for (const wire::Binding& b : m.bindings()) {
     names.push_back(b.name());
-    if (WorkerTensorPtr wt = p->session->find_remote(b.tensor_id())) {
+    if (RemoteTensorPtr wt = p->session->find_remote(b.tensor_id())) {
       descs.push_back({wt->dtype, wt->shape});
       held.push_back({nullptr, std::move(wt)});
     } else {
@@ -1103,7 +1109,7 @@ void Server::Impl::plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, co
   std::weak_ptr<Peer> wp = p;
   off_loop(p, rid, [this, wp, rid, r] {
     wire::PlanExplainReply reply;
-    reply.set_json(cluster->explain(*r->entry.graph, r->inputs, r->shapes));
+    reply.set_json(workers->explain(*r->entry.graph, r->inputs, r->shapes));
     loop.post([this, wp, rid, reply] {
       if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::PlanExplainReply, rid, reply);
     });
@@ -1112,9 +1118,11 @@ void Server::Impl::plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, co
 
 void Server::Impl::forward_alloc(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& node,
                                  const std::string& device, DType dtype, Shape shape) {
+  check(workers != nullptr, GENIE_ERR_UNSUPPORTED, "device '", node, "/", device,
+        "': this server has no workers (multi-node is off)");
   std::shared_ptr<RemoteClient> c;
   try {
-    c = cluster->client_of(node);
+    c = workers->client_of(node);
   } catch (const Error& e) {
     fail(e.code(), "device '", node, "/", device, "': ", e.detail());
   }
@@ -1122,7 +1130,7 @@ void Server::Impl::forward_alloc(const std::shared_ptr<Peer>& p, uint64_t rid, c
   std::weak_ptr<Session> ws = p->session;
   off_loop(p, rid, [this, wp, ws, rid, c, node, device, dtype, shape] {
     const uint64_t id = c->tensor_alloc(dtype, shape, device);
-    auto wt = std::make_shared<WorkerTensor>(c, node, id, dtype, shape);
+    auto wt = std::make_shared<RemoteTensor>(c, node, id, dtype, shape, cat(node, "/", device));
     loop.post([this, wp, ws, rid, wt] {
       auto peer = wp.lock();
       auto s = ws.lock();
@@ -1135,7 +1143,7 @@ void Server::Impl::forward_alloc(const std::shared_ptr<Peer>& p, uint64_t rid, c
 }
 
 PayloadSink Server::Impl::forward_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
-                                        const WorkerTensorPtr& t, uint64_t offset) {
+                                        const RemoteTensorPtr& t, uint64_t offset) {
   const uint64_t rid = h.request_id;
   const uint64_t n = h.payload_len;
   if (offset > t->nbytes || n > t->nbytes - offset) {
@@ -1176,7 +1184,7 @@ PayloadSink Server::Impl::forward_write(const std::shared_ptr<Peer>& p, const wi
   return sink;
 }
 
-void Server::Impl::forward_read(const std::shared_ptr<Peer>& p, uint64_t rid, const WorkerTensorPtr& t,
+void Server::Impl::forward_read(const std::shared_ptr<Peer>& p, uint64_t rid, const RemoteTensorPtr& t,
                                 uint64_t offset, uint64_t nbytes) {
   std::weak_ptr<Peer> wp = p;
   off_loop(p, rid, [this, wp, rid, t, offset, nbytes] {
@@ -1368,7 +1376,7 @@ void Server::wait() {
   // Blocking calls to workers and to the master end before the loop they
   // post to.
   impl->tasks.stop();
-  impl->cluster->close_all();
+  if (impl->workers) impl->workers->close_all();
   if (impl->master_link) impl->master_link->close();
   // Every connection and session is gone; what remains on the loop is
   // closed by LoopThread::stop (its uv_walk).
@@ -1392,7 +1400,7 @@ ServerStats Server::stats() const {
   s.graph_submits_delta = c.graph_submits_delta.load();
   s.graph_submit_bytes = c.graph_submit_bytes.load();
   s.graph_delta_unknown_base = c.graph_delta_unknown_base.load();
-  const Cluster::Stats m = impl_->cluster->stats();
+  const Orchestrator::Stats m = impl_->workers ? impl_->workers->stats() : Orchestrator::Stats{};
   s.workers = m.workers;
   s.multinode_graphs = m.multinode_graphs;
   s.server_transfer_bytes = m.transfer_bytes;

@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "control/orchestrator.hpp"
 #include "core/config.hpp"
 
 namespace genie {
@@ -85,6 +86,9 @@ struct ServerOptions {
   std::string join_host;
   int join_port = 5555;
   std::string advertise_host;
+  // Multi-node orchestration (the runtime layer's): unset, this server runs
+  // every graph itself and refuses WorkerRegister with UNSUPPORTED.
+  OrchestratorFactory orchestrator;
   // Timeout of this server's own client calls (to its master, or as a
   // master to its workers).
   int64_t client_timeout_ms = 30000;

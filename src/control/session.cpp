@@ -24,13 +24,13 @@ TensorPtr Session::get(uint64_t id) const {
   return t;
 }
 
-uint64_t Session::add_remote(WorkerTensorPtr t) {
+uint64_t Session::add_remote(RemoteTensorPtr t) {
   const uint64_t id = next_id_++;
   remote_.emplace(id, std::move(t));
   return id;
 }
 
-WorkerTensorPtr Session::find_remote(uint64_t id) const {
+RemoteTensorPtr Session::find_remote(uint64_t id) const {
   if (remote_.empty()) return nullptr;
   auto it = remote_.find(id);
   return it == remote_.end() ? nullptr : it->second;

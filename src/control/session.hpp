@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "control/uv_timer.hpp"
-#include "control/worker_tensor.hpp"
+#include "control/remote_tensor.hpp"
 #include "core/tensor_data.hpp"
 
 namespace genie {
@@ -51,9 +51,9 @@ class Session {
   // A tensor held on a worker (master only); its id comes from the same
   // sequence. Not counted in the server's tensors and tensor_bytes (the
   // worker holds the bytes).
-  uint64_t add_remote(WorkerTensorPtr t);
+  uint64_t add_remote(RemoteTensorPtr t);
   // nullptr when `id` is not a worker tensor of this session.
-  WorkerTensorPtr find_remote(uint64_t id) const;
+  RemoteTensorPtr find_remote(uint64_t id) const;
   // False when there was no such tensor (local or on a worker).
   bool erase(uint64_t id);
   void clear();
@@ -75,7 +75,7 @@ class Session {
   std::string client_node_;
   ServerCounters& counters_;
   std::unordered_map<uint64_t, TensorPtr> tensors_;
-  std::unordered_map<uint64_t, WorkerTensorPtr> remote_;
+  std::unordered_map<uint64_t, RemoteTensorPtr> remote_;
   uint64_t next_id_ = 1;
 };
 

@@ -7,7 +7,7 @@
 #include <future>
 
 #include "control/client.hpp"
-#include "control/graph_delta.hpp"
+#include "graph/delta.hpp"
 #include "control/server.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"

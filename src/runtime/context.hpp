@@ -1,7 +1,7 @@
 // The context behind genie_context_t: configuration, node identity, and
 // either the executor that runs graphs in-process (embedded mode) or the
-// client of a `genie serve` process (remote mode); the tensors handles name;
-// and the shared state behind a genie_future_t.
+// client of a `genie serve` process (remote mode): the embedded/remote
+// switch. Tensor references are in tensor_ref.hpp, futures in future.hpp.
 #pragma once
 
 #include <atomic>
@@ -21,102 +21,12 @@
 #include "exec/executor.hpp"
 #include "genie.h"
 #include "graph/graph.hpp"
+#include "runtime/future.hpp"
+#include "runtime/tensor_ref.hpp"
 
 namespace genie {
 
-class Context;
 class RemoteClient;
-
-// A tensor held by the server of a remote-mode context. Every handle (and
-// every graph in flight) naming it shares one RemoteTensor; the server frees
-// the tensor when the last of them lets go.
-struct RemoteTensor {
-  RemoteTensor(std::shared_ptr<RemoteClient> c, uint64_t tensor_id, DType t, Shape s, std::string dev);
-  ~RemoteTensor();  // RemoteClient::tensor_free
-  RemoteTensor(const RemoteTensor&) = delete;
-  RemoteTensor& operator=(const RemoteTensor&) = delete;
-
-  const std::shared_ptr<RemoteClient> client;
-  const uint64_t id;
-  const DType dtype;
-  const Shape shape;
-  const size_t nbytes;
-  const std::string device;  // canonical, "remote:0"
-};
-
-// What a tensor handle names: host memory (embedded mode, or "cpu" in remote
-// mode) or a tensor on the server. Exactly one of the two is set.
-class TensorRef {
- public:
-  TensorRef() = default;
-  explicit TensorRef(TensorPtr local) : local_(std::move(local)) {}
-  explicit TensorRef(std::shared_ptr<RemoteTensor> remote) : remote_(std::move(remote)) {}
-
-  bool is_remote() const { return remote_ != nullptr; }
-  const TensorPtr& local() const { return local_; }
-  const std::shared_ptr<RemoteTensor>& remote() const { return remote_; }
-  DType dtype() const { return remote_ ? remote_->dtype : local_->dtype(); }
-  const Shape& shape() const { return remote_ ? remote_->shape : local_->shape(); }
-  size_t nbytes() const { return remote_ ? remote_->nbytes : local_->nbytes(); }
-
-  // Byte ranges must already be checked against nbytes().
-  void write(size_t offset, const void* src, size_t n) const;
-  void read(size_t offset, void* dst, size_t n) const;
-
- private:
-  TensorPtr local_;
-  std::shared_ptr<RemoteTensor> remote_;
-};
-
-// The outcome of one submission, whichever mode ran it.
-struct FutureResult {
-  genie_status_t status = GENIE_OK;
-  std::string detail;
-  std::vector<TensorRef> outputs;  // one per graph output, in mark order
-  uint64_t exec_ns = 0;
-};
-
-// Completion state of one submission, shared by the handle and the executor
-// (embedded) or the client's loop thread (remote).
-class FutureState {
- public:
-  FutureState(std::shared_ptr<Context> ctx, std::vector<std::string> output_names)
-      : ctx_(std::move(ctx)), names_(std::move(output_names)) {}
-
-  // Called once, by an executor worker (embedded) or the client's loop
-  // thread (remote). Runs the callback (if any) outside the lock.
-  void complete(FutureResult&& r);
-
-  genie_status_t wait(int64_t timeout_ms);
-  genie_status_t poll();
-  // Runs cb at once (on this thread) when already complete. Throws
-  // Error(INVALID_ARGUMENT) if a callback is already set.
-  void set_callback(genie_future_callback_t cb, void* user, genie_future_t* handle);
-  // Detaches the handle: the callback will not run any more; waits for one
-  // already running to return.
-  void detach();
-
-  // Throw unless complete and successful.
-  TensorRef output(size_t index);
-  TensorRef output(const std::string& name);
-  size_t num_outputs() const { return names_.size(); }
-  uint64_t exec_ns();
-  const std::shared_ptr<Context>& ctx() const { return ctx_; }
-
- private:
-  void require_success();  // with mu_ held
-
-  std::shared_ptr<Context> ctx_;
-  std::vector<std::string> names_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  bool cb_running_ = false;
-  FutureResult result_;
-  genie_future_callback_t cb_ = nullptr;
-  void* user_ = nullptr;
-  genie_future_t* handle_ = nullptr;
-};
 
 // What a submission derives from a graph: the snapshot validated with the
 // bound shapes and, in remote mode, its JSON. A graph handle keeps the last

@@ -1,5 +1,5 @@
 // Per-device stages of a planned graph: the contract is in graph_split.hpp.
-#include "control/graph_split.hpp"
+#include "graph/split.hpp"
 
 #include <unordered_set>
 

@@ -1,4 +1,4 @@
-#include "capi/context.hpp"
+#include "runtime/context.hpp"
 
 #include <unistd.h>
 
@@ -18,141 +18,22 @@
 namespace genie {
 
 // ---------------------------------------------------------------------------
-// Tensors
-// ---------------------------------------------------------------------------
-
-RemoteTensor::RemoteTensor(std::shared_ptr<RemoteClient> c, uint64_t tensor_id, DType t, Shape s,
-                           std::string dev)
-    : client(std::move(c)),
-      id(tensor_id),
-      dtype(t),
-      shape(std::move(s)),
-      nbytes(byte_size(shape, dtype_size(t))),
-      device(std::move(dev)) {}
-
-RemoteTensor::~RemoteTensor() { client->tensor_free(id); }
-
-void TensorRef::write(size_t offset, const void* src, size_t n) const {
-  if (n == 0) return;
-  if (remote_)
-    remote_->client->tensor_write(remote_->id, offset, src, n);
-  else
-    std::memcpy(local_->bytes() + offset, src, n);
-}
-
-void TensorRef::read(size_t offset, void* dst, size_t n) const {
-  if (n == 0) return;
-  if (remote_)
-    remote_->client->tensor_read(remote_->id, offset, dst, n);
-  else
-    std::memcpy(dst, local_->bytes() + offset, n);
-}
-
-// ---------------------------------------------------------------------------
-// FutureState
-// ---------------------------------------------------------------------------
-
-void FutureState::complete(FutureResult&& r) {
-  genie_future_callback_t cb = nullptr;
-  void* user = nullptr;
-  genie_future_t* handle = nullptr;
-  genie_status_t status;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    result_ = std::move(r);
-    done_ = true;
-    status = result_.status;
-    if (cb_ && handle_) {
-      cb = cb_;
-      user = user_;
-      handle = handle_;
-      cb_running_ = true;
-    }
-  }
-  cv_.notify_all();
-  if (cb) {
-    cb(handle, status, user);
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      cb_running_ = false;
-    }
-    cv_.notify_all();
-  }
-}
-
-genie_status_t FutureState::wait(int64_t timeout_ms) {
-  std::unique_lock<std::mutex> lk(mu_);
-  if (timeout_ms < 0) {
-    cv_.wait(lk, [this] { return done_; });
-  } else if (!cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [this] { return done_; })) {
-    throw Error(GENIE_ERR_TIMEOUT, cat("future still running after ", timeout_ms, " ms"));
-  }
-  if (result_.status != GENIE_OK) throw Error(result_.status, result_.detail);
-  return GENIE_OK;
-}
-
-genie_status_t FutureState::poll() {
-  std::lock_guard<std::mutex> lk(mu_);
-  if (!done_) return GENIE_IN_PROGRESS;
-  if (result_.status != GENIE_OK) throw Error(result_.status, result_.detail);
-  return GENIE_OK;
-}
-
-void FutureState::set_callback(genie_future_callback_t cb, void* user, genie_future_t* handle) {
-  check(cb != nullptr, GENIE_ERR_INVALID_ARGUMENT, "callback is NULL");
-  genie_status_t status;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    check(cb_ == nullptr, GENIE_ERR_INVALID_ARGUMENT, "a completion callback is already set");
-    cb_ = cb;
-    user_ = user;
-    handle_ = handle;
-    if (!done_) return;
-    status = result_.status;
-  }
-  cb(handle, status, user);
-}
-
-void FutureState::detach() {
-  std::unique_lock<std::mutex> lk(mu_);
-  handle_ = nullptr;
-  cb_ = nullptr;
-  cv_.wait(lk, [this] { return !cb_running_; });
-}
-
-void FutureState::require_success() {
-  check(done_, GENIE_ERR_INVALID_ARGUMENT, "the future has not completed yet: wait for it first");
-  if (result_.status != GENIE_OK) throw Error(result_.status, result_.detail);
-  ctx_->check_live();
-}
-
-TensorRef FutureState::output(size_t index) {
-  std::lock_guard<std::mutex> lk(mu_);
-  require_success();
-  check(index < result_.outputs.size(), GENIE_ERR_NOT_FOUND, "output index ", index, " out of range (",
-        result_.outputs.size(), " outputs)");
-  return result_.outputs[index];
-}
-
-TensorRef FutureState::output(const std::string& name) {
-  std::lock_guard<std::mutex> lk(mu_);
-  require_success();
-  for (size_t i = 0; i < names_.size(); ++i)
-    if (names_[i] == name) return result_.outputs.at(i);
-  fail(GENIE_ERR_NOT_FOUND, "no output named '", name, "'");
-}
-
-uint64_t FutureState::exec_ns() {
-  std::lock_guard<std::mutex> lk(mu_);
-  check(done_, GENIE_ERR_INVALID_ARGUMENT, "the future has not completed yet");
-  return result_.exec_ns;
-}
-
-// ---------------------------------------------------------------------------
 // Context
 // ---------------------------------------------------------------------------
 
 namespace {
+
+// What genie_tensor_device reports for a tensor the server names
+// `server_device`: its own devices as "remote:i" (the index genie_tensor_alloc
+// takes), a worker's as "NODE/DEVICE".
+std::string client_device_name(const RemoteClient& client, const std::string& server_device) {
+  if (server_device.find('/') != std::string::npos) return server_device;
+  const std::vector<std::string>& served = client.server_devices();
+  for (size_t i = 0; i < served.size(); ++i)
+    if (served[i] == server_device) return cat("remote:", i);
+  return cat(client.server_node_id(), "/", server_device);
+}
+
 std::string generate_node_id() {
   char host[256] = "host";
   if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "host");
@@ -264,7 +145,8 @@ TensorRef Context::alloc(DType dtype, Shape shape, const char* device, std::stri
   const uint64_t id = client_->tensor_alloc(dtype, shape, p.server_device);
   std::shared_ptr<RemoteTensor> rt;
   try {
-    rt = std::make_shared<RemoteTensor>(client_, id, dtype, std::move(shape), p.canonical);
+    rt = std::make_shared<RemoteTensor>(client_, client_->server_node_id(), id, dtype, std::move(shape),
+                                        p.canonical);
   } catch (...) {
     client_->tensor_free(id);
     throw;
@@ -385,8 +267,9 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
       // Dtypes and shapes were validated by the client: only memory can fail.
       if (auto client = weak_client.lock()) {
         for (RemoteOutput& o : r.outputs)
-          fr.outputs.emplace_back(
-              std::make_shared<RemoteTensor>(client, o.tensor_id, o.dtype, std::move(o.shape), "remote:0"));
+          fr.outputs.emplace_back(std::make_shared<RemoteTensor>(client, client->server_node_id(), o.tensor_id,
+                                                                 o.dtype, std::move(o.shape),
+                                                                 client_device_name(*client, o.device)));
       }
     } catch (const std::exception& e) {
       // The future completes whatever happens; outputs already wrapped are

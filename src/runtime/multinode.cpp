@@ -1,14 +1,15 @@
 // Multi-node execution on the master: the contract is in multinode.hpp.
-#include "control/multinode.hpp"
+#include "runtime/multinode.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <future>
 
-#include "control/graph_split.hpp"
+#include "graph/split.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "exec/overhead.hpp"
 
 namespace genie {
 
@@ -30,34 +31,10 @@ RemoteResult wait_submit(RemoteClient& c, const std::string& json,
 
 }  // namespace
 
-double measure_node_overhead(Executor& exec) {
-  constexpr int kNodes = 16;
-  auto g = std::make_shared<Graph>("node_overhead_probe");
-  g->add_input("v0", DType::F32, {64});
-  for (int i = 0; i < kNodes; ++i)
-    g->add_node("relu", cat("r", i), {cat("v", i)}, {cat("v", i + 1)});
-  g->mark_output(cat("v", kNodes));
-  g->validate();
-  auto x = std::make_shared<TensorData>(DType::F32, Shape{64});
-  std::memset(x->bytes(), 0, x->nbytes());
-  double best = 1e9;
-  for (int rep = 0; rep < 4; ++rep) {
-    auto done = std::make_shared<std::promise<ExecResult>>();
-    std::future<ExecResult> f = done->get_future();
-    const auto t0 = Clock::now();
-    exec.run(g, {x}, [done](ExecResult&& r) { done->set_value(std::move(r)); });
-    const ExecResult r = f.get();
-    const double dt = seconds_since(t0);
-    check(r.status == GENIE_OK, r.status, "the executor failed the node-overhead probe: ", r.detail);
-    if (rep > 0) best = std::min(best, dt);  // the first warms up the pool
-  }
-  return best / kNodes;
-}
-
-Cluster::Cluster(std::string node_id, Config cfg, Executor& exec, Hooks hooks)
+MultiNode::MultiNode(std::string node_id, Config cfg, Executor& exec, Hooks hooks)
     : node_id_(std::move(node_id)), cfg_(std::move(cfg)), exec_(exec), hooks_(std::move(hooks)) {}
 
-void Cluster::join(const std::string& node_id, const std::string& host, int port,
+void MultiNode::join(const std::string& node_id, const std::string& host, int port,
                    std::vector<sched::DeviceProfile> devices, const void* registered_by) {
   check(!devices.empty(), GENIE_ERR_INVALID_ARGUMENT, "worker ", node_id, " registered no devices");
   check(node_id != node_id_ && !node_id.empty(), GENIE_ERR_INVALID_ARGUMENT, "worker node id '", node_id,
@@ -152,7 +129,7 @@ void Cluster::join(const std::string& node_id, const std::string& host, int port
       static_cast<int64_t>(static_cast<double>(probe) / write_s / 1e6), " MB/s)");
 }
 
-std::shared_ptr<RemoteClient> Cluster::leave(const void* registered_by) {
+std::shared_ptr<RemoteClient> MultiNode::leave(const void* registered_by) {
   std::lock_guard<std::mutex> lk(mu_);
   for (auto it = workers_.begin(); it != workers_.end(); ++it) {
     if (it->second->registered_by != registered_by) continue;
@@ -166,7 +143,7 @@ std::shared_ptr<RemoteClient> Cluster::leave(const void* registered_by) {
   return nullptr;
 }
 
-std::shared_ptr<RemoteClient> Cluster::client_of(const std::string& node_id) const {
+std::shared_ptr<RemoteClient> MultiNode::client_of(const std::string& node_id) const {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = workers_.find(node_id);
   if (it != workers_.end()) {
@@ -184,21 +161,21 @@ std::shared_ptr<RemoteClient> Cluster::client_of(const std::string& node_id) con
        ") nor one of its workers (", known.empty() ? "none joined" : known, ")");
 }
 
-bool Cluster::has_workers() const {
+bool MultiNode::has_workers() const {
   std::lock_guard<std::mutex> lk(mu_);
   for (const auto& [id, w] : workers_)
     if (alive(id)) return true;
   return false;
 }
 
-std::vector<std::string> Cluster::worker_names() const {
+std::vector<std::string> MultiNode::worker_names() const {
   std::lock_guard<std::mutex> lk(mu_);
   std::vector<std::string> v;
   for (const auto& [id, w] : workers_) v.push_back(id);
   return v;
 }
 
-void Cluster::close_all() {
+void MultiNode::close_all() {
   std::map<std::string, std::shared_ptr<const Worker>> all;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -208,7 +185,7 @@ void Cluster::close_all() {
   for (auto& [id, w] : all) w->client->close();
 }
 
-const sched::DeviceProfile& Cluster::local_profile() {
+const sched::DeviceProfile& MultiNode::local_profile() {
   std::lock_guard<std::mutex> lk(mu_);
   if (!have_local_) {
     sched::CalibrateOptions o;
@@ -220,13 +197,13 @@ const sched::DeviceProfile& Cluster::local_profile() {
   return local_;
 }
 
-void Cluster::count(const std::string& role, uint64_t bytes) {
+void MultiNode::count(const std::string& role, uint64_t bytes) {
   std::lock_guard<std::mutex> lk(mu_);
   transfer_bytes_ += bytes;
   by_role_[role] += bytes;
 }
 
-Cluster::Stats Cluster::stats() const {
+MultiNode::Stats MultiNode::stats() const {
   std::lock_guard<std::mutex> lk(mu_);
   Stats s;
   for (const auto& [id, w] : workers_) s.workers += alive(id);
@@ -240,7 +217,7 @@ Cluster::Stats Cluster::stats() const {
   return s;
 }
 
-Cluster::Planned Cluster::plan(const Graph& g, const std::vector<Held>& inputs,
+MultiNode::Planned MultiNode::plan(const Graph& g, const std::vector<Held>& inputs,
                                const std::unordered_map<ValueId, Shape>& shapes) {
   Planned p;
   p.topo.devices.push_back(local_profile());
@@ -292,12 +269,12 @@ Cluster::Planned Cluster::plan(const Graph& g, const std::vector<Held>& inputs,
   return p;
 }
 
-std::string Cluster::explain(const Graph& g, const std::vector<Held>& inputs,
+std::string MultiNode::explain(const Graph& g, const std::vector<Held>& inputs,
                              const std::unordered_map<ValueId, Shape>& shapes) {
   return plan(g, inputs, shapes).plan->explain_json(g);
 }
 
-MultiResult Cluster::run(const std::shared_ptr<const Graph>& gp, const std::vector<Held>& inputs,
+MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::vector<Held>& inputs,
                          const std::unordered_map<ValueId, Shape>& shapes) {
   MultiResult result;
   const auto t0 = Clock::now();
@@ -317,7 +294,7 @@ MultiResult Cluster::run(const std::shared_ptr<const Graph>& gp, const std::vect
     struct Holding {
       std::string home;
       TensorPtr local;
-      std::map<std::string, WorkerTensorPtr> at;
+      std::map<std::string, RemoteTensorPtr> at;
     };
     std::unordered_map<ValueId, Holding> held;
     for (size_t k = 0; k < inputs.size(); ++k) {
@@ -344,7 +321,7 @@ MultiResult Cluster::run(const std::shared_ptr<const Graph>& gp, const std::vect
     const auto here = [&](ValueId v) -> TensorPtr {
       Holding& h = held.at(v);
       if (h.local) return h.local;
-      const WorkerTensorPtr& src = h.at.begin()->second;
+      const RemoteTensorPtr& src = h.at.begin()->second;
       auto t = std::make_shared<TensorData>(src->dtype, src->shape);
       src->client->tensor_read(src->id, 0, t->bytes(), t->nbytes());
       count(role_of(v), t->nbytes());
@@ -359,7 +336,7 @@ MultiResult Cluster::run(const std::shared_ptr<const Graph>& gp, const std::vect
       if (auto it = h.at.find(node); it != h.at.end()) return it->second->id;
       TensorPtr t = here(v);
       const uint64_t id = client->tensor_alloc(t->dtype(), t->shape(), "cpu:0");
-      auto wt = std::make_shared<WorkerTensor>(client, node, id, t->dtype(), t->shape());
+      auto wt = std::make_shared<RemoteTensor>(client, node, id, t->dtype(), t->shape(), cat(node, "/cpu:0"));
       client->tensor_write(id, 0, t->bytes(), t->nbytes());
       count(role_of(v), t->nbytes());
       h.at[node] = wt;
@@ -403,8 +380,9 @@ MultiResult Cluster::run(const std::shared_ptr<const Graph>& gp, const std::vect
       for (size_t i = 0; i < st.outputs.size(); ++i) {
         Holding& h = held[st.outputs[i]];
         h.home = node;
-        h.at[node] = std::make_shared<WorkerTensor>(client, node, r.outputs[i].tensor_id, r.outputs[i].dtype,
-                                                    r.outputs[i].shape);
+        const RemoteOutput& o = r.outputs[i];
+        h.at[node] = std::make_shared<RemoteTensor>(client, node, o.tensor_id, o.dtype, o.shape,
+                                                    cat(node, "/", o.device.empty() ? "cpu:0" : o.device));
       }
     }
     {

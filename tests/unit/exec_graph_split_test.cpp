@@ -6,7 +6,7 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "control/graph_split.hpp"
+#include "graph/split.hpp"
 #include "core/error.hpp"
 #include "exec/executor.hpp"
 

@@ -1,5 +1,5 @@
 // Graph deltas: the contract is in graph_delta.hpp.
-#include "control/graph_delta.hpp"
+#include "graph/delta.hpp"
 
 #include <openssl/sha.h>
 

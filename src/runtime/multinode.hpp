@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "control/client.hpp"
-#include "control/worker_tensor.hpp"
+#include "control/orchestrator.hpp"
 #include "core/tensor_data.hpp"
 #include "exec/executor.hpp"
 #include "graph/graph.hpp"
@@ -36,33 +36,7 @@
 
 namespace genie {
 
-// A tensor bound to (or produced by) a multi-node graph: on this server or on
-// a worker. Exactly one is set (explain() also takes neither: an input not
-// resident anywhere yet).
-struct Held {
-  TensorPtr local;
-  WorkerTensorPtr remote;
-
-  DType dtype() const { return local ? local->dtype() : remote->dtype; }
-  const Shape& shape() const { return local ? local->shape() : remote->shape; }
-};
-
-struct MultiResult {
-  genie_status_t status = GENIE_OK;
-  std::string detail;
-  std::vector<Held> outputs;  // per graph output, mark order
-  uint64_t exec_ns = 0;
-};
-
-// The executor's own cost per node (scheduling, output allocation, the
-// run's hand-off to the pool, amortised), which calibrate_local_cpu (below
-// the executor) cannot see: the best of a few runs of a 16-node chain of
-// relu over 64 floats, per node. The scheduler's DeviceProfile::op_overhead_s
-// of this server's CPU. Blocks about a millisecond; throws only if the
-// executor fails the chain.
-double measure_node_overhead(Executor& exec);
-
-class Cluster {
+class MultiNode final : public Orchestrator {
  public:
   struct Worker {
     std::string node_id;
@@ -81,27 +55,12 @@ class Cluster {
     const void* registered_by = nullptr;   // the worker's own session on the master
   };
 
-  struct Stats {
-    uint32_t workers = 0;
-    uint64_t multinode_graphs = 0;
-    uint64_t transfer_bytes = 0;
-    std::map<std::string, uint64_t> transfer_bytes_by_role;
-    uint64_t plan_hits = 0, plan_misses = 0;
-    // The last graph run: predicted completion of its plan, and measured
-    // time of its stages (transfers included, planning excluded).
-    uint64_t last_predicted_ns = 0, last_measured_ns = 0;
-  };
 
-  // Hooks of the cluster layer (ServerOptions::node_alive, measure_rtt);
-  // either may be empty.
-  struct Hooks {
-    std::function<bool(const std::string& node)> alive;
-    std::function<double(const std::string& host, int port)> rtt;
-  };
+  using Hooks = OrchestratorHooks;
 
   // `cfg` is what the master's clients of its workers use (auth token,
   // timeout); `node_id` the master's own.
-  Cluster(std::string node_id, Config cfg, Executor& exec, Hooks hooks = {});
+  MultiNode(std::string node_id, Config cfg, Executor& exec, Hooks hooks = {});
 
   // Blocking: connects to the worker at host:port, measures the link (RTT
   // from the cluster layer's Probe round trips when hooks.rtt gives one,
@@ -110,30 +69,30 @@ class Cluster {
   // TensorAlloc and one-node GraphSubmit round trips), and adds it, replacing a worker of the same node id.
   // Throws the connection's errors.
   void join(const std::string& node_id, const std::string& host, int port,
-            std::vector<sched::DeviceProfile> devices, const void* registered_by);
+            std::vector<sched::DeviceProfile> devices, const void* registered_by) override;
   // The worker registered by this session, if any, leaves; returns its
   // client (closed by whoever drops the last reference: it may block).
-  std::shared_ptr<RemoteClient> leave(const void* registered_by);
+  std::shared_ptr<RemoteClient> leave(const void* registered_by) override;
   // The session on a worker work may be placed on: registered and not
   // marked lost by the cluster layer. Otherwise throws CONNECTION when the
   // node is (or was) a worker, lost or gone, UNSUPPORTED when it never
   // was one (naming the workers there are).
-  std::shared_ptr<RemoteClient> client_of(const std::string& node_id) const;
+  std::shared_ptr<RemoteClient> client_of(const std::string& node_id) const override;
   // Workers registered and not marked lost.
-  bool has_workers() const;
+  bool has_workers() const override;
   std::vector<std::string> worker_names() const;
   // Closes every worker session (blocking).
-  void close_all();
+  void close_all() override;
 
   // Plans and runs a graph validated with `shapes`; inputs per graph input
   // in declaration order. Never throws: failures come back in the result.
   MultiResult run(const std::shared_ptr<const Graph>& g, const std::vector<Held>& inputs,
-                  const std::unordered_map<ValueId, Shape>& shapes);
+                  const std::unordered_map<ValueId, Shape>& shapes) override;
   // The plan run() would follow, as sched::Plan::explain_json. Throws.
   std::string explain(const Graph& g, const std::vector<Held>& inputs,
-                      const std::unordered_map<ValueId, Shape>& shapes);
+                      const std::unordered_map<ValueId, Shape>& shapes) override;
 
-  Stats stats() const;
+  Stats stats() const override;
 
  private:
   struct Planned {

@@ -1,0 +1,69 @@
+// The shared state behind a genie_future_t: the outcome of one submission,
+// whichever mode ran it, its waiters and its completion callback.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "genie.h"
+#include "runtime/tensor_ref.hpp"
+
+namespace genie {
+
+class Context;
+
+// The outcome of one submission, whichever mode ran it.
+struct FutureResult {
+  genie_status_t status = GENIE_OK;
+  std::string detail;
+  std::vector<TensorRef> outputs;  // one per graph output, in mark order
+  uint64_t exec_ns = 0;
+};
+
+// Completion state of one submission, shared by the handle and the executor
+// (embedded) or the client's loop thread (remote).
+class FutureState {
+ public:
+  FutureState(std::shared_ptr<Context> ctx, std::vector<std::string> output_names)
+      : ctx_(std::move(ctx)), names_(std::move(output_names)) {}
+
+  // Called once, by an executor worker (embedded) or the client's loop
+  // thread (remote). Runs the callback (if any) outside the lock.
+  void complete(FutureResult&& r);
+
+  genie_status_t wait(int64_t timeout_ms);
+  genie_status_t poll();
+  // Runs cb at once (on this thread) when already complete. Throws
+  // Error(INVALID_ARGUMENT) if a callback is already set.
+  void set_callback(genie_future_callback_t cb, void* user, genie_future_t* handle);
+  // Detaches the handle: the callback will not run any more; waits for one
+  // already running to return.
+  void detach();
+
+  // Throw unless complete and successful.
+  TensorRef output(size_t index);
+  TensorRef output(const std::string& name);
+  size_t num_outputs() const { return names_.size(); }
+  uint64_t exec_ns();
+  const std::shared_ptr<Context>& ctx() const { return ctx_; }
+
+ private:
+  void require_success();  // with mu_ held
+
+  std::shared_ptr<Context> ctx_;
+  std::vector<std::string> names_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  bool cb_running_ = false;
+  FutureResult result_;
+  genie_future_callback_t cb_ = nullptr;
+  void* user_ = nullptr;
+  genie_future_t* handle_ = nullptr;
+};
+
+}  // namespace genie

@@ -1,0 +1,36 @@
+#include "runtime/node_server.hpp"
+
+#include "core/log.hpp"
+#include "runtime/multinode.hpp"
+
+namespace genie {
+
+NodeServer::NodeServer(Config cfg, const std::string& host, int port) {
+  const std::string join_host = cfg.master_addr;
+  const int32_t join_port = cfg.master_port;
+  cfg.apply_env();
+  cfg.validate();
+  set_log_level(cfg.log_level);
+  ServerOptions opts;
+  opts.host = host.empty() ? "127.0.0.1" : host;
+  opts.port = port;
+  opts.auth_token = cfg.auth_token;
+  opts.session_grace_ms = cfg.session_grace_ms;
+  opts.max_message_bytes = static_cast<uint32_t>(cfg.max_message_bytes);
+  opts.num_threads = cfg.num_threads;
+  opts.node_id = cfg.node_id;
+  opts.join_host = join_host;
+  opts.join_port = join_port;
+  opts.client_timeout_ms = cfg.timeout_ms;
+  opts.orchestrator = [](const std::string& node_id, const Config& c, Executor& exec, OrchestratorHooks hooks) {
+    return std::make_unique<MultiNode>(node_id, c, exec, std::move(hooks));
+  };
+  master_ = std::make_unique<ClusterMaster>(cfg);
+  master_->install(opts);
+  server_ = std::make_unique<Server>(std::move(opts));
+  master_->set_node_id(server_->node_id());
+}
+
+NodeServer::~NodeServer() { server_.reset(); }
+
+}  // namespace genie

@@ -1,0 +1,38 @@
+// A server node (`genie serve`, genie_server_create): the control layer's
+// Server, with the cluster layer's master hooks (probes, heartbeats, node
+// tracking) and this layer's multi-node orchestration installed.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cluster/master.hpp"
+#include "control/server.hpp"
+#include "core/config.hpp"
+
+namespace genie {
+
+class NodeServer {
+ public:
+  // Serves on host:port (empty host: 127.0.0.1; port 0: a free one) with
+  // the settings of `cfg` (auth token, grace period, threads, limits). A
+  // `cfg.master_addr` makes this server a worker of that master; the
+  // environment is applied after it is read (GENIE_MASTER_ADDR points
+  // clients at a server and must not turn servers into workers). Throws
+  // what Server's constructor throws.
+  NodeServer(Config cfg, const std::string& host, int port);
+  // Stops and waits.
+  ~NodeServer();
+
+  int port() const { return server_->port(); }
+  const std::string& node_id() const { return server_->node_id(); }
+  void stop() { server_->stop(); }
+  void wait() { server_->wait(); }
+  ServerStats stats() const { return server_->stats(); }
+
+ private:
+  std::unique_ptr<ClusterMaster> master_;  // outlives server_: its hooks run on the server's loop
+  std::unique_ptr<Server> server_;
+};
+
+}  // namespace genie
