@@ -40,6 +40,7 @@
 #include "graph/delta.hpp"
 #include "control/loop_thread.hpp"
 #include "control/wire.hpp"
+#include "control/wire_json.hpp"
 #include "control/wire_codec.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -1085,31 +1086,8 @@ std::string RemoteClient::server_info_json() {
   const auto info = wire::parse_msg<wire::ServerInfo>(call->reply, call->reply_type);
   std::unique_ptr<cJSON, void (*)(cJSON*)> o(cJSON_CreateObject(), cJSON_Delete);
   check(o != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");
-  // Counters go out as JSON numbers (doubles): exact up to 2^53.
-  cJSON_AddStringToObject(o.get(), "node_id", info.node_id().c_str());
-  cJSON_AddNumberToObject(o.get(), "sessions", info.sessions());
-  cJSON_AddNumberToObject(o.get(), "tensors", static_cast<double>(info.tensors()));
-  cJSON_AddNumberToObject(o.get(), "tensor_bytes", static_cast<double>(info.tensor_bytes()));
-  cJSON_AddNumberToObject(o.get(), "uptime_ms", static_cast<double>(info.uptime_ms()));
-  cJSON_AddNumberToObject(o.get(), "graphs_executed", static_cast<double>(info.graphs_executed()));
-  cJSON_AddNumberToObject(o.get(), "connections_refused", static_cast<double>(info.connections_refused()));
-  cJSON_AddNumberToObject(o.get(), "graph_submits_full", static_cast<double>(info.graph_submits_full()));
-  cJSON_AddNumberToObject(o.get(), "graph_submits_delta", static_cast<double>(info.graph_submits_delta()));
-  cJSON_AddNumberToObject(o.get(), "graph_submit_bytes", static_cast<double>(info.graph_submit_bytes()));
-  cJSON_AddNumberToObject(o.get(), "graph_delta_unknown_base",
-                          static_cast<double>(info.graph_delta_unknown_base()));
-  cJSON_AddNumberToObject(o.get(), "workers", info.workers());
-  cJSON_AddNumberToObject(o.get(), "multinode_graphs", static_cast<double>(info.multinode_graphs()));
-  cJSON_AddNumberToObject(o.get(), "server_transfer_bytes", static_cast<double>(info.server_transfer_bytes()));
-  cJSON* roles = cJSON_AddObjectToObject(o.get(), "server_transfer_bytes_by_role");
-  check(roles != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");
-  std::map<std::string, uint64_t> sorted(info.server_transfer_bytes_by_role().begin(),
-                                         info.server_transfer_bytes_by_role().end());
-  for (const auto& [role, bytes] : sorted) cJSON_AddNumberToObject(roles, role.c_str(), static_cast<double>(bytes));
-  cJSON_AddNumberToObject(o.get(), "plan_cache_hits", static_cast<double>(info.plan_cache_hits()));
-  cJSON_AddNumberToObject(o.get(), "plan_cache_misses", static_cast<double>(info.plan_cache_misses()));
-  cJSON_AddNumberToObject(o.get(), "last_plan_predicted_ns", static_cast<double>(info.last_plan_predicted_ns()));
-  cJSON_AddNumberToObject(o.get(), "last_plan_measured_ns", static_cast<double>(info.last_plan_measured_ns()));
+  // Every field of ServerInfo, counters as JSON numbers (exact up to 2^53).
+  wire::add_fields_to_json(info, o.get());
   // This client's side of the same traffic.
   const GraphStats g = graph_stats();
   cJSON* c = cJSON_AddObjectToObject(o.get(), "client");

@@ -23,16 +23,12 @@
 
 #include "control/orchestrator.hpp"
 #include "core/config.hpp"
+#include "genie.pb.h"
 
 namespace genie {
 
 class LoopThread;
 class RemoteClient;
-namespace wire {
-class Heartbeat;
-class HeartbeatReply;
-class ProbeReply;
-}  // namespace wire
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -94,23 +90,10 @@ struct ServerOptions {
   int64_t client_timeout_ms = 30000;
 };
 
-struct ServerStats {
-  uint32_t sessions = 0;
-  uint64_t tensors = 0;
-  uint64_t tensor_bytes = 0;
-  uint64_t graphs_executed = 0;
-  uint64_t connections_refused = 0;
-  uint64_t graph_submits_full = 0;
-  uint64_t graph_submits_delta = 0;
-  uint64_t graph_submit_bytes = 0;  // frames (header + message) of both kinds
-  uint64_t graph_delta_unknown_base = 0;
-  // Multi-node (a master): workers live, graphs planned across nodes, tensor
-  // bytes moved between servers for them, in total and by role.
-  uint32_t workers = 0;
-  uint64_t multinode_graphs = 0;
-  uint64_t server_transfer_bytes = 0;
-  std::map<std::string, uint64_t> server_transfer_bytes_by_role;
-};
+// A server's statistics are its ServerInfo message (proto/genie.proto):
+// every counter is defined once, there and in GENIE_SERVER_COUNTERS
+// (control/session.hpp), and reported the same way to clients and callers.
+using ServerStats = wire::ServerInfo;
 
 class Server {
  public:
@@ -133,6 +116,7 @@ class Server {
   // Blocks until stop() has completed.
   void wait();
 
+  // Thread-safe.
   ServerStats stats() const;
 
  private:

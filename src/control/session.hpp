@@ -15,17 +15,25 @@
 
 namespace genie {
 
-// Server-wide figures, read by Server::stats() from any thread.
+// Server-wide figures, read by Server::stats() from any thread. Each is a
+// field of the same name in wire::ServerInfo (proto/genie.proto): adding one
+// means adding it there and to this list, and counting it where it happens.
+#define GENIE_SERVER_COUNTERS(X)                                                                          \
+  X(sessions) X(tensors) X(tensor_bytes) X(graphs_executed) X(connections_refused) X(graph_submits_full) \
+      X(graph_submits_delta) X(graph_submit_bytes) X(graph_delta_unknown_base)
+
 struct ServerCounters {
-  std::atomic<uint32_t> sessions{0};
-  std::atomic<uint64_t> tensors{0};
-  std::atomic<uint64_t> tensor_bytes{0};
-  std::atomic<uint64_t> graphs_executed{0};
-  std::atomic<uint64_t> connections_refused{0};
-  std::atomic<uint64_t> graph_submits_full{0};
-  std::atomic<uint64_t> graph_submits_delta{0};
-  std::atomic<uint64_t> graph_submit_bytes{0};
-  std::atomic<uint64_t> graph_delta_unknown_base{0};
+#define GENIE_COUNTER(name) std::atomic<uint64_t> name{0};
+  GENIE_SERVER_COUNTERS(GENIE_COUNTER)
+#undef GENIE_COUNTER
+
+  // Copies every counter into `info` (a wire::ServerInfo).
+  template <class Info>
+  void report(Info& info) const {
+#define GENIE_COUNTER(name) info.set_##name(name.load(std::memory_order_relaxed));
+    GENIE_SERVER_COUNTERS(GENIE_COUNTER)
+#undef GENIE_COUNTER
+  }
 };
 
 struct Peer;

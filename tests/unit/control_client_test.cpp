@@ -407,7 +407,7 @@ TEST_F(ClientTest, RoundTripsBytesOfEverySize) {
   }
   // Frees are ordered before the next request on the control connection.
   c->server_info_json();
-  EXPECT_EQ(server->stats().tensors, 0u);
+  EXPECT_EQ(server->stats().tensors(), 0u);
 }
 
 TEST_F(ClientTest, ServerErrorsComeBackWithTheirStatus) {
@@ -456,7 +456,7 @@ TEST_F(ClientTest, PipelinesCallsFromManyThreads) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
   c->server_info_json();
-  EXPECT_EQ(server->stats().tensors, 0u);
+  EXPECT_EQ(server->stats().tensors(), 0u);
 }
 
 Graph add_graph() {
@@ -526,14 +526,14 @@ TEST_F(ClientTest, SubmitsGraphsAndReportsOutputs) {
   EXPECT_NE(r3.detail.find("no tensor 999"), std::string::npos) << r3.detail;
   EXPECT_TRUE(r3.outputs.empty());
   c->server_info_json();
-  EXPECT_EQ(server->stats().tensors, 6u);
-  EXPECT_EQ(server->stats().graphs_executed, 2u);
+  EXPECT_EQ(server->stats().tensors(), 6u);
+  EXPECT_EQ(server->stats().graphs_executed(), 2u);
   // Goodbye frees the session's tensors at once.
   c->close();
-  for (int i = 0; i < 200 && server->stats().tensors != 0; ++i)
+  for (int i = 0; i < 200 && server->stats().tensors() != 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(server->stats().tensors, 0u);
-  EXPECT_EQ(server->stats().sessions, 0u);
+  EXPECT_EQ(server->stats().tensors(), 0u);
+  EXPECT_EQ(server->stats().sessions(), 0u);
 }
 
 TEST_F(ClientTest, OversizeMessagesFailAtOnce) {
@@ -618,7 +618,7 @@ TEST_F(ClientTest, SubmitReturnsWithoutWaitingAndManyGraphsPipeline) {
     const float bv[4] = {float(i), float(-i), 0.5f * float(i), 1};
     for (int k = 0; k < 4; ++k) EXPECT_EQ(sum[k], av[k] + bv[k]) << "graph " << i << " element " << k;
   }
-  EXPECT_EQ(server->stats().graphs_executed, static_cast<uint64_t>(kGraphs));
+  EXPECT_EQ(server->stats().graphs_executed(), static_cast<uint64_t>(kGraphs));
 }
 
 // What the server refuses at submission reaches the completion (the caller
@@ -647,7 +647,7 @@ TEST_F(ClientTest, RefusedSubmissionsReportThroughTheCompletion) {
   const RemoteResult r3 = p3.get_future().get();
   EXPECT_EQ(r3.status, GENIE_OK) << r3.detail;
   EXPECT_TRUE(c->connected());
-  EXPECT_EQ(server->stats().graphs_executed, 1u);
+  EXPECT_EQ(server->stats().graphs_executed(), 1u);
 }
 
 // A TensorFree rides with the next request on the control connection; with
@@ -657,14 +657,14 @@ TEST_F(ClientTest, FreesReachTheServerWithoutAnotherRequest) {
   auto c = RemoteClient::connect(client_config(server->port()), "client-a");
   std::vector<uint64_t> ids;
   for (int i = 0; i < 10; ++i) ids.push_back(c->tensor_alloc(DType::F32, {4}, "cpu:0"));
-  EXPECT_EQ(server->stats().tensors, 10u);
+  EXPECT_EQ(server->stats().tensors(), 10u);
   for (uint64_t id : ids) c->tensor_free(id);
-  EXPECT_TRUE(eventually([&] { return server->stats().tensors == 0; }, 2000)) << server->stats().tensors;
+  EXPECT_TRUE(eventually([&] { return server->stats().tensors() == 0; }, 2000)) << server->stats().tensors();
   // And ahead of a request: the allocation is answered after the frees.
   const uint64_t a = c->tensor_alloc(DType::F32, {4}, "cpu:0");
   c->tensor_free(a);
   c->tensor_alloc(DType::F32, {4}, "cpu:0");
-  EXPECT_EQ(server->stats().tensors, 1u);
+  EXPECT_EQ(server->stats().tensors(), 1u);
 }
 
 TEST_F(ClientTest, AuthenticatesWithTheSharedToken) {
@@ -686,8 +686,8 @@ TEST_F(ClientTest, AuthenticatesWithTheSharedToken) {
   missing.auth_token.clear();
   d = expect_error(GENIE_ERR_AUTH, [&] { RemoteClient::connect(missing, "client-c"); });
   EXPECT_NE(d.find("requires authentication"), std::string::npos) << d;
-  EXPECT_GE(server->stats().connections_refused, 1u);
-  EXPECT_EQ(server->stats().sessions, 1u);
+  EXPECT_GE(server->stats().connections_refused(), 1u);
+  EXPECT_EQ(server->stats().sessions(), 1u);
 }
 
 // A fake server that answers the client's Hello with `reply`.
@@ -824,7 +824,7 @@ TEST_F(ClientTest, ConnectionLossFailsCallsInFlightThenReconnectsWithTensorsInta
   EXPECT_TRUE(back == src);
   EXPECT_TRUE(c->connected());
   EXPECT_EQ(proxy.accepted(), 4);
-  EXPECT_EQ(server->stats().sessions, 1u);
+  EXPECT_EQ(server->stats().sessions(), 1u);
 }
 
 TEST_F(ClientTest, GraphInFlightFailsWithConnectionWhenTheConnectionIsCut) {
@@ -869,9 +869,9 @@ TEST_F(ClientTest, SessionLostAfterTheGracePeriodFailsForGood) {
   // Nothing pretends to work afterwards, and the stray session was ended.
   expect_error(GENIE_ERR_CONNECTION, [&] { c->tensor_alloc(DType::F32, {4}, "cpu:0"); });
   EXPECT_FALSE(c->connected());
-  for (int i = 0; i < 200 && server->stats().sessions != 0; ++i)
+  for (int i = 0; i < 200 && server->stats().sessions() != 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_EQ(server->stats().sessions, 0u);
+  EXPECT_EQ(server->stats().sessions(), 0u);
 }
 
 TEST_F(ClientTest, ServerStopMidCallFailsWithConnectionWithinTheTimeout) {

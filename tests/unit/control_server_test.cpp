@@ -315,11 +315,11 @@ TEST_F(ControlServer, HandshakeWelcomesANewSession) {
   ASSERT_EQ(w.devices_size(), 1);
   EXPECT_EQ(w.devices(0), "cpu:0");
   EXPECT_FALSE(w.resumed());
-  EXPECT_EQ(server.stats().sessions, 1u);
+  EXPECT_EQ(server.stats().sessions(), 1u);
 
   Raw c2(server.port());
   EXPECT_NE(handshake(c2).session_token(), w.session_token());
-  EXPECT_EQ(server.stats().sessions, 2u);
+  EXPECT_EQ(server.stats().sessions(), 2u);
 
   c.send(MsgType::ServerInfoRequest, 9, wire::ServerInfoRequest());
   const Frame f = c.reply(9);
@@ -371,8 +371,8 @@ TEST_F(ControlServer, VersionMismatchIsRefusedNamingBothVersions) {
     EXPECT_NE(e.detail().find("ABI " + std::to_string(GENIE_ABI_VERSION)), std::string::npos) << e.detail();
     EXPECT_TRUE(c.closed_by_server());
   }
-  EXPECT_TRUE(eventually([&] { return server.stats().connections_refused == 2; }));
-  EXPECT_EQ(server.stats().sessions, 0u);
+  EXPECT_TRUE(eventually([&] { return server.stats().connections_refused() == 2; }));
+  EXPECT_EQ(server.stats().sessions(), 0u);
 }
 
 TEST_F(ControlServer, AnythingButHelloFirstIsAProtocolError) {
@@ -385,7 +385,7 @@ TEST_F(ControlServer, AnythingButHelloFirstIsAProtocolError) {
   EXPECT_EQ(e.status(), GENIE_ERR_PROTOCOL);
   EXPECT_NE(e.detail().find("TensorAlloc"), std::string::npos) << e.detail();
   EXPECT_TRUE(c.closed_by_server());
-  EXPECT_EQ(server.stats().sessions, 0u);
+  EXPECT_EQ(server.stats().sessions(), 0u);
 
   // A node id that could smuggle control characters into the log.
   Raw c2(server.port());
@@ -394,7 +394,7 @@ TEST_F(ControlServer, AnythingButHelloFirstIsAProtocolError) {
   c2.send(MsgType::Hello, 6, h);
   EXPECT_EQ(c2.reply(6).error().status(), GENIE_ERR_PROTOCOL);
   EXPECT_TRUE(c2.closed_by_server());
-  EXPECT_TRUE(eventually([&] { return server.stats().connections_refused == 2; }));
+  EXPECT_TRUE(eventually([&] { return server.stats().connections_refused() == 2; }));
 }
 
 TEST_F(ControlServer, AuthenticationByChallengeResponse) {
@@ -450,9 +450,9 @@ TEST_F(ControlServer, AuthenticationByChallengeResponse) {
     Raw c(server.port());
     EXPECT_TRUE(c.closed_by_server(5000));
   }
-  EXPECT_TRUE(eventually([&] { return server.stats().connections_refused == 4; }))
-      << server.stats().connections_refused;
-  EXPECT_TRUE(eventually([&] { return server.stats().sessions == 1; }));
+  EXPECT_TRUE(eventually([&] { return server.stats().connections_refused() == 4; }))
+      << server.stats().connections_refused();
+  EXPECT_TRUE(eventually([&] { return server.stats().sessions() == 1; }));
 }
 
 TEST_F(ControlServer, WriteAndReadOneMebibyte) {
@@ -460,8 +460,8 @@ TEST_F(ControlServer, WriteAndReadOneMebibyte) {
   Raw c(server.port());
   const wire::Welcome w = handshake(c);
   const uint64_t id = alloc(c, {256, 1024});  // 1 MiB of f32
-  EXPECT_EQ(server.stats().tensors, 1u);
-  EXPECT_EQ(server.stats().tensor_bytes, 1u << 20);
+  EXPECT_EQ(server.stats().tensors(), 1u);
+  EXPECT_EQ(server.stats().tensor_bytes(), 1u << 20);
 
   std::string bytes(1 << 20, '\0');
   for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 7919) >> 3);
@@ -501,12 +501,12 @@ TEST_F(ControlServer, AllocRefusesBadRequests) {
   // 2^46 bytes: representable, but more than this machine has.
   const auto e = alloc_frame(c, 6, GENIE_DTYPE_F32, {int64_t{1} << 44}).error();
   EXPECT_EQ(e.status(), GENIE_ERR_OUT_OF_MEMORY) << e.detail();
-  EXPECT_EQ(server.stats().tensors, 0u);
+  EXPECT_EQ(server.stats().tensors(), 0u);
   // "" and "cpu" are the CPU too; the connection survived every error.
   EXPECT_EQ(alloc_frame(c, 7, GENIE_DTYPE_F32, {2}, "").h.type, MsgType::TensorAllocReply);
   EXPECT_EQ(alloc_frame(c, 8, GENIE_DTYPE_I64, {}, "cpu").h.type, MsgType::TensorAllocReply);
-  EXPECT_EQ(server.stats().tensors, 2u);
-  EXPECT_EQ(server.stats().connections_refused, 0u);
+  EXPECT_EQ(server.stats().tensors(), 2u);
+  EXPECT_EQ(server.stats().connections_refused(), 0u);
 }
 
 TEST_F(ControlServer, OutOfRangeAccessIsRefused) {
@@ -543,7 +543,7 @@ TEST_F(ControlServer, OutOfRangeAccessIsRefused) {
   const Frame f = read(c, id, 0, 16);
   ASSERT_EQ(f.h.type, MsgType::Ok);
   EXPECT_EQ(to_floats(f.payload), (std::vector<float>{1, 2, 3, 4}));
-  EXPECT_EQ(server.stats().sessions, 1u);
+  EXPECT_EQ(server.stats().sessions(), 1u);
 }
 
 TEST_F(ControlServer, TensorIdsAreScopedToTheirSession) {
@@ -571,7 +571,7 @@ TEST_F(ControlServer, TensorIdsAreScopedToTheirSession) {
   // Its own free does.
   a.send(MsgType::TensorFree, 42, fr);
   EXPECT_EQ(read(a, id, 0, 4).error().status(), GENIE_ERR_NOT_FOUND);
-  EXPECT_EQ(server.stats().tensors, 0u);
+  EXPECT_EQ(server.stats().tensors(), 0u);
 }
 
 TEST_F(ControlServer, GraphRunsAndItsOutputsStayOnTheServer) {
@@ -596,8 +596,8 @@ TEST_F(ControlServer, GraphRunsAndItsOutputsStayOnTheServer) {
   EXPECT_EQ(std::vector<int64_t>(done.outputs(1).shape().begin(), done.outputs(1).shape().end()),
             (std::vector<int64_t>{2, 3}));
   EXPECT_GT(done.exec_ns(), 0u);
-  EXPECT_EQ(server.stats().tensors, 4u);
-  EXPECT_EQ(server.stats().graphs_executed, 1u);
+  EXPECT_EQ(server.stats().tensors(), 4u);
+  EXPECT_EQ(server.stats().graphs_executed(), 1u);
 
   EXPECT_EQ(to_floats(read(c, done.outputs(0).tensor_id(), 0, 24).payload),
             (std::vector<float>{11, 22, 33, 44, 55, 66}));
@@ -633,7 +633,7 @@ TEST_F(ControlServer, GraphSubmitErrorsAreAnswered) {
   EXPECT_EQ(submit_error(64, add_mul_graph(), {{"a", wide}, {"b", a}}).status(), GENIE_ERR_SHAPE_MISMATCH);
   // b is [-1, 3]: bound to [2, 4] its last dimension is wrong.
   EXPECT_EQ(submit_error(65, add_mul_graph(), {{"a", a}, {"b", wide}}).status(), GENIE_ERR_SHAPE_MISMATCH);
-  EXPECT_EQ(server.stats().graphs_executed, 0u);
+  EXPECT_EQ(server.stats().graphs_executed(), 0u);
   EXPECT_EQ(alloc_frame(c, 66, GENIE_DTYPE_F32, {1}).h.type, MsgType::TensorAllocReply);  // still open
 }
 
@@ -679,8 +679,8 @@ TEST_F(ControlServer, MalformedFramesCloseOnlyTheirConnection) {
       bad.send_bytes(bytes.data(), bytes.size());
       EXPECT_TRUE(bad.closed_by_server());
       ++refused;
-      EXPECT_TRUE(eventually([&] { return server.stats().connections_refused == refused; }))
-          << server.stats().connections_refused;
+      EXPECT_TRUE(eventually([&] { return server.stats().connections_refused() == refused; }))
+          << server.stats().connections_refused();
       // The other session is unaffected.
       ASSERT_EQ(write(good, id, 0, floats({1, 2, 3, 4})).h.type, MsgType::Ok);
       EXPECT_EQ(to_floats(read(good, id, 0, 16).payload), (std::vector<float>{1, 2, 3, 4}));
@@ -688,7 +688,7 @@ TEST_F(ControlServer, MalformedFramesCloseOnlyTheirConnection) {
   }
   // Nothing was left behind by the refused connections' sessions beyond
   // their grace period: only the good session and its tensor are held.
-  EXPECT_EQ(server.stats().tensors, 1u);
+  EXPECT_EQ(server.stats().tensors(), 1u);
 }
 
 TEST_F(ControlServer, GoodbyeFreesTheSessionAtOnce) {
@@ -697,13 +697,13 @@ TEST_F(ControlServer, GoodbyeFreesTheSessionAtOnce) {
   const wire::Welcome w = handshake(c);
   alloc(c, {1024});
   alloc(c, {8, 8});
-  EXPECT_EQ(server.stats().tensors, 2u);
+  EXPECT_EQ(server.stats().tensors(), 2u);
   c.send(MsgType::Goodbye, 70, wire::Goodbye());
   EXPECT_TRUE(c.closed_by_server());
-  EXPECT_EQ(server.stats().tensors, 0u);
-  EXPECT_EQ(server.stats().tensor_bytes, 0u);
-  EXPECT_EQ(server.stats().sessions, 0u);
-  EXPECT_EQ(server.stats().connections_refused, 0u);
+  EXPECT_EQ(server.stats().tensors(), 0u);
+  EXPECT_EQ(server.stats().tensor_bytes(), 0u);
+  EXPECT_EQ(server.stats().sessions(), 0u);
+  EXPECT_EQ(server.stats().connections_refused(), 0u);
   // Its token no longer resumes anything.
   Raw again(server.port());
   const wire::Welcome w2 = handshake(again, w.session_token());
@@ -723,12 +723,12 @@ TEST_F(ControlServer, LostConnectionKeepsTensorsForTheGracePeriod) {
   }
   const auto lost = Clock::now();
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
-  EXPECT_EQ(server.stats().tensors, 2u);
-  EXPECT_EQ(server.stats().sessions, 1u);
-  EXPECT_TRUE(eventually([&] { return server.stats().tensors == 0; }, 5000));
+  EXPECT_EQ(server.stats().tensors(), 2u);
+  EXPECT_EQ(server.stats().sessions(), 1u);
+  EXPECT_TRUE(eventually([&] { return server.stats().tensors() == 0; }, 5000));
   EXPECT_GE(Clock::now() - lost, std::chrono::milliseconds(550));
-  EXPECT_EQ(server.stats().sessions, 0u);
-  EXPECT_EQ(server.stats().tensor_bytes, 0u);
+  EXPECT_EQ(server.stats().sessions(), 0u);
+  EXPECT_EQ(server.stats().tensor_bytes(), 0u);
 }
 
 TEST_F(ControlServer, ResumeWithinGraceGetsTheTensorsBack) {
@@ -750,8 +750,8 @@ TEST_F(ControlServer, ResumeWithinGraceGetsTheTensorsBack) {
   const wire::Welcome w = handshake(c, token);
   EXPECT_TRUE(w.resumed());
   EXPECT_EQ(w.session_token(), token);
-  EXPECT_EQ(server.stats().sessions, 1u);
-  EXPECT_EQ(server.stats().tensors, 2u);
+  EXPECT_EQ(server.stats().sessions(), 1u);
+  EXPECT_EQ(server.stats().tensors(), 2u);
   const Frame f = read(c, id, 0, 16);
   ASSERT_EQ(f.h.type, MsgType::Ok);
   EXPECT_EQ(f.payload, bytes);
@@ -790,9 +790,9 @@ TEST_F(ControlServer, ClientDyingMidWriteLeavesAPartialTensorFreedAfterGrace) {
   const Frame f = read(c, id, 0, 1004);
   ASSERT_EQ(f.h.type, MsgType::Ok);
   EXPECT_EQ(f.payload, std::string(1000, '\x7f') + std::string(4, '\0'));
-  EXPECT_EQ(server.stats().tensors, 1u);
+  EXPECT_EQ(server.stats().tensors(), 1u);
   c.close();
-  EXPECT_TRUE(eventually([&] { return server.stats().tensors == 0 && server.stats().sessions == 0; }));
+  EXPECT_TRUE(eventually([&] { return server.stats().tensors() == 0 && server.stats().sessions() == 0; }));
 }
 
 TEST_F(ControlServer, DataConnectionNeedsALiveSession) {
@@ -856,7 +856,7 @@ TEST_F(ControlServer, StopLetsAGraphInFlightFinishAndReport) {
   c.send(MsgType::ServerInfoRequest, 79, wire::ServerInfoRequest());
   ASSERT_EQ(c.reply(79).h.type, MsgType::ServerInfo);
   server.stop();
-  const bool still_running = server.stats().graphs_executed == 0;
+  const bool still_running = server.stats().graphs_executed() == 0;
   server.stop();  // idempotent
   // Stopping has begun once nothing listens any more; a new graph is then
   // refused, the one in flight still reports.
@@ -878,9 +878,9 @@ TEST_F(ControlServer, StopLetsAGraphInFlightFinishAndReport) {
   EXPECT_TRUE(still_running) << "the graph finished before stop(): make it slower";
   server.wait();
   EXPECT_TRUE(c.closed_by_server());
-  EXPECT_EQ(server.stats().tensors, 0u);
-  EXPECT_EQ(server.stats().sessions, 0u);
-  EXPECT_EQ(server.stats().graphs_executed, 1u);
+  EXPECT_EQ(server.stats().tensors(), 0u);
+  EXPECT_EQ(server.stats().sessions(), 0u);
+  EXPECT_EQ(server.stats().graphs_executed(), 1u);
 }
 
 TEST_F(ControlServer, StopFromAnotherThreadClosesIdleSessions) {
@@ -901,8 +901,8 @@ TEST_F(ControlServer, StopFromAnotherThreadClosesIdleSessions) {
   other.join();
   EXPECT_TRUE(c.closed_by_server());
   EXPECT_TRUE(half.closed_by_server());
-  EXPECT_EQ(server.stats().sessions, 0u);
-  EXPECT_EQ(server.stats().tensors, 0u);
+  EXPECT_EQ(server.stats().sessions(), 0u);
+  EXPECT_EQ(server.stats().tensors(), 0u);
 }
 
 }  // namespace

@@ -1,0 +1,183 @@
+// The graph service: submissions (full and delta), their execution here or
+// across workers, completions, and server information.
+#include "control/server/impl.hpp"
+
+namespace genie {
+
+std::shared_ptr<const std::string> Server::Impl::rebuild(const wire::GraphSubmitDelta& m, bool* unknown_base) {
+  std::shared_ptr<const std::string> base = bases.find(m.base_hash());
+  if (!base) {
+    *unknown_base = true;
+    fail(GENIE_ERR_NOT_FOUND, "unknown base graph ", delta::short_hex(m.base_hash()),
+         ": this server does not hold it (send the full graph)");
+  }
+  if (m.patches_size() == 0) {
+    if (m.graph_hash() == m.base_hash()) return base;
+    *unknown_base = true;
+    fail(GENIE_ERR_NOT_FOUND, "graph delta without patches names graph ", delta::short_hex(m.graph_hash()),
+         " but base ", delta::short_hex(m.base_hash()), " (send the full graph)");
+  }
+  std::vector<delta::Patch> patches;
+  patches.reserve(m.patches_size());
+  for (const wire::LeafPatch& lp : m.patches()) patches.push_back({lp.leaf(), lp.json()});
+  auto text = std::make_shared<const std::string>(delta::apply(*base, patches));
+  const std::string d = delta::digest(*text);
+  if (d != m.graph_hash()) {
+    *unknown_base = true;
+    fail(GENIE_ERR_NOT_FOUND, "graph delta on base ", delta::short_hex(m.base_hash()), " rebuilt graph ",
+         delta::short_hex(d), ", not ", delta::short_hex(m.graph_hash()), " (send the full graph)");
+  }
+  bases.put(d, text);
+  return text;
+}
+
+void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
+                                const Bindings& bindings) {
+  check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
+  std::vector<std::string> names;
+  std::vector<TensorDesc> descs;
+  std::vector<TensorPtr> tensors;
+  names.reserve(bindings.size());
+  descs.reserve(bindings.size());
+  tensors.reserve(bindings.size());
+  std::vector<RemoteTensorPtr> remote;  // per binding: set when the tensor is on a worker
+  for (const wire::Binding& b : bindings) {
+    names.push_back(b.name());
+    if (RemoteTensorPtr wt = p->session->find_remote(b.tensor_id())) {
+      descs.push_back({wt->dtype, wt->shape});
+      tensors.push_back(nullptr);
+      remote.resize(bindings.size());
+      remote[tensors.size() - 1] = std::move(wt);
+      continue;
+    }
+    TensorPtr t = p->session->get(b.tensor_id());
+    descs.push_back({t->dtype(), t->shape()});
+    tensors.push_back(std::move(t));
+  }
+  const GraphCache::Entry e = graphs.get(json, names, descs);
+  if (!remote.empty() || (workers && workers->has_workers())) {
+    // Planned across this server and its workers, on the task thread.
+    auto r = std::make_shared<Resolved>();
+    r->entry = e;
+    for (size_t k = 0; k < e.order.size(); ++k) {
+      const size_t i = e.order[k];
+      r->inputs.push_back(i < remote.size() && remote[i] ? Held{nullptr, remote[i]} : Held{tensors[i], nullptr});
+      r->shapes[e.graph->inputs()[k]] = descs[i].shape;
+    }
+    std::weak_ptr<Peer> wp = p;
+    std::weak_ptr<Session> ws = p->session;
+    ++graphs_in_flight;  // multinode_done counts it out
+    if (!tasks.post([this, r, wp, ws, rid] {
+          auto result = std::make_shared<MultiResult>(workers->run(r->entry.graph, r->inputs, r->shapes));
+          loop.post([this, wp, ws, rid, graph = r->entry.graph, result] {
+            multinode_done(wp, ws, rid, graph, *result);
+          });
+        })) {
+      --graphs_in_flight;
+      fail(GENIE_ERR_SHUTDOWN, "the server is stopping");
+    }
+    return;
+  }
+  std::vector<TensorPtr> inputs;
+  inputs.reserve(e.order.size());
+  for (size_t i : e.order) inputs.push_back(tensors[i]);
+
+  std::weak_ptr<Peer> wp = p;
+  std::weak_ptr<Session> ws = p->session;
+  if (Executor::is_tiny(*e.graph, inputs)) {
+    // Microseconds of work: handing it to a worker and its completion back
+    // to this loop would cost more than running it here.
+    ExecResult r = exec.run_inline(e.graph, std::move(inputs));
+    ++graphs_in_flight;  // graph_done counts it out
+    graph_done(wp, ws, rid, e.graph, r);
+    return;
+  }
+  ++graphs_in_flight;  // before run(): the completion may be posted at once
+  try {
+    exec.run(e.graph, std::move(inputs), [this, wp, ws, rid, graph = e.graph](ExecResult&& r) {
+      auto result = std::make_shared<ExecResult>(std::move(r));
+      // Cannot fail: stop() keeps the loop running until every graph is done.
+      loop.post([this, wp, ws, rid, graph, result] { graph_done(wp, ws, rid, graph, *result); });
+    });
+  } catch (...) {
+    --graphs_in_flight;
+    throw;
+  }
+}
+
+// Stores the outputs in the session and reports them, if the connection that
+// submitted the graph is still there; otherwise nobody can learn the outputs'
+// ids, so they are dropped at once rather than held until the session ends.
+// A graph output held here (TensorPtr) or here or on a worker (Held).
+static DType dtype_of(const TensorPtr& t) { return t->dtype(); }
+static DType dtype_of(const Held& t) { return t.dtype(); }
+static const Shape& shape_of(const TensorPtr& t) { return t->shape(); }
+static const Shape& shape_of(const Held& t) { return t.shape(); }
+static std::string device_of(const TensorPtr&) { return "cpu:0"; }
+static std::string device_of(const Held& t) { return t.local ? "cpu:0" : t.remote->device; }
+
+template <class Result, class Store>
+void Server::Impl::report_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+                               const Graph& graph, Result& r, Store store) {
+  --graphs_in_flight;
+  counters.graphs_executed.fetch_add(1, std::memory_order_relaxed);
+  auto p = wp.lock();
+  auto s = ws.lock();
+  if (p && s && !p->closing && p->state == Peer::State::Control && p->session == s && s->control == p.get()) {
+    try {
+      wire::GraphDone d;
+      d.set_status(r.status);
+      d.set_detail(r.detail);
+      d.set_exec_ns(r.exec_ns);
+      if (r.status == GENIE_OK) {
+        for (size_t i = 0; i < r.outputs.size() && i < graph.outputs().size(); ++i) {
+          const auto& t = r.outputs[i];
+          wire::OutputTensor* o = d.add_outputs();
+          o->set_name(graph.value(graph.outputs()[i]).name);
+          o->set_dtype(static_cast<int32_t>(dtype_of(t)));
+          for (int64_t dim : shape_of(t)) o->add_shape(dim);
+          o->set_device(device_of(t));
+          o->set_tensor_id(store(t, *s));
+        }
+      }
+      send(*p, MsgType::GraphDone, rid, d);
+    } catch (const std::exception& e) {
+      log(LogLevel::Error, "server: session ", s->serial(), ": cannot report graph completion: ", e.what());
+    }
+  } else {
+    log(LogLevel::Debug, "server: graph of request ", rid, " finished after its connection was lost");
+  }
+  maybe_finish_stop();
+}
+
+void Server::Impl::graph_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+                              const std::shared_ptr<const Graph>& graph, ExecResult& r) {
+  report_done(wp, ws, rid, *graph, r, [](const TensorPtr& t, Session& s) { return s.add(t); });
+}
+
+wire::ServerInfo Server::Impl::server_info() const {
+  wire::ServerInfo i;
+  i.set_node_id(node_id);
+  counters.report(i);
+  i.set_uptime_ms(static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started)
+          .count()));
+  const Orchestrator::Stats c = workers ? workers->stats() : Orchestrator::Stats{};
+  i.set_workers(c.workers);
+  i.set_multinode_graphs(c.multinode_graphs);
+  i.set_server_transfer_bytes(c.transfer_bytes);
+  for (const auto& [role, bytes] : c.transfer_bytes_by_role) (*i.mutable_server_transfer_bytes_by_role())[role] = bytes;
+  i.set_plan_cache_hits(c.plan_hits);
+  i.set_plan_cache_misses(c.plan_misses);
+  i.set_last_plan_predicted_ns(c.last_predicted_ns);
+  i.set_last_plan_measured_ns(c.last_measured_ns);
+  return i;
+}
+
+void Server::Impl::multinode_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+                                  const std::shared_ptr<const Graph>& graph, MultiResult& r) {
+  report_done(wp, ws, rid, *graph, r,
+              [](const Held& t, Session& s) { return t.local ? s.add(t.local) : s.add_remote(t.remote); });
+}
+
+}  // namespace genie

@@ -1,0 +1,159 @@
+// Handshake and authentication: Hello, the HMAC challenge, admitting a
+// session (new or resumed) and data connections joining it.
+#include "control/server/impl.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+namespace genie {
+
+namespace {
+
+constexpr size_t kTokenBytes = 32;
+constexpr size_t kNonceBytes = 32;
+
+std::string random_bytes(size_t n) {
+  std::string s(n, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(s.data()), static_cast<int>(n)) != 1)
+    fail(GENIE_ERR_INTERNAL, "RAND_bytes failed: no entropy for a nonce or session token");
+  return s;
+}
+
+std::string hmac_sha256(const std::string& key, const std::string& data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len) == nullptr)
+    fail(GENIE_ERR_INTERNAL, "HMAC-SHA256 failed");
+  return std::string(reinterpret_cast<char*>(out), len);
+}
+
+}  // namespace
+
+void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
+                             const std::string& msg) {
+  if (p->state == Peer::State::Fresh && h.type == MsgType::Probe) {
+    // Sessionless: who this server is and what it can do, for discovery
+    // and backend selection. The connection stays in its handshake (and
+    // its timeout), so any number of probes can measure the round trip.
+    parse_msg<wire::Probe>(msg, h.type);
+    check(opts.on_probe != nullptr, GENIE_ERR_UNSUPPORTED, "this server does not answer cluster probes");
+    wire::ProbeReply r;
+    opts.on_probe(r);
+    send(*p, MsgType::ProbeReply, h.request_id, r);
+    return;
+  }
+  if (p->state == Peer::State::AwaitAuth) {
+    check(h.type == MsgType::AuthResponse, GENIE_ERR_PROTOCOL, "expected AuthResponse, got ",
+          wire::type_name(h.type));
+    const auto m = parse_msg<wire::AuthResponse>(msg, h.type);
+    const std::string want = hmac_sha256(opts.auth_token, p->nonce + p->hello.node_id());
+    const bool ok =
+        m.mac().size() == want.size() && CRYPTO_memcmp(m.mac().data(), want.data(), want.size()) == 0;
+    check(ok, GENIE_ERR_AUTH, "the AuthResponse of node '", p->hello.node_id(),
+          "' does not prove it holds this server's token (check GENIE_AUTH_TOKEN on both sides)");
+    p->hello_rid = h.request_id;  // Welcome now answers the AuthResponse
+    admit(p);
+    return;
+  }
+
+  if (h.type == MsgType::DataHello) {
+    const auto m = parse_msg<wire::DataHello>(msg, h.type);
+    auto it = sessions.find(m.session_token());
+    check(it != sessions.end() && it->second->control != nullptr, GENIE_ERR_NOT_FOUND,
+          "no connected session with this token (it ended, or its grace period expired)");
+    p->state = Peer::State::Data;
+    p->session = it->second;
+    p->session->data.push_back(p.get());
+    p->handshake_timer.reset();
+    p->conn->set_buffer_sizes(4 << 20);
+    send(*p, MsgType::Welcome, h.request_id, welcome(*p->session, false));
+    log(LogLevel::Debug, "server: session ", p->session->serial(), ": data connection from ", p->name);
+    return;
+  }
+
+  check(h.type == MsgType::Hello, GENIE_ERR_PROTOCOL, "expected Hello or DataHello first, got ",
+        wire::type_name(h.type));
+  p->hello = parse_msg<wire::Hello>(msg, h.type);
+  p->hello_rid = h.request_id;
+  const wire::Hello& hello = p->hello;
+  if (hello.protocol_version() != wire::kProtocolVersion || hello.abi_version() != GENIE_ABI_VERSION)
+    fail(GENIE_ERR_VERSION_MISMATCH, "client speaks protocol ", hello.protocol_version(), " with ABI ",
+         hello.abi_version(), " but this server speaks protocol ", wire::kProtocolVersion, " with ABI ",
+         GENIE_ABI_VERSION);
+  // The id is logged and enters the HMAC: only the characters a node id may
+  // have (and the refusal does not echo it).
+  bool id_ok = hello.node_id().size() <= 255;
+  for (char ch : hello.node_id())
+    id_ok = id_ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-');
+  check(id_ok, GENIE_ERR_PROTOCOL, "the client node id (", hello.node_id().size(),
+        " bytes) is not 0..255 bytes of [A-Za-z0-9._-]");
+  check(hello.resume_token().empty() || hello.resume_token().size() == kTokenBytes, GENIE_ERR_PROTOCOL,
+        "resume token of ", hello.resume_token().size(), " bytes (a session token has ", kTokenBytes, ")");
+  if (opts.auth_token.empty()) {
+    admit(p);
+    return;
+  }
+  p->nonce = random_bytes(kNonceBytes);
+  p->state = Peer::State::AwaitAuth;
+  wire::Challenge c;
+  c.set_nonce(p->nonce);
+  send(*p, MsgType::Challenge, h.request_id, c);
+}
+
+// The control handshake succeeded: resume the session named by the Hello's
+// token if it still exists, else start a new one.
+void Server::Impl::admit(const std::shared_ptr<Peer>& p) {
+  std::shared_ptr<Session> s;
+  bool resumed = false;
+  if (!p->hello.resume_token().empty()) {
+    auto it = sessions.find(p->hello.resume_token());
+    if (it != sessions.end()) {
+      s = it->second;
+      resumed = true;
+    }
+  }
+  if (resumed) {
+    s->grace.reset();
+    // The client came back before this side noticed the old connection die
+    // (a half-open TCP connection): the token proves it is the same client.
+    if (Peer* old = s->control) {
+      s->control = nullptr;
+      close_when_flushed(*old->shared_from_this(), GENIE_OK, "the session was resumed on a new connection");
+    }
+    std::vector<std::shared_ptr<Peer>> stale;
+    for (Peer* d : s->data) stale.push_back(d->shared_from_this());
+    for (auto& d : stale) close_when_flushed(*d, GENIE_OK, "the session was resumed");
+    log(LogLevel::Info, "server: session ", s->serial(), " resumed by ", p->hello.node_id(), " from ",
+        p->name, " with ", s->num_tensors(), " tensors");
+  } else {
+    s = std::make_shared<Session>(next_session_serial++, random_bytes(kTokenBytes), p->hello.node_id(),
+                                  counters);
+    sessions.emplace(s->token(), s);
+    publish_sessions();
+    log(LogLevel::Info, "server: session ", s->serial(), " opened by ", p->hello.node_id(), " from ", p->name,
+        p->hello.resume_token().empty() ? "" : " (its old session had expired)");
+  }
+  s->control = p.get();
+  p->session = s;
+  p->state = Peer::State::Control;
+  p->handshake_timer.reset();
+  p->hello.Clear();
+  p->nonce.clear();
+  send(*p, MsgType::Welcome, p->hello_rid, welcome(*s, resumed));
+}
+
+wire::Welcome Server::Impl::welcome(const Session& s, bool resumed) const {
+  wire::Welcome w;
+  w.set_session_token(s.token());
+  w.set_server_node_id(node_id);
+  w.set_protocol_version(wire::kProtocolVersion);
+  w.set_abi_version(GENIE_ABI_VERSION);
+  w.add_devices("cpu:0");
+  w.set_resumed(resumed);
+  return w;
+}
+
+}  // namespace genie

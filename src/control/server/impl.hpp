@@ -1,0 +1,182 @@
+// The server's internals, shared by the files of src/control/server/: one
+// file per job (setup and stopping, handshake and authentication, frame
+// dispatch and replies, the tensor service, the graph service, the worker
+// service). The contract is in control/server.hpp; docs/protocol.md
+// describes the conversation.
+//
+// Threads: everything but stop(), wait() and stats() runs on the loop thread.
+// Graph completions arrive on executor workers and are posted to the loop.
+#pragma once
+
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <future>
+#include <mutex>
+#include <random>
+#include <unordered_map>
+
+#include "control/client.hpp"
+#include "control/connection.hpp"
+#include "control/graph_cache.hpp"
+#include "graph/delta.hpp"
+#include "control/loop_thread.hpp"
+#include "control/orchestrator.hpp"
+#include "control/task_thread.hpp"
+#include "control/session.hpp"
+#include "control/uv_timer.hpp"
+#include "control/wire.hpp"
+#include "control/wire_codec.hpp"
+#include "core/device.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "exec/executor.hpp"
+#include "exec/overhead.hpp"
+#include "genie.pb.h"
+#include "graph/binding.hpp"
+#include "graph/graph.hpp"
+#include "sched/plan.hpp"
+#include "control/server.hpp"
+
+namespace genie {
+
+using wire::MsgType;
+using wire::parse_msg;
+
+// Total physical memory (server.cpp): the bound on tensor bytes.
+uint64_t physical_memory();
+
+// One accepted TCP connection: in its handshake, a session's control
+// connection, or one of its data connections.
+struct Peer : std::enable_shared_from_this<Peer> {
+  enum class State { Fresh, AwaitAuth, Control, Data };
+  State state = State::Fresh;
+  std::shared_ptr<Connection> conn;
+  std::string name;  // "ip:port", for logs
+  std::shared_ptr<Session> session;
+  std::string nonce;       // the challenge sent (AwaitAuth)
+  wire::Hello hello;       // kept from Hello until the AuthResponse
+  uint64_t hello_rid = 0;  // echoed by Welcome: the Hello's or AuthResponse's request id
+  std::unique_ptr<Timer> handshake_timer;
+  int pending_writes = 0;  // frames handed to the connection, not yet written
+  // Once set, further frames are ignored and the connection closes as soon as
+  // its queued replies are written (so an ErrorReply reaches the client).
+  bool closing = false;
+  genie_status_t close_status = GENIE_OK;
+  std::string close_detail;
+};
+
+struct Server::Impl {
+  explicit Impl(ServerOptions o);
+  ~Impl();
+
+  // --- loop thread ---------------------------------------------------------
+  void listen(std::promise<void>& bound);
+  void on_accept();
+  void on_close(const std::shared_ptr<Peer>& p, genie_status_t status, const std::string& detail);
+  PayloadSink on_frame(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h, std::string&& msg);
+
+  void handshake(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h, const std::string& msg);
+  void admit(const std::shared_ptr<Peer>& p);
+  PayloadSink request(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h, const std::string& msg);
+  void tensor_alloc(Peer& p, uint64_t rid, const wire::TensorAlloc& m);
+  PayloadSink tensor_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
+                           const wire::TensorWrite& m);
+  void tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m);
+  using Bindings = google::protobuf::RepeatedPtrField<wire::Binding>;
+  void graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
+                    const Bindings& bindings);
+  // The JSON text a GraphSubmitDelta stands for; throws Error(NOT_FOUND)
+  // with *unknown_base set when the base is not held (or does not rebuild).
+  std::shared_ptr<const std::string> rebuild(const wire::GraphSubmitDelta& m, bool* unknown_base);
+  void graph_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+                  const std::shared_ptr<const Graph>& graph, ExecResult& r);
+  // What graph_done and multinode_done share: `store(output, session)`
+  // puts one output in the session and returns its tensor id.
+  template <class Result, class Store>
+  void report_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid, const Graph& graph,
+                   Result& r, Store store);
+  wire::ServerInfo server_info() const;
+
+  // --- multi-node (docs/multinode.md) --------------------------------------
+  void join_master();  // a worker, at start: not on the loop thread
+  void worker_register(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::WorkerRegister& m);
+  void plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::PlanExplain& m);
+  void forward_alloc(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& node,
+                     const std::string& device, DType dtype, Shape shape);
+  PayloadSink forward_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h, const RemoteTensorPtr& t,
+                            uint64_t offset);
+  void forward_read(const std::shared_ptr<Peer>& p, uint64_t rid, const RemoteTensorPtr& t, uint64_t offset,
+                    uint64_t nbytes);
+  // Bindings resolved: each graph input's tensor (here or on a worker), the
+  // validated graph and the bound shapes of its inputs.
+  struct Resolved {
+    GraphCache::Entry entry;
+    std::vector<Held> inputs;  // per graph input, declaration order
+    std::unordered_map<ValueId, Shape> shapes;
+  };
+  void multinode_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+                      const std::shared_ptr<const Graph>& graph, MultiResult& r);
+  // Runs `task` on the task thread; its errors become an ErrorReply to rid.
+  void off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, std::function<void()> task);
+  void worker_session_gone(const Session& s);
+
+  void send(Peer& p, MsgType type, uint64_t rid, const google::protobuf::Message& msg,
+            const void* payload = nullptr, uint64_t payload_len = 0, std::shared_ptr<void> keep = nullptr);
+  void send_error(Peer& p, uint64_t rid, genie_status_t status, const std::string& detail);
+  // Replies ErrorReply (when `reply`) and closes the connection once it is
+  // written; `status` is what the log line and on_close report.
+  void refuse(Peer& p, uint64_t rid, genie_status_t status, const std::string& detail, bool reply = true);
+  void close_when_flushed(Peer& p, genie_status_t status, const std::string& detail);
+  wire::Welcome welcome(const Session& s, bool resumed) const;
+
+  void end_session(const std::shared_ptr<Session>& s, const char* why);
+  void control_lost(const std::shared_ptr<Session>& s);
+
+  void begin_stop();
+  void maybe_finish_stop();
+  void force_close_all();
+  void publish_sessions() { counters.sessions.store(sessions.size()); }
+
+  ServerOptions opts;
+  std::string node_id;
+  const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  const uint64_t memory_limit = physical_memory();
+  ServerCounters counters;
+  int bound_port = 0;
+
+  Executor exec;
+  // Members the loop touches are declared before the loop, so they outlive
+  // its thread (members are destroyed in reverse order).
+  uv_tcp_t listener{};
+  bool listening = false;
+  std::unordered_map<Peer*, std::shared_ptr<Peer>> peers;
+  std::unordered_map<std::string, std::shared_ptr<Session>> sessions;  // by token
+  GraphCache graphs;
+  delta::BaseTable bases;  // graph texts deltas may name, by SHA-256
+  uint64_t next_session_serial = 1;
+  int graphs_in_flight = 0;
+  bool stopping = false;     // loop: stop() has begun
+  bool closing_all = false;  // loop: graphs are done, connections are closing
+  std::unique_ptr<Timer> stop_timer;
+
+  // Multi-node: this server as a master (its workers), and its blocking
+  // client calls, made on the task thread; as a worker, its session on the
+  // master.
+  std::unique_ptr<Orchestrator> workers;  // null: no multi-node (WorkerRegister refused)
+  TaskThread tasks;
+  std::shared_ptr<RemoteClient> master_link;
+
+  std::atomic<bool> stop_requested{false};
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  bool drained = false;  // guarded by done_mu
+  std::mutex join_mu;
+
+  LoopThread loop;
+};
+
+}  // namespace genie

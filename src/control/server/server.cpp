@@ -1,0 +1,302 @@
+// Server setup, accepting connections, stopping, and the public Server.
+#include "control/server/impl.hpp"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <random>
+
+namespace genie {
+
+namespace {
+
+// At stop, how long replies still queued to a client that does not read may
+// delay the end of the server.
+constexpr uint64_t kStopFlushMs = 5000;
+
+std::string generate_node_id() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  std::string h;
+  for (char* p = host; *p; ++p)
+    if (std::isalnum(static_cast<unsigned char>(*p)) || *p == '-' || *p == '.' || *p == '_') h += *p;
+  if (h.empty()) h = "host";
+  std::random_device rd;
+  char suffix[48];
+  std::snprintf(suffix, sizeof suffix, "-serve-%d-%04x", static_cast<int>(getpid()), rd() & 0xffffu);
+  return h.substr(0, 200) + suffix;
+}
+
+
+// The kind of refusal, for the one log line (genie_status_str belongs to the
+// C API layer above this one).
+const char* refusal_kind(genie_status_t s) {
+  switch (s) {
+    case GENIE_ERR_PROTOCOL: return "protocol error";
+    case GENIE_ERR_VERSION_MISMATCH: return "version mismatch";
+    case GENIE_ERR_AUTH: return "authentication failed";
+    case GENIE_ERR_TIMEOUT: return "handshake timeout";
+    case GENIE_ERR_NOT_FOUND: return "not found";
+    case GENIE_ERR_SIZE_MISMATCH: return "size mismatch";
+    case GENIE_ERR_OUT_OF_MEMORY: return "out of memory";
+    default: return "error";
+  }
+}
+
+}  // namespace
+
+// Total physical memory: tensors beyond it would only get the server killed
+// by the kernel when their zero-fill touches the pages.
+uint64_t physical_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return kMaxTensorBytes;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+}
+
+// ---------------------------------------------------------------------------
+// Setup and accepting
+// ---------------------------------------------------------------------------
+
+Server::Impl::Impl(ServerOptions o)
+    : opts(std::move(o)),
+      node_id(opts.node_id.empty() ? generate_node_id() : opts.node_id),
+      exec(opts.num_threads) {
+  {
+    Config c;
+    c.auth_token = opts.auth_token;
+    c.timeout_ms = opts.client_timeout_ms;
+    if (opts.orchestrator) workers = opts.orchestrator(node_id, c, exec, {opts.node_alive, opts.measure_rtt});
+  }
+  check(opts.port >= 0 && opts.port <= 65535, GENIE_ERR_INVALID_ARGUMENT, "port ", opts.port,
+        " is outside 0..65535");
+  check(opts.max_message_bytes >= 4096, GENIE_ERR_INVALID_ARGUMENT, "max message ", opts.max_message_bytes,
+        " bytes is below 4096");
+  check(opts.handshake_timeout_ms > 0, GENIE_ERR_INVALID_ARGUMENT, "handshake timeout ",
+        opts.handshake_timeout_ms, " ms must be positive");
+  check(opts.session_grace_ms >= 0, GENIE_ERR_INVALID_ARGUMENT, "session grace ", opts.session_grace_ms,
+        " ms must not be negative");
+  if (opts.host.empty()) opts.host = "127.0.0.1";
+  std::promise<void> bound;
+  std::future<void> result = bound.get_future();
+  loop.post([this, &bound] { listen(bound); });
+  result.get();  // rethrows the bind error; ~LoopThread then stops the loop
+  if (opts.on_start) loop.post([this] { opts.on_start(loop); });
+  log(LogLevel::Info, "server ", node_id, ": listening on ", opts.host, ":", bound_port,
+      opts.auth_token.empty() ? " (no authentication)" : " (authentication required)");
+  if (!opts.join_host.empty()) join_master();
+}
+
+Server::Impl::~Impl() = default;
+
+void Server::Impl::listen(std::promise<void>& bound) {
+  try {
+    const std::string where = cat(opts.host, ":", opts.port);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    const int gai = getaddrinfo(opts.host.c_str(), std::to_string(opts.port).c_str(), &hints, &res);
+    if (gai != 0) fail(GENIE_ERR_IO, "cannot listen on ", where, ": ", gai_strerror(gai));
+    std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, freeaddrinfo);
+
+    uv_tcp_init(loop.loop(), &listener);
+    listener.data = this;
+    listening = true;  // from here on the handle must be closed
+    int rc = uv_tcp_bind(&listener, res->ai_addr, 0);
+    if (rc == 0)
+      rc = uv_listen(reinterpret_cast<uv_stream_t*>(&listener), 128, [](uv_stream_t* s, int status) {
+        auto* self = static_cast<Impl*>(s->data);
+        if (status < 0) {
+          log(LogLevel::Warn, "server: accept failed: ", uv_strerror(status));
+          return;
+        }
+        try {  // nothing may unwind through libuv
+          self->on_accept();
+        } catch (const std::exception& e) {
+          log(LogLevel::Error, "server: cannot take a new connection: ", e.what());
+        }
+      });
+    if (rc != 0) {
+      uv_close(reinterpret_cast<uv_handle_t*>(&listener), nullptr);
+      listening = false;
+      fail(GENIE_ERR_IO, "cannot listen on ", where, ": ", uv_strerror(rc));
+    }
+    sockaddr_storage addr{};
+    int len = sizeof addr;
+    uv_tcp_getsockname(&listener, reinterpret_cast<sockaddr*>(&addr), &len);
+    bound_port = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                            : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    bound.set_value();
+  } catch (...) {
+    bound.set_exception(std::current_exception());
+  }
+}
+
+void Server::Impl::on_accept() {
+  auto p = std::make_shared<Peer>();
+  std::weak_ptr<Peer> wp = p;
+  Connection::Handlers handlers;
+  handlers.on_frame = [this, wp](const wire::FrameHeader& h, std::string&& msg) -> PayloadSink {
+    auto peer = wp.lock();
+    if (!peer) return {};
+    return on_frame(peer, h, std::move(msg));
+  };
+  handlers.on_close = [this, wp](genie_status_t status, const std::string& detail) {
+    if (auto peer = wp.lock()) on_close(peer, status, detail);
+  };
+  p->conn = Connection::create(loop.loop(), opts.max_message_bytes, std::move(handlers));
+  const int rc = p->conn->accept_from(reinterpret_cast<uv_stream_t*>(&listener));
+  if (rc != 0) {
+    log(LogLevel::Warn, "server: accept failed: ", uv_strerror(rc));
+    p->conn->close(GENIE_ERR_CONNECTION, "accept failed");
+    return;
+  }
+  p->name = p->conn->peer();
+  p->conn->set_nodelay(true);
+  peers.emplace(p.get(), p);
+  if (stopping) {
+    p->conn->close(GENIE_ERR_SHUTDOWN, "the server is stopping");
+    return;
+  }
+  p->handshake_timer = std::make_unique<Timer>(loop.loop());
+  const auto timeout = static_cast<uint64_t>(opts.handshake_timeout_ms);
+  p->handshake_timer->start(timeout, [wp, timeout] {
+    auto peer = wp.lock();
+    if (peer && !peer->closing &&
+        (peer->state == Peer::State::Fresh || peer->state == Peer::State::AwaitAuth))
+      peer->conn->close(GENIE_ERR_TIMEOUT, cat("no complete handshake within ", timeout, " ms"));
+  });
+  log(LogLevel::Debug, "server: connection from ", p->name);
+}
+
+void Server::Impl::on_close(const std::shared_ptr<Peer>& p, genie_status_t status, const std::string& what) {
+  std::string detail = what;
+  if (p->closing) {
+    // Why this side decided to close tells more than how the close went
+    // (the client may well hang up first once it has read the ErrorReply).
+    status = p->close_status;
+    detail = p->close_detail;
+  }
+  const bool refused = status != GENIE_OK && status != GENIE_ERR_CONNECTION && status != GENIE_ERR_SHUTDOWN;
+  if (refused) {
+    counters.connections_refused.fetch_add(1, std::memory_order_relaxed);
+    log(LogLevel::Warn, "server: closed connection from ", p->name.empty() ? "?" : p->name, ": ",
+        refusal_kind(status), ": ", detail);
+  } else {
+    log(LogLevel::Debug, "server: connection from ", p->name, " closed: ", detail);
+  }
+  p->handshake_timer.reset();
+  if (auto s = p->session) {
+    if (p->state == Peer::State::Control && s->control == p.get()) {
+      s->control = nullptr;
+      control_lost(s);
+    } else if (p->state == Peer::State::Data) {
+      std::erase(s->data, p.get());
+    }
+    p->session.reset();
+  }
+  peers.erase(p.get());
+  maybe_finish_stop();
+}
+
+// ---------------------------------------------------------------------------
+// Stopping
+// ---------------------------------------------------------------------------
+
+void Server::Impl::begin_stop() {
+  if (stopping) return;
+  stopping = true;
+  log(LogLevel::Info, "server ", node_id, ": stopping (", graphs_in_flight, " graphs in flight)");
+  if (listening) {
+    uv_close(reinterpret_cast<uv_handle_t*>(&listener), nullptr);
+    listening = false;
+  }
+  std::vector<std::shared_ptr<Peer>> all;
+  for (auto& [raw, p] : peers) all.push_back(p);
+  for (auto& p : all)
+    if (p->state == Peer::State::Fresh || p->state == Peer::State::AwaitAuth)
+      p->conn->close(GENIE_ERR_SHUTDOWN, "the server is stopping");
+  maybe_finish_stop();
+}
+
+void Server::Impl::maybe_finish_stop() {
+  if (!stopping || graphs_in_flight > 0) return;
+  if (!closing_all) {
+    closing_all = true;
+    std::vector<std::shared_ptr<Session>> all_sessions;
+    for (auto& [token, s] : sessions) all_sessions.push_back(s);
+    for (auto& s : all_sessions) end_session(s, "server stopping");
+    std::vector<std::shared_ptr<Peer>> all;
+    for (auto& [raw, p] : peers) all.push_back(p);
+    for (auto& p : all) close_when_flushed(*p, GENIE_OK, "the server is stopping");
+    stop_timer = std::make_unique<Timer>(loop.loop());
+    stop_timer->start(kStopFlushMs, [this] { force_close_all(); });
+  }
+  if (!peers.empty()) return;
+  stop_timer.reset();
+  {
+    std::lock_guard<std::mutex> lk(done_mu);
+    drained = true;
+  }
+  done_cv.notify_all();
+}
+
+void Server::Impl::force_close_all() {
+  std::vector<std::shared_ptr<Peer>> all;
+  for (auto& [raw, p] : peers) all.push_back(p);
+  for (auto& p : all)
+    p->conn->close(GENIE_ERR_SHUTDOWN, "the server stopped before this client read its replies");
+}
+
+// ---------------------------------------------------------------------------
+// Server
+// ---------------------------------------------------------------------------
+
+Server::Server(ServerOptions opts) : impl_(std::make_unique<Impl>(std::move(opts))) {}
+
+Server::~Server() {
+  stop();
+  wait();
+}
+
+int Server::port() const { return impl_->bound_port; }
+const std::string& Server::node_id() const { return impl_->node_id; }
+
+void Server::stop() {
+  if (impl_->stop_requested.exchange(true)) return;
+  Impl* impl = impl_.get();
+  // A worker leaves its master first (Goodbye), so the master drops it
+  // before this server closes the master's session here.
+  if (impl->master_link) impl->master_link->close();
+  impl->loop.post([impl] { impl->begin_stop(); });
+}
+
+void Server::wait() {
+  Impl* impl = impl_.get();
+  {
+    std::unique_lock<std::mutex> lk(impl->done_mu);
+    impl->done_cv.wait(lk, [impl] { return impl->drained; });
+  }
+  std::lock_guard<std::mutex> lk(impl->join_mu);
+  // Blocking calls to workers and to the master end before the loop they
+  // post to.
+  impl->tasks.stop();
+  if (impl->workers) impl->workers->close_all();
+  if (impl->master_link) impl->master_link->close();
+  // Every connection and session is gone; what remains on the loop is
+  // closed by LoopThread::stop (its uv_walk).
+  impl->loop.stop([impl] {
+    if (impl->opts.on_stop) impl->opts.on_stop();
+    impl->stop_timer.reset();
+    impl->peers.clear();
+    impl->sessions.clear();
+  });
+}
+
+ServerStats Server::stats() const { return impl_->server_info(); }
+
+}  // namespace genie

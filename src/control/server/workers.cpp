@@ -1,0 +1,235 @@
+// The worker service (docs/multinode.md): a worker joining its master, a
+// master registering workers, planning across them, and tensors a master
+// holds on its workers.
+#include "control/server/impl.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+
+namespace genie {
+
+// ---------------------------------------------------------------------------
+// Multi-node (docs/multinode.md)
+// ---------------------------------------------------------------------------
+
+// A worker at start (constructor thread): joins the master through an
+// ordinary client session, and stays registered while it lives.
+void Server::Impl::join_master() {
+  std::string host = opts.advertise_host.empty() ? opts.host : opts.advertise_host;
+  if (host == "0.0.0.0" || host == "::") {
+    char name[256] = {};
+    check(gethostname(name, sizeof name - 1) == 0, GENIE_ERR_INVALID_ARGUMENT,
+          "listening on a wildcard address and no host name: give the address the master should dial");
+    host = name;
+  }
+  Config c;
+  c.master_addr = opts.join_host;
+  c.master_port = opts.join_port;
+  c.auth_token = opts.auth_token;
+  c.role = GENIE_ROLE_WORKER;
+  c.timeout_ms = opts.client_timeout_ms;
+  c.graph_deltas = false;
+  sched::CalibrateOptions co;
+  co.node_id = node_id;
+  sched::DeviceProfile profile = sched::calibrate_local_cpu(co);
+  profile.op_overhead_s = measure_node_overhead(exec);
+  master_link = RemoteClient::connect(c, node_id);
+  master_link->register_worker(host, bound_port, {profile});
+  if (opts.on_joined) opts.on_joined(master_link, host, bound_port);
+  log(LogLevel::Info, "server ", node_id, ": joined master ", master_link->server_node_id(), " at ",
+      opts.join_host, ":", opts.join_port, " as a worker reachable at ", host, ":", bound_port);
+}
+
+void Server::Impl::off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, std::function<void()> task) {
+  std::weak_ptr<Peer> wp = p;
+  const bool posted = tasks.post([this, wp, rid, task = std::move(task)] {
+    genie_status_t st = GENIE_OK;
+    std::string detail;
+    try {
+      task();
+      return;
+    } catch (const Error& e) {
+      st = e.code();
+      detail = e.detail();
+    } catch (const std::bad_alloc&) {
+      st = GENIE_ERR_OUT_OF_MEMORY;
+      detail = "out of memory";
+    } catch (const std::exception& e) {
+      st = GENIE_ERR_INTERNAL;
+      detail = cat("internal error: ", e.what());
+    }
+    loop.post([this, wp, rid, st, detail] {
+      if (auto peer = wp.lock(); peer && !peer->closing) send_error(*peer, rid, st, detail);
+    });
+  });
+  check(posted, GENIE_ERR_SHUTDOWN, "the server is stopping");
+}
+
+void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::WorkerRegister& m) {
+  try {
+    check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
+    check(workers != nullptr, GENIE_ERR_UNSUPPORTED, "this server takes no workers (multi-node is off)");
+    check(m.node_id() == p->session->client_node(), GENIE_ERR_INVALID_ARGUMENT, "a worker registers itself: node id '",
+          m.node_id(), "' is not this session's");
+    check(m.port() >= 1 && m.port() <= 65535 && !m.host().empty() && m.host().size() <= 255,
+          GENIE_ERR_INVALID_ARGUMENT, "worker address '", m.host(), ":", m.port(), "' is not a host and port");
+    std::vector<sched::DeviceProfile> devices;
+    for (const wire::DeviceInfo& d : m.devices()) {
+      sched::DeviceProfile prof;
+      prof.device = d.device();
+      prof.peak_flops = d.peak_flops();
+      prof.mem_bw_bytes_per_s = d.mem_bw_bytes_per_s();
+      prof.mem_capacity_bytes = d.mem_capacity_bytes();
+      prof.mem_budget_bytes = d.mem_budget_bytes();
+      prof.op_overhead_s = d.op_overhead_s();
+      prof.vector_flops = std::isfinite(d.vector_flops()) && d.vector_flops() > 0 ? d.vector_flops() : 0;
+      check(prof.device == "cpu:0" && prof.peak_flops > 0 && prof.mem_bw_bytes_per_s > 0, GENIE_ERR_INVALID_ARGUMENT,
+            "worker device '", prof.device, "' needs positive rates (and only cpu:0 is served by workers now)");
+      devices.push_back(prof);
+    }
+    const void* by = p->session.get();
+    std::weak_ptr<Peer> wp = p;
+    off_loop(p, rid, [this, wp, rid, m, devices = std::move(devices), by]() mutable {
+      workers->join(m.node_id(), m.host(), static_cast<int>(m.port()), std::move(devices), by);
+      if (opts.on_worker) opts.on_worker(m.node_id(), m.host(), static_cast<int>(m.port()), true);
+      loop.post([this, wp, rid] {
+        if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::Ok, rid, wire::Ok());
+      });
+    });
+  } catch (const Error& e) {
+    send_error(*p, rid, e.code(), e.detail());
+  }
+}
+
+void Server::Impl::worker_session_gone(const Session& s) {
+  std::shared_ptr<RemoteClient> c = workers ? workers->leave(&s) : nullptr;
+  if (c && opts.on_worker) opts.on_worker(s.client_node(), "", 0, false);
+  // Closing says goodbye and may wait: not on this thread.
+  if (c) tasks.post([c] { c->close(); });
+}
+
+void Server::Impl::plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::PlanExplain& m) {
+  check(workers != nullptr, GENIE_ERR_UNSUPPORTED, "this server does not plan graphs (multi-node is off)");
+  std::vector<std::string> names;
+  std::vector<TensorDesc> descs;
+  std::vector<Held> held;
+  for (const wire::Binding& b : m.bindings()) {
+    names.push_back(b.name());
+    if (RemoteTensorPtr wt = p->session->find_remote(b.tensor_id())) {
+      descs.push_back({wt->dtype, wt->shape});
+      held.push_back({nullptr, std::move(wt)});
+    } else {
+      TensorPtr t = p->session->get(b.tensor_id());
+      descs.push_back({t->dtype(), t->shape()});
+      held.push_back({std::move(t), nullptr});
+    }
+  }
+  auto r = std::make_shared<Resolved>();
+  if (m.bindings_size() == 0) {
+    // Nothing bound: every input planned as not yet resident anywhere (its
+    // declared shape must be static).
+    std::unique_ptr<Graph> g = graph_from_json(m.graph_json().data(), m.graph_json().size());
+    g->validate();
+    r->inputs.resize(g->inputs().size());
+    r->entry.graph = std::move(g);
+  } else {
+    r->entry = graphs.get(m.graph_json(), names, descs);
+  }
+  for (size_t k = 0; k < r->entry.order.size(); ++k) {
+    const size_t i = r->entry.order[k];
+    r->inputs.push_back(held[i]);
+    r->shapes[r->entry.graph->inputs()[k]] = descs[i].shape;
+  }
+  std::weak_ptr<Peer> wp = p;
+  off_loop(p, rid, [this, wp, rid, r] {
+    wire::PlanExplainReply reply;
+    reply.set_json(workers->explain(*r->entry.graph, r->inputs, r->shapes));
+    loop.post([this, wp, rid, reply] {
+      if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::PlanExplainReply, rid, reply);
+    });
+  });
+}
+
+void Server::Impl::forward_alloc(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& node,
+                                 const std::string& device, DType dtype, Shape shape) {
+  check(workers != nullptr, GENIE_ERR_UNSUPPORTED, "device '", node, "/", device,
+        "': this server has no workers (multi-node is off)");
+  std::shared_ptr<RemoteClient> c;
+  try {
+    c = workers->client_of(node);
+  } catch (const Error& e) {
+    fail(e.code(), "device '", node, "/", device, "': ", e.detail());
+  }
+  std::weak_ptr<Peer> wp = p;
+  std::weak_ptr<Session> ws = p->session;
+  off_loop(p, rid, [this, wp, ws, rid, c, node, device, dtype, shape] {
+    const uint64_t id = c->tensor_alloc(dtype, shape, device);
+    auto wt = std::make_shared<RemoteTensor>(c, node, id, dtype, shape, cat(node, "/", device));
+    loop.post([this, wp, ws, rid, wt] {
+      auto peer = wp.lock();
+      auto s = ws.lock();
+      if (!peer || !s || peer->closing || peer->session != s) return;  // wt frees itself
+      wire::TensorAllocReply r;
+      r.set_tensor_id(s->add_remote(wt));
+      send(*peer, MsgType::TensorAllocReply, rid, r);
+    });
+  });
+}
+
+PayloadSink Server::Impl::forward_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
+                                        const RemoteTensorPtr& t, uint64_t offset) {
+  const uint64_t rid = h.request_id;
+  const uint64_t n = h.payload_len;
+  if (offset > t->nbytes || n > t->nbytes - offset) {
+    const std::string detail = cat("writing ", n, " bytes at offset ", offset, " overruns a tensor of ", t->nbytes,
+                                   " bytes");
+    send_error(*p, rid, GENIE_ERR_SIZE_MISMATCH, detail);
+    if (n > 0) {
+      p->closing = true;
+      p->close_status = GENIE_ERR_SIZE_MISMATCH;
+      p->close_detail = detail + " (payload refused, connection closed)";
+    }
+    return {};
+  }
+  // The bytes land here first, then go to the worker from the task thread.
+  std::shared_ptr<std::byte[]> buf(new std::byte[n > 0 ? n : 1]);
+  auto ship = [this, wp = std::weak_ptr<Peer>(p), rid, t, offset, n, buf] {
+    auto peer = wp.lock();
+    if (!peer || peer->closing) return;
+    try {
+      off_loop(peer, rid, [this, wp, rid, t, offset, n, buf] {
+        t->client->tensor_write(t->id, offset, buf.get(), n);
+        loop.post([this, wp, rid] {
+          if (auto pe = wp.lock(); pe && !pe->closing) send(*pe, MsgType::Ok, rid, wire::Ok());
+        });
+      });
+    } catch (const Error& e) {
+      send_error(*peer, rid, e.code(), e.detail());
+    }
+  };
+  if (n == 0) {
+    ship();
+    return {};
+  }
+  PayloadSink sink;
+  sink.dst = buf.get();
+  sink.keep = buf;
+  sink.done = std::move(ship);
+  return sink;
+}
+
+void Server::Impl::forward_read(const std::shared_ptr<Peer>& p, uint64_t rid, const RemoteTensorPtr& t,
+                                uint64_t offset, uint64_t nbytes) {
+  std::weak_ptr<Peer> wp = p;
+  off_loop(p, rid, [this, wp, rid, t, offset, nbytes] {
+    std::shared_ptr<std::byte[]> buf(new std::byte[nbytes > 0 ? nbytes : 1]);
+    t->client->tensor_read(t->id, offset, buf.get(), nbytes);
+    loop.post([this, wp, rid, buf, nbytes] {
+      if (auto peer = wp.lock(); peer && !peer->closing)
+        send(*peer, MsgType::Ok, rid, wire::Ok(), buf.get(), nbytes, buf);
+    });
+  });
+}
+
+}  // namespace genie
