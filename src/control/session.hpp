@@ -9,8 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "control/uv_timer.hpp"
 #include "control/remote_tensor.hpp"
+#include "control/uv_timer.hpp"
 #include "core/tensor_data.hpp"
 
 namespace genie {
@@ -18,8 +18,9 @@ namespace genie {
 // Server-wide figures, read by Server::stats() from any thread. Each is a
 // field of the same name in wire::ServerInfo (proto/genie.proto): adding one
 // means adding it there and to this list, and counting it where it happens.
-#define GENIE_SERVER_COUNTERS(X)                                                                          \
-  X(sessions) X(tensors) X(tensor_bytes) X(graphs_executed) X(connections_refused) X(graph_submits_full) \
+#define GENIE_SERVER_COUNTERS(X)                                                             \
+  X(sessions)                                                                                \
+  X(tensors) X(tensor_bytes) X(graphs_executed) X(connections_refused) X(graph_submits_full) \
       X(graph_submits_delta) X(graph_submit_bytes) X(graph_delta_unknown_base)
 
 struct ServerCounters {

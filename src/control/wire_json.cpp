@@ -28,7 +28,8 @@ cJSON* value_json(const Message& m, const FieldDescriptor* f, int index) {
     case FieldDescriptor::CPPTYPE_INT32:
       return cJSON_CreateNumber(rep ? r->GetRepeatedInt32(m, f, index) : r->GetInt32(m, f));
     case FieldDescriptor::CPPTYPE_INT64:
-      return cJSON_CreateNumber(static_cast<double>(rep ? r->GetRepeatedInt64(m, f, index) : r->GetInt64(m, f)));
+      return cJSON_CreateNumber(
+          static_cast<double>(rep ? r->GetRepeatedInt64(m, f, index) : r->GetInt64(m, f)));
     case FieldDescriptor::CPPTYPE_UINT32:
       return cJSON_CreateNumber(rep ? r->GetRepeatedUInt32(m, f, index) : r->GetUInt32(m, f));
     case FieldDescriptor::CPPTYPE_UINT64:

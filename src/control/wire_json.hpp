@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cjson/cJSON.h>
-
 #include <google/protobuf/message.h>
 
 namespace genie::wire {

@@ -15,8 +15,7 @@ double measure_node_overhead(Executor& exec) {
   constexpr int kNodes = 16;
   auto g = std::make_shared<Graph>("node_overhead_probe");
   g->add_input("v0", DType::F32, {64});
-  for (int i = 0; i < kNodes; ++i)
-    g->add_node("relu", cat("r", i), {cat("v", i)}, {cat("v", i + 1)});
+  for (int i = 0; i < kNodes; ++i) g->add_node("relu", cat("r", i), {cat("v", i)}, {cat("v", i + 1)});
   g->mark_output(cat("v", kNodes));
   g->validate();
   auto x = std::make_shared<TensorData>(DType::F32, Shape{64});

@@ -267,8 +267,8 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
       // Dtypes and shapes were validated by the client: only memory can fail.
       if (auto client = weak_client.lock()) {
         for (RemoteOutput& o : r.outputs)
-          fr.outputs.emplace_back(std::make_shared<RemoteTensor>(client, client->server_node_id(), o.tensor_id,
-                                                                 o.dtype, std::move(o.shape),
+          fr.outputs.emplace_back(std::make_shared<RemoteTensor>(client, client->server_node_id(),
+                                                                 o.tensor_id, o.dtype, std::move(o.shape),
                                                                  client_device_name(*client, o.device)));
       }
     } catch (const std::exception& e) {
@@ -319,7 +319,7 @@ void Context::shutdown() {
     if (!live_.exchange(false)) return;
   }
   if (cluster_) cluster_->stop();  // no event after this; timers gone from the loop
-  exec_.reset();  // waits for graphs in flight; their futures complete normally
+  exec_.reset();                   // waits for graphs in flight; their futures complete normally
   if (client_) {
     const auto grace = std::chrono::milliseconds(cfg_.timeout_ms);
     std::unique_lock<std::mutex> il(inflight_mu_);

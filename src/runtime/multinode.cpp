@@ -6,10 +6,10 @@
 #include <cstring>
 #include <future>
 
-#include "graph/split.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "exec/overhead.hpp"
+#include "graph/split.hpp"
 
 namespace genie {
 
@@ -35,7 +35,7 @@ MultiNode::MultiNode(std::string node_id, Config cfg, Executor& exec, Hooks hook
     : node_id_(std::move(node_id)), cfg_(std::move(cfg)), exec_(exec), hooks_(std::move(hooks)) {}
 
 void MultiNode::join(const std::string& node_id, const std::string& host, int port,
-                   std::vector<sched::DeviceProfile> devices, const void* registered_by) {
+                     std::vector<sched::DeviceProfile> devices, const void* registered_by) {
   check(!devices.empty(), GENIE_ERR_INVALID_ARGUMENT, "worker ", node_id, " registered no devices");
   check(node_id != node_id_ && !node_id.empty(), GENIE_ERR_INVALID_ARGUMENT, "worker node id '", node_id,
         "' is empty or this master's own");
@@ -91,7 +91,8 @@ void MultiNode::join(const std::string& node_id, const std::string& host, int po
   for (int nodes : {1, kChain}) {
     Graph probe_graph("link_probe");
     probe_graph.add_input("v0", DType::F32, {1});
-    for (int i = 0; i < nodes; ++i) probe_graph.add_node("relu", cat("r", i), {cat("v", i)}, {cat("v", i + 1)});
+    for (int i = 0; i < nodes; ++i)
+      probe_graph.add_node("relu", cat("r", i), {cat("v", i)}, {cat("v", i + 1)});
     probe_graph.mark_output(cat("v", nodes));
     const std::string json = graph_to_json(probe_graph);
     double& best = nodes == 1 ? submit_s : chain_s;
@@ -218,7 +219,7 @@ MultiNode::Stats MultiNode::stats() const {
 }
 
 MultiNode::Planned MultiNode::plan(const Graph& g, const std::vector<Held>& inputs,
-                               const std::unordered_map<ValueId, Shape>& shapes) {
+                                   const std::unordered_map<ValueId, Shape>& shapes) {
   Planned p;
   p.topo.devices.push_back(local_profile());
   p.device_node.push_back("");
@@ -239,8 +240,8 @@ MultiNode::Planned MultiNode::plan(const Graph& g, const std::vector<Held>& inpu
         p.topo.devices.push_back(d);
         p.device_node.push_back(id);
       }
-      p.topo.links.push_back({"", id, std::max(w->bandwidth_bytes_per_s, 1.0), w->rtt_s, w->request_s, w->dispatch_s,
-                              w->dispatch_per_node_s});
+      p.topo.links.push_back({"", id, std::max(w->bandwidth_bytes_per_s, 1.0), w->rtt_s, w->request_s,
+                              w->dispatch_s, w->dispatch_per_node_s});
     }
     p.topo.version = version_;
   }
@@ -270,12 +271,12 @@ MultiNode::Planned MultiNode::plan(const Graph& g, const std::vector<Held>& inpu
 }
 
 std::string MultiNode::explain(const Graph& g, const std::vector<Held>& inputs,
-                             const std::unordered_map<ValueId, Shape>& shapes) {
+                               const std::unordered_map<ValueId, Shape>& shapes) {
   return plan(g, inputs, shapes).plan->explain_json(g);
 }
 
 MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::vector<Held>& inputs,
-                         const std::unordered_map<ValueId, Shape>& shapes) {
+                           const std::unordered_map<ValueId, Shape>& shapes) {
   MultiResult result;
   const auto t0 = Clock::now();
   try {

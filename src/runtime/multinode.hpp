@@ -52,9 +52,8 @@ class MultiNode final : public Orchestrator {
     // less the worker's op_overhead_s), measured at join: the scheduler prices
     // remote stages and transfers with them (sched::LinkProfile).
     double request_s = 0, dispatch_s = 0, dispatch_per_node_s = 0;
-    const void* registered_by = nullptr;   // the worker's own session on the master
+    const void* registered_by = nullptr;  // the worker's own session on the master
   };
-
 
   using Hooks = OrchestratorHooks;
 

@@ -126,7 +126,8 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       return {};
     }
     case MsgType::GraphSubmitDelta: {
-      check(control, GENIE_ERR_PROTOCOL, "GraphSubmitDelta on a data connection (send it on the control one)");
+      check(control, GENIE_ERR_PROTOCOL,
+            "GraphSubmitDelta on a data connection (send it on the control one)");
       const auto m = parse_msg<wire::GraphSubmitDelta>(msg, h.type);
       counters.graph_submits_delta.fetch_add(1, std::memory_order_relaxed);
       counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
@@ -174,7 +175,8 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       check(control, GENIE_ERR_PROTOCOL, "Heartbeat on a data connection (send it on the control one)");
       const auto m = parse_msg<wire::Heartbeat>(msg, h.type);
       try {
-        check(opts.on_heartbeat != nullptr, GENIE_ERR_UNSUPPORTED, "this server does not track cluster nodes");
+        check(opts.on_heartbeat != nullptr, GENIE_ERR_UNSUPPORTED,
+              "this server does not track cluster nodes");
         wire::HeartbeatReply r;
         opts.on_heartbeat(p->name, p->session->client_node(), m, r);
         send(*p, MsgType::HeartbeatReply, rid, r);

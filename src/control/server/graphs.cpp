@@ -4,7 +4,8 @@
 
 namespace genie {
 
-std::shared_ptr<const std::string> Server::Impl::rebuild(const wire::GraphSubmitDelta& m, bool* unknown_base) {
+std::shared_ptr<const std::string> Server::Impl::rebuild(const wire::GraphSubmitDelta& m,
+                                                         bool* unknown_base) {
   std::shared_ptr<const std::string> base = bases.find(m.base_hash());
   if (!base) {
     *unknown_base = true;
@@ -61,7 +62,8 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     r->entry = e;
     for (size_t k = 0; k < e.order.size(); ++k) {
       const size_t i = e.order[k];
-      r->inputs.push_back(i < remote.size() && remote[i] ? Held{nullptr, remote[i]} : Held{tensors[i], nullptr});
+      r->inputs.push_back(i < remote.size() && remote[i] ? Held{nullptr, remote[i]}
+                                                         : Held{tensors[i], nullptr});
       r->shapes[e.graph->inputs()[k]] = descs[i].shape;
     }
     std::weak_ptr<Peer> wp = p;
@@ -166,7 +168,8 @@ wire::ServerInfo Server::Impl::server_info() const {
   i.set_workers(c.workers);
   i.set_multinode_graphs(c.multinode_graphs);
   i.set_server_transfer_bytes(c.transfer_bytes);
-  for (const auto& [role, bytes] : c.transfer_bytes_by_role) (*i.mutable_server_transfer_bytes_by_role())[role] = bytes;
+  for (const auto& [role, bytes] : c.transfer_bytes_by_role)
+    (*i.mutable_server_transfer_bytes_by_role())[role] = bytes;
   i.set_plan_cache_hits(c.plan_hits);
   i.set_plan_cache_misses(c.plan_misses);
   i.set_last_plan_predicted_ns(c.last_predicted_ns);
@@ -174,8 +177,8 @@ wire::ServerInfo Server::Impl::server_info() const {
   return i;
 }
 
-void Server::Impl::multinode_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
-                                  const std::shared_ptr<const Graph>& graph, MultiResult& r) {
+void Server::Impl::multinode_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws,
+                                  uint64_t rid, const std::shared_ptr<const Graph>& graph, MultiResult& r) {
   report_done(wp, ws, rid, *graph, r,
               [](const Held& t, Session& s) { return t.local ? s.add(t.local) : s.add_remote(t.remote); });
 }

@@ -1,11 +1,9 @@
 // Handshake and authentication: Hello, the HMAC challenge, admitting a
 // session (new or resumed) and data connections joining it.
-#include "control/server/impl.hpp"
-
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
+
+#include "control/auth.hpp"
+#include "control/server/impl.hpp"
 
 namespace genie {
 
@@ -13,22 +11,6 @@ namespace {
 
 constexpr size_t kTokenBytes = 32;
 constexpr size_t kNonceBytes = 32;
-
-std::string random_bytes(size_t n) {
-  std::string s(n, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(s.data()), static_cast<int>(n)) != 1)
-    fail(GENIE_ERR_INTERNAL, "RAND_bytes failed: no entropy for a nonce or session token");
-  return s;
-}
-
-std::string hmac_sha256(const std::string& key, const std::string& data) {
-  unsigned char out[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-           reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len) == nullptr)
-    fail(GENIE_ERR_INTERNAL, "HMAC-SHA256 failed");
-  return std::string(reinterpret_cast<char*>(out), len);
-}
 
 }  // namespace
 

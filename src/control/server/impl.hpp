@@ -22,11 +22,11 @@
 #include "control/client.hpp"
 #include "control/connection.hpp"
 #include "control/graph_cache.hpp"
-#include "graph/delta.hpp"
 #include "control/loop_thread.hpp"
 #include "control/orchestrator.hpp"
-#include "control/task_thread.hpp"
+#include "control/server.hpp"
 #include "control/session.hpp"
+#include "control/task_thread.hpp"
 #include "control/uv_timer.hpp"
 #include "control/wire.hpp"
 #include "control/wire_codec.hpp"
@@ -37,9 +37,9 @@
 #include "exec/overhead.hpp"
 #include "genie.pb.h"
 #include "graph/binding.hpp"
+#include "graph/delta.hpp"
 #include "graph/graph.hpp"
 #include "sched/plan.hpp"
-#include "control/server.hpp"
 
 namespace genie {
 
@@ -97,8 +97,8 @@ struct Server::Impl {
   // What graph_done and multinode_done share: `store(output, session)`
   // puts one output in the session and returns its tensor id.
   template <class Result, class Store>
-  void report_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid, const Graph& graph,
-                   Result& r, Store store);
+  void report_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+                   const Graph& graph, Result& r, Store store);
   wire::ServerInfo server_info() const;
 
   // --- multi-node (docs/multinode.md) --------------------------------------
@@ -107,8 +107,8 @@ struct Server::Impl {
   void plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::PlanExplain& m);
   void forward_alloc(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& node,
                      const std::string& device, DType dtype, Shape shape);
-  PayloadSink forward_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h, const RemoteTensorPtr& t,
-                            uint64_t offset);
+  PayloadSink forward_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
+                            const RemoteTensorPtr& t, uint64_t offset);
   void forward_read(const std::shared_ptr<Peer>& p, uint64_t rid, const RemoteTensorPtr& t, uint64_t offset,
                     uint64_t nbytes);
   // Bindings resolved: each graph input's tensor (here or on a worker), the

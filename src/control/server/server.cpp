@@ -1,12 +1,12 @@
 // Server setup, accepting connections, stopping, and the public Server.
-#include "control/server/impl.hpp"
-
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <random>
+
+#include "control/server/impl.hpp"
 
 namespace genie {
 
@@ -28,7 +28,6 @@ std::string generate_node_id() {
   std::snprintf(suffix, sizeof suffix, "-serve-%d-%04x", static_cast<int>(getpid()), rd() & 0xffffu);
   return h.substr(0, 200) + suffix;
 }
-
 
 // The kind of refusal, for the one log line (genie_status_str belongs to the
 // C API layer above this one).

@@ -84,9 +84,9 @@ PayloadSink Server::Impl::tensor_write(const std::shared_ptr<Peer>& p, const wir
 
 void Server::Impl::tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m) {
   if (RemoteTensorPtr wt = p.session->find_remote(m.tensor_id())) {
-    check(m.offset() <= wt->nbytes && m.nbytes() <= wt->nbytes - m.offset(), GENIE_ERR_SIZE_MISMATCH, "reading ",
-          m.nbytes(), " bytes at offset ", m.offset(), " overruns tensor ", m.tensor_id(), " of ", wt->nbytes,
-          " bytes");
+    check(m.offset() <= wt->nbytes && m.nbytes() <= wt->nbytes - m.offset(), GENIE_ERR_SIZE_MISMATCH,
+          "reading ", m.nbytes(), " bytes at offset ", m.offset(), " overruns tensor ", m.tensor_id(), " of ",
+          wt->nbytes, " bytes");
     forward_read(p.shared_from_this(), rid, wt, m.offset(), m.nbytes());
     return;
   }

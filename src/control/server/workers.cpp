@@ -1,11 +1,11 @@
 // The worker service (docs/multinode.md): a worker joining its master, a
 // master registering workers, planning across them, and tensors a master
 // holds on its workers.
-#include "control/server/impl.hpp"
-
 #include <unistd.h>
 
 #include <cmath>
+
+#include "control/server/impl.hpp"
 
 namespace genie {
 
@@ -66,14 +66,16 @@ void Server::Impl::off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, std::f
   check(posted, GENIE_ERR_SHUTDOWN, "the server is stopping");
 }
 
-void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::WorkerRegister& m) {
+void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
+                                   const wire::WorkerRegister& m) {
   try {
     check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
     check(workers != nullptr, GENIE_ERR_UNSUPPORTED, "this server takes no workers (multi-node is off)");
-    check(m.node_id() == p->session->client_node(), GENIE_ERR_INVALID_ARGUMENT, "a worker registers itself: node id '",
-          m.node_id(), "' is not this session's");
+    check(m.node_id() == p->session->client_node(), GENIE_ERR_INVALID_ARGUMENT,
+          "a worker registers itself: node id '", m.node_id(), "' is not this session's");
     check(m.port() >= 1 && m.port() <= 65535 && !m.host().empty() && m.host().size() <= 255,
-          GENIE_ERR_INVALID_ARGUMENT, "worker address '", m.host(), ":", m.port(), "' is not a host and port");
+          GENIE_ERR_INVALID_ARGUMENT, "worker address '", m.host(), ":", m.port(),
+          "' is not a host and port");
     std::vector<sched::DeviceProfile> devices;
     for (const wire::DeviceInfo& d : m.devices()) {
       sched::DeviceProfile prof;
@@ -84,8 +86,9 @@ void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
       prof.mem_budget_bytes = d.mem_budget_bytes();
       prof.op_overhead_s = d.op_overhead_s();
       prof.vector_flops = std::isfinite(d.vector_flops()) && d.vector_flops() > 0 ? d.vector_flops() : 0;
-      check(prof.device == "cpu:0" && prof.peak_flops > 0 && prof.mem_bw_bytes_per_s > 0, GENIE_ERR_INVALID_ARGUMENT,
-            "worker device '", prof.device, "' needs positive rates (and only cpu:0 is served by workers now)");
+      check(prof.device == "cpu:0" && prof.peak_flops > 0 && prof.mem_bw_bytes_per_s > 0,
+            GENIE_ERR_INVALID_ARGUMENT, "worker device '", prof.device,
+            "' needs positive rates (and only cpu:0 is served by workers now)");
       devices.push_back(prof);
     }
     const void* by = p->session.get();
@@ -182,8 +185,8 @@ PayloadSink Server::Impl::forward_write(const std::shared_ptr<Peer>& p, const wi
   const uint64_t rid = h.request_id;
   const uint64_t n = h.payload_len;
   if (offset > t->nbytes || n > t->nbytes - offset) {
-    const std::string detail = cat("writing ", n, " bytes at offset ", offset, " overruns a tensor of ", t->nbytes,
-                                   " bytes");
+    const std::string detail =
+        cat("writing ", n, " bytes at offset ", offset, " overruns a tensor of ", t->nbytes, " bytes");
     send_error(*p, rid, GENIE_ERR_SIZE_MISMATCH, detail);
     if (n > 0) {
       p->closing = true;

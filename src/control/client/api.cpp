@@ -1,0 +1,239 @@
+// RemoteClient's methods: each builds a Call and hands it to the link.
+#include "control/client/impl.hpp"
+#include "control/wire_json.hpp"
+
+namespace genie {
+
+std::shared_ptr<RemoteClient> RemoteClient::connect(const Config& cfg, const std::string& node_id) {
+  check(!cfg.master_addr.empty(), GENIE_ERR_INVALID_ARGUMENT, "no master address configured");
+  std::shared_ptr<RemoteClient> client(new RemoteClient());
+  client->impl_ = std::make_shared<Impl>(cfg, node_id);
+  Impl& im = *client->impl_;
+  im.loop = std::make_unique<LoopThread>();
+  im.loop->post([&im] {
+    im.init_timers();
+    im.arm_deadline();
+    im.begin_attempt();
+  });
+  {
+    std::unique_lock<std::mutex> lk(im.mu);
+    // The loop's deadline timer ends the attempt; the margin only guards
+    // against a loop that never ran it.
+    const bool settled = im.cv.wait_for(lk, im.timeout + std::chrono::seconds(5),
+                                        [&] { return im.state != Impl::State::Connecting; });
+    if (!settled) fail(GENIE_ERR_TIMEOUT, "no answer from ", im.addr, " within ", im.timeout.count(), " ms");
+    if (im.state == Impl::State::Failed) throw Error(im.fail_status, im.fail_detail);
+  }
+  log(LogLevel::Info, "client ", node_id, ": connected to ", im.server_node, " at ", im.addr);
+  return client;
+}
+
+RemoteClient::~RemoteClient() {
+  if (impl_) impl_->close();
+}
+
+void RemoteClient::close() {
+  if (impl_) impl_->close();
+}
+
+uint64_t RemoteClient::tensor_alloc(DType dtype, const Shape& shape, const std::string& device) {
+  wire::TensorAlloc m;
+  m.set_dtype(static_cast<int32_t>(dtype));
+  for (int64_t d : shape) m.add_shape(d);
+  m.set_device(device);
+  auto call = std::make_shared<Call>(MsgType::TensorAlloc, Link::Control);
+  impl_->transact(call, wire::encode_msg(m));
+  return wire::parse_msg<wire::TensorAllocReply>(call->reply, call->reply_type).tensor_id();
+}
+
+void RemoteClient::tensor_write(uint64_t id, size_t offset, const void* src, size_t nbytes) {
+  check(src != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "src is NULL");
+  wire::TensorWrite m;
+  m.set_tensor_id(id);
+  m.set_offset(offset);
+  auto call = std::make_shared<Call>(MsgType::TensorWrite, Link::Data);
+  // The caller blocks until the reply, so its buffer can be the payload.
+  impl_->transact(call, wire::encode_msg(m), src, nbytes);
+}
+
+void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nbytes) {
+  check(dst != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "dst is NULL");
+  wire::TensorRead m;
+  m.set_tensor_id(id);
+  m.set_offset(offset);
+  m.set_nbytes(nbytes);
+  auto call = std::make_shared<Call>(MsgType::TensorRead, Link::Data);
+  call->dst = dst;
+  call->nbytes = nbytes;
+  impl_->transact(call, wire::encode_msg(m));
+}
+
+void RemoteClient::tensor_free(uint64_t id) noexcept {
+  try {
+    Impl* im = impl_.get();
+    bool arm;
+    {
+      std::lock_guard<std::mutex> lk(im->mu);
+      if (im->state == Impl::State::Closed || im->state == Impl::State::Failed) return;
+      im->frees.push_back(id);
+      // Only the first free since the last flush wakes the loop; the next
+      // request usually takes them all before the timer fires.
+      arm = !im->free_flush_due;
+      im->free_flush_due = true;
+    }
+    if (arm) im->loop->post([im] { im->arm_free_timer(); });
+  } catch (...) {
+    // Fire and forget: at worst the server frees it with the session.
+  }
+}
+
+void RemoteClient::submit(const std::string& graph_json,
+                          const std::vector<std::pair<std::string, uint64_t>>& bindings,
+                          std::function<void(RemoteResult&&)> done) {
+  Impl& im = *impl_;
+  auto call = std::make_shared<Call>(MsgType::GraphSubmit, Link::Control);
+  call->done = std::move(done);
+  // What the full message takes, without encoding the JSON twice.
+  wire::GraphSubmit full;
+  for (const auto& [name, id] : bindings) {
+    wire::Binding* b = full.add_bindings();
+    b->set_name(name);
+    b->set_tensor_id(id);
+  }
+  const size_t json_field =
+      1 + google::protobuf::io::CodedOutputStream::VarintSize64(graph_json.size()) + graph_json.size();
+  const size_t full_bytes = wire::kHeaderSize + full.ByteSizeLong() + json_field;
+  std::string msg;
+  if (im.cfg.graph_deltas) {
+    delta::Encoded e = im.encoder.encode(graph_json);
+    if (e.is_delta) {
+      wire::GraphSubmitDelta d;
+      d.set_base_hash(e.base_digest);
+      d.set_graph_hash(e.digest);
+      for (delta::Patch& p : e.patches) {
+        wire::LeafPatch* lp = d.add_patches();
+        lp->set_leaf(p.leaf);
+        lp->set_json(std::move(p.json));
+      }
+      *d.mutable_bindings() = full.bindings();
+      msg = wire::encode_msg(d);
+      call->send_type = MsgType::GraphSubmitDelta;
+      call->full_json = std::move(e.text);
+      call->bindings = bindings;
+      call->base_digest = std::move(e.base_digest);
+      call->graph_digest = std::move(e.digest);
+    } else {
+      full.set_keep_as_base(true);
+    }
+  }
+  if (msg.empty()) {
+    full.set_graph_json(graph_json);
+    msg = wire::encode_msg(full);
+  }
+  const size_t sent = wire::kHeaderSize + msg.size();
+  // Read before the loop owns the call (a fallback changes its send_type).
+  const bool as_delta = call->send_type == MsgType::GraphSubmitDelta;
+  im.submit(call, std::move(msg));  // throws before sending, or it is on its way
+  (as_delta ? im.graph_submits_delta : im.graph_submits_full).fetch_add(1, std::memory_order_relaxed);
+  im.graph_bytes_sent.fetch_add(sent, std::memory_order_relaxed);
+  im.graph_bytes_full.fetch_add(full_bytes, std::memory_order_relaxed);
+}
+
+RemoteClient::GraphStats RemoteClient::graph_stats() const {
+  const Impl& im = *impl_;
+  GraphStats s;
+  s.submits_full = im.graph_submits_full.load();
+  s.submits_delta = im.graph_submits_delta.load();
+  s.delta_fallbacks = im.delta_fallbacks.load();
+  s.bytes_sent = im.graph_bytes_sent.load();
+  s.bytes_full = im.graph_bytes_full.load();
+  return s;
+}
+
+std::string RemoteClient::server_info_json() {
+  auto call = std::make_shared<Call>(MsgType::ServerInfoRequest, Link::Control);
+  impl_->transact(call, wire::encode_msg(wire::ServerInfoRequest()));
+  const auto info = wire::parse_msg<wire::ServerInfo>(call->reply, call->reply_type);
+  std::unique_ptr<cJSON, void (*)(cJSON*)> o(cJSON_CreateObject(), cJSON_Delete);
+  check(o != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");
+  // Every field of ServerInfo, counters as JSON numbers (exact up to 2^53).
+  wire::add_fields_to_json(info, o.get());
+  // This client's side of the same traffic.
+  const GraphStats g = graph_stats();
+  cJSON* c = cJSON_AddObjectToObject(o.get(), "client");
+  check(c != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");
+  cJSON_AddBoolToObject(c, "graph_deltas", impl_->cfg.graph_deltas);
+  cJSON_AddNumberToObject(c, "graph_submits_full", static_cast<double>(g.submits_full));
+  cJSON_AddNumberToObject(c, "graph_submits_delta", static_cast<double>(g.submits_delta));
+  cJSON_AddNumberToObject(c, "graph_delta_fallbacks", static_cast<double>(g.delta_fallbacks));
+  cJSON_AddNumberToObject(c, "graph_bytes_sent", static_cast<double>(g.bytes_sent));
+  cJSON_AddNumberToObject(c, "graph_bytes_full", static_cast<double>(g.bytes_full));
+  char* text = cJSON_PrintUnformatted(o.get());
+  check(text != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");
+  std::string s(text);
+  cJSON_free(text);
+  return s;
+}
+
+void RemoteClient::heartbeat_async(std::string msg, std::function<void(genie_status_t, std::string&&)> done) {
+  Impl& im = *impl_;
+  auto call = std::make_shared<Call>(MsgType::Heartbeat, Link::Control);
+  call->on_reply = std::move(done);
+  if (msg.size() > im.max_message) {
+    im.end_call(*call, GENIE_ERR_TOO_LARGE, "heartbeat exceeds the maximum message size");
+    return;
+  }
+  im.start(call, im.next_id.fetch_add(1), std::move(msg), nullptr, 0);
+}
+
+LoopThread* RemoteClient::loop_thread() const { return impl_->loop.get(); }
+
+bool RemoteClient::failed() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->state == Impl::State::Failed || impl_->state == Impl::State::Closed;
+}
+
+void RemoteClient::register_worker(const std::string& host, int port,
+                                   const std::vector<sched::DeviceProfile>& devices) {
+  wire::WorkerRegister m;
+  m.set_node_id(impl_->node_id);
+  m.set_host(host);
+  m.set_port(static_cast<uint32_t>(port));
+  for (const auto& d : devices) {
+    wire::DeviceInfo* i = m.add_devices();
+    i->set_device(d.device);
+    i->set_peak_flops(d.peak_flops);
+    i->set_mem_bw_bytes_per_s(d.mem_bw_bytes_per_s);
+    i->set_mem_capacity_bytes(d.mem_capacity_bytes);
+    i->set_mem_budget_bytes(d.mem_budget_bytes);
+    i->set_op_overhead_s(d.op_overhead_s);
+    i->set_vector_flops(d.vector_flops);
+  }
+  auto call = std::make_shared<Call>(MsgType::WorkerRegister, Link::Control);
+  impl_->transact(call, wire::encode_msg(m));
+}
+
+std::string RemoteClient::plan_explain(const std::string& graph_json,
+                                       const std::vector<std::pair<std::string, uint64_t>>& bindings) {
+  wire::PlanExplain m;
+  m.set_graph_json(graph_json);
+  for (const auto& [name, id] : bindings) {
+    wire::Binding* b = m.add_bindings();
+    b->set_name(name);
+    b->set_tensor_id(id);
+  }
+  auto call = std::make_shared<Call>(MsgType::PlanExplain, Link::Control);
+  impl_->transact(call, wire::encode_msg(m));
+  return wire::parse_msg<wire::PlanExplainReply>(call->reply, call->reply_type).json();
+}
+
+const std::string& RemoteClient::server_node_id() const { return impl_->server_node; }
+
+const std::vector<std::string>& RemoteClient::server_devices() const { return impl_->devices; }
+
+bool RemoteClient::connected() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->state == Impl::State::Ready;
+}
+
+}  // namespace genie

@@ -1,0 +1,299 @@
+// The client's internals, shared by the files of src/control/client/: the
+// link (connecting, the handshake, reconnecting, closing: link.cpp), the
+// calls (requests in flight, replies, completions, tensor frees: calls.cpp)
+// and the API (RemoteClient's methods: api.cpp). The contract is in
+// control/client.hpp.
+//
+// Threading. The connections, the table of requests in flight and the
+// handshake live on the loop thread and are touched nowhere else. A caller
+// thread builds a Call, posts it to the loop and waits on the Call's own
+// condition variable, except for a graph submission: its caller returns once
+// the Call is posted, and the Call ends by running its completion on the
+// loop thread (GraphDone, the server's ErrorReply, or a failure). The
+// connection state callers wait for (connecting, ready, reconnecting,
+// failed, closed) is written only on the loop thread, under `mu`, so callers
+// may read it under `mu` and the loop may read it without. Freed tensor ids
+// are queued under `mu` too (`frees`): the loop sends them ahead of the next
+// request on the control connection.
+//
+// Caller memory. tensor_write sends the caller's buffer and tensor_read
+// receives straight into the caller's buffer, so a Call is not finished
+// until the connection has let go of that buffer ("released"): the write was
+// handed to the kernel, the read payload arrived, or the connection was
+// closed (Connection::close stops all I/O on the socket at once). A timeout
+// while bytes are still in transit therefore drops the connection, which
+// then reconnects like any other loss.
+#pragma once
+
+#include <google/protobuf/io/coded_stream.h>
+#include <uv.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include "control/client.hpp"
+#include "control/connection.hpp"
+#include "control/loop_thread.hpp"
+#include "control/wire.hpp"
+#include "control/wire_codec.hpp"
+#include "control/wire_json.hpp"
+#include "core/device.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "genie.pb.h"
+#include "graph/delta.hpp"
+
+namespace genie {
+
+using Clock = std::chrono::steady_clock;
+using wire::MsgType;
+
+constexpr int kDataSocketBuffer = 8 << 20;  // bulk tensor bytes: keep the pipe full on fast links
+constexpr int kFirstRetryMs = 50;
+constexpr int kMaxRetryMs = 1000;
+constexpr int64_t kMaxGoodbyeWaitMs = 2000;  // close() never waits longer for the server
+// A freed tensor's TensorFree goes out with the next request on the control
+// connection, or after this long if none comes first.
+constexpr uint64_t kFreeFlushMs = 5;
+
+enum class Link { Control, Data };
+
+// One request in flight, shared by the waiting caller and the loop thread.
+struct Call {
+  Call(MsgType t, Link l) : type(t), link(l) {}
+
+  const MsgType type;
+  const Link link;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool replied = false;  // reply (or failure) recorded in status/detail/reply
+  bool released = true;  // the connection no longer touches the caller's buffer
+  genie_status_t status = GENIE_OK;
+  std::string detail;
+  MsgType reply_type = MsgType::Ok;
+  std::string reply;  // the encoded reply message
+  // tensor_read: where the payload goes.
+  void* dst = nullptr;
+  uint64_t nbytes = 0;
+  // submit: runs once, on the loop thread, with the completion or failure;
+  // nobody waits on cv for a submission.
+  std::function<void(RemoteResult&&)> done;
+  // Asynchronous requests from the loop thread (heartbeats): runs once, on
+  // the loop thread, with the reply message or the failure's detail.
+  std::function<void(genie_status_t, std::string&&)> on_reply;
+  // What goes on the wire (a submission may go as a GraphSubmitDelta).
+  MsgType send_type = type;
+  // A delta submission: what the full GraphSubmit needs if the server does
+  // not hold the base (loop thread only).
+  std::shared_ptr<const std::string> full_json;
+  std::vector<std::pair<std::string, uint64_t>> bindings;
+  std::string base_digest;
+  std::string graph_digest;
+
+  bool submission() const { return type == MsgType::GraphSubmit; }
+  bool finished() const { return replied && released; }
+
+  void settle(genie_status_t st, std::string why, MsgType rtype = MsgType::Ok, std::string msg = {}) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (replied) return;
+      replied = true;
+      status = st;
+      detail = std::move(why);
+      reply_type = rtype;
+      reply = std::move(msg);
+    }
+    cv.notify_all();
+  }
+  void set_in_use() {
+    std::lock_guard<std::mutex> lk(mu);
+    released = false;
+  }
+  void release() {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      released = true;
+    }
+    cv.notify_all();
+  }
+  bool in_use() {
+    std::lock_guard<std::mutex> lk(mu);
+    return !released;
+  }
+};
+
+inline const char* what_of(MsgType t) {
+  switch (t) {
+    case MsgType::TensorAlloc: return "tensor alloc";
+    case MsgType::TensorWrite: return "tensor write";
+    case MsgType::TensorRead: return "tensor read";
+    case MsgType::GraphSubmit: return "graph submit";
+    case MsgType::ServerInfoRequest: return "server info";
+    case MsgType::WorkerRegister: return "worker registration";
+    case MsgType::PlanExplain: return "plan explain";
+    default: return wire::type_name(t);
+  }
+}
+
+// Only statuses from the frozen genie_status_t range are passed on; anything
+// else from a peer is itself a protocol violation.
+inline genie_status_t peer_status(int32_t s) {
+  return s <= GENIE_ERR_INVALID_ARGUMENT && s >= GENIE_ERR_INTERNAL ? s : GENIE_ERR_PROTOCOL;
+}
+
+struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
+  enum class State { Connecting, Ready, Reconnecting, Failed, Closed };
+  enum class Handshake { Idle, Hello, DataHello, Done };
+  Impl(const Config& c, std::string id)
+      : cfg(c),
+        node_id(std::move(id)),
+        addr(cat(c.master_addr, ":", c.master_port)),
+        max_message(static_cast<uint32_t>(c.max_message_bytes)),
+        timeout(std::chrono::milliseconds(c.timeout_ms)) {}
+
+  // --- immutable after connect() returns --------------------------------
+  const Config cfg;
+  const std::string node_id;
+  const std::string addr;
+  const uint32_t max_message;
+  const std::chrono::milliseconds timeout;
+  std::string server_node;
+  std::vector<std::string> devices;
+
+  // --- shared: written on the loop thread under mu -------------------------
+  std::mutex mu;
+  std::condition_variable cv;
+  State state = State::Connecting;
+  genie_status_t fail_status = GENIE_ERR_CONNECTION;
+  std::string fail_detail;
+  bool goodbye_done = false;
+  // Calls whose caller is waiting: settled by close() if the loop is gone
+  // before it reached them.
+  std::unordered_set<std::shared_ptr<Call>> outstanding;
+  // Tensors freed but not yet reported to the server (flush_frees), and
+  // whether the loop has been asked to flush them soon.
+  std::vector<uint64_t> frees;
+  bool free_flush_due = false;
+  std::atomic<uint64_t> next_id{1};
+  std::once_flag close_once;
+  // Graph deltas (Config::graph_deltas) and what they save on the wire.
+  delta::DeltaEncoder encoder;
+  std::atomic<uint64_t> graph_submits_full{0}, graph_submits_delta{0}, delta_fallbacks{0};
+  std::atomic<uint64_t> graph_bytes_sent{0};  // submission frames as sent (fallbacks included)
+  std::atomic<uint64_t> graph_bytes_full{0};  // the same submissions as full GraphSubmit frames
+
+  // --- loop thread only ----------------------------------------------------
+  std::shared_ptr<Connection> ctrl, data;
+  uint64_t gen = 0;  // bumped at every teardown: events of old connections are ignored
+  Handshake hs = Handshake::Idle;
+  bool resuming = false;
+  std::string token;
+  std::unordered_map<uint64_t, std::shared_ptr<Call>> pending;
+  uv_timer_t retry_timer{};
+  uv_timer_t free_timer{};
+  uv_timer_t deadline_timer{};
+  int retry_ms = 0;
+  Clock::time_point reconnect_deadline;
+
+  // Last member: its thread runs code touching everything above, so it must
+  // stop before they are destroyed.
+  std::unique_ptr<LoopThread> loop;
+
+  // ===== caller side =========================================================
+
+  void set_state(State s, genie_status_t st = GENIE_OK, std::string detail = {});
+  void refuse_on_loop_thread(const char* what) const;
+
+  // Blocks until the session is usable (reconnecting in the background if
+  // need be) or `deadline`; throws SHUTDOWN / CONNECTION otherwise.
+  void wait_ready(Clock::time_point deadline);
+
+  // Sends one request and waits for its reply. Throws the server's error,
+  // TIMEOUT (no reply within the timeout), CONNECTION or SHUTDOWN.
+  void transact(const std::shared_ptr<Call>& call, std::string msg, const void* payload = nullptr,
+                uint64_t payload_len = 0);
+
+  // Queues a graph submission and returns: the server's answer (GraphDone or
+  // ErrorReply), or a failure, reaches call->done on the loop thread. Throws
+  // only what is known before anything is sent (TOO_LARGE, not connected,
+  // closed), and then call->done never runs.
+  void submit(const std::shared_ptr<Call>& call, std::string msg);
+
+  // ===== loop thread =========================================================
+
+  void start(const std::shared_ptr<Call>& call, uint64_t id, std::string msg, const void* payload,
+             uint64_t payload_len);
+  void cancel(const std::shared_ptr<Call>& call, uint64_t id);
+  Connection::Handlers handlers(uint64_t g, Link link);
+
+  // A frame we cannot make sense of (undecodable, unexpected): the peer is
+  // broken, so the connection goes (Connection allows closing it from inside
+  // its own frame handler).
+  void frame_failed(genie_status_t st, const std::string& detail);
+  void init_timers();
+  void arm_deadline();
+
+  // Closes both connections; events still queued for them are ignored.
+  void teardown();
+
+  // Fails every request in flight. The connections must already be closed:
+  // that is what makes releasing the callers' buffers safe.
+  void fail_all(genie_status_t st, const std::string& detail);
+
+  // Ends a call with an error: a submission through its completion, any
+  // other call by waking its caller.
+  void end_call(Call& call, genie_status_t st, std::string detail);
+  void run_reply(Call& call, genie_status_t st, std::string&& msg);
+  void run_done(Call& call, RemoteResult&& r);
+  void begin_attempt();
+  void open_data_link();
+
+  // A connection attempt failed. Initial connect: report it. Reconnect:
+  // retry with backoff while the deadline allows and the failure is one a
+  // retry can fix.
+  void attempt_failed(genie_status_t st, const std::string& detail, bool retryable = true);
+  void give_up(genie_status_t st, const std::string& detail);
+  void connection_lost(const std::string& why);
+  void on_link_closed(Link link, genie_status_t st, const std::string& detail);
+  static bool is_error(const wire::FrameHeader& fh);
+  static bool unknown_base(const std::string& msg);
+
+  // The server does not hold the base of a delta: the same submission goes
+  // again in full (the completion still runs once).
+  void resend_full(const std::shared_ptr<Call>& call);
+  static std::pair<genie_status_t, std::string> parse_error(const std::string& msg);
+  void handshake_frame(Link link, const wire::FrameHeader& fh, const std::string& msg);
+  PayloadSink discard(uint64_t len);
+  PayloadSink on_frame(Link link, const wire::FrameHeader& fh, std::string&& msg);
+  RemoteResult parse_done(const std::string& msg);
+
+  // Outputs of a graph whose caller gave up are nobody's: free them.
+  void free_stray_outputs(const std::string& msg);
+
+  // Loop thread: frees `id` on the server now, or after the reconnect.
+  void send_free(uint64_t id);
+
+  // Sends a TensorFree for every tensor freed so far. Called before each
+  // request on the control connection, so the server frees them before it
+  // handles anything the caller did after freeing (and a caller destroying
+  // outputs between submissions costs no wake-up of its own), and by
+  // free_timer, so they are not held back for long when no request comes.
+  // While reconnecting they wait for the resumed session.
+  void flush_frees();
+  void arm_free_timer();
+
+  // ===== lifetime ============================================================
+
+  void close();
+  void begin_close();
+  void final_teardown();
+};
+
+}  // namespace genie
