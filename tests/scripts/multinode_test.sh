@@ -118,7 +118,7 @@ lost_ms=$(( $(now_ms) - t0 ))
 # Its last heartbeat went at most one interval before the freeze.
 [ "$lost_ms" -ge 2750 ] || { kill -CONT "$WORKER_PID"; fail "NODE_LOST after $lost_ms ms, before the timeout: not from heartbeats"; }
 info=$("$RTOOL" info) || { kill -CONT "$WORKER_PID"; fail "master info with the worker frozen"; }
-echo "$info" | grep -q '"workers":0' || { kill -CONT "$WORKER_PID"; fail "the master still places work on the lost worker: $info"; }
+grep -q '"workers":0' <<<"$info" || { kill -CONT "$WORKER_PID"; fail "the master still places work on the lost worker: $info"; }
 rc=0; "$TOOL" split node-b "$WORKER_PORT" >"$TMP/frozen.out" 2>"$TMP/frozen.err" || rc=$?
 kill -CONT "$WORKER_PID"
 [ "$rc" = 3 ] && grep -q "CONNECTION.*node-b.*lost" "$TMP/frozen.err" || fail "a device on the lost worker: exit $rc: $(cat "$TMP/frozen.err")"
@@ -136,10 +136,10 @@ kill -TERM "$WORKER_PID"
 wait "$WORKER_PID" || fail "worker exit status $? after SIGTERM"
 for _ in $(seq 1 100); do
   info=$("$RTOOL" info) || fail "master info after the worker left"
-  echo "$info" | grep -q '"workers":0' && break
+  grep -q '"workers":0' <<<"$info" && break
   sleep 0.05
 done
-echo "$info" | grep -q '"workers":0' || fail "the master still lists the worker: $info"
+grep -q '"workers":0' <<<"$info" || fail "the master still lists the worker: $info"
 out=$("$TOOL" split node-b "$WORKER_PORT" 2>"$TMP/gone.err") && fail "a device of a worker that left was accepted"
 grep -q "CONNECTION.*node-b.*gone" "$TMP/gone.err" || fail "worker gone: $(cat "$TMP/gone.err")"
 : >"$TMP/gone.err"

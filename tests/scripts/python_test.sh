@@ -64,7 +64,7 @@ with genie.Context(use_env=False) as ctx:
 print("installed genie", genie.__version__, "works")
 PY
 )
-    echo "$out" | grep -q "works" && echo "ok: pip install bindings/python: $out" || fail "installed package: $out"
+    grep -q "works" <<<"$out" && echo "ok: pip install bindings/python: $out" || fail "installed package: $out"
   else
     fail "pip install bindings/python"; tail -n 30 "$TMP/pip.log"
   fi

@@ -10,7 +10,7 @@ syms=$(nm -D --defined-only "$lib" | awk 'NF == 3 {print $3}' | sed 's/@.*//' | 
 count=$(printf '%s\n' "$syms" | grep -c '^genie_' || true)
 [ "$count" -ge 50 ] || { echo "FAIL: only $count genie_* symbols exported"; exit 1; }
 for want in genie_init_abi genie_graph_submit genie_tensor_alloc genie_status_str; do
-  printf '%s\n' "$syms" | grep -qx "$want" || { echo "FAIL: $want is not exported"; exit 1; }
+  grep -qx "$want" <<<"$syms" || { echo "FAIL: $want is not exported"; exit 1; }
 done
 others=$(printf '%s\n' "$syms" | grep -v '^genie_' | grep -v '^GENIE_1$' || true)
 if [ -n "$others" ]; then
