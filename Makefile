@@ -3,10 +3,11 @@
 
 BUILD      ?= build
 TEST_BUILD ?= build-test
+REL_TEST_BUILD ?= build-release-test
 JOBS       ?= $(shell nproc)
 CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps build demo test test-build clean
+.PHONY: all deps build demo test test-build test-release clean
 
 all: build
 
@@ -31,5 +32,12 @@ test: test-build
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
+# The same tests against an optimised build (-O3, no sanitizers): warnings
+# and behaviour that only optimisation brings out. CI runs it after `test`.
+test-release: deps
+	@cmake -S . -B $(REL_TEST_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release -DGENIE_BUILD_TESTS=ON >/dev/null
+	@cmake --build $(REL_TEST_BUILD) -j $(JOBS)
+	@cd $(REL_TEST_BUILD) && ctest --output-on-failure -j $(JOBS)
+
 clean:
-	rm -rf $(BUILD) $(TEST_BUILD)
+	rm -rf $(BUILD) $(TEST_BUILD) $(REL_TEST_BUILD)

@@ -1,6 +1,6 @@
 /*
  * bench_delta_decode — graph deltas on a decode loop: a GPT-2-tiny decoder
- * (tests/integration/gpt2_decode.h: 2 layers, hidden 128, 2 heads,
+ * (samples/c/gpt2_decode.h: 2 layers, hidden 128, 2 heads,
  * vocabulary 1000, KV cache per layer) decoding token by token against a
  * `genie serve` server on loopback (started in this process), with graph
  * deltas (the default) and without (genie_config_set_graph_deltas 0), two
@@ -9,7 +9,7 @@
  * step latency (submit .. logits read), p50/p99, and the per-pair ratio.
  * Goal: >= 90% of the submission bytes saved.
  */
-#include "../tests/integration/gpt2_decode.h"
+#include "../samples/c/gpt2_decode.h"
 #include "bench_util.h"
 
 static double client_counter(genie_context_t *ctx, const char *key) {

@@ -14,7 +14,7 @@
 #include <cblas.h>
 #include <math.h>
 
-#include "../samples/c/genie_seed.h"
+#include <genie_seed.h>
 #include "bench_util.h"
 
 typedef struct shape {

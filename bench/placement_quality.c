@@ -3,7 +3,7 @@
  * two `genie serve` servers on loopback (a master and a worker that joined
  * it, both started in this process with genie_server_create).
  *
- * The workload is a GPT-2-style decode loop (tests/integration/
+ * The workload is a GPT-2-style decode loop (samples/c/
  * gpt2_decode.h: 2 layers, hidden 256, 4 heads, vocab 2000, KV caches):
  *
  *   chosen  layer 1's weights and KV cache resident on the worker, the rest
@@ -18,7 +18,7 @@
  * p50/p99 and the median ratio. On one machine over loopback the split plan
  * pays transfers a single node does not: the ratio shows that cost.
  */
-#include "../tests/integration/gpt2_decode.h"
+#include "../samples/c/gpt2_decode.h"
 #include "bench_util.h"
 
 static double info_number(genie_context_t *ctx, const char *key) {

@@ -6,7 +6,7 @@
  * each side; each run is submit + wait (the output stays where it was
  * produced). Goal: remote overhead <= 10%.
  */
-#include "../samples/c/genie_seed.h"
+#include <genie_seed.h>
 #include "../samples/c/transformer_block_graph.h"
 #include "bench_util.h"
 

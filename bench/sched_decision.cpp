@@ -24,7 +24,7 @@
 #include "bench_util.h"
 #include "sched/analysis.hpp"
 #include "sched/plan.hpp"
-#include "sched_test_graphs.hpp"
+#include "sched/reference_graphs.hpp"
 
 using namespace genie;
 using namespace genie::sched;

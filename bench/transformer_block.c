@@ -13,7 +13,7 @@
 #include <cblas.h>
 #include <math.h>
 
-#include "../samples/c/genie_seed.h"
+#include <genie_seed.h>
 #include "../samples/c/transformer_block_graph.h"
 #include "bench_util.h"
 

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "genie_seed.h"
+#include <genie_seed.h>
 
 static const char *prog = "sample_mlp";
 

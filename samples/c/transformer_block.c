@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "genie_seed.h"
+#include <genie_seed.h>
 #include "transformer_block_graph.h"
 
 static const char *prog = "sample_transformer_block";

@@ -7,7 +7,7 @@
 //
 // Weights are allocated once as resident tensors on the context's default
 // device (host memory embedded, the server when GENIE_MASTER_ADDR is set)
-// and hold the seeded values of samples/c/genie_seed.h (a function of each
+// and hold the seeded values of include/genie_seed.h (a function of each
 // value's name), reimplemented below.
 package main
 

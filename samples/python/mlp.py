@@ -6,7 +6,7 @@ samples/c/mlp.c (and the Go and Rust samples): they print the same checksum.
 
 Weights are allocated once as resident tensors (on the server in remote
 mode), the graph carries semantic annotations (phase, module, layer, roles),
-and values are seeded by name (genie.seed = samples/c/genie_seed.h).
+and values are seeded by name (genie.seed = include/genie_seed.h).
 
     python3 samples/python/mlp.py                      # embedded
     GENIE_MASTER_ADDR=host GENIE_MASTER_PORT=5555 python3 samples/python/mlp.py

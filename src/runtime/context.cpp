@@ -12,6 +12,7 @@
 
 #include "control/client.hpp"
 #include "core/error.hpp"
+#include "core/node_id.hpp"
 #include "core/log.hpp"
 #include "graph/binding.hpp"
 
@@ -34,18 +35,6 @@ std::string client_device_name(const RemoteClient& client, const std::string& se
   return cat(client.server_node_id(), "/", server_device);
 }
 
-std::string generate_node_id() {
-  char host[256] = "host";
-  if (gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "host");
-  std::string h;
-  for (char* p = host; *p; ++p)
-    if (std::isalnum(static_cast<unsigned char>(*p)) || *p == '-' || *p == '.' || *p == '_') h += *p;
-  if (h.empty()) h = "host";
-  std::random_device rd;
-  char suffix[32];
-  std::snprintf(suffix, sizeof suffix, "-%d-%04x", static_cast<int>(getpid()), rd() & 0xffffu);
-  return h.substr(0, 200) + suffix;
-}
 }  // namespace
 
 Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {

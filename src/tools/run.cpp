@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "../../samples/c/genie_seed.h"
+#include <genie_seed.h>
 #include "cli.hpp"
 #include "npy.hpp"
 
@@ -35,7 +35,7 @@ void print_run_usage(std::FILE* out) {
                "                         GENIE_NUM_THREADS environment variable overrides it\n"
                "\n"
                "Inputs without --input get seeded values, a function of the input's name,\n"
-               "dtype and shape only (samples/c/genie_seed.h): state = FNV-1a 64 of the\n"
+               "dtype and shape only (include/genie_seed.h): state = FNV-1a 64 of the\n"
                "name, splitmix64 stream; floats uniform in [-s, s) with s = 1/sqrt(last\n"
                "dimension) (1 for a scalar); integers next() %% 16; bools next() & 1. Every\n"
                "dimension must then be static.\n"

@@ -3,7 +3,7 @@
 
 #include "graph_test_util.hpp"
 #include "sched/analysis.hpp"
-#include "sched_test_graphs.hpp"
+#include "sched/reference_graphs.hpp"
 
 namespace genie::sched {
 namespace {

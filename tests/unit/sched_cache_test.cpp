@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "sched/plan.hpp"
-#include "sched_test_graphs.hpp"
+#include "sched/reference_graphs.hpp"
 
 namespace genie::sched {
 namespace {

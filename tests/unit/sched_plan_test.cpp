@@ -6,7 +6,7 @@
 
 #include "graph_test_util.hpp"
 #include "sched/plan.hpp"
-#include "sched_test_graphs.hpp"
+#include "sched/reference_graphs.hpp"
 
 namespace genie::sched {
 namespace {

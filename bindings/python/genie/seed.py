@@ -1,5 +1,5 @@
 """Deterministic values and checksums shared with the C samples
-(samples/c/genie_seed.h), reimplemented exactly: the values of a tensor are a
+(include/genie_seed.h), reimplemented exactly: the values of a tensor are a
 pure function of its value name, dtype and shape, so the same program in C,
 Python, Go and Rust prints the same checksum.
 

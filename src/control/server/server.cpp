@@ -3,10 +3,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cctype>
-#include <random>
-
 #include "control/server/impl.hpp"
+#include "core/node_id.hpp"
 
 namespace genie {
 
@@ -16,18 +14,6 @@ namespace {
 // delay the end of the server.
 constexpr uint64_t kStopFlushMs = 5000;
 
-std::string generate_node_id() {
-  char host[256] = {};
-  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
-  std::string h;
-  for (char* p = host; *p; ++p)
-    if (std::isalnum(static_cast<unsigned char>(*p)) || *p == '-' || *p == '.' || *p == '_') h += *p;
-  if (h.empty()) h = "host";
-  std::random_device rd;
-  char suffix[48];
-  std::snprintf(suffix, sizeof suffix, "-serve-%d-%04x", static_cast<int>(getpid()), rd() & 0xffffu);
-  return h.substr(0, 200) + suffix;
-}
 
 // The kind of refusal, for the one log line (genie_status_str belongs to the
 // C API layer above this one).
@@ -61,7 +47,7 @@ uint64_t physical_memory() {
 
 Server::Impl::Impl(ServerOptions o)
     : opts(std::move(o)),
-      node_id(opts.node_id.empty() ? generate_node_id() : opts.node_id),
+      node_id(opts.node_id.empty() ? generate_node_id("serve") : opts.node_id),
       exec(opts.num_threads) {
   {
     Config c;

@@ -189,7 +189,7 @@ def test_many_threads_submit(ctx):
 
 
 def test_seed_matches_c_generator(genie_bin, tmp_path):
-    """genie.seed reimplements samples/c/genie_seed.h exactly: `genie run`
+    """genie.seed reimplements include/genie_seed.h exactly: `genie run`
     seeds its inputs with it and prints the output's checksum."""
     assert seed.fnv1a64("") == 0xcbf29ce484222325
     assert seed.fnv1a64("a") == 0xaf63dc4c8601ec8c

@@ -2,6 +2,8 @@
  * genie_seed.h — deterministic input values and the output checksum shared
  * by the samples, the benchmarks and the `genie` CLI, so that a graph run
  * from C and the same graph run from JSON with `genie run` agree exactly.
+ * A companion of genie.h, installed beside it; not part of the library's
+ * ABI (everything here is static inline).
  *
  * Header-only C99 (also compiles as C++). Uses only genie.h for the dtype
  * enumeration.

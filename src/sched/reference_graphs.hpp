@@ -1,4 +1,5 @@
-// Graphs shared by the sched_* unit tests and the sched benchmarks: a small
+// Reference workloads of the scheduler, shared by its unit tests and its
+// benchmarks (never built into the library: header-only): a small
 // GPT-2-style model (prefill or one decode step against a KV cache), plus
 // helpers. Header-only; builds through the internal Graph API.
 #pragma once

@@ -79,7 +79,7 @@ static genie_graph_t *gd_graph(gd_dims_t dm, unsigned kv_annotated) {
     }
     for (i = 0; i < 23; ++i) {
       snprintf(v[i], sizeof v[i], "l%d.%s", l, vn[i]);
-      snprintf(nn[i], sizeof nn[i], "%s.op", v[i]);
+      snprintf(nn[i], sizeof nn[i], "%.63s.op", v[i]);
     }
     in[0] = x, in[1] = n[0], in[2] = n[1];
     gd_node(g, "layer_norm", nn[0], in, 3, v[0], l);
