@@ -66,6 +66,19 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   uint64_t tensor_alloc(DType dtype, const Shape& shape, const std::string& device);
   void tensor_write(uint64_t id, size_t offset, const void* src, size_t nbytes);
   void tensor_read(uint64_t id, size_t offset, void* dst, size_t nbytes);
+  // Moving a tensor between two servers without this client relaying it
+  // (docs/multinode.md, "Direct transfers"). tensor_export: a ticket (32
+  // bytes) for one fetch of tensor `id` by any session of the server within
+  // a minute. tensor_fetch: the whole tensor a ticket names, into dst (nbytes
+  // must be its size: SIZE_MISMATCH otherwise; NOT_FOUND for a ticket used,
+  // expired or never handed out). tensor_import: the server fetches the
+  // tensor `ticket` names from the server at host:port into its tensor
+  // `id`; returns once the bytes are there. Only a session opened with the
+  // server role may ask (UNSUPPORTED otherwise).
+  std::string tensor_export(uint64_t id);
+  void tensor_fetch(const std::string& ticket, void* dst, size_t nbytes);
+  void tensor_import(uint64_t id, const std::string& host, int port, const std::string& ticket,
+                     const std::string& source_node);
   // Fire and forget; never throws. Ignored after close(). The TensorFree
   // goes out ahead of the next request on the control connection (so that
   // request sees the tensor freed), or a few milliseconds later if no

@@ -48,6 +48,9 @@ class Orchestrator {
     uint64_t multinode_graphs = 0;
     uint64_t transfer_bytes = 0;
     std::map<std::string, uint64_t> transfer_bytes_by_role;
+    // Of transfer_bytes, those moved between two workers directly (never
+    // through this server).
+    uint64_t direct_transfer_bytes = 0;
     uint64_t plan_hits = 0, plan_misses = 0;
     // The last graph run: predicted completion of its plan, and measured
     // time of its stages (transfers included, planning excluded).

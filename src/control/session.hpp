@@ -12,6 +12,7 @@
 #include "control/remote_tensor.hpp"
 #include "control/uv_timer.hpp"
 #include "core/tensor_data.hpp"
+#include "genie.h"
 
 namespace genie {
 
@@ -21,7 +22,8 @@ namespace genie {
 #define GENIE_SERVER_COUNTERS(X)                                                             \
   X(sessions)                                                                                \
   X(tensors) X(tensor_bytes) X(graphs_executed) X(connections_refused) X(graph_submits_full) \
-      X(graph_submits_delta) X(graph_submit_bytes) X(graph_delta_unknown_base)
+      X(graph_submits_delta) X(graph_submit_bytes) X(graph_delta_unknown_base) X(peer_fetch_bytes)    \
+      X(peer_export_bytes)
 
 struct ServerCounters {
 #define GENIE_COUNTER(name) std::atomic<uint64_t> name{0};
@@ -71,6 +73,9 @@ class Session {
   uint64_t serial() const { return serial_; }  // for logs: the token is a secret
   const std::string& token() const { return token_; }
   const std::string& client_node() const { return client_node_; }
+  // The role its opening Hello named (genie_role_t): only a server's
+  // session may make this server dial a peer (TensorImport).
+  int client_role = GENIE_ROLE_CLIENT;
 
   // Connections attached to the session (owned by the server's peer table).
   Peer* control = nullptr;  // null while the session waits in its grace period

@@ -61,6 +61,10 @@ bool known_type(uint16_t type) {
     case MsgType::TensorWrite:
     case MsgType::TensorRead:
     case MsgType::TensorFree:
+    case MsgType::TensorExport:
+    case MsgType::TensorExportReply:
+    case MsgType::TensorFetch:
+    case MsgType::TensorImport:
     case MsgType::GraphSubmit:
     case MsgType::SubmitAccepted:
     case MsgType::GraphDone:
@@ -93,6 +97,10 @@ const char* type_name(MsgType t) {
     case MsgType::TensorWrite: return "TensorWrite";
     case MsgType::TensorRead: return "TensorRead";
     case MsgType::TensorFree: return "TensorFree";
+    case MsgType::TensorExport: return "TensorExport";
+    case MsgType::TensorExportReply: return "TensorExportReply";
+    case MsgType::TensorFetch: return "TensorFetch";
+    case MsgType::TensorImport: return "TensorImport";
     case MsgType::GraphSubmit: return "GraphSubmit";
     case MsgType::SubmitAccepted: return "SubmitAccepted";
     case MsgType::GraphDone: return "GraphDone";

@@ -51,6 +51,11 @@ enum class MsgType : uint16_t {
   TensorWrite = 12,
   TensorRead = 13,
   TensorFree = 14,
+  // Moving a tensor between two servers directly (docs/multinode.md).
+  TensorExport = 15,
+  TensorExportReply = 16,
+  TensorFetch = 17,
+  TensorImport = 18,
   GraphSubmit = 20,
   SubmitAccepted = 21,  // no longer sent by servers (docs/protocol.md); clients ignore it
   GraphDone = 22,

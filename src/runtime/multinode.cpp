@@ -64,7 +64,8 @@ void MultiNode::join(const std::string& node_id, const std::string& host, int po
     }
   }
   const size_t probe = size_t{1} << 20;
-  const uint64_t id = w->client->tensor_alloc(DType::F32, {static_cast<int64_t>(probe / 4)}, "cpu:0");
+  const std::string dev0 = devices.front().device.empty() ? "cpu:0" : devices.front().device;
+  const uint64_t id = w->client->tensor_alloc(DType::F32, {static_cast<int64_t>(probe / 4)}, dev0);
   std::vector<std::byte> bytes(probe);
   const auto t0 = Clock::now();
   w->client->tensor_write(id, 0, bytes.data(), bytes.size());
@@ -77,7 +78,7 @@ void MultiNode::join(const std::string& node_id, const std::string& host, int po
   uint64_t one = 0;
   for (int i = 0; i < 3; ++i) {
     const auto ta = Clock::now();
-    const uint64_t t = w->client->tensor_alloc(DType::F32, {1}, "cpu:0");
+    const uint64_t t = w->client->tensor_alloc(DType::F32, {1}, dev0);
     alloc_s = std::min(alloc_s, seconds_since(ta));
     if (i == 0)
       one = t;
@@ -123,6 +124,7 @@ void MultiNode::join(const std::string& node_id, const std::string& host, int po
     old = std::move(slot);
     slot = std::move(w);
     left_.erase(node_id);
+    std::erase_if(direct_refused_, [&](const auto& pair) { return pair.first == node_id || pair.second == node_id; });
     ++version_;
   }
   log(LogLevel::Info, "master ", node_id_, ": worker ", node_id, " joined from ", host, ":", port, " (rtt ",
@@ -198,10 +200,39 @@ const sched::DeviceProfile& MultiNode::local_profile() {
   return local_;
 }
 
-void MultiNode::count(const std::string& role, uint64_t bytes) {
+void MultiNode::count(const std::string& role, uint64_t bytes, bool direct) {
   std::lock_guard<std::mutex> lk(mu_);
   transfer_bytes_ += bytes;
   by_role_[role] += bytes;
+  if (direct) direct_bytes_ += bytes;
+}
+
+bool MultiNode::move_direct(const RemoteTensor& src, const RemoteTensor& dst) {
+  std::string host;
+  int port = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = workers_.find(src.node);
+    if (it == workers_.end() || direct_refused_.count({src.node, dst.node})) return false;
+    host = it->second->host;
+    port = it->second->port;
+  }
+  try {
+    const std::string ticket = src.client->tensor_export(src.id);
+    dst.client->tensor_import(dst.id, host, port, ticket, src.node);
+    return true;
+  } catch (const Error& e) {
+    // Workers that cannot reach each other (the addresses they registered
+    // are the master's view of them) still work through this server.
+    if (e.code() != GENIE_ERR_CONNECTION && e.code() != GENIE_ERR_TIMEOUT && e.code() != GENIE_ERR_UNSUPPORTED &&
+        e.code() != GENIE_ERR_AUTH)
+      throw;
+    log(LogLevel::Warn, "master ", node_id_, ": worker ", dst.node, " cannot fetch from worker ", src.node,
+        " directly (", e.detail(), "); their tensors go through this master");
+    std::lock_guard<std::mutex> lk(mu_);
+    direct_refused_.insert({src.node, dst.node});
+    return false;
+  }
 }
 
 MultiNode::Stats MultiNode::stats() const {
@@ -211,6 +242,7 @@ MultiNode::Stats MultiNode::stats() const {
   s.multinode_graphs = multinode_graphs_;
   s.transfer_bytes = transfer_bytes_;
   s.transfer_bytes_by_role = by_role_;
+  s.direct_transfer_bytes = direct_bytes_;
   s.plan_hits = plans_.hits();
   s.plan_misses = plans_.misses();
   s.last_predicted_ns = last_predicted_ns_;
@@ -329,15 +361,32 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       h.local = t;
       return t;
     };
-    // The value as a tensor of worker `node` (written there if need be; a
-    // value on another worker comes through this server).
-    const auto there = [&](ValueId v, const std::string& node,
+    // The value as a tensor of worker `node`, on its device `device`: moved
+    // there from another worker directly when it lives on workers only
+    // (the relay through this server is the fallback), else written from
+    // this server.
+    const auto there = [&](ValueId v, const std::string& node, const std::string& device,
                            const std::shared_ptr<RemoteClient>& client) -> uint64_t {
       Holding& h = held.at(v);
       if (auto it = h.at.find(node); it != h.at.end()) return it->second->id;
+      if (!h.local) {
+        const RemoteTensorPtr& src = h.at.count(h.home) ? h.at.at(h.home) : h.at.begin()->second;
+        auto wt = std::make_shared<RemoteTensor>(client, node, client->tensor_alloc(src->dtype, src->shape, device),
+                                                 src->dtype, src->shape, cat(node, "/", device));
+        if (move_direct(*src, *wt)) {
+          count(role_of(v), wt->nbytes, true);
+          h.at[node] = wt;
+          return wt->id;
+        }
+        TensorPtr t = here(v);
+        client->tensor_write(wt->id, 0, t->bytes(), t->nbytes());
+        count(role_of(v), t->nbytes());
+        h.at[node] = wt;
+        return wt->id;
+      }
       TensorPtr t = here(v);
-      const uint64_t id = client->tensor_alloc(t->dtype(), t->shape(), "cpu:0");
-      auto wt = std::make_shared<RemoteTensor>(client, node, id, t->dtype(), t->shape(), cat(node, "/cpu:0"));
+      const uint64_t id = client->tensor_alloc(t->dtype(), t->shape(), device);
+      auto wt = std::make_shared<RemoteTensor>(client, node, id, t->dtype(), t->shape(), cat(node, "/", device));
       client->tensor_write(id, 0, t->bytes(), t->nbytes());
       count(role_of(v), t->nbytes());
       h.at[node] = wt;
@@ -368,8 +417,9 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       std::shared_ptr<RemoteClient> client = client_of(node);
       check(client != nullptr, GENIE_ERR_CONNECTION, "worker ", node, " left before its part of graph '",
             g.name(), "' ran");
+      const std::string& device = pl.topo.devices.at(static_cast<size_t>(st.device)).device;
       std::vector<std::pair<std::string, uint64_t>> bindings;
-      for (ValueId v : st.inputs) bindings.emplace_back(g.value(v).name, there(v, node, client));
+      for (ValueId v : st.inputs) bindings.emplace_back(g.value(v).name, there(v, node, device, client));
       RemoteResult r = wait_submit(*client, graph_to_json(*st.graph), bindings);
       if (r.status != GENIE_OK) {
         result.status = r.status;
@@ -383,7 +433,7 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
         h.home = node;
         const RemoteOutput& o = r.outputs[i];
         h.at[node] = std::make_shared<RemoteTensor>(client, node, o.tensor_id, o.dtype, o.shape,
-                                                    cat(node, "/", o.device.empty() ? "cpu:0" : o.device));
+                                                    cat(node, "/", o.device.empty() ? device : o.device));
       }
     }
     {

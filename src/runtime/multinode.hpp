@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -102,7 +103,15 @@ class MultiNode final : public Orchestrator {
   Planned plan(const Graph& g, const std::vector<Held>& inputs,
                const std::unordered_map<ValueId, Shape>& shapes);
   const sched::DeviceProfile& local_profile();
-  void count(const std::string& role, uint64_t bytes);
+  // Counts bytes moved between servers for a value of `role` (direct: from
+  // one worker to another without passing here).
+  void count(const std::string& role, uint64_t bytes, bool direct = false);
+  // Moves src's bytes into dst (tensors on two workers) directly from
+  // worker to worker (TensorExport/TensorImport). False when the
+  // destination cannot reach the source (the pair is then remembered and
+  // not tried again until one of them joins again): relay instead. Throws
+  // other errors.
+  bool move_direct(const RemoteTensor& src, const RemoteTensor& dst);
   bool alive(const std::string& node) const { return !hooks_.alive || hooks_.alive(node); }
 
   const std::string node_id_;
@@ -120,6 +129,8 @@ class MultiNode final : public Orchestrator {
   sched::DeviceProfile local_;
   uint64_t multinode_graphs_ = 0;
   uint64_t transfer_bytes_ = 0;
+  uint64_t direct_bytes_ = 0;
+  std::set<std::pair<std::string, std::string>> direct_refused_;  // (source, destination) node ids
   uint64_t last_predicted_ns_ = 0, last_measured_ns_ = 0;
   std::map<std::string, uint64_t> by_role_;
 };

@@ -15,6 +15,12 @@
  *       KV-cache byte moves between the servers after the first step, that
  *       activations do move (the model really spans both), and that every
  *       step's logits match the same loop run in-process.
+ *   direct WORKER_B PORT_B WORKER_C PORT_C
+ *       the split graph with w1 on WORKER_B and w2 on WORKER_C: what moves
+ *       between the workers moves directly (the master's
+ *       direct_transfer_bytes grows, by what one worker's peer_fetch_bytes
+ *       and the other's peer_export_bytes grow); the result equals
+ *       in-process execution.
  *
  *   survive WORKER
  *       a client that lives through the worker's death and return, driven
@@ -133,6 +139,20 @@ static char *server_info(genie_context_t *ctx) {
   return json;
 }
 
+/* A client session on the worker serving at 127.0.0.1:port itself (the
+ * GENIE_MASTER_* of the environment point at the master: not read here). */
+static genie_context_t *connect_worker(int port) {
+  genie_config_t *cfg = NULL;
+  genie_context_t *wctx = NULL;
+  CALL(genie_config_create(&cfg));
+  CALL(genie_config_set_use_env(cfg, 0));
+  CALL(genie_config_set_master_addr(cfg, "127.0.0.1"));
+  CALL(genie_config_set_master_port(cfg, port));
+  CALL(genie_init(cfg, &wctx));
+  genie_config_destroy(cfg);
+  return wctx;
+}
+
 static double max_abs_diff(const float *a, const float *b, size_t n, double *scale) {
   double d = 0, s = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -178,29 +198,65 @@ static genie_graph_t *split_graph(void) {
   return g;
 }
 
-static int cmd_split(const char *worker, int worker_port) {
+/* The split graph run on the master with w1 on device dev_w1 and w2 on
+ * dev_w2 (NULL: the master's), its result checked against the same graph
+ * run in-process. split_end() frees it all. */
+struct split_run {
+  float *x, *w1, *w2;
+  genie_graph_t *g;
+  genie_context_t *ctx, *emb;
+  genie_tensor_t *in[3], *ein[3];
+};
+static const char *split_names[3] = {"x", "w1", "w2"};
+
+static void split_begin(struct split_run *r, const char *dev_w1, const char *dev_w2) {
   const int64_t xs[2] = {M, K}, w1s[2] = {K, N}, w2s[2] = {N, P};
-  float *x = random_floats(M * K, 1), *w1 = random_floats(K * N, 0.25f), *w2 = random_floats(N * P, 0.25f);
-  genie_graph_t *g = split_graph();
-  const char *names[3] = {"x", "w1", "w2"};
-
-  char dev[300];
-  snprintf(dev, sizeof dev, "%s/cpu:0", worker);
-  genie_context_t *ctx = connect_master();
-  genie_tensor_t *in[3] = {tensor(ctx, NULL, xs, 2, x), tensor(ctx, dev, w1s, 2, w1), tensor(ctx, NULL, w2s, 2, w2)};
-  EXPECT(strcmp(genie_tensor_device(in[1]), dev) == 0, "w1 reports device '%s', not '%s'", genie_tensor_device(in[1]),
-         dev);
+  r->x = random_floats(M * K, 1);
+  r->w1 = random_floats(K * N, 0.25f);
+  r->w2 = random_floats(N * P, 0.25f);
+  r->g = split_graph();
+  r->ctx = connect_master();
+  r->in[0] = tensor(r->ctx, NULL, xs, 2, r->x);
+  r->in[1] = tensor(r->ctx, dev_w1, w1s, 2, r->w1);
+  r->in[2] = tensor(r->ctx, dev_w2, w2s, 2, r->w2);
+  if (dev_w1)
+    EXPECT(strcmp(genie_tensor_device(r->in[1]), dev_w1) == 0, "w1 reports device '%s', not '%s'",
+           genie_tensor_device(r->in[1]), dev_w1);
   float got[M * P], want[M * P];
-  run_and_read(ctx, g, names, in, 3, got, sizeof got);
-
-  genie_context_t *emb = embedded();
-  genie_tensor_t *ein[3] = {tensor(emb, NULL, xs, 2, x), tensor(emb, NULL, w1s, 2, w1),
-                            tensor(emb, NULL, w2s, 2, w2)};
-  run_and_read(emb, g, names, ein, 3, want, sizeof want);
+  run_and_read(r->ctx, r->g, split_names, r->in, 3, got, sizeof got);
+  r->emb = embedded();
+  r->ein[0] = tensor(r->emb, NULL, xs, 2, r->x);
+  r->ein[1] = tensor(r->emb, NULL, w1s, 2, r->w1);
+  r->ein[2] = tensor(r->emb, NULL, w2s, 2, r->w2);
+  run_and_read(r->emb, r->g, split_names, r->ein, 3, want, sizeof want);
   double scale;
   const double diff = max_abs_diff(got, want, M * P, &scale);
   EXPECT(scale > 0 && diff <= 1e-5 * scale, "split result differs from in-process: max |diff| %g (scale %g)", diff,
          scale);
+}
+
+static void split_end(struct split_run *r) {
+  for (int i = 0; i < 3; ++i) {
+    genie_tensor_destroy(r->in[i]);
+    genie_tensor_destroy(r->ein[i]);
+  }
+  genie_shutdown(r->ctx);
+  genie_shutdown(r->emb);
+  genie_graph_destroy(r->g);
+  free(r->x);
+  free(r->w1);
+  free(r->w2);
+}
+
+static int cmd_split(const char *worker, int worker_port) {
+  char dev[300];
+  snprintf(dev, sizeof dev, "%s/cpu:0", worker);
+  struct split_run r;
+  split_begin(&r, dev, NULL);
+  genie_context_t *ctx = r.ctx;
+  genie_graph_t *g = r.g;
+  genie_tensor_t **in = r.in;
+  const char **names = split_names;
 
   /* Remote mode plans on the master, over its workers' devices too. */
   char *plan = NULL;
@@ -224,28 +280,67 @@ static int cmd_split(const char *worker, int worker_port) {
   EXPECT(moved > 0, "no byte moved between the servers, so the graph did not span them: %s", info);
 
   /* The worker ran its part: ask it directly. */
-  genie_config_t *cfg = NULL;
-  genie_context_t *wctx = NULL;
-  CALL(genie_config_create(&cfg));
-  CALL(genie_config_set_master_port(cfg, worker_port));
-  CALL(genie_init(cfg, &wctx));
-  genie_config_destroy(cfg);
+  genie_context_t *wctx = connect_worker(worker_port);
   char *winfo = server_info(wctx);
   EXPECT(info_number(winfo, NULL, "graphs_executed") >= 1, "the worker executed no graph: %s", winfo);
   printf("ok split: %.0f bytes moved between servers; master %s\n", moved, info);
   genie_free(winfo);
   genie_free(info);
   genie_shutdown(wctx);
-  for (int i = 0; i < 3; ++i) {
-    genie_tensor_destroy(in[i]);
-    genie_tensor_destroy(ein[i]);
-  }
+  split_end(&r);
+  return 0;
+}
+
+/* --- direct --------------------------------------------------------------- */
+
+/* A number from the server info of the worker at 127.0.0.1:port. */
+static double worker_number(int port, const char *key) {
+  genie_context_t *wctx = connect_worker(port);
+  char *winfo = server_info(wctx);
+  const double v = info_number(winfo, NULL, key);
+  genie_free(winfo);
+  genie_shutdown(wctx);
+  return v;
+}
+
+/* Bytes the two workers fetched from a peer and sent to one, so far. */
+static void peer_bytes(int pb, int pc, double *fetched, double *exported) {
+  *fetched = worker_number(pb, "peer_fetch_bytes") + worker_number(pc, "peer_fetch_bytes");
+  *exported = worker_number(pb, "peer_export_bytes") + worker_number(pc, "peer_export_bytes");
+}
+
+/* The split graph with w1 on worker B and w2 on worker C: mm1 runs with w1
+ * on B, mm2 with w2 on C or B, and whatever moves between the two workers
+ * (the activation, or w2) goes from one to the other directly, not through
+ * the master: the bytes the master counts as moved directly are the bytes
+ * one worker fetched and the other sent. */
+static int cmd_direct(const char *wb, int wb_port, const char *wc, int wc_port) {
+  char devb[300], devc[300];
+  snprintf(devb, sizeof devb, "%s/cpu:0", wb);
+  snprintf(devc, sizeof devc, "%s/cpu:0", wc);
+  double fetched0, exported0;
+  peer_bytes(wb_port, wc_port, &fetched0, &exported0);
+  genie_context_t *ctx = connect_master();
+  char *info = server_info(ctx);
+  const double direct0 = info_number(info, NULL, "direct_transfer_bytes");
+  genie_free(info);
   genie_shutdown(ctx);
-  genie_shutdown(emb);
-  genie_graph_destroy(g);
-  free(x);
-  free(w1);
-  free(w2);
+
+  struct split_run r;
+  split_begin(&r, devb, devc);
+  info = server_info(r.ctx);
+  const double direct = info_number(info, NULL, "direct_transfer_bytes") - direct0;
+  EXPECT(direct > 0, "no byte moved between the two workers directly: %s", info);
+  double fetched, exported;
+  peer_bytes(wb_port, wc_port, &fetched, &exported);
+  fetched -= fetched0;
+  exported -= exported0;
+  EXPECT(fetched == direct && exported == direct,
+         "the master moved %g bytes between %s and %s directly, but they fetched %g and sent %g bytes", direct, wb,
+         wc, fetched, exported);
+  printf("ok direct: %.0f bytes moved between %s and %s without the master\n", direct, wb, wc);
+  genie_free(info);
+  split_end(&r);
   return 0;
 }
 
@@ -319,12 +414,7 @@ static int cmd_survive(const char *worker) {
   info = server_info(ctx);
   EXPECT(info_number(info, NULL, "multinode_graphs") > graphs0, "the restarted worker got no work: %s", info);
   genie_free(info);
-  genie_config_t *cfg = NULL;
-  genie_context_t *wctx = NULL;
-  CALL(genie_config_create(&cfg));
-  CALL(genie_config_set_master_port(cfg, port));
-  CALL(genie_init(cfg, &wctx));
-  genie_config_destroy(cfg);
+  genie_context_t *wctx = connect_worker(port);
   char *winfo = server_info(wctx);
   EXPECT(info_number(winfo, NULL, "graphs_executed") >= 1, "the restarted worker executed no graph: %s", winfo);
   genie_free(winfo);
@@ -435,6 +525,8 @@ int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "split") == 0) return cmd_split(argv[2], atoi(argv[3]));
   if (argc == 4 && strcmp(argv[1], "decode") == 0) return cmd_decode(argv[2], atoi(argv[3]));
   if (argc == 3 && strcmp(argv[1], "survive") == 0) return cmd_survive(argv[2]);
-  fprintf(stderr, "usage: multinode_tool split WORKER WORKER_PORT | decode WORKER STEPS | survive WORKER\n");
+  if (argc == 6 && strcmp(argv[1], "direct") == 0) return cmd_direct(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]));
+  fprintf(stderr, "usage: multinode_tool split WORKER WORKER_PORT | decode WORKER STEPS | survive WORKER | "
+                  "direct WORKER_B PORT_B WORKER_C PORT_C\n");
   return 2;
 }

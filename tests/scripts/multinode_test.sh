@@ -7,6 +7,9 @@
 #   2. a GPT-2-style decode loop (2 layers, KV cache per layer, layer 1's on
 #      the worker): no KV-cache byte crosses between the servers after the
 #      first step (only activations do), logits match in-process execution;
+#   2b. a second worker (node-c) joins: a graph with a weight on each worker
+#      moves the activation between them directly, not through the master;
+#      node-c then stops and leaves;
 #   3. a device on a node that is not a worker is refused with the workers'
 #      names; joining an unreachable master fails with CONNECTION;
 #   4. the worker is a cluster node: a client of the master sees it (role
@@ -50,6 +53,13 @@ echo "$out" | head -c 300; echo
 # --- 2. decode with a KV cache across the two servers --------------------------
 out=$("$TOOL" decode node-b 8 2>"$TMP/decode.err") || fail "decode: $out"
 echo "$out" | head -n 1
+
+# --- 2b. worker to worker, directly ---------------------------------------------
+GENIE_LOG_LEVEL=info start_server workerc --node-id node-c --grace-ms 0 --join 127.0.0.1:$MASTER_PORT
+WC_PORT=$PORT WC_PID=$SERVER_PID
+out=$("$TOOL" direct node-b "$WORKER_PORT" node-c "$WC_PORT" 2>"$TMP/direct.err") || fail "direct: $out"
+echo "$out" | head -n 1
+kill -TERM "$WC_PID"; wait "$WC_PID" 2>/dev/null || true
 
 # --- 3. refusals --------------------------------------------------------------
 # (GENIE_MASTER_* in the environment point clients at the master: they do

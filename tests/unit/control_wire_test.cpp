@@ -132,7 +132,7 @@ TEST(ControlWire, VersionIsCheckedBeforeTheRestOfTheHeader) {
 }
 
 TEST(ControlWire, RejectsUnknownTypes) {
-  for (uint16_t t : {0, 8, 9, 15, 24, 35, 39, 41, 1000, 65535}) {
+  for (uint16_t t : {0, 8, 9, 19, 24, 35, 39, 41, 1000, 65535}) {
     FrameHeader h;
     h.type = static_cast<MsgType>(t);
     const Encoded e = encode(h, "");
@@ -222,7 +222,11 @@ TEST(ControlWire, KnownTypesAndNames) {
                          MsgType::Probe,
                          MsgType::ProbeReply,
                          MsgType::Heartbeat,
-                         MsgType::HeartbeatReply};
+                         MsgType::HeartbeatReply,
+                         MsgType::TensorExport,
+                         MsgType::TensorExportReply,
+                         MsgType::TensorFetch,
+                         MsgType::TensorImport};
   int known = 0;
   for (uint32_t t = 0; t <= 0xffff; ++t) known += known_type(static_cast<uint16_t>(t)) ? 1 : 0;
   EXPECT_EQ(known, static_cast<int>(std::size(all)));

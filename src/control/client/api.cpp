@@ -68,6 +68,37 @@ void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nby
   impl_->transact(call, wire::encode_msg(m));
 }
 
+std::string RemoteClient::tensor_export(uint64_t id) {
+  wire::TensorExport m;
+  m.set_tensor_id(id);
+  auto call = std::make_shared<Call>(MsgType::TensorExport, Link::Control);
+  impl_->transact(call, wire::encode_msg(m));
+  return wire::parse_msg<wire::TensorExportReply>(call->reply, call->reply_type).ticket();
+}
+
+void RemoteClient::tensor_fetch(const std::string& ticket, void* dst, size_t nbytes) {
+  check(dst != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "dst is NULL");
+  wire::TensorFetch m;
+  m.set_ticket(ticket);
+  m.set_nbytes(nbytes);
+  auto call = std::make_shared<Call>(MsgType::TensorFetch, Link::Data);
+  call->dst = dst;
+  call->nbytes = nbytes;
+  impl_->transact(call, wire::encode_msg(m));
+}
+
+void RemoteClient::tensor_import(uint64_t id, const std::string& host, int port, const std::string& ticket,
+                                 const std::string& source_node) {
+  wire::TensorImport m;
+  m.set_tensor_id(id);
+  m.set_host(host);
+  m.set_port(port);
+  m.set_ticket(ticket);
+  m.set_source_node(source_node);
+  auto call = std::make_shared<Call>(MsgType::TensorImport, Link::Control);
+  impl_->transact(call, wire::encode_msg(m));
+}
+
 void RemoteClient::tensor_free(uint64_t id) noexcept {
   try {
     Impl* im = impl_.get();

@@ -224,7 +224,8 @@ PayloadSink RemoteClient::Impl::on_frame(Link link, const wire::FrameHeader& fh,
     return {};
   };
   switch (call->type) {
-    case MsgType::TensorRead: {
+    case MsgType::TensorRead:
+    case MsgType::TensorFetch: {
       if (fh.type != MsgType::Ok) return protocol(cat("reply is ", wire::type_name(fh.type), ", not Ok"));
       if (fh.payload_len != call->nbytes)
         return protocol(cat("reply carries ", fh.payload_len, " bytes, ", call->nbytes, " were asked for"));
@@ -255,6 +256,7 @@ PayloadSink RemoteClient::Impl::on_frame(Link link, const wire::FrameHeader& fh,
     }
     default: {
       const MsgType want = call->type == MsgType::TensorAlloc         ? MsgType::TensorAllocReply
+                           : call->type == MsgType::TensorExport      ? MsgType::TensorExportReply
                            : call->type == MsgType::ServerInfoRequest ? MsgType::ServerInfo
                            : call->type == MsgType::Heartbeat         ? MsgType::HeartbeatReply
                            : call->type == MsgType::PlanExplain       ? MsgType::PlanExplainReply

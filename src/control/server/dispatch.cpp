@@ -18,6 +18,9 @@ bool is_client_request(MsgType t) {
     case MsgType::TensorWrite:
     case MsgType::TensorRead:
     case MsgType::TensorFree:
+    case MsgType::TensorExport:
+    case MsgType::TensorFetch:
+    case MsgType::TensorImport:
     case MsgType::GraphSubmit:
     case MsgType::GraphSubmitDelta:
     case MsgType::ServerInfoRequest:
@@ -34,6 +37,18 @@ bool is_client_request(MsgType t) {
 // ---------------------------------------------------------------------------
 // Frames
 // ---------------------------------------------------------------------------
+
+PayloadSink Server::Impl::answer_errors(Peer& p, uint64_t rid, const char* what,
+                                        const std::function<void()>& handle) {
+  try {
+    handle();
+  } catch (const Error& e) {
+    send_error(p, rid, e.code(), e.detail());
+  } catch (const std::bad_alloc&) {
+    send_error(p, rid, GENIE_ERR_OUT_OF_MEMORY, cat("out of memory ", what));
+  }
+  return {};
+}
 
 PayloadSink Server::Impl::on_frame(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
                                    std::string&& msg) {
@@ -80,29 +95,29 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
   switch (h.type) {
     case MsgType::TensorAlloc: {
       const auto m = parse_msg<wire::TensorAlloc>(msg, h.type);
-      try {
-        tensor_alloc(*p, rid, m);
-      } catch (const Error& e) {
-        send_error(*p, rid, e.code(), e.detail());
-      } catch (const std::bad_alloc&) {
-        send_error(*p, rid, GENIE_ERR_OUT_OF_MEMORY, "out of memory allocating the tensor");
-      }
-      return {};
+      return answer_errors(*p, rid, "allocating the tensor", [&] { tensor_alloc(*p, rid, m); });
     }
     case MsgType::TensorWrite: return tensor_write(p, h, parse_msg<wire::TensorWrite>(msg, h.type));
     case MsgType::TensorRead: {
       const auto m = parse_msg<wire::TensorRead>(msg, h.type);
-      try {
-        tensor_read(*p, rid, m);
-      } catch (const Error& e) {
-        send_error(*p, rid, e.code(), e.detail());
-      }
-      return {};
+      return answer_errors(*p, rid, "reading the tensor", [&] { tensor_read(*p, rid, m); });
     }
     case MsgType::TensorFree: {
       const auto m = parse_msg<wire::TensorFree>(msg, h.type);
       p->session->erase(m.tensor_id());
       return {};
+    }
+    case MsgType::TensorExport: {
+      const auto m = parse_msg<wire::TensorExport>(msg, h.type);
+      return answer_errors(*p, rid, "exporting the tensor", [&] { tensor_export(*p, rid, m); });
+    }
+    case MsgType::TensorFetch: {
+      const auto m = parse_msg<wire::TensorFetch>(msg, h.type);
+      return answer_errors(*p, rid, "fetching the tensor", [&] { tensor_fetch(*p, rid, m); });
+    }
+    case MsgType::TensorImport: {
+      const auto m = parse_msg<wire::TensorImport>(msg, h.type);
+      return answer_errors(*p, rid, "importing the tensor", [&] { tensor_import(p, rid, m); });
     }
     case MsgType::GraphSubmit: {
       check(control, GENIE_ERR_PROTOCOL, "GraphSubmit on a data connection (send it on the control one)");

@@ -168,6 +168,7 @@ wire::ServerInfo Server::Impl::server_info() const {
   i.set_workers(c.workers);
   i.set_multinode_graphs(c.multinode_graphs);
   i.set_server_transfer_bytes(c.transfer_bytes);
+  i.set_direct_transfer_bytes(c.direct_transfer_bytes);
   for (const auto& [role, bytes] : c.transfer_bytes_by_role)
     (*i.mutable_server_transfer_bytes_by_role())[role] = bytes;
   i.set_plan_cache_hits(c.plan_hits);

@@ -113,6 +113,7 @@ void Server::Impl::admit(const std::shared_ptr<Peer>& p) {
   } else {
     s = std::make_shared<Session>(next_session_serial++, random_bytes(kTokenBytes), p->hello.node_id(),
                                   counters);
+    s->client_role = p->hello.role();
     sessions.emplace(s->token(), s);
     publish_sessions();
     log(LogLevel::Info, "server: session ", s->serial(), " opened by ", p->hello.node_id(), " from ", p->name,

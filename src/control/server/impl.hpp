@@ -82,10 +82,23 @@ struct Server::Impl {
   void handshake(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h, const std::string& msg);
   void admit(const std::shared_ptr<Peer>& p);
   PayloadSink request(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h, const std::string& msg);
+  // Runs a request's handler; its errors (and running out of memory while
+  // `what`) become the ErrorReply to rid.
+  PayloadSink answer_errors(Peer& p, uint64_t rid, const char* what, const std::function<void()>& handle);
   void tensor_alloc(Peer& p, uint64_t rid, const wire::TensorAlloc& m);
   PayloadSink tensor_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
                            const wire::TensorWrite& m);
   void tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m);
+  // Direct transfers between servers (docs/multinode.md, "Direct
+  // transfers"): a ticket for one fetch of a tensor of this session; the
+  // fetch by whichever session presents it; and, off the loop, fetching a
+  // peer's exported tensor into one of this session's.
+  void tensor_export(Peer& p, uint64_t rid, const wire::TensorExport& m);
+  void tensor_fetch(Peer& p, uint64_t rid, const wire::TensorFetch& m);
+  void tensor_import(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::TensorImport& m);
+  // This server's session on the server at host:port, opened on first use
+  // and kept (task thread).
+  std::shared_ptr<RemoteClient> peer_link(const std::string& host, int port);
   using Bindings = google::protobuf::RepeatedPtrField<wire::Binding>;
   void graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
                     const Bindings& bindings);
@@ -169,6 +182,19 @@ struct Server::Impl {
   std::unique_ptr<Orchestrator> workers;  // null: no multi-node (WorkerRegister refused)
   TaskThread tasks;
   std::shared_ptr<RemoteClient> master_link;
+  // Tickets handed out by TensorExport, by ticket (loop thread): each names
+  // a tensor of one session and is good for one TensorFetch until it
+  // expires. Bounded: an export past the bound first drops expired tickets,
+  // then is refused.
+  struct Export {
+    std::weak_ptr<Session> session;
+    uint64_t tensor_id = 0;
+    std::chrono::steady_clock::time_point expires;
+  };
+  std::unordered_map<std::string, Export> exports;
+  // Sessions on peer servers for TensorImport (task thread), by "host:port".
+  std::mutex peer_mu;
+  std::unordered_map<std::string, std::shared_ptr<RemoteClient>> peer_links;
 
   std::atomic<bool> stop_requested{false};
   std::mutex done_mu;

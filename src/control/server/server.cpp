@@ -271,6 +271,7 @@ void Server::wait() {
   // post to.
   impl->tasks.stop();
   if (impl->workers) impl->workers->close_all();
+  for (auto& [addr, link] : impl->peer_links) link->close();
   if (impl->master_link) impl->master_link->close();
   // Every connection and session is gone; what remains on the loop is
   // closed by LoopThread::stop (its uv_walk).
