@@ -341,9 +341,19 @@ GENIE_API genie_status_t genie_config_set_graph_deltas(genie_config_t *config,
  *  server with a token admits only clients that prove they hold it
  *  (HMAC-SHA256 challenge-response; the token never crosses the network);
  *  a client sends it when the server asks. Environment: GENIE_AUTH_TOKEN.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 4096 bytes). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (shorter than 16 bytes, or
+ *  longer than 4096). */
 GENIE_API genie_status_t genie_config_set_auth_token(genie_config_t *config,
                                                      const char *token);
+
+/** Servers: whether genie_server_create may listen on an address other
+ *  than loopback (127.0.0.0/8, ::1, localhost) without an auth token (default
+ *  0: it refuses with INVALID_ARGUMENT, since anyone who reaches the port
+ *  could then use the server). Set it only on a network you trust; the
+ *  server logs a warning when it does. Environment: GENIE_ALLOW_INSECURE
+ *  (0|1). Errors: INVALID_HANDLE. */
+GENIE_API genie_status_t genie_config_set_allow_insecure(genie_config_t *config,
+                                                         int allow);
 
 /** Server: how long a session's tensors are kept after its connection is
  *  lost, waiting for the client to reconnect, in milliseconds, >= 0

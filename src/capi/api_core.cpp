@@ -145,9 +145,10 @@ GENIE_CONFIG_SETTER(genie_config_set_use_env, int, { c.use_env = value != 0; })
 GENIE_CONFIG_SETTER(genie_config_set_graph_deltas, int, { c.graph_deltas = value != 0; })
 GENIE_CONFIG_SETTER(genie_config_set_auth_token, const char*, {
   const std::string v = value ? value : "";
-  check(v.size() <= 4096, GENIE_ERR_INVALID_ARGUMENT, "auth token is longer than 4096 bytes");
+  check_auth_token(v, "auth token");
   c.auth_token = v;
 })
+GENIE_CONFIG_SETTER(genie_config_set_allow_insecure, int, { c.allow_insecure = value != 0; })
 GENIE_CONFIG_SETTER(genie_config_set_session_grace_ms, int64_t, {
   check_grace(value, "session grace");
   c.session_grace_ms = value;

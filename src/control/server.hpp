@@ -34,6 +34,8 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 5555;  // 0: pick a free port (read it back with port())
   std::string auth_token;  // empty: no authentication
+  // Listening beyond loopback without auth_token is refused unless set.
+  bool allow_insecure = false;
   int64_t session_grace_ms = 30000;
   uint32_t max_message_bytes = 64u << 20;
   int num_threads = 0;  // executor workers; 0 = hardware concurrency

@@ -46,6 +46,13 @@ void check_node_id(const std::string& id, const char* what) {
           GENIE_ERR_INVALID_ARGUMENT, what, " '", id, "' may hold only [A-Za-z0-9._-]");
 }
 
+void check_auth_token(const std::string& token, const char* what) {
+  check(token.size() <= 4096, GENIE_ERR_INVALID_ARGUMENT, what, " is longer than 4096 bytes");
+  check(token.empty() || token.size() >= kMinAuthTokenBytes, GENIE_ERR_INVALID_ARGUMENT, what, " has ",
+        token.size(), " bytes: a shared secret needs at least ", kMinAuthTokenBytes,
+        " (a guessable token protects nothing); e.g. 32 random bytes in hex");
+}
+
 void check_port(int64_t port, const char* what) {
   check(port >= 1 && port <= 65535, GENIE_ERR_INVALID_ARGUMENT, what, " ", port, " is outside 1..65535");
 }
@@ -111,6 +118,11 @@ void Config::apply_env() {
     static const bool vals[] = {false, true};
     dpdk_probe = parse_enum("GENIE_DPDK_PROBE", v, names, vals);
   }
+  if (const char* v = env("GENIE_ALLOW_INSECURE")) {
+    static const char* const names[] = {"0", "1"};
+    static const bool vals[] = {false, true};
+    allow_insecure = parse_enum("GENIE_ALLOW_INSECURE", v, names, vals);
+  }
   if (const char* v = env("GENIE_GRAPH_DELTAS")) {
     static const char* const names[] = {"0", "1"};
     static const bool vals[] = {false, true};
@@ -147,7 +159,7 @@ void Config::validate() const {
         " ms: every node would be marked lost between two heartbeats");
   check_grace(session_grace_ms, "session grace");
   check_max_message(max_message_bytes, "max message");
-  check(auth_token.size() <= 4096, GENIE_ERR_INVALID_ARGUMENT, "auth token is longer than 4096 bytes");
+  check_auth_token(auth_token, "auth token");
   check_port(master_port, "master port");
   check_node_id(node_id, "node id");
   check(master_addr.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "master address is longer than 255 bytes");

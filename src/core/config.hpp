@@ -18,7 +18,10 @@ struct Config {
   LogLevel log_level = LogLevel::Warn;
   int64_t timeout_ms = 30000;
   int32_t num_threads = 0;  // 0 = hardware concurrency
-  std::string auth_token;   // empty = no authentication
+  std::string auth_token;   // empty = no authentication; else at least kMinAuthTokenBytes
+  // A server may listen beyond loopback without authentication only when
+  // this is set (genie serve --insecure, GENIE_ALLOW_INSECURE=1).
+  bool allow_insecure = false;
   int64_t session_grace_ms = 30000;
   int64_t max_message_bytes = 64 << 20;
   bool graph_deltas = true;  // remote mode: send graph deltas (GENIE_GRAPH_DELTAS=0 turns them off)
@@ -45,6 +48,9 @@ void check_port(int64_t port, const char* what);
 void check_grace(int64_t ms, const char* what);
 void check_max_message(int64_t bytes, const char* what);
 void check_interval(int64_t ms, const char* what);  // 10..86400000
+// An auth token: empty (none) or kMinAuthTokenBytes..4096 bytes.
+constexpr size_t kMinAuthTokenBytes = 16;
+void check_auth_token(const std::string& token, const char* what);
 
 const char* role_str(genie_role_t r);
 const char* backend_str(genie_backend_t b);

@@ -39,6 +39,19 @@ void MultiNode::join(const std::string& node_id, const std::string& host, int po
   check(!devices.empty(), GENIE_ERR_INVALID_ARGUMENT, "worker ", node_id, " registered no devices");
   check(node_id != node_id_ && !node_id.empty(), GENIE_ERR_INVALID_ARGUMENT, "worker node id '", node_id,
         "' is empty or this master's own");
+  {
+    // A node id belongs to the session that registered it while that
+    // session lives and the cluster layer holds it alive: another session
+    // claiming it is refused, so a worker cannot be replaced under its
+    // users. A restarted worker registers again once its old session has
+    // closed or been marked lost.
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = workers_.find(node_id);
+    check(it == workers_.end() || it->second->registered_by == registered_by || !alive(node_id),
+          GENIE_ERR_AUTH, "worker node id '", node_id, "' is registered by another live session (from ",
+          it == workers_.end() ? "" : it->second->host,
+          "); it can be registered again once that session has ended or the cluster layer holds it lost");
+  }
   Config c = cfg_;
   c.master_addr = host;
   c.master_port = port;
@@ -124,7 +137,8 @@ void MultiNode::join(const std::string& node_id, const std::string& host, int po
     old = std::move(slot);
     slot = std::move(w);
     left_.erase(node_id);
-    std::erase_if(direct_refused_, [&](const auto& pair) { return pair.first == node_id || pair.second == node_id; });
+    std::erase_if(direct_refused_,
+                  [&](const auto& pair) { return pair.first == node_id || pair.second == node_id; });
     ++version_;
   }
   log(LogLevel::Info, "master ", node_id_, ": worker ", node_id, " joined from ", host, ":", port, " (rtt ",
@@ -224,8 +238,8 @@ bool MultiNode::move_direct(const RemoteTensor& src, const RemoteTensor& dst) {
   } catch (const Error& e) {
     // Workers that cannot reach each other (the addresses they registered
     // are the master's view of them) still work through this server.
-    if (e.code() != GENIE_ERR_CONNECTION && e.code() != GENIE_ERR_TIMEOUT && e.code() != GENIE_ERR_UNSUPPORTED &&
-        e.code() != GENIE_ERR_AUTH)
+    if (e.code() != GENIE_ERR_CONNECTION && e.code() != GENIE_ERR_TIMEOUT &&
+        e.code() != GENIE_ERR_UNSUPPORTED && e.code() != GENIE_ERR_AUTH)
       throw;
     log(LogLevel::Warn, "master ", node_id_, ": worker ", dst.node, " cannot fetch from worker ", src.node,
         " directly (", e.detail(), "); their tensors go through this master");
@@ -371,8 +385,9 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       if (auto it = h.at.find(node); it != h.at.end()) return it->second->id;
       if (!h.local) {
         const RemoteTensorPtr& src = h.at.count(h.home) ? h.at.at(h.home) : h.at.begin()->second;
-        auto wt = std::make_shared<RemoteTensor>(client, node, client->tensor_alloc(src->dtype, src->shape, device),
-                                                 src->dtype, src->shape, cat(node, "/", device));
+        auto wt =
+            std::make_shared<RemoteTensor>(client, node, client->tensor_alloc(src->dtype, src->shape, device),
+                                           src->dtype, src->shape, cat(node, "/", device));
         if (move_direct(*src, *wt)) {
           count(role_of(v), wt->nbytes, true);
           h.at[node] = wt;
@@ -386,7 +401,8 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       }
       TensorPtr t = here(v);
       const uint64_t id = client->tensor_alloc(t->dtype(), t->shape(), device);
-      auto wt = std::make_shared<RemoteTensor>(client, node, id, t->dtype(), t->shape(), cat(node, "/", device));
+      auto wt =
+          std::make_shared<RemoteTensor>(client, node, id, t->dtype(), t->shape(), cat(node, "/", device));
       client->tensor_write(id, 0, t->bytes(), t->nbytes());
       count(role_of(v), t->nbytes());
       h.at[node] = wt;

@@ -15,6 +15,7 @@ NodeServer::NodeServer(Config cfg, const std::string& host, int port) {
   opts.host = host.empty() ? "127.0.0.1" : host;
   opts.port = port;
   opts.auth_token = cfg.auth_token;
+  opts.allow_insecure = cfg.allow_insecure;
   opts.session_grace_ms = cfg.session_grace_ms;
   opts.max_message_bytes = static_cast<uint32_t>(cfg.max_message_bytes);
   opts.num_threads = cfg.num_threads;

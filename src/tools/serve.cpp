@@ -14,7 +14,7 @@ namespace genie_cli {
 void print_serve_usage(std::FILE* out) {
   std::fprintf(out,
                "usage: genie serve [--host H] [--port P] [--auth-token-file F] [--threads N]\n"
-               "                   [--grace-ms MS] [--node-id ID] [--join HOST:PORT]\n"
+               "                   [--grace-ms MS] [--node-id ID] [--join HOST:PORT] [--insecure]\n"
                "\n"
                "Serves remote Genie clients (GENIE_MASTER_ADDR/GENIE_MASTER_PORT) until\n"
                "SIGINT or SIGTERM, then lets graphs in flight finish, closes every\n"
@@ -22,7 +22,8 @@ void print_serve_usage(std::FILE* out) {
                "  genie serve listening on HOST:PORT\n"
                "\n"
                "  --host H               address to listen on (default 127.0.0.1; 0.0.0.0 or\n"
-               "                         :: serve every interface: use authentication then)\n"
+               "                         :: serve every interface: any address but loopback\n"
+               "                         needs an auth token, or --insecure)\n"
                "  --port P               TCP port, 0 picks a free one (default 5555)\n"
                "  --auth-token-file F    admit only clients holding the secret in file F (one\n"
                "                         trailing newline is ignored); HMAC-SHA256\n"
@@ -35,9 +36,11 @@ void print_serve_usage(std::FILE* out) {
                "  --join HOST:PORT       join the master at HOST:PORT as a worker (before the\n"
                "                         listening line is printed); the master dials this\n"
                "                         server back at --host (docs/multinode.md)\n"
+               "  --insecure             allow listening beyond loopback without an auth\n"
+               "                         token (a trusted network only; logged as a warning)\n"
                "\n"
                "GENIE_* environment variables override these values as for any Genie\n"
-               "program: GENIE_AUTH_TOKEN, GENIE_NUM_THREADS, GENIE_SESSION_GRACE,\n"
+               "program: GENIE_AUTH_TOKEN, GENIE_ALLOW_INSECURE, GENIE_NUM_THREADS, GENIE_SESSION_GRACE,\n"
                "GENIE_MAX_MESSAGE, GENIE_NODE_ID, GENIE_LOG_LEVEL (info logs sessions).\n");
 }
 
@@ -52,6 +55,7 @@ struct ServeOptions {
   std::string node_id;
   std::string join_host;
   long join_port = 0;
+  bool insecure = false;
   bool help = false;
 };
 
@@ -62,6 +66,10 @@ ServeOptions parse_args(int argc, char** argv) {
     if (a == "-h" || a == "--help") {
       o.help = true;
       return o;
+    }
+    if (a == "--insecure") {
+      o.insecure = true;
+      continue;
     }
     if (a != "--host" && a != "--port" && a != "--auth-token-file" && a != "--threads" && a != "--grace-ms" &&
         a != "--node-id" && a != "--join")
@@ -120,6 +128,7 @@ int serve_command(int argc, char** argv) {
   const ConfigPtr config(raw_config);
   if (!opt.token_file.empty())
     check(genie_config_set_auth_token(config.get(), read_token(opt.token_file).c_str()), "--auth-token-file");
+  if (opt.insecure) check(genie_config_set_allow_insecure(config.get(), 1), "--insecure");
   if (opt.threads >= 0)
     check(genie_config_set_num_threads(config.get(), static_cast<int32_t>(opt.threads)), "--threads");
   if (opt.grace_ms >= 0) check(genie_config_set_session_grace_ms(config.get(), opt.grace_ms), "--grace-ms");

@@ -372,13 +372,42 @@ static void test_remote(void) {
   genie_config_destroy(cfg);
 }
 
+/* Tokens too short to be secrets are refused; a server reachable from the
+ * network needs a token, or an explicit allowance. */
+static void test_listen_guard(void) {
+  genie_config_t *cfg = NULL;
+  genie_server_t *srv = NULL;
+  REQUIRE_OK(genie_config_create(&cfg));
+  REQUIRE_OK(genie_config_set_use_env(cfg, 0));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_auth_token(cfg, "short-secret"));
+  EXPECT_DETAIL("at least 16");
+  EXPECT_OK(genie_config_set_auth_token(cfg, "")); /* no authentication */
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_server_create(cfg, "0.0.0.0", 0, &srv));
+  EXPECT_DETAIL("without authentication");
+  CHECK(srv == NULL);
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_config_set_allow_insecure(NULL, 1));
+  EXPECT_OK(genie_config_set_allow_insecure(cfg, 1));
+  REQUIRE_OK(genie_server_create(cfg, "0.0.0.0", 0, &srv));
+  genie_server_destroy(srv);
+  srv = NULL;
+  EXPECT_OK(genie_config_set_allow_insecure(cfg, 0));
+  EXPECT_OK(genie_config_set_auth_token(cfg, "a-shared-secret-1"));
+  REQUIRE_OK(genie_server_create(cfg, "0.0.0.0", 0, &srv));
+  genie_server_destroy(srv);
+  srv = NULL;
+  EXPECT_OK(genie_config_set_auth_token(cfg, ""));
+  REQUIRE_OK(genie_server_create(cfg, "127.0.0.1", 0, &srv)); /* loopback needs neither */
+  genie_server_destroy(srv);
+  genie_config_destroy(cfg);
+}
+
 static void test_auth(void) {
   genie_config_t *scfg = NULL;
   genie_server_t *srv = NULL;
   int32_t port = 0;
   REQUIRE_OK(genie_config_create(&scfg));
   REQUIRE_OK(genie_config_set_use_env(scfg, 0));
-  REQUIRE_OK(genie_config_set_auth_token(scfg, "a-shared-secret"));
+  REQUIRE_OK(genie_config_set_auth_token(scfg, "a-shared-secret-1"));
   REQUIRE_OK(genie_server_create(scfg, NULL, 0, &srv));
   genie_config_destroy(scfg);
   REQUIRE_OK(genie_server_port(srv, &port));
@@ -387,9 +416,9 @@ static void test_auth(void) {
   genie_config_t *cfg = config_for(port, 5000);
   EXPECT_STATUS(GENIE_ERR_AUTH, genie_init(cfg, &ctx));
   EXPECT_DETAIL("requires authentication");
-  EXPECT_OK(genie_config_set_auth_token(cfg, "wrong"));
+  EXPECT_OK(genie_config_set_auth_token(cfg, "wrong-shared-secret"));
   EXPECT_STATUS(GENIE_ERR_AUTH, genie_init(cfg, &ctx));
-  EXPECT_OK(genie_config_set_auth_token(cfg, "a-shared-secret"));
+  EXPECT_OK(genie_config_set_auth_token(cfg, "a-shared-secret-1"));
   REQUIRE_OK(genie_init(cfg, &ctx));
   genie_config_destroy(cfg);
   CHECK(server_count(ctx, "connections_refused") >= 1); /* the wrong token */
@@ -401,5 +430,6 @@ int main(void) {
   init_inputs();
   test_remote();
   test_auth();
+  test_listen_guard();
   return test_summary("api_remote_test");
 }

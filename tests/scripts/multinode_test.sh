@@ -7,6 +7,9 @@
 #   2. a GPT-2-style decode loop (2 layers, KV cache per layer, layer 1's on
 #      the worker): no KV-cache byte crosses between the servers after the
 #      first step (only activations do), logits match in-process execution;
+#   1b. a second server claiming node-b's id is refused (AUTH) and node-b
+#      keeps serving; a worker registering an address other than the one it
+#      connects from is refused;
 #   2b. a second worker (node-c) joins: a graph with a weight on each worker
 #      moves the activation between them directly, not through the master;
 #      node-c then stops and leaves;
@@ -47,6 +50,18 @@ wait_for "$TMP/watch.out" '^ready' 20 || fail "watcher did not start"
 GENIE_LOG_LEVEL=info start_server worker --node-id node-b --grace-ms 0 --join 127.0.0.1:$MASTER_PORT
 WORKER_PORT=$PORT WORKER_PID=$SERVER_PID
 export GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$MASTER_PORT
+# A node id belongs to its live registration: a second server claiming
+# node-b is refused and node-b keeps serving (the split below runs there). A
+# worker registers the address it connects from, not a third party's.
+if "$GENIE" serve --port 0 --node-id node-b --join 127.0.0.1:$MASTER_PORT >"$TMP/takeover.out" 2>"$TMP/takeover.log"; then
+  fail "a second server took over node-b's node id"
+fi
+grep -q "AUTH.*registered by another live session" "$TMP/takeover.log" || fail "takeover: $(cat "$TMP/takeover.log")"
+if "$GENIE" serve --port 0 --host 127.0.0.2 --node-id node-x --join 127.0.0.1:$MASTER_PORT >"$TMP/elsewhere.out" 2>"$TMP/elsewhere.log"; then
+  fail "a worker registered an address it does not connect from"
+fi
+grep -q "not the address the registration comes from" "$TMP/elsewhere.log" || fail "address: $(cat "$TMP/elsewhere.log")"
+echo "ok 1b: a live worker's node id cannot be taken; a worker registers only its own address"
 out=$("$TOOL" split node-b "$WORKER_PORT" 2>"$TMP/split.err") || fail "split: $out"
 echo "$out" | head -c 300; echo
 

@@ -79,14 +79,14 @@ rc=0; wait "$SERVER_PID" || rc=$?
 echo "ok 6: SIGTERM stops the server with exit 0"
 
 # --- 2. authentication -------------------------------------------------------
-printf 's3cret-token\n' >"$TMP/token"
+printf 's3cret-token-0123456\n' >"$TMP/token"
 start_server auth --auth-token-file "$TMP/token"
 export GENIE_MASTER_PORT=$PORT
 out=$(GENIE_AUTH_TOKEN= "$TOOL" info 2>&1 || true)
 grep -q GENIE_ERR_AUTH <<<"$out" || fail "client without a token not refused with GENIE_ERR_AUTH: $out"
-out=$(GENIE_AUTH_TOKEN=wrong "$TOOL" info 2>&1 || true)
+out=$(GENIE_AUTH_TOKEN=wrong-token-0123456789 "$TOOL" info 2>&1 || true)
 grep -q GENIE_ERR_AUTH <<<"$out" || fail "client with a wrong token not refused with GENIE_ERR_AUTH: $out"
-GENIE_AUTH_TOKEN=s3cret-token "$TOOL" info >/dev/null || fail "client with the right token refused"
+GENIE_AUTH_TOKEN=s3cret-token-0123456 "$TOOL" info >/dev/null || fail "client with the right token refused"
 kill -TERM "$SERVER_PID"; wait "$SERVER_PID" || true
 echo "ok 2: tokens checked (none and wrong refused, right admitted)"
 

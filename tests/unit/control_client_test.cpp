@@ -668,9 +668,9 @@ TEST_F(ClientTest, FreesReachTheServerWithoutAnotherRequest) {
 }
 
 TEST_F(ClientTest, AuthenticatesWithTheSharedToken) {
-  auto server = start_server("s3cret-token");
+  auto server = start_server("s3cret-token-0123456");
   Config good = client_config(server->port());
-  good.auth_token = "s3cret-token";
+  good.auth_token = "s3cret-token-0123456";
   auto c = RemoteClient::connect(good, "client-a");
   EXPECT_TRUE(c->connected());
   const uint64_t id = c->tensor_alloc(DType::I32, {1}, "cpu:0");
@@ -678,7 +678,7 @@ TEST_F(ClientTest, AuthenticatesWithTheSharedToken) {
   c->tensor_write(id, 0, &v, 4);
 
   Config wrong = good;
-  wrong.auth_token = "not-the-token";
+  wrong.auth_token = "not-the-token-0123456";
   std::string d = expect_error(GENIE_ERR_AUTH, [&] { RemoteClient::connect(wrong, "client-b"); });
   EXPECT_NE(d.find("127.0.0.1:" + std::to_string(server->port())), std::string::npos) << d;
 

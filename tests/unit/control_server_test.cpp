@@ -24,6 +24,7 @@
 #include "control/wire.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
+#include "graph/delta.hpp"
 #include "graph/graph.hpp"
 
 namespace genie {
@@ -399,7 +400,7 @@ TEST_F(ControlServer, AnythingButHelloFirstIsAProtocolError) {
 
 TEST_F(ControlServer, AuthenticationByChallengeResponse) {
   ServerOptions o = options();
-  o.auth_token = "s3cret";
+  o.auth_token = "s3cret-token-0123456";
   o.handshake_timeout_ms = 300;
   Server server(o);
 
@@ -414,7 +415,7 @@ TEST_F(ControlServer, AuthenticationByChallengeResponse) {
   {  // the right token
     Raw c(server.port());
     wire::AuthResponse r;
-    r.set_mac(hmac("s3cret", challenge(c) + "test-client"));
+    r.set_mac(hmac("s3cret-token-0123456", challenge(c) + "test-client"));
     c.send(MsgType::AuthResponse, 2, r);
     const Frame f = c.reply(2);
     ASSERT_EQ(f.h.type, MsgType::Welcome) << (f.is_error() ? f.error().detail() : "");
@@ -434,7 +435,7 @@ TEST_F(ControlServer, AuthenticationByChallengeResponse) {
     Raw c(server.port());
     challenge(c);
     wire::AuthResponse r;
-    r.set_mac(hmac("s3cret", std::string(32, 'x') + "test-client"));
+    r.set_mac(hmac("s3cret-token-0123456", std::string(32, 'x') + "test-client"));
     c.send(MsgType::AuthResponse, 2, r);
     EXPECT_EQ(c.reply(2).error().status(), GENIE_ERR_AUTH);
     EXPECT_TRUE(c.closed_by_server());
@@ -689,6 +690,60 @@ TEST_F(ControlServer, MalformedFramesCloseOnlyTheirConnection) {
   // Nothing was left behind by the refused connections' sessions beyond
   // their grace period: only the good session and its tensor are held.
   EXPECT_EQ(server.stats().tensors(), 1u);
+}
+
+// A delta names a base graph by its SHA-256: only the session that sent
+// that graph can use it, so a delta's answer does not tell one tenant
+// whether another sent a given graph.
+TEST_F(ControlServer, GraphDeltaBasesAreTheSessionsOwn) {
+  Server server(options());
+  Raw a(server.port()), b(server.port());
+  handshake(a);
+  handshake(b);
+  const std::string json = add_mul_graph();
+  const auto bind = [&](Raw& c) {
+    const uint64_t x = alloc(c, {2, 3}), y = alloc(c, {2, 3});
+    return std::vector<std::pair<std::string, uint64_t>>{{"a", x}, {"b", y}};
+  };
+  const auto a_in = bind(a), b_in = bind(b);
+  wire::GraphSubmit full = submit_msg(json, a_in);
+  full.set_keep_as_base(true);
+  a.send(MsgType::GraphSubmit, 60, full);
+  ASSERT_EQ(a.reply(60).h.type, MsgType::GraphDone);
+
+  const auto delta_msg = [&](const std::vector<std::pair<std::string, uint64_t>>& in) {
+    wire::GraphSubmitDelta d;
+    d.set_base_hash(delta::digest(json));
+    d.set_graph_hash(delta::digest(json));
+    for (const auto& [name, id] : in) {
+      wire::Binding* x = d.add_bindings();
+      x->set_name(name);
+      x->set_tensor_id(id);
+    }
+    return d;
+  };
+  b.send(MsgType::GraphSubmitDelta, 61, delta_msg(b_in));
+  const Frame refused = b.reply(61);
+  ASSERT_TRUE(refused.is_error());
+  EXPECT_EQ(refused.error().status(), GENIE_ERR_NOT_FOUND);
+  EXPECT_EQ(refused.error().reason(), wire::REASON_UNKNOWN_BASE);
+  a.send(MsgType::GraphSubmitDelta, 62, delta_msg(a_in));
+  EXPECT_EQ(a.reply(62).h.type, MsgType::GraphDone) << "the sender's own base serves it";
+}
+
+TEST_F(ControlServer, OnlyAWorkerSessionRegistersAWorker) {
+  Server server(options());
+  Raw c(server.port());
+  handshake(c);  // role client
+  wire::WorkerRegister m;
+  m.set_node_id("test-client");
+  m.set_host("127.0.0.1");
+  m.set_port(1);
+  c.send(MsgType::WorkerRegister, 7, m);
+  const Frame f = c.reply(7);
+  ASSERT_TRUE(f.is_error());
+  EXPECT_EQ(f.error().status(), GENIE_ERR_AUTH);
+  EXPECT_NE(f.error().detail().find("only a worker's session"), std::string::npos) << f.error().detail();
 }
 
 TEST_F(ControlServer, GoodbyeFreesTheSessionAtOnce) {

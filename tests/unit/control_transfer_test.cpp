@@ -170,7 +170,7 @@ TEST_F(ControlTransfer, UnreachableOrForeignPeersAreClearErrors) {
   EXPECT_EQ(status_of([&] { on_b->tensor_import(dst, "127.0.0.1", dead_port, std::string(32, 'x'), "gone"); }),
             GENIE_ERR_CONNECTION);
   // A peer with another auth token refuses B's session.
-  auto c = start_server("node-c", "another-token");
+  auto c = start_server("node-c", "another-token-0123456");
   EXPECT_EQ(status_of([&] { on_b->tensor_import(dst, "127.0.0.1", c->port(), std::string(32, 'x'), "node-c"); }),
             GENIE_ERR_AUTH);
   // B still serves.

@@ -120,7 +120,7 @@ def _config(master_addr=None, port=None, timeout_ms=None, num_threads=None, log_
             auth_token=None, node_id=None, use_env=True, session_grace_ms=None,
             max_message_bytes=None, heartbeat_interval_ms=None, heartbeat_timeout_ms=None,
             gpu_poll_interval_ms=None, health_interval_ms=None, graph_deltas=None,
-            dpdk_probe=None):
+            dpdk_probe=None, allow_insecure=None):
     cfg = capi.genie_config_create()
     try:
         capi.genie_config_set_use_env(cfg, 1 if use_env else 0)
@@ -155,6 +155,8 @@ def _config(master_addr=None, port=None, timeout_ms=None, num_threads=None, log_
             capi.genie_config_set_graph_deltas(cfg, 1 if graph_deltas else 0)
         if dpdk_probe is not None:
             capi.genie_config_set_dpdk_probe(cfg, 1 if dpdk_probe else 0)
+        if allow_insecure is not None:
+            capi.genie_config_set_allow_insecure(cfg, 1 if allow_insecure else 0)
     except BaseException:
         capi.genie_config_destroy(cfg)
         raise
@@ -777,16 +779,19 @@ class Future(_Handle):
 
 class Server(_Handle):
     """A server in this process (what `genie serve` runs): serves remote
-    contexts on `host`:`port` (port 0 picks a free one, see .port)."""
+    contexts on `host`:`port` (port 0 picks a free one, see .port). A host
+    other than loopback needs an auth_token (at least 16 bytes), or
+    allow_insecure=True on a trusted network."""
 
     def __init__(self, host=None, port=0, *, auth_token=None, num_threads=None,
                  session_grace_ms=None, max_message_bytes=None, log_level=None, use_env=True,
-                 heartbeat_interval_ms=None, heartbeat_timeout_ms=None, node_id=None):
+                 heartbeat_interval_ms=None, heartbeat_timeout_ms=None, node_id=None,
+                 allow_insecure=None):
         cfg = _config(num_threads=num_threads, log_level=log_level, auth_token=auth_token,
                       use_env=use_env, session_grace_ms=session_grace_ms,
                       max_message_bytes=max_message_bytes, node_id=node_id,
                       heartbeat_interval_ms=heartbeat_interval_ms,
-                      heartbeat_timeout_ms=heartbeat_timeout_ms)
+                      heartbeat_timeout_ms=heartbeat_timeout_ms, allow_insecure=allow_insecure)
         try:
             self._h = capi.genie_server_create(cfg, host, int(port))
         finally:

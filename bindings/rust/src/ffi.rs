@@ -270,11 +270,22 @@ extern "C" {
     #[doc = "  server with a token admits only clients that prove they hold it"]
     #[doc = "  (HMAC-SHA256 challenge-response; the token never crosses the network);"]
     #[doc = "  a client sends it when the server asks. Environment: GENIE_AUTH_TOKEN."]
-    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 4096 bytes)."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (shorter than 16 bytes, or"]
+    #[doc = "  longer than 4096)."]
     pub fn genie_config_set_auth_token(
         config: *mut genie_config_t,
         token: *const ::std::os::raw::c_char,
     ) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Servers: whether genie_server_create may listen on an address other"]
+    #[doc = "  than loopback (127.0.0.0/8, ::1, localhost) without an auth token (default"]
+    #[doc = "  0: it refuses with INVALID_ARGUMENT, since anyone who reaches the port"]
+    #[doc = "  could then use the server). Set it only on a network you trust; the"]
+    #[doc = "  server logs a warning when it does. Environment: GENIE_ALLOW_INSECURE"]
+    #[doc = "  (0|1). Errors: INVALID_HANDLE."]
+    pub fn genie_config_set_allow_insecure(config: *mut genie_config_t, allow: ::std::os::raw::c_int)
+        -> genie_status_t;
 }
 extern "C" {
     #[doc = " Server: how long a session's tensors are kept after its connection is"]

@@ -129,7 +129,7 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
           auto text = std::make_shared<const std::string>(m.graph_json());
           graph_submit(p, rid, *text, m.bindings());
           const std::string d = delta::digest(*text);
-          bases.put(d, std::move(text));  // only graphs that loaded
+          bases.put(base_key(*p->session, d), std::move(text));  // only graphs that loaded
         } else {
           graph_submit(p, rid, m.graph_json(), m.bindings());
         }
@@ -148,7 +148,7 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
       bool unknown_base = false;
       try {
-        const std::shared_ptr<const std::string> text = rebuild(m, &unknown_base);
+        const std::shared_ptr<const std::string> text = rebuild(*p->session, m, &unknown_base);
         graph_submit(p, rid, *text, m.bindings());
       } catch (const Error& e) {
         if (unknown_base) {

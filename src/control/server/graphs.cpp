@@ -4,9 +4,13 @@
 
 namespace genie {
 
-std::shared_ptr<const std::string> Server::Impl::rebuild(const wire::GraphSubmitDelta& m,
+std::string Server::Impl::base_key(const Session& s, const std::string& digest) {
+  return cat(s.serial(), "/", digest);
+}
+
+std::shared_ptr<const std::string> Server::Impl::rebuild(const Session& s, const wire::GraphSubmitDelta& m,
                                                          bool* unknown_base) {
-  std::shared_ptr<const std::string> base = bases.find(m.base_hash());
+  std::shared_ptr<const std::string> base = bases.find(base_key(s, m.base_hash()));
   if (!base) {
     *unknown_base = true;
     fail(GENIE_ERR_NOT_FOUND, "unknown base graph ", delta::short_hex(m.base_hash()),
@@ -28,7 +32,7 @@ std::shared_ptr<const std::string> Server::Impl::rebuild(const wire::GraphSubmit
     fail(GENIE_ERR_NOT_FOUND, "graph delta on base ", delta::short_hex(m.base_hash()), " rebuilt graph ",
          delta::short_hex(d), ", not ", delta::short_hex(m.graph_hash()), " (send the full graph)");
   }
-  bases.put(d, text);
+  bases.put(base_key(s, d), text);
   return text;
 }
 

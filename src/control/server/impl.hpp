@@ -102,9 +102,13 @@ struct Server::Impl {
   using Bindings = google::protobuf::RepeatedPtrField<wire::Binding>;
   void graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
                     const Bindings& bindings);
-  // The JSON text a GraphSubmitDelta stands for; throws Error(NOT_FOUND)
-  // with *unknown_base set when the base is not held (or does not rebuild).
-  std::shared_ptr<const std::string> rebuild(const wire::GraphSubmitDelta& m, bool* unknown_base);
+  // The JSON text a GraphSubmitDelta of session `s` stands for; throws
+  // Error(NOT_FOUND) with *unknown_base set when the base is not held (or
+  // does not rebuild). Bases are the session's own: a delta cannot tell one
+  // tenant which graphs another sent.
+  std::shared_ptr<const std::string> rebuild(const Session& s, const wire::GraphSubmitDelta& m,
+                                             bool* unknown_base);
+  static std::string base_key(const Session& s, const std::string& digest);
   void graph_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
                   const std::shared_ptr<const Graph>& graph, ExecResult& r);
   // What graph_done and multinode_done share: `store(output, session)`

@@ -1,4 +1,5 @@
 // Server setup, accepting connections, stopping, and the public Server.
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +15,16 @@ namespace {
 // delay the end of the server.
 constexpr uint64_t kStopFlushMs = 5000;
 
+// Whether listening on `host` keeps the server on this machine: an address
+// of 127.0.0.0/8 or ::1 (or the name localhost). Anything else, names
+// included, may be reachable from the network.
+bool is_loopback(const std::string& host) {
+  if (host == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
 
 // The kind of refusal, for the one log line (genie_status_str belongs to the
 // C API layer above this one).
@@ -64,6 +75,15 @@ Server::Impl::Impl(ServerOptions o)
   check(opts.session_grace_ms >= 0, GENIE_ERR_INVALID_ARGUMENT, "session grace ", opts.session_grace_ms,
         " ms must not be negative");
   if (opts.host.empty()) opts.host = "127.0.0.1";
+  check_auth_token(opts.auth_token, "auth token");
+  if (opts.auth_token.empty() && !is_loopback(opts.host)) {
+    check(opts.allow_insecure, GENIE_ERR_INVALID_ARGUMENT, "refusing to listen on ", opts.host,
+          " without authentication: anyone who reaches it could run graphs and read every tensor. Set an "
+          "auth token (genie serve --auth-token-file, GENIE_AUTH_TOKEN), listen on 127.0.0.1, or allow it "
+          "explicitly on a trusted network (genie serve --insecure, GENIE_ALLOW_INSECURE=1)");
+    log(LogLevel::Warn, "server: INSECURE: listening on ", opts.host,
+        " without authentication (allowed explicitly): anyone who reaches this port can use the server");
+  }
   std::promise<void> bound;
   std::future<void> result = bound.get_future();
   loop.post([this, &bound] { listen(bound); });

@@ -1,6 +1,8 @@
 // The worker service (docs/multinode.md): a worker joining its master, a
 // master registering workers, planning across them, and tensors a master
 // holds on its workers.
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -66,10 +68,55 @@ void Server::Impl::off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, std::f
   check(posted, GENIE_ERR_SHUTDOWN, "the server is stopping");
 }
 
+namespace {
+
+// The address part of a peer name "ip:port" or "[ipv6]:port".
+std::string address_of(const std::string& peer) {
+  const size_t colon = peer.rfind(':');
+  std::string a = colon == std::string::npos ? peer : peer.substr(0, colon);
+  if (a.size() >= 2 && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
+  // An IPv4 peer of a dual-stack listener.
+  if (a.rfind("::ffff:", 0) == 0 && a.find('.') != std::string::npos) a = a.substr(7);
+  return a;
+}
+
+// Throws unless `host` (a name or a literal) resolves to `from`, the address
+// the registration came from: a worker registers the address it connects
+// from, so that WorkerRegister cannot point the master at a third party.
+void check_own_address(const std::string& host, const std::string& from) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  check(rc == 0, GENIE_ERR_INVALID_ARGUMENT, "worker address '", host,
+        "' does not resolve: ", gai_strerror(rc));
+  std::string found;
+  bool match = false;
+  for (addrinfo* a = res; a && !match; a = a->ai_next) {
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* bytes =
+        a->ai_family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
+            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    if (!inet_ntop(a->ai_family, bytes, text, sizeof text)) continue;
+    match = from == text;
+    found += cat(found.empty() ? "" : ", ", text);
+  }
+  freeaddrinfo(res);
+  check(match, GENIE_ERR_INVALID_ARGUMENT, "worker address '", host, "' (", found,
+        ") is not the address the registration comes from (", from,
+        "): a worker registers the address it connects from (genie serve --host / --advertise-host)");
+}
+
+}  // namespace
+
 void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
                                    const wire::WorkerRegister& m) {
   try {
     check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
+    check(p->session->client_role == GENIE_ROLE_WORKER, GENIE_ERR_AUTH,
+          "WorkerRegister from a session opened with role ", p->session->client_role,
+          ": only a worker's session (Hello with the worker role) registers a worker");
     check(workers != nullptr, GENIE_ERR_UNSUPPORTED, "this server takes no workers (multi-node is off)");
     check(m.node_id() == p->session->client_node(), GENIE_ERR_INVALID_ARGUMENT,
           "a worker registers itself: node id '", m.node_id(), "' is not this session's");
@@ -93,13 +140,15 @@ void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
     }
     const void* by = p->session.get();
     std::weak_ptr<Peer> wp = p;
-    off_loop(p, rid, [this, wp, rid, m, devices = std::move(devices), by]() mutable {
-      workers->join(m.node_id(), m.host(), static_cast<int>(m.port()), std::move(devices), by);
-      if (opts.on_worker) opts.on_worker(m.node_id(), m.host(), static_cast<int>(m.port()), true);
-      loop.post([this, wp, rid] {
-        if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::Ok, rid, wire::Ok());
-      });
-    });
+    off_loop(p, rid,
+             [this, wp, rid, m, devices = std::move(devices), by, from = address_of(p->name)]() mutable {
+               check_own_address(m.host(), from);
+               workers->join(m.node_id(), m.host(), static_cast<int>(m.port()), std::move(devices), by);
+               if (opts.on_worker) opts.on_worker(m.node_id(), m.host(), static_cast<int>(m.port()), true);
+               loop.post([this, wp, rid] {
+                 if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::Ok, rid, wire::Ok());
+               });
+             });
   } catch (const Error& e) {
     send_error(*p, rid, e.code(), e.detail());
   }
