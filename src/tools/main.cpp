@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <string_view>
 
@@ -101,6 +102,9 @@ int main(int argc, char** argv) {
   } catch (const CliError& e) {
     std::fprintf(stderr, "genie: %s\n", e.what());
     return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "genie: GENIE_ERR_OUT_OF_MEMORY: out of memory\n");
+    return kExitFailure;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "genie: %s\n", e.what());
     return kExitFailure;

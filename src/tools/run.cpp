@@ -155,13 +155,23 @@ TensorPtr make_input(genie_context_t* ctx, const Input& in) {
     if (is_dynamic(in))
       failure("input '" + in.name + "' has a dynamic shape " + shape_str(in.shape) +
               ": give its values with --input " + in.name + "=FILE.npy");
-    data.resize(genie_seed_count(shape.data(), shape.size()) * genie_dtype_size(in.dtype));
-    genie_seed_fill(in.name.c_str(), in.dtype, shape.data(), shape.size(), data.data());
   }
+  // The tensor first: Genie refuses a size beyond the machine's memory with
+  // OUT_OF_MEMORY before this program tries to hold the values.
   genie_tensor_t* raw = nullptr;
   check(genie_tensor_alloc(ctx, in.dtype, shape.data(), shape.size(), "cpu", &raw),
         "allocating input '" + in.name + "'");
   TensorPtr t(raw);
+  if (in.file.empty()) {
+    const size_t bytes = genie_seed_count(shape.data(), shape.size()) * genie_dtype_size(in.dtype);
+    try {
+      data.resize(bytes);
+    } catch (const std::bad_alloc&) {
+      failure("GENIE_ERR_OUT_OF_MEMORY: no memory for the " + std::to_string(bytes) + " seeded bytes of input '" +
+              in.name + "'");
+    }
+    genie_seed_fill(in.name.c_str(), in.dtype, shape.data(), shape.size(), data.data());
+  }
   check(genie_tensor_write(t.get(), 0, data.data(), data.size()), "writing input '" + in.name + "'");
   return t;
 }

@@ -259,6 +259,11 @@ expect_error "not an npy file" "not a .npy file" "${ADD[@]}" --input a="$TMP/jun
 expect_error "dynamic input without a file" "dynamic shape" "${ADD[@]}" --input b="$TMP/b.npy"
 expect_error "unknown flag" "unknown option '--bogus'" "$GENIE" run "$GRAPH" --bogus
 expect_error "bad --repeat" "--repeat needs an integer" "$GENIE" run "$GRAPH" --repeat 0
+# A seeded input larger than any machine's memory (40 TB): a Genie error,
+# before the CLI tries to hold its values.
+printf '{"version": 1, "name": "huge", "inputs": [{"name": "x", "dtype": "f32", "shape": [10000000000000]}],
+ "nodes": [{"op": "relu", "name": "r", "inputs": ["x"], "outputs": ["y"]}], "outputs": ["y"]}\n' >"$TMP/huge.json"
+expect_error "run: input beyond memory" "GENIE_ERR_OUT_OF_MEMORY" "$GENIE" run "$TMP/huge.json"
 expect_error "run without a graph" "needs a graph file" "$GENIE" run
 expect_error "unknown command" "unknown command 'frobnicate'" "$GENIE" frobnicate
 expect_error "sample: unknown argument" "unknown argument" "$SAMPLE" --bogus
