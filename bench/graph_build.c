@@ -21,8 +21,8 @@ static void build(int rungs, genie_graph_t **out) {
   bu_check(genie_graph_add_input(g, "x", GENIE_DTYPE_F32, x_shape, 2), "add input x");
   bu_check(genie_graph_add_input(g, "w", GENIE_DTYPE_F32, w_shape, 2), "add input w");
   bu_check(genie_graph_add_input(g, "b", GENIE_DTYPE_F32, b_shape, 1), "add input b");
-  bu_check(genie_graph_set_role(g, "w", GENIE_ROLE_WEIGHT), "set role");
-  bu_check(genie_graph_set_role(g, "b", GENIE_ROLE_WEIGHT), "set role");
+  bu_check(genie_graph_set_role(g, "w", GENIE_TENSOR_ROLE_WEIGHT), "set role");
+  bu_check(genie_graph_set_role(g, "b", GENIE_TENSOR_ROLE_WEIGHT), "set role");
   snprintf(h, sizeof h, "x");
   for (i = 0; i < rungs; ++i) {
     const char *lin_in[3];

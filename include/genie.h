@@ -27,9 +27,23 @@
  *   by Genie and released with genie_free(). Strings returned as
  *   `const char *` are borrowed; each function says how long they live.
  *
- * Handles.  Handles are opaque. Passing a handle of the wrong kind, or one
- *   already destroyed, is detected where possible and answered with
- *   GENIE_ERR_INVALID_HANDLE; a destroyed handle must not be used again.
+ * Handles.  Handles are opaque values, not addresses: never dereference one.
+ *   No value is handed out twice, so a handle of the wrong kind, or one
+ *   already destroyed, is answered with GENIE_ERR_INVALID_HANDLE (functions
+ *   that return no status answer it as their comment says), even after
+ *   a new object of the same kind took the destroyed one's memory; the new
+ *   object is not affected. Destroying a handle that is already destroyed
+ *   does nothing. Destroying a handle while another thread is still inside a
+ *   call with it is a race the caller must avoid, as with free().
+ *
+ * Shapes.  A shape is passed as `ndim` dimensions at `shape`, ndim 0 to
+ *   GENIE_MAX_DIMS. ndim 0 is a scalar (a 0-d tensor or value): one element,
+ *   genie_dtype_size(dtype) bytes, and `shape` may then be NULL. Every
+ *   dimension is >= 0; a 0 dimension gives an empty tensor (no elements, no
+ *   bytes); only genie_graph_add_input also accepts -1 (dynamic). Shapes
+ *   are returned into a caller's array with room for GENIE_MAX_DIMS
+ *   entries, with the rank in `*ndim`; for a scalar `*ndim` is 0 and the
+ *   array is not written. The JSON forms write a scalar's shape as [].
  *
  * Threads.  Unless stated otherwise, functions may be called from any thread.
  *   One handle may be used from several threads at once only where its
@@ -187,13 +201,16 @@ GENIE_API size_t genie_dtype_size(genie_dtype_t dtype);
  *  or "invalid". Never returns NULL. */
 GENIE_API const char *genie_dtype_name(genie_dtype_t dtype);
 
-/** Role of this process in a cluster. */
-typedef enum genie_role {
-  GENIE_ROLE_CLIENT = 0,
-  GENIE_ROLE_SERVER = 1,
-  GENIE_ROLE_WORKER = 2,
-  GENIE_ROLE_MAX_ENUM = 0x7fffffff
-} genie_role_t;
+/** Role of this process in a cluster (genie_config_set_role). The values
+ *  start at 0x100 so that none is also a genie_tensor_role_t: passing a
+ *  value of one role enumeration where the other is expected is answered
+ *  with GENIE_ERR_INVALID_ARGUMENT. */
+typedef enum genie_node_role {
+  GENIE_NODE_ROLE_CLIENT = 0x100,
+  GENIE_NODE_ROLE_SERVER = 0x101,
+  GENIE_NODE_ROLE_WORKER = 0x102,
+  GENIE_NODE_ROLE_MAX_ENUM = 0x7fffffff
+} genie_node_role_t;
 
 /** Data-plane backend. AUTO picks the best available on both ends. */
 typedef enum genie_backend {
@@ -235,14 +252,15 @@ typedef enum genie_modality {
   GENIE_MODALITY_MAX_ENUM = 0x7fffffff
 } genie_modality_t;
 
-/** What a value in a graph is (semantic annotation). */
+/** What a value in a graph is (semantic annotation, genie_graph_set_role).
+ *  No value is also a genie_node_role_t (those start at 0x100). */
 typedef enum genie_tensor_role {
-  GENIE_ROLE_UNSPECIFIED = 0,
-  GENIE_ROLE_WEIGHT = 1,
-  GENIE_ROLE_ACTIVATION = 2,
-  GENIE_ROLE_KV_CACHE = 3,
-  GENIE_ROLE_INPUT = 4,
-  GENIE_ROLE_OUTPUT = 5,
+  GENIE_TENSOR_ROLE_UNSPECIFIED = 0,
+  GENIE_TENSOR_ROLE_WEIGHT = 1,
+  GENIE_TENSOR_ROLE_ACTIVATION = 2,
+  GENIE_TENSOR_ROLE_KV_CACHE = 3,
+  GENIE_TENSOR_ROLE_INPUT = 4,
+  GENIE_TENSOR_ROLE_OUTPUT = 5,
   GENIE_TENSOR_ROLE_MAX_ENUM = 0x7fffffff
 } genie_tensor_role_t;
 
@@ -291,10 +309,12 @@ GENIE_API genie_status_t genie_config_set_master_port(genie_config_t *config,
 GENIE_API genie_status_t genie_config_set_node_id(genie_config_t *config,
                                                   const char *node_id);
 
-/** Role of this process. Environment: GENIE_NODE_ROLE (client|server|worker).
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_role_t). */
+/** Role of this process (default GENIE_NODE_ROLE_CLIENT). Environment:
+ *  GENIE_NODE_ROLE (client|server|worker).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_node_role_t, e.g.
+ *  a genie_tensor_role_t). */
 GENIE_API genie_status_t genie_config_set_role(genie_config_t *config,
-                                               genie_role_t role);
+                                               genie_node_role_t role);
 
 /** Data-plane backend. Environment: GENIE_BACKEND
  *  (auto|tcp|rdma|dpdk|dpdk_gpudev).
@@ -457,6 +477,17 @@ GENIE_API int genie_is_initialized(const genie_context_t *ctx);
 /** Whether the context executes in-process (1) or on a server (0); -1 if
  *  ctx is not a live context. */
 GENIE_API int genie_context_is_embedded(const genie_context_t *ctx);
+
+/** Whether calls on `ctx` reach where its graphs run, in `*out`: in remote
+ *  mode 1 while the connection to the server is up, 0 while it is lost
+ *  (the context is reconnecting in the background, see Modes at the top,
+ *  or has given up: then every later call fails with CONNECTION); an
+ *  embedded context has no connection to lose and always answers 1. A
+ *  snapshot: the connection may be lost right after the call.
+ *  Errors: INVALID_HANDLE (not a live context), INVALID_ARGUMENT (out
+ *  NULL). Never waits for the server. */
+GENIE_API genie_status_t genie_context_is_connected(const genie_context_t *ctx,
+                                                    int *out);
 
 /** The node id of this context (given or generated). Borrowed: valid until
  *  genie_shutdown(ctx). NULL if ctx is not a live context. */
@@ -660,8 +691,8 @@ GENIE_API genie_status_t genie_unsubscribe(genie_context_t *ctx,
 /* Tensors                                                                   */
 /* ------------------------------------------------------------------------- */
 
-/** Allocates a tensor of `dtype` and `shape` (ndim 0..GENIE_MAX_DIMS entries,
- *  each >= 0; ndim 0 is a scalar) on `device`, zero-filled. It stays resident
+/** Allocates a tensor of `dtype` and `shape` (see Shapes at the top: ndim 0
+ *  is a scalar) on `device`, zero-filled. It stays resident
  *  on that device until destroyed, so a weight or KV cache is sent once.
  *  Devices: "cpu" or "cpu:0" (host memory); "gpu:N" / "cuda:N" (a local GPU);
  *  "remote:N" (device N of the master server); "NODE/gpu:N" or "NODE/cpu"
@@ -684,8 +715,8 @@ GENIE_API genie_status_t genie_unsubscribe(genie_context_t *ctx,
  *  (no heartbeat within the timeout) or that left (its connection to the
  *  master closed) gets CONNECTION naming it, until it heartbeats or
  *  registers again.
- *  Errors: INVALID_HANDLE (ctx), INVALID_ARGUMENT (out or shape NULL, ndim too
- *  large, negative dimension, bad dtype), PARSE (device string malformed),
+ *  Errors: INVALID_HANDLE (ctx), INVALID_ARGUMENT (out NULL, shape NULL with
+ *  ndim > 0, ndim too large, negative dimension, bad dtype), PARSE (device string malformed),
  *  TOO_LARGE (byte size overflows), UNSUPPORTED (device not available here,
  *  e.g. a GPU without CUDA or a remote device in embedded mode; the detail
  *  says why), OUT_OF_MEMORY, SHUTDOWN, CONNECTION. */
@@ -719,8 +750,8 @@ GENIE_API genie_status_t genie_tensor_read(const genie_tensor_t *tensor,
                                            size_t offset, void *dst,
                                            size_t nbytes);
 
-/** Describes a tensor. Any out-parameter may be NULL. `shape` must have room
- *  for GENIE_MAX_DIMS entries; `*ndim` receives the rank.
+/** Describes a tensor. Any out-parameter may be NULL. `shape` and `ndim`
+ *  are filled as Shapes at the top says (room for GENIE_MAX_DIMS entries).
  *  Errors: INVALID_HANDLE. */
 GENIE_API genie_status_t genie_tensor_info(const genie_tensor_t *tensor,
                                            genie_dtype_t *dtype,
@@ -753,8 +784,9 @@ GENIE_API genie_status_t genie_graph_create(const char *name,
  *  affected (submission takes a snapshot). */
 GENIE_API void genie_graph_destroy(genie_graph_t *graph);
 
-/** Declares a graph input named `name` with `dtype` and `shape`. A dimension
- *  of -1 is dynamic: it takes the size of the bound tensor at submission.
+/** Declares a graph input named `name` with `dtype` and `shape` (see Shapes
+ *  at the top). A dimension of -1 is dynamic: it takes the size of the
+ *  bound tensor at submission.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad name, dtype, ndim, dimension
  *  < -1), INVALID_GRAPH (name already used), TOO_LARGE (the static
  *  dimensions alone overflow the size limit). */
@@ -764,8 +796,9 @@ GENIE_API genie_status_t genie_graph_add_input(genie_graph_t *graph,
                                                const int64_t *shape,
                                                size_t ndim);
 
-/** Adds a constant value whose bytes (`nbytes`, which must equal the size of
- *  dtype × shape) are copied into the graph.
+/** Adds a constant value of `dtype` and `shape` (see Shapes at the top; no
+ *  -1) whose bytes (`nbytes`, which must equal the size of dtype × shape)
+ *  are copied into the graph.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, INVALID_GRAPH (name used),
  *  SIZE_MISMATCH, TOO_LARGE, OUT_OF_MEMORY. */
 GENIE_API genie_status_t genie_graph_add_constant(genie_graph_t *graph,
@@ -852,7 +885,8 @@ GENIE_API genie_status_t genie_graph_set_modality(genie_graph_t *graph,
                                                   genie_modality_t modality);
 
 /** Annotates value `value` (an input, constant or node output) with its role.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_tensor_role_t, e.g.
+ *  a genie_node_role_t), NOT_FOUND. */
 GENIE_API genie_status_t genie_graph_set_role(genie_graph_t *graph,
                                               const char *value,
                                               genie_tensor_role_t role);
@@ -878,6 +912,21 @@ GENIE_API genie_status_t genie_graph_validate(genie_graph_t *graph);
 GENIE_API genie_status_t genie_graph_num_nodes(const genie_graph_t *graph,
                                                size_t *out);
 
+/** Name of node `index`, 0 <= index < genie_graph_num_nodes (nodes are
+ *  numbered in the order they were added, or listed in the JSON; the order
+ *  never changes). Borrowed: valid until the graph is next changed or
+ *  destroyed.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL), NOT_FOUND (index out
+ *  of range). */
+GENIE_API genie_status_t genie_graph_node_name(const genie_graph_t *graph,
+                                               size_t index, const char **out);
+
+/** Operator of node `index` ("matmul", ...), numbered as
+ *  genie_graph_node_name. Borrowed: valid until the graph is next changed
+ *  or destroyed. Errors: as genie_graph_node_name. */
+GENIE_API genie_status_t genie_graph_node_op(const genie_graph_t *graph,
+                                             size_t index, const char **out);
+
 /** Number of declared graph inputs. Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
 GENIE_API genie_status_t genie_graph_num_inputs(const genie_graph_t *graph,
                                                 size_t *out);
@@ -902,8 +951,8 @@ GENIE_API genie_status_t genie_graph_output_name(const genie_graph_t *graph,
                                                  const char **out);
 
 /** Dtype and shape of value `value`, as inferred by genie_graph_validate (or
- *  declared, for inputs and constants). `shape` has room for GENIE_MAX_DIMS.
- *  Any out-parameter may be NULL.
+ *  declared, for inputs and constants). `shape` and `ndim` are filled as
+ *  Shapes at the top says. Any out-parameter may be NULL.
  *  Errors: INVALID_HANDLE, NOT_FOUND, INVALID_GRAPH (graph not validated
  *  since its last change and the value is a node output). */
 GENIE_API genie_status_t genie_graph_value_info(const genie_graph_t *graph,

@@ -49,7 +49,7 @@ static const char *const gd_layer_inputs[GD_PER_LAYER] = {"ln1_w", "ln1_b", "qkv
                                                          "ln2_b", "fc_w",  "proj_w", "k_cache", "v_cache"};
 
 /* The decode-step graph. `kv_annotated`: bit l set = layer l's caches carry
- * GENIE_ROLE_KV_CACHE (else they are only found from the graph). */
+ * GENIE_TENSOR_ROLE_KV_CACHE (else they are only found from the graph). */
 static genie_graph_t *gd_graph(gd_dims_t dm, unsigned kv_annotated) {
   const int64_t D = dm.d, H = dm.heads, DH = dm.d / dm.heads, F = 4 * dm.d;
   const int64_t es[3] = {1, 1, D}, wte_s[2] = {dm.vocab, D}, dvec[1] = {D}, cache_s[4] = {1, H, -1, DH};
@@ -66,7 +66,7 @@ static genie_graph_t *gd_graph(gd_dims_t dm, unsigned kv_annotated) {
   gd_check(genie_graph_create("gpt2-decode", &g), "genie_graph_create");
   gd_check(genie_graph_add_input(g, "e", GENIE_DTYPE_F32, es, 3), "e");
   gd_check(genie_graph_add_input(g, "wte", GENIE_DTYPE_F32, wte_s, 2), "wte");
-  gd_check(genie_graph_set_role(g, "wte", GENIE_ROLE_WEIGHT), "wte role");
+  gd_check(genie_graph_set_role(g, "wte", GENIE_TENSOR_ROLE_WEIGHT), "wte role");
   for (l = 0; l < dm.layers; ++l) {
     char n[GD_PER_LAYER][64], v[23][64], nn[23][72];
     const char *in[3];
@@ -74,8 +74,8 @@ static genie_graph_t *gd_graph(gd_dims_t dm, unsigned kv_annotated) {
     for (i = 0; i < GD_PER_LAYER; ++i) {
       snprintf(n[i], sizeof n[i], "l%d.%s", l, gd_layer_inputs[i]);
       gd_check(genie_graph_add_input(g, n[i], GENIE_DTYPE_F32, shapes[i], ndims[i]), n[i]);
-      if (i < 8) gd_check(genie_graph_set_role(g, n[i], GENIE_ROLE_WEIGHT), "weight role");
-      else if (kv_annotated & (1u << l)) gd_check(genie_graph_set_role(g, n[i], GENIE_ROLE_KV_CACHE), "kv role");
+      if (i < 8) gd_check(genie_graph_set_role(g, n[i], GENIE_TENSOR_ROLE_WEIGHT), "weight role");
+      else if (kv_annotated & (1u << l)) gd_check(genie_graph_set_role(g, n[i], GENIE_TENSOR_ROLE_KV_CACHE), "kv role");
     }
     for (i = 0; i < 23; ++i) {
       snprintf(v[i], sizeof v[i], "l%d.%s", l, vn[i]);
@@ -134,8 +134,8 @@ static genie_graph_t *gd_graph(gd_dims_t dm, unsigned kv_annotated) {
     char k[64];
     gd_check(genie_graph_add_input(g, "lnf_w", GENIE_DTYPE_F32, dvec, 1), "lnf_w");
     gd_check(genie_graph_add_input(g, "lnf_b", GENIE_DTYPE_F32, dvec, 1), "lnf_b");
-    gd_check(genie_graph_set_role(g, "lnf_w", GENIE_ROLE_WEIGHT), "role");
-    gd_check(genie_graph_set_role(g, "lnf_b", GENIE_ROLE_WEIGHT), "role");
+    gd_check(genie_graph_set_role(g, "lnf_w", GENIE_TENSOR_ROLE_WEIGHT), "role");
+    gd_check(genie_graph_set_role(g, "lnf_b", GENIE_TENSOR_ROLE_WEIGHT), "role");
     in[0] = x, in[1] = "lnf_w", in[2] = "lnf_b";
     gd_node(g, "layer_norm", "lnf", in, 3, "xf", -1);
     in[0] = "xf", in[1] = "wte";

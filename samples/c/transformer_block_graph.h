@@ -130,19 +130,19 @@ static inline genie_status_t tb_build_graph(const tb_dims_t *d, genie_graph_t **
   b.g = NULL;
   b.st = genie_graph_create("gpt2_block", &b.g);
 
-  tb_input(&b, "x", GENIE_ROLE_INPUT, x_shape, 3);
-  tb_input(&b, "h.0.ln_1.weight", GENIE_ROLE_WEIGHT, vec_e, 1);
-  tb_input(&b, "h.0.ln_1.bias", GENIE_ROLE_WEIGHT, vec_e, 1);
-  tb_input(&b, "h.0.attn.c_attn.weight", GENIE_ROLE_WEIGHT, w_qkv, 2);
-  tb_input(&b, "h.0.attn.c_attn.bias", GENIE_ROLE_WEIGHT, vec_3e, 1);
-  tb_input(&b, "h.0.attn.c_proj.weight", GENIE_ROLE_WEIGHT, w_proj, 2);
-  tb_input(&b, "h.0.attn.c_proj.bias", GENIE_ROLE_WEIGHT, vec_e, 1);
-  tb_input(&b, "h.0.ln_2.weight", GENIE_ROLE_WEIGHT, vec_e, 1);
-  tb_input(&b, "h.0.ln_2.bias", GENIE_ROLE_WEIGHT, vec_e, 1);
-  tb_input(&b, "h.0.mlp.c_fc.weight", GENIE_ROLE_WEIGHT, w_fc, 2);
-  tb_input(&b, "h.0.mlp.c_fc.bias", GENIE_ROLE_WEIGHT, vec_f, 1);
-  tb_input(&b, "h.0.mlp.c_proj.weight", GENIE_ROLE_WEIGHT, w_fc_proj, 2);
-  tb_input(&b, "h.0.mlp.c_proj.bias", GENIE_ROLE_WEIGHT, vec_e, 1);
+  tb_input(&b, "x", GENIE_TENSOR_ROLE_INPUT, x_shape, 3);
+  tb_input(&b, "h.0.ln_1.weight", GENIE_TENSOR_ROLE_WEIGHT, vec_e, 1);
+  tb_input(&b, "h.0.ln_1.bias", GENIE_TENSOR_ROLE_WEIGHT, vec_e, 1);
+  tb_input(&b, "h.0.attn.c_attn.weight", GENIE_TENSOR_ROLE_WEIGHT, w_qkv, 2);
+  tb_input(&b, "h.0.attn.c_attn.bias", GENIE_TENSOR_ROLE_WEIGHT, vec_3e, 1);
+  tb_input(&b, "h.0.attn.c_proj.weight", GENIE_TENSOR_ROLE_WEIGHT, w_proj, 2);
+  tb_input(&b, "h.0.attn.c_proj.bias", GENIE_TENSOR_ROLE_WEIGHT, vec_e, 1);
+  tb_input(&b, "h.0.ln_2.weight", GENIE_TENSOR_ROLE_WEIGHT, vec_e, 1);
+  tb_input(&b, "h.0.ln_2.bias", GENIE_TENSOR_ROLE_WEIGHT, vec_e, 1);
+  tb_input(&b, "h.0.mlp.c_fc.weight", GENIE_TENSOR_ROLE_WEIGHT, w_fc, 2);
+  tb_input(&b, "h.0.mlp.c_fc.bias", GENIE_TENSOR_ROLE_WEIGHT, vec_f, 1);
+  tb_input(&b, "h.0.mlp.c_proj.weight", GENIE_TENSOR_ROLE_WEIGHT, w_fc_proj, 2);
+  tb_input(&b, "h.0.mlp.c_proj.bias", GENIE_TENSOR_ROLE_WEIGHT, vec_e, 1);
 
   /* Attention half. */
   tb_node(&b, "layer_norm", "h.0.ln_1", "h.0.ln_1", "x", "h.0.ln_1.weight", "h.0.ln_1.bias", "h.0.ln_1.out",
@@ -187,7 +187,7 @@ static inline genie_status_t tb_build_graph(const tb_dims_t *d, genie_graph_t **
   tb_node(&b, "add", "h.0.residual_2", "h.0", "h.0.resid_1", "h.0.mlp.out", NULL, TB_OUTPUT_NAME, NULL, NULL);
 
   if (b.st == GENIE_OK) b.st = genie_graph_mark_output(b.g, TB_OUTPUT_NAME);
-  if (b.st == GENIE_OK) b.st = genie_graph_set_role(b.g, TB_OUTPUT_NAME, GENIE_ROLE_OUTPUT);
+  if (b.st == GENIE_OK) b.st = genie_graph_set_role(b.g, TB_OUTPUT_NAME, GENIE_TENSOR_ROLE_OUTPUT);
   if (b.st == GENIE_OK) b.st = genie_graph_validate(b.g);
   if (b.st != GENIE_OK) {
     genie_graph_destroy(b.g);

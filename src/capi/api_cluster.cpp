@@ -76,7 +76,7 @@ extern "C" {
 
 genie_status_t genie_cluster_state(genie_context_t* ctx, char** out_json) {
   return guard([&] {
-    Context& c = *live(ctx, kContextMagic, "context")->impl;
+    Context& c = *live<ContextObj>(ctx)->impl;
     check_out(out_json, "out_json");
     c.check_live();
     *out_json = copy_out(c.cluster().state_json());
@@ -86,7 +86,7 @@ genie_status_t genie_cluster_state(genie_context_t* ctx, char** out_json) {
 genie_status_t genie_discover(const genie_config_t* config, const char* host, int32_t port, char** out_json) {
   return guard([&] {
     check_out(out_json, "out_json");
-    Config cfg = config ? live(const_cast<genie_config_t*>(config), kConfigMagic, "config")->cfg : Config{};
+    Config cfg = config ? live<ConfigObj>(config)->cfg : Config{};
     cfg.apply_env();
     cfg.validate();
     if (host) {
@@ -101,7 +101,7 @@ genie_status_t genie_discover(const genie_config_t* config, const char* host, in
 genie_status_t genie_subscribe(genie_context_t* ctx, uint32_t mask, genie_event_fn fn, void* user_data,
                                uint64_t* out_subscription) {
   return guard([&] {
-    Context& c = *live(ctx, kContextMagic, "context")->impl;
+    Context& c = *live<ContextObj>(ctx)->impl;
     c.check_live();
     const uint64_t id = c.cluster().subscribe(mask, fn, user_data);
     if (out_subscription) *out_subscription = id;
@@ -109,7 +109,7 @@ genie_status_t genie_subscribe(genie_context_t* ctx, uint32_t mask, genie_event_
 }
 
 genie_status_t genie_unsubscribe(genie_context_t* ctx, uint64_t subscription) {
-  return guard([&] { live(ctx, kContextMagic, "context")->impl->cluster().unsubscribe(subscription); });
+  return guard([&] { live<ContextObj>(ctx)->impl->cluster().unsubscribe(subscription); });
 }
 
 }  // extern "C"

@@ -2,8 +2,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <unordered_set>
 
 #include "capi/handles.hpp"
 #include "core/dtype.hpp"
@@ -14,18 +12,6 @@ namespace genie {
 
 namespace {
 thread_local std::string t_last_error;
-
-// Live context handles, so genie_is_initialized answers safely for a handle
-// already shut down (its memory is never read once it leaves the set).
-std::mutex g_contexts_mu;
-std::unordered_set<const genie_context*>& live_contexts() {
-  static std::unordered_set<const genie_context*> s;
-  return s;
-}
-bool is_live_context(const genie_context* ctx) {
-  std::lock_guard<std::mutex> lk(g_contexts_mu);
-  return live_contexts().count(ctx) != 0;
-}
 }  // namespace
 
 void set_last_error(const std::string& detail) { t_last_error = detail; }
@@ -85,20 +71,16 @@ const char* genie_dtype_name(genie_dtype_t dtype) {
 genie_status_t genie_config_create(genie_config_t** out) {
   return guard([&] {
     check_out(out, "out");
-    *out = new genie_config();
+    *out = publish(std::make_unique<ConfigObj>());
   });
 }
 
-void genie_config_destroy(genie_config_t* config) {
-  if (config == nullptr || config->magic != kConfigMagic) return;
-  config->magic = kDeadMagic;
-  delete config;
-}
+void genie_config_destroy(genie_config_t* config) { retire<ConfigObj>(config); }
 
 #define GENIE_CONFIG_SETTER(fn, type, body)                  \
   genie_status_t fn(genie_config_t* config, type value) {    \
     return guard([&] {                                       \
-      Config& c = live(config, kConfigMagic, "config")->cfg; \
+      Config& c = live<ConfigObj>(config)->cfg;     \
       body;                                                  \
     });                                                      \
   }
@@ -117,9 +99,9 @@ GENIE_CONFIG_SETTER(genie_config_set_node_id, const char*, {
   check_node_id(v, "node id");
   c.node_id = v;
 })
-GENIE_CONFIG_SETTER(genie_config_set_role, genie_role_t, {
-  check(value >= GENIE_ROLE_CLIENT && value <= GENIE_ROLE_WORKER, GENIE_ERR_INVALID_ARGUMENT, "role ",
-        static_cast<int>(value), " is not a genie_role_t");
+GENIE_CONFIG_SETTER(genie_config_set_role, genie_node_role_t, {
+  check(value >= GENIE_NODE_ROLE_CLIENT && value <= GENIE_NODE_ROLE_WORKER, GENIE_ERR_INVALID_ARGUMENT, "role ",
+        static_cast<int>(value), " is not a genie_node_role_t");
   c.role = value;
 })
 GENIE_CONFIG_SETTER(genie_config_set_backend, genie_backend_t, {
@@ -187,53 +169,60 @@ genie_status_t genie_init_abi(uint32_t abi_version, const genie_config_t* config
           "the program was compiled against ABI ", abi_version, " of genie.h but the library provides ABI ",
           GENIE_ABI_VERSION);
     const auto t0 = std::chrono::steady_clock::now();
-    Config cfg = config ? live(const_cast<genie_config_t*>(config), kConfigMagic, "config")->cfg : Config{};
+    Config cfg = config ? live<ConfigObj>(config)->cfg : Config{};
     cfg.apply_env();
     cfg.validate();
     set_log_level(cfg.log_level);
     const double config_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    auto h = std::make_unique<genie_context>();
+    auto h = std::make_unique<ContextObj>();
     h->impl = std::make_shared<Context>(cfg, config_ms);
-    {
-      std::lock_guard<std::mutex> lk(g_contexts_mu);
-      live_contexts().insert(h.get());
-    }
-    *out = h.release();
+    *out = publish(std::move(h));
   });
 }
 
 void genie_shutdown(genie_context_t* ctx) {
-  {
-    std::lock_guard<std::mutex> lk(g_contexts_mu);
-    if (ctx == nullptr || live_contexts().erase(ctx) == 0) return;
-  }
+  ContextObj* h = find<ContextObj>(ctx);
+  // Only the first of concurrent calls goes on; genie_is_initialized says 0
+  // from here on.
+  if (h == nullptr || h->closing.exchange(true)) return;
   try {
-    ctx->impl->shutdown();
+    // The handle stays live meanwhile, so completion callbacks that run
+    // while shutdown waits for their graphs get SHUTDOWN from the context,
+    // not INVALID_HANDLE.
+    h->impl->shutdown();
   } catch (...) {
     // shutdown only waits and frees; nothing to report to a void function.
   }
-  ctx->magic = kDeadMagic;
-  delete ctx;
+  retire<ContextObj>(ctx);
 }
 
 int genie_is_initialized(const genie_context_t* ctx) {
-  return ctx != nullptr && is_live_context(ctx) ? 1 : 0;
+  const ContextObj* h = find<ContextObj>(ctx);
+  return h != nullptr && !h->closing.load() ? 1 : 0;
 }
 
 int genie_context_is_embedded(const genie_context_t* ctx) {
   if (!genie_is_initialized(ctx)) return -1;
-  return ctx->impl->embedded() ? 1 : 0;
+  return find<ContextObj>(ctx)->impl->embedded() ? 1 : 0;
+}
+
+genie_status_t genie_context_is_connected(const genie_context_t* ctx, int* out) {
+  return guard([&] {
+    const Context& c = *live<ContextObj>(ctx)->impl;
+    check_out(out, "out");
+    *out = c.connected() ? 1 : 0;
+  });
 }
 
 const char* genie_context_node_id(const genie_context_t* ctx) {
   if (!genie_is_initialized(ctx)) return nullptr;
-  return ctx->impl->node_id().c_str();
+  return find<ContextObj>(ctx)->impl->node_id().c_str();
 }
 
 genie_status_t genie_context_server_info(genie_context_t* ctx, char** out_json) {
   return guard([&] {
-    Context& c = *live(ctx, kContextMagic, "context")->impl;
+    Context& c = *live<ContextObj>(ctx)->impl;
     check_out(out_json, "out_json");
     const std::string json = c.server_info_json();
     char* copy = static_cast<char*>(std::malloc(json.size() + 1));

@@ -5,17 +5,14 @@ using namespace genie;
 
 namespace {
 
-genie_future* F(genie_future_t* f) { return live(f, kFutureMagic, "future"); }
-genie_future* F(const genie_future_t* f) {
-  return live(const_cast<genie_future_t*>(f), kFutureMagic, "future");
-}
+FutureObj* F(const genie_future_t* f) { return live<FutureObj>(f); }
 
 genie_tensor_t* new_tensor_handle(const std::shared_ptr<FutureState>& st, TensorRef ref) {
-  auto h = std::make_unique<genie_tensor>();
+  auto h = std::make_unique<TensorObj>();
   h->ctx = st->ctx();
   h->device = ref.is_remote() ? ref.remote()->device : Device{}.str();
   h->ref = std::move(ref);
-  return h.release();
+  return publish(std::move(h));
 }
 
 }  // namespace
@@ -26,25 +23,27 @@ genie_status_t genie_graph_submit(genie_context_t* ctx, const genie_graph_t* gra
                                   const char* const* input_names, genie_tensor_t* const* inputs,
                                   size_t n_inputs, genie_future_t** out) {
   return guard([&] {
-    Context& c = *live(ctx, kContextMagic, "context")->impl;
-    genie_graph* gh = live(const_cast<genie_graph_t*>(graph), kGraphMagic, "graph");
+    Context& c = *live<ContextObj>(ctx)->impl;
+    GraphObj* gh = live<GraphObj>(graph);
     const Graph& g = gh->g;
     check_out(out, "out");
     std::vector<std::string> names;
     std::vector<TensorRef> tensors;
     collect_bindings(c, input_names, inputs, n_inputs, &names, &tensors);
     c.check_live();
-    auto h = std::make_unique<genie_future>();
+    auto h = std::make_unique<FutureObj>();
     h->state = c.submit(g, names, tensors, &gh->memo, gh->version.load(std::memory_order_relaxed));
-    *out = h.release();
+    *out = publish(std::move(h));
   });
 }
 
 void genie_future_destroy(genie_future_t* future) {
-  if (future == nullptr || future->magic != kFutureMagic) return;
-  future->state->detach();
-  future->magic = kDeadMagic;
-  delete future;
+  FutureObj* f = find<FutureObj>(future);
+  if (f == nullptr) return;
+  // Detach while the handle is still live: a callback running right now
+  // (detach waits for it) may still call genie_future_output on it.
+  f->state->detach();
+  retire<FutureObj>(future);
 }
 
 genie_status_t genie_future_wait(genie_future_t* future, int64_t timeout_ms) {
@@ -66,7 +65,7 @@ genie_status_t genie_future_set_callback(genie_future_t* future, genie_future_ca
 
 genie_status_t genie_future_num_outputs(const genie_future_t* future, size_t* out) {
   return guard([&] {
-    const genie_future* f = F(future);
+    const FutureObj* f = F(future);
     check_out(out, "out");
     *out = f->state->num_outputs();
   });
@@ -74,7 +73,7 @@ genie_status_t genie_future_num_outputs(const genie_future_t* future, size_t* ou
 
 genie_status_t genie_future_output(genie_future_t* future, size_t index, genie_tensor_t** out) {
   return guard([&] {
-    genie_future* f = F(future);
+    FutureObj* f = F(future);
     check_out(out, "out");
     TensorRef t = f->state->output(index);
     *out = new_tensor_handle(f->state, std::move(t));
@@ -83,7 +82,7 @@ genie_status_t genie_future_output(genie_future_t* future, size_t index, genie_t
 
 genie_status_t genie_future_output_by_name(genie_future_t* future, const char* name, genie_tensor_t** out) {
   return guard([&] {
-    genie_future* f = F(future);
+    FutureObj* f = F(future);
     check_out(out, "out");
     check(name != nullptr, GENIE_ERR_INVALID_ARGUMENT, "name is NULL");
     TensorRef t = f->state->output(std::string(name));
@@ -93,7 +92,7 @@ genie_status_t genie_future_output_by_name(genie_future_t* future, const char* n
 
 genie_status_t genie_future_exec_ns(const genie_future_t* future, uint64_t* out) {
   return guard([&] {
-    const genie_future* f = F(future);
+    const FutureObj* f = F(future);
     check_out(out, "out");
     *out = f->state->exec_ns();
   });

@@ -11,13 +11,11 @@ namespace {
 // Every call that may change a graph reaches it through here: submissions
 // keep reusing their snapshot of it only until the version moves.
 Graph& G(genie_graph_t* g) {
-  genie_graph* h = live(g, kGraphMagic, "graph");
+  GraphObj* h = live<GraphObj>(g);
   h->version.fetch_add(1, std::memory_order_relaxed);
   return h->g;
 }
-const Graph& G(const genie_graph_t* g) {
-  return live(const_cast<genie_graph_t*>(g), kGraphMagic, "graph")->g;
-}
+const Graph& G(const genie_graph_t* g) { return live<GraphObj>(g)->g; }
 
 std::string str_arg(const char* s, const char* what) {
   check(s != nullptr, GENIE_ERR_INVALID_ARGUMENT, what, " is NULL");
@@ -50,6 +48,12 @@ char* malloc_copy(const std::string& s) {
   return p;
 }
 
+const Node& node_at(const Graph& g, size_t index) {
+  check(index < g.nodes().size(), GENIE_ERR_NOT_FOUND, "node index ", index, " out of range (", g.nodes().size(),
+        " nodes)");
+  return g.nodes()[index];
+}
+
 template <class Fn>
 genie_status_t annotate(genie_graph_t* graph, const char* node, Fn&& fn) {
   return guard([&] {
@@ -71,17 +75,13 @@ genie_status_t genie_graph_create(const char* name, genie_graph_t** out) {
     check_out(out, "out");
     const std::string n = name ? name : "";
     check(n.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "graph name is longer than 255 bytes");
-    auto h = std::make_unique<genie_graph>();
+    auto h = std::make_unique<GraphObj>();
     h->g.set_name(n);
-    *out = h.release();
+    *out = publish(std::move(h));
   });
 }
 
-void genie_graph_destroy(genie_graph_t* graph) {
-  if (graph == nullptr || graph->magic != kGraphMagic) return;
-  graph->magic = kDeadMagic;
-  delete graph;
-}
+void genie_graph_destroy(genie_graph_t* graph) { retire<GraphObj>(graph); }
 
 genie_status_t genie_graph_add_input(genie_graph_t* graph, const char* name, genie_dtype_t dtype,
                                      const int64_t* shape, size_t ndim) {
@@ -201,7 +201,7 @@ genie_status_t genie_graph_set_role(genie_graph_t* graph, const char* value, gen
   return guard([&] {
     Graph& g = G(graph);
     const std::string n = str_arg(value, "value");
-    check(role >= GENIE_ROLE_UNSPECIFIED && role <= GENIE_ROLE_OUTPUT, GENIE_ERR_INVALID_ARGUMENT, "role ",
+    check(role >= GENIE_TENSOR_ROLE_UNSPECIFIED && role <= GENIE_TENSOR_ROLE_OUTPUT, GENIE_ERR_INVALID_ARGUMENT, "role ",
           static_cast<int>(role), " is not a genie_tensor_role_t");
     const ValueId id = g.find_value(n);
     check(id != kNone, GENIE_ERR_NOT_FOUND, "no value named '", n, "'");
@@ -223,6 +223,22 @@ genie_status_t genie_graph_num_nodes(const genie_graph_t* graph, size_t* out) {
     const Graph& g = G(graph);
     check_out(out, "out");
     *out = g.nodes().size();
+  });
+}
+
+genie_status_t genie_graph_node_name(const genie_graph_t* graph, size_t index, const char** out) {
+  return guard([&] {
+    const Graph& g = G(graph);
+    check_out(out, "out");
+    *out = node_at(g, index).name.c_str();
+  });
+}
+
+genie_status_t genie_graph_node_op(const genie_graph_t* graph, size_t index, const char** out) {
+  return guard([&] {
+    const Graph& g = G(graph);
+    check_out(out, "out");
+    *out = node_at(g, index).op.c_str();
   });
 }
 
@@ -301,9 +317,9 @@ genie_status_t genie_graph_from_json(const char* json, size_t len, genie_graph_t
     check(json != nullptr, GENIE_ERR_INVALID_ARGUMENT, "json is NULL");
     check_out(out, "out");
     std::unique_ptr<Graph> g = graph_from_json(json, len);
-    auto h = std::make_unique<genie_graph>();
+    auto h = std::make_unique<GraphObj>();
     h->g = std::move(*g);
-    *out = h.release();
+    *out = publish(std::move(h));
   });
 }
 

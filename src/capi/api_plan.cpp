@@ -82,8 +82,8 @@ genie_status_t genie_plan_explain_bound(genie_context_t* ctx, const genie_graph_
                                         const char* const* input_names, genie_tensor_t* const* inputs,
                                         size_t n_inputs, char** out_json) {
   return guard([&] {
-    Context& c = *live(ctx, kContextMagic, "context")->impl;
-    const genie_graph* gh = live(const_cast<genie_graph_t*>(graph), kGraphMagic, "graph");
+    Context& c = *live<ContextObj>(ctx)->impl;
+    const GraphObj* gh = live<GraphObj>(graph);
     check_out(out_json, "out_json");
     std::vector<std::string> names;
     std::vector<TensorRef> tensors;

@@ -6,16 +6,16 @@
 
 using namespace genie;
 
-namespace genie {
 namespace {
-constexpr uint32_t kServerMagic = 0x47535256;  // "GSRV"
-}  // namespace
-}  // namespace genie
 
-struct genie_server {
-  uint32_t magic = genie::kServerMagic;
-  std::unique_ptr<genie::NodeServer> impl;
+struct ServerObj {
+  using Handle = genie_server_t;
+  static constexpr HandleKind kKind = HandleKind::Server;
+  static constexpr const char* kName = "server";
+  std::unique_ptr<NodeServer> impl;
 };
+
+}  // namespace
 
 extern "C" {
 
@@ -24,38 +24,37 @@ genie_status_t genie_server_create(const genie_config_t* config, const char* hos
   return guard([&] {
     check_out(out, "out");
     check(port >= 0 && port <= 65535, GENIE_ERR_INVALID_ARGUMENT, "port ", port, " is outside 0..65535");
-    Config cfg = config ? live(const_cast<genie_config_t*>(config), kConfigMagic, "config")->cfg : Config{};
-    auto h = std::make_unique<genie_server>();
+    Config cfg = config ? live<ConfigObj>(config)->cfg : Config{};
+    auto h = std::make_unique<ServerObj>();
     h->impl = std::make_unique<NodeServer>(std::move(cfg), host ? host : "", port);
-    *out = h.release();
+    *out = publish(std::move(h));
   });
 }
 
 genie_status_t genie_server_port(const genie_server_t* server, int32_t* out) {
   return guard([&] {
-    const genie_server* s = live(const_cast<genie_server_t*>(server), kServerMagic, "server");
+    const ServerObj* s = live<ServerObj>(server);
     check_out(out, "out");
     *out = s->impl->port();
   });
 }
 
 genie_status_t genie_server_stop(genie_server_t* server) {
-  return guard([&] { live(server, kServerMagic, "server")->impl->stop(); });
+  return guard([&] { live<ServerObj>(server)->impl->stop(); });
 }
 
 genie_status_t genie_server_wait(genie_server_t* server) {
-  return guard([&] { live(server, kServerMagic, "server")->impl->wait(); });
+  return guard([&] { live<ServerObj>(server)->impl->wait(); });
 }
 
 void genie_server_destroy(genie_server_t* server) {
-  if (server == nullptr || server->magic != kServerMagic) return;
-  server->magic = kDeadMagic;
+  const std::unique_ptr<ServerObj> s = retire<ServerObj>(server);
+  if (!s) return;
   try {
-    server->impl.reset();  // stops and waits
+    s->impl.reset();  // stops and waits
   } catch (...) {
     // Stopping only waits and frees; nothing to report from a void function.
   }
-  delete server;
 }
 
 }  // extern "C"

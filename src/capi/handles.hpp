@@ -12,20 +12,10 @@
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "genie.h"
+#include "capi/handle_table.hpp"
 #include "graph/graph.hpp"
 
 namespace genie {
-
-// Every handle starts with a magic word naming its kind, so a handle of the
-// wrong kind (or one already destroyed and poisoned) is refused, not used.
-enum : uint32_t {
-  kConfigMagic = 0x47434647,  // "GCFG"
-  kContextMagic = 0x47435458,
-  kTensorMagic = 0x4754534e,
-  kGraphMagic = 0x47475248,
-  kFutureMagic = 0x47465554,
-  kDeadMagic = 0xdeadbeef,
-};
 
 // Records the detail message genie_last_error() returns on this thread.
 void set_last_error(const std::string& detail);
@@ -52,13 +42,87 @@ genie_status_t guard(F&& f) noexcept {
   }
 }
 
-// Returns h if it is a live handle of the given kind, else throws
-// Error(INVALID_HANDLE) naming `what`.
-template <class H>
-H* live(H* h, uint32_t magic, const char* what) {
-  check(h != nullptr, GENIE_ERR_INVALID_HANDLE, what, " is NULL");
-  check(h->magic == magic, GENIE_ERR_INVALID_HANDLE, what, " is not a live ", what, " handle");
-  return h;
+// The objects behind the handles. Each names its C handle type, its kind
+// and the word error messages use for it.
+struct ConfigObj {
+  using Handle = genie_config_t;
+  static constexpr HandleKind kKind = HandleKind::Config;
+  static constexpr const char* kName = "config";
+  Config cfg;
+};
+
+struct ContextObj {
+  using Handle = genie_context_t;
+  static constexpr HandleKind kKind = HandleKind::Context;
+  static constexpr const char* kName = "context";
+  std::shared_ptr<Context> impl;
+  std::atomic<bool> closing{false};  // genie_shutdown has begun
+};
+
+struct TensorObj {
+  using Handle = genie_tensor_t;
+  static constexpr HandleKind kKind = HandleKind::Tensor;
+  static constexpr const char* kName = "tensor";
+  std::shared_ptr<Context> ctx;
+  TensorRef ref;       // host memory or a server tensor, shared by handles of the same tensor
+  std::string device;  // canonical device string
+};
+
+struct GraphObj {
+  using Handle = genie_graph_t;
+  static constexpr HandleKind kKind = HandleKind::Graph;
+  static constexpr const char* kName = "graph";
+  Graph g;
+  // Bumped by every call that may change g (they all reach g through the
+  // mutable accessor in api_graph.cpp), so that submissions reuse what they
+  // derived from g (memo) only while g is unchanged.
+  std::atomic<uint64_t> version{0};
+  SubmitMemo memo;
+};
+
+struct FutureObj {
+  using Handle = genie_future_t;
+  static constexpr HandleKind kKind = HandleKind::Future;
+  static constexpr const char* kName = "future";
+  std::shared_ptr<FutureState> state;
+};
+
+template <class T>
+using TableOf = HandleTable<T, T::kKind>;
+
+inline uint64_t handle_value(const void* h) { return reinterpret_cast<uintptr_t>(h); }
+
+// Hands `obj` to its table and returns the new handle.
+template <class T>
+typename T::Handle* publish(std::unique_ptr<T> obj) {
+  return reinterpret_cast<typename T::Handle*>(static_cast<uintptr_t>(TableOf<T>::instance().insert(std::move(obj))));
+}
+
+// The object of live handle `h`, or null (NULL, another kind, destroyed).
+template <class T>
+T* find(const typename T::Handle* h) noexcept {
+  return TableOf<T>::instance().find(handle_value(h));
+}
+
+// The object of live handle `h`; else throws Error(INVALID_HANDLE) saying
+// whether it is NULL, destroyed or not a handle of this kind.
+template <class T>
+T* live(const typename T::Handle* h) {
+  check(h != nullptr, GENIE_ERR_INVALID_HANDLE, T::kName, " is NULL");
+  T* obj = find<T>(h);
+  if (obj == nullptr) {
+    if (TableOf<T>::is_kind(handle_value(h)))
+      fail(GENIE_ERR_INVALID_HANDLE, T::kName, " handle is not live (already destroyed)");
+    fail(GENIE_ERR_INVALID_HANDLE, "not a ", T::kName, " handle");
+  }
+  return obj;
+}
+
+// Takes the object of `h` out of its table (its handle is dead from now
+// on); null for NULL or a handle that is not live, which destroy ignores.
+template <class T>
+std::unique_ptr<T> retire(const typename T::Handle* h) noexcept {
+  return TableOf<T>::instance().remove(handle_value(h));
 }
 
 inline void check_out(const void* out, const char* name) {
@@ -66,38 +130,6 @@ inline void check_out(const void* out, const char* name) {
 }
 
 }  // namespace genie
-
-struct genie_config {
-  uint32_t magic = genie::kConfigMagic;
-  genie::Config cfg;
-};
-
-struct genie_context {
-  uint32_t magic = genie::kContextMagic;
-  std::shared_ptr<genie::Context> impl;
-};
-
-struct genie_tensor {
-  uint32_t magic = genie::kTensorMagic;
-  std::shared_ptr<genie::Context> ctx;
-  genie::TensorRef ref;  // host memory or a server tensor, shared by handles of the same tensor
-  std::string device;    // canonical device string
-};
-
-struct genie_graph {
-  uint32_t magic = genie::kGraphMagic;
-  genie::Graph g;
-  // Bumped by every call that may change g (they all reach g through the
-  // mutable accessor in api_graph.cpp), so that submissions reuse what they
-  // derived from g (memo) only while g is unchanged.
-  std::atomic<uint64_t> version{0};
-  genie::SubmitMemo memo;
-};
-
-struct genie_future {
-  uint32_t magic = genie::kFutureMagic;
-  std::shared_ptr<genie::FutureState> state;
-};
 
 namespace genie {
 
@@ -110,7 +142,7 @@ inline void collect_bindings(const Context& ctx, const char* const* input_names,
         "input_names or inputs is NULL with n_inputs ", n_inputs);
   for (size_t i = 0; i < n_inputs; ++i) {
     check(input_names[i] != nullptr, GENIE_ERR_INVALID_ARGUMENT, "input_names[", i, "] is NULL");
-    genie_tensor* t = live(inputs[i], kTensorMagic, "tensor");
+    const TensorObj* t = live<TensorObj>(inputs[i]);
     check(t->ctx.get() == &ctx, GENIE_ERR_INVALID_ARGUMENT, "tensor bound to '", input_names[i],
           "' belongs to another context");
     names->emplace_back(input_names[i]);

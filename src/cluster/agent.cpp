@@ -222,7 +222,7 @@ NodeStatus ClusterAgent::master_node() const {
   n.id = master_id_;
   n.host = cfg_.master_addr;
   n.address = cat(cfg_.master_addr, ":", cfg_.master_port);
-  n.role = GENIE_ROLE_SERVER;
+  n.role = GENIE_NODE_ROLE_SERVER;
   return n;
 }
 
@@ -415,7 +415,7 @@ void ClusterAgent::on_probe_result(const TcpProbe& p) {
       m = NodeStatus();
       m.id = p.server_node_id;
       m.host = cfg_.master_addr;
-      m.role = GENIE_ROLE_SERVER;
+      m.role = GENIE_NODE_ROLE_SERVER;
       master_id_ = p.server_node_id;
     }
     m.address = cat(cfg_.master_addr, ":", cfg_.master_port);

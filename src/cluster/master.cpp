@@ -134,7 +134,7 @@ void ClusterMaster::worker_joined(const std::string& node, const std::string& ho
     log(LogLevel::Info, "cluster: node ", node, " recovered (worker registered again from ", host, ":", port, ")");
   }
   NodeStatus& st = it->second.status;
-  st.role = GENIE_ROLE_WORKER;
+  st.role = GENIE_NODE_ROLE_WORKER;
   st.listen = cat(host, ":", port);
   st.alive = true;
   st.last_heartbeat_ms = unix_ms();
@@ -215,7 +215,7 @@ NodeStatus ClusterMaster::self_status() const {
   NodeStatus s;
   s.id = node_id_;
   s.host = host_;
-  s.role = listen_.empty() ? GENIE_ROLE_SERVER : GENIE_ROLE_WORKER;
+  s.role = listen_.empty() ? GENIE_NODE_ROLE_SERVER : GENIE_NODE_ROLE_WORKER;
   s.listen = listen_;
   if (!listen_.empty()) s.devices = {"cpu:0"};
   s.backend = "tcp";

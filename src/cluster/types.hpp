@@ -52,7 +52,7 @@ struct NodeStatus {
   std::string address;  // where the master saw it ("ip:port"), if it did
   std::string listen;   // a worker: the host:port it serves on (registered with its master)
   std::vector<std::string> devices;  // a worker: the devices it offers its master ("cpu:0")
-  genie_role_t role = GENIE_ROLE_CLIENT;
+  genie_node_role_t role = GENIE_NODE_ROLE_CLIENT;
   std::string backend = "tcp";
   bool alive = true;                // status "alive" / "lost"
   int64_t last_heartbeat_ms = 0;    // Unix ms; 0: never

@@ -71,7 +71,7 @@ void Config::apply_env() {
   }
   if (const char* v = env("GENIE_NODE_ROLE")) {
     static const char* const names[] = {"client", "server", "worker"};
-    static const genie_role_t vals[] = {GENIE_ROLE_CLIENT, GENIE_ROLE_SERVER, GENIE_ROLE_WORKER};
+    static const genie_node_role_t vals[] = {GENIE_NODE_ROLE_CLIENT, GENIE_NODE_ROLE_SERVER, GENIE_NODE_ROLE_WORKER};
     role = parse_enum("GENIE_NODE_ROLE", v, names, vals);
   }
   if (const char* v = env("GENIE_BACKEND")) {
@@ -167,11 +167,11 @@ void Config::validate() const {
   check(num_threads >= 0 && num_threads <= 1024, GENIE_ERR_INVALID_ARGUMENT, "num_threads outside 0..1024");
 }
 
-const char* role_str(genie_role_t r) {
+const char* role_str(genie_node_role_t r) {
   switch (r) {
-    case GENIE_ROLE_CLIENT: return "client";
-    case GENIE_ROLE_SERVER: return "server";
-    case GENIE_ROLE_WORKER: return "worker";
+    case GENIE_NODE_ROLE_CLIENT: return "client";
+    case GENIE_NODE_ROLE_SERVER: return "server";
+    case GENIE_NODE_ROLE_WORKER: return "worker";
     default: break;
   }
   return "?";

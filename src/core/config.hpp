@@ -13,7 +13,7 @@ struct Config {
   std::string master_addr;  // empty = embedded mode
   int32_t master_port = 5555;
   std::string node_id;      // empty = generated at init
-  genie_role_t role = GENIE_ROLE_CLIENT;
+  genie_node_role_t role = GENIE_NODE_ROLE_CLIENT;
   genie_backend_t backend = GENIE_BACKEND_AUTO;
   LogLevel log_level = LogLevel::Warn;
   int64_t timeout_ms = 30000;
@@ -52,7 +52,7 @@ void check_interval(int64_t ms, const char* what);  // 10..86400000
 constexpr size_t kMinAuthTokenBytes = 16;
 void check_auth_token(const std::string& token, const char* what);
 
-const char* role_str(genie_role_t r);
+const char* role_str(genie_node_role_t r);
 const char* backend_str(genie_backend_t b);
 
 }  // namespace genie

@@ -70,6 +70,11 @@ void Context::check_live() const {
   check(live_.load(std::memory_order_acquire), GENIE_ERR_SHUTDOWN, "the context has been shut down");
 }
 
+bool Context::connected() const {
+  if (!live_.load(std::memory_order_acquire)) return false;
+  return client_ == nullptr || client_->connected();
+}
+
 Context::Placement Context::resolve_device(const char* text) const {
   if (client_ && (text == nullptr || *text == '\0')) {
     // Remote mode computes on the server: that is where tensors belong

@@ -68,6 +68,11 @@ class Context : public std::enable_shared_from_this<Context> {
   // The server connection (remote mode), else null.
   const std::shared_ptr<RemoteClient>& client() const { return client_; }
 
+  // Whether calls reach where graphs run: always in embedded mode; in remote
+  // mode while the server connection is up (not lost, reconnecting or given
+  // up). False once shutdown() has begun.
+  bool connected() const;
+
   // Throws Error(SHUTDOWN) once shutdown() has begun.
   void check_live() const;
 

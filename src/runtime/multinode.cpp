@@ -55,7 +55,7 @@ void MultiNode::join(const std::string& node_id, const std::string& host, int po
   Config c = cfg_;
   c.master_addr = host;
   c.master_port = port;
-  c.role = GENIE_ROLE_SERVER;
+  c.role = GENIE_NODE_ROLE_SERVER;
   auto w = std::make_shared<Worker>();
   w->node_id = node_id;
   w->host = host;

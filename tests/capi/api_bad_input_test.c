@@ -65,8 +65,14 @@ static void test_null_and_wrong_handles(void) {
   genie_tensor_destroy(NULL);
   genie_graph_destroy(NULL);
   genie_future_destroy(NULL);
+  genie_server_destroy(NULL);
   genie_shutdown(NULL);
   CHECK(genie_is_initialized(NULL) == 0);
+  /* A pointer that is no handle at all is refused without being read. */
+  int not_a_handle = 0;
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_tensor_write((genie_tensor_t *)&not_a_handle, 0, s, 1));
+  EXPECT_DETAIL("not a tensor handle");
+  genie_tensor_destroy((genie_tensor_t *)&not_a_handle);
 
   /* A handle of another kind is refused, not misused. */
   REQUIRE_OK(genie_graph_create("g", &g));
@@ -91,7 +97,7 @@ static void test_config_and_init(void) {
   EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_master_port(cfg, 70000));
   EXPECT_DETAIL("70000");
   EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_node_id(cfg, "bad id!"));
-  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_role(cfg, (genie_role_t)7));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_role(cfg, (genie_node_role_t)7));
   EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_backend(cfg, (genie_backend_t)1000));
   EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_log_level(cfg, (genie_log_level_t)9));
   EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_timeout_ms(cfg, 0));
@@ -190,7 +196,7 @@ static void test_graph_errors(void) {
   EXPECT_STATUS(GENIE_ERR_SIZE_MISMATCH, genie_graph_add_constant(g, "k", GENIE_DTYPE_F32, s, 2, k, 20));
   EXPECT_STATUS(GENIE_ERR_NOT_FOUND, genie_graph_set_attr_int(g, "ghost", "axis", 1));
   EXPECT_STATUS(GENIE_ERR_NOT_FOUND, genie_graph_set_phase(g, "ghost", GENIE_PHASE_DECODE));
-  EXPECT_STATUS(GENIE_ERR_NOT_FOUND, genie_graph_set_role(g, "ghost", GENIE_ROLE_WEIGHT));
+  EXPECT_STATUS(GENIE_ERR_NOT_FOUND, genie_graph_set_role(g, "ghost", GENIE_TENSOR_ROLE_WEIGHT));
 
   /* Dangling input. */
   REQUIRE_OK(genie_graph_add_node(g, "add", "n", ab, 2, c1, 1));
@@ -367,6 +373,267 @@ static void test_wait_timeout(void) {
   genie_graph_destroy(g);
 }
 
+/* Stale handles. A destroyed handle must be refused with INVALID_HANDLE even
+ * after the allocator has reused its object's memory for a new object of the
+ * same kind, and the new object must not be touched. With handles that were
+ * addresses, a new object usually came back at the destroyed one's address:
+ * its handle compared equal to the stale one, and a call with the stale
+ * handle wrote into the new object. Each case destroys a handle, makes many
+ * new objects of the kind (so the memory is reused), and then checks that
+ * no new handle equals the stale one, that the stale one is refused
+ * (destroying it again does nothing), and that every new object is intact. */
+#define STALE_ROUNDS 64
+
+static void test_stale_tensor(void) {
+  const int64_t s[1] = {4};
+  genie_tensor_t *stale = NULL, *fresh[STALE_ROUNDS] = {NULL};
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s, 1, "cpu", &stale));
+  genie_tensor_destroy(stale);
+  for (int i = 0; i < STALE_ROUNDS; ++i) {
+    /* Churn first: free memory of the size of a tensor object many times. */
+    genie_tensor_t *tmp = NULL;
+    REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s, 1, "cpu", &tmp));
+    CHECK(tmp != stale);
+    genie_tensor_destroy(tmp);
+    REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s, 1, "cpu", &fresh[i]));
+    CHECK(fresh[i] != stale);
+    const float v[4] = {(float)i, (float)i, (float)i, (float)i};
+    REQUIRE_OK(genie_tensor_write(fresh[i], 0, v, sizeof v));
+  }
+  const float junk[4] = {-7, -7, -7, -7};
+  float back[4] = {0};
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_tensor_write(stale, 0, junk, sizeof junk));
+  EXPECT_DETAIL("destroyed");
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_tensor_read(stale, 0, back, sizeof back));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_tensor_info(stale, NULL, NULL, NULL, NULL));
+  CHECK(genie_tensor_device(stale) == NULL);
+  genie_tensor_t *bind[1] = {stale};
+  const char *name[1] = {"a"};
+  genie_graph_t *g = NULL;
+  genie_future_t *f = NULL;
+  REQUIRE_OK(genie_graph_create("stale", &g));
+  REQUIRE_OK(genie_graph_add_input(g, "a", GENIE_DTYPE_F32, s, 1));
+  const char *out[1] = {"b"};
+  REQUIRE_OK(genie_graph_add_node(g, "relu", "r", name, 1, out, 1));
+  REQUIRE_OK(genie_graph_mark_output(g, "b"));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_graph_submit(g_ctx, g, name, bind, 1, &f));
+  CHECK(f == NULL);
+  genie_graph_destroy(g);
+  genie_tensor_destroy(stale); /* already destroyed: nothing happens */
+  for (int i = 0; i < STALE_ROUNDS; ++i) {
+    EXPECT_OK(genie_tensor_read(fresh[i], 0, back, sizeof back));
+    CHECK(back[0] == (float)i && back[3] == (float)i);
+    genie_tensor_destroy(fresh[i]);
+  }
+}
+
+static void test_stale_config(void) {
+  genie_config_t *stale = NULL, *fresh[STALE_ROUNDS] = {NULL};
+  genie_context_t *c = NULL;
+  REQUIRE_OK(genie_config_create(&stale));
+  genie_config_destroy(stale);
+  for (int i = 0; i < STALE_ROUNDS; ++i) {
+    REQUIRE_OK(genie_config_create(&fresh[i]));
+    CHECK(fresh[i] != stale);
+    REQUIRE_OK(genie_config_set_use_env(fresh[i], 0));
+    REQUIRE_OK(genie_config_set_node_id(fresh[i], "fresh-node"));
+  }
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_config_set_node_id(stale, "stale-node"));
+  EXPECT_DETAIL("destroyed");
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_config_set_role(stale, GENIE_NODE_ROLE_WORKER));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_init(stale, &c));
+  CHECK(c == NULL);
+  genie_config_destroy(stale);
+  /* The newest config (most likely at the stale one's address) kept its
+   * own node id. */
+  REQUIRE_OK(genie_init(fresh[STALE_ROUNDS - 1], &c));
+  CHECK(strcmp(genie_context_node_id(c), "fresh-node") == 0);
+  genie_shutdown(c);
+  for (int i = 0; i < STALE_ROUNDS; ++i) genie_config_destroy(fresh[i]);
+}
+
+static genie_context_t *embedded_context(void) {
+  genie_config_t *cfg = NULL;
+  genie_context_t *c = NULL;
+  REQUIRE_OK(genie_config_create(&cfg));
+  REQUIRE_OK(genie_config_set_use_env(cfg, 0));
+  REQUIRE_OK(genie_config_set_num_threads(cfg, 1));
+  REQUIRE_OK(genie_init(cfg, &c));
+  genie_config_destroy(cfg);
+  return c;
+}
+
+static void test_stale_context(void) {
+  enum { N = 8 }; /* contexts start threads: fewer rounds */
+  const int64_t s[1] = {2};
+  genie_context_t *stale = embedded_context(), *fresh[N] = {NULL};
+  genie_shutdown(stale);
+  for (int i = 0; i < N; ++i) {
+    fresh[i] = embedded_context();
+    CHECK(fresh[i] != stale);
+  }
+  genie_tensor_t *t = NULL;
+  int connected = -5;
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_tensor_alloc(stale, GENIE_DTYPE_F32, s, 1, "cpu", &t));
+  EXPECT_DETAIL("destroyed");
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_context_is_connected(stale, &connected));
+  CHECK(t == NULL && connected == -5);
+  CHECK(genie_is_initialized(stale) == 0);
+  CHECK(genie_context_is_embedded(stale) == -1);
+  CHECK(genie_context_node_id(stale) == NULL);
+  genie_shutdown(stale); /* already shut down: nothing happens */
+  for (int i = 0; i < N; ++i) {
+    CHECK(genie_is_initialized(fresh[i]) == 1);
+    EXPECT_OK(genie_tensor_alloc(fresh[i], GENIE_DTYPE_F32, s, 1, "cpu", &t));
+    genie_tensor_destroy(t);
+    genie_shutdown(fresh[i]);
+  }
+}
+
+static genie_graph_t *one_input_graph(const char *input) {
+  genie_graph_t *g = NULL;
+  const int64_t s[1] = {3};
+  REQUIRE_OK(genie_graph_create("g", &g));
+  REQUIRE_OK(genie_graph_add_input(g, input, GENIE_DTYPE_F32, s, 1));
+  return g;
+}
+
+static void test_stale_graph(void) {
+  genie_graph_t *stale = one_input_graph("old"), *fresh[STALE_ROUNDS] = {NULL};
+  genie_graph_destroy(stale);
+  for (int i = 0; i < STALE_ROUNDS; ++i) {
+    fresh[i] = one_input_graph("new");
+    CHECK(fresh[i] != stale);
+  }
+  const int64_t s[1] = {3};
+  size_t n = 99;
+  const char *name = NULL;
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_graph_add_input(stale, "intruder", GENIE_DTYPE_F32, s, 1));
+  EXPECT_DETAIL("destroyed");
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_graph_num_inputs(stale, &n));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_graph_node_name(stale, 0, &name));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_graph_validate(stale));
+  CHECK(n == 99 && name == NULL);
+  genie_graph_destroy(stale);
+  for (int i = 0; i < STALE_ROUNDS; ++i) {
+    EXPECT_OK(genie_graph_num_inputs(fresh[i], &n));
+    CHECK(n == 1);
+    EXPECT_OK(genie_graph_input_name(fresh[i], 0, &name));
+    CHECK(name != NULL && strcmp(name, "new") == 0);
+    genie_graph_destroy(fresh[i]);
+  }
+}
+
+/* A completed future of relu(x) with x = {v, v, v}. */
+static genie_future_t *relu_future(genie_graph_t *g, float v) {
+  const int64_t s[1] = {3};
+  const float x[3] = {v, v, v};
+  const char *name[1] = {"x"};
+  genie_tensor_t *t = NULL;
+  genie_future_t *f = NULL;
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s, 1, "cpu", &t));
+  REQUIRE_OK(genie_tensor_write(t, 0, x, sizeof x));
+  REQUIRE_OK(genie_graph_submit(g_ctx, g, name, &t, 1, &f));
+  genie_tensor_destroy(t);
+  REQUIRE_OK(genie_future_wait(f, -1));
+  return f;
+}
+
+static void test_stale_future(void) {
+  enum { N = 16 };
+  genie_graph_t *g = one_input_graph("x");
+  const char *in[1] = {"x"}, *out[1] = {"y"};
+  REQUIRE_OK(genie_graph_add_node(g, "relu", "r", in, 1, out, 1));
+  REQUIRE_OK(genie_graph_mark_output(g, "y"));
+  genie_future_t *stale = relu_future(g, 100), *fresh[N] = {NULL};
+  genie_future_destroy(stale);
+  for (int i = 0; i < N; ++i) {
+    fresh[i] = relu_future(g, (float)i);
+    CHECK(fresh[i] != stale);
+  }
+  genie_tensor_t *t = NULL;
+  size_t n = 99;
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_future_wait(stale, 0));
+  EXPECT_DETAIL("destroyed");
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_future_poll(stale));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_future_num_outputs(stale, &n));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_future_output(stale, 0, &t));
+  CHECK(t == NULL && n == 99);
+  genie_future_destroy(stale);
+  for (int i = 0; i < N; ++i) {
+    float y[3] = {-1, -1, -1};
+    REQUIRE_OK(genie_future_output(fresh[i], 0, &t));
+    EXPECT_OK(genie_tensor_read(t, 0, y, sizeof y));
+    CHECK(y[0] == (float)i && y[2] == (float)i);
+    genie_tensor_destroy(t);
+    genie_future_destroy(fresh[i]);
+  }
+  genie_graph_destroy(g);
+}
+
+static void test_stale_server(void) {
+  enum { N = 4 }; /* servers bind ports and start threads: fewer rounds */
+  genie_server_t *stale = NULL, *fresh[N] = {NULL};
+  int32_t port = -1;
+  REQUIRE_OK(genie_server_create(NULL, "127.0.0.1", 0, &stale));
+  genie_server_destroy(stale);
+  for (int i = 0; i < N; ++i) {
+    REQUIRE_OK(genie_server_create(NULL, "127.0.0.1", 0, &fresh[i]));
+    CHECK(fresh[i] != stale);
+  }
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_server_port(stale, &port));
+  EXPECT_DETAIL("destroyed");
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_server_stop(stale));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_server_wait(stale));
+  CHECK(port == -1);
+  genie_server_destroy(stale);
+  for (int i = 0; i < N; ++i) {
+    EXPECT_OK(genie_server_port(fresh[i], &port));
+    CHECK(port > 0);
+    genie_server_destroy(fresh[i]);
+  }
+}
+
+static void on_event(genie_event_type_t type, const char *json, void *user) {
+  (void)type;
+  (void)json;
+  (void)user;
+}
+
+static void test_stale_subscription(void) {
+  uint64_t old_id = 0, new_id = 0;
+  REQUIRE_OK(genie_subscribe(g_ctx, GENIE_EVENT_NODE_LOST, on_event, NULL, &old_id));
+  REQUIRE_OK(genie_unsubscribe(g_ctx, old_id));
+  REQUIRE_OK(genie_subscribe(g_ctx, GENIE_EVENT_NODE_LOST, on_event, NULL, &new_id));
+  CHECK(new_id != old_id);
+  EXPECT_STATUS(GENIE_ERR_NOT_FOUND, genie_unsubscribe(g_ctx, old_id));
+  EXPECT_OK(genie_unsubscribe(g_ctx, new_id)); /* the stale id did not end the new one */
+}
+
+/* The two role enumerations have no value in common: each is refused where
+ * the other is expected. */
+static void test_role_enums(void) {
+  genie_config_t *cfg = NULL;
+  genie_graph_t *g = one_input_graph("a");
+  REQUIRE_OK(genie_config_create(&cfg));
+  const genie_tensor_role_t tensor_roles[] = {GENIE_TENSOR_ROLE_UNSPECIFIED, GENIE_TENSOR_ROLE_WEIGHT,
+                                              GENIE_TENSOR_ROLE_ACTIVATION,  GENIE_TENSOR_ROLE_KV_CACHE,
+                                              GENIE_TENSOR_ROLE_INPUT,       GENIE_TENSOR_ROLE_OUTPUT};
+  const genie_node_role_t node_roles[] = {GENIE_NODE_ROLE_CLIENT, GENIE_NODE_ROLE_SERVER, GENIE_NODE_ROLE_WORKER};
+  for (size_t i = 0; i < sizeof tensor_roles / sizeof tensor_roles[0]; ++i) {
+    EXPECT_OK(genie_graph_set_role(g, "a", tensor_roles[i]));
+    EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_role(cfg, (genie_node_role_t)tensor_roles[i]));
+    EXPECT_DETAIL("genie_node_role_t");
+  }
+  for (size_t i = 0; i < sizeof node_roles / sizeof node_roles[0]; ++i) {
+    EXPECT_OK(genie_config_set_role(cfg, node_roles[i]));
+    EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_set_role(g, "a", (genie_tensor_role_t)node_roles[i]));
+    EXPECT_DETAIL("genie_tensor_role_t");
+  }
+  genie_config_destroy(cfg);
+  genie_graph_destroy(g);
+}
+
 int main(void) {
   genie_config_t *cfg = NULL;
   REQUIRE_OK(genie_config_create(&cfg));
@@ -380,6 +647,15 @@ int main(void) {
   test_execution_errors();
   test_json_errors();
   test_wait_timeout();
+  test_stale_tensor();
+  test_stale_config();
+  test_stale_context();
+  test_stale_graph();
+  test_stale_future();
+  test_stale_server();
+  test_stale_subscription();
+  test_role_enums();
+  expect_context_usable();
   genie_shutdown(g_ctx);
   return test_summary("api_bad_input_test");
 }

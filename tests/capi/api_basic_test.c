@@ -45,6 +45,19 @@ static void test_embedded_run(void) {
   CHECK(genie_is_initialized(ctx) == 1);
   CHECK(genie_context_is_embedded(ctx) == 1);
   CHECK(strcmp(genie_context_node_id(ctx), "test-node.1") == 0);
+  int connected = -1;
+  EXPECT_OK(genie_context_is_connected(ctx, &connected));
+  CHECK(connected == 1); /* embedded: nothing to lose */
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_context_is_connected(ctx, NULL));
+
+  /* A scalar: ndim 0, shape may be NULL, one element; info writes no dims. */
+  genie_tensor_t *scalar = NULL;
+  REQUIRE_OK(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, NULL, 0, "cpu", &scalar));
+  int64_t sdims[GENIE_MAX_DIMS] = {-9};
+  size_t snd = 9, snb = 0;
+  EXPECT_OK(genie_tensor_info(scalar, NULL, sdims, &snd, &snb));
+  CHECK(snd == 0 && snb == 4 && sdims[0] == -9);
+  genie_tensor_destroy(scalar);
 
   /* Resident tensors. */
   const int64_t xs[2] = {2, 3}, ws[2] = {4, 3};
@@ -72,6 +85,21 @@ static void test_embedded_run(void) {
   size_t nn = 0;
   EXPECT_OK(genie_graph_num_nodes(g, &nn));
   CHECK(nn == 2);
+  /* Nodes by index, in the order they were added. */
+  const char *node_name = NULL, *node_op = NULL;
+  EXPECT_OK(genie_graph_node_name(g, 0, &node_name));
+  EXPECT_OK(genie_graph_node_op(g, 0, &node_op));
+  CHECK(node_name && strcmp(node_name, "fc") == 0 && node_op && strcmp(node_op, "linear") == 0);
+  EXPECT_OK(genie_graph_node_name(g, 1, &node_name));
+  EXPECT_OK(genie_graph_node_op(g, 1, &node_op));
+  CHECK(node_name && strcmp(node_name, "act") == 0 && node_op && strcmp(node_op, "relu") == 0);
+  node_name = node_op = NULL;
+  EXPECT_STATUS(GENIE_ERR_NOT_FOUND, genie_graph_node_name(g, 2, &node_name));
+  EXPECT_DETAIL("2");
+  EXPECT_STATUS(GENIE_ERR_NOT_FOUND, genie_graph_node_op(g, 2, &node_op));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_node_name(g, 0, NULL));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_node_op(g, 0, NULL));
+  CHECK(node_name == NULL && node_op == NULL);
   size_t nio = 0;
   const char *io_name = NULL;
   EXPECT_OK(genie_graph_num_inputs(g, &nio));
@@ -188,6 +216,13 @@ static void test_hash_and_json(void) {
   REQUIRE_OK(genie_graph_to_json(c, &json2, &len2));
   CHECK(len == len2 && strcmp(json, json2) == 0);
   EXPECT_OK(genie_graph_validate(c));
+  /* The import lists its nodes in the order of the export. */
+  const char *na = NULL, *nc = NULL;
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_OK(genie_graph_node_name(a, i, &na));
+    EXPECT_OK(genie_graph_node_name(c, i, &nc));
+    CHECK(na && nc && strcmp(na, nc) == 0);
+  }
   genie_free(json);
   genie_free(json2);
   genie_free(NULL);

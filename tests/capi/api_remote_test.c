@@ -218,6 +218,9 @@ static void test_remote(void) {
   genie_config_destroy(cfg);
   CHECK(genie_is_initialized(ctx) == 1);
   CHECK(genie_context_is_embedded(ctx) == 0);
+  int connected = -1;
+  EXPECT_OK(genie_context_is_connected(ctx, &connected));
+  CHECK(connected == 1);
   CHECK(server_count(ctx, "sessions") == 1);
   CHECK(server_count(ctx, "tensors") == 0);
 
@@ -353,11 +356,18 @@ static void test_remote(void) {
   REQUIRE_OK(genie_init(cfg, &ctx));
   genie_config_destroy(cfg);
   REQUIRE_OK(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, s4, 1, NULL, &t));
+  EXPECT_OK(genie_context_is_connected(ctx, &connected));
+  CHECK(connected == 1);
   genie_server_destroy(srv);
   double t0 = now_ms();
   float v4[4];
   EXPECT_STATUS(GENIE_ERR_CONNECTION, genie_tensor_read(t, 0, v4, sizeof v4));
   CHECK(now_ms() - t0 < 4000);
+  /* The connection is lost, and the query says so without waiting. */
+  t0 = now_ms();
+  EXPECT_OK(genie_context_is_connected(ctx, &connected));
+  CHECK(connected == 0);
+  CHECK(now_ms() - t0 < 100);
   t0 = now_ms();
   genie_tensor_destroy(t);
   genie_shutdown(ctx);

@@ -19,8 +19,8 @@ static genie_graph_t *build_mlp(const char *graph_name) {
   REQUIRE_OK(genie_graph_add_constant(g, "b", GENIE_DTYPE_F32, bs, 1, bias, sizeof bias));
   REQUIRE_OK(genie_graph_add_node(g, "linear", "fc", lin_in, 3, lin_out, 1));
   REQUIRE_OK(genie_graph_add_node(g, "relu", "act", relu_in, 1, relu_out, 1));
-  REQUIRE_OK(genie_graph_set_role(g, "w", GENIE_ROLE_WEIGHT));
-  REQUIRE_OK(genie_graph_set_role(g, "x", GENIE_ROLE_INPUT));
+  REQUIRE_OK(genie_graph_set_role(g, "w", GENIE_TENSOR_ROLE_WEIGHT));
+  REQUIRE_OK(genie_graph_set_role(g, "x", GENIE_TENSOR_ROLE_INPUT));
   REQUIRE_OK(genie_graph_set_phase(g, "fc", GENIE_PHASE_FORWARD));
   REQUIRE_OK(genie_graph_set_layer(g, "fc", 0));
   REQUIRE_OK(genie_graph_set_module(g, "fc", "mlp.fc"));

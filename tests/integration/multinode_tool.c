@@ -192,8 +192,8 @@ static genie_graph_t *split_graph(void) {
   CALL(genie_graph_add_node(g, "matmul", "mm1", mm1_in, 2, mm1_out, 1));
   CALL(genie_graph_add_node(g, "relu", "act", act_in, 1, act_out, 1));
   CALL(genie_graph_add_node(g, "matmul", "mm2", mm2_in, 2, mm2_out, 1));
-  CALL(genie_graph_set_role(g, "w1", GENIE_ROLE_WEIGHT));
-  CALL(genie_graph_set_role(g, "w2", GENIE_ROLE_WEIGHT));
+  CALL(genie_graph_set_role(g, "w1", GENIE_TENSOR_ROLE_WEIGHT));
+  CALL(genie_graph_set_role(g, "w2", GENIE_TENSOR_ROLE_WEIGHT));
   CALL(genie_graph_mark_output(g, "y"));
   return g;
 }

@@ -100,7 +100,7 @@ TEST(ClusterJson, NodeStatusRoundTripsAndBadInputIsAProtocolError) {
   NodeStatus n;
   n.id = "node-1";
   n.host = "h";
-  n.role = GENIE_ROLE_WORKER;
+  n.role = GENIE_NODE_ROLE_WORKER;
   n.alive = false;
   n.last_heartbeat_ms = 1234567;
   GpuInfo g;

@@ -187,7 +187,7 @@ wire::Hello hello(const std::string& resume = "") {
   h.set_protocol_version(wire::kProtocolVersion);
   h.set_abi_version(GENIE_ABI_VERSION);
   h.set_node_id("test-client");
-  h.set_role(GENIE_ROLE_CLIENT);
+  h.set_role(GENIE_NODE_ROLE_CLIENT);
   h.set_resume_token(resume);
   return h;
 }

@@ -151,12 +151,12 @@ c_enum! {
     /// What a value in a graph is (semantic annotation).
     #[non_exhaustive]
     Role: ffi::genie_tensor_role_t {
-        Unspecified = ffi::genie_tensor_role_GENIE_ROLE_UNSPECIFIED,
-        Weight = ffi::genie_tensor_role_GENIE_ROLE_WEIGHT,
-        Activation = ffi::genie_tensor_role_GENIE_ROLE_ACTIVATION,
-        KvCache = ffi::genie_tensor_role_GENIE_ROLE_KV_CACHE,
-        Input = ffi::genie_tensor_role_GENIE_ROLE_INPUT,
-        Output = ffi::genie_tensor_role_GENIE_ROLE_OUTPUT,
+        Unspecified = ffi::genie_tensor_role_GENIE_TENSOR_ROLE_UNSPECIFIED,
+        Weight = ffi::genie_tensor_role_GENIE_TENSOR_ROLE_WEIGHT,
+        Activation = ffi::genie_tensor_role_GENIE_TENSOR_ROLE_ACTIVATION,
+        KvCache = ffi::genie_tensor_role_GENIE_TENSOR_ROLE_KV_CACHE,
+        Input = ffi::genie_tensor_role_GENIE_TENSOR_ROLE_INPUT,
+        Output = ffi::genie_tensor_role_GENIE_TENSOR_ROLE_OUTPUT,
     }
 }
 

@@ -29,7 +29,7 @@ void Server::Impl::join_master() {
   c.master_addr = opts.join_host;
   c.master_port = opts.join_port;
   c.auth_token = opts.auth_token;
-  c.role = GENIE_ROLE_WORKER;
+  c.role = GENIE_NODE_ROLE_WORKER;
   c.timeout_ms = opts.client_timeout_ms;
   c.graph_deltas = false;
   sched::CalibrateOptions co;
