@@ -241,6 +241,22 @@ func (c *Context) NodeID() string {
 	return capi.Genie_context_node_id(p)
 }
 
+// IsConnected reports whether calls reach where graphs run: always true
+// in embedded mode; in remote mode true while the connection to the server
+// is up, false while it is lost (the context reconnects in the background)
+// or after reconnecting gave up. It never waits for the server.
+func (c *Context) IsConnected() (bool, error) {
+	const op = "genie_context_is_connected"
+	p, err := c.h.acquire(op)
+	if err != nil {
+		return false, err
+	}
+	defer c.h.mu.RUnlock()
+	var v int32
+	err = call(op, func() int { return capi.Genie_context_is_connected(p, &v) })
+	return v == 1, err
+}
+
 // ServerInfo returns the server's statistics as JSON (remote mode only:
 // ErrUnsupported embedded).
 func (c *Context) ServerInfo() (string, error) {

@@ -161,6 +161,9 @@ func TestMLPEmbedded(t *testing.T) {
 	if !ctx.IsEmbedded() || ctx.NodeID() == "" {
 		t.Fatal("expected an embedded context with a node id")
 	}
+	if up, err := ctx.IsConnected(); err != nil || !up { // embedded: nothing to lose
+		t.Fatalf("embedded context connected %v, %v", up, err)
+	}
 	g := buildMLP(t)
 	checkClose(t, runMLP(t, ctx, g), mlpExpected())
 }
@@ -209,6 +212,11 @@ func TestGraphIntrospectionAndJSON(t *testing.T) {
 	must(t, err)
 	if fmt.Sprint(in) != "[x w]" || fmt.Sprint(out) != "[z]" || n != 2 {
 		t.Fatalf("inputs %v outputs %v nodes %d", in, out, n)
+	}
+	nodes, err := g.Nodes()
+	must(t, err)
+	if fmt.Sprint(nodes) != "[{fc linear} {act relu}]" {
+		t.Fatalf("nodes %v", nodes)
 	}
 	dt, shape, err := g.ValueInfo("y")
 	must(t, err)
@@ -525,6 +533,9 @@ func TestRemote(t *testing.T) {
 	if ctx.IsEmbedded() {
 		t.Fatal("context with a master address is embedded")
 	}
+	if up, err := ctx.IsConnected(); err != nil || !up {
+		t.Fatalf("remote context connected %v, %v", up, err)
+	}
 	info, err := ctx.ServerInfo()
 	must(t, err)
 	if !strings.Contains(info, `"sessions"`) {
@@ -543,8 +554,16 @@ func TestRemote(t *testing.T) {
 	// Embedded contexts have no server.
 	_, err = newContext(t, nil).ServerInfo()
 	expectErr(t, err, genie.ErrUnsupported, "")
-	// Nobody listens on a closed server's port.
+	// Nobody listens on a closed server's port; the context sees it lost.
 	must(t, srv.Close())
+	deadline := time.Now().Add(10 * time.Second)
+	for up, err := ctx.IsConnected(); up; up, err = ctx.IsConnected() {
+		must(t, err)
+		if time.Now().After(deadline) {
+			t.Fatal("context still connected to a closed server")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	_, err = genie.Init(&genie.Options{IgnoreEnv: true, MasterAddr: "127.0.0.1", MasterPort: port,
 		Timeout: 2 * time.Second})
 	if !errors.Is(err, genie.ErrConnection) && !errors.Is(err, genie.ErrTimeout) {

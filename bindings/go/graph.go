@@ -1,6 +1,7 @@
 package genie
 
 import (
+	"fmt"
 	"runtime"
 
 	"genie.dev/genie/internal/capi"
@@ -180,6 +181,36 @@ func (g *Graph) NumNodes() (int, error) {
 	var n uint64
 	err := g.do("genie_graph_num_nodes", nil, func(p uintptr) int { return capi.Genie_graph_num_nodes(p, &n) })
 	return int(n), err
+}
+
+// Node is a node of a graph: its name and its operator.
+type Node struct {
+	Name string
+	Op   string
+}
+
+// Nodes lists the graph's nodes in the order they were added (or listed
+// in the JSON it was built from).
+func (g *Graph) Nodes() ([]Node, error) {
+	count := func(p uintptr, n *uint64) int { return capi.Genie_graph_num_nodes(p, n) }
+	names, err := g.names("genie_graph_num_nodes", "genie_graph_node_name", count,
+		func(p uintptr, i int64, s *uintptr) int { return capi.Genie_graph_node_name(p, i, s) })
+	if err != nil {
+		return nil, err
+	}
+	ops, err := g.names("genie_graph_num_nodes", "genie_graph_node_op", count,
+		func(p uintptr, i int64, s *uintptr) int { return capi.Genie_graph_node_op(p, i, s) })
+	if err != nil {
+		return nil, err
+	}
+	if len(ops) != len(names) {
+		return nil, fmt.Errorf("genie: graph changed while its nodes were listed")
+	}
+	nodes := make([]Node, len(names))
+	for i := range names {
+		nodes[i] = Node{Name: names[i], Op: ops[i]}
+	}
+	return nodes, nil
 }
 
 // Inputs lists the declared graph inputs in declaration order.

@@ -99,6 +99,10 @@ GENIE_OUT_HANDLE(genie_server_t)
 %typemap(argout) int32_t *out {
   $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(tmp$argnum));
 }
+%typemap(in, numinputs=0) int *out (int tmp) { tmp = 0; $1 = &tmp; }
+%typemap(argout) int *out {
+  $result = SWIG_Python_AppendOutput($result, PyBool_FromLong(tmp$argnum));
+}
 %typemap(in, numinputs=0) const char **out (const char *tmp) { tmp = NULL; $1 = &tmp; }
 %typemap(argout) const char **out {
   $result = SWIG_Python_AppendOutput($result, PyUnicode_FromString(tmp$argnum ? tmp$argnum : ""));

@@ -8,6 +8,7 @@ and garbage collection releases what was not closed.
 """
 
 import atexit
+import collections
 import enum
 import json
 import threading
@@ -40,7 +41,14 @@ _NP_TO_NAME = {np.dtype(np.float32): "f32", np.dtype(np.float16): "f16", np.dtyp
 
 PHASES = {"unknown": 0, "prefill": 1, "decode": 2, "forward": 3, "backward": 4}
 MODALITIES = {"unknown": 0, "text": 1, "vision": 2, "audio": 3}
-ROLES = {"unspecified": 0, "weight": 1, "activation": 2, "kv_cache": 3, "input": 4, "output": 5}
+ROLES = {
+    "unspecified": capi.GENIE_TENSOR_ROLE_UNSPECIFIED,
+    "weight": capi.GENIE_TENSOR_ROLE_WEIGHT,
+    "activation": capi.GENIE_TENSOR_ROLE_ACTIVATION,
+    "kv_cache": capi.GENIE_TENSOR_ROLE_KV_CACHE,
+    "input": capi.GENIE_TENSOR_ROLE_INPUT,
+    "output": capi.GENIE_TENSOR_ROLE_OUTPUT,
+}
 LOG_LEVELS = {"off": 0, "error": 1, "warn": 2, "info": 3, "debug": 4, "trace": 5}
 
 
@@ -258,6 +266,13 @@ class Context(_Handle):
     @property
     def node_id(self):
         return capi.genie_context_node_id(self._h)
+
+    @property
+    def connected(self):
+        """True while calls reach where graphs run: always in embedded mode;
+        in remote mode while the connection to the server is up (False while
+        it is lost and the context reconnects, or after it gave up)."""
+        return capi.genie_context_is_connected(self._h)
 
     def server_info(self):
         """Statistics of the connected server as a dict (remote mode)."""
@@ -549,6 +564,10 @@ class Tensor(_Handle):
 # Graph
 # ---------------------------------------------------------------------------
 
+Node = collections.namedtuple("Node", ["name", "op"])
+Node.__doc__ = "A node of a Graph: its name and its operator (Graph.nodes)."
+
+
 class Graph(_Handle):
     """A graph of tensor operations under construction (genie_graph_t).
     Not thread-safe while being built; submit it from any thread."""
@@ -656,6 +675,12 @@ class Graph(_Handle):
     @property
     def num_nodes(self):
         return capi.genie_graph_num_nodes(self._h)
+
+    @property
+    def nodes(self):
+        """The nodes as (name, op) pairs, in the order they were added."""
+        n = capi.genie_graph_num_nodes(self._h)
+        return [Node(capi.genie_graph_node_name(self._h, i), capi.genie_graph_node_op(self._h, i)) for i in range(n)]
 
     @property
     def inputs(self):

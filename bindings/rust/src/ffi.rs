@@ -88,14 +88,20 @@ extern "C" {
     #[doc = "  or \"invalid\". Never returns NULL."]
     pub fn genie_dtype_name(dtype: genie_dtype_t) -> *const ::std::os::raw::c_char;
 }
-pub const genie_role_GENIE_ROLE_CLIENT: genie_role = 0;
-pub const genie_role_GENIE_ROLE_SERVER: genie_role = 1;
-pub const genie_role_GENIE_ROLE_WORKER: genie_role = 2;
-pub const genie_role_GENIE_ROLE_MAX_ENUM: genie_role = 2147483647;
-#[doc = " Role of this process in a cluster."]
-pub type genie_role = ::std::os::raw::c_uint;
-#[doc = " Role of this process in a cluster."]
-pub use self::genie_role as genie_role_t;
+pub const genie_node_role_GENIE_NODE_ROLE_CLIENT: genie_node_role = 256;
+pub const genie_node_role_GENIE_NODE_ROLE_SERVER: genie_node_role = 257;
+pub const genie_node_role_GENIE_NODE_ROLE_WORKER: genie_node_role = 258;
+pub const genie_node_role_GENIE_NODE_ROLE_MAX_ENUM: genie_node_role = 2147483647;
+#[doc = " Role of this process in a cluster (genie_config_set_role). The values"]
+#[doc = "  start at 0x100 so that none is also a genie_tensor_role_t: passing a"]
+#[doc = "  value of one role enumeration where the other is expected is answered"]
+#[doc = "  with GENIE_ERR_INVALID_ARGUMENT."]
+pub type genie_node_role = ::std::os::raw::c_uint;
+#[doc = " Role of this process in a cluster (genie_config_set_role). The values"]
+#[doc = "  start at 0x100 so that none is also a genie_tensor_role_t: passing a"]
+#[doc = "  value of one role enumeration where the other is expected is answered"]
+#[doc = "  with GENIE_ERR_INVALID_ARGUMENT."]
+pub use self::genie_node_role as genie_node_role_t;
 pub const genie_backend_GENIE_BACKEND_AUTO: genie_backend = 0;
 pub const genie_backend_GENIE_BACKEND_TCP: genie_backend = 1;
 pub const genie_backend_GENIE_BACKEND_RDMA: genie_backend = 2;
@@ -136,16 +142,18 @@ pub const genie_modality_GENIE_MODALITY_MAX_ENUM: genie_modality = 2147483647;
 pub type genie_modality = ::std::os::raw::c_uint;
 #[doc = " Input modality a node works on (semantic annotation)."]
 pub use self::genie_modality as genie_modality_t;
-pub const genie_tensor_role_GENIE_ROLE_UNSPECIFIED: genie_tensor_role = 0;
-pub const genie_tensor_role_GENIE_ROLE_WEIGHT: genie_tensor_role = 1;
-pub const genie_tensor_role_GENIE_ROLE_ACTIVATION: genie_tensor_role = 2;
-pub const genie_tensor_role_GENIE_ROLE_KV_CACHE: genie_tensor_role = 3;
-pub const genie_tensor_role_GENIE_ROLE_INPUT: genie_tensor_role = 4;
-pub const genie_tensor_role_GENIE_ROLE_OUTPUT: genie_tensor_role = 5;
+pub const genie_tensor_role_GENIE_TENSOR_ROLE_UNSPECIFIED: genie_tensor_role = 0;
+pub const genie_tensor_role_GENIE_TENSOR_ROLE_WEIGHT: genie_tensor_role = 1;
+pub const genie_tensor_role_GENIE_TENSOR_ROLE_ACTIVATION: genie_tensor_role = 2;
+pub const genie_tensor_role_GENIE_TENSOR_ROLE_KV_CACHE: genie_tensor_role = 3;
+pub const genie_tensor_role_GENIE_TENSOR_ROLE_INPUT: genie_tensor_role = 4;
+pub const genie_tensor_role_GENIE_TENSOR_ROLE_OUTPUT: genie_tensor_role = 5;
 pub const genie_tensor_role_GENIE_TENSOR_ROLE_MAX_ENUM: genie_tensor_role = 2147483647;
-#[doc = " What a value in a graph is (semantic annotation)."]
+#[doc = " What a value in a graph is (semantic annotation, genie_graph_set_role)."]
+#[doc = "  No value is also a genie_node_role_t (those start at 0x100)."]
 pub type genie_tensor_role = ::std::os::raw::c_uint;
-#[doc = " What a value in a graph is (semantic annotation)."]
+#[doc = " What a value in a graph is (semantic annotation, genie_graph_set_role)."]
+#[doc = "  No value is also a genie_node_role_t (those start at 0x100)."]
 pub use self::genie_tensor_role as genie_tensor_role_t;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -219,9 +227,11 @@ extern "C" {
     ) -> genie_status_t;
 }
 extern "C" {
-    #[doc = " Role of this process. Environment: GENIE_NODE_ROLE (client|server|worker)."]
-    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_role_t)."]
-    pub fn genie_config_set_role(config: *mut genie_config_t, role: genie_role_t) -> genie_status_t;
+    #[doc = " Role of this process (default GENIE_NODE_ROLE_CLIENT). Environment:"]
+    #[doc = "  GENIE_NODE_ROLE (client|server|worker)."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_node_role_t, e.g."]
+    #[doc = "  a genie_tensor_role_t)."]
+    pub fn genie_config_set_role(config: *mut genie_config_t, role: genie_node_role_t) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Data-plane backend. Environment: GENIE_BACKEND"]
@@ -376,6 +386,17 @@ extern "C" {
     #[doc = " Whether the context executes in-process (1) or on a server (0); -1 if"]
     #[doc = "  ctx is not a live context."]
     pub fn genie_context_is_embedded(ctx: *const genie_context_t) -> ::std::os::raw::c_int;
+}
+extern "C" {
+    #[doc = " Whether calls on `ctx` reach where its graphs run, in `*out`: in remote"]
+    #[doc = "  mode 1 while the connection to the server is up, 0 while it is lost"]
+    #[doc = "  (the context is reconnecting in the background, see Modes at the top,"]
+    #[doc = "  or has given up: then every later call fails with CONNECTION); an"]
+    #[doc = "  embedded context has no connection to lose and always answers 1. A"]
+    #[doc = "  snapshot: the connection may be lost right after the call."]
+    #[doc = "  Errors: INVALID_HANDLE (not a live context), INVALID_ARGUMENT (out"]
+    #[doc = "  NULL). Never waits for the server."]
+    pub fn genie_context_is_connected(ctx: *const genie_context_t, out: *mut ::std::os::raw::c_int) -> genie_status_t;
 }
 extern "C" {
     #[doc = " The node id of this context (given or generated). Borrowed: valid until"]
@@ -567,8 +588,8 @@ extern "C" {
     pub fn genie_unsubscribe(ctx: *mut genie_context_t, subscription: u64) -> genie_status_t;
 }
 extern "C" {
-    #[doc = " Allocates a tensor of `dtype` and `shape` (ndim 0..GENIE_MAX_DIMS entries,"]
-    #[doc = "  each >= 0; ndim 0 is a scalar) on `device`, zero-filled. It stays resident"]
+    #[doc = " Allocates a tensor of `dtype` and `shape` (see Shapes at the top: ndim 0"]
+    #[doc = "  is a scalar) on `device`, zero-filled. It stays resident"]
     #[doc = "  on that device until destroyed, so a weight or KV cache is sent once."]
     #[doc = "  Devices: \"cpu\" or \"cpu:0\" (host memory); \"gpu:N\" / \"cuda:N\" (a local GPU);"]
     #[doc = "  \"remote:N\" (device N of the master server); \"NODE/gpu:N\" or \"NODE/cpu\""]
@@ -591,8 +612,8 @@ extern "C" {
     #[doc = "  (no heartbeat within the timeout) or that left (its connection to the"]
     #[doc = "  master closed) gets CONNECTION naming it, until it heartbeats or"]
     #[doc = "  registers again."]
-    #[doc = "  Errors: INVALID_HANDLE (ctx), INVALID_ARGUMENT (out or shape NULL, ndim too"]
-    #[doc = "  large, negative dimension, bad dtype), PARSE (device string malformed),"]
+    #[doc = "  Errors: INVALID_HANDLE (ctx), INVALID_ARGUMENT (out NULL, shape NULL with"]
+    #[doc = "  ndim > 0, ndim too large, negative dimension, bad dtype), PARSE (device string malformed),"]
     #[doc = "  TOO_LARGE (byte size overflows), UNSUPPORTED (device not available here,"]
     #[doc = "  e.g. a GPU without CUDA or a remote device in embedded mode; the detail"]
     #[doc = "  says why), OUT_OF_MEMORY, SHUTDOWN, CONNECTION."]
@@ -639,8 +660,8 @@ extern "C" {
     ) -> genie_status_t;
 }
 extern "C" {
-    #[doc = " Describes a tensor. Any out-parameter may be NULL. `shape` must have room"]
-    #[doc = "  for GENIE_MAX_DIMS entries; `*ndim` receives the rank."]
+    #[doc = " Describes a tensor. Any out-parameter may be NULL. `shape` and `ndim`"]
+    #[doc = "  are filled as Shapes at the top says (room for GENIE_MAX_DIMS entries)."]
     #[doc = "  Errors: INVALID_HANDLE."]
     pub fn genie_tensor_info(
         tensor: *const genie_tensor_t,
@@ -666,8 +687,9 @@ extern "C" {
     pub fn genie_graph_destroy(graph: *mut genie_graph_t);
 }
 extern "C" {
-    #[doc = " Declares a graph input named `name` with `dtype` and `shape`. A dimension"]
-    #[doc = "  of -1 is dynamic: it takes the size of the bound tensor at submission."]
+    #[doc = " Declares a graph input named `name` with `dtype` and `shape` (see Shapes"]
+    #[doc = "  at the top). A dimension of -1 is dynamic: it takes the size of the"]
+    #[doc = "  bound tensor at submission."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad name, dtype, ndim, dimension"]
     #[doc = "  < -1), INVALID_GRAPH (name already used), TOO_LARGE (the static"]
     #[doc = "  dimensions alone overflow the size limit)."]
@@ -680,8 +702,9 @@ extern "C" {
     ) -> genie_status_t;
 }
 extern "C" {
-    #[doc = " Adds a constant value whose bytes (`nbytes`, which must equal the size of"]
-    #[doc = "  dtype × shape) are copied into the graph."]
+    #[doc = " Adds a constant value of `dtype` and `shape` (see Shapes at the top; no"]
+    #[doc = "  -1) whose bytes (`nbytes`, which must equal the size of dtype × shape)"]
+    #[doc = "  are copied into the graph."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT, INVALID_GRAPH (name used),"]
     #[doc = "  SIZE_MISMATCH, TOO_LARGE, OUT_OF_MEMORY."]
     pub fn genie_graph_add_constant(
@@ -803,7 +826,8 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Annotates value `value` (an input, constant or node output) with its role."]
-    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_tensor_role_t, e.g."]
+    #[doc = "  a genie_node_role_t), NOT_FOUND."]
     pub fn genie_graph_set_role(
         graph: *mut genie_graph_t,
         value: *const ::std::os::raw::c_char,
@@ -831,6 +855,29 @@ extern "C" {
 extern "C" {
     #[doc = " Number of nodes in the graph. Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
     pub fn genie_graph_num_nodes(graph: *const genie_graph_t, out: *mut usize) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Name of node `index`, 0 <= index < genie_graph_num_nodes (nodes are"]
+    #[doc = "  numbered in the order they were added, or listed in the JSON; the order"]
+    #[doc = "  never changes). Borrowed: valid until the graph is next changed or"]
+    #[doc = "  destroyed."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL), NOT_FOUND (index out"]
+    #[doc = "  of range)."]
+    pub fn genie_graph_node_name(
+        graph: *const genie_graph_t,
+        index: usize,
+        out: *mut *const ::std::os::raw::c_char,
+    ) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Operator of node `index` (\"matmul\", ...), numbered as"]
+    #[doc = "  genie_graph_node_name. Borrowed: valid until the graph is next changed"]
+    #[doc = "  or destroyed. Errors: as genie_graph_node_name."]
+    pub fn genie_graph_node_op(
+        graph: *const genie_graph_t,
+        index: usize,
+        out: *mut *const ::std::os::raw::c_char,
+    ) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Number of declared graph inputs. Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
@@ -864,8 +911,8 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Dtype and shape of value `value`, as inferred by genie_graph_validate (or"]
-    #[doc = "  declared, for inputs and constants). `shape` has room for GENIE_MAX_DIMS."]
-    #[doc = "  Any out-parameter may be NULL."]
+    #[doc = "  declared, for inputs and constants). `shape` and `ndim` are filled as"]
+    #[doc = "  Shapes at the top says. Any out-parameter may be NULL."]
     #[doc = "  Errors: INVALID_HANDLE, NOT_FOUND, INVALID_GRAPH (graph not validated"]
     #[doc = "  since its last change and the value is a node output)."]
     pub fn genie_graph_value_info(

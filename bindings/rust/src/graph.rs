@@ -5,6 +5,13 @@ use std::ptr::{self, NonNull};
 use crate::error::check;
 use crate::{cstring, ffi, opt_cstring, opt_ptr, take_cstring, DType, Element, Modality, Phase, Result, Role};
 
+/// A node of a graph: its name and its operator (Graph::nodes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    pub name: String,
+    pub op: String,
+}
+
 /// A DAG of tensor operations with semantic annotations (docs/operators.md
 /// lists the operators). `Send` but not `Sync`: the C graph is not
 /// thread-safe, so it is built through `&mut self` on one thread at a time;
@@ -194,6 +201,22 @@ impl Graph {
         // SAFETY: live graph; valid out-pointer.
         check(unsafe { ffi::genie_graph_num_nodes(self.raw(), &mut n) })?;
         Ok(n)
+    }
+
+    /// The nodes, in the order they were added (or listed in the JSON the
+    /// graph was built from).
+    pub fn nodes(&self) -> Result<Vec<Node>> {
+        let n = self.num_nodes()?;
+        (0..n)
+            .map(|i| {
+                let (mut name, mut op) = (ptr::null(), ptr::null());
+                // SAFETY: live graph; borrowed strings, copied before the graph changes.
+                check(unsafe { ffi::genie_graph_node_name(self.raw(), i, &mut name) })?;
+                check(unsafe { ffi::genie_graph_node_op(self.raw(), i, &mut op) })?;
+                let copy = |s| unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned();
+                Ok(Node { name: copy(name), op: copy(op) })
+            })
+            .collect()
     }
 
     /// Declared inputs, in declaration order.

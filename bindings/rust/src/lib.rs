@@ -42,7 +42,7 @@ mod tensor;
 
 pub use cluster::{discover, Event, EventKind, EventMask, Subscription};
 pub use error::{Error, ErrorKind, Result};
-pub use graph::Graph;
+pub use graph::{Graph, Node};
 pub use tensor::{Element, Tensor, TensorInfo};
 
 use std::ffi::{CStr, CString};
@@ -343,6 +343,17 @@ impl Context {
             return String::new();
         }
         unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    }
+
+    /// Whether calls reach where graphs run: always true in embedded mode;
+    /// in remote mode true while the connection to the server is up, false
+    /// while it is lost (the context reconnects in the background) or after
+    /// reconnecting gave up. Never waits for the server.
+    pub fn is_connected(&self) -> Result<bool> {
+        let mut v = 0;
+        // SAFETY: live context; valid out-pointer.
+        check(unsafe { ffi::genie_context_is_connected(self.raw.as_ptr(), &mut v) })?;
+        Ok(v == 1)
     }
 
     /// The server's statistics as JSON (remote mode; Unsupported embedded).

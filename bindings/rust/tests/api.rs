@@ -105,6 +105,7 @@ fn thread_safety_markers() {
 fn mlp_embedded() {
     let ctx = context();
     assert!(ctx.is_embedded());
+    assert!(ctx.is_connected().unwrap()); // embedded: nothing to lose
     assert!(!ctx.node_id().is_empty());
     assert_close(&run(&ctx, &mlp()), &expected());
 }
@@ -132,6 +133,9 @@ fn graph_introspection_and_json() {
     assert_eq!(g.inputs().unwrap(), ["x", "w"]);
     assert_eq!(g.outputs().unwrap(), ["z"]);
     assert_eq!(g.num_nodes().unwrap(), 2);
+    let nodes = g.nodes().unwrap();
+    let pairs: Vec<(&str, &str)> = nodes.iter().map(|n| (n.name.as_str(), n.op.as_str())).collect();
+    assert_eq!(pairs, [("fc", "linear"), ("act", "relu")]);
     assert_eq!(g.value_info("y").unwrap(), (DType::F32, vec![2, 4]));
     let js = g.to_json().unwrap();
     assert!(js.contains("\"mlp.fc\""), "{}", js);
@@ -272,6 +276,7 @@ fn remote_through_in_process_server() {
     cfg.timeout(Duration::from_secs(20)).unwrap();
     let ctx = Context::with_config(&cfg).unwrap();
     assert!(!ctx.is_embedded());
+    assert!(ctx.is_connected().unwrap());
     assert!(ctx.server_info().unwrap().contains("\"sessions\""));
     assert_close(&run(&ctx, &mlp()), &expected());
     let t = ctx.alloc(DType::F32, &[2], None).unwrap();
@@ -279,8 +284,14 @@ fn remote_through_in_process_server() {
     assert_err(t.write_bytes(0, &[0u8; 12]), ErrorKind::SizeMismatch, "");
     assert_err(context().server_info(), ErrorKind::Unsupported, "");
     drop(t);
-    drop(ctx);
     drop(server);
+    // The server is gone: the context sees its connection lost.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while ctx.is_connected().unwrap() {
+        assert!(std::time::Instant::now() < deadline, "still connected to a stopped server");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(ctx);
     cfg.timeout(Duration::from_secs(2)).unwrap();
     let e = Context::with_config(&cfg).expect_err("connected to a stopped server");
     assert!(matches!(e.kind(), ErrorKind::Connection | ErrorKind::Timeout), "{}", e);

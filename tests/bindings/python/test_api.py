@@ -32,6 +32,7 @@ def test_version():
 
 def test_context_embedded(ctx):
     assert ctx.embedded
+    assert ctx.connected is True  # embedded: nothing to lose
     assert ctx.node_id
     assert "embedded" in repr(ctx)
     with pytest.raises(genie.UnsupportedError) as e:
@@ -74,6 +75,8 @@ def test_graph_builder_and_json(ctx):
     g = mlp_graph()
     g.validate()
     assert g.num_nodes == 3
+    assert g.nodes == [("fc1", "matmul"), ("fc1.bias", "add"), ("act", "relu")]
+    assert g.nodes[2].name == "act" and g.nodes[2].op == "relu"
     assert g.inputs == ["x", "w1", "b1"]
     assert g.outputs == ["y"]
     assert g.value_info("y") == ("f32", (4, 128))
@@ -222,6 +225,7 @@ def test_in_process_server_and_remote_context():
         assert srv.port > 0
         with genie.Context("127.0.0.1", srv.port, use_env=False, timeout_ms=20000) as rc:
             assert not rc.embedded
+            assert rc.connected is True
             g = mlp_graph()
             w1 = rc.from_numpy(np.ones((64, 128), np.float32))
             assert w1.device.startswith("remote:")

@@ -172,8 +172,10 @@ def test_node_lost_when_the_master_stops():
             assert st["mode"] == "remote" and st["master"]["node_id"] == "py-master"
             with c.subscribe(cb, genie.EVENT_NODE_LOST) as sub:
                 assert not lost.wait(0.6), f"NODE_LOST while the master is up: {events}"
+                assert c.connected is True
                 srv.close()
                 assert lost.wait(20), f"no NODE_LOST after the master stopped: {events}"
+                assert c.connected is False
                 ev = [e for e in events if e["type"] == "NODE_LOST"][0]
                 assert ev["node"]["id"] == "py-master" and ev["reason"]
             assert not sub.active

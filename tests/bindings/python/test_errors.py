@@ -116,6 +116,18 @@ def test_closed_handles(ctx):
     x.close()
     with pytest.raises(genie.InvalidHandleError):
         c2.tensor([1])
+    # A raw handle used after its destroy is refused even once new tensors
+    # took its memory, and they are not touched.
+    t = ctx.tensor([2])
+    stale = t._h
+    t.close()
+    fresh = [ctx.from_numpy(np.full(2, i, np.float32)) for i in range(32)]
+    with pytest.raises(genie.InvalidHandleError) as e:
+        capi.genie_tensor_write(stale, 0, np.full(2, -1, np.float32))
+    assert "destroyed" in e.value.detail
+    for i, f2 in enumerate(fresh):
+        np.testing.assert_array_equal(f2.read(), np.full(2, i, np.float32))
+        f2.close()
     # A handle of the wrong kind, or no handle at all: SWIG checks the type.
     with pytest.raises(TypeError):
         capi.genie_tensor_read(ctx._h, 0, bytearray(4))
