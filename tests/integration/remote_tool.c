@@ -6,7 +6,9 @@
  *   write-loop   allocate a 256 MiB remote tensor and rewrite it forever
  *                (the test kills it mid-transfer)
  *   slow-graph   submit a long chain of large matmuls and wait (the test
- *                kills the server meanwhile); prints the final status name
+ *                kills the server meanwhile); prints the final status name,
+ *                and "connected 0|1" (genie_context_is_connected) before the
+ *                submission and after the wait
  *   hold N       allocate N remote tensors of 1 MiB, print "ready", sleep
  *
  * Exit status: 0 on success, 3 when a Genie call fails (its status name and
@@ -52,6 +54,15 @@ static int cmd_write_loop(genie_context_t *ctx) {
   }
 }
 
+static int print_connected(genie_context_t *ctx) {
+  int up = -1;
+  genie_status_t st = genie_context_is_connected(ctx, &up);
+  if (st != GENIE_OK) return failed("genie_context_is_connected", st);
+  printf("connected %d\n", up);
+  fflush(stdout);
+  return 0;
+}
+
 static int cmd_slow_graph(genie_context_t *ctx) {
   const int64_t s[2] = {1024, 1024};
   genie_graph_t *g = NULL;
@@ -73,11 +84,13 @@ static int cmd_slow_graph(genie_context_t *ctx) {
   if (st == GENIE_OK) st = genie_tensor_alloc(ctx, GENIE_DTYPE_F32, s, 2, "remote:0", &t);
   if (st == GENIE_OK) st = genie_graph_submit(ctx, g, names, &t, 1, &f);
   if (st != GENIE_OK) return failed("setting up the slow graph", st);
+  if (print_connected(ctx) != 0) return 3;
   printf("submitted\n");
   fflush(stdout);
   st = genie_future_wait(f, -1);
   printf("%s\n", genie_status_str(st));
   fprintf(stderr, "remote_tool: slow graph: %s: %s\n", genie_status_str(st), genie_last_error());
+  if (print_connected(ctx) != 0) return 3;
   genie_future_destroy(f);
   genie_tensor_destroy(t);
   genie_graph_destroy(g);

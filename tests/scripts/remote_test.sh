@@ -10,7 +10,8 @@
 #   4. a client killed mid-transfer: its tensors are freed after the grace
 #      period; a client killed holding tensors likewise;
 #   5. the server killed mid-call: the client's future completes with
-#      GENIE_ERR_CONNECTION within its timeout (no hang);
+#      GENIE_ERR_CONNECTION within its timeout (no hang), and the context
+#      says it is connected before and no longer connected after;
 #   6. SIGTERM stops the server cleanly (exit 0).
 set -euo pipefail
 source "$(dirname "$0")/lib/servers.sh"
@@ -104,5 +105,7 @@ for _ in $(seq 1 150); do kill -0 "$client" 2>/dev/null || break; sleep 0.1; don
 kill -0 "$client" 2>/dev/null && fail "client still waiting 15 s after the server died"
 wait "$client" || rc=$?
 grep -q GENIE_ERR_CONNECTION "$TMP/slow.out" || fail "future did not complete with GENIE_ERR_CONNECTION: $(cat "$TMP/slow.out")"
+conn=$(sed -n 's/^connected //p' "$TMP/slow.out" | tr '\n' ' ')
+[ "$conn" = "1 0 " ] || fail "genie_context_is_connected before/after the server died: '$conn', want '1 0 '"
 echo "ok 5: server killed mid-call -> GENIE_ERR_CONNECTION after $(( $(date +%s) - start )) s"
 echo "remote_test: all passed"
