@@ -634,6 +634,135 @@ static void test_role_enums(void) {
   genie_graph_destroy(g);
 }
 
+/* How many "shape" members of `json` are [] (whatever the spacing). */
+static int count_empty_shapes(const char *json) {
+  int n = 0;
+  for (const char *p = strstr(json, "\"shape\":"); p; p = strstr(p + 1, "\"shape\":")) {
+    const char *v = p + strlen("\"shape\":");
+    while (*v == ' ' || *v == '\t' || *v == '\n') ++v;
+    if (v[0] == '[') {
+      ++v;
+      while (*v == ' ' || *v == '\t' || *v == '\n') ++v;
+      if (*v == ']') ++n;
+    }
+  }
+  return n;
+}
+
+/* The header's shape rule (Shapes at the top of genie.h), at every function
+ * that takes or returns a shape: ndim 0 is a scalar and `shape` may then be
+ * NULL; NULL with ndim > 0, ndim > GENIE_MAX_DIMS and negative dimensions
+ * are refused (only graph inputs take -1); a 0 dimension is an empty
+ * tensor; a scalar's shape is returned as ndim 0 with the array untouched,
+ * and written as [] in JSON. */
+static void test_shape_rule(void) {
+  const int64_t s3[1] = {3}, dyn[1] = {-1}, minus2[1] = {-2}, empty[2] = {0, 3};
+  const int64_t nine[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  int64_t dims[GENIE_MAX_DIMS] = {-9, -9};
+  size_t nd = 99, nb = 99;
+  genie_dtype_t dt = GENIE_DTYPE_BOOL;
+  genie_tensor_t *t = NULL;
+
+  /* genie_tensor_alloc / genie_tensor_info */
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, NULL, 1, "cpu", &t));
+  EXPECT_DETAIL("shape is NULL");
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, dyn, 1, "cpu", &t));
+  EXPECT_DETAIL("negative");
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, nine, 9, "cpu", &t));
+  EXPECT_DETAIL("GENIE_MAX_DIMS");
+  CHECK(t == NULL);
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_I64, NULL, 0, "cpu", &t));
+  EXPECT_OK(genie_tensor_info(t, &dt, dims, &nd, &nb));
+  CHECK(dt == GENIE_DTYPE_I64 && nd == 0 && nb == 8 && dims[0] == -9);
+  genie_tensor_destroy(t);
+  t = NULL;
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s3, 0, "cpu", &t)); /* shape ignored with ndim 0 */
+  EXPECT_OK(genie_tensor_info(t, NULL, dims, &nd, &nb));
+  CHECK(nd == 0 && nb == 4 && dims[0] == -9);
+  genie_tensor_destroy(t);
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, empty, 2, "cpu", &t));
+  EXPECT_OK(genie_tensor_info(t, NULL, dims, &nd, &nb));
+  CHECK(nd == 2 && nb == 0 && dims[0] == 0 && dims[1] == 3);
+  EXPECT_OK(genie_tensor_write(t, 0, NULL, 0));
+  EXPECT_STATUS(GENIE_ERR_SIZE_MISMATCH, genie_tensor_write(t, 0, dims, 1));
+  genie_tensor_destroy(t);
+
+  /* genie_graph_add_input / genie_graph_add_constant */
+  genie_graph_t *g = NULL;
+  const float two = 2, three[3] = {1, 2, 3};
+  REQUIRE_OK(genie_graph_create("shapes", &g));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_add_input(g, "i", GENIE_DTYPE_F32, NULL, 1));
+  EXPECT_DETAIL("shape is NULL");
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_add_input(g, "i", GENIE_DTYPE_F32, minus2, 1));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_add_input(g, "i", GENIE_DTYPE_F32, nine, 9));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_add_constant(g, "k", GENIE_DTYPE_F32, NULL, 1, three, 4));
+  EXPECT_DETAIL("shape is NULL");
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_add_constant(g, "k", GENIE_DTYPE_F32, dyn, 1, three, 4));
+  EXPECT_STATUS(GENIE_ERR_SIZE_MISMATCH, genie_graph_add_constant(g, "k", GENIE_DTYPE_F32, NULL, 0, three, 12));
+  REQUIRE_OK(genie_graph_add_input(g, "d", GENIE_DTYPE_F32, dyn, 1)); /* only inputs take -1 */
+  genie_graph_destroy(g);
+  REQUIRE_OK(genie_graph_create("shapes", &g));
+  REQUIRE_OK(genie_graph_add_input(g, "x", GENIE_DTYPE_F32, s3, 1));
+  REQUIRE_OK(genie_graph_add_input(g, "s", GENIE_DTYPE_F32, NULL, 0));  /* scalar input */
+  REQUIRE_OK(genie_graph_add_constant(g, "k", GENIE_DTYPE_F32, NULL, 0, &two, sizeof two));
+  const char *xs[2] = {"x", "s"}, *xsk[2] = {"xs", "k"}, *o1[1] = {"xs"}, *o2[1] = {"y"};
+  REQUIRE_OK(genie_graph_add_node(g, "mul", "m", xs, 2, o1, 1));
+  REQUIRE_OK(genie_graph_add_node(g, "add", "a", xsk, 2, o2, 1));
+  REQUIRE_OK(genie_graph_mark_output(g, "y"));
+  REQUIRE_OK(genie_graph_validate(g));
+  dims[0] = -9;
+  nd = 99;
+  EXPECT_OK(genie_graph_value_info(g, "k", &dt, dims, &nd));
+  CHECK(dt == GENIE_DTYPE_F32 && nd == 0 && dims[0] == -9);
+  EXPECT_OK(genie_graph_value_info(g, "s", NULL, dims, &nd));
+  CHECK(nd == 0 && dims[0] == -9);
+
+  /* JSON: a scalar's shape is [], and it comes back a scalar. */
+  char *json = NULL;
+  size_t len = 0;
+  genie_graph_t *back = NULL;
+  REQUIRE_OK(genie_graph_to_json(g, &json, &len));
+  CHECK(count_empty_shapes(json) == 2); /* s and k */
+  REQUIRE_OK(genie_graph_from_json(json, len, &back));
+  REQUIRE_OK(genie_graph_validate(back));
+  nd = 99;
+  EXPECT_OK(genie_graph_value_info(back, "s", NULL, dims, &nd));
+  CHECK(nd == 0 && dims[0] == -9);
+  genie_free(json);
+
+  /* Run it: y = x * s + k with a scalar tensor bound to s. */
+  genie_tensor_t *in[2] = {NULL, NULL}, *y = NULL;
+  genie_future_t *f = NULL;
+  const float sv = 10;
+  float out[3] = {0};
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, s3, 1, "cpu", &in[0]));
+  REQUIRE_OK(genie_tensor_write(in[0], 0, three, sizeof three));
+  REQUIRE_OK(genie_tensor_alloc(g_ctx, GENIE_DTYPE_F32, NULL, 0, "cpu", &in[1]));
+  REQUIRE_OK(genie_tensor_write(in[1], 0, &sv, sizeof sv));
+  REQUIRE_OK(genie_graph_submit(g_ctx, back, xs, in, 2, &f));
+  REQUIRE_OK(genie_future_wait(f, -1));
+  REQUIRE_OK(genie_future_output(f, 0, &y));
+  EXPECT_OK(genie_tensor_info(y, NULL, dims, &nd, &nb));
+  CHECK(nd == 1 && dims[0] == 3 && nb == sizeof out);
+  EXPECT_OK(genie_tensor_read(y, 0, out, sizeof out));
+  CHECK(out[0] == 12 && out[1] == 22 && out[2] == 32);
+  genie_tensor_destroy(y);
+  genie_future_destroy(f);
+  genie_tensor_destroy(in[0]);
+  genie_tensor_destroy(in[1]);
+  genie_graph_destroy(back);
+  genie_graph_destroy(g);
+
+  /* The JSON form refuses what the C calls refuse. */
+  static const char neg_const[] =
+      "{\"name\":\"j\",\"inputs\":[],\"constants\":[{\"name\":\"k\",\"dtype\":\"f32\",\"shape\":[-1],"
+      "\"data\":\"\"}],\"nodes\":[],\"outputs\":[]}";
+  back = NULL;
+  CHECK(genie_graph_from_json(neg_const, sizeof neg_const - 1, &back) != GENIE_OK);
+  CHECK(back == NULL);
+  expect_context_usable();
+}
+
 int main(void) {
   genie_config_t *cfg = NULL;
   REQUIRE_OK(genie_config_create(&cfg));
@@ -655,6 +784,7 @@ int main(void) {
   test_stale_server();
   test_stale_subscription();
   test_role_enums();
+  test_shape_rule();
   expect_context_usable();
   genie_shutdown(g_ctx);
   return test_summary("api_bad_input_test");
