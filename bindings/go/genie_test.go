@@ -200,6 +200,20 @@ func TestTensorRoundTrip(t *testing.T) {
 	vals, err := f.Float32s()
 	must(t, err)
 	checkClose(t, vals, []float32{1.5, -2, 3.25})
+	// A scalar: no dimensions (nil or empty), one element.
+	for _, shape := range [][]int64{nil, {}} {
+		s, err := ctx.TensorFromFloat32(shape, []float32{4.5}, "")
+		must(t, err)
+		info, err := s.Info()
+		must(t, err)
+		if len(info.Shape) != 0 || info.Nbytes != 4 {
+			t.Fatalf("scalar info %+v", info)
+		}
+		v, err := s.Float32s()
+		must(t, err)
+		checkClose(t, v, []float32{4.5})
+		must(t, s.Close())
+	}
 }
 
 func TestGraphIntrospectionAndJSON(t *testing.T) {

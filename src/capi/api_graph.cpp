@@ -48,10 +48,16 @@ char* malloc_copy(const std::string& s) {
   return p;
 }
 
-const Node& node_at(const Graph& g, size_t index) {
-  check(index < g.nodes().size(), GENIE_ERR_NOT_FOUND, "node index ", index, " out of range (", g.nodes().size(),
-        " nodes)");
-  return g.nodes()[index];
+// genie_graph_node_name / _op: one string member of node `index`, borrowed.
+genie_status_t node_field(const genie_graph_t* graph, size_t index, const char** out,
+                          std::string Node::*field) {
+  return guard([&] {
+    const Graph& g = G(graph);
+    check_out(out, "out");
+    check(index < g.nodes().size(), GENIE_ERR_NOT_FOUND, "node index ", index, " out of range (",
+          g.nodes().size(), " nodes)");
+    *out = (g.nodes()[index].*field).c_str();
+  });
 }
 
 template <class Fn>
@@ -227,19 +233,11 @@ genie_status_t genie_graph_num_nodes(const genie_graph_t* graph, size_t* out) {
 }
 
 genie_status_t genie_graph_node_name(const genie_graph_t* graph, size_t index, const char** out) {
-  return guard([&] {
-    const Graph& g = G(graph);
-    check_out(out, "out");
-    *out = node_at(g, index).name.c_str();
-  });
+  return node_field(graph, index, out, &Node::name);
 }
 
 genie_status_t genie_graph_node_op(const genie_graph_t* graph, size_t index, const char** out) {
-  return guard([&] {
-    const Graph& g = G(graph);
-    check_out(out, "out");
-    *out = node_at(g, index).op.c_str();
-  });
+  return node_field(graph, index, out, &Node::op);
 }
 
 genie_status_t genie_graph_num_inputs(const genie_graph_t* graph, size_t* out) {

@@ -125,6 +125,11 @@ fn tensor_round_trip() {
     assert_eq!(t.to_bytes().unwrap().len(), 16);
     let l = ctx.tensor_from_slice(&[2], &[7i64, -8], None).unwrap();
     assert_eq!(l.to_vec::<i64>().unwrap(), vec![7, -8]);
+    // A scalar: no dimensions, one element.
+    let s = ctx.tensor_from_slice(&[], &[4.5f32], None).unwrap();
+    let info = s.info().unwrap();
+    assert!(info.shape.is_empty() && info.nbytes == 4, "{:?}", info.shape);
+    assert_eq!(s.to_vec::<f32>().unwrap(), vec![4.5]);
 }
 
 #[test]

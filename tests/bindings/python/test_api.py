@@ -55,6 +55,16 @@ def test_tensor_roundtrip(ctx, dtype, npd):
         np.testing.assert_array_equal(a, b)
 
 
+def test_scalar_tensor(ctx):
+    # A scalar: shape () (ndim 0), one element.
+    with ctx.tensor([], "f32") as t:
+        assert t.shape == () and t.nbytes == 4
+    with ctx.from_numpy(np.float32(4.5)) as t:
+        assert t.shape == ()
+        b = t.read()
+        assert b.shape == () and b == np.float32(4.5)
+
+
 def test_tensor_read_into_buffer_and_partial_write(ctx):
     t = ctx.tensor([8], "f32")
     out = np.full(8, 7, np.float32)
