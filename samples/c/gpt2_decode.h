@@ -74,8 +74,10 @@ static genie_graph_t *gd_graph(gd_dims_t dm, unsigned kv_annotated) {
     for (i = 0; i < GD_PER_LAYER; ++i) {
       snprintf(n[i], sizeof n[i], "l%d.%s", l, gd_layer_inputs[i]);
       gd_check(genie_graph_add_input(g, n[i], GENIE_DTYPE_F32, shapes[i], ndims[i]), n[i]);
-      if (i < 8) gd_check(genie_graph_set_role(g, n[i], GENIE_TENSOR_ROLE_WEIGHT), "weight role");
-      else if (kv_annotated & (1u << l)) gd_check(genie_graph_set_role(g, n[i], GENIE_TENSOR_ROLE_KV_CACHE), "kv role");
+      if (i < 8)
+        gd_check(genie_graph_set_role(g, n[i], GENIE_TENSOR_ROLE_WEIGHT), "weight role");
+      else if (kv_annotated & (1u << l))
+        gd_check(genie_graph_set_role(g, n[i], GENIE_TENSOR_ROLE_KV_CACHE), "kv role");
     }
     for (i = 0; i < 23; ++i) {
       snprintf(v[i], sizeof v[i], "l%d.%s", l, vn[i]);

@@ -77,12 +77,12 @@ genie_status_t genie_config_create(genie_config_t** out) {
 
 void genie_config_destroy(genie_config_t* config) { retire<ConfigObj>(config); }
 
-#define GENIE_CONFIG_SETTER(fn, type, body)                  \
-  genie_status_t fn(genie_config_t* config, type value) {    \
-    return guard([&] {                                       \
-      Config& c = live<ConfigObj>(config)->cfg;     \
-      body;                                                  \
-    });                                                      \
+#define GENIE_CONFIG_SETTER(fn, type, body)               \
+  genie_status_t fn(genie_config_t* config, type value) { \
+    return guard([&] {                                    \
+      Config& c = live<ConfigObj>(config)->cfg;           \
+      body;                                               \
+    });                                                   \
   }
 
 GENIE_CONFIG_SETTER(genie_config_set_master_addr, const char*, {
@@ -100,8 +100,8 @@ GENIE_CONFIG_SETTER(genie_config_set_node_id, const char*, {
   c.node_id = v;
 })
 GENIE_CONFIG_SETTER(genie_config_set_role, genie_node_role_t, {
-  check(value >= GENIE_NODE_ROLE_CLIENT && value <= GENIE_NODE_ROLE_WORKER, GENIE_ERR_INVALID_ARGUMENT, "role ",
-        static_cast<int>(value), " is not a genie_node_role_t");
+  check(value >= GENIE_NODE_ROLE_CLIENT && value <= GENIE_NODE_ROLE_WORKER, GENIE_ERR_INVALID_ARGUMENT,
+        "role ", static_cast<int>(value), " is not a genie_node_role_t");
   c.role = value;
 })
 GENIE_CONFIG_SETTER(genie_config_set_backend, genie_backend_t, {

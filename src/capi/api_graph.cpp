@@ -207,8 +207,8 @@ genie_status_t genie_graph_set_role(genie_graph_t* graph, const char* value, gen
   return guard([&] {
     Graph& g = G(graph);
     const std::string n = str_arg(value, "value");
-    check(role >= GENIE_TENSOR_ROLE_UNSPECIFIED && role <= GENIE_TENSOR_ROLE_OUTPUT, GENIE_ERR_INVALID_ARGUMENT, "role ",
-          static_cast<int>(role), " is not a genie_tensor_role_t");
+    check(role >= GENIE_TENSOR_ROLE_UNSPECIFIED && role <= GENIE_TENSOR_ROLE_OUTPUT,
+          GENIE_ERR_INVALID_ARGUMENT, "role ", static_cast<int>(role), " is not a genie_tensor_role_t");
     const ValueId id = g.find_value(n);
     check(id != kNone, GENIE_ERR_NOT_FOUND, "no value named '", n, "'");
     g.value(id).role = static_cast<TensorRole>(role);

@@ -65,12 +65,13 @@ class HandleTable {
       check(next_ <= handle_bits::kSlotMask, GENIE_ERR_OUT_OF_MEMORY, "too many live handles of one kind");
       slot = next_;
       std::atomic<Slot*>& page = pages_[slot >> kPageBits];
-      if (page.load(std::memory_order_relaxed) == nullptr) page.store(new Slot[kPageSize], std::memory_order_release);
+      if (page.load(std::memory_order_relaxed) == nullptr)
+        page.store(new Slot[kPageSize], std::memory_order_release);
       ++next_;
     }
     Slot& s = at(slot);
-    const uint64_t h = (static_cast<uint64_t>(K) << handle_bits::kKindShift) |
-                       (s.next_gen << handle_bits::kSlotBits) | slot;
+    const uint64_t h =
+        (static_cast<uint64_t>(K) << handle_bits::kKindShift) | (s.next_gen << handle_bits::kSlotBits) | slot;
     s.obj.store(obj.release(), std::memory_order_seq_cst);
     s.handle.store(h, std::memory_order_seq_cst);
     return h;

@@ -8,12 +8,12 @@
 #include <new>
 #include <string>
 
-#include "runtime/context.hpp"
+#include "capi/handle_table.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "genie.h"
-#include "capi/handle_table.hpp"
 #include "graph/graph.hpp"
+#include "runtime/context.hpp"
 
 namespace genie {
 
@@ -95,7 +95,8 @@ inline uint64_t handle_value(const void* h) { return reinterpret_cast<uintptr_t>
 // Hands `obj` to its table and returns the new handle.
 template <class T>
 typename T::Handle* publish(std::unique_ptr<T> obj) {
-  return reinterpret_cast<typename T::Handle*>(static_cast<uintptr_t>(TableOf<T>::instance().insert(std::move(obj))));
+  return reinterpret_cast<typename T::Handle*>(
+      static_cast<uintptr_t>(TableOf<T>::instance().insert(std::move(obj))));
 }
 
 // The object of live handle `h`, or null (NULL, another kind, destroyed).

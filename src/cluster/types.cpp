@@ -150,7 +150,9 @@ NodeStatus node_from_json(const cJSON* j) {
     }
   }
   const std::string role = get_str(j, "role", false);
-  n.role = role == "server" ? GENIE_NODE_ROLE_SERVER : role == "worker" ? GENIE_NODE_ROLE_WORKER : GENIE_NODE_ROLE_CLIENT;
+  n.role = role == "server"   ? GENIE_NODE_ROLE_SERVER
+           : role == "worker" ? GENIE_NODE_ROLE_WORKER
+                              : GENIE_NODE_ROLE_CLIENT;
   n.backend = get_str(j, "backend", false).substr(0, 32);
   n.alive = get_str(j, "status", false) != "lost";
   n.last_heartbeat_ms = static_cast<int64_t>(get_num(j, "last_heartbeat_ms"));

@@ -71,7 +71,8 @@ void Config::apply_env() {
   }
   if (const char* v = env("GENIE_NODE_ROLE")) {
     static const char* const names[] = {"client", "server", "worker"};
-    static const genie_node_role_t vals[] = {GENIE_NODE_ROLE_CLIENT, GENIE_NODE_ROLE_SERVER, GENIE_NODE_ROLE_WORKER};
+    static const genie_node_role_t vals[] = {GENIE_NODE_ROLE_CLIENT, GENIE_NODE_ROLE_SERVER,
+                                             GENIE_NODE_ROLE_WORKER};
     role = parse_enum("GENIE_NODE_ROLE", v, names, vals);
   }
   if (const char* v = env("GENIE_BACKEND")) {

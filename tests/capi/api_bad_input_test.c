@@ -619,7 +619,8 @@ static void test_role_enums(void) {
   const genie_tensor_role_t tensor_roles[] = {GENIE_TENSOR_ROLE_UNSPECIFIED, GENIE_TENSOR_ROLE_WEIGHT,
                                               GENIE_TENSOR_ROLE_ACTIVATION,  GENIE_TENSOR_ROLE_KV_CACHE,
                                               GENIE_TENSOR_ROLE_INPUT,       GENIE_TENSOR_ROLE_OUTPUT};
-  const genie_node_role_t node_roles[] = {GENIE_NODE_ROLE_CLIENT, GENIE_NODE_ROLE_SERVER, GENIE_NODE_ROLE_WORKER};
+  const genie_node_role_t node_roles[] = {GENIE_NODE_ROLE_CLIENT, GENIE_NODE_ROLE_SERVER,
+                                          GENIE_NODE_ROLE_WORKER};
   for (size_t i = 0; i < sizeof tensor_roles / sizeof tensor_roles[0]; ++i) {
     EXPECT_OK(genie_graph_set_role(g, "a", tensor_roles[i]));
     EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_role(cfg, (genie_node_role_t)tensor_roles[i]));
@@ -627,7 +628,8 @@ static void test_role_enums(void) {
   }
   for (size_t i = 0; i < sizeof node_roles / sizeof node_roles[0]; ++i) {
     EXPECT_OK(genie_config_set_role(cfg, node_roles[i]));
-    EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_set_role(g, "a", (genie_tensor_role_t)node_roles[i]));
+    EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT,
+                  genie_graph_set_role(g, "a", (genie_tensor_role_t)node_roles[i]));
     EXPECT_DETAIL("genie_tensor_role_t");
   }
   genie_config_destroy(cfg);
@@ -695,15 +697,18 @@ static void test_shape_rule(void) {
   EXPECT_DETAIL("shape is NULL");
   EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_add_input(g, "i", GENIE_DTYPE_F32, minus2, 1));
   EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_add_input(g, "i", GENIE_DTYPE_F32, nine, 9));
-  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_add_constant(g, "k", GENIE_DTYPE_F32, NULL, 1, three, 4));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT,
+                genie_graph_add_constant(g, "k", GENIE_DTYPE_F32, NULL, 1, three, 4));
   EXPECT_DETAIL("shape is NULL");
-  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_graph_add_constant(g, "k", GENIE_DTYPE_F32, dyn, 1, three, 4));
-  EXPECT_STATUS(GENIE_ERR_SIZE_MISMATCH, genie_graph_add_constant(g, "k", GENIE_DTYPE_F32, NULL, 0, three, 12));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT,
+                genie_graph_add_constant(g, "k", GENIE_DTYPE_F32, dyn, 1, three, 4));
+  EXPECT_STATUS(GENIE_ERR_SIZE_MISMATCH,
+                genie_graph_add_constant(g, "k", GENIE_DTYPE_F32, NULL, 0, three, 12));
   REQUIRE_OK(genie_graph_add_input(g, "d", GENIE_DTYPE_F32, dyn, 1)); /* only inputs take -1 */
   genie_graph_destroy(g);
   REQUIRE_OK(genie_graph_create("shapes", &g));
   REQUIRE_OK(genie_graph_add_input(g, "x", GENIE_DTYPE_F32, s3, 1));
-  REQUIRE_OK(genie_graph_add_input(g, "s", GENIE_DTYPE_F32, NULL, 0));  /* scalar input */
+  REQUIRE_OK(genie_graph_add_input(g, "s", GENIE_DTYPE_F32, NULL, 0)); /* scalar input */
   REQUIRE_OK(genie_graph_add_constant(g, "k", GENIE_DTYPE_F32, NULL, 0, &two, sizeof two));
   const char *xs[2] = {"x", "s"}, *xsk[2] = {"xs", "k"}, *o1[1] = {"xs"}, *o2[1] = {"y"};
   REQUIRE_OK(genie_graph_add_node(g, "mul", "m", xs, 2, o1, 1));
