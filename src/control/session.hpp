@@ -73,9 +73,9 @@ class Session {
   uint64_t serial() const { return serial_; }  // for logs: the token is a secret
   const std::string& token() const { return token_; }
   const std::string& client_node() const { return client_node_; }
-  // The role its opening Hello named (genie_role_t): only a server's
+  // The role its opening Hello named (genie_node_role_t): only a server's
   // session may make this server dial a peer (TensorImport).
-  int client_role = GENIE_ROLE_CLIENT;
+  int client_role = GENIE_NODE_ROLE_CLIENT;
 
   // Connections attached to the session (owned by the server's peer table).
   Peer* control = nullptr;  // null while the session waits in its grace period

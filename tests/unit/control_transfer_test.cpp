@@ -31,7 +31,7 @@ std::unique_ptr<Server> start_server(const std::string& node, const std::string&
   return std::make_unique<Server>(o);
 }
 
-std::shared_ptr<RemoteClient> session(const Server& s, genie_role_t role, const std::string& node,
+std::shared_ptr<RemoteClient> session(const Server& s, genie_node_role_t role, const std::string& node,
                                       const std::string& token = kToken) {
   Config c;
   c.master_addr = "127.0.0.1";
@@ -68,8 +68,8 @@ class ControlTransfer : public ::testing::Test {
 
 TEST_F(ControlTransfer, ATicketFetchesTheTensorOnceAndOnlyWhole) {
   auto a = start_server("node-a");
-  auto owner = session(*a, GENIE_ROLE_CLIENT, "owner");
-  auto other = session(*a, GENIE_ROLE_SERVER, "other");
+  auto owner = session(*a, GENIE_NODE_ROLE_CLIENT, "owner");
+  auto other = session(*a, GENIE_NODE_ROLE_SERVER, "other");
   const uint64_t id = filled(*owner, 1000);
 
   const std::string ticket = owner->tensor_export(id);
@@ -108,8 +108,8 @@ TEST_F(ControlTransfer, ATicketFetchesTheTensorOnceAndOnlyWhole) {
 TEST_F(ControlTransfer, AServerImportsFromItsPeerWithoutTheAskerRelaying) {
   auto a = start_server("node-a");
   auto b = start_server("node-b");
-  auto on_a = session(*a, GENIE_ROLE_SERVER, "master");
-  auto on_b = session(*b, GENIE_ROLE_SERVER, "master");
+  auto on_a = session(*a, GENIE_NODE_ROLE_SERVER, "master");
+  auto on_b = session(*b, GENIE_NODE_ROLE_SERVER, "master");
   constexpr int64_t n = 1 << 18;  // 1 MiB
   const uint64_t src = filled(*on_a, n);
   const uint64_t dst = on_b->tensor_alloc(DType::F32, {n}, "cpu:0");
@@ -145,8 +145,8 @@ TEST_F(ControlTransfer, AServerImportsFromItsPeerWithoutTheAskerRelaying) {
 TEST_F(ControlTransfer, OnlyAServerSessionMakesTheServerDial) {
   auto a = start_server("node-a");
   auto b = start_server("node-b");
-  auto on_a = session(*a, GENIE_ROLE_SERVER, "master");
-  auto user = session(*b, GENIE_ROLE_CLIENT, "user");
+  auto on_a = session(*a, GENIE_NODE_ROLE_SERVER, "master");
+  auto user = session(*b, GENIE_NODE_ROLE_CLIENT, "user");
   const uint64_t src = filled(*on_a, 16);
   const uint64_t dst = user->tensor_alloc(DType::F32, {16}, "cpu:0");
   std::string detail;
@@ -159,7 +159,7 @@ TEST_F(ControlTransfer, OnlyAServerSessionMakesTheServerDial) {
 
 TEST_F(ControlTransfer, UnreachableOrForeignPeersAreClearErrors) {
   auto b = start_server("node-b");
-  auto on_b = session(*b, GENIE_ROLE_SERVER, "master");
+  auto on_b = session(*b, GENIE_NODE_ROLE_SERVER, "master");
   const uint64_t dst = on_b->tensor_alloc(DType::F32, {16}, "cpu:0");
   // A port nothing listens on: a server's own port once it has stopped.
   int dead_port = 0;

@@ -52,7 +52,7 @@ void Server::Impl::tensor_fetch(Peer& p, uint64_t rid, const wire::TensorFetch& 
 }
 
 void Server::Impl::tensor_import(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::TensorImport& m) {
-  check(p->session->client_role == GENIE_ROLE_SERVER, GENIE_ERR_UNSUPPORTED,
+  check(p->session->client_role == GENIE_NODE_ROLE_SERVER, GENIE_ERR_UNSUPPORTED,
         "TensorImport makes this server connect to another server: only a server's session may send it "
         "(this session's Hello named role ",
         p->session->client_role, ")");
@@ -87,7 +87,7 @@ std::shared_ptr<RemoteClient> Server::Impl::peer_link(const std::string& host, i
   c.master_addr = host;
   c.master_port = port;
   c.auth_token = opts.auth_token;
-  c.role = GENIE_ROLE_SERVER;
+  c.role = GENIE_NODE_ROLE_SERVER;
   c.timeout_ms = opts.client_timeout_ms;
   c.graph_deltas = false;
   std::shared_ptr<RemoteClient> link = RemoteClient::connect(c, node_id);
