@@ -114,7 +114,7 @@ void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
                                    const wire::WorkerRegister& m) {
   try {
     check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
-    check(p->session->client_role == GENIE_ROLE_WORKER, GENIE_ERR_AUTH,
+    check(p->session->client_role == GENIE_NODE_ROLE_WORKER, GENIE_ERR_AUTH,
           "WorkerRegister from a session opened with role ", p->session->client_role,
           ": only a worker's session (Hello with the worker role) registers a worker");
     check(workers != nullptr, GENIE_ERR_UNSUPPORTED, "this server takes no workers (multi-node is off)");
