@@ -11,17 +11,9 @@ using namespace genie;
 
 namespace {
 
-// The devices an embedded context runs graphs on: this process's CPU
-// (calibrated once, cached on disk). GPUs join here when the CUDA executor
-// does.
-sched::Topology local_topology(const Context& ctx) {
-  sched::CalibrateOptions opts;
-  opts.node_id = ctx.node_id();
-  sched::Topology t;
-  t.devices.push_back(sched::calibrate_local_cpu(opts));
-  t.version = 1;
-  return t;
-}
+// The devices an embedded context runs graphs on: this process's CPU and
+// every device of its device backends, each calibrated by its backend.
+const sched::Topology& local_topology(Context& ctx) { return ctx.local_topology(); }
 
 char* malloc_copy(const std::string& s) {
   char* p = static_cast<char*>(std::malloc(s.size() + 1));
