@@ -22,15 +22,4 @@ Buffer Buffer::host(size_t size) {
   return Buffer(static_cast<std::byte*>(p), alloc, MemoryKind::Host, Device{}, {});
 }
 
-void Buffer::reset() {
-  std::byte* p = std::exchange(data_, nullptr);
-  size_ = 0;
-  if (p == nullptr) return;
-  if (release_)
-    release_(p);
-  else
-    std::free(p);
-  release_ = nullptr;
-}
-
 }  // namespace genie

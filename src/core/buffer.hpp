@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <utility>
 
@@ -68,7 +69,19 @@ class Buffer {
   explicit operator bool() const { return data_ != nullptr; }
 
   // Frees the block now (through its Release); the buffer becomes empty.
-  void reset();
+  // Inline, as the whole class: device backends built as separate shared
+  // objects use Buffer without linking libgenie's internals.
+  void reset() {
+    std::byte* p = std::exchange(data_, nullptr);
+    size_ = 0;
+    Release release = std::move(release_);
+    release_ = nullptr;
+    if (p == nullptr) return;
+    if (release)
+      release(p);
+    else
+      std::free(p);
+  }
 
  private:
   std::byte* data_ = nullptr;

@@ -88,15 +88,14 @@ void convert_into(const TensorData& src, TensorData& dst) {
   check(src.host_accessible() && dst.host_accessible(), GENIE_ERR_INTERNAL,
         "convert: device memory reached host code");
   check(src.numel() == dst.numel(), GENIE_ERR_INTERNAL, "convert: ", src.numel(), " elements into ", dst.numel());
-  const std::byte* p = src.bytes();
-  const DType from = src.dtype();
-  const DType to = dst.dtype();
-  const int64_t n = src.numel();
+  convert_elements(src.bytes(), src.dtype(), dst.bytes(), dst.dtype(), src.numel());
+}
+
+void convert_elements(const std::byte* p, DType from, std::byte* q, DType to, int64_t n) {
   if (from == to) {
-    std::memcpy(dst.bytes(), p, src.nbytes());
+    if (n > 0) std::memcpy(q, p, static_cast<size_t>(n) * dtype_size(to));
     return;
   }
-  std::byte* q = dst.bytes();
   for (int64_t i = 0; i < n; ++i) {
     switch (to) {
       case DType::F32: reinterpret_cast<float*>(q)[i] = load_f32(p, from, i); break;

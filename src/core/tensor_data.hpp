@@ -73,5 +73,9 @@ void tensor_bytes_reset_peak();
 TensorPtr convert(const TensorData& src, DType to);
 // The same into `dst` (same shape, any dtype), both host-accessible.
 void convert_into(const TensorData& src, TensorData& dst);
+// The element loop of both: `n` elements at `src` (of `from`) into `dst` (of
+// `to`), host memory. Also what device backends on host-reachable memory
+// convert with (exec/backend.hpp, BackendHost).
+void convert_elements(const std::byte* src, DType from, std::byte* dst, DType to, int64_t n);
 
 }  // namespace genie

@@ -18,6 +18,9 @@
 // Threads: every member may be called from any thread, concurrently, except
 // that one Queue is used by one thread at a time.
 //
+// Every virtual member is pure or inline, so that a backend built as a
+// separate shared object needs nothing of libgenie but its headers.
+//
 // docs/architecture.md, "Writing a device backend", walks through adding one.
 #pragma once
 
@@ -67,6 +70,11 @@ class DeviceBackend {
   // Throws Error(OUT_OF_MEMORY) naming the device, INVALID_ARGUMENT for a
   // device index out of range.
   virtual Buffer allocate(int device, size_t bytes) = 0;
+  // `bytes` of host memory the devices' DMA engines reach directly
+  // (MemoryKind::PinnedHost: page-locked, cudaHostAlloc), for staging
+  // transfers; a backend without such memory returns pageable host memory
+  // (MemoryKind::Host). Host code may use it either way.
+  virtual Buffer allocate_pinned(size_t bytes) = 0;
   // Sets the first `n` bytes of `dst` to zero.
   virtual void fill_zero(Buffer& dst, size_t n, Queue* q) = 0;
   // Host memory -> dst[offset, offset + n).
@@ -140,6 +148,9 @@ struct BackendHost {
   // The built-in CPU kernels, for a backend whose device memory host code
   // can reach (nullptr when none).
   KernelFn (*cpu_kernel)(const std::string& op) = nullptr;
+  // Element conversion in host memory (core/tensor_data.hpp), for the same
+  // backends' convert().
+  void (*convert_elements)(const std::byte* src, DType from, std::byte* dst, DType to, int64_t n) = nullptr;
 };
 
 struct DeviceBackendEntry {

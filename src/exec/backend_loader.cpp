@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -41,6 +42,27 @@ std::vector<std::string> split(const std::string& s, char sep) {
     b = e + 1;
   }
   return out;
+}
+
+// The kinds named in $GENIE_DEVICE_BACKENDS, valid names only (each
+// registered with parse_device), "cpu" and "cuda" left out.
+std::vector<std::string> requested_kinds() {
+  std::vector<std::string> kinds;
+  const char* env = std::getenv("GENIE_DEVICE_BACKENDS");
+  if (env == nullptr) return kinds;
+  for (std::string k : split(env, ',')) {
+    while (!k.empty() && k.front() == ' ') k.erase(k.begin());
+    while (!k.empty() && k.back() == ' ') k.pop_back();
+    if (k.empty() || k == "cpu" || k == "cuda") continue;
+    try {
+      register_device_kind(k);
+    } catch (const Error& e) {
+      log(LogLevel::Warn, "GENIE_DEVICE_BACKENDS: ", e.detail(), "; ignored");
+      continue;
+    }
+    if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
+  }
+  return kinds;
 }
 
 }  // namespace
@@ -82,7 +104,7 @@ LoadedBackend load_backend_plugin(const std::string& file, const std::string& ki
     return refuse(cat(file, ": ", e.detail()));
   }
   if (entry->create == nullptr) return refuse(cat(file, ": its entry has no create function"));
-  static const BackendHost host{kDeviceBackendAbi, &host_cpu_kernel};
+  static const BackendHost host{kDeviceBackendAbi, &host_cpu_kernel, &convert_elements};
   char why[512] = {};
   DeviceBackend* be = entry->create(&host, why, sizeof why);
   if (be == nullptr) {
@@ -113,7 +135,7 @@ const LoadedBackend& device_backend(const std::string& kind) {
     return loaded->emplace(kind, std::move(r)).first->second;
   }
   std::vector<std::string> dirs;
-  if (const char* p = std::getenv("GENIE_BACKEND_PATH"); p && *p) dirs = split(p, ':');
+  if (const char* p = std::getenv("GENIE_DEVICE_BACKEND_PATH"); p && *p) dirs = split(p, ':');
   if (std::string own = own_directory(); !own.empty()) dirs.push_back(own);
   bool found = false;
   for (const std::string& d : dirs) {
@@ -131,7 +153,7 @@ const LoadedBackend& device_backend(const std::string& kind) {
       std::string where;
       for (const std::string& d : tried) where += d + ", ";
       r.why_unavailable = cat("no ", kind, " backend: ", name, " was not found (searched ", where,
-                              "and the system library path; set GENIE_BACKEND_PATH to its directory)");
+                              "and the system library path; set GENIE_DEVICE_BACKEND_PATH to its directory)");
     }
   }
   if (r.backend) {
@@ -139,29 +161,20 @@ const LoadedBackend& device_backend(const std::string& kind) {
     for (const DeviceDesc& d : r.backend->devices()) list += cat(list.empty() ? "" : ", ", d.id.str());
     log(LogLevel::Info, "device backend '", kind, "' loaded from ", r.path, ": ", list.empty() ? "no devices" : list);
   } else {
-    log(LogLevel::Debug, "device backend '", kind, "' unavailable: ", r.why_unavailable);
+    // A backend the user asked for is worth a warning; the probe for CUDA
+    // on a machine without it is not.
+    const std::vector<std::string> asked = requested_kinds();
+    const bool requested = std::find(asked.begin(), asked.end(), kind) != asked.end();
+    log(requested ? LogLevel::Warn : LogLevel::Debug, "device backend '", kind, "' unavailable: ",
+        r.why_unavailable);
   }
   return loaded->emplace(kind, std::move(r)).first->second;
 }
 
 std::vector<std::string> probed_backend_kinds() {
   std::vector<std::string> kinds{"cuda"};
-  if (const char* env = std::getenv("GENIE_BACKENDS"); env && *env) {
-    for (std::string k : split(env, ',')) {
-      while (!k.empty() && k.front() == ' ') k.erase(k.begin());
-      while (!k.empty() && k.back() == ' ') k.pop_back();
-      if (k.empty() || k == "cpu" || k == "cuda") continue;
-      try {
-        register_device_kind(k);
-      } catch (const Error& e) {
-        log(LogLevel::Warn, "GENIE_BACKENDS: ", e.detail(), "; ignored");
-        continue;
-      }
-      bool seen = false;
-      for (const std::string& x : kinds) seen |= x == k;
-      if (!seen) kinds.push_back(k);
-    }
-  }
+  for (const std::string& k : requested_kinds())
+    if (std::find(kinds.begin(), kinds.end(), k) == kinds.end()) kinds.push_back(k);
   return kinds;
 }
 

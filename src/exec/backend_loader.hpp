@@ -2,7 +2,7 @@
 // process-wide set of them.
 //
 // A backend of kind K lives in libgenie_backend_K.so, found in the
-// directories of $GENIE_BACKEND_PATH (colon-separated), then beside
+// directories of $GENIE_DEVICE_BACKEND_PATH (colon-separated), then beside
 // libgenie itself, then on the system's library path. Loading checks the
 // plugin's entry point (GENIE_DEVICE_BACKEND_ENTRY) and its ABI version
 // (kDeviceBackendAbi) before creating the backend; a plugin that is
@@ -12,7 +12,7 @@
 // plugin's problems: libgenie runs on the CPU without any.
 //
 // The kinds probed for this process's devices are "cuda" and those listed
-// in $GENIE_BACKENDS (comma-separated). Each is loaded at most once per
+// in $GENIE_DEVICE_BACKENDS (comma-separated). Each is loaded at most once per
 // process; a loaded backend stays for the life of the process.
 #pragma once
 
@@ -45,7 +45,7 @@ std::string backend_plugin_name(const std::string& kind);
 const LoadedBackend& device_backend(const std::string& kind);
 
 // The kinds to probe for this process's devices: "cuda", then those named
-// in $GENIE_BACKENDS (invalid names are logged and skipped). Each is also
+// in $GENIE_DEVICE_BACKENDS (invalid names are logged and skipped). Each is also
 // registered with parse_device, so that a device of a kind whose backend is
 // unavailable is reported as such rather than as an unknown kind.
 std::vector<std::string> probed_backend_kinds();

@@ -21,8 +21,8 @@ TensorPtr copy_tensor(const TensorPtr& src, DeviceRef from, DeviceRef to) {
     if (dst->host_accessible()) {
       from.backend->copy_to_host(src->buffer(), 0, dst->bytes(), n, nullptr);
     } else {
-      // Two device backends: through a host buffer.
-      Buffer staging = Buffer::host(n);
+      // Two device backends: through host memory the source's DMA reaches.
+      Buffer staging = from.backend->allocate_pinned(n);
       from.backend->copy_to_host(src->buffer(), 0, staging.data(), n, nullptr);
       to.backend->copy_from_host(staging.data(), dst->buffer(), 0, n, nullptr);
     }

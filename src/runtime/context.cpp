@@ -15,7 +15,7 @@
 #include "core/node_id.hpp"
 #include "core/log.hpp"
 #include "exec/backend_loader.hpp"
-#include "exec/cpu/calibrate.hpp"
+#include "exec/cpu/backend.hpp"
 #include "exec/plan_runner.hpp"
 #include "graph/binding.hpp"
 
@@ -255,7 +255,7 @@ const sched::Topology& Context::local_topology() {
   if (devices_.empty()) {
     // Remote mode: plans over this process alone are still explained
     // against its CPU.
-    t->devices.push_back(cpu::calibrate_local_cpu(opts));
+    t->devices.push_back(cpu::CpuBackend().calibrate(0, opts));
   } else {
     for (const LocalDevice& d : devices_) {
       sched::DeviceProfile p = d.ref.backend->calibrate(d.ref.index, opts);

@@ -33,7 +33,6 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "exec/cpu/calibrate.hpp"
 #include "exec/executor.hpp"
 #include "exec/overhead.hpp"
 #include "genie.pb.h"

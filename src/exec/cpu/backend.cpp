@@ -40,6 +40,8 @@ Buffer CpuBackend::allocate(int device, size_t bytes) {
   return buffers_->take(bytes);
 }
 
+Buffer CpuBackend::allocate_pinned(size_t bytes) { return buffers_->take(bytes); }
+
 void CpuBackend::fill_zero(Buffer& dst, size_t n, Queue*) {
   check_host(dst, 0, n, "destination");
   std::memset(dst.data(), 0, n);

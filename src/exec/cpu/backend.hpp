@@ -23,6 +23,8 @@ class CpuBackend final : public DeviceBackend {
 
   // Host memory of the pool (allocations are reused when freed).
   Buffer allocate(int device, size_t bytes) override;
+  // Host memory of the pool too: the CPU needs no page-locking.
+  Buffer allocate_pinned(size_t bytes) override;
   void fill_zero(Buffer& dst, size_t n, Queue* q) override;
   void copy_from_host(const void* src, Buffer& dst, size_t offset, size_t n, Queue* q) override;
   void copy_to_host(const Buffer& src, size_t offset, void* dst, size_t n, Queue* q) override;
