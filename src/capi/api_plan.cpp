@@ -57,8 +57,8 @@ std::string explain(Context& c, const Graph& graph, const std::vector<std::strin
     }
     return c.client()->plan_explain(graph_to_json(g), bindings);
   }
-  sched::Residency residency;  // embedded: every bound tensor is in this process, on device 0
-  for (const std::string& n : names) residency.value_device[n] = 0;
+  sched::Residency residency;  // embedded: every bound tensor is on a device of this process
+  for (size_t i = 0; i < names.size(); ++i) residency.value_device[names[i]] = c.device_of(*tensors[i].local());
   return sched::plan_graph(g, local_topology(c), residency, names.empty() ? nullptr : &shapes).explain_json(g);
 }
 

@@ -95,6 +95,9 @@ class Context : public std::enable_shared_from_this<Context> {
   // The scheduler's view of them, each calibrated by its backend on first
   // use (then cached); device i of the topology is local_devices()[i].
   const sched::Topology& local_topology();
+  // The index in local_devices() (and the topology) of the device holding
+  // `t`: 0 for host memory. Throws INVALID_ARGUMENT for another device.
+  int device_of(const TensorData& t) const;
 
   // ServerInfo as JSON (remote mode); throws UNSUPPORTED in embedded mode.
   std::string server_info_json();
@@ -123,8 +126,6 @@ class Context : public std::enable_shared_from_this<Context> {
   // Runs `snapshot` over several local devices by the scheduler's plan.
   void submit_planned(const std::shared_ptr<const Graph>& snapshot, std::unordered_map<ValueId, Shape> shapes,
                       std::vector<TensorPtr> bound, Executor::Done done);
-  // The index in devices_ of the device holding `t`.
-  int device_of(const TensorData& t) const;
 
   Config cfg_;
   std::string node_id_;
