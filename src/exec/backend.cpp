@@ -6,8 +6,8 @@ namespace genie {
 
 void DeviceBackend::check_device(int device) const {
   const size_t n = devices().size();
-  check(device >= 0 && static_cast<size_t>(device) < n, GENIE_ERR_INVALID_ARGUMENT, "device ", kind(), ":", device,
-        " does not exist (the ", kind(), " backend has ", n, " device(s))");
+  check(device >= 0 && static_cast<size_t>(device) < n, GENIE_ERR_INVALID_ARGUMENT, "device ", kind(), ":",
+        device, " does not exist (the ", kind(), " backend has ", n, " device(s))");
 }
 
 TensorPtr DeviceBackend::make_tensor(int device, DType dtype, const Shape& shape) {

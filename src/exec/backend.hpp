@@ -49,10 +49,10 @@ class Queue {
 
 // One device a backend offers.
 struct DeviceDesc {
-  Device id;                       // "cpu:0", "cuda:1" (no node: this process)
+  Device id;                             // "cpu:0", "cuda:1" (no node: this process)
   MemoryKind memory = MemoryKind::Host;  // what allocate() returns on it
-  uint64_t capacity_bytes = 0;     // its memory (0 if unknown)
-  std::string description;         // the hardware, for logs ("NVIDIA H100 80GB HBM3")
+  uint64_t capacity_bytes = 0;           // its memory (0 if unknown)
+  std::string description;               // the hardware, for logs ("NVIDIA H100 80GB HBM3")
 };
 
 class DeviceBackend {

@@ -109,8 +109,8 @@ LoadedBackend load_backend_plugin(const std::string& file, const std::string& ki
   DeviceBackend* be = entry->create(&host, why, sizeof why);
   if (be == nullptr) {
     why[sizeof why - 1] = '\0';
-    return refuse(cat("the ", served, " backend (", file, ") found no usable device: ",
-                      why[0] ? why : "no reason given"));
+    return refuse(cat("the ", served, " backend (", file,
+                      ") found no usable device: ", why[0] ? why : "no reason given"));
   }
   r.backend.reset(be);
   if (be->kind() != served) {
@@ -159,14 +159,15 @@ const LoadedBackend& device_backend(const std::string& kind) {
   if (r.backend) {
     std::string list;
     for (const DeviceDesc& d : r.backend->devices()) list += cat(list.empty() ? "" : ", ", d.id.str());
-    log(LogLevel::Info, "device backend '", kind, "' loaded from ", r.path, ": ", list.empty() ? "no devices" : list);
+    log(LogLevel::Info, "device backend '", kind, "' loaded from ", r.path, ": ",
+        list.empty() ? "no devices" : list);
   } else {
     // A backend the user asked for is worth a warning; the probe for CUDA
     // on a machine without it is not.
     const std::vector<std::string> asked = requested_kinds();
     const bool requested = std::find(asked.begin(), asked.end(), kind) != asked.end();
-    log(requested ? LogLevel::Warn : LogLevel::Debug, "device backend '", kind, "' unavailable: ",
-        r.why_unavailable);
+    log(requested ? LogLevel::Warn : LogLevel::Debug, "device backend '", kind,
+        "' unavailable: ", r.why_unavailable);
   }
   return loaded->emplace(kind, std::move(r)).first->second;
 }

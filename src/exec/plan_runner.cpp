@@ -109,7 +109,8 @@ void step(const std::shared_ptr<Planned>& p, size_t k) {
             t.end_ns += stage_start;
             p->trace[static_cast<size_t>(s.nodes[i])] = t;
           }
-          for (size_t i = 0; i < s.outputs.size(); ++i) p->put(s.outputs[i], s.device, std::move(r.outputs[i]));
+          for (size_t i = 0; i < s.outputs.size(); ++i)
+            p->put(s.outputs[i], s.device, std::move(r.outputs[i]));
           step(p, k + 1);
         },
         p->r.devices[static_cast<size_t>(st.device)]);
@@ -122,7 +123,8 @@ void step(const std::shared_ptr<Planned>& p, size_t k) {
 
 }  // namespace
 
-void run_planned(Executor& exec, PlannedRun r, Executor::Done done, std::shared_ptr<std::vector<int>> stages_run) {
+void run_planned(Executor& exec, PlannedRun r, Executor::Done done,
+                 std::shared_ptr<std::vector<int>> stages_run) {
   auto p = std::make_shared<Planned>();
   p->exec = &exec;
   p->done = std::move(done);
@@ -130,16 +132,17 @@ void run_planned(Executor& exec, PlannedRun r, Executor::Done done, std::shared_
   p->start_ns = now_ns();
   try {
     const Graph& g = *r.graph;
-    check(r.inputs.size() == g.inputs().size() && r.input_device.size() == r.inputs.size(), GENIE_ERR_INTERNAL,
-          "run_planned: ", r.inputs.size(), " tensors for ", g.inputs().size(), " graph inputs");
+    check(r.inputs.size() == g.inputs().size() && r.input_device.size() == r.inputs.size(),
+          GENIE_ERR_INTERNAL, "run_planned: ", r.inputs.size(), " tensors for ", g.inputs().size(),
+          " graph inputs");
     p->trace.resize(g.nodes().size());
     p->stages = split_stages(g, r.plan->node_device, r.plan->order, &r.shapes);
     p->r = std::move(r);
     const Graph& pg = *p->r.graph;
     for (size_t i = 0; i < p->r.inputs.size(); ++i) {
       const int d = p->r.input_device[i];
-      check(d >= 0 && static_cast<size_t>(d) < p->r.devices.size(), GENIE_ERR_INTERNAL, "run_planned: input ", i,
-            " on device ", d, " of ", p->r.devices.size());
+      check(d >= 0 && static_cast<size_t>(d) < p->r.devices.size(), GENIE_ERR_INTERNAL, "run_planned: input ",
+            i, " on device ", d, " of ", p->r.devices.size());
       p->put(pg.inputs()[i], d, std::move(p->r.inputs[i]));
     }
     // Constants are host tensors: they start on the CPU device (index 0

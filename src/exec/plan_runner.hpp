@@ -19,12 +19,12 @@
 namespace genie {
 
 struct PlannedRun {
-  std::shared_ptr<const Graph> graph;          // validated with `shapes`
-  std::shared_ptr<const sched::Plan> plan;     // of `graph` over `devices`
-  std::vector<DeviceRef> devices;              // by topology index
-  std::unordered_map<ValueId, Shape> shapes;   // bound shapes of dynamic inputs
-  std::vector<TensorPtr> inputs;               // one per graph input, declaration order
-  std::vector<int> input_device;               // per input: index into `devices`
+  std::shared_ptr<const Graph> graph;         // validated with `shapes`
+  std::shared_ptr<const sched::Plan> plan;    // of `graph` over `devices`
+  std::vector<DeviceRef> devices;             // by topology index
+  std::unordered_map<ValueId, Shape> shapes;  // bound shapes of dynamic inputs
+  std::vector<TensorPtr> inputs;              // one per graph input, declaration order
+  std::vector<int> input_device;              // per input: index into `devices`
 };
 
 // Starts `r`; `done` is called exactly once (on an executor worker, or on

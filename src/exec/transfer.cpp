@@ -36,7 +36,8 @@ void write_tensor(DeviceRef device, TensorData& t, size_t offset, const void* sr
     std::memcpy(t.bytes() + offset, src, n);
     return;
   }
-  check(device.backend != nullptr, GENIE_ERR_INTERNAL, "write to ", t.device().str(), " memory without its backend");
+  check(device.backend != nullptr, GENIE_ERR_INTERNAL, "write to ", t.device().str(),
+        " memory without its backend");
   device.backend->copy_from_host(src, t.buffer(), offset, n, nullptr);
 }
 

@@ -57,10 +57,10 @@ bool read_profile_cache(const std::string& file, const DeviceIdentity& id, Measu
   const cJSON* f = cJSON_GetObjectItemCaseSensitive(root, "peak_flops");
   const cJSON* v = cJSON_GetObjectItemCaseSensitive(root, "vector_flops");
   const cJSON* b = cJSON_GetObjectItemCaseSensitive(root, "mem_bw_bytes_per_s");
-  if (cJSON_IsNumber(ver) && ver->valuedouble == kCacheVersion && cJSON_IsString(k) && id.kind == k->valuestring &&
-      cJSON_IsString(m) && id.model == m->valuestring && cJSON_IsNumber(u) && u->valuedouble == id.units &&
-      cJSON_IsNumber(f) && f->valuedouble > 0 && cJSON_IsNumber(v) && v->valuedouble > 0 && cJSON_IsNumber(b) &&
-      b->valuedouble > 0) {
+  if (cJSON_IsNumber(ver) && ver->valuedouble == kCacheVersion && cJSON_IsString(k) &&
+      id.kind == k->valuestring && cJSON_IsString(m) && id.model == m->valuestring && cJSON_IsNumber(u) &&
+      u->valuedouble == id.units && cJSON_IsNumber(f) && f->valuedouble > 0 && cJSON_IsNumber(v) &&
+      v->valuedouble > 0 && cJSON_IsNumber(b) && b->valuedouble > 0) {
     out->peak_flops = f->valuedouble;
     out->vector_flops = v->valuedouble;
     out->mem_bw_bytes_per_s = b->valuedouble;

@@ -10,18 +10,18 @@
 namespace genie::sched {
 
 struct CalibrateOptions {
-  std::string node_id;      // DeviceProfile::node_id of the result
-  std::string cache_dir;    // "" = $XDG_CACHE_HOME/genie, else $HOME/.cache/genie
-  bool use_cache = true;    // false: always measure, never read or write the file
+  std::string node_id;           // DeviceProfile::node_id of the result
+  std::string cache_dir;         // "" = $XDG_CACHE_HOME/genie, else $HOME/.cache/genie
+  bool use_cache = true;         // false: always measure, never read or write the file
   double budget_fraction = 0.8;  // mem_budget_bytes = fraction x available memory
 };
 
 // What a device model is: the file's key. Two devices with the same
 // identity share one file.
 struct DeviceIdentity {
-  std::string kind;   // "cpu", "cuda": the file name's prefix
-  std::string model;  // "Intel(R) Xeon(R) ...", "NVIDIA H100 80GB HBM3"
-  unsigned units = 0; // cores, streaming multiprocessors
+  std::string kind;    // "cpu", "cuda": the file name's prefix
+  std::string model;   // "Intel(R) Xeon(R) ...", "NVIDIA H100 80GB HBM3"
+  unsigned units = 0;  // cores, streaming multiprocessors
 };
 
 // The measured rates (each > 0 when read back).

@@ -14,6 +14,7 @@ const genie::DeviceBackendEntry kEntry{genie::kDeviceBackendAbi + 100, "test", &
 
 }  // namespace
 
-extern "C" __attribute__((visibility("default"))) const genie::DeviceBackendEntry* genie_device_backend_entry() {
+extern "C" __attribute__((visibility("default"))) const genie::DeviceBackendEntry*
+genie_device_backend_entry() {
   return &kEntry;
 }

@@ -119,7 +119,9 @@ class TestBackend final : public DeviceBackend {
     return Buffer(static_cast<std::byte*>(p), size, MemoryKind::PinnedHost, Device{}, {});
   }
 
-  void fill_zero(Buffer& dst, size_t n, Queue*) override { std::memset(mine(dst, 0, n, "destination"), 0, n); }
+  void fill_zero(Buffer& dst, size_t n, Queue*) override {
+    std::memset(mine(dst, 0, n, "destination"), 0, n);
+  }
 
   void copy_from_host(const void* src, Buffer& dst, size_t offset, size_t n, Queue*) override {
     if (n) std::memcpy(mine(dst, offset, n, "destination"), src, n);
@@ -176,10 +178,11 @@ class TestBackend final : public DeviceBackend {
   }
   // The bytes of `b` at [offset, offset + n), which must be this backend's.
   std::byte* mine(const Buffer& b, size_t offset, size_t n, const char* what) const {
-    check(b.memory() == MemoryKind::Device && b.device().kind == kind_, GENIE_ERR_INTERNAL, "test backend: the ",
-          what, " is not test device memory but ", b.device().kind, ":", b.device().index);
-    check(offset <= b.size() && n <= b.size() - offset, GENIE_ERR_INTERNAL, "test backend: ", what, " range [",
-          offset, ", +", n, ") exceeds its ", b.size(), " bytes");
+    check(b.memory() == MemoryKind::Device && b.device().kind == kind_, GENIE_ERR_INTERNAL,
+          "test backend: the ", what, " is not test device memory but ", b.device().kind, ":",
+          b.device().index);
+    check(offset <= b.size() && n <= b.size() - offset, GENIE_ERR_INTERNAL, "test backend: ", what,
+          " range [", offset, ", +", n, ") exceeds its ", b.size(), " bytes");
     return b.data() + offset;
   }
 

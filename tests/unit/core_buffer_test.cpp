@@ -80,9 +80,9 @@ TEST(Buffer, TensorsAdoptBuffersAndReportWhereTheyLive) {
   int released = 0;
   alignas(64) static std::byte block[64];
   {
-    TensorData t(DType::F32, {4, 4}, Buffer(block, 64, MemoryKind::Device, Device{"cuda", 2, ""},
-                                            [&](std::byte*) { ++released; }),
-                 false);
+    TensorData t(
+        DType::F32, {4, 4},
+        Buffer(block, 64, MemoryKind::Device, Device{"cuda", 2, ""}, [&](std::byte*) { ++released; }), false);
     EXPECT_EQ(t.nbytes(), 64u);
     EXPECT_EQ(t.memory(), MemoryKind::Device);
     EXPECT_EQ(t.device().str(), "cuda:2");
@@ -92,8 +92,8 @@ TEST(Buffer, TensorsAdoptBuffersAndReportWhereTheyLive) {
 
   // A buffer smaller than the tensor is refused (and freed).
   try {
-    TensorData t(DType::F32, {4, 5}, Buffer(block, 64, MemoryKind::Host, Device{}, [&](std::byte*) { ++released; }),
-                 false);
+    TensorData t(DType::F32, {4, 5},
+                 Buffer(block, 64, MemoryKind::Host, Device{}, [&](std::byte*) { ++released; }), false);
     ADD_FAILURE() << "a 64-byte buffer held an 80-byte tensor";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), GENIE_ERR_INVALID_ARGUMENT);

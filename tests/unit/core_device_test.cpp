@@ -31,9 +31,15 @@ TEST(DeviceId, AcceptedSpellingsAndCanonicalNames) {
     const char* in;
     const char* canonical;
   } cases[] = {
-      {"cpu", "cpu:0"},           {"cpu:0", "cpu:0"},       {"gpu:1", "cuda:1"},
-      {"cuda:3", "cuda:3"},       {"gpu", "cuda:0"},        {"remote:0", "remote:0"},
-      {"remote:2", "remote:2"},   {"node-b/cpu", "node-b/cpu:0"}, {"node-b/gpu:1", "node-b/cuda:1"},
+      {"cpu", "cpu:0"},
+      {"cpu:0", "cpu:0"},
+      {"gpu:1", "cuda:1"},
+      {"cuda:3", "cuda:3"},
+      {"gpu", "cuda:0"},
+      {"remote:0", "remote:0"},
+      {"remote:2", "remote:2"},
+      {"node-b/cpu", "node-b/cpu:0"},
+      {"node-b/gpu:1", "node-b/cuda:1"},
       {"n.1_x/cpu:0", "n.1_x/cpu:0"},
   };
   for (const Case& c : cases) EXPECT_EQ(parse_device(c.in).str(), c.canonical) << c.in;
@@ -46,9 +52,9 @@ TEST(DeviceId, AcceptedSpellingsAndCanonicalNames) {
 }
 
 TEST(DeviceId, MalformedStringsAreRefusedNamingThem) {
-  const char* bad[] = {"tpu:0",        "cpu:x",        "cpu:",     "cpu:-1",   "cpu:1234567", ":1",
-                       "/cpu:0",       "node b/cpu",   "node-b/",  "node-b/remote:0", "CPU:0",
-                       "a/b/cpu",      "cuda:1:2",     "cpu 0"};
+  const char* bad[] = {"tpu:0", "cpu:x",   "cpu:",       "cpu:-1",  "cpu:1234567",
+                       ":1",    "/cpu:0",  "node b/cpu", "node-b/", "node-b/remote:0",
+                       "CPU:0", "a/b/cpu", "cuda:1:2",   "cpu 0"};
   for (const char* s : bad) {
     try {
       parse_device(s);

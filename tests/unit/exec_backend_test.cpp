@@ -31,7 +31,8 @@ void expect_error(genie_status_t code, const std::string& needle, F&& f) {
     ADD_FAILURE() << "no error (expected status " << code << ")";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), code) << e.detail();
-    EXPECT_NE(e.detail().find(needle), std::string::npos) << "\"" << e.detail() << "\" lacks \"" << needle << "\"";
+    EXPECT_NE(e.detail().find(needle), std::string::npos)
+        << "\"" << e.detail() << "\" lacks \"" << needle << "\"";
   }
 }
 
@@ -46,11 +47,11 @@ const LoadedBackend& test_backend() {
   return device_backend("test");
 }
 
-
 ExecResult run_sync(Executor& ex, const std::shared_ptr<Graph>& g, std::vector<TensorPtr> in, DeviceRef dev) {
   std::promise<ExecResult> p;
   auto fut = p.get_future();
-  ex.run(g, std::move(in), [&](ExecResult&& r) { p.set_value(std::move(r)); }, dev);
+  ex.run(
+      g, std::move(in), [&](ExecResult&& r) { p.set_value(std::move(r)); }, dev);
   ExecResult r = fut.get();
   ex.wait_idle();
   return r;
@@ -166,7 +167,8 @@ TEST(BackendLoader, AnotherAbiVersionIsRefusedBeforeCreate) {
   // Its create() aborts: reaching it would end the test.
   const LoadedBackend r = load_backend_plugin(kDir + "/libgenie_backend_bad_abi.so");
   EXPECT_EQ(r.backend, nullptr);
-  EXPECT_NE(r.why_unavailable.find("ABI version " + std::to_string(kDeviceBackendAbi + 100)), std::string::npos)
+  EXPECT_NE(r.why_unavailable.find("ABI version " + std::to_string(kDeviceBackendAbi + 100)),
+            std::string::npos)
       << r.why_unavailable;
   EXPECT_NE(r.why_unavailable.find("speaks version " + std::to_string(kDeviceBackendAbi)), std::string::npos)
       << r.why_unavailable;
@@ -190,7 +192,8 @@ TEST(BackendLoader, APluginOfAnotherKindOrWithoutDevicesIsRefused) {
   ::unsetenv("GENIE_TEST_BACKEND_DEVICES");
   EXPECT_EQ(none.backend, nullptr);
   EXPECT_NE(none.why_unavailable.find("found no usable device"), std::string::npos) << none.why_unavailable;
-  EXPECT_NE(none.why_unavailable.find("GENIE_TEST_BACKEND_DEVICES"), std::string::npos) << none.why_unavailable;
+  EXPECT_NE(none.why_unavailable.find("GENIE_TEST_BACKEND_DEVICES"), std::string::npos)
+      << none.why_unavailable;
 }
 
 TEST(BackendLoader, TheTestBackendOffersTwoDevicesOfDeviceMemory) {

@@ -14,15 +14,14 @@
 #include "exec/backend_loader.hpp"
 #include "exec/executor.hpp"
 #include "graph/graph.hpp"
-#include "test_backend.hpp"
 #include "runtime/context.hpp"
+#include "test_backend.hpp"
 
 namespace genie {
 namespace {
 
 const std::string& kDir = testing::kTestBackendDir;
 const auto test_kernels = testing::test_backend_kernels;
-
 
 // An embedded context that loads the test backend, as an application would
 // with GENIE_DEVICE_BACKENDS=test.
@@ -127,8 +126,8 @@ TEST(RuntimeDevices, EmbeddedModeRunsThePlanAcrossDevices) {
     return t;
   };
   Executor cpu_only(2);
-  ExecResult ref = cpu_only.run_inline(
-      ref_graph, {host({4, 16}, x), host({16, 32}, w1), host({32, 8}, w2), host({8}, b)});
+  ExecResult ref =
+      cpu_only.run_inline(ref_graph, {host({4, 16}, x), host({16, 32}, w1), host({32, 8}, w2), host({8}, b)});
   ASSERT_EQ(ref.status, GENIE_OK) << ref.detail;
 
   // The plan the context runs by, as the scheduler makes it: the weights'
@@ -142,8 +141,9 @@ TEST(RuntimeDevices, EmbeddedModeRunsThePlanAcrossDevices) {
   EXPECT_EQ(plan.node_device[static_cast<size_t>(v->find_node("mm2"))], 2);
   uint64_t planned[3] = {0, 0, 0};
   for (int d : plan.node_device) ++planned[d];
-  const std::string last = ctx->local_devices()[static_cast<size_t>(
-      plan.node_device[static_cast<size_t>(v->find_node("bias"))])].id.str();
+  const std::string last =
+      ctx->local_devices()[static_cast<size_t>(plan.node_device[static_cast<size_t>(v->find_node("bias"))])]
+          .id.str();
 
   // Weights resident on the two test devices; x and b in host memory.
   TensorRef tw1 = tensor_on(*ctx, "test:0", {16, 32}, w1);

@@ -1,5 +1,7 @@
 // calibrate_local_cpu: a short sgemm, vector and memcpy measurement, cached
 // on disk through the scheduler's profile cache.
+#include "exec/cpu/calibrate.hpp"
+
 #include <cblas.h>
 #include <unistd.h>
 
@@ -16,7 +18,6 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
-#include "exec/cpu/calibrate.hpp"
 #include "exec/cpu/vec_math.hpp"  // the CPU kernels' own vectorised math
 
 namespace genie::cpu {
@@ -48,7 +49,8 @@ double measure_sgemm() {
   double best = 1e30;
   for (int rep = 0; rep < 4; ++rep) {
     const double t0 = now_s();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
+                c.data(), n);
     const double dt = now_s() - t0;
     if (rep > 0) best = std::min(best, dt);  // the first run warms up the threads
   }
@@ -141,7 +143,8 @@ sched::DeviceProfile calibrate_local_cpu(const sched::CalibrateOptions& opts) {
   d.mem_bw_bytes_per_s = r.mem_bw_bytes_per_s;
   const uint64_t avail = available_memory(&d.mem_capacity_bytes);
   const double frac = std::clamp(opts.budget_fraction, 0.01, 1.0);
-  d.mem_budget_bytes = static_cast<uint64_t>(static_cast<double>(std::min(avail, d.mem_capacity_bytes)) * frac);
+  d.mem_budget_bytes =
+      static_cast<uint64_t>(static_cast<double>(std::min(avail, d.mem_capacity_bytes)) * frac);
   d.op_overhead_s = 2e-6;
   return d;
 }
