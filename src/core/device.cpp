@@ -75,7 +75,10 @@ Device parse_device(const char* text) {
   }
   if (kind.empty()) bad("empty device kind");
   if (kind == "gpu") kind = "cuda";
-  if (!device_kind_known(kind)) bad("unknown device kind");
+  // Another node's devices may be of a kind this process has no backend
+  // for: there, a well-formed kind name is enough (that node says whether
+  // it has such a device). Here, the kind must be one a backend serves.
+  if (!device_kind_known(kind) && (d.node.empty() || !valid_kind_name(kind))) bad("unknown device kind");
   if (kind == "remote" && !d.node.empty()) bad("'remote' takes no node prefix");
   d.kind = std::move(kind);
   return d;

@@ -32,9 +32,10 @@ struct Device {
 };
 
 // Parses a device string; NULL or "" is "cpu:0". Throws Error(PARSE) naming
-// the string and what was expected: an unknown kind, an index that is not a
-// number in 0..999999, an empty or malformed node name, a node prefix on
-// "remote". Thread-safe.
+// the string and what was expected: an unknown kind (with a node prefix,
+// any well-formed kind name is accepted: that node's backends decide), an
+// index that is not a number in 0..999999, an empty or malformed node name,
+// a node prefix on "remote". Thread-safe.
 Device parse_device(const char* text);
 
 // Makes `kind` ([a-z][a-z0-9_]*, at most 32 characters) a device kind that

@@ -10,10 +10,14 @@
 // drivers are missing.
 //
 // Memory: allocate() returns a core Buffer that knows its device and memory
-// kind and frees itself through the backend when destroyed. Copies take a
-// queue: with nullptr they complete before returning; with a queue they are
-// ordered on it and complete by its synchronize(). Host memory given to a
-// copy is plain pageable memory unless the backend says otherwise.
+// kind and frees itself through the backend when destroyed. The executor
+// drops a value once its last reader is issued, so a buffer may be
+// released while work queued on a device still reads it: a backend with
+// asynchronous queues frees in stream order (cudaFreeAsync, or reuse only
+// after the queue has passed an event). Copies take a queue: with nullptr
+// they complete before returning; with a queue they are ordered on it and
+// complete by its synchronize(). Host memory given to a copy is plain
+// pageable memory unless the backend says otherwise.
 //
 // Threads: every member may be called from any thread, concurrently, except
 // that one Queue is used by one thread at a time.

@@ -69,6 +69,16 @@ TEST(DeviceId, MalformedStringsAreRefusedNamingThem) {
   }
 }
 
+TEST(DeviceId, AnotherNodesDevicesMayBeOfKindsUnknownHere) {
+  const Device d = parse_device("node-q/npu:2");
+  EXPECT_EQ(d.node, "node-q");
+  EXPECT_EQ(d.kind, "npu");
+  EXPECT_EQ(d.index, 2);
+  EXPECT_THROW(parse_device("npu:2"), Error);         // here: no backend serves it
+  EXPECT_THROW(parse_device("node-q/NPU:2"), Error);  // not a kind name anywhere
+  EXPECT_THROW(parse_device("node-q/gpu-x:2"), Error);
+}
+
 TEST(DeviceId, BackendsRegisterTheirKinds) {
   EXPECT_FALSE(device_kind_known("fakedev"));
   EXPECT_THROW(parse_device("fakedev:1"), Error);
