@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "exec/cpu/calibrate.hpp"
 #include "sched/analysis.hpp"
 #include "sched/plan.hpp"
 #include "sched/reference_graphs.hpp"
@@ -195,7 +196,7 @@ int main(int argc, char** argv) {
   CalibrateOptions co;
   co.node_id = "local";
   Topology local;
-  local.devices.push_back(calibrate_local_cpu(co));
+  local.devices.push_back(cpu::calibrate_local_cpu(co));
   std::printf("prediction vs measured execution on this CPU (calibrated: GEMM %.1f GFLOP/s, element-wise %.2f "
               "GFLOP/s, %.1f GB/s)\n",
               local.devices[0].peak_flops * 1e-9, local.devices[0].vector_flops * 1e-9,

@@ -10,7 +10,7 @@ FutureObj* F(const genie_future_t* f) { return live<FutureObj>(f); }
 genie_tensor_t* new_tensor_handle(const std::shared_ptr<FutureState>& st, TensorRef ref) {
   auto h = std::make_unique<TensorObj>();
   h->ctx = st->ctx();
-  h->device = ref.is_remote() ? ref.remote()->device : Device{}.str();
+  h->device = ref.is_remote() ? ref.remote()->device : ref.local()->device().str();
   h->ref = std::move(ref);
   return publish(std::move(h));
 }

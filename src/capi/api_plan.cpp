@@ -11,17 +11,9 @@ using namespace genie;
 
 namespace {
 
-// The devices an embedded context runs graphs on: this process's CPU
-// (calibrated once, cached on disk). GPUs join here when the CUDA executor
-// does.
-sched::Topology local_topology(const Context& ctx) {
-  sched::CalibrateOptions opts;
-  opts.node_id = ctx.node_id();
-  sched::Topology t;
-  t.devices.push_back(sched::calibrate_local_cpu(opts));
-  t.version = 1;
-  return t;
-}
+// The devices an embedded context runs graphs on: this process's CPU and
+// every device of its device backends, each calibrated by its backend.
+const sched::Topology& local_topology(Context& ctx) { return ctx.local_topology(); }
 
 char* malloc_copy(const std::string& s) {
   char* p = static_cast<char*>(std::malloc(s.size() + 1));
@@ -65,8 +57,8 @@ std::string explain(Context& c, const Graph& graph, const std::vector<std::strin
     }
     return c.client()->plan_explain(graph_to_json(g), bindings);
   }
-  sched::Residency residency;  // embedded: every bound tensor is in this process, on device 0
-  for (const std::string& n : names) residency.value_device[n] = 0;
+  sched::Residency residency;  // embedded: every bound tensor is on a device of this process
+  for (size_t i = 0; i < names.size(); ++i) residency.value_device[names[i]] = c.device_of(*tensors[i].local());
   return sched::plan_graph(g, local_topology(c), residency, names.empty() ? nullptr : &shapes).explain_json(g);
 }
 

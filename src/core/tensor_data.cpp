@@ -1,6 +1,7 @@
 #include "core/tensor_data.hpp"
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -28,14 +29,12 @@ void TensorData::count_live() {
   }
 }
 
-TensorData::TensorData(DType dtype, Shape shape, std::byte* data, Release release, bool counted)
-    : dtype_(dtype),
-      shape_(std::move(shape)),
-      numel_(genie::numel(shape_)),
-      nbytes_(0),
-      data_(data, Deleter{std::move(release)}) {
+TensorData::TensorData(DType dtype, Shape shape, Buffer buffer, bool counted)
+    : dtype_(dtype), shape_(std::move(shape)), numel_(genie::numel(shape_)), nbytes_(0), buffer_(std::move(buffer)) {
   check(dtype_size(dtype) != 0, GENIE_ERR_INVALID_ARGUMENT, "invalid dtype ", static_cast<int>(dtype));
   nbytes_ = byte_size(shape_, dtype_size(dtype));
+  check(buffer_.size() >= nbytes_, GENIE_ERR_INVALID_ARGUMENT, "a buffer of ", buffer_.size(),
+        " bytes cannot hold tensor ", shape_str(shape_), " of ", nbytes_, " bytes");
   if (counted) count_live();
 }
 
@@ -43,12 +42,12 @@ TensorData::TensorData(DType dtype, Shape shape)
     : dtype_(dtype), shape_(std::move(shape)), numel_(genie::numel(shape_)) {
   check(dtype_size(dtype) != 0, GENIE_ERR_INVALID_ARGUMENT, "invalid dtype ", static_cast<int>(dtype));
   nbytes_ = byte_size(shape_, dtype_size(dtype));
-  const size_t alloc = ((nbytes_ + 63) / 64) * 64 + 64;  // never zero, whole cache lines
+  const size_t alloc = Buffer::host_alloc_size(nbytes_);
   void* p = std::aligned_alloc(64, alloc);
   if (p == nullptr)
     fail(GENIE_ERR_OUT_OF_MEMORY, "cannot allocate ", nbytes_, " bytes for tensor ", shape_str(shape_));
   std::memset(p, 0, alloc);
-  data_.reset(static_cast<std::byte*>(p));
+  buffer_ = Buffer(static_cast<std::byte*>(p), alloc, MemoryKind::Host, Device{}, {});
   count_live();
 }
 
@@ -78,15 +77,25 @@ int64_t load_i64(const std::byte* p, DType t, int64_t i) {
 }  // namespace
 
 TensorPtr convert(const TensorData& src, DType to) {
-  auto out = std::make_shared<TensorData>(to, src.shape());
-  const std::byte* p = src.bytes();
-  const DType from = src.dtype();
-  const int64_t n = src.numel();
+  // Every byte is written below: no zero-fill.
+  auto out = std::make_shared<TensorData>(to, src.shape(), Buffer::host(byte_size(src.shape(), dtype_size(to))),
+                                          true);
+  convert_into(src, *out);
+  return out;
+}
+
+void convert_into(const TensorData& src, TensorData& dst) {
+  check(src.host_accessible() && dst.host_accessible(), GENIE_ERR_INTERNAL,
+        "convert: device memory reached host code");
+  check(src.numel() == dst.numel(), GENIE_ERR_INTERNAL, "convert: ", src.numel(), " elements into ", dst.numel());
+  convert_elements(src.bytes(), src.dtype(), dst.bytes(), dst.dtype(), src.numel());
+}
+
+void convert_elements(const std::byte* p, DType from, std::byte* q, DType to, int64_t n) {
   if (from == to) {
-    std::memcpy(out->bytes(), p, src.nbytes());
-    return out;
+    if (n > 0) std::memcpy(q, p, static_cast<size_t>(n) * dtype_size(to));
+    return;
   }
-  std::byte* q = out->bytes();
   for (int64_t i = 0; i < n; ++i) {
     switch (to) {
       case DType::F32: reinterpret_cast<float*>(q)[i] = load_f32(p, from, i); break;
@@ -101,7 +110,6 @@ TensorPtr convert(const TensorData& src, DType to) {
       default: fail(GENIE_ERR_INTERNAL, "convert to invalid dtype");
     }
   }
-  return out;
 }
 
 }  // namespace genie

@@ -1,11 +1,12 @@
-// Host tensor storage: dtype, shape and a 64-byte aligned buffer.
+// Tensor storage: dtype, shape and a Buffer (core/buffer.hpp) that says
+// where the bytes live (host, pinned host or device memory of one device)
+// and who frees them.
 #pragma once
 
 #include <cstddef>
-#include <cstdlib>
-#include <functional>
 #include <memory>
 
+#include "core/buffer.hpp"
 #include "core/dtype.hpp"
 #include "core/shape.hpp"
 
@@ -13,15 +14,15 @@ namespace genie {
 
 class TensorData {
  public:
-  // Allocates zero-filled storage; throws Error(OUT_OF_MEMORY / TOO_LARGE).
+  // Allocates zero-filled host storage; throws Error(OUT_OF_MEMORY / TOO_LARGE).
   TensorData(DType dtype, Shape shape);
-  // Adopts `data` (at least byte_size(shape) bytes, 64-byte aligned, contents
-  // as they are) and hands it to `release` when destroyed, instead of free():
-  // for buffers owned by a pool, or borrowed from another tensor (`release`
-  // then keeps that tensor alive). `counted`: whether the bytes count in
-  // tensor_bytes_live (false for borrowed storage, counted by its owner).
-  using Release = std::function<void(std::byte*)>;
-  TensorData(DType dtype, Shape shape, std::byte* data, Release release, bool counted);
+  // Adopts `buffer` (at least byte_size(shape) bytes, contents as they are):
+  // for buffers of a pool or a device backend, or views borrowing another
+  // tensor's bytes (the buffer's Release then keeps that tensor alive).
+  // `counted`: whether the bytes count in tensor_bytes_live (false for
+  // borrowed storage, counted by its owner). Throws Error(INVALID_ARGUMENT)
+  // for an invalid dtype or a buffer smaller than the tensor.
+  TensorData(DType dtype, Shape shape, Buffer buffer, bool counted);
   ~TensorData();
   TensorData(const TensorData&) = delete;
   TensorData& operator=(const TensorData&) = delete;
@@ -30,34 +31,33 @@ class TensorData {
   const Shape& shape() const { return shape_; }
   int64_t numel() const { return numel_; }
   size_t nbytes() const { return nbytes_; }
-  std::byte* bytes() { return data_.get(); }
-  const std::byte* bytes() const { return data_.get(); }
+  // The storage: where it lives and who frees it.
+  const Buffer& buffer() const { return buffer_; }
+  Buffer& buffer() { return buffer_; }
+  MemoryKind memory() const { return buffer_.memory(); }
+  const Device& device() const { return buffer_.device(); }
+  bool host_accessible() const { return buffer_.host_accessible(); }
+  // The first byte. Host code may dereference it only when host_accessible();
+  // device memory is reached through its device's backend.
+  std::byte* bytes() { return buffer_.data(); }
+  const std::byte* bytes() const { return buffer_.data(); }
   template <class T>
   T* data() {
-    return reinterpret_cast<T*>(data_.get());
+    return reinterpret_cast<T*>(buffer_.data());
   }
   template <class T>
   const T* data() const {
-    return reinterpret_cast<const T*>(data_.get());
+    return reinterpret_cast<const T*>(buffer_.data());
   }
 
  private:
-  struct Deleter {
-    Release release;  // empty: std::free
-    void operator()(std::byte* p) const {
-      if (release)
-        release(p);
-      else
-        std::free(p);
-    }
-  };
   void count_live();
   DType dtype_;
   Shape shape_;
   int64_t numel_;
   size_t nbytes_;
   size_t counted_ = 0;  // bytes this tensor added to tensor_bytes_live
-  std::unique_ptr<std::byte[], Deleter> data_;
+  Buffer buffer_;
 };
 
 using TensorPtr = std::shared_ptr<TensorData>;
@@ -68,8 +68,14 @@ size_t tensor_bytes_live();
 size_t tensor_bytes_peak();
 void tensor_bytes_reset_peak();
 
-// Converts any tensor to a new tensor of `to` (f16/bf16 via f32; float to int
-// truncates toward zero; anything to bool is != 0).
+// Converts any host tensor to a new host tensor of `to` (f16/bf16 via f32;
+// float to int truncates toward zero; anything to bool is != 0).
 TensorPtr convert(const TensorData& src, DType to);
+// The same into `dst` (same shape, any dtype), both host-accessible.
+void convert_into(const TensorData& src, TensorData& dst);
+// The element loop of both: `n` elements at `src` (of `from`) into `dst` (of
+// `to`), host memory. Also what device backends on host-reachable memory
+// convert with (exec/backend.hpp, BackendHost).
+void convert_elements(const std::byte* src, DType from, std::byte* dst, DType to, int64_t n);
 
 }  // namespace genie

@@ -17,7 +17,13 @@ BufferPool::~BufferPool() { trim(); }
 TensorPtr BufferPool::make(DType dtype, const Shape& shape) {
   check(dtype_size(dtype) != 0, GENIE_ERR_INVALID_ARGUMENT, "invalid dtype ", static_cast<int>(dtype));
   const size_t nbytes = byte_size(shape, dtype_size(dtype));
-  const size_t alloc = ((nbytes + 63) / 64) * 64 + 64;  // as TensorData: whole cache lines, never zero
+  // dtype and size were checked above: past take() only memory can fail,
+  // and then the buffer goes back to the pool.
+  return std::make_shared<TensorData>(dtype, shape, take(nbytes), true);
+}
+
+Buffer BufferPool::take(size_t nbytes) {
+  const size_t alloc = Buffer::host_alloc_size(nbytes);  // whole cache lines, never zero
   std::byte* p = nullptr;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -33,25 +39,19 @@ TensorPtr BufferPool::make(DType dtype, const Shape& shape) {
   }
   if (p == nullptr) {
     p = static_cast<std::byte*>(std::aligned_alloc(64, alloc));
-    if (p == nullptr)
-      fail(GENIE_ERR_OUT_OF_MEMORY, "cannot allocate ", nbytes, " bytes for tensor ", shape_str(shape));
+    if (p == nullptr) fail(GENIE_ERR_OUT_OF_MEMORY, "cannot allocate ", nbytes, " bytes of host memory");
   }
 #ifndef NDEBUG
   std::memset(p, 0xFF, alloc);
 #endif
   std::weak_ptr<BufferPool> weak = weak_from_this();
   try {
-    // dtype and size were checked above: past this point only memory can fail,
-    // and then before the tensor owns `p`.
-    return std::make_shared<TensorData>(
-        dtype, shape, p,
-        [weak, alloc](std::byte* q) {
-          if (auto pool = weak.lock())
-            pool->give_back(q, alloc);
-          else
-            std::free(q);
-        },
-        true);
+    return Buffer(p, alloc, MemoryKind::Host, Device{}, [weak, alloc](std::byte* q) {
+      if (auto pool = weak.lock())
+        pool->give_back(q, alloc);
+      else
+        std::free(q);
+    });
   } catch (const std::bad_alloc&) {
     std::free(p);
     throw;

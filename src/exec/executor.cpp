@@ -4,11 +4,20 @@
 #include <new>
 
 #include "core/error.hpp"
-#include "exec/cpu/kernels.hpp"
 
 namespace genie {
 
 namespace {
+// A copy of host tensor `t` on the device (the value named `name`).
+TensorPtr place_on(DeviceBackend& be, int device, const TensorPtr& t, const std::string& name) {
+  check(t->host_accessible(), GENIE_ERR_INVALID_ARGUMENT, "value '", name, "' is in the memory of ",
+        t->device().str(), ", not of ", be.kind(), ":", device,
+        " where the graph runs (tensors move between devices before a run)");
+  TensorPtr d = be.make_tensor(device, t->dtype(), t->shape());
+  be.copy_from_host(t->bytes(), d->buffer(), 0, t->nbytes(), nullptr);
+  return d;
+}
+
 uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch())
@@ -18,7 +27,13 @@ uint64_t now_ns() {
 
 struct Executor::Run {
   std::shared_ptr<const Graph> g;
-  BufferPool* buffers = nullptr;                // the executor's; outlives the run
+  DeviceBackend* backend = nullptr;             // where it runs; outlives the run
+  int device = 0;
+  bool f32 = true;                              // backend->f32_compute()
+  std::unique_ptr<Queue> queue;                 // the run's queue on the device
+  // Held around kernel calls when the device is not the host: one worker
+  // at a time issues on the run's queue.
+  std::unique_ptr<std::mutex> issue_mu;
   const Parallel* par = nullptr;                // kernels' intra-op split; nullptr inline
   std::vector<TensorPtr> slots;                 // by value id
   std::unique_ptr<std::atomic<int>[]> pending;  // by node: unfinished producer edges
@@ -54,10 +69,16 @@ void Executor::wait_idle() {
 }
 
 std::shared_ptr<Executor::Run> Executor::prepare(std::shared_ptr<const Graph> graph,
-                                                 std::vector<TensorPtr> inputs, BufferPool* buffers,
-                                                 const Parallel* par) {
+                                                 std::vector<TensorPtr> inputs, const Parallel* par,
+                                                 DeviceRef device) {
   auto run = std::make_shared<Run>();
-  run->buffers = buffers;
+  run->backend = device.backend ? device.backend : &cpu_;
+  run->device = device.index;
+  run->backend->check_device(run->device);
+  run->f32 = run->backend->f32_compute();
+  run->queue = run->backend->create_queue(run->device);
+  const bool host_device = run->backend->devices()[static_cast<size_t>(run->device)].memory != MemoryKind::Device;
+  if (!host_device) run->issue_mu = std::make_unique<std::mutex>();
   run->par = par;
   const Graph& g = *graph;
   const size_t nv = g.values().size();
@@ -80,6 +101,13 @@ std::shared_ptr<Executor::Run> Executor::prepare(std::shared_ptr<const Graph> gr
     if (val.kind != ValueKind::NodeOutput) run->keep[v] = true;
   }
   for (ValueId o : g.outputs()) run->keep[static_cast<size_t>(o)] = true;
+  // Inputs and constants must be where the kernels can read them.
+  const Device& here = run->backend->devices()[static_cast<size_t>(run->device)].id;
+  for (size_t v = 0; v < nv; ++v) {
+    TensorPtr& t = run->slots[v];
+    if (!t || (host_device ? t->host_accessible() : t->device() == here)) continue;
+    t = place_on(*run->backend, run->device, t, g.value(static_cast<ValueId>(v)).name);
+  }
 
   for (size_t n = 0; n < nn; ++n) {
     for (ValueId in : g.node(static_cast<NodeId>(n)).inputs) {
@@ -97,8 +125,9 @@ std::shared_ptr<Executor::Run> Executor::prepare(std::shared_ptr<const Graph> gr
   return run;
 }
 
-void Executor::run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs, Done done) {
-  std::shared_ptr<Run> run = prepare(std::move(graph), std::move(inputs), buffers_.get(), &par_);
+void Executor::run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs, Done done,
+                   DeviceRef device) {
+  std::shared_ptr<Run> run = prepare(std::move(graph), std::move(inputs), &par_, device);
   run->done = std::move(done);
   {
     std::lock_guard<std::mutex> lk(idle_mu_);
@@ -117,8 +146,9 @@ void Executor::run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> in
   for (NodeId n : roots) schedule(run, n);
 }
 
-ExecResult Executor::run_inline(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs) {
-  std::shared_ptr<Run> run = prepare(std::move(graph), std::move(inputs), buffers_.get(), nullptr);
+ExecResult Executor::run_inline(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs,
+                                DeviceRef device) {
+  std::shared_ptr<Run> run = prepare(std::move(graph), std::move(inputs), nullptr, device);
   for (NodeId n : run->g->topo_order()) run_node(*run, n);
   return collect(*run);
 }
@@ -158,8 +188,11 @@ void Executor::run_node(Run& run, NodeId node) {
   tr.start_ns = now_ns() - run.start_ns;
   if (!run.failed.load(std::memory_order_acquire)) {
     try {
-      cpu::KernelFn fn = cpu::find_kernel(nd.op);
-      check(fn != nullptr, GENIE_ERR_UNSUPPORTED, "no CPU kernel for op '", nd.op, "'");
+      DeviceBackend& be = *run.backend;
+      KernelFn fn = be.find_kernel(nd.op);
+      check(fn != nullptr, GENIE_ERR_UNSUPPORTED, "no ", be.kind(), " kernel for op '", nd.op, "'");
+      std::unique_lock<std::mutex> issuing;
+      if (run.issue_mu) issuing = std::unique_lock<std::mutex>(*run.issue_mu);
       std::vector<TensorPtr> held;  // keeps converted inputs alive for the call
       std::vector<const TensorData*> in;
       held.reserve(nd.inputs.size());
@@ -171,7 +204,11 @@ void Executor::run_node(Run& run, NodeId node) {
         }
         TensorPtr t = run.slots[static_cast<size_t>(v)];
         check(t != nullptr, GENIE_ERR_INTERNAL, "value '", g.value(v).name, "' missing at execution");
-        if (is_reduced_float(t->dtype())) t = convert(*t, DType::F32);
+        if (run.f32 && is_reduced_float(t->dtype())) {
+          TensorPtr f = be.make_tensor(run.device, DType::F32, t->shape());
+          be.convert(*t, *f, run.queue.get());
+          t = std::move(f);
+        }
         in.push_back(t.get());
         held.push_back(std::move(t));
       }
@@ -183,9 +220,10 @@ void Executor::run_node(Run& run, NodeId node) {
         const Value& val = g.value(nd.outputs[0]);
         const TensorPtr& src = held[0];
         if (val.dtype == src->dtype() && numel(val.shape) == src->numel()) {
-          run.slots[static_cast<size_t>(nd.outputs[0])] =
-              std::make_shared<TensorData>(val.dtype, val.shape, src->bytes(),
-                                           [src](std::byte*) {}, false);
+          const Buffer& b = src->buffer();
+          run.slots[static_cast<size_t>(nd.outputs[0])] = std::make_shared<TensorData>(
+              val.dtype, val.shape, Buffer(b.data(), b.size(), b.memory(), b.device(), [src](std::byte*) {}),
+              false);
           fn = nullptr;
         }
       }
@@ -194,15 +232,21 @@ void Executor::run_node(Run& run, NodeId node) {
       if (fn != nullptr) {
         for (ValueId v : nd.outputs) {
           const Value& val = g.value(v);
-          outs.push_back(run.buffers->make(is_reduced_float(val.dtype) ? DType::F32 : val.dtype, val.shape));
+          outs.push_back(be.make_tensor(run.device, run.f32 && is_reduced_float(val.dtype) ? DType::F32 : val.dtype,
+                                        val.shape));
           out_ptrs.push_back(outs.back().get());
         }
       }
-      if (fn != nullptr) fn(cpu::KernelArgs{nd.op, nd.attrs, in, out_ptrs, run.par});
+      if (fn != nullptr) fn(KernelArgs{nd.op, nd.attrs, in, out_ptrs, run.par, run.queue.get()});
       for (size_t i = 0; i < outs.size(); ++i) {
         const Value& val = g.value(nd.outputs[i]);
-        run.slots[static_cast<size_t>(nd.outputs[i])] =
-            is_reduced_float(val.dtype) ? convert(*outs[i], val.dtype) : std::move(outs[i]);
+        TensorPtr& slot = run.slots[static_cast<size_t>(nd.outputs[i])];
+        if (outs[i]->dtype() == val.dtype) {
+          slot = std::move(outs[i]);
+          continue;
+        }
+        slot = be.make_tensor(run.device, val.dtype, val.shape);
+        be.convert(*outs[i], *slot, run.queue.get());
       }
     } catch (const Error& e) {
       run.record_error(e.code(), cat("node '", nd.name, "' (", nd.op, "): ", e.detail()));
@@ -247,6 +291,11 @@ void Executor::execute_node(const std::shared_ptr<Run>& run, NodeId first) {
 
 ExecResult Executor::collect(Run& run) {
   ExecResult r;
+  try {
+    run.queue->synchronize();  // before any buffer of the run is read or freed
+  } catch (const Error& e) {
+    run.record_error(e.code(), cat("synchronising ", run.backend->kind(), ":", run.device, ": ", e.detail()));
+  }
   r.exec_ns = now_ns() - run.start_ns;
   {
     std::lock_guard<std::mutex> lk(run.err_mu);
@@ -259,7 +308,11 @@ ExecResult Executor::collect(Run& run) {
         TensorPtr t = run.slots[static_cast<size_t>(o)];
         // An output that is a graph input or constant is copied, so that the
         // caller's output handle never aliases an input tensor.
-        if (run.g->value(o).kind != ValueKind::NodeOutput) t = convert(*t, t->dtype());
+        if (run.g->value(o).kind != ValueKind::NodeOutput) {
+          TensorPtr c = run.backend->make_tensor(run.device, t->dtype(), t->shape());
+          run.backend->copy_device(t->buffer(), 0, c->buffer(), 0, t->nbytes(), nullptr);
+          t = std::move(c);
+        }
         r.outputs.push_back(std::move(t));
       }
     } catch (const Error& e) {

@@ -1,4 +1,6 @@
-// Executes validated graphs on the local CPU.
+// Executes validated graphs on one device of this process: the CPU by
+// default, or any device of a device backend (exec/backend.hpp), reached
+// only through that backend's interface (kernels, memory, queues).
 //
 // Independent nodes run in parallel on the worker pool; a node becomes ready
 // when its last producer finishes. Intermediate values are freed as soon as
@@ -13,6 +15,13 @@
 // computed in f32 (converted around each kernel call). A tiny graph can also
 // run on the calling thread (run_inline), where handing it to a worker and
 // back would cost more than the work itself.
+//
+// On a device whose memory host code cannot reach, graph inputs and
+// constants in host memory are copied to the device first, a run's kernels
+// are issued on one queue of the device (one worker at a time), and the run
+// completes after that queue is synchronised. Inputs in another device's
+// memory are refused: moving tensors between devices is the caller's job
+// (exec/plan_runner.hpp).
 #pragma once
 
 #include <atomic>
@@ -25,7 +34,9 @@
 #include <vector>
 
 #include "core/tensor_data.hpp"
+#include "exec/backend.hpp"
 #include "exec/buffer_pool.hpp"
+#include "exec/cpu/backend.hpp"
 #include "exec/parallel.hpp"
 #include "exec/thread_pool.hpp"
 #include "graph/graph.hpp"
@@ -60,13 +71,15 @@ class Executor {
   // Starts executing `graph` (validated, with shapes resolved for `inputs`:
   // one tensor per graph input, in declaration order). `done` is called
   // exactly once, on a worker thread, after the last node has finished.
-  // Never throws for execution errors: they arrive in ExecResult.
-  void run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs, Done done);
+  // Never throws for execution errors: they arrive in ExecResult. `device`:
+  // where the graph runs (backend nullptr: this executor's CPU backend);
+  // its outputs live there.
+  void run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs, Done done, DeviceRef device = {});
 
   // Executes `graph` on the calling thread, nodes in topological order, and
   // returns its result: the same kernels, freeing and error handling as
   // run(), without the pool. Meant for graphs that pass is_tiny.
-  ExecResult run_inline(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs);
+  ExecResult run_inline(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs, DeviceRef device = {});
 
   // A cheap bound on a run's work, for callers choosing run_inline: true when
   // no node is a matmul, linear, conv2d or attention and the elements of
@@ -79,8 +92,11 @@ class Executor {
   // Blocks until no run is in flight.
   void wait_idle();
 
-  // Where node outputs come from (allocation counts, idle bytes; trim()).
-  BufferPool& buffers() { return *buffers_; }
+  // Where node outputs on the CPU come from (allocation counts, idle bytes;
+  // trim()): the CPU backend's pool.
+  BufferPool& buffers() { return cpu_.buffers(); }
+  // This executor's CPU backend (device cpu:0).
+  cpu::CpuBackend& cpu_backend() { return cpu_; }
 
   // How the pool's kernels split their work (counts of splits and chunks).
   // run_inline never splits.
@@ -88,8 +104,8 @@ class Executor {
 
  private:
   struct Run;
-  static std::shared_ptr<Run> prepare(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs,
-                                      BufferPool* buffers, const Parallel* par);
+  std::shared_ptr<Run> prepare(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs,
+                               const Parallel* par, DeviceRef device);
   // Runs one node's kernel (unless the run already failed), records its
   // trace and frees the values this node was the last to need.
   static void run_node(Run& run, NodeId node);
@@ -102,7 +118,7 @@ class Executor {
   std::mutex idle_mu_;
   std::condition_variable idle_cv_;
   int in_flight_ = 0;
-  std::shared_ptr<BufferPool> buffers_ = BufferPool::create();
+  cpu::CpuBackend cpu_;
   // Splits kernels over pool_ (only its address is taken here); destroyed
   // after pool_, whose workers may still be inside a kernel until joined.
   Parallel par_{&pool_};

@@ -14,6 +14,9 @@
 #include "core/error.hpp"
 #include "core/node_id.hpp"
 #include "core/log.hpp"
+#include "exec/backend_loader.hpp"
+#include "exec/cpu/backend.hpp"
+#include "exec/plan_runner.hpp"
 #include "graph/binding.hpp"
 
 namespace genie {
@@ -43,8 +46,17 @@ Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {
   cluster_ = std::make_unique<ClusterAgent>(cfg_, node_id_, config_ms);
   if (embedded()) {
     exec_ = std::make_unique<Executor>(cfg_.num_threads);
+    devices_.push_back({Device{}, DeviceRef{&exec_->cpu_backend(), 0}});
+    for (const std::string& kind : probed_backend_kinds()) {
+      const LoadedBackend& b = device_backend(kind);
+      if (!b.backend) continue;
+      for (size_t i = 0; i < b.backend->devices().size(); ++i)
+        devices_.push_back({b.backend->devices()[i].id, DeviceRef{b.backend.get(), static_cast<int>(i)}});
+    }
+    std::string list;
+    for (const LocalDevice& d : devices_) list += cat(list.empty() ? "" : ", ", d.id.str());
     log(LogLevel::Info, "context ", node_id_, ": embedded mode, role ", role_str(cfg_.role), ", ",
-        cfg_.num_threads, " worker threads (0 = all cores)");
+        cfg_.num_threads, " worker threads (0 = all cores), devices ", list);
   } else {
     const auto t0 = std::chrono::steady_clock::now();
     client_ = RemoteClient::connect(cfg_, node_id_);
@@ -81,49 +93,57 @@ Context::Placement Context::resolve_device(const char* text) const {
     // unless the caller asks for host memory.
     check(!client_->server_devices().empty(), GENIE_ERR_UNSUPPORTED, "server ", client_->server_node_id(),
           " serves no devices");
-    return {true, client_->server_devices()[0], "remote:0"};
+    return {true, 0, client_->server_devices()[0], "remote:0"};
   }
   Device d = parse_device(text);
   const bool this_node = d.node.empty() || d.node == node_id_;
-  if (d.kind == Device::Kind::Cpu && this_node) {
+  if (d.is_cpu() && this_node) {
     check(d.index == 0, GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': this node has one CPU device, cpu:0");
     d.node.clear();
-    return {false, {}, d.str()};
+    return {false, 0, {}, d.str()};
   }
   if (!client_) {
-    switch (d.kind) {
-      case Device::Kind::Cpu:
-        fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': node '", d.node,
-             "' is not reachable in embedded mode (no master configured)");
-      case Device::Kind::Gpu:
-        fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': no GPU support in this build");
-      case Device::Kind::Remote:
-        fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(),
-             "': embedded mode has no remote devices (set GENIE_MASTER_ADDR to use a server)");
+    if (d.is_remote())
+      fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(),
+           "': embedded mode has no remote devices (set GENIE_MASTER_ADDR to use a server)");
+    if (!this_node)
+      fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': node '", d.node,
+           "' is not reachable in embedded mode (no master configured)");
+    d.node.clear();
+    std::string same_kind;
+    for (size_t i = 0; i < devices_.size(); ++i) {
+      if (devices_[i].id == d) return {false, static_cast<int>(i), {}, d.str()};
+      if (devices_[i].id.kind == d.kind) same_kind += cat(same_kind.empty() ? "" : ", ", devices_[i].id.str());
     }
+    if (!same_kind.empty())
+      fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': this process's ", d.kind, " devices are ", same_kind);
+    const LoadedBackend& b = device_backend(d.kind);
+    fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': ",
+         b.backend ? cat("the ", d.kind, " backend offers no devices") : b.why_unavailable);
   }
   const std::vector<std::string>& served = client_->server_devices();
   const std::string& server = client_->server_node_id();
   std::string list;
   for (size_t i = 0; i < served.size(); ++i) list += cat(i ? ", " : "", "remote:", i, " = ", served[i]);
-  if (d.kind == Device::Kind::Remote) {
+  if (d.is_remote()) {
     check(static_cast<size_t>(d.index) < served.size(), GENIE_ERR_UNSUPPORTED, "device '", d.str(),
           "': server ", server, " serves ", served.size(), " device(s): ", list);
-    return {true, served[static_cast<size_t>(d.index)], d.str()};
+    return {true, 0, served[static_cast<size_t>(d.index)], d.str()};
   }
-  if (this_node)  // a GPU of this process
-    fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': this process has no GPU support; devices of server ",
-         server, " are ", list);
+  if (this_node)  // a device of this process other than its CPU
+    fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(),
+         "': a remote-mode context keeps only host memory in this process; devices of server ", server, " are ",
+         list);
   if (d.node != server) {
     // A device of another node: the master allocates it on its worker of
     // that name, or says why it cannot (not a worker, unknown device).
-    return {true, d.str(), d.str()};
+    return {true, 0, d.str(), d.str()};
   }
   Device local = d;
   local.node.clear();
   const std::string want = local.str();
   for (size_t i = 0; i < served.size(); ++i)
-    if (served[i] == want) return {true, served[i], cat("remote:", i)};
+    if (served[i] == want) return {true, 0, served[i], cat("remote:", i)};
   fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': server ", server, " does not serve ", want,
        "; it serves ", list);
 }
@@ -131,9 +151,12 @@ Context::Placement Context::resolve_device(const char* text) const {
 TensorRef Context::alloc(DType dtype, Shape shape, const char* device, std::string* canonical) {
   const Placement p = resolve_device(device);
   if (!p.remote) {
-    TensorRef t(std::make_shared<TensorData>(dtype, std::move(shape)));
     *canonical = p.canonical;
-    return t;
+    if (p.local == 0) return TensorRef(std::make_shared<TensorData>(dtype, std::move(shape)));
+    const DeviceRef& d = devices_[static_cast<size_t>(p.local)].ref;
+    TensorPtr t = d.backend->make_tensor(d.index, dtype, shape);
+    d.backend->fill_zero(t->buffer(), t->nbytes(), nullptr);
+    return TensorRef(std::move(t));
   }
   byte_size(shape, dtype_size(dtype));  // TOO_LARGE here, not after a round trip
   const uint64_t id = client_->tensor_alloc(dtype, shape, p.server_device);
@@ -173,6 +196,9 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
   std::unordered_map<ValueId, Shape> shapes;
   const std::vector<size_t> order = bind_inputs(graph, names, descs, &shapes);
   std::shared_ptr<const SubmitMemo::Prepared> prepared = memo ? memo->find(version, shapes) : nullptr;
+  const bool planned = !client_ && devices_.size() > 1;
+  std::unordered_map<ValueId, Shape> plan_shapes;
+  if (planned) plan_shapes = shapes;
   if (!prepared || (client_ && prepared->json.empty())) {
     auto snapshot = std::make_shared<Graph>(graph);
     snapshot->validate(&shapes);
@@ -203,15 +229,79 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
     std::this_thread::yield();
   }
   check_live();
-  exec_->run(snapshot, std::move(bound), [state](ExecResult&& r) {
+  Executor::Done done = [state](ExecResult&& r) {
     FutureResult fr;
     fr.status = r.status;
     fr.detail = std::move(r.detail);
     fr.exec_ns = r.exec_ns;
     for (TensorPtr& t : r.outputs) fr.outputs.emplace_back(std::move(t));
     state->complete(std::move(fr));
-  });
+  };
+  if (planned)
+    submit_planned(snapshot, std::move(plan_shapes), std::move(bound), std::move(done));
+  else
+    exec_->run(snapshot, std::move(bound), std::move(done));
   return state;
+}
+
+int Context::device_of(const TensorData& t) const {
+  if (t.host_accessible()) return 0;
+  for (size_t i = 1; i < devices_.size(); ++i)
+    if (devices_[i].id == t.device()) return static_cast<int>(i);
+  fail(GENIE_ERR_INVALID_ARGUMENT, "a tensor on ", t.device().str(), ", which is not a device of this context");
+}
+
+const sched::Topology& Context::local_topology() {
+  std::lock_guard<std::mutex> lk(topo_mu_);
+  if (topology_) return *topology_;
+  auto t = std::make_unique<sched::Topology>();
+  sched::CalibrateOptions opts;
+  opts.node_id = node_id_;
+  if (devices_.empty()) {
+    // Remote mode: plans over this process alone are still explained
+    // against its CPU.
+    t->devices.push_back(cpu::CpuBackend().calibrate(0, opts));
+  } else {
+    for (const LocalDevice& d : devices_) {
+      sched::DeviceProfile p = d.ref.backend->calibrate(d.ref.index, opts);
+      p.node_id = node_id_;
+      p.device = d.id.str();
+      t->devices.push_back(std::move(p));
+    }
+  }
+  t->version = 1;
+  t->check();
+  topology_ = std::move(t);
+  return *topology_;
+}
+
+void Context::submit_planned(const std::shared_ptr<const Graph>& snapshot, std::unordered_map<ValueId, Shape> shapes,
+                             std::vector<TensorPtr> bound, Executor::Done done) {
+  PlannedRun r;
+  r.graph = snapshot;
+  r.input_device.reserve(bound.size());
+  sched::Residency res;
+  for (size_t i = 0; i < bound.size(); ++i) {
+    const int d = device_of(*bound[i]);
+    r.input_device.push_back(d);
+    res.value_device[snapshot->value(snapshot->inputs()[i]).name] = d;
+  }
+  const sched::Topology& topo = local_topology();
+  r.plan = plans_.get_or_plan(*snapshot, topo, res, &shapes);
+  bool one_device = true;
+  for (int d : r.plan->node_device) one_device &= d == r.plan->node_device.front();
+  const int only = r.plan->node_device.empty() ? 0 : r.plan->node_device.front();
+  bool inputs_there = true;
+  for (int d : r.input_device) inputs_there &= d == only;
+  if (one_device && inputs_there) {
+    // Everything on one device: no stages, no copies.
+    exec_->run(snapshot, std::move(bound), std::move(done), devices_[static_cast<size_t>(only)].ref);
+    return;
+  }
+  for (const LocalDevice& d : devices_) r.devices.push_back(d.ref);
+  r.shapes = std::move(shapes);
+  r.inputs = std::move(bound);
+  run_planned(*exec_, std::move(r), std::move(done));
 }
 
 std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& prepared,

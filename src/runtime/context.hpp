@@ -18,11 +18,13 @@
 #include "core/config.hpp"
 #include "core/device.hpp"
 #include "core/tensor_data.hpp"
+#include "exec/backend.hpp"
 #include "exec/executor.hpp"
 #include "genie.h"
 #include "graph/graph.hpp"
 #include "runtime/future.hpp"
 #include "runtime/tensor_ref.hpp"
+#include "sched/plan.hpp"
 
 namespace genie {
 
@@ -87,6 +89,21 @@ class Context : public std::enable_shared_from_this<Context> {
                                       const std::vector<TensorRef>& tensors, SubmitMemo* memo = nullptr,
                                       uint64_t version = 0);
 
+  // This process's devices (embedded mode): cpu:0 first, then every device
+  // of every device backend that loaded (exec/backend_loader.hpp), in the
+  // order of probed_backend_kinds(). Fixed for the context's life.
+  struct LocalDevice {
+    Device id;      // "cpu:0", "cuda:1" (no node)
+    DeviceRef ref;  // its backend and index there
+  };
+  const std::vector<LocalDevice>& local_devices() const { return devices_; }
+  // The scheduler's view of them, each calibrated by its backend on first
+  // use (then cached); device i of the topology is local_devices()[i].
+  const sched::Topology& local_topology();
+  // The index in local_devices() (and the topology) of the device holding
+  // `t`: 0 for host memory. Throws INVALID_ARGUMENT for another device.
+  int device_of(const TensorData& t) const;
+
   // ServerInfo as JSON (remote mode); throws UNSUPPORTED in embedded mode.
   std::string server_info_json();
 
@@ -101,6 +118,7 @@ class Context : public std::enable_shared_from_this<Context> {
   // Where a device string puts a tensor.
   struct Placement {
     bool remote = false;
+    int local = 0;              // index into devices_ (embedded placement)
     std::string server_device;  // the server's own name for it ("cpu:0")
     std::string canonical;      // what genie_tensor_device reports
   };
@@ -110,12 +128,19 @@ class Context : public std::enable_shared_from_this<Context> {
                                              const std::vector<TensorRef>& tensors,
                                              const std::vector<size_t>& order);
   void remote_graph_done();
+  // Runs `snapshot` over several local devices by the scheduler's plan.
+  void submit_planned(const std::shared_ptr<const Graph>& snapshot, std::unordered_map<ValueId, Shape> shapes,
+                      std::vector<TensorPtr> bound, Executor::Done done);
 
   Config cfg_;
   std::string node_id_;
   std::atomic<bool> live_{true};
   mutable std::shared_mutex run_mu_;      // shared: embedded submit; exclusive: shutdown
   std::unique_ptr<Executor> exec_;        // embedded mode
+  std::vector<LocalDevice> devices_;      // embedded mode: cpu:0, then the backends' devices
+  std::mutex topo_mu_;
+  std::unique_ptr<sched::Topology> topology_;  // built on first use
+  sched::PlanCache plans_;
   std::shared_ptr<RemoteClient> client_;  // remote mode
   // Stopped by shutdown() before the client closes; destroyed after it
   // (its loop-thread callbacks may run until the client's loop stops).

@@ -206,7 +206,7 @@ const sched::DeviceProfile& MultiNode::local_profile() {
   std::lock_guard<std::mutex> lk(mu_);
   if (!have_local_) {
     sched::CalibrateOptions o;
-    local_ = sched::calibrate_local_cpu(o);
+    local_ = exec_.cpu_backend().calibrate(0, o);
     local_.op_overhead_s = measure_node_overhead(exec_);
     local_.node_id.clear();  // this process
     have_local_ = true;

@@ -3,9 +3,11 @@
 // which order, which tensors move between devices, and why.
 //
 // A pure library over the graph IR: deterministic (the same inputs give the
-// same plan, bit for bit), no threads, no I/O except calibrate_local_cpu's
-// cache file. Four stages, each usable on its own (analysis.hpp, cost.hpp,
-// placement in plan.cpp), tied together by plan_graph():
+// same plan, bit for bit), no threads, no I/O. Device profiles come from
+// each device backend's calibration (exec/backend.hpp), which may keep its
+// measurements in the profile cache (profile_cache.hpp). Four stages, each
+// usable on its own (analysis.hpp, cost.hpp, placement in plan.cpp), tied
+// together by plan_graph():
 //
 //   1. semantic analysis: stage (prefill / decode / vision ...) from the
 //      annotations, else inferred from the graph; attention, MLP,
@@ -40,6 +42,7 @@
 #include "graph/graph.hpp"
 #include "sched/analysis.hpp"
 #include "sched/cost.hpp"
+#include "sched/profile_cache.hpp"
 
 namespace genie::sched {
 
@@ -51,7 +54,7 @@ namespace genie::sched {
 // Topology::devices everywhere in a plan.
 struct DeviceProfile {
   std::string node_id;              // the node (process) holding it; "" = this process
-  std::string device;               // "cpu:0", "gpu:1"
+  std::string device;               // "cpu:0", "cuda:1"
   double peak_flops = 0;            // FLOP/s of GEMM-like ops (matmul, linear, attention, conv), > 0
   // FLOP/s that element-wise, normalisation, softmax and reduction kernels
   // reach (scalar/short-vector loops, far below the GEMM rate; the cost
@@ -63,7 +66,7 @@ struct DeviceProfile {
   double op_overhead_s = 2e-6;      // fixed cost of launching one node
 
   uint64_t budget() const { return mem_budget_bytes ? mem_budget_bytes : mem_capacity_bytes; }
-  // "node-b/gpu:1", or "cpu:0" for this process.
+  // "node-b/cuda:1", or "cpu:0" for this process.
   std::string qualified_name() const { return node_id.empty() ? device : node_id + "/" + device; }
 };
 
@@ -239,26 +242,5 @@ class PlanCache {
   std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
   uint64_t hits_ = 0, misses_ = 0;
 };
-
-// ---------------------------------------------------------------------------
-// Calibration
-// ---------------------------------------------------------------------------
-
-struct CalibrateOptions {
-  std::string node_id;      // DeviceProfile::node_id of the result
-  std::string cache_dir;    // "" = $XDG_CACHE_HOME/genie, else $HOME/.cache/genie
-  bool use_cache = true;    // false: always measure, never read or write the file
-  double budget_fraction = 0.8;  // mem_budget_bytes = fraction x available memory
-};
-
-// Profile of this machine's CPU ("cpu:0"): peak FLOP/s from a short sgemm
-// (OpenBLAS, as the CPU kernels use), the element-wise rate (vector_flops)
-// from the CPU kernels' own vectorised GELU over an in-cache buffer, and
-// memory bandwidth from memcpy, under 50 ms in all; capacity from the physical memory. The measured rates are
-// cached in a small JSON file keyed by CPU model and core count, so later
-// starts read it instead (a damaged file is ignored and rewritten). Never
-// throws for cache I/O problems; throws Error(INTERNAL) only if the
-// measurement itself fails. Thread-safe.
-DeviceProfile calibrate_local_cpu(const CalibrateOptions& opts = {});
 
 }  // namespace genie::sched

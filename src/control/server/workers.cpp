@@ -34,7 +34,7 @@ void Server::Impl::join_master() {
   c.graph_deltas = false;
   sched::CalibrateOptions co;
   co.node_id = node_id;
-  sched::DeviceProfile profile = sched::calibrate_local_cpu(co);
+  sched::DeviceProfile profile = exec.cpu_backend().calibrate(0, co);
   profile.op_overhead_s = measure_node_overhead(exec);
   master_link = RemoteClient::connect(c, node_id);
   master_link->register_worker(host, bound_port, {profile});

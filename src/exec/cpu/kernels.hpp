@@ -11,25 +11,14 @@
 #pragma once
 
 #include <string>
-#include <vector>
 
-#include "core/tensor_data.hpp"
-#include "exec/parallel.hpp"
-#include "graph/attrs.hpp"
+#include "exec/kernel.hpp"
 
 namespace genie::cpu {
 
-struct KernelArgs {
-  const std::string& op;
-  const Attrs& attrs;
-  // One per schema input slot; nullptr for an omitted optional input.
-  const std::vector<const TensorData*>& in;
-  const std::vector<TensorData*>& out;
-  // Where independent parts of the work may run at once; nullptr: serially.
-  const Parallel* par = nullptr;
-};
-
-using KernelFn = void (*)(const KernelArgs& args);
+// The CPU kernels take the device-neutral kernel arguments (exec/kernel.hpp).
+using genie::KernelArgs;
+using genie::KernelFn;
 
 // nullptr when no CPU kernel exists for `op`.
 KernelFn find_kernel(const std::string& op);

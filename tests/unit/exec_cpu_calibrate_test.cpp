@@ -1,4 +1,5 @@
-// CPU calibration and its on-disk cache.
+// The CPU backend's calibration and its on-disk cache (the scheduler's
+// profile cache).
 #include <cjson/cJSON.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,12 +9,17 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/error.hpp"
+#include "exec/cpu/backend.hpp"
+#include "exec/cpu/calibrate.hpp"
 #include "sched/plan.hpp"
 
-namespace genie::sched {
+namespace genie::cpu {
 namespace {
 
 namespace fs = std::filesystem;
+using sched::CalibrateOptions;
+using sched::DeviceProfile;
 
 struct TempDir {
   fs::path path;
@@ -31,7 +37,7 @@ size_t count_files(const fs::path& dir) {
   return n;
 }
 
-TEST(SchedCalibrate, MeasuresAndCaches) {
+TEST(CpuCalibrate, MeasuresAndCaches) {
   TempDir tmp;
   CalibrateOptions o;
   o.cache_dir = (tmp.path / "sub" / "genie").string();  // created on demand
@@ -79,7 +85,7 @@ TEST(SchedCalibrate, MeasuresAndCaches) {
   EXPECT_NE(rewritten.find("peak_flops"), std::string::npos);
 }
 
-TEST(SchedCalibrate, AnOlderCacheFormatIsMeasuredAgain) {
+TEST(CpuCalibrate, AnOlderCacheFormatIsMeasuredAgain) {
   TempDir tmp;
   CalibrateOptions o;
   o.cache_dir = tmp.path.string();
@@ -94,7 +100,7 @@ TEST(SchedCalibrate, AnOlderCacheFormatIsMeasuredAgain) {
   // recognisable peak.
   cJSON* root = cJSON_Parse(text.c_str());
   ASSERT_NE(root, nullptr) << text;
-  EXPECT_EQ(cJSON_GetObjectItem(root, "version")->valuedouble, 3);
+  EXPECT_EQ(cJSON_GetObjectItem(root, "version")->valuedouble, 4);
   cJSON_DeleteItemFromObject(root, "vector_flops");
   cJSON_SetNumberValue(cJSON_GetObjectItem(root, "version"), 1);
   cJSON_SetNumberValue(cJSON_GetObjectItem(root, "peak_flops"), 123456789.0);
@@ -110,7 +116,7 @@ TEST(SchedCalibrate, AnOlderCacheFormatIsMeasuredAgain) {
   EXPECT_NE(rewritten.find("vector_flops"), std::string::npos) << rewritten;
 }
 
-TEST(SchedCalibrate, WithoutCacheWritesNothing) {
+TEST(CpuCalibrate, WithoutCacheWritesNothing) {
   TempDir tmp;
   CalibrateOptions o;
   o.cache_dir = tmp.path.string();
@@ -122,7 +128,7 @@ TEST(SchedCalibrate, WithoutCacheWritesNothing) {
   EXPECT_LE(d.mem_budget_bytes, d.mem_capacity_bytes / 2 + 1);
 }
 
-TEST(SchedCalibrate, UsesXdgCacheHome) {
+TEST(CpuCalibrate, UsesXdgCacheHome) {
   TempDir tmp;
   const char* old = std::getenv("XDG_CACHE_HOME");
   const std::string saved = old ? old : "";
@@ -132,11 +138,33 @@ TEST(SchedCalibrate, UsesXdgCacheHome) {
   if (old) ::setenv("XDG_CACHE_HOME", saved.c_str(), 1); else ::unsetenv("XDG_CACHE_HOME");
 }
 
-TEST(SchedCalibrate, AnUnwritableCacheIsNotAnError) {
+TEST(CpuCalibrate, AnUnwritableCacheIsNotAnError) {
   CalibrateOptions o;
   o.cache_dir = "/proc/genie-cannot-write-here";
   EXPECT_GT(calibrate_local_cpu(o).peak_flops, 0);
 }
 
+// The backend's calibrate() is this calibration, for its one device.
+TEST(CpuCalibrate, TheBackendCalibratesItsDevice) {
+  TempDir tmp;
+  CalibrateOptions o;
+  o.cache_dir = tmp.path.string();
+  o.node_id = "node-y";
+  CpuBackend be;
+  const DeviceProfile d = be.calibrate(0, o);
+  EXPECT_EQ(d.device, "cpu:0");
+  EXPECT_EQ(d.node_id, "node-y");
+  EXPECT_GT(d.peak_flops, 0);
+  EXPECT_EQ(count_files(tmp.path), 1u);
+  try {
+    be.calibrate(1, o);
+    ADD_FAILURE() << "cpu:1 calibrated";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), GENIE_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(e.detail().find("cpu:1"), std::string::npos) << e.detail();
+  }
+}
+
 }  // namespace
-}  // namespace genie::sched
+}  // namespace genie::cpu
+
