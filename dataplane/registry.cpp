@@ -8,8 +8,10 @@
 #include <map>
 #include <mutex>
 
+#include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "dataplane/loop_hooks.hpp"
 #include "dataplane/plugin.hpp"
 #include "dataplane/tcp/transport.hpp"
 
@@ -24,14 +26,6 @@ struct Registry {
 Registry& registry() {
   static Registry* r = new Registry;  // never destroyed: transports outlive static destruction
   return *r;
-}
-
-bool valid_name(const std::string& name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
-  }
-  return true;
 }
 
 std::string join(const std::vector<std::string>& dirs) {
@@ -82,7 +76,7 @@ TransportLookup load_plugin(const std::string& name, const std::string& path) {
   // From here on the library is never closed: create() may have left
   // objects of its own behind even when it failed.
   try {
-    std::shared_ptr<Transport> t(entry->create());
+    std::shared_ptr<Transport> t(entry->create(&transport_host()));
     if (!t) return refused(GENIE_ERR_UNSUPPORTED, cat("transport '", name, "': plugin ", path, " created nothing"));
     return TransportLookup{std::move(t), GENIE_OK, {}};
   } catch (const Error& e) {
@@ -96,6 +90,14 @@ TransportLookup load_plugin(const std::string& name, const std::string& path) {
 }
 
 }  // namespace
+
+const TransportHost& transport_host() {
+  static const TransportHost host{
+      [](uv_loop_t* loop, std::function<void()> fn) { return add_close_hook(loop, std::move(fn)); },
+      [](uv_loop_t* loop, uint64_t id) { remove_close_hook(loop, id); },
+      [](LogLevel level, const std::string& msg) { log(level, msg); }};
+  return host;
+}
 
 std::string plugin_file_name(const std::string& name) { return cat("libgenie_transport_", name, ".so"); }
 
@@ -124,7 +126,7 @@ std::vector<std::string> transport_search_path() {
 
 TransportLookup lookup_transport(const std::string& name) {
   try {
-    if (!valid_name(name)) {
+    if (!is_transport_name(name)) {
       return refused(GENIE_ERR_INVALID_ARGUMENT,
                      cat("'", name, "' is not a transport name (lowercase letters, digits and '_')"));
     }

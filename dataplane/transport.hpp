@@ -172,6 +172,15 @@ class Channel {
   // The peer's address, as the transport names it (empty if unknown).
   virtual std::string peer() const = 0;
 
+  // Hints a transport may ignore (the defaults do nothing). Between cork()
+  // and the matching uncork(), sent frames may be held and written together
+  // (nests; their `done`s may run at the uncork). set_nodelay: latency over
+  // batching; set_buffer_sizes: bulk transfer, size the kernel's buffers.
+  virtual void cork() {}
+  virtual void uncork() {}
+  virtual void set_nodelay(bool on) {}
+  virtual void set_buffer_sizes(int bytes) {}
+
   // Remote memory access, where capabilities say `rma`: copies `length`
   // bytes from `local` at `local_offset` into the peer's region `remote` at
   // `remote_offset` (put), or the other way (get). `local` must stay
@@ -223,7 +232,7 @@ class Transport {
   // Listens on `address` ("host:port"; port 0 picks a free one, read it back
   // from Listener::address()). `on_connection(listener)` runs on the loop
   // for each incoming channel and should call listener.accept(). Throws
-  // Error(CONNECTION) when the address cannot be bound,
+  // Error(IO) naming the address and the reason when it cannot be bound,
   // Error(INVALID_ARGUMENT) when it does not parse.
   virtual std::shared_ptr<Listener> listen(uv_loop_t* loop, const std::string& address,
                                            const ChannelOptions& options, ConnectionFn on_connection) = 0;

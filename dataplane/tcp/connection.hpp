@@ -69,8 +69,8 @@ class Connection : public Channel, public std::enable_shared_from_this<Connectio
   // SO_SNDBUF/SO_RCVBUF, which turns off Linux's buffer autotuning). Either
   // may be called before connect() (applied to the socket before the SYN, so
   // the receive window scale can use the size) or after accept_from().
-  void set_nodelay(bool on);
-  void set_buffer_sizes(int bytes);
+  void set_nodelay(bool on) override;
+  void set_buffer_sizes(int bytes) override;
 
   // Sends one frame: at once when the kernel takes it (then `done` has run
   // with GENIE_OK before send() returns), else queued. `payload`
@@ -94,8 +94,8 @@ class Connection : public Channel, public std::enable_shared_from_this<Connectio
   // it hands the frames of one read to on_frame, so replies to requests
   // that arrived together leave together. close() writes what is held
   // first, as far as the kernel takes it at once.
-  void cork();
-  void uncork();
+  void cork() override;
+  void uncork() override;
 
   // Closes the connection (idempotent: the first status wins); on_close
   // runs with `status` from the loop after close() returned, never inside it.

@@ -1,6 +1,9 @@
 #include "dataplane/tcp/transport.hpp"
 
+#include <netdb.h>
+
 #include <limits>
+#include <memory>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -27,16 +30,21 @@ class TcpListener final : public Listener, public std::enable_shared_from_this<T
   TcpListener(uv_loop_t* loop, ChannelOptions options, Transport::ConnectionFn on_connection)
       : loop_(loop), options_(options), on_connection_(std::move(on_connection)) {}
 
-  // Binds and listens; throws (after closing the handle) on failure.
+  // Binds and listens; throws (after closing the handle) on failure. The
+  // host may be a name (resolved here, blocking: listening is rare) or a
+  // wildcard address.
   void start(const std::string& address) {
     std::string host;
     int port = 0;
     split_address(address, &host, &port);
-    sockaddr_storage ss{};
-    if (uv_ip4_addr(host.c_str(), port, reinterpret_cast<sockaddr_in*>(&ss)) != 0 &&
-        uv_ip6_addr(host.c_str(), port, reinterpret_cast<sockaddr_in6*>(&ss)) != 0) {
-      fail(GENIE_ERR_INVALID_ARGUMENT, "cannot listen on '", address, "': not a numeric IPv4 or IPv6 address");
-    }
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* res = nullptr;
+    const int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+    if (gai != 0) fail(GENIE_ERR_IO, "cannot listen on ", address, ": ", gai_strerror(gai));
+    std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, freeaddrinfo);
     int rc = uv_tcp_init(loop_, &server_);
     if (rc != 0) fail(GENIE_ERR_INTERNAL, "uv_tcp_init: ", uv_strerror(rc));
     server_.data = this;
@@ -45,11 +53,11 @@ class TcpListener final : public Listener, public std::enable_shared_from_this<T
     hook_ = add_close_hook(loop_, [weak] {
       if (auto l = weak.lock()) l->close();
     });
-    rc = uv_tcp_bind(&server_, reinterpret_cast<const sockaddr*>(&ss), 0);
+    rc = uv_tcp_bind(&server_, res->ai_addr, 0);
     if (rc == 0) rc = uv_listen(reinterpret_cast<uv_stream_t*>(&server_), 128, on_listen);
     if (rc != 0) {
       close();
-      fail(GENIE_ERR_CONNECTION, "cannot listen on ", address, ": ", uv_strerror(rc));
+      fail(GENIE_ERR_IO, "cannot listen on ", address, ": ", uv_strerror(rc));
     }
   }
 

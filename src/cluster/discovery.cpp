@@ -488,6 +488,15 @@ Selection select_backend(genie_backend_t requested, const std::vector<BackendAva
   return s;
 }
 
+const char* transport_for_backend(genie_backend_t backend) {
+  switch (backend) {
+    case GENIE_BACKEND_RDMA: return "ucx";
+    case GENIE_BACKEND_DPDK: return "dpdk";
+    case GENIE_BACKEND_DPDK_GPUDEV: return "dpdk_gpudev";
+    default: return "tcp";
+  }
+}
+
 // ---------------------------------------------------------------------------
 // JSON
 // ---------------------------------------------------------------------------
@@ -560,6 +569,7 @@ JsonPtr selection_to_json(const Selection& s) {
   JsonPtr o = json_object();
   cJSON_AddStringToObject(o.get(), "requested", backend_str(s.requested));
   cJSON_AddStringToObject(o.get(), "selected", backend_str(s.backend));
+  cJSON_AddStringToObject(o.get(), "transport", transport_for_backend(s.backend));
   cJSON_AddStringToObject(o.get(), "reason", s.reason.c_str());
   return o;
 }

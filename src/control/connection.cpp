@@ -1,8 +1,9 @@
 #include "control/connection.hpp"
 
 namespace genie {
+namespace {
 
-std::shared_ptr<Connection> Connection::create(uv_loop_t* loop, uint32_t max_message, Handlers handlers) {
+dataplane::ChannelHandlers channel_handlers(Connection::Handlers handlers) {
   dataplane::ChannelHandlers h;
   h.types = wire::frame_types();
   if (handlers.on_frame) {
@@ -11,10 +12,23 @@ std::shared_ptr<Connection> Connection::create(uv_loop_t* loop, uint32_t max_mes
     };
   }
   h.on_close = std::move(handlers.on_close);
-  // The constructor is private, so make_shared cannot reach it.
-  std::shared_ptr<Connection> conn(new Connection(loop, max_message, std::move(h)));
-  conn->init();
-  return conn;
+  return h;
+}
+
+}  // namespace
+
+std::shared_ptr<Connection> Connection::connect(dataplane::Transport& transport, uv_loop_t* loop,
+                                                const std::string& address,
+                                                const dataplane::ChannelOptions& options, Handlers handlers,
+                                                dataplane::Transport::ConnectFn on_connected) {
+  auto ch = transport.connect(loop, address, options, channel_handlers(std::move(handlers)),
+                              std::move(on_connected));
+  return std::make_shared<Connection>(std::move(ch), transport.capabilities().name);
+}
+
+std::shared_ptr<Connection> Connection::accept(dataplane::Listener& listener, const std::string& transport,
+                                               Handlers handlers) {
+  return std::make_shared<Connection>(listener.accept(channel_handlers(std::move(handlers))), transport);
 }
 
 }  // namespace genie

@@ -1,10 +1,12 @@
-// The control plane's connection: the TCP transport's framed connection
-// (dataplane/tcp/connection.hpp) speaking control's message types. Frames
-// of a type wire::known_type does not know close it from their header;
-// handlers see headers whose type is a wire::MsgType.
+// The control plane's connection: a channel of a transport
+// (dataplane/transport.hpp) speaking control's message types. Frames of a
+// type wire::known_type does not know close it from their header; handlers
+// see headers whose type is a wire::MsgType.
 //
-// Everything else (threads, lifetime, the order of callbacks once closing,
-// cork/uncork, connect, socket options) is the TCP connection's.
+// Control connections go through the TCP transport; a session's data
+// connection through the transport its client selected among those the
+// server offers (docs/protocol.md). Everything else (threads, lifetime, the
+// order of callbacks once closing) is the Channel's.
 #pragma once
 
 #include <uv.h>
@@ -15,13 +17,13 @@
 #include <string>
 
 #include "control/wire.hpp"
-#include "dataplane/tcp/connection.hpp"
+#include "dataplane/transport.hpp"
 
 namespace genie {
 
 using dataplane::PayloadSink;
 
-class Connection : public dataplane::tcp::Connection {
+class Connection {
  public:
   struct Handlers {
     // As dataplane::ChannelHandlers::on_frame, with control's header.
@@ -30,18 +32,38 @@ class Connection : public dataplane::tcp::Connection {
     std::function<void(genie_status_t status, const std::string& detail)> on_close;
   };
 
-  static std::shared_ptr<Connection> create(uv_loop_t* loop, uint32_t max_message, Handlers handlers);
+  // Connects through `transport` to `address` (Transport::connect).
+  static std::shared_ptr<Connection> connect(dataplane::Transport& transport, uv_loop_t* loop,
+                                             const std::string& address, const dataplane::ChannelOptions& options,
+                                             Handlers handlers, dataplane::Transport::ConnectFn on_connected);
+  // Takes the connection `listener` announced (Listener::accept).
+  static std::shared_ptr<Connection> accept(dataplane::Listener& listener, const std::string& transport,
+                                            Handlers handlers);
 
-  // dataplane::tcp::Connection::send with a control message type.
+  Connection(std::shared_ptr<dataplane::Channel> channel, std::string transport)
+      : channel_(std::move(channel)), transport_(std::move(transport)) {}
+
+  // Channel::send with a control message type.
   void send(wire::MsgType type, uint64_t request_id, uint32_t flags, std::string msg,
             const void* payload = nullptr, uint64_t payload_len = 0, std::shared_ptr<void> keep = nullptr,
             std::function<void(genie_status_t)> done = nullptr) {
-    dataplane::tcp::Connection::send(static_cast<uint16_t>(type), request_id, flags, std::move(msg), payload,
-                                     payload_len, std::move(keep), std::move(done));
+    channel_->send(static_cast<uint16_t>(type), request_id, flags, std::move(msg), payload, payload_len,
+                   std::move(keep), std::move(done));
   }
+  void close(genie_status_t status = GENIE_OK, const std::string& detail = "closed") {
+    channel_->close(status, detail);
+  }
+  bool closed() const { return channel_->closed(); }
+  std::string peer() const { return channel_->peer(); }
+  void cork() { channel_->cork(); }
+  void uncork() { channel_->uncork(); }
+  void set_buffer_sizes(int bytes) { channel_->set_buffer_sizes(bytes); }
+  // The registry name of the transport the connection runs over.
+  const std::string& transport() const { return transport_; }
 
  private:
-  using dataplane::tcp::Connection::Connection;
+  std::shared_ptr<dataplane::Channel> channel_;
+  std::string transport_;
 };
 
 }  // namespace genie
