@@ -45,7 +45,9 @@ uint32_t frame_crc(const uint8_t header[kFrameHeaderSize], const void* msg, size
   return static_cast<uint32_t>(crc);
 }
 
-bool accepted(const FrameTypes& types, uint16_t type) { return types.accepts == nullptr || types.accepts(type); }
+bool accepted(const FrameTypes& types, uint16_t type) {
+  return types.accepts == nullptr || types.accepts(type);
+}
 
 }  // namespace
 
@@ -55,7 +57,8 @@ std::string frame_type_label(const FrameTypes& types, uint16_t type) {
   return cat("type ", type);
 }
 
-void encode_frame_header(const FrameHeader& h, const void* msg, size_t msg_len, uint8_t out[kFrameHeaderSize]) {
+void encode_frame_header(const FrameHeader& h, const void* msg, size_t msg_len,
+                         uint8_t out[kFrameHeaderSize]) {
   put32(out + 0, kFrameMagic);
   put16(out + 4, h.version);
   put16(out + 6, h.type);
@@ -68,7 +71,8 @@ void encode_frame_header(const FrameHeader& h, const void* msg, size_t msg_len, 
   put32(out + kCrcOffset, frame_crc(out, msg, msg_len));
 }
 
-FrameHeader decode_frame_header(const uint8_t in[kFrameHeaderSize], uint32_t max_message, const FrameTypes& types) {
+FrameHeader decode_frame_header(const uint8_t in[kFrameHeaderSize], uint32_t max_message,
+                                const FrameTypes& types) {
   const uint32_t magic = get32(in);
   if (magic != kFrameMagic) {
     fail(GENIE_ERR_PROTOCOL, "bad frame magic 0x", std::hex, magic, " (expected 0x", kFrameMagic,

@@ -48,7 +48,7 @@ struct FrameHeader {
 // The frame types an owner understands, and their names for messages.
 // Plain function pointers: a channel checks every header against them.
 struct FrameTypes {
-  bool (*accepts)(uint16_t type) = nullptr;  // nullptr: every type
+  bool (*accepts)(uint16_t type) = nullptr;      // nullptr: every type
   const char* (*name)(uint16_t type) = nullptr;  // nullptr: "type N"
 };
 
@@ -59,7 +59,8 @@ std::string frame_type_label(const FrameTypes& types, uint16_t type);
 // Writes the 40 header bytes (magic included) with the CRC computed over
 // them and `msg`. The msg_len written is `msg_len`, whatever h.msg_len says,
 // so that a caller cannot describe one message and checksum another.
-void encode_frame_header(const FrameHeader& h, const void* msg, size_t msg_len, uint8_t out[kFrameHeaderSize]);
+void encode_frame_header(const FrameHeader& h, const void* msg, size_t msg_len,
+                         uint8_t out[kFrameHeaderSize]);
 
 // Parses 40 header bytes. Throws Error(PROTOCOL) for a wrong magic, a type
 // `types` does not accept, nonzero reserved bytes or msg_len > max_message,

@@ -65,9 +65,9 @@ typedef const GenieTransportPlugin* (*GenieTransportPluginFn)(void);
 
 // Defines the entry point of a plugin named NAME whose transport CREATE
 // (a function taking the host and returning a new Transport*) makes.
-#define GENIE_TRANSPORT_PLUGIN(NAME, CREATE)                                                       \
-  extern "C" __attribute__((visibility("default"))) const GenieTransportPlugin*                  \
-  genie_transport_plugin(void) {                                                                   \
-    static const GenieTransportPlugin entry{genie::dataplane::kTransportAbiVersion, NAME, CREATE}; \
-    return &entry;                                                                                 \
+#define GENIE_TRANSPORT_PLUGIN(NAME, CREATE)                                                            \
+  extern "C" __attribute__((visibility("default"))) const GenieTransportPlugin* genie_transport_plugin( \
+      void) {                                                                                           \
+    static const GenieTransportPlugin entry{genie::dataplane::kTransportAbiVersion, NAME, CREATE};      \
+    return &entry;                                                                                      \
   }

@@ -51,8 +51,8 @@ TransportLookup load_plugin(const std::string& name, const std::string& path) {
   auto entry_fn = reinterpret_cast<GenieTransportPluginFn>(dlsym(lib, kPluginEntrySymbol));
   if (entry_fn == nullptr) {
     dlclose(lib);
-    return refused(GENIE_ERR_UNSUPPORTED,
-                   cat("transport '", name, "': ", path, " is not a transport plugin (no ", kPluginEntrySymbol, ")"));
+    return refused(GENIE_ERR_UNSUPPORTED, cat("transport '", name, "': ", path,
+                                              " is not a transport plugin (no ", kPluginEntrySymbol, ")"));
   }
   const GenieTransportPlugin* entry = entry_fn();
   if (entry == nullptr) {
@@ -77,7 +77,8 @@ TransportLookup load_plugin(const std::string& name, const std::string& path) {
   // objects of its own behind even when it failed.
   try {
     std::shared_ptr<Transport> t(entry->create(&transport_host()));
-    if (!t) return refused(GENIE_ERR_UNSUPPORTED, cat("transport '", name, "': plugin ", path, " created nothing"));
+    if (!t)
+      return refused(GENIE_ERR_UNSUPPORTED, cat("transport '", name, "': plugin ", path, " created nothing"));
     return TransportLookup{std::move(t), GENIE_OK, {}};
   } catch (const Error& e) {
     return refused(e.code() == GENIE_OK ? GENIE_ERR_UNSUPPORTED : e.code(),
@@ -153,9 +154,10 @@ TransportLookup lookup_transport(const std::string& name) {
       last = std::move(got);
     }
     if (!reasons.empty()) return refused(last.status, reasons);
-    return refused(GENIE_ERR_NOT_FOUND, cat("no transport named '", name, "': 'tcp' is built in, and no plugin ",
-                                            plugin_file_name(name), " is in ", join(dirs),
-                                            " (GENIE_TRANSPORT_PATH adds directories)"));
+    return refused(
+        GENIE_ERR_NOT_FOUND,
+        cat("no transport named '", name, "': 'tcp' is built in, and no plugin ", plugin_file_name(name),
+            " is in ", join(dirs), " (GENIE_TRANSPORT_PATH adds directories)"));
   } catch (const std::exception& e) {
     return refused(GENIE_ERR_INTERNAL, cat("transport '", name, "': ", e.what()));
   }

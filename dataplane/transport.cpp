@@ -32,13 +32,15 @@ struct Reader {
   uint64_t le(int bytes, const char* what) {
     need(static_cast<size_t>(bytes), what);
     uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(in[pos + static_cast<size_t>(i)]);
+    for (int i = bytes - 1; i >= 0; --i)
+      v = (v << 8) | static_cast<uint8_t>(in[pos + static_cast<size_t>(i)]);
     pos += static_cast<size_t>(bytes);
     return v;
   }
   std::string str(const char* what) {
     const uint64_t n = le(4, what);
-    if (n > kMaxDescString) fail(GENIE_ERR_PROTOCOL, "memory descriptor's ", what, " of ", n, " bytes is too long");
+    if (n > kMaxDescString)
+      fail(GENIE_ERR_PROTOCOL, "memory descriptor's ", what, " of ", n, " bytes is too long");
     need(n, what);
     std::string s = in.substr(pos, n);
     pos += n;
@@ -89,14 +91,16 @@ MemoryDescriptor MemoryDescriptor::decode(const std::string& bytes) {
   }
   MemoryDescriptor d;
   const auto kind = static_cast<uint8_t>(r.le(1, "kind"));
-  if (kind > static_cast<uint8_t>(MemoryKind::Device)) fail(GENIE_ERR_PROTOCOL, "memory descriptor of unknown kind ", unsigned{kind});
+  if (kind > static_cast<uint8_t>(MemoryKind::Device))
+    fail(GENIE_ERR_PROTOCOL, "memory descriptor of unknown kind ", unsigned{kind});
   d.kind = static_cast<MemoryKind>(kind);
   d.device = static_cast<int32_t>(static_cast<uint32_t>(r.le(4, "device")));
   d.address = r.le(8, "address");
   d.length = r.le(8, "length");
   d.transport = r.str("transport name");
   d.key = r.str("key");
-  if (r.pos != bytes.size()) fail(GENIE_ERR_PROTOCOL, "memory descriptor has ", bytes.size() - r.pos, " trailing bytes");
+  if (r.pos != bytes.size())
+    fail(GENIE_ERR_PROTOCOL, "memory descriptor has ", bytes.size() - r.pos, " trailing bytes");
   return d;
 }
 
@@ -107,12 +111,32 @@ Transport::~Transport() = default;
 
 void Channel::put(const std::shared_ptr<MemoryRegion>&, uint64_t, const MemoryDescriptor&, uint64_t, uint64_t,
                   RmaDone done) {
-  answer(done, GENIE_ERR_UNSUPPORTED, "this transport has no remote memory access (put); send a frame instead");
+  answer(done, GENIE_ERR_UNSUPPORTED,
+         "this transport has no remote memory access (put); send a frame instead");
 }
 
 void Channel::get(const std::shared_ptr<MemoryRegion>&, uint64_t, const MemoryDescriptor&, uint64_t, uint64_t,
                   RmaDone done) {
-  answer(done, GENIE_ERR_UNSUPPORTED, "this transport has no remote memory access (get); send a frame instead");
+  answer(done, GENIE_ERR_UNSUPPORTED,
+         "this transport has no remote memory access (get); send a frame instead");
+}
+
+MemoryDescriptor describe_host_memory(const std::string& transport, const char* how, void* data,
+                                      uint64_t length, MemoryKind kind, int32_t device) {
+  if (data == nullptr || length == 0) {
+    fail(GENIE_ERR_INVALID_ARGUMENT, "cannot register ", length, " bytes at ", data, ": empty range");
+  }
+  if (kind != MemoryKind::Host) {
+    fail(GENIE_ERR_UNSUPPORTED, "the ", transport, " transport cannot register ", memory_kind_name(kind),
+         " memory: it ", how, " (stage through host memory, or use a transport with gpu_memory)");
+  }
+  MemoryDescriptor d;
+  d.transport = transport;
+  d.kind = kind;
+  d.device = device;
+  d.address = reinterpret_cast<uintptr_t>(data);
+  d.length = length;
+  return d;
 }
 
 void split_address(const std::string& address, std::string* host, int* port) {

@@ -61,8 +61,8 @@ struct Capabilities {
 struct MemoryDescriptor {
   std::string transport;  // which transport registered it
   MemoryKind kind = MemoryKind::Host;
-  int32_t device = -1;    // device index for MemoryKind::Device
-  uint64_t address = 0;   // in the registering process
+  int32_t device = -1;   // device index for MemoryKind::Device
+  uint64_t address = 0;  // in the registering process
   uint64_t length = 0;
   std::string key;
 
@@ -159,8 +159,8 @@ class Channel {
   // max_message, GENIE_ERR_INVALID_ARGUMENT for payload == nullptr with
   // payload_len > 0.
   virtual void send(uint16_t type, uint64_t request_id, uint32_t flags, std::string msg,
-                    const void* payload = nullptr, uint64_t payload_len = 0, std::shared_ptr<void> keep = nullptr,
-                    Done done = nullptr) = 0;
+                    const void* payload = nullptr, uint64_t payload_len = 0,
+                    std::shared_ptr<void> keep = nullptr, Done done = nullptr) = 0;
 
   // Closes the channel (idempotent: the first status wins); on_close runs
   // with `status` from the loop after close() returned, never inside it.
@@ -189,10 +189,10 @@ class Channel {
   // (before the call returns) on a transport without RMA,
   // GENIE_ERR_INVALID_ARGUMENT for a range outside either region or a
   // descriptor of another transport, GENIE_ERR_CONNECTION once closing.
-  virtual void put(const std::shared_ptr<MemoryRegion>& local, uint64_t local_offset, const MemoryDescriptor& remote,
-                   uint64_t remote_offset, uint64_t length, RmaDone done);
-  virtual void get(const std::shared_ptr<MemoryRegion>& local, uint64_t local_offset, const MemoryDescriptor& remote,
-                   uint64_t remote_offset, uint64_t length, RmaDone done);
+  virtual void put(const std::shared_ptr<MemoryRegion>& local, uint64_t local_offset,
+                   const MemoryDescriptor& remote, uint64_t remote_offset, uint64_t length, RmaDone done);
+  virtual void get(const std::shared_ptr<MemoryRegion>& local, uint64_t local_offset,
+                   const MemoryDescriptor& remote, uint64_t remote_offset, uint64_t length, RmaDone done);
 };
 
 // Listens for channels. Owned through std::shared_ptr and alive until
@@ -246,6 +246,13 @@ class Transport {
                                            const ChannelOptions& options, ChannelHandlers handlers,
                                            ConnectFn on_connected) = 0;
 };
+
+// The descriptor of host memory [data, data + length) registered with
+// `transport`, for transports that reach host memory only (`how` says how
+// they move bytes, for the refusal). Throws Error(INVALID_ARGUMENT) for an
+// empty range, Error(UNSUPPORTED) naming the transport for another kind.
+MemoryDescriptor describe_host_memory(const std::string& transport, const char* how, void* data,
+                                      uint64_t length, MemoryKind kind, int32_t device);
 
 // Splits "host:port" or "[v6]:port". Throws Error(INVALID_ARGUMENT) naming
 // `address` when there is no port or it is not a number in 0..65535.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "dataplane/guarded.hpp"
 #include "dataplane/plugin.hpp"
 
 namespace genie::dataplane::loopback {
@@ -34,31 +35,12 @@ void say(LogLevel level, Parts&&... parts) {
   if (g_host != nullptr) g_host->log(level, cat(std::forward<Parts>(parts)...));
 }
 
-// Runs an owner's callback; nothing may unwind into the loop. Returns false
-// with the status and detail to close with when it threw.
-template <class Fn>
-bool guarded(Fn&& fn, genie_status_t* status, std::string* detail, const char* what) {
-  try {
-    fn();
-    return true;
-  } catch (const Error& e) {
-    *status = e.code();
-    *detail = e.detail();
-  } catch (const std::exception& e) {
-    *status = GENIE_ERR_INTERNAL;
-    *detail = cat(what, " threw: ", e.what());
-  } catch (...) {
-    *status = GENIE_ERR_INTERNAL;
-    *detail = cat(what, " threw a non-standard exception");
-  }
-  return false;
-}
-
 template <class Fn>
 void guarded_log(Fn&& fn, const char* what) {
   genie_status_t st = GENIE_OK;
   std::string detail;
-  if (!guarded(std::forward<Fn>(fn), &st, &detail, what)) say(LogLevel::Error, "loopback: ", what, ": ", detail);
+  if (!guarded(std::forward<Fn>(fn), &st, &detail, what))
+    say(LogLevel::Error, "loopback: ", what, ": ", detail);
 }
 
 // A frame on its way: the sender's payload is read in place.
@@ -124,15 +106,20 @@ void wake(Link::Side& s);
 
 class Endpoint final : public Channel, public std::enable_shared_from_this<Endpoint> {
  public:
-  Endpoint(uv_loop_t* loop, std::shared_ptr<Link> link, int me, uint32_t max_message, ChannelHandlers handlers,
-           std::string peer)
-      : loop_(loop), link_(std::move(link)), me_(me), max_message_(max_message), handlers_(std::move(handlers)),
+  Endpoint(uv_loop_t* loop, std::shared_ptr<Link> link, int me, uint32_t max_message,
+           ChannelHandlers handlers, std::string peer)
+      : loop_(loop),
+        link_(std::move(link)),
+        me_(me),
+        max_message_(max_message),
+        handlers_(std::move(handlers)),
         peer_(std::move(peer)) {}
 
   // Loop thread: opens the wake-up handle and takes the self reference.
   void start(bool established) {
     established_ = established;
-    const int rc = uv_async_init(loop_, &async_, [](uv_async_t* a) { static_cast<Endpoint*>(a->data)->process(); });
+    const int rc =
+        uv_async_init(loop_, &async_, [](uv_async_t* a) { static_cast<Endpoint*>(a->data)->process(); });
     if (rc != 0) fail(GENIE_ERR_INTERNAL, "uv_async_init: ", uv_strerror(rc));
     async_.data = this;
     self_ = shared_from_this();
@@ -142,7 +129,8 @@ class Endpoint final : public Channel, public std::enable_shared_from_this<Endpo
     });
     std::lock_guard<std::mutex> lk(link_->mu);
     link_->side[me_].ep = this;
-    if (!link_->side[me_].inbox.empty() || !link_->side[me_].acks.empty() || link_->state != Link::State::Pending)
+    if (!link_->side[me_].inbox.empty() || !link_->side[me_].acks.empty() ||
+        link_->state != Link::State::Pending)
       uv_async_send(&async_);
   }
 
@@ -209,7 +197,8 @@ class Endpoint final : public Channel, public std::enable_shared_from_this<Endpo
       Link::Side& mine = link_->side[me_];
       Link::Side& theirs = link_->side[1 - me_];
       mine.closed = true;
-      for (Frame& f : mine.inbox) theirs.acks.push_back({std::move(f.done), std::move(f.keep), GENIE_ERR_CONNECTION});
+      for (Frame& f : mine.inbox)
+        theirs.acks.push_back({std::move(f.done), std::move(f.keep), GENIE_ERR_CONNECTION});
       mine.inbox.clear();
       wake(theirs);
     }
@@ -233,8 +222,8 @@ class Endpoint final : public Channel, public std::enable_shared_from_this<Endpo
     return offset <= size && length <= size - offset;
   }
 
-  void rma(bool put, const std::shared_ptr<MemoryRegion>& local, uint64_t local_offset, const MemoryDescriptor& remote,
-           uint64_t remote_offset, uint64_t length, RmaDone done) {
+  void rma(bool put, const std::shared_ptr<MemoryRegion>& local, uint64_t local_offset,
+           const MemoryDescriptor& remote, uint64_t remote_offset, uint64_t length, RmaDone done) {
     genie_status_t st = GENIE_OK;
     std::string detail;
     const char* op = put ? "put" : "get";
@@ -243,12 +232,14 @@ class Endpoint final : public Channel, public std::enable_shared_from_this<Endpo
       detail = cat("loopback ", op, ": the channel is ", closing_ ? "closed" : "not connected");
     } else if (!local || local->descriptor().transport != kName || remote.transport != kName) {
       st = GENIE_ERR_INVALID_ARGUMENT;
-      detail = cat("loopback ", op, ": both regions must be registered with the loopback transport (remote is '",
-                   remote.transport, "')");
+      detail =
+          cat("loopback ", op, ": both regions must be registered with the loopback transport (remote is '",
+              remote.transport, "')");
     } else if (!fits(local_offset, length, local->size()) || !fits(remote_offset, length, remote.length)) {
       st = GENIE_ERR_INVALID_ARGUMENT;
-      detail = cat("loopback ", op, ": ", length, " bytes at local offset ", local_offset, " / remote offset ",
-                   remote_offset, " fall outside the regions (", local->size(), " and ", remote.length, " bytes)");
+      detail =
+          cat("loopback ", op, ": ", length, " bytes at local offset ", local_offset, " / remote offset ",
+              remote_offset, " fall outside the regions (", local->size(), " and ", remote.length, " bytes)");
     } else {
       // The copy happens under the table's lock, so the peer cannot
       // unregister its region in the middle of it.
@@ -318,7 +309,8 @@ class Endpoint final : public Channel, public std::enable_shared_from_this<Endpo
     if (!established_ && !closing_ && state != Link::State::Pending) {
       if (state == Link::State::Accepted) {
         established_ = true;
-        if (auto cb = std::exchange(connect_cb_, nullptr)) guarded_log([&] { cb(GENIE_OK, {}); }, "connect callback");
+        if (auto cb = std::exchange(connect_cb_, nullptr))
+          guarded_log([&] { cb(GENIE_OK, {}); }, "connect callback");
       } else {
         fail_connect(cat("cannot connect to ", peer_, ": ", refused));
       }
@@ -355,8 +347,9 @@ class Endpoint final : public Channel, public std::enable_shared_from_this<Endpo
   // payload from the sender's buffer into the sink.
   void deliver(Frame& f) {
     if (f.msg.size() > max_message_) {
-      return close(GENIE_ERR_PROTOCOL, cat(frame_type_label(handlers_.types, f.h.type), " message of ", f.msg.size(),
-                                           " bytes exceeds the maximum message size of ", max_message_, " bytes"));
+      return close(GENIE_ERR_PROTOCOL,
+                   cat(frame_type_label(handlers_.types, f.h.type), " message of ", f.msg.size(),
+                       " bytes exceeds the maximum message size of ", max_message_, " bytes"));
     }
     if (handlers_.types.accepts != nullptr && !handlers_.types.accepts(f.h.type))
       return close(GENIE_ERR_PROTOCOL, cat("unknown message type ", f.h.type));
@@ -397,8 +390,9 @@ class Endpoint final : public Channel, public std::enable_shared_from_this<Endpo
     for (auto& fn : std::exchange(later_, {})) fn();
     if (auto cb = std::exchange(connect_cb_, nullptr)) {
       const std::string why =
-          connect_failed_ ? close_detail_
-                          : cat("cannot connect to ", peer_, ": closed before it was established (", close_detail_, ")");
+          connect_failed_
+              ? close_detail_
+              : cat("cannot connect to ", peer_, ": closed before it was established (", close_detail_, ")");
       guarded_log([&] { cb(GENIE_ERR_CONNECTION, why); }, "connect callback");
     }
     ChannelHandlers h = std::move(handlers_);
@@ -452,7 +446,8 @@ class LoopListener final : public Listener, public std::enable_shared_from_this<
       address_ = cat(host, ':', port);
       if (t.listeners.count(address_) != 0)
         fail(GENIE_ERR_IO, "cannot listen on loopback address ", address_, ": address already in use");
-      const int rc = uv_async_init(loop_, &async_, [](uv_async_t* a) { static_cast<LoopListener*>(a->data)->take(); });
+      const int rc =
+          uv_async_init(loop_, &async_, [](uv_async_t* a) { static_cast<LoopListener*>(a->data)->take(); });
       if (rc != 0) fail(GENIE_ERR_INTERNAL, "uv_async_init: ", uv_strerror(rc));
       async_.data = this;
       t.listeners[address_] = this;
@@ -550,7 +545,7 @@ class LoopListener final : public Listener, public std::enable_shared_from_this<
   uint64_t hook_ = 0;
   bool closing_ = false;
   uint64_t accepted_ = 0;
-  std::shared_ptr<Link> current_;                // inside on_connection, before accept()
+  std::shared_ptr<Link> current_;               // inside on_connection, before accept()
   std::vector<std::shared_ptr<Link>> pending_;  // under the table's lock
 };
 
@@ -584,23 +579,14 @@ class LoopbackTransport final : public Transport {
 
   std::shared_ptr<MemoryRegion> register_memory(void* data, uint64_t length, MemoryKind kind,
                                                 int32_t device) override {
-    if (data == nullptr || length == 0)
-      fail(GENIE_ERR_INVALID_ARGUMENT, "cannot register ", length, " bytes at ", data, ": empty range");
-    if (kind != MemoryKind::Host)
-      fail(GENIE_ERR_UNSUPPORTED, "the loopback transport cannot register ", memory_kind_name(kind),
-           " memory: it copies within host memory only");
+    MemoryDescriptor d =
+        describe_host_memory(kName, "copies within host memory only", data, length, kind, device);
     {
       Table& t = table();
       std::lock_guard<std::mutex> lk(t.mu);
-      check(t.regions.count(reinterpret_cast<uintptr_t>(data)) == 0, GENIE_ERR_INVALID_ARGUMENT,
-            "memory at ", data, " is already registered with the loopback transport");
+      check(t.regions.count(d.address) == 0, GENIE_ERR_INVALID_ARGUMENT, "memory at ", data,
+            " is already registered with the loopback transport");
     }
-    MemoryDescriptor d;
-    d.transport = kName;
-    d.kind = kind;
-    d.device = device;
-    d.address = reinterpret_cast<uintptr_t>(data);
-    d.length = length;
     return std::make_shared<Region>(data, std::move(d));
   }
 
@@ -629,8 +615,9 @@ class LoopbackTransport final : public Transport {
       }
     }
     if (!found)
-      ep->fail_connect(cat("cannot connect to ", target, ": no loopback listener there (loopback reaches only "
-                                                          "listeners in this process)"));
+      ep->fail_connect(cat("cannot connect to ", target,
+                           ": no loopback listener there (loopback reaches only "
+                           "listeners in this process)"));
     return ep;
   }
 

@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "dataplane/guarded.hpp"
 #include "dataplane/loop_hooks.hpp"
 
 namespace genie::dataplane::tcp {
@@ -32,27 +33,6 @@ std::string peer_of(const uv_tcp_t* tcp) {
   int len = sizeof ss;
   if (uv_tcp_getpeername(tcp, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return {};
   return format_address(ss);
-}
-
-// Runs an owner's callback; an exception from it must not unwind through
-// libuv. Returns false (with the status and detail to close with) if it
-// threw.
-template <class Fn>
-bool guarded(Fn&& fn, genie_status_t* status, std::string* detail, const char* what) {
-  try {
-    fn();
-    return true;
-  } catch (const Error& e) {
-    *status = e.code();
-    *detail = e.detail();
-  } catch (const std::exception& e) {
-    *status = GENIE_ERR_INTERNAL;
-    *detail = cat(what, " threw: ", e.what());
-  } catch (...) {
-    *status = GENIE_ERR_INTERNAL;
-    *detail = cat(what, " threw a non-standard exception");
-  }
-  return false;
 }
 
 // For callbacks after which there is nothing left to close.
@@ -360,9 +340,9 @@ struct Connection::Impl {
     }
     if (owner->closing_ || frame.payload_len == 0) return;
     if (s.dst == nullptr) {
-      owner->close(GENIE_ERR_PROTOCOL,
-                   cat("the ", frame.payload_len, "-byte payload of a ", frame_type_label(handlers.types, frame.type),
-                       " frame (request ", frame.request_id, ") was refused"));
+      owner->close(GENIE_ERR_PROTOCOL, cat("the ", frame.payload_len, "-byte payload of a ",
+                                           frame_type_label(handlers.types, frame.type), " frame (request ",
+                                           frame.request_id, ") was refused"));
       return;
     }
     sink = std::move(s);
@@ -638,8 +618,8 @@ void Connection::set_buffer_sizes(int bytes) {
   if (!closing_ && impl_->established) impl_->apply_buffer_sizes();
 }
 
-void Connection::send(uint16_t type, uint64_t request_id, uint32_t flags, std::string msg, const void* payload,
-                      uint64_t payload_len, std::shared_ptr<void> keep, Done done) {
+void Connection::send(uint16_t type, uint64_t request_id, uint32_t flags, std::string msg,
+                      const void* payload, uint64_t payload_len, std::shared_ptr<void> keep, Done done) {
   Impl* c = impl_.get();
   auto refuse = [&](genie_status_t st) {
     if (done) guarded_log([&] { done(st); }, "send done");

@@ -85,8 +85,9 @@ class Connection : public Channel, public std::enable_shared_from_this<Connectio
   // was created with (the peer would drop the connection), and
   // GENIE_ERR_INVALID_ARGUMENT for payload == nullptr with payload_len > 0.
   // A write error closes the connection with GENIE_ERR_CONNECTION.
-  void send(uint16_t type, uint64_t request_id, uint32_t flags, std::string msg, const void* payload = nullptr,
-            uint64_t payload_len = 0, std::shared_ptr<void> keep = nullptr, Done done = nullptr) override;
+  void send(uint16_t type, uint64_t request_id, uint32_t flags, std::string msg,
+            const void* payload = nullptr, uint64_t payload_len = 0, std::shared_ptr<void> keep = nullptr,
+            Done done = nullptr) override;
 
   // Between cork() and the matching uncork(), sent frames are held and then
   // written together, with one system call when the kernel takes them all

@@ -141,21 +141,9 @@ class TcpTransport final : public Transport {
 
   std::shared_ptr<MemoryRegion> register_memory(void* data, uint64_t length, MemoryKind kind,
                                                 int32_t device) override {
-    if (data == nullptr || length == 0) {
-      fail(GENIE_ERR_INVALID_ARGUMENT, "cannot register ", length, " bytes at ", data, ": empty range");
-    }
-    if (kind != MemoryKind::Host) {
-      fail(GENIE_ERR_UNSUPPORTED, "the tcp transport cannot register ", memory_kind_name(kind),
-           " memory: it moves bytes through sockets from host memory only (stage through host memory, "
-           "or use a transport with gpu_memory)");
-    }
-    MemoryDescriptor d;
-    d.transport = caps_.name;
-    d.kind = kind;
-    d.device = device;
-    d.address = reinterpret_cast<uintptr_t>(data);
-    d.length = length;
-    return std::make_shared<HostRegion>(data, std::move(d));
+    return std::make_shared<HostRegion>(
+        data, describe_host_memory(caps_.name, "moves bytes through sockets from host memory only", data,
+                                   length, kind, device));
   }
 
   std::shared_ptr<Listener> listen(uv_loop_t* loop, const std::string& address, const ChannelOptions& options,

@@ -7,7 +7,8 @@ dataplane::ChannelHandlers channel_handlers(Connection::Handlers handlers) {
   dataplane::ChannelHandlers h;
   h.types = wire::frame_types();
   if (handlers.on_frame) {
-    h.on_frame = [on_frame = std::move(handlers.on_frame)](const dataplane::FrameHeader& fh, std::string&& msg) {
+    h.on_frame = [on_frame = std::move(handlers.on_frame)](const dataplane::FrameHeader& fh,
+                                                           std::string&& msg) {
       return on_frame(wire::from_frame(fh), std::move(msg));
     };
   }

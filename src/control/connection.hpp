@@ -34,8 +34,9 @@ class Connection {
 
   // Connects through `transport` to `address` (Transport::connect).
   static std::shared_ptr<Connection> connect(dataplane::Transport& transport, uv_loop_t* loop,
-                                             const std::string& address, const dataplane::ChannelOptions& options,
-                                             Handlers handlers, dataplane::Transport::ConnectFn on_connected);
+                                             const std::string& address,
+                                             const dataplane::ChannelOptions& options, Handlers handlers,
+                                             dataplane::Transport::ConnectFn on_connected);
   // Takes the connection `listener` announced (Listener::accept).
   static std::shared_ptr<Connection> accept(dataplane::Listener& listener, const std::string& transport,
                                             Handlers handlers);
