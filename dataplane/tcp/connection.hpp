@@ -1,6 +1,6 @@
 // A framed TCP connection on a libuv loop (dataplane/frame.hpp): the TCP
-// transport's Channel, and the control plane's connection (through
-// control/connection.hpp, which adds control's message types).
+// transport's Channel, which control's connections (control/connection.hpp)
+// reach through the Channel interface.
 //
 // Reads are a state machine: header -> message -> payload. The payload of a
 // frame goes wherever the owner says when the header and message have
