@@ -93,13 +93,16 @@ Table& table() {
   return *t;
 }
 
+// The table's name for an address: "host:port", or "[v6]:port" when the
+// host has colons (the form Listener::address() reports and connect()
+// takes, brackets or not).
 std::string canonical(const std::string& address, int* port_out = nullptr) {
   std::string host;
   int port = 0;
   split_address(address, &host, &port);
   if (host.empty()) fail(GENIE_ERR_INVALID_ARGUMENT, "loopback address '", address, "' has no host part");
   if (port_out != nullptr) *port_out = port;
-  return cat(host, ':', port);
+  return host.find(':') != std::string::npos ? cat('[', host, "]:", port) : cat(host, ':', port);
 }
 
 void wake(Link::Side& s);
@@ -433,8 +436,8 @@ class LoopListener final : public Listener, public std::enable_shared_from_this<
 
   void start(const std::string& address) {
     int port = 0;
-    canonical(address, &port);
-    std::string host = address.substr(0, address.rfind(':'));
+    const std::string name = canonical(address, &port);
+    const std::string host = name.substr(0, name.rfind(':'));  // as connect() will name it ("[v6]")
     Table& t = table();
     {
       std::lock_guard<std::mutex> lk(t.mu);

@@ -224,6 +224,37 @@ TEST_P(Transports, FramesAndPayloadsLandInTheReceiversSinksBothWays) {
   EXPECT_TRUE(*p.client->frames[0].payload == *back);
 }
 
+TEST_P(Transports, ListensAndConnectsOnIpv6Addresses) {
+  auto end = std::make_shared<End>();
+  auto server = std::make_shared<End>();
+  std::shared_ptr<Listener> l;
+  try {
+    l = server_loop_.run([&] {
+      return t_->listen(server_loop_.loop(), "[::1]:0", {}, [server](Listener& l) {
+        auto ch = l.accept(server->handlers());
+        std::lock_guard<std::mutex> lk(server->mu);
+        server->ch = ch;
+        server->cv.notify_all();
+      });
+    });
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no IPv6 loopback here: " << e.detail();
+  }
+  const std::string addr = server_loop_.run([&] { return l->address(); });
+  ASSERT_EQ(addr.rfind("[::1]:", 0), 0u) << addr;
+  auto c = client_loop_.run([&] {
+    return t_->connect(client_loop_.loop(), addr, {}, end->handlers(),
+                       [end](genie_status_t st, const std::string& d) { end->note(std::to_string(st) + d); });
+  });
+  ASSERT_TRUE(end->wait([&] { return !end->events.empty(); }));
+  EXPECT_EQ(end->events.front(), "0");
+  ASSERT_TRUE(server->wait([&] { return server->ch != nullptr; }));
+  client_loop_.run([&] { c->send(7, 1, 0, "over v6"); });
+  ASSERT_TRUE(server->wait([&] { return !server->frames.empty(); }));
+  EXPECT_EQ(server->frames[0].msg, "over v6");
+  server_loop_.run([&] { l->close(); });
+}
+
 TEST_P(Transports, ThousandFramesArriveInSendOrder) {
   Pair p = open();
   client_loop_.run([&] {
