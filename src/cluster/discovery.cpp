@@ -22,6 +22,8 @@
 #include "control/wire_codec.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
+#include "core/log.hpp"
+#include "dataplane/registry.hpp"
 #include "genie.pb.h"
 
 namespace genie {
@@ -413,6 +415,21 @@ TcpProbe probe_tcp(const std::string& host, int port, int64_t timeout_ms, int ro
 // Backends and selection
 // ---------------------------------------------------------------------------
 
+namespace {
+
+// Whether the backend's transport can be had here: built in (tcp), or its
+// plugin found and loaded (dataplane/registry.hpp). Asked only of a backend
+// whose probe succeeded, so that a plugin is not loaded for hardware that
+// is not there.
+bool transport_present(genie_backend_t b, bool probe_ok) {
+  if (!probe_ok) return false;
+  const dataplane::TransportLookup t = dataplane::lookup_transport(transport_for_backend(b));
+  if (!t.transport) log(LogLevel::Debug, "discovery: backend ", backend_str(b), ": ", t.reason);
+  return t.transport != nullptr;
+}
+
+}  // namespace
+
 std::vector<BackendAvail> local_backends(const RdmaProbe& rdma, const DpdkProbe& dpdk) {
   std::vector<BackendAvail> v;
   v.push_back({GENIE_BACKEND_TCP, true, "always available", true});
@@ -425,6 +442,8 @@ std::vector<BackendAvail> local_backends(const RdmaProbe& rdma, const DpdkProbe&
   else if (dpdk.eal_ok && dpdk.gpus == 0) gpu_reason = "EAL initialised but no gpudev device";
   else if (dpdk.eal_ok && dpdk.ports == 0) gpu_reason = "no ethdev port";
   v.push_back({GENIE_BACKEND_DPDK_GPUDEV, dpdk.eal_ok && dpdk.gpus > 0 && dpdk.ports > 0, gpu_reason, false});
+  for (BackendAvail& a : v)
+    if (a.backend != GENIE_BACKEND_TCP) a.built = transport_present(a.backend, a.probe_ok);
   return v;
 }
 
@@ -444,7 +463,8 @@ std::string why_not(const BackendAvail* a, const std::string& end, bool built_no
   std::string s = end + ": ";
   if (!a->probe_ok) s += "probe: " + a->probe;
   if (!a->built && (built_note || a->probe_ok))
-    s += std::string(a->probe_ok ? "" : "; ") + "transport not built in this version (only tcp is)";
+    s += std::string(a->probe_ok ? "" : "; ") + cat("transport not built in this version (no ",
+                                                    transport_for_backend(a->backend), " transport plugin)");
   return s;
 }
 
@@ -484,8 +504,17 @@ Selection select_backend(genie_backend_t requested, const std::vector<BackendAva
   }
   s.backend = GENIE_BACKEND_TCP;
   s.reason = cat("auto: tcp (available on ", remote ? "both ends" : "this node", "); not chosen: ", why,
-                 unbuilt ? "; besides, this version builds only the tcp transport" : "");
+                 unbuilt ? "; besides, only the tcp transport is installed" : "");
   return s;
+}
+
+const char* transport_for_backend(genie_backend_t backend) {
+  switch (backend) {
+    case GENIE_BACKEND_RDMA: return "ucx";
+    case GENIE_BACKEND_DPDK: return "dpdk";
+    case GENIE_BACKEND_DPDK_GPUDEV: return "dpdk_gpudev";
+    default: return "tcp";
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -560,6 +589,7 @@ JsonPtr selection_to_json(const Selection& s) {
   JsonPtr o = json_object();
   cJSON_AddStringToObject(o.get(), "requested", backend_str(s.requested));
   cJSON_AddStringToObject(o.get(), "selected", backend_str(s.backend));
+  cJSON_AddStringToObject(o.get(), "transport", transport_for_backend(s.backend));
   cJSON_AddStringToObject(o.get(), "reason", s.reason.c_str());
   return o;
 }

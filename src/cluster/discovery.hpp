@@ -83,6 +83,10 @@ struct Selection {
 Selection select_backend(genie_backend_t requested, const std::vector<BackendAvail>& local,
                          const std::vector<BackendAvail>* remote, const std::string& remote_name);
 
+// The transport (dataplane/registry.hpp) that carries a backend's data
+// connections: tcp, ucx (rdma), dpdk, dpdk_gpudev.
+const char* transport_for_backend(genie_backend_t backend);
+
 JsonPtr rdma_to_json(const RdmaProbe& p);
 JsonPtr dpdk_to_json(const DpdkProbe& p);
 JsonPtr gpudev_to_json(const DpdkProbe& p);

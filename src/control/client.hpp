@@ -141,6 +141,8 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   const std::string& server_node_id() const;
   const std::vector<std::string>& server_devices() const;
   bool connected() const;
+  // The transport the data connection runs over (registry name, e.g. "tcp").
+  std::string data_transport() const;
 
  private:
   RemoteClient() = default;

@@ -1,33 +1,12 @@
-// A framed TCP connection on a libuv loop, shared by client and server.
+// The control plane's connection: a channel of a transport
+// (dataplane/transport.hpp) speaking control's message types. Frames of a
+// type wire::known_type does not know close it from their header; handlers
+// see headers whose type is a wire::MsgType.
 //
-// Reads are a state machine: header -> message -> payload. The payload of a
-// frame goes wherever the owner says when the header and message have
-// arrived (PayloadSink). Small frames are read through a 16 KiB buffer, as
-// many as one system call brings; a message or payload with at least that
-// much still to come is read straight into place (tensor memory), with no
-// copy. Writes send header, message and payload with one writev, at once
-// when the kernel takes them (uv_try_write), else through uv_write; the
-// payload is not copied either, so its memory must stay valid until the
-// frame's `done` runs.
-//
-// All methods must be called on the loop thread. The object is owned through
-// std::shared_ptr and keeps itself alive until its handle is closed, so every
-// Connection must be closed: by close(), by the peer, by a malformed frame,
-// or by LoopThread::stop() (which closes Connections still open on its loop
-// with GENIE_ERR_SHUTDOWN "event loop stopped").
-//
-// Callback order, once close() has begun (by either side): no on_frame and
-// no PayloadSink::done runs any more and no byte is written to a sink's dst;
-// then every pending send's done runs (GENIE_OK if its bytes had reached the
-// kernel, GENIE_ERR_CONNECTION otherwise), a connect() still pending gets
-// its cb(GENIE_ERR_CONNECTION), the sink of an unfinished payload is
-// released (its `keep` dropped, `done` not run), and on_close runs last.
-// The handlers are destroyed right after on_close, which breaks any cycle
-// through a handler that captured the Connection's own shared_ptr.
-//
-// Writes go through writev: a peer that resets the connection makes it raise
-// SIGPIPE, which LoopThread blocks on its thread. Used on another loop, the
-// owner must block or ignore SIGPIPE on that loop's thread.
+// Control connections go through the TCP transport; a session's data
+// connection through the transport its client selected among those the
+// server offers (docs/protocol.md). Everything else (threads, lifetime, the
+// order of callbacks once closing) is the Channel's.
 #pragma once
 
 #include <uv.h>
@@ -38,112 +17,54 @@
 #include <string>
 
 #include "control/wire.hpp"
+#include "dataplane/transport.hpp"
 
 namespace genie {
 
-// Where the payload of an incoming frame goes.
-struct PayloadSink {
-  void* dst = nullptr;         // payload_len bytes are written here
-  std::shared_ptr<void> keep;  // held until the payload has been read
-  // Runs on the loop thread after the last payload byte arrived, before the
-  // next frame is read; never runs when the connection closes first (then
-  // only `keep` is released, before on_close). May call close() or send().
-  std::function<void()> done;
-};
+using dataplane::PayloadSink;
 
-class Connection : public std::enable_shared_from_this<Connection> {
+class Connection {
  public:
   struct Handlers {
-    // A whole frame arrived (header and message; CRC checked). For a frame
-    // with payload_len > 0 the handler returns where to put the payload; a
-    // sink with dst == nullptr means "refuse": the connection closes with
-    // Error(PROTOCOL). dst must have room for all payload_len bytes: check
-    // payload_len against the range the message names before returning it.
-    // For payload_len == 0 the return value is ignored.
-    // May call close() (e.g. with its own detail before refusing) and send().
-    // An exception it throws closes the connection: a genie::Error with its
-    // status and detail, anything else with GENIE_ERR_INTERNAL.
+    // As dataplane::ChannelHandlers::on_frame, with control's header.
     std::function<PayloadSink(const wire::FrameHeader&, std::string&& msg)> on_frame;
-    // The connection closed: `status` is GENIE_OK for an orderly close by
-    // this side, GENIE_ERR_CONNECTION for EOF/reset, GENIE_ERR_PROTOCOL (or
-    // VERSION_MISMATCH) for a malformed frame, with a detail message. Called
-    // exactly once, after which no handler runs again.
+    // As dataplane::ChannelHandlers::on_close.
     std::function<void(genie_status_t status, const std::string& detail)> on_close;
   };
 
-  // Takes a connected (or accepted) TCP handle's place: creates the uv_tcp_t
-  // on `loop`; call accept_from() or connect() next.
-  static std::shared_ptr<Connection> create(uv_loop_t* loop, uint32_t max_message, Handlers handlers);
+  // Connects through `transport` to `address` (Transport::connect).
+  static std::shared_ptr<Connection> connect(dataplane::Transport& transport, uv_loop_t* loop,
+                                             const std::string& address,
+                                             const dataplane::ChannelOptions& options, Handlers handlers,
+                                             dataplane::Transport::ConnectFn on_connected);
+  // Takes the connection `listener` announced (Listener::accept).
+  static std::shared_ptr<Connection> accept(dataplane::Listener& listener, const std::string& transport,
+                                            Handlers handlers);
 
-  // Accepts a pending connection from `server` and starts reading.
-  // Returns a libuv error code (0 on success); after a failure the
-  // connection must still be closed.
-  int accept_from(uv_stream_t* server);
+  Connection(std::shared_ptr<dataplane::Channel> channel, std::string transport)
+      : channel_(std::move(channel)), transport_(std::move(transport)) {}
 
-  // Connects to host:port: a numeric IPv4/IPv6 address (IPv6 optionally in
-  // brackets), or a name resolved with uv_getaddrinfo on libuv's thread pool
-  // (the first IPv4 address is tried, else the first IPv6 one). `cb(status,
-  // detail)` runs exactly once on the loop thread, never before connect()
-  // returns, when connected (reading has started) or failed with
-  // GENIE_ERR_CONNECTION naming the target and the reason (bad port,
-  // unresolvable name, refused, or close() before it was established). A
-  // failure closes the connection: cb runs from its close, just before
-  // on_close. Misuse is answered before connect() returns, without closing:
-  // a second connect() (or one after accept_from) gets
-  // GENIE_ERR_INVALID_ARGUMENT, one after close() GENIE_ERR_CONNECTION.
-  void connect(const std::string& host, int port, std::function<void(genie_status_t, const std::string&)> cb);
-
-  // Sets TCP_NODELAY (control) or large socket buffers (data:
-  // SO_SNDBUF/SO_RCVBUF, which turns off Linux's buffer autotuning). Either
-  // may be called before connect() (applied to the socket before the SYN, so
-  // the receive window scale can use the size) or after accept_from().
-  void set_nodelay(bool on);
-  void set_buffer_sizes(int bytes);
-
-  // Sends one frame: at once when the kernel takes it (then `done` has run
-  // with GENIE_OK before send() returns), else queued. `payload`
-  // (payload_len bytes) must stay valid until `done` runs; `keep` is held
-  // until then. `done(status)` (may be empty) runs on the loop thread once
-  // the bytes are handed to the kernel or the write failed. Frames are sent
-  // in call order. Only after connect()'s cb reported success or
-  // accept_from() succeeded. Without queuing anything, `done` runs before
-  // send() returns with GENIE_ERR_CONNECTION once close() has begun or when
-  // libuv refuses the write (which also closes the connection),
-  // GENIE_ERR_TOO_LARGE for a message over the max_message this connection
-  // was created with (the peer would drop the connection), and
-  // GENIE_ERR_INVALID_ARGUMENT for payload == nullptr with payload_len > 0.
-  // A write error closes the connection with GENIE_ERR_CONNECTION.
+  // Channel::send with a control message type.
   void send(wire::MsgType type, uint64_t request_id, uint32_t flags, std::string msg,
             const void* payload = nullptr, uint64_t payload_len = 0, std::shared_ptr<void> keep = nullptr,
-            std::function<void(genie_status_t)> done = nullptr);
-
-  // Between cork() and the matching uncork(), sent frames are held and then
-  // written together, with one system call when the kernel takes them all
-  // (nests; `done`s run at the uncork). The connection corks itself while
-  // it hands the frames of one read to on_frame, so replies to requests
-  // that arrived together leave together. close() writes what is held
-  // first, as far as the kernel takes it at once.
-  void cork();
-  void uncork();
-
-  // Closes the connection (idempotent: the first status wins); on_close
-  // runs with `status` from the loop after close() returned, never inside it.
-  void close(genie_status_t status = GENIE_OK, const std::string& detail = "closed");
-
-  // True once close() has begun (on_close may not have run yet).
-  bool closed() const { return closing_; }
-  // Peer address "ip:port" (empty if unknown).
-  std::string peer() const;
-  // Bytes queued in libuv but not yet written to the kernel.
-  size_t write_queue_size() const;
-
-  ~Connection();
+            std::function<void(genie_status_t)> done = nullptr) {
+    channel_->send(static_cast<uint16_t>(type), request_id, flags, std::move(msg), payload, payload_len,
+                   std::move(keep), std::move(done));
+  }
+  void close(genie_status_t status = GENIE_OK, const std::string& detail = "closed") {
+    channel_->close(status, detail);
+  }
+  bool closed() const { return channel_->closed(); }
+  std::string peer() const { return channel_->peer(); }
+  void cork() { channel_->cork(); }
+  void uncork() { channel_->uncork(); }
+  void set_buffer_sizes(int bytes) { channel_->set_buffer_sizes(bytes); }
+  // The registry name of the transport the connection runs over.
+  const std::string& transport() const { return transport_; }
 
  private:
-  Connection(uv_loop_t* loop, uint32_t max_message, Handlers handlers);
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
-  bool closing_ = false;
+  std::shared_ptr<dataplane::Channel> channel_;
+  std::string transport_;
 };
 
 }  // namespace genie

@@ -11,6 +11,7 @@
 #include <exception>
 
 #include "core/error.hpp"
+#include "dataplane/loop_hooks.hpp"
 #include "core/log.hpp"
 
 namespace genie {
@@ -158,26 +159,12 @@ void LoopThread::stop(std::function<void()> before_close) {
 }
 
 uint64_t LoopThread::add_close_hook(std::function<void()> fn) {
-  const uint64_t id = next_hook_++;
-  close_hooks_.emplace(id, std::move(fn));
-  return id;
+  return dataplane::add_close_hook(&loop_, std::move(fn));
 }
 
-void LoopThread::remove_close_hook(uint64_t id) { close_hooks_.erase(id); }
+void LoopThread::remove_close_hook(uint64_t id) { dataplane::remove_close_hook(&loop_, id); }
 
-void LoopThread::run_close_hooks() {
-  // Hooks remove themselves (or others) and may add new ones: iterate over
-  // a snapshot of ids, calling a copy of each function.
-  std::vector<uint64_t> ids;
-  ids.reserve(close_hooks_.size());
-  for (const auto& [id, fn] : close_hooks_) ids.push_back(id);
-  for (uint64_t id : ids) {
-    auto it = close_hooks_.find(id);
-    if (it == close_hooks_.end()) continue;
-    std::function<void()> fn = it->second;
-    if (fn) run_guarded(fn, "close hook");
-  }
-}
+void LoopThread::run_close_hooks() { dataplane::run_close_hooks(&loop_); }
 
 void LoopThread::run() {
   { std::lock_guard<std::mutex> lk(mu_); }
@@ -203,7 +190,7 @@ void LoopThread::run() {
     uv_run(&loop_, UV_RUN_ONCE);
     if (uv_loop_close(&loop_) == 0) break;
   }
-  close_hooks_.clear();
+  dataplane::clear_close_hooks(&loop_);
   tls_current = nullptr;
 }
 

@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -51,7 +50,8 @@ class LoopThread {
   // starts closing, after before_close and before the walk, and again on
   // every later teardown pass until removed, so it must be idempotent (e.g.
   // Connection::close). Loop thread only. Returns an id for
-  // remove_close_hook.
+  // remove_close_hook. The hooks are the loop's (dataplane/loop_hooks.hpp),
+  // which is where channels of every transport register theirs.
   uint64_t add_close_hook(std::function<void()> fn);
   void remove_close_hook(uint64_t id);
 
@@ -77,8 +77,6 @@ class LoopThread {
   std::mutex join_mu_;  // serialises joins of stop() called from several threads
   // Loop thread only.
   bool stop_task_ran_ = false;
-  std::map<uint64_t, std::function<void()>> close_hooks_;
-  uint64_t next_hook_ = 1;
 };
 
 }  // namespace genie

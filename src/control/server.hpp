@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "control/orchestrator.hpp"
 #include "core/config.hpp"
@@ -43,6 +44,11 @@ struct ServerOptions {
   // A connection that has not completed its handshake by then is closed, so
   // idle or half-open connections cannot pile up.
   int64_t handshake_timeout_ms = 10000;
+  // Transports offered for data connections besides TCP (always offered, on
+  // `port`), by registry name (dataplane/registry.hpp); each listens on
+  // host:0 and Welcome advertises where. One that cannot be had (plugin
+  // missing, its libraries not installed) is logged and left out.
+  std::vector<std::string> data_transports;
 
   // Cluster hooks, set by the cluster layer's master (docs/cluster.md); all
   // run on the server's loop thread. Unset, Probe and Heartbeat are refused

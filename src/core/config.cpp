@@ -129,6 +129,22 @@ void Config::apply_env() {
     static const bool vals[] = {false, true};
     graph_deltas = parse_enum("GENIE_GRAPH_DELTAS", v, names, vals);
   }
+  if (const char* v = env("GENIE_TRANSPORT")) {
+    check_transport_name(v, "GENIE_TRANSPORT");
+    transport = v;
+  }
+  if (const char* v = env("GENIE_SERVE_TRANSPORTS")) {
+    serve_transports.clear();
+    const std::string list = v;
+    for (size_t start = 0; start <= list.size();) {
+      size_t end = list.find(',', start);
+      if (end == std::string::npos) end = list.size();
+      const std::string name = list.substr(start, end - start);
+      check_transport_name(name, "GENIE_SERVE_TRANSPORTS entry");
+      serve_transports.push_back(name);
+      start = end + 1;
+    }
+  }
   if (const char* v = env("GENIE_NUM_THREADS")) {
     const int64_t n = parse_int("GENIE_NUM_THREADS", v);
     check(n >= 0 && n <= 1024, GENIE_ERR_INVALID_ARGUMENT, "GENIE_NUM_THREADS=", v, " is outside 0..1024");
@@ -150,6 +166,18 @@ void check_interval(int64_t ms, const char* what) {
         " ms is outside 10..86400000");
 }
 
+bool is_transport_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+  return true;
+}
+
+void check_transport_name(const std::string& name, const char* what) {
+  check(is_transport_name(name), GENIE_ERR_INVALID_ARGUMENT, what, " '", name,
+        "' is not a transport name (1..64 of lowercase letters, digits and '_', e.g. tcp)");
+}
+
 void Config::validate() const {
   check_interval(heartbeat_interval_ms, "heartbeat interval");
   check_interval(heartbeat_timeout_ms, "heartbeat timeout");
@@ -166,6 +194,9 @@ void Config::validate() const {
   check(master_addr.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "master address is longer than 255 bytes");
   check(timeout_ms > 0, GENIE_ERR_INVALID_ARGUMENT, "timeout must be positive");
   check(num_threads >= 0 && num_threads <= 1024, GENIE_ERR_INVALID_ARGUMENT, "num_threads outside 0..1024");
+  if (!transport.empty()) check_transport_name(transport, "transport");
+  if (!selected_transport.empty()) check_transport_name(selected_transport, "selected transport");
+  for (const std::string& t : serve_transports) check_transport_name(t, "served transport");
 }
 
 const char* role_str(genie_node_role_t r) {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/log.hpp"
 #include "genie.h"
@@ -15,6 +16,17 @@ struct Config {
   std::string node_id;      // empty = generated at init
   genie_node_role_t role = GENIE_NODE_ROLE_CLIENT;
   genie_backend_t backend = GENIE_BACKEND_AUTO;
+  // Remote mode: the transport of data connections, by registry name
+  // (dataplane/registry.hpp). `transport` is what the user demanded
+  // (GENIE_TRANSPORT): the connection fails if it cannot be had.
+  // `selected_transport` is the selected backend's (set at init from
+  // discovery): when it cannot be had, data connections fall back to TCP.
+  // Both empty: TCP.
+  std::string transport;
+  std::string selected_transport;
+  // A server (genie serve): the data transports it offers besides TCP
+  // (GENIE_SERVE_TRANSPORTS, comma-separated names).
+  std::vector<std::string> serve_transports;
   LogLevel log_level = LogLevel::Warn;
   int64_t timeout_ms = 30000;
   int32_t num_threads = 0;  // 0 = hardware concurrency
@@ -51,6 +63,8 @@ void check_interval(int64_t ms, const char* what);  // 10..86400000
 // An auth token: empty (none) or kMinAuthTokenBytes..4096 bytes.
 constexpr size_t kMinAuthTokenBytes = 16;
 void check_auth_token(const std::string& token, const char* what);
+bool is_transport_name(const std::string& name);  // [a-z0-9_]{1,64}
+void check_transport_name(const std::string& name, const char* what);
 
 const char* role_str(genie_node_role_t r);
 const char* backend_str(genie_backend_t b);

@@ -59,6 +59,9 @@ Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {
         cfg_.num_threads, " worker threads (0 = all cores), devices ", list);
   } else {
     const auto t0 = std::chrono::steady_clock::now();
+    // The selected backend decides the transport of data connections, unless
+    // GENIE_TRANSPORT names one (Config::transport).
+    cfg_.selected_transport = transport_for_backend(cluster_->selection().backend);
     client_ = RemoteClient::connect(cfg_, node_id_);
     cluster_->add_phase(
         "master_connection",

@@ -1,6 +1,7 @@
-// LoopThread and Connection over real TCP on 127.0.0.1: frames of many
-// sizes with payloads landing in caller buffers, pipelining, every way a
-// connection ends, hostile peers on raw sockets, and loop shutdown.
+// LoopThread and the TCP transport's framed connection (speaking control's
+// message types) over real TCP on 127.0.0.1: frames of many sizes with
+// payloads landing in caller buffers, pipelining, every way a connection
+// ends, hostile peers on raw sockets, and loop shutdown.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -21,10 +22,10 @@
 #include <thread>
 #include <vector>
 
-#include "control/connection.hpp"
 #include "control/loop_thread.hpp"
 #include "control/wire.hpp"
 #include "core/error.hpp"
+#include "dataplane/tcp/connection.hpp"
 
 // ---------------------------------------------------------------------------
 // Global allocation watch: the largest single operator new request since the
@@ -66,8 +67,42 @@ namespace genie {
 namespace {
 
 using namespace std::chrono_literals;
+using dataplane::PayloadSink;
 using wire::FrameHeader;
 using wire::MsgType;
+
+// The TCP transport's connection with control's message types and headers:
+// a frame of a type control does not know closes it from its header.
+class Connection : public dataplane::tcp::Connection {
+ public:
+  struct Handlers {
+    std::function<PayloadSink(const FrameHeader&, std::string&& msg)> on_frame;
+    std::function<void(genie_status_t status, const std::string& detail)> on_close;
+  };
+
+  static std::shared_ptr<Connection> create(uv_loop_t* loop, uint32_t max_message, Handlers handlers) {
+    dataplane::ChannelHandlers h;
+    h.types = wire::frame_types();
+    if (handlers.on_frame)
+      h.on_frame = [f = std::move(handlers.on_frame)](const dataplane::FrameHeader& fh, std::string&& msg) {
+        return f(wire::from_frame(fh), std::move(msg));
+      };
+    h.on_close = std::move(handlers.on_close);
+    std::shared_ptr<Connection> c(new Connection(loop, max_message, std::move(h)));
+    c->init();
+    return c;
+  }
+
+  void send(MsgType type, uint64_t request_id, uint32_t flags, std::string msg, const void* payload = nullptr,
+            uint64_t payload_len = 0, std::shared_ptr<void> keep = nullptr,
+            std::function<void(genie_status_t)> done = nullptr) {
+    dataplane::tcp::Connection::send(static_cast<uint16_t>(type), request_id, flags, std::move(msg), payload,
+                                     payload_len, std::move(keep), std::move(done));
+  }
+
+ private:
+  using dataplane::tcp::Connection::Connection;
+};
 
 constexpr auto kWait = 10s;
 

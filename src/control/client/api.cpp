@@ -28,6 +28,11 @@ std::shared_ptr<RemoteClient> RemoteClient::connect(const Config& cfg, const std
   return client;
 }
 
+std::string RemoteClient::data_transport() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->data_endpoint.transport;
+}
+
 RemoteClient::~RemoteClient() {
   if (impl_) impl_->close();
 }
@@ -194,6 +199,7 @@ std::string RemoteClient::server_info_json() {
   cJSON* c = cJSON_AddObjectToObject(o.get(), "client");
   check(c != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");
   cJSON_AddBoolToObject(c, "graph_deltas", impl_->cfg.graph_deltas);
+  cJSON_AddStringToObject(c, "data_transport", data_transport().c_str());
   cJSON_AddNumberToObject(c, "graph_submits_full", static_cast<double>(g.submits_full));
   cJSON_AddNumberToObject(c, "graph_submits_delta", static_cast<double>(g.submits_delta));
   cJSON_AddNumberToObject(c, "graph_delta_fallbacks", static_cast<double>(g.delta_fallbacks));

@@ -47,6 +47,7 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "dataplane/registry.hpp"
 #include "genie.pb.h"
 #include "graph/delta.hpp"
 
@@ -166,6 +167,13 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   const std::chrono::milliseconds timeout;
   std::string server_node;
   std::vector<std::string> devices;
+  // Where the data connection goes: the transport (registry name) and the
+  // address for its connect. Written on the loop thread under mu.
+  struct DataEndpoint {
+    std::string transport = "tcp";
+    std::string address;
+  };
+  DataEndpoint data_endpoint;
 
   // --- shared: written on the loop thread under mu -------------------------
   std::mutex mu;
@@ -253,6 +261,12 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   void run_reply(Call& call, genie_status_t st, std::string&& msg);
   void run_done(Call& call, RemoteResult&& r);
   void begin_attempt();
+  // The data connection's transport and address from the server's Welcome:
+  // the transport the user demanded (Config::transport; Error(UNSUPPORTED)
+  // naming it when the server does not offer it or it cannot be loaded
+  // here), else the selected backend's (Config::selected_transport; TCP
+  // when it cannot be had), else TCP.
+  DataEndpoint choose_data_endpoint(const wire::Welcome& w) const;
   void open_data_link();
 
   // A connection attempt failed. Initial connect: report it. Reconnect:

@@ -100,34 +100,74 @@ void RemoteClient::Impl::teardown() {
 void RemoteClient::Impl::begin_attempt() {
   const uint64_t g = ++gen;
   hs = Handshake::Hello;
-  ctrl = Connection::create(loop->loop(), max_message, handlers(g, Link::Control));
-  ctrl->set_nodelay(true);  // requests and replies are small: never wait for Nagle
-  ctrl->connect(cfg.master_addr, cfg.master_port, [this, g](genie_status_t st, const std::string& detail) {
-    if (g != gen) return;
-    if (st != GENIE_OK) return attempt_failed(GENIE_ERR_CONNECTION, detail);  // names the address
-    wire::Hello h;
-    h.set_protocol_version(wire::kProtocolVersion);
-    h.set_abi_version(GENIE_ABI_VERSION);
-    h.set_node_id(node_id);
-    h.set_role(static_cast<int32_t>(cfg.role));
-    if (resuming) h.set_resume_token(token);
-    ctrl->send(MsgType::Hello, next_id.fetch_add(1), 0, wire::encode_msg(h));
-  });
+  dataplane::ChannelOptions o;
+  o.max_message = max_message;
+  o.nodelay = true;  // requests and replies are small: never wait for Nagle
+  try {
+    ctrl = Connection::connect(*dataplane::find_transport("tcp"), loop->loop(), addr, o, handlers(g, Link::Control),
+                               [this, g](genie_status_t st, const std::string& detail) {
+                                 if (g != gen) return;
+                                 if (st != GENIE_OK)
+                                   return attempt_failed(GENIE_ERR_CONNECTION, detail);  // names the address
+                                 wire::Hello h;
+                                 h.set_protocol_version(wire::kProtocolVersion);
+                                 h.set_abi_version(GENIE_ABI_VERSION);
+                                 h.set_node_id(node_id);
+                                 h.set_role(static_cast<int32_t>(cfg.role));
+                                 if (resuming) h.set_resume_token(token);
+                                 ctrl->send(MsgType::Hello, next_id.fetch_add(1), 0, wire::encode_msg(h));
+                               });
+  } catch (const Error& e) {
+    attempt_failed(e.code(), e.detail(), false);
+  }
+}
+
+RemoteClient::Impl::DataEndpoint RemoteClient::Impl::choose_data_endpoint(const wire::Welcome& w) const {
+  const bool demanded = !cfg.transport.empty();
+  const std::string want = demanded ? cfg.transport : cfg.selected_transport.empty() ? "tcp" : cfg.selected_transport;
+  if (want == "tcp") return {"tcp", addr};
+  std::string offered;
+  const wire::DataEndpoint* found = nullptr;
+  for (const wire::DataEndpoint& e : w.data_endpoints()) {
+    offered += (offered.empty() ? "" : ", ") + e.transport();
+    if (e.transport() == want) found = &e;
+  }
+  std::string why;
+  if (found == nullptr) {
+    why = cat("server ", addr, " does not offer it (it offers ", offered.empty() ? std::string("tcp") : offered,
+              "; a server offers more with GENIE_SERVE_TRANSPORTS)");
+  } else {
+    dataplane::TransportLookup t = dataplane::lookup_transport(want);
+    if (t.transport) return {want, found->address().empty() ? addr : found->address()};
+    why = t.reason;
+  }
+  check(!demanded, GENIE_ERR_UNSUPPORTED, "data transport '", want, "' (GENIE_TRANSPORT) cannot be used: ", why);
+  log(LogLevel::Info, "client: data transport '", want, "' of the selected backend is not used (", why,
+      "): data connections go over tcp");
+  return {"tcp", addr};
 }
 
 void RemoteClient::Impl::open_data_link() {
   const uint64_t g = gen;
   hs = Handshake::DataHello;
-  data = Connection::create(loop->loop(), max_message, handlers(g, Link::Data));
+  dataplane::ChannelOptions o;
+  o.max_message = max_message;
   // Before the SYN, so that the window scale can use the whole buffer.
-  data->set_buffer_sizes(kDataSocketBuffer);
-  data->connect(cfg.master_addr, cfg.master_port, [this, g](genie_status_t st, const std::string& detail) {
-    if (g != gen) return;
-    if (st != GENIE_OK) return attempt_failed(GENIE_ERR_CONNECTION, cat("data connection: ", detail));
-    wire::DataHello h;
-    h.set_session_token(token);
-    data->send(MsgType::DataHello, next_id.fetch_add(1), 0, wire::encode_msg(h));
-  });
+  o.buffer_bytes = kDataSocketBuffer;
+  try {
+    data = Connection::connect(*dataplane::find_transport(data_endpoint.transport), loop->loop(),
+                               data_endpoint.address, o, handlers(g, Link::Data),
+                               [this, g](genie_status_t st, const std::string& detail) {
+                                 if (g != gen) return;
+                                 if (st != GENIE_OK)
+                                   return attempt_failed(GENIE_ERR_CONNECTION, cat("data connection: ", detail));
+                                 wire::DataHello h;
+                                 h.set_session_token(token);
+                                 data->send(MsgType::DataHello, next_id.fetch_add(1), 0, wire::encode_msg(h));
+                               });
+  } catch (const Error& e) {
+    attempt_failed(e.code(), cat("data connection over ", data_endpoint.transport, ": ", e.detail()), false);
+  }
 }
 
 void RemoteClient::Impl::attempt_failed(genie_status_t st, const std::string& detail, bool retryable) {
@@ -231,6 +271,11 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
                                   " no longer holds this session (its grace period "
                                   "ended): its tensors are gone; create a new context"),
                               false);
+      }
+      DataEndpoint chosen = choose_data_endpoint(w);
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        data_endpoint = std::move(chosen);
       }
       if (!resuming) {
         token = w.session_token();

@@ -179,6 +179,11 @@ wire::ServerInfo Server::Impl::server_info() const {
   i.set_plan_cache_misses(c.plan_misses);
   i.set_last_plan_predicted_ns(c.last_predicted_ns);
   i.set_last_plan_measured_ns(c.last_measured_ns);
+  {
+    std::lock_guard<std::mutex> lk(data_mu);
+    for (const auto& [transport, n] : data_connections) (*i.mutable_data_connections())[transport] = n;
+    for (const std::string& t : data_transports_offered) i.add_data_transports(t);
+  }
   return i;
 }
 

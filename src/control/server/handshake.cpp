@@ -51,8 +51,13 @@ void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHe
     p->session->data.push_back(p.get());
     p->handshake_timer.reset();
     p->conn->set_buffer_sizes(4 << 20);
+    {
+      std::lock_guard<std::mutex> lk(data_mu);
+      ++data_connections[p->conn->transport()];
+    }
     send(*p, MsgType::Welcome, h.request_id, welcome(*p->session, false));
-    log(LogLevel::Debug, "server: session ", p->session->serial(), ": data connection from ", p->name);
+    log(LogLevel::Debug, "server: session ", p->session->serial(), ": ", p->conn->transport(),
+        " data connection from ", p->name);
     return;
   }
 
@@ -136,6 +141,11 @@ wire::Welcome Server::Impl::welcome(const Session& s, bool resumed) const {
   w.set_abi_version(GENIE_ABI_VERSION);
   w.add_devices("cpu:0");
   w.set_resumed(resumed);
+  for (const Listening& l : listeners) {
+    wire::DataEndpoint* e = w.add_data_endpoints();
+    e->set_transport(l.transport);
+    e->set_address(l.address);
+  }
   return w;
 }
 

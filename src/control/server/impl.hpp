@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <future>
+#include <map>
 #include <mutex>
 #include <random>
 #include <unordered_map>
@@ -31,6 +32,7 @@
 #include "control/wire.hpp"
 #include "control/wire_codec.hpp"
 #include "core/device.hpp"
+#include "dataplane/registry.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "exec/executor.hpp"
@@ -49,7 +51,7 @@ using wire::parse_msg;
 // Total physical memory (server.cpp): the bound on tensor bytes.
 uint64_t physical_memory();
 
-// One accepted TCP connection: in its handshake, a session's control
+// One accepted connection: in its handshake, a session's control
 // connection, or one of its data connections.
 struct Peer : std::enable_shared_from_this<Peer> {
   enum class State { Fresh, AwaitAuth, Control, Data };
@@ -75,7 +77,7 @@ struct Server::Impl {
 
   // --- loop thread ---------------------------------------------------------
   void listen(std::promise<void>& bound);
-  void on_accept();
+  void on_accept(dataplane::Listener& listener, const std::string& transport);
   void on_close(const std::shared_ptr<Peer>& p, genie_status_t status, const std::string& detail);
   PayloadSink on_frame(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h, std::string&& msg);
 
@@ -168,8 +170,19 @@ struct Server::Impl {
   Executor exec;
   // Members the loop touches are declared before the loop, so they outlive
   // its thread (members are destroyed in reverse order).
-  uv_tcp_t listener{};
-  bool listening = false;
+  // Where connections come in: TCP on the server's port first (control and
+  // data connections), then each other data transport offered.
+  struct Listening {
+    std::string transport;
+    std::string address;  // as Welcome advertises it; empty: the server's own
+    std::shared_ptr<dataplane::Listener> listener;
+  };
+  std::vector<Listening> listeners;
+  // Data connections admitted, by transport (server_info reads it from any
+  // thread).
+  mutable std::mutex data_mu;
+  std::map<std::string, uint64_t> data_connections;
+  std::vector<std::string> data_transports_offered;  // the transports of `listeners`
   std::unordered_map<Peer*, std::shared_ptr<Peer>> peers;
   std::unordered_map<std::string, std::shared_ptr<Session>> sessions;  // by token
   GraphCache graphs;

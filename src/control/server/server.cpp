@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "control/server/impl.hpp"
 #include "core/node_id.hpp"
 
@@ -98,50 +100,49 @@ Server::Impl::~Impl() = default;
 
 void Server::Impl::listen(std::promise<void>& bound) {
   try {
-    const std::string where = cat(opts.host, ":", opts.port);
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    addrinfo* res = nullptr;
-    const int gai = getaddrinfo(opts.host.c_str(), std::to_string(opts.port).c_str(), &hints, &res);
-    if (gai != 0) fail(GENIE_ERR_IO, "cannot listen on ", where, ": ", gai_strerror(gai));
-    std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, freeaddrinfo);
-
-    uv_tcp_init(loop.loop(), &listener);
-    listener.data = this;
-    listening = true;  // from here on the handle must be closed
-    int rc = uv_tcp_bind(&listener, res->ai_addr, 0);
-    if (rc == 0)
-      rc = uv_listen(reinterpret_cast<uv_stream_t*>(&listener), 128, [](uv_stream_t* s, int status) {
-        auto* self = static_cast<Impl*>(s->data);
-        if (status < 0) {
-          log(LogLevel::Warn, "server: accept failed: ", uv_strerror(status));
-          return;
-        }
-        try {  // nothing may unwind through libuv
-          self->on_accept();
-        } catch (const std::exception& e) {
-          log(LogLevel::Error, "server: cannot take a new connection: ", e.what());
-        }
-      });
-    if (rc != 0) {
-      uv_close(reinterpret_cast<uv_handle_t*>(&listener), nullptr);
-      listening = false;
-      fail(GENIE_ERR_IO, "cannot listen on ", where, ": ", uv_strerror(rc));
+    // Control and TCP data connections share the server's port; every other
+    // data transport listens on a port of its own.
+    dataplane::ChannelOptions co;
+    co.max_message = opts.max_message_bytes;
+    co.nodelay = true;  // requests and replies are small: never wait for Nagle
+    auto tcp = dataplane::find_transport("tcp");
+    auto l = tcp->listen(loop.loop(), cat(opts.host, ":", opts.port), co,
+                         [this](dataplane::Listener& l) { on_accept(l, "tcp"); });
+    listeners.push_back({"tcp", "", l});
+    std::string bound_host;
+    dataplane::split_address(l->address(), &bound_host, &bound_port);
+    for (const std::string& name : opts.data_transports) {
+      if (name == "tcp" || std::any_of(listeners.begin(), listeners.end(),
+                                       [&](const Listening& x) { return x.transport == name; }))
+        continue;
+      // A transport that cannot be had leaves the server on TCP, which
+      // clients fall back to unless they demand the other one.
+      dataplane::TransportLookup t = dataplane::lookup_transport(name);
+      if (!t.transport) {
+        log(LogLevel::Warn, "server ", node_id, ": not offering data transport '", name, "': ", t.reason);
+        continue;
+      }
+      try {
+        auto dl = t.transport->listen(loop.loop(), cat(opts.host, ":0"), co,
+                                      [this, name](dataplane::Listener& l) { on_accept(l, name); });
+        listeners.push_back({name, dl->address(), dl});
+      } catch (const Error& e) {
+        log(LogLevel::Warn, "server ", node_id, ": not offering data transport '", name, "': ", e.detail());
+      }
     }
-    sockaddr_storage addr{};
-    int len = sizeof addr;
-    uv_tcp_getsockname(&listener, reinterpret_cast<sockaddr*>(&addr), &len);
-    bound_port = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-                                            : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    {
+      std::lock_guard<std::mutex> lk(data_mu);
+      for (const Listening& x : listeners) data_transports_offered.push_back(x.transport);
+    }
     bound.set_value();
   } catch (...) {
+    for (auto& x : listeners) x.listener->close();
+    listeners.clear();
     bound.set_exception(std::current_exception());
   }
 }
 
-void Server::Impl::on_accept() {
+void Server::Impl::on_accept(dataplane::Listener& listener, const std::string& transport) {
   auto p = std::make_shared<Peer>();
   std::weak_ptr<Peer> wp = p;
   Connection::Handlers handlers;
@@ -153,16 +154,10 @@ void Server::Impl::on_accept() {
   handlers.on_close = [this, wp](genie_status_t status, const std::string& detail) {
     if (auto peer = wp.lock()) on_close(peer, status, detail);
   };
-  p->conn = Connection::create(loop.loop(), opts.max_message_bytes, std::move(handlers));
-  const int rc = p->conn->accept_from(reinterpret_cast<uv_stream_t*>(&listener));
-  if (rc != 0) {
-    log(LogLevel::Warn, "server: accept failed: ", uv_strerror(rc));
-    p->conn->close(GENIE_ERR_CONNECTION, "accept failed");
-    return;
-  }
+  p->conn = Connection::accept(listener, transport, std::move(handlers));
   p->name = p->conn->peer();
-  p->conn->set_nodelay(true);
   peers.emplace(p.get(), p);
+  if (p->conn->closed()) return;  // the accept failed: on_close reports it and forgets the peer
   if (stopping) {
     p->conn->close(GENIE_ERR_SHUTDOWN, "the server is stopping");
     return;
@@ -175,7 +170,7 @@ void Server::Impl::on_accept() {
         (peer->state == Peer::State::Fresh || peer->state == Peer::State::AwaitAuth))
       peer->conn->close(GENIE_ERR_TIMEOUT, cat("no complete handshake within ", timeout, " ms"));
   });
-  log(LogLevel::Debug, "server: connection from ", p->name);
+  log(LogLevel::Debug, "server: ", transport, " connection from ", p->name);
 }
 
 void Server::Impl::on_close(const std::shared_ptr<Peer>& p, genie_status_t status, const std::string& what) {
@@ -216,10 +211,8 @@ void Server::Impl::begin_stop() {
   if (stopping) return;
   stopping = true;
   log(LogLevel::Info, "server ", node_id, ": stopping (", graphs_in_flight, " graphs in flight)");
-  if (listening) {
-    uv_close(reinterpret_cast<uv_handle_t*>(&listener), nullptr);
-    listening = false;
-  }
+  for (auto& x : listeners) x.listener->close();
+  listeners.clear();
   std::vector<std::shared_ptr<Peer>> all;
   for (auto& [raw, p] : peers) all.push_back(p);
   for (auto& p : all)

@@ -1,0 +1,61 @@
+// Transport names in the configuration: GENIE_TRANSPORT (the data
+// connections' transport a client demands) and GENIE_SERVE_TRANSPORTS (the
+// data transports a server offers besides TCP).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/config.hpp"
+#include "core/error.hpp"
+
+namespace genie {
+namespace {
+
+struct EnvGuard {
+  explicit EnvGuard(const char* n, const char* v) : name(n) { ::setenv(n, v, 1); }
+  ~EnvGuard() { ::unsetenv(name); }
+  const char* name;
+};
+
+genie_status_t apply_status(std::string* detail) {
+  try {
+    Config c;
+    c.apply_env();
+    return GENIE_OK;
+  } catch (const Error& e) {
+    *detail = e.detail();
+    return e.code();
+  }
+}
+
+TEST(CoreConfig, TransportFromTheEnvironment) {
+  EnvGuard t("GENIE_TRANSPORT", "loopback");
+  EnvGuard s("GENIE_SERVE_TRANSPORTS", "loopback,ucx");
+  Config c;
+  c.apply_env();
+  EXPECT_EQ(c.transport, "loopback");
+  EXPECT_EQ(c.serve_transports, (std::vector<std::string>{"loopback", "ucx"}));
+  EXPECT_NO_THROW(c.validate());
+}
+
+TEST(CoreConfig, BadTransportNamesAreInvalidArgumentsNamingTheVariable) {
+  for (const char* bad : {"Loopback", "tcp/1", "a b", "../x"}) {
+    EnvGuard t("GENIE_TRANSPORT", bad);
+    std::string detail;
+    EXPECT_EQ(apply_status(&detail), GENIE_ERR_INVALID_ARGUMENT) << bad;
+    EXPECT_NE(detail.find("GENIE_TRANSPORT"), std::string::npos) << detail;
+    EXPECT_NE(detail.find(bad), std::string::npos) << detail;
+  }
+  EnvGuard s("GENIE_SERVE_TRANSPORTS", "loopback,,ucx");
+  std::string detail;
+  EXPECT_EQ(apply_status(&detail), GENIE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(detail.find("GENIE_SERVE_TRANSPORTS"), std::string::npos) << detail;
+  Config c;
+  c.transport = "UPPER";
+  EXPECT_THROW(c.validate(), Error);
+}
+
+}  // namespace
+}  // namespace genie

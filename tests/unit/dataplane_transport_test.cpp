@@ -1,0 +1,465 @@
+// The transport interface (dataplane/transport.hpp), run the same way over
+// every transport this build has: TCP (built in) and the loopback plugin,
+// loaded by name. A listener on one loop, a connecting channel on another:
+// frames with payloads landing in the receiver's sinks, order, message
+// limits both ways, the order of callbacks at close, loop teardown,
+// capabilities, registered memory and remote memory access.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "dataplane/registry.hpp"
+#include "dataplane_testing.hpp"
+
+namespace genie::dataplane {
+namespace {
+
+using testing::kWait;
+using testing::TestLoop;
+
+std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
+  std::vector<uint8_t> v(n);
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v[i] = static_cast<uint8_t>(x);
+  }
+  return v;
+}
+
+// One end of a channel: records frames, payloads (received into buffers of
+// its own), sends' completions and the close, in the order they happened.
+struct End : std::enable_shared_from_this<End> {
+  struct Got {
+    FrameHeader h;
+    std::string msg;
+    std::shared_ptr<std::vector<uint8_t>> payload;
+    bool payload_done = false;
+  };
+
+  bool refuse_payloads = false;
+  std::shared_ptr<Channel> ch;  // the accepted channel (listening end)
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Got> frames;
+  std::vector<std::string> events;
+  int closes = 0;
+  genie_status_t close_status = 1;
+  std::string close_detail;
+
+  void note(const std::string& e) {
+    std::lock_guard<std::mutex> lk(mu);
+    events.push_back(e);
+    cv.notify_all();
+  }
+
+  template <class Pred>
+  bool wait(Pred pred) {
+    std::unique_lock<std::mutex> lk(mu);
+    return cv.wait_for(lk, kWait, pred);
+  }
+
+  ChannelHandlers handlers(FrameTypes types = {}) {
+    auto self = shared_from_this();
+    ChannelHandlers h;
+    h.types = types;
+    h.on_frame = [self](const FrameHeader& fh, std::string&& msg) -> PayloadSink {
+      std::lock_guard<std::mutex> lk(self->mu);
+      const size_t i = self->frames.size();
+      self->frames.push_back({fh, std::move(msg), nullptr, false});
+      self->cv.notify_all();
+      if (fh.payload_len == 0 || self->refuse_payloads) return {};
+      auto buf = std::make_shared<std::vector<uint8_t>>(fh.payload_len);
+      self->frames[i].payload = buf;
+      return PayloadSink{buf->data(), buf, [self, i] {
+                           std::lock_guard<std::mutex> lk2(self->mu);
+                           self->frames[i].payload_done = true;
+                           self->cv.notify_all();
+                         }};
+    };
+    h.on_close = [self](genie_status_t st, const std::string& d) {
+      std::lock_guard<std::mutex> lk(self->mu);
+      ++self->closes;
+      self->close_status = st;
+      self->close_detail = d;
+      self->events.push_back("on_close");
+      self->cv.notify_all();
+    };
+    return h;
+  }
+};
+
+bool accepts_only_7(uint16_t type) { return type == 7; }
+
+class Transports : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    testing::use_build_plugins();
+    TransportLookup got = lookup_transport(GetParam());
+    // A transport whose hardware or libraries this machine lacks says so
+    // (UNSUPPORTED); the two this build always has must load.
+    if (!got.transport && got.status == GENIE_ERR_UNSUPPORTED && GetParam() != "tcp" &&
+        GetParam() != "loopback")
+      GTEST_SKIP() << GetParam() << " is not available here: " << got.reason;
+    ASSERT_TRUE(got.transport) << got.reason;
+    t_ = got.transport;
+  }
+
+  struct Pair {
+    std::shared_ptr<End> client = std::make_shared<End>();
+    std::shared_ptr<End> server = std::make_shared<End>();
+    std::shared_ptr<Listener> listener;
+    std::shared_ptr<Channel> c;  // the client's channel
+  };
+
+  // A listener on the server loop and a channel to it from the client loop,
+  // both ends connected.
+  Pair open(ChannelOptions server_opts = {}, ChannelOptions client_opts = {}, FrameTypes server_types = {}) {
+    Pair p;
+    auto server = p.server;
+    p.listener = server_loop_.run([&] {
+      return t_->listen(server_loop_.loop(), "127.0.0.1:0", server_opts, [server, server_types](Listener& l) {
+        auto ch = l.accept(server->handlers(server_types));
+        std::lock_guard<std::mutex> lk(server->mu);
+        server->ch = ch;
+        server->cv.notify_all();
+      });
+    });
+    const std::string addr = server_loop_.run([&] { return p.listener->address(); });
+    EXPECT_FALSE(addr.empty());
+    auto client = p.client;
+    p.c = client_loop_.run([&] {
+      return t_->connect(client_loop_.loop(), addr, client_opts, client->handlers(),
+                         [client](genie_status_t st, const std::string& d) {
+                           client->note(st == GENIE_OK ? "connected" : "connect failed: " + d);
+                         });
+    });
+    EXPECT_TRUE(client->wait([&] { return !client->events.empty(); }));
+    EXPECT_EQ(client->events.front(), "connected");
+    EXPECT_TRUE(server->wait([&] { return server->ch != nullptr; }));
+    return p;
+  }
+
+  // Sends from the client's loop; `done` statuses land in client->events.
+  void send(Pair& p, uint64_t rid, std::string msg, std::shared_ptr<std::vector<uint8_t>> payload = nullptr,
+            uint16_t type = 7) {
+    client_loop_.run([&] {
+      auto client = p.client;
+      const void* data = payload ? payload->data() : nullptr;
+      const uint64_t len = payload ? payload->size() : 0;
+      p.c->send(type, rid, 3, std::move(msg), data, len, payload, [client, rid](genie_status_t st) {
+        client->note("done " + std::to_string(rid) + " " + std::to_string(st));
+      });
+    });
+  }
+
+  std::shared_ptr<Transport> t_;
+  TestLoop server_loop_;
+  TestLoop client_loop_;
+};
+
+TEST_P(Transports, CapabilitiesSayWhatTheTransportDoes) {
+  const Capabilities& c = t_->capabilities();
+  EXPECT_EQ(c.name, GetParam());
+  EXPECT_TRUE(c.reliable);
+  EXPECT_TRUE(c.ordered);
+  EXPECT_FALSE(c.gpu_memory);
+  EXPECT_GE(c.max_message, kDefaultMaxMessage);
+  if (GetParam() == "tcp") {
+    EXPECT_FALSE(c.zero_copy);  // the kernel's socket buffers sit in between
+    EXPECT_FALSE(c.rma);
+  } else {
+    EXPECT_TRUE(c.zero_copy);  // sender's buffer straight into the sink
+    EXPECT_TRUE(c.rma);
+  }
+}
+
+TEST_P(Transports, FramesAndPayloadsLandInTheReceiversSinksBothWays) {
+  Pair p = open();
+  const std::vector<size_t> sizes = {0, 1, 4096, 100000, 5u << 20};
+  std::vector<std::shared_ptr<std::vector<uint8_t>>> sent;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    sent.push_back(sizes[i] ? std::make_shared<std::vector<uint8_t>>(pattern(sizes[i], i)) : nullptr);
+    send(p, 100 + i, "message " + std::to_string(i), sent.back());
+  }
+  ASSERT_TRUE(p.server->wait([&] {
+    if (p.server->frames.size() < sizes.size()) return false;
+    for (size_t i = 0; i < sizes.size(); ++i)
+      if (sizes[i] > 0 && !p.server->frames[i].payload_done) return false;
+    return true;
+  }));
+  {
+    std::lock_guard<std::mutex> lk(p.server->mu);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const End::Got& g = p.server->frames[i];
+      EXPECT_EQ(g.h.type, 7);
+      EXPECT_EQ(g.h.flags, 3u);
+      EXPECT_EQ(g.h.request_id, 100 + i);
+      EXPECT_EQ(g.h.payload_len, sizes[i]);
+      EXPECT_EQ(g.msg, "message " + std::to_string(i));
+      if (sizes[i] > 0) EXPECT_TRUE(*g.payload == *sent[i]) << "payload " << i << " differs";
+    }
+  }
+  // Every send completed with GENIE_OK.
+  ASSERT_TRUE(p.client->wait([&] { return p.client->events.size() == 1 + sizes.size(); }));
+  for (size_t i = 0; i < sizes.size(); ++i)
+    EXPECT_EQ(p.client->events[1 + i], "done " + std::to_string(100 + i) + " 0");
+
+  // And back, from the accepting end.
+  auto back = std::make_shared<std::vector<uint8_t>>(pattern(300000, 99));
+  server_loop_.run([&] { p.server->ch->send(7, 5, 0, "back", back->data(), back->size(), back); });
+  ASSERT_TRUE(p.client->wait([&] { return !p.client->frames.empty() && p.client->frames[0].payload_done; }));
+  std::lock_guard<std::mutex> lk(p.client->mu);
+  EXPECT_EQ(p.client->frames[0].msg, "back");
+  EXPECT_TRUE(*p.client->frames[0].payload == *back);
+}
+
+TEST_P(Transports, ListensAndConnectsOnIpv6Addresses) {
+  auto end = std::make_shared<End>();
+  auto server = std::make_shared<End>();
+  std::shared_ptr<Listener> l;
+  try {
+    l = server_loop_.run([&] {
+      return t_->listen(server_loop_.loop(), "[::1]:0", {}, [server](Listener& l) {
+        auto ch = l.accept(server->handlers());
+        std::lock_guard<std::mutex> lk(server->mu);
+        server->ch = ch;
+        server->cv.notify_all();
+      });
+    });
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no IPv6 loopback here: " << e.detail();
+  }
+  const std::string addr = server_loop_.run([&] { return l->address(); });
+  ASSERT_EQ(addr.rfind("[::1]:", 0), 0u) << addr;
+  auto c = client_loop_.run([&] {
+    return t_->connect(client_loop_.loop(), addr, {}, end->handlers(),
+                       [end](genie_status_t st, const std::string& d) { end->note(std::to_string(st) + d); });
+  });
+  ASSERT_TRUE(end->wait([&] { return !end->events.empty(); }));
+  EXPECT_EQ(end->events.front(), "0");
+  ASSERT_TRUE(server->wait([&] { return server->ch != nullptr; }));
+  client_loop_.run([&] { c->send(7, 1, 0, "over v6"); });
+  ASSERT_TRUE(server->wait([&] { return !server->frames.empty(); }));
+  EXPECT_EQ(server->frames[0].msg, "over v6");
+  server_loop_.run([&] { l->close(); });
+}
+
+TEST_P(Transports, ThousandFramesArriveInSendOrder) {
+  Pair p = open();
+  client_loop_.run([&] {
+    for (uint64_t i = 0; i < 1000; ++i) p.c->send(7, i, 0, std::to_string(i));
+  });
+  ASSERT_TRUE(p.server->wait([&] { return p.server->frames.size() == 1000; }));
+  std::lock_guard<std::mutex> lk(p.server->mu);
+  for (uint64_t i = 0; i < 1000; ++i) {
+    ASSERT_EQ(p.server->frames[i].h.request_id, i);
+    ASSERT_EQ(p.server->frames[i].msg, std::to_string(i));
+  }
+}
+
+TEST_P(Transports, OversizeMessagesAreRefusedBySenderAndReceiver) {
+  // The sender's own limit: refused at once, the channel stays usable.
+  ChannelOptions small;
+  small.max_message = 1024;
+  Pair p = open({}, small);
+  send(p, 1, std::string(2000, 'x'));
+  ASSERT_TRUE(p.client->wait([&] { return p.client->events.size() == 2; }));
+  EXPECT_EQ(p.client->events[1], "done 1 " + std::to_string(GENIE_ERR_TOO_LARGE));
+  send(p, 2, "fits");
+  ASSERT_TRUE(p.server->wait([&] { return p.server->frames.size() == 1; }));
+  EXPECT_EQ(p.server->frames[0].msg, "fits");
+
+  // The receiver's limit: a peer that sends more is dropped with PROTOCOL.
+  Pair q = open(small, {});
+  send(q, 3, std::string(2000, 'y'));
+  ASSERT_TRUE(q.server->wait([&] { return q.server->closes == 1; }));
+  EXPECT_EQ(q.server->close_status, GENIE_ERR_PROTOCOL);
+  EXPECT_NE(q.server->close_detail.find("exceeds the maximum message size of 1024"), std::string::npos)
+      << q.server->close_detail;
+  EXPECT_TRUE(q.server->frames.empty());
+  ASSERT_TRUE(q.client->wait([&] { return q.client->closes == 1; }));
+  EXPECT_EQ(q.client->close_status, GENIE_ERR_CONNECTION);
+}
+
+TEST_P(Transports, UnknownTypesAndRefusedPayloadsCloseWithProtocol) {
+  Pair p = open({}, {}, FrameTypes{accepts_only_7, nullptr});
+  send(p, 1, "ok", nullptr, 7);
+  send(p, 2, "unknown", nullptr, 8);
+  ASSERT_TRUE(p.server->wait([&] { return p.server->closes == 1; }));
+  EXPECT_EQ(p.server->close_status, GENIE_ERR_PROTOCOL);
+  EXPECT_NE(p.server->close_detail.find("unknown message type 8"), std::string::npos)
+      << p.server->close_detail;
+  EXPECT_EQ(p.server->frames.size(), 1u);
+
+  Pair q = open();
+  q.server->refuse_payloads = true;
+  send(q, 1, "refused", std::make_shared<std::vector<uint8_t>>(64, 1));
+  ASSERT_TRUE(q.server->wait([&] { return q.server->closes == 1; }));
+  EXPECT_EQ(q.server->close_status, GENIE_ERR_PROTOCOL);
+  EXPECT_NE(q.server->close_detail.find("was refused"), std::string::npos) << q.server->close_detail;
+}
+
+TEST_P(Transports, CloseAnswersEverySendThenOnCloseLastAndOnce) {
+  Pair p = open();
+  auto big = std::make_shared<std::vector<uint8_t>>(pattern(8u << 20, 1));
+  client_loop_.run([&] {
+    auto client = p.client;
+    for (uint64_t i = 0; i < 3; ++i)
+      p.c->send(7, i, 0, "m", big->data(), big->size(), big, [client](genie_status_t st) {
+        client->note(st == GENIE_OK || st == GENIE_ERR_CONNECTION ? "done" : "bad");
+      });
+    p.c->close(GENIE_OK, "bye");
+    client->note("close returned");
+    EXPECT_TRUE(p.c->closed());
+    // Once closing, a send is answered at once.
+    p.c->send(7, 9, 0, "late", nullptr, 0, nullptr,
+              [client](genie_status_t st) { client->note("late " + std::to_string(st)); });
+  });
+  ASSERT_TRUE(p.client->wait([&] { return p.client->closes == 1; }));
+  std::vector<std::string> ev;
+  {
+    std::lock_guard<std::mutex> lk(p.client->mu);
+    ev = p.client->events;
+    EXPECT_EQ(p.client->close_status, GENIE_OK);
+    EXPECT_EQ(p.client->close_detail, "bye");
+  }
+  ASSERT_FALSE(ev.empty());
+  EXPECT_EQ(ev.back(), "on_close");
+  EXPECT_EQ(std::count(ev.begin(), ev.end(), "done"), 3);
+  EXPECT_EQ(std::count(ev.begin(), ev.end(), "late " + std::to_string(GENIE_ERR_CONNECTION)), 1);
+  const auto close_returned = std::find(ev.begin(), ev.end(), "close returned");
+  EXPECT_LT(close_returned - ev.begin(), std::find(ev.begin(), ev.end(), "on_close") - ev.begin());
+  // The peer learns of it.
+  ASSERT_TRUE(p.server->wait([&] { return p.server->closes == 1; }));
+  EXPECT_EQ(p.server->close_status, GENIE_ERR_CONNECTION);
+  // No second on_close, whatever else happens.
+  client_loop_.run([&] { p.c->close(GENIE_ERR_INTERNAL, "again"); });
+  server_loop_.run([] {});
+  EXPECT_EQ(p.client->closes, 1);
+}
+
+TEST_P(Transports, ConnectToNobodyFailsThenCloses) {
+  auto end = std::make_shared<End>();
+  // Port 1 on 127.0.0.1: nothing listens there (and no loopback listener).
+  client_loop_.run([&] {
+    return t_->connect(
+        client_loop_.loop(), "127.0.0.1:1", {}, end->handlers(),
+        [end](genie_status_t st, const std::string& d) {
+          end->note(st == GENIE_ERR_CONNECTION ? "connect failed" : "connect " + std::to_string(st));
+          EXPECT_NE(d.find("127.0.0.1:1"), std::string::npos) << d;
+        });
+  });
+  ASSERT_TRUE(end->wait([&] { return end->closes == 1; }));
+  EXPECT_EQ(end->close_status, GENIE_ERR_CONNECTION);
+  EXPECT_EQ(end->events, (std::vector<std::string>{"connect failed", "on_close"}));
+  EXPECT_THROW(client_loop_.run([&] { return t_->connect(client_loop_.loop(), "no port", {}, {}, nullptr); }),
+               Error);
+}
+
+TEST_P(Transports, LoopTeardownClosesOpenChannelsWithShutdown) {
+  Pair p = open();
+  auto extra = std::make_unique<TestLoop>();
+  auto end = std::make_shared<End>();
+  const std::string addr = server_loop_.run([&] { return p.listener->address(); });
+  extra->run([&] {
+    return t_->connect(
+        extra->loop(), addr, {}, end->handlers(),
+        [end](genie_status_t st, const std::string&) { end->note(st == GENIE_OK ? "connected" : "failed"); });
+  });
+  ASSERT_TRUE(end->wait([&] { return !end->events.empty(); }));
+  ASSERT_EQ(end->events.front(), "connected");
+  extra.reset();
+  EXPECT_EQ(end->closes, 1);
+  EXPECT_EQ(end->close_status, GENIE_ERR_SHUTDOWN);
+  EXPECT_EQ(end->close_detail, "event loop stopped");
+}
+
+TEST_P(Transports, RegistersHostMemoryOnly) {
+  std::vector<uint8_t> buf(4096);
+  auto r = t_->register_memory(buf.data(), buf.size(), MemoryKind::Host);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->data(), buf.data());
+  EXPECT_EQ(r->size(), buf.size());
+  const MemoryDescriptor& d = r->descriptor();
+  EXPECT_EQ(d.transport, GetParam());
+  EXPECT_EQ(d.length, buf.size());
+  const MemoryDescriptor back = MemoryDescriptor::decode(d.encode());
+  EXPECT_EQ(back.transport, d.transport);
+  EXPECT_EQ(back.address, d.address);
+  EXPECT_EQ(back.length, d.length);
+  EXPECT_EQ(back.kind, MemoryKind::Host);
+  try {
+    MemoryDescriptor::decode(d.encode().substr(0, 12));
+    ADD_FAILURE() << "a truncated descriptor decoded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), GENIE_ERR_PROTOCOL);
+  }
+  try {
+    t_->register_memory(nullptr, 10, MemoryKind::Host);
+    ADD_FAILURE() << "a null range registered";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), GENIE_ERR_INVALID_ARGUMENT);
+  }
+  try {
+    t_->register_memory(buf.data() + 1, 16, MemoryKind::Device, 0);
+    ADD_FAILURE() << "device memory registered without gpu_memory";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), GENIE_ERR_UNSUPPORTED);
+    EXPECT_NE(e.detail().find(GetParam()), std::string::npos) << e.detail();
+  }
+}
+
+TEST_P(Transports, RemoteMemoryAccessWhereCapabilitiesSaySo) {
+  Pair p = open();
+  std::vector<uint8_t> mine = pattern(1000, 5), theirs(1000, 0);
+  auto local = t_->register_memory(mine.data(), mine.size(), MemoryKind::Host);
+  auto remote = t_->register_memory(theirs.data(), theirs.size(), MemoryKind::Host);
+  const MemoryDescriptor rd = MemoryDescriptor::decode(remote->descriptor().encode());  // as a peer gets it
+  auto rma = [&](bool put, uint64_t loff, uint64_t roff, uint64_t len, const MemoryDescriptor& d) {
+    std::promise<std::pair<genie_status_t, std::string>> done;
+    client_loop_.run([&] {
+      auto cb = [&done](genie_status_t st, const std::string& why) { done.set_value({st, why}); };
+      if (put)
+        p.c->put(local, loff, d, roff, len, cb);
+      else
+        p.c->get(local, loff, d, roff, len, cb);
+    });
+    auto f = done.get_future();
+    EXPECT_EQ(f.wait_for(kWait), std::future_status::ready);
+    return f.get();
+  };
+  if (!t_->capabilities().rma) {
+    EXPECT_EQ(rma(true, 0, 0, 10, rd).first, GENIE_ERR_UNSUPPORTED);
+    EXPECT_EQ(rma(false, 0, 0, 10, rd).first, GENIE_ERR_UNSUPPORTED);
+    return;
+  }
+  EXPECT_EQ(rma(true, 100, 200, 300, rd).first, GENIE_OK);
+  EXPECT_EQ(std::memcmp(theirs.data() + 200, mine.data() + 100, 300), 0);
+  EXPECT_EQ(theirs[199], 0);
+  EXPECT_EQ(theirs[500], 0);
+  std::fill(mine.begin(), mine.end(), 0);
+  EXPECT_EQ(rma(false, 0, 200, 300, rd).first, GENIE_OK);
+  EXPECT_EQ(std::memcmp(mine.data(), theirs.data() + 200, 300), 0);
+  const auto outside = rma(true, 0, 900, 200, rd);
+  EXPECT_EQ(outside.first, GENIE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(outside.second.find("outside"), std::string::npos) << outside.second;
+  remote.reset();  // unregistered: its descriptor names nothing any more
+  EXPECT_EQ(rma(true, 0, 0, 10, rd).first, GENIE_ERR_INVALID_ARGUMENT);
+}
+
+INSTANTIATE_TEST_SUITE_P(Dataplane, Transports, ::testing::Values("tcp", "loopback"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace genie::dataplane
