@@ -57,6 +57,7 @@ def _find_attention(graph, dynamic, modules):
 
         s = (q @ k.transpose(-2, -1)) * scale      (or / d, or no scale)
         s = s.masked_fill(mask, float("-inf"))     (optional; mask constant)
+        or s = s + mask                            (optional; additive float mask)
         p = softmax(s, dim=-1); p = dropout(p)     (dropout optional)
         y = p @ v
 
@@ -95,6 +96,20 @@ def _find_attention(graph, dynamic, modules):
                 continue
             chain.append(s)
             s = s.args[0]
+        add_mask = None
+        if mask is None and one_user(s) and _node_key(s, modules) == "add" and len(s.args) == 2 \
+                and not s.kwargs:
+            # An additive mask (BERT's padding mask: 0 or a large negative).
+            for sc, mk in (s.args, s.args[::-1]):
+                mv = val(mk) if isinstance(mk, fx.Node) else mk
+                if isinstance(sc, fx.Node) and one_user(sc) and \
+                        _node_key(sc, modules) in ("mul", "div", "matmul") and \
+                        isinstance(mv, torch.Tensor) and mv.dtype == val(sc).dtype and \
+                        tuple(val(s).shape) == tuple(val(sc).shape):
+                    add_mask = mk
+                    chain.append(s)
+                    s = sc
+                    break
         scale = (None, "mul")
         if one_user(s) and _node_key(s, modules) in ("mul", "div") and len(s.args) == 2:
             a, b = s.args
@@ -122,7 +137,7 @@ def _find_attention(graph, dynamic, modules):
         if not all(isinstance(t, torch.Tensor) and t.dim() == r and t.is_floating_point()
                    for t in (qv, kv, vv)) or not (qv.shape[:-2] == kv.shape[:-2] == vv.shape[:-2]):
             continue
-        fused[n] = {"q": q, "k": k, "v": v, "scale": scale, "mask": mask}
+        fused[n] = {"q": q, "k": k, "v": v, "scale": scale, "mask": mask, "add_mask": add_mask}
         folded.update(chain + [s, kt])
     return fused, folded
 
@@ -148,6 +163,8 @@ def _emit_attention(em, n, parts, env, base):
             attrs["causal"] = 1
         else:
             ins.append(em.static((~masked).contiguous(), base + ".attend"))
+    elif parts["add_mask"] is not None:
+        ins.append(em.val(get(parts["add_mask"])))
     out = n.meta["genie_val"]
     return em.node("attention", base, ins, out, attrs)
 
