@@ -386,3 +386,27 @@ class MLPMixer(nn.Module):
         x = self.stem(x).flatten(2).transpose(1, 2)  # [B, tokens, channels]
         x = self.norm(self.blocks(x))
         return self.head(x.mean(dim=1))
+
+
+# ---------------------------------------------------------------------------
+# The test cases shared by the capture and ONNX tests: (model, example inputs).
+# ---------------------------------------------------------------------------
+
+def nanogpt_case():
+    """A 2-layer nanoGPT and a batch of 2 prompts of 24 tokens."""
+    torch.manual_seed(0)
+    model = seeded(GPT(vocab_size=128, block_size=64, n_layer=2, n_head=4, n_embd=64))
+    return model, torch.randint(0, 128, (2, 24))
+
+
+def bert_case():
+    """A 2-layer BERT encoder and a batch of 3 sequences of 16 tokens, two of
+    them padded (ids 0, mask 0 after 10 and 5 tokens)."""
+    torch.manual_seed(1)
+    model = seeded(BertEncoder(vocab=200, hidden=64, layers=2, heads=4, intermediate=128), seed=1)
+    ids = torch.randint(1, 200, (3, 16))
+    mask = torch.ones(3, 16, dtype=torch.long)
+    mask[1, 10:] = 0
+    mask[2, 5:] = 0
+    ids[mask == 0] = 0
+    return model, ids, mask

@@ -13,7 +13,7 @@ import torch.nn as nn  # noqa: E402
 
 import genie  # noqa: E402
 import genie.torch as gt  # noqa: E402
-from models import GPT, BertEncoder, MLPMixer, ResNet, seeded  # noqa: E402
+from models import MLPMixer, ResNet, bert_case, nanogpt_case, seeded  # noqa: E402
 from test_torch import assert_matches  # noqa: E402
 
 torch.set_num_threads(1)
@@ -24,9 +24,7 @@ def ops_of(cap):
 
 
 def test_nanogpt(ctx):
-    torch.manual_seed(0)
-    model = seeded(GPT(vocab_size=128, block_size=64, n_layer=2, n_head=4, n_embd=64))
-    idx = torch.randint(0, 128, (2, 24))
+    model, idx = nanogpt_case()
     with gt.capture(model, idx, context=ctx, phase="prefill", modality="text") as cap, torch.no_grad():
         logits, present = cap(idx)
         ref_logits, ref_present = model(idx)
@@ -57,13 +55,7 @@ def test_nanogpt(ctx):
 
 
 def test_bert_encoder_with_padding_mask(ctx):
-    torch.manual_seed(1)
-    model = seeded(BertEncoder(vocab=200, hidden=64, layers=2, heads=4, intermediate=128), seed=1)
-    ids = torch.randint(1, 200, (3, 16))
-    mask = torch.ones(3, 16, dtype=torch.long)
-    mask[1, 10:] = 0
-    mask[2, 5:] = 0
-    ids[mask == 0] = 0
+    model, ids, mask = bert_case()
     with gt.capture(model, (ids, mask), context=ctx, modality="text") as cap, torch.no_grad():
         h, pooled = cap(ids, mask)
         ref_h, ref_pooled = model(ids, mask)

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 import torch.nn as nn  # noqa: E402
 
 import genie  # noqa: E402
-from models import GPT, BertEncoder, MLPMixer, ResNet, seeded  # noqa: E402
+from models import MLPMixer, ResNet, bert_case, nanogpt_case, seeded  # noqa: E402
 from test_torch import assert_matches  # noqa: E402
 
 torch.set_num_threads(1)
@@ -62,9 +62,7 @@ def ops_of(graph):
 
 @pytest.mark.parametrize("opset", [13, 17])
 def test_nanogpt(ctx, opset):
-    torch.manual_seed(0)
-    model = seeded(GPT(vocab_size=128, block_size=64, n_layer=2, n_head=4, n_embd=64))
-    idx = torch.randint(0, 128, (2, 24))
+    model, idx = nanogpt_case()
     g = check_model(ctx, model, (idx,), ["idx"], opset=opset)
     ops = ops_of(g)
     # The position arange, its embedding, the mask slices and the shape
@@ -79,13 +77,7 @@ def test_nanogpt(ctx, opset):
 
 
 def test_bert_encoder_with_padding_mask(ctx):
-    torch.manual_seed(1)
-    model = seeded(BertEncoder(vocab=200, hidden=64, layers=2, heads=4, intermediate=128), seed=1)
-    ids = torch.randint(1, 200, (3, 16))
-    mask = torch.ones(3, 16, dtype=torch.long)
-    mask[1, 10:] = 0
-    mask[2, 5:] = 0
-    ids[mask == 0] = 0
+    model, ids, mask = bert_case()
     g = check_model(ctx, model, (ids, mask), ["input_ids", "attention_mask"], ["hidden", "pooled"])
     assert ops_of(g).count("gelu") == 2  # the Erf form of exact GELU, recognised
 
