@@ -141,13 +141,20 @@ class Importer {
  private:
   // The GELU that exporters write out with Erf, x * (1 + erf(x / sqrt 2)) * 0.5,
   // is recognised step by step: these kinds are the partial expressions.
-  enum class Kind { Runtime, Const, ErfOfX, OnePlusErf, XOnePlusErf, HalfOnePlusErf };
+  // ScaledX is x / sqrt 2, emitted only if something besides the Erf uses it.
+  enum class Kind { Runtime, Const, ScaledX, ErfOfX, OnePlusErf, XOnePlusErf, HalfOnePlusErf };
   struct Val {
     Kind kind = Kind::Runtime;
     std::string name;  // the Genie value (Runtime); the GELU's x (patterns)
     std::shared_ptr<Host> host;
     TensorPtr data;    // Const: the tensor (as read, for initializers)
     bool initializer = false;
+  };
+  // Where a ScaledX value came from, to emit it if it is used after all.
+  struct Deferred {
+    const pb::Node* node;
+    std::string node_name;
+    Annotations ann;
   };
 
   [[noreturn]] void unsupported(const std::string& what) const {
@@ -181,6 +188,7 @@ class Importer {
 
   // The Genie value of ONNX value `onnx` for use by a Genie node.
   std::string rt(const std::string& onnx);
+  std::string emit_deferred(const std::string& onnx);
   std::string rt_in(int i) {
     const Val* v = in(i);
     if (v == nullptr) unsupported("input " + std::to_string(i) + " is missing");
@@ -240,7 +248,7 @@ class Importer {
   std::unordered_map<std::string, ValueType> types_;  // Genie values
   std::unordered_map<std::string, std::string> materialized_;  // ONNX constant -> Genie value
   std::unordered_set<std::string> used_, node_names_;
-  std::unordered_map<std::string, std::string> erf_inputs_;  // ONNX x / sqrt 2 -> Genie x
+  std::unordered_map<std::string, Deferred> deferred_;  // ScaledX values
   int node_index_ = 0;
 };
 
@@ -249,6 +257,7 @@ std::string Importer::rt(const std::string& onnx) {
   switch (v.kind) {
     case Kind::Runtime: return v.name;
     case Kind::Const: break;
+    case Kind::ScaledX: return emit_deferred(onnx);
     default: unsupported("Erf (Genie has no erf: only the GELU x * 0.5 * (1 + erf(x / sqrt(2))) is imported)");
   }
   auto it = materialized_.find(onnx);
@@ -264,6 +273,25 @@ std::string Importer::rt(const std::string& onnx) {
   types_[name] = ValueType{v.data->dtype(), v.data->shape()};
   materialized_[onnx] = name;
   return name;
+}
+
+// Emits the division (or multiplication) that produced ScaledX value `onnx`,
+// as the node it came from.
+std::string Importer::emit_deferred(const std::string& onnx) {
+  const Deferred d = deferred_.at(onnx);
+  const pb::Node* saved_node = cur_;
+  std::string saved_name = std::move(node_name_);
+  Annotations saved_ann = std::move(ann_);
+  cur_ = d.node;
+  node_name_ = d.node_name;
+  ann_ = d.ann;
+  const std::string y =
+      emit1(d.node->op_type() == "Div" ? "div" : "mul", {vals_.at(onnx).name, rt(d.node->input(1))}, {}, onnx);
+  cur_ = saved_node;
+  node_name_ = std::move(saved_name);
+  ann_ = std::move(saved_ann);
+  define(onnx, y);
+  return y;
 }
 
 std::vector<std::string> Importer::emit(const std::string& op, const std::vector<std::string>& inputs, Attrs attrs,
@@ -324,16 +352,16 @@ bool Importer::gelu_step(const std::string& op) {
   const Val *a = in(0), *b = in(1);
   if (op == "Erf") {
     // input: Div(x, sqrt 2) or Mul(x, 1 / sqrt 2), recorded by the division step below
-    auto it = erf_inputs_.find(cur_->input(0));
-    if (it == erf_inputs_.end()) return false;
-    define_pattern(Kind::ErfOfX, it->second);
+    if (a == nullptr || a->kind != Kind::ScaledX) return false;
+    define_pattern(Kind::ErfOfX, a->name);
     return true;
   }
   if (!a || !b) return false;
   if ((op == "Div" && a->kind == Kind::Runtime && is_scalar(1, std::sqrt(2.0), 1e-4)) ||
       (op == "Mul" && a->kind == Kind::Runtime && is_scalar(1, 1.0 / std::sqrt(2.0), 1e-5))) {
-    erf_inputs_[out(0)] = a->name;
-    return false;  // the division itself is computed as usual too
+    deferred_[out(0)] = Deferred{cur_, node_name_, ann_};
+    define_pattern(Kind::ScaledX, a->name);
+    return true;
   }
   const bool add_one = op == "Add" && ((a->kind == Kind::ErfOfX && is_scalar(1, 1.0, 0)) ||
                                        (b->kind == Kind::ErfOfX && is_scalar(0, 1.0, 0)));
@@ -421,7 +449,7 @@ void Importer::node(const pb::Node& n) {
       return;
     }
   }
-  if ((op == "Shape" || op == "Size") && in(0) && in(0)->kind == Kind::Runtime)
+  if ((op == "Shape" || op == "Size") && in(0) && in(0)->kind != Kind::Const)
     return define_const(out(0), onnx::shape_host(type_in(0).shape, a, op == "Size"));
   if (gelu_step(op)) return;
   runtime_node(op, a);
@@ -742,7 +770,7 @@ void Importer::run() {
     std::string v;
     if (it->second.kind == Kind::Runtime) {
       v = it->second.name;
-    } else if (it->second.kind == Kind::Const) {
+    } else if (it->second.kind == Kind::Const || it->second.kind == Kind::ScaledX) {
       v = rt(o.name());
     } else {
       fail(GENIE_ERR_UNSUPPORTED, "graph output '", o.name(), "' is a partial GELU expression (uses Erf)");

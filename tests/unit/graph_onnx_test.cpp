@@ -173,10 +173,30 @@ TEST(OnnxImport, ErfGeluIsOneNode) {
   const auto imp = m.run();
   std::vector<std::string> ops;
   for (const auto& n : imp.graph->nodes()) ops.push_back(n.op);
-  // The division is kept for the Erf recognition but has no consumer left.
-  EXPECT_EQ(std::count(ops.begin(), ops.end(), "gelu"), 1);
-  EXPECT_EQ(std::count(ops.begin(), ops.end(), "mul"), 0);
-  EXPECT_EQ(std::count(ops.begin(), ops.end(), "add"), 0);
+  EXPECT_EQ(ops, std::vector<std::string>{"gelu"});
+  EXPECT_TRUE(imp.weights.empty());  // the scalars were used by the pattern only
+}
+
+TEST(OnnxImport, ScaledValueUsedElsewhereIsStillComputed) {
+  // x / sqrt(2) feeds the Erf GELU and an output of its own.
+  Model m;
+  m.input("x", {4});
+  m.init("sqrt2", {}, {static_cast<float>(std::sqrt(2.0))});
+  m.init("one", {}, {1.0f});
+  m.init("half", {}, {0.5f});
+  m.node("Div", {"x", "sqrt2"}, {"a"}, "/mlp/Div");
+  m.node("Erf", {"a"}, {"b"});
+  m.node("Add", {"b", "one"}, {"c"});
+  m.node("Mul", {"x", "c"}, {"d"});
+  m.node("Mul", {"d", "half"}, {"y"});
+  m.output("y");
+  m.output("a");
+  const auto imp = m.run();
+  std::vector<std::string> ops;
+  for (const auto& n : imp.graph->nodes()) ops.push_back(n.op);
+  EXPECT_EQ(ops, (std::vector<std::string>{"gelu", "div"}));
+  EXPECT_EQ(imp.graph->nodes()[1].name, "/mlp/Div");
+  EXPECT_EQ(imp.graph->nodes()[1].ann.module_path, "mlp");
 }
 
 TEST(OnnxImport, ErfOtherwiseIsRefusedByName) {
