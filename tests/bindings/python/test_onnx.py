@@ -37,8 +37,17 @@ def flat(x):
 
 def check_model(ctx, model, args, input_names, output_names=None, opset=17):
     """Exports, imports and runs `model`; compares every output with eager.
-    Returns the imported model's graph JSON as a dict."""
+    Returns the imported model's graph JSON as a dict. With python3-onnx
+    installed, the export is checked by ONNX's own checker first and handed
+    over as an onnx.ModelProto."""
     data = export(model, args, input_names, output_names, opset)
+    try:
+        import onnx
+    except ImportError:
+        onnx = None
+    if onnx is not None:
+        data = onnx.load_from_string(data)
+        onnx.checker.check_model(data)
     with torch.no_grad():
         refs = flat(model(*args))
     with ctx.import_onnx(data) as m:
@@ -168,3 +177,15 @@ def test_genie_run_cli(genie_bin, tmp_path):
     (tmp_path / "bad.onnx").write_bytes(path.read_bytes()[:100])
     r = subprocess.run([genie_bin, "run", str(tmp_path / "bad.onnx")], capture_output=True, text=True)
     assert r.returncode == 1 and "GENIE_ERR_PARSE" in r.stderr
+
+
+def test_import_from_path(ctx, tmp_path):
+    model = seeded(nn.Linear(4, 3))
+    x = torch.randn(2, 4)
+    path = tmp_path / "linear.onnx"
+    path.write_bytes(export(model, (x,), ["x"], ["y"]))
+    for p in (path, str(path)):
+        with ctx.import_onnx(p) as m:
+            assert m.inputs == ["x"] and m.outputs == ["y"] and len(m.weights) == 2
+            with torch.no_grad():
+                assert_matches(torch.from_numpy(m.run({"x": x.numpy()})["y"]), model(x))
