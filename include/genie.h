@@ -980,6 +980,49 @@ GENIE_API genie_status_t genie_graph_to_json(const genie_graph_t *graph,
 GENIE_API genie_status_t genie_graph_from_json(const char *json, size_t len,
                                                genie_graph_t **out);
 
+/** Imports an ONNX model: `model` is the `len` bytes of a .onnx file (an
+ *  ONNX ModelProto with its tensors inside). The operators Genie maps, and
+ *  how, are listed in docs/onnx.md; shape arithmetic on constants (Shape,
+ *  Gather, Concat, ConstantOfShape, Expand of constants ...) is computed at
+ *  import, so the model's input shapes must be static (no symbolic
+ *  dimensions). Module paths and layer indices are taken from the node names
+ *  torch.onnx.export writes ("/h.0/attn/MatMul" -> module "h.0.attn", layer 0).
+ *
+ *  `*out_graph` receives the validated graph. Its inputs are the model's
+ *  inputs (those that are not initializers), in order, followed by one input
+ *  (role GENIE_ROLE_WEIGHT, named after the ONNX value) per constant tensor
+ *  the graph uses: each initializer, and each constant of more than 16
+ *  elements computed from them at import (a batch norm folded to a scale,
+ *  say); smaller computed constants are inline graph constants.
+ *  There are `*out_num_weights` of them; each is uploaded to a new
+ *  tensor allocated on `device` (NULL: the context's default device; the
+ *  server in remote mode) and `(*out_weights)[i]` is the tensor for graph
+ *  input number (number of inputs - *out_num_weights + i): bind them at
+ *  genie_graph_submit and they stay resident. The caller owns the graph
+ *  (genie_graph_destroy), each tensor (genie_tensor_destroy) and the array
+ *  (genie_free; NULL when there are no weights). Outputs are the model's
+ *  outputs, in order.
+ *
+ *  Errors: INVALID_HANDLE (ctx), INVALID_ARGUMENT (NULL model with len > 0,
+ *  or an out-parameter NULL), PARSE (the bytes are not an ONNX model, it has
+ *  no graph, or an initializer's data does not match its dims and element
+ *  type: the detail names the initializer), UNSUPPORTED (a node Genie cannot
+ *  map: the detail names the node and its op_type; also an element type, a
+ *  symbolic dimension, external data, another operator domain or an
+ *  attribute value it cannot map), INVALID_GRAPH (a value used before it is
+ *  produced, no outputs), TOO_LARGE (a model of 2 GiB or more), the errors
+ *  of genie_graph_validate (SHAPE_MISMATCH, DTYPE_MISMATCH, INVALID_ATTRIBUTE:
+ *  the detail names the ONNX node), and those of genie_tensor_alloc and
+ *  genie_tensor_write for the weights (SHUTDOWN, CONNECTION, OUT_OF_MEMORY
+ *  ...). On any error the out-parameters are untouched and no tensor is left
+ *  allocated. Thread-safe: other threads may use the context meanwhile. */
+GENIE_API genie_status_t genie_graph_import_onnx(genie_context_t *ctx,
+                                                 const void *model, size_t len,
+                                                 const char *device,
+                                                 genie_graph_t **out_graph,
+                                                 genie_tensor_t ***out_weights,
+                                                 size_t *out_num_weights);
+
 /* ------------------------------------------------------------------------- */
 /* Submission and futures                                                    */
 /* ------------------------------------------------------------------------- */

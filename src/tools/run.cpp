@@ -1,6 +1,7 @@
-// `genie run GRAPH.json`: load a graph, bind every input (from a .npy file
-// or with seeded values), run it, print each output's shape, dtype and
-// checksum, and the latency.
+// `genie run GRAPH.json|MODEL.onnx`: load a graph (or import an ONNX model,
+// its initializers uploaded once as resident weights), bind every input
+// (from a .npy file or with seeded values), run it, print each output's
+// shape, dtype and checksum, and the latency.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -18,13 +19,17 @@ namespace genie_cli {
 
 void print_run_usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: genie run GRAPH.json [--input NAME=FILE.npy]... [--repeat N] [--threads N]\n"
+               "usage: genie run GRAPH.json|MODEL.onnx [--input NAME=FILE.npy]... [--repeat N]\n"
+               "                 [--threads N]\n"
                "\n"
-               "Loads a graph (docs/graph-format.md), binds each graph input to a tensor on\n"
-               "\"cpu\", submits it N times (default 1) and prints, for each output:\n"
+               "Loads a graph (docs/graph-format.md), or imports an ONNX model (a file\n"
+               "whose name ends in .onnx; docs/onnx.md), binds each graph input to a tensor\n"
+               "on \"cpu\", submits it N times (default 1) and prints, for each output:\n"
                "  output NAME shape [D0, D1, ...] dtype DTYPE\n"
                "  checksum NAME VALUE\n"
                "then the latency from submission to completion: p50 and min over the runs.\n"
+               "An ONNX model's initializers are uploaded once, before the runs, to the\n"
+               "context's default device, and bound as the graph's weight inputs.\n"
                "\n"
                "  --input NAME=FILE.npy  values of input NAME from a .npy file: C order,\n"
                "                         little-endian <f4 <f2 <i4 <i8 or |b1, the dtype\n"
@@ -128,6 +133,11 @@ struct Input {
   std::string file;            // empty: seeded values
 };
 
+bool is_onnx_path(const std::string& path) {
+  const std::string ext = ".onnx";
+  return path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
+}
+
 bool is_dynamic(const Input& in) {
   return std::any_of(in.shape.begin(), in.shape.end(), [](int64_t d) { return d < 0; });
 }
@@ -200,14 +210,42 @@ int run_command(int argc, char** argv) {
     print_run_usage(stdout);
     return kExitOk;
   }
-  const std::string text = read_file(opt.graph_path, "graph");
+  const bool onnx = is_onnx_path(opt.graph_path);
+  const std::string text = read_file(opt.graph_path, onnx ? "model" : "graph");
+
+  genie_config_t* raw_config = nullptr;
+  check(genie_config_create(&raw_config), "genie_config_create");
+  const ConfigPtr config(raw_config);
+  if (opt.threads >= 0) check(genie_config_set_num_threads(config.get(), opt.threads), "--threads");
+  genie_context_t* raw_ctx = nullptr;
+  check(genie_init(config.get(), &raw_ctx), "genie_init");
+  const ContextPtr ctx(raw_ctx);  // declared before every tensor: shut down last
+
   genie_graph_t* raw_graph = nullptr;
-  check(genie_graph_from_json(text.data(), text.size(), &raw_graph), opt.graph_path);
+  std::vector<TensorPtr> weights;  // an ONNX model's initializers, resident
+  if (onnx) {
+    genie_tensor_t** raw_weights = nullptr;
+    size_t n_weights = 0;
+    check(genie_graph_import_onnx(ctx.get(), text.data(), text.size(), nullptr, &raw_graph, &raw_weights,
+                                  &n_weights),
+          opt.graph_path);
+    for (size_t i = 0; i < n_weights; ++i) weights.emplace_back(raw_weights[i]);
+    genie_free(raw_weights);
+  } else {
+    check(genie_graph_from_json(text.data(), text.size(), &raw_graph), opt.graph_path);
+  }
   const GraphPtr graph(raw_graph);
-  std::vector<std::string> input_names, output_names;
+  std::vector<std::string> input_names, weight_names, output_names;
   size_t n_in = 0, n_out_declared = 0;
   check(genie_graph_num_inputs(graph.get(), &n_in), opt.graph_path);
   check(genie_graph_num_outputs(graph.get(), &n_out_declared), opt.graph_path);
+  // The weights are the last inputs (genie_graph_import_onnx).
+  for (size_t i = n_in - weights.size(); i < n_in; ++i) {
+    const char* name = nullptr;
+    check(genie_graph_input_name(graph.get(), i, &name), opt.graph_path);
+    weight_names.emplace_back(name);
+  }
+  n_in -= weights.size();
   for (size_t i = 0; i < n_in; ++i) {
     const char* name = nullptr;
     check(genie_graph_input_name(graph.get(), i, &name), opt.graph_path);
@@ -240,14 +278,6 @@ int run_command(int argc, char** argv) {
   size_t n_nodes = 0;
   check(genie_graph_num_nodes(graph.get(), &n_nodes), opt.graph_path);
 
-  genie_config_t* raw_config = nullptr;
-  check(genie_config_create(&raw_config), "genie_config_create");
-  const ConfigPtr config(raw_config);
-  if (opt.threads >= 0) check(genie_config_set_num_threads(config.get(), opt.threads), "--threads");
-  genie_context_t* raw_ctx = nullptr;
-  check(genie_init(config.get(), &raw_ctx), "genie_init");
-  const ContextPtr ctx(raw_ctx);  // declared before every tensor: shut down last
-
   std::vector<TensorPtr> tensors;
   std::vector<genie_tensor_t*> bound;
   std::vector<const char*> names;
@@ -256,9 +286,19 @@ int run_command(int argc, char** argv) {
     bound.push_back(tensors.back().get());
     names.push_back(in.name.c_str());
   }
-  std::printf("graph %s: %s, %s (%zu from .npy, the rest seeded), %s\n", opt.graph_path.c_str(),
-              count(n_nodes, "node").c_str(), count(inputs.size(), "input").c_str(), files.size(),
-              count(output_names.size(), "output").c_str());
+  size_t weight_bytes = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    bound.push_back(weights[i].get());
+    names.push_back(weight_names[i].c_str());
+    size_t nbytes = 0;
+    check(genie_tensor_info(weights[i].get(), nullptr, nullptr, nullptr, &nbytes), weight_names[i]);
+    weight_bytes += nbytes;
+  }
+  std::printf("%s %s: %s, %s (%zu from .npy, the rest seeded), ", onnx ? "model" : "graph",
+              opt.graph_path.c_str(), count(n_nodes, "node").c_str(), count(inputs.size(), "input").c_str(),
+              files.size());
+  if (onnx) std::printf("%s (%zu bytes, resident), ", count(weights.size(), "weight").c_str(), weight_bytes);
+  std::printf("%s\n", count(output_names.size(), "output").c_str());
 
   FuturePtr fut;
   std::vector<double> ms;

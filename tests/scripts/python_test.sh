@@ -6,7 +6,8 @@
 #   2. `pip install` of bindings/python into a fresh virtual environment,
 #      without an index, finding libgenie through GENIE_LIBRARY_DIR, then
 #      used from outside the source tree;
-#   3. bench/torch_block.py and bench/binding_overhead.py once with --quick
+#   3. bench/torch_block.py, bench/torch_gpt.py and bench/binding_overhead.py
+#      once with --quick
 #      (they must run and print their figures; the figures are not checked).
 # Under GENIE_SANITIZE=1 libgenie carries ASan/UBSan: python3 runs with their
 # runtimes preloaded and leak checks off (the interpreter's own heap).
@@ -89,8 +90,15 @@ if "$PY" -c 'import torch' 2>/dev/null; then
   else
     fail "bench/torch_block.py --quick"; cat "$TMP/tb.out"
   fi
+  # torch_gpt.py exits 1 when the generated tokens differ from eager greedy.
+  if PYTHONPATH="$PKG" GENIE_BUILD_DIR="$B" "$PY" "$SRC/bench/torch_gpt.py" --quick --json "$TMP/tg.json" \
+       >"$TMP/tg.out" 2>&1 && grep -q "ratio decode step remote/embedded" "$TMP/tg.out" && [ -s "$TMP/tg.json" ]; then
+    echo "ok: bench/torch_gpt.py --quick"; cat "$TMP/tg.out"
+  else
+    fail "bench/torch_gpt.py --quick"; cat "$TMP/tg.out"
+  fi
 else
-  echo "note: torch not importable: bench/torch_block.py not run"
+  echo "note: torch not importable: bench/torch_block.py and bench/torch_gpt.py not run"
 fi
 
 [ "$failures" -eq 0 ] || { echo "python_test: $failures failure(s)"; exit 1; }

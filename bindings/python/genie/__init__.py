@@ -13,7 +13,7 @@ lives in genie.torch (imported on demand: torch is optional).
 """
 
 from . import capi
-from .core import (Context, Future, Graph, Node, Server, Subscription, Tensor, Event, discover,
+from .core import (Context, Future, Graph, Node, OnnxModel, Server, Subscription, Tensor, Event, discover,
                    dtype_code, dtype_name, numpy_dtype, version, PHASES, MODALITIES, ROLES, HEALTH,
                    EVENT_NODE_JOINED, EVENT_NODE_LOST, EVENT_NODE_RECOVERED, EVENT_GPU_AVAILABLE,
                    EVENT_GPU_UNAVAILABLE, EVENT_GPU_OVERHEATED, EVENT_HEALTH_CHANGED,
@@ -24,7 +24,7 @@ from .errors import GenieError, from_status
 __version__ = capi.genie_version_string()
 ABI_VERSION = capi.GENIE_ABI_VERSION
 
-__all__ = ["Context", "Future", "Graph", "Node", "Server", "Subscription", "Tensor", "Event", "discover",
+__all__ = ["Context", "Future", "Graph", "Node", "OnnxModel", "Server", "Subscription", "Tensor", "Event", "discover",
            "dtype_code", "dtype_name", "numpy_dtype", "version", "GenieError", "from_status",
            "PHASES", "MODALITIES", "ROLES", "HEALTH", "ABI_VERSION", "EVENT_NODE_JOINED",
            "EVENT_NODE_LOST", "EVENT_NODE_RECOVERED", "EVENT_GPU_AVAILABLE",

@@ -122,6 +122,27 @@ GENIE_OUT_HANDLE(genie_server_t)
   for (i = 0; t && i < n$argnum; ++i) PyTuple_SET_ITEM(t, (Py_ssize_t)i, PyLong_FromLongLong(tmp$argnum[i]));
   $result = SWIG_Python_AppendOutput($result, t);
 }
+/* genie_graph_import_onnx: the graph, then a list of the weight tensors (the
+ * array itself released with genie_free, each tensor owned by the caller). */
+%typemap(in, numinputs=0) genie_graph_t **out_graph (genie_graph_t *tmp) { tmp = NULL; $1 = &tmp; }
+%typemap(argout) genie_graph_t **out_graph {
+  $result = SWIG_Python_AppendOutput($result, SWIG_NewPointerObj(SWIG_as_voidptr(tmp$argnum), $descriptor(genie_graph_t *), 0));
+}
+%typemap(in, numinputs=0) (genie_tensor_t ***out_weights, size_t *out_num_weights) (genie_tensor_t **tmp, size_t n) {
+  tmp = NULL;
+  n = 0;
+  $1 = &tmp;
+  $2 = &n;
+}
+%typemap(argout) (genie_tensor_t ***out_weights, size_t *out_num_weights) {
+  PyObject *l = PyList_New((Py_ssize_t)n$argnum);
+  size_t i;
+  for (i = 0; l && i < n$argnum; ++i)
+    PyList_SET_ITEM(l, (Py_ssize_t)i, SWIG_NewPointerObj(SWIG_as_voidptr(tmp$argnum[i]), $descriptor(genie_tensor_t *), 0));
+  $result = SWIG_Python_AppendOutput($result, l);
+}
+%typemap(arginit) (genie_tensor_t ***out_weights, size_t *out_num_weights) "tmp$argnum = NULL;";
+%typemap(freearg) (genie_tensor_t ***out_weights, size_t *out_num_weights) { genie_free(tmp$argnum); }
 /* Returned strings released with genie_free. */
 %typemap(in, numinputs=0) (char **out_json, size_t *out_len) (char *tmp, size_t n) { tmp = NULL; n = 0; $1 = &tmp; $2 = &n; }
 %typemap(argout) (char **out_json, size_t *out_len) {
@@ -292,8 +313,8 @@ static const char **genie_py_strings(PyObject *seq, size_t *count, PyObject **ke
 /* Byte buffers through the buffer protocol: held (not copied) for the call.
  * Every typemap whose freearg releases something initialises it in arginit:
  * freearg also runs when an earlier argument failed to convert. */
-%typemap(arginit) (const void *src, size_t nbytes), (const void *data, size_t nbytes), (void *dst, size_t nbytes) "$1 = NULL; have$argnum = 0;";
-%typemap(in) (const void *src, size_t nbytes) (Py_buffer view, int have), (const void *data, size_t nbytes) (Py_buffer view, int have) {
+%typemap(arginit) (const void *src, size_t nbytes), (const void *data, size_t nbytes), (const void *model, size_t len), (void *dst, size_t nbytes) "$1 = NULL; have$argnum = 0;";
+%typemap(in) (const void *src, size_t nbytes) (Py_buffer view, int have), (const void *data, size_t nbytes) (Py_buffer view, int have), (const void *model, size_t len) (Py_buffer view, int have) {
   have = 0;
   if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS) != 0) SWIG_fail;
   have = 1;
@@ -307,7 +328,7 @@ static const char **genie_py_strings(PyObject *seq, size_t *count, PyObject **ke
   $1 = view.buf;
   $2 = (size_t)view.len;
 }
-%typemap(freearg) (const void *src, size_t nbytes), (const void *data, size_t nbytes), (void *dst, size_t nbytes) {
+%typemap(freearg) (const void *src, size_t nbytes), (const void *data, size_t nbytes), (const void *model, size_t len), (void *dst, size_t nbytes) {
   if (have$argnum) PyBuffer_Release(&view$argnum);
 }
 

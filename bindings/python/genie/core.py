@@ -11,6 +11,7 @@ import atexit
 import collections
 import enum
 import json
+import os
 import threading
 import weakref
 
@@ -389,6 +390,34 @@ class Context(_Handle):
         with self.submit(graph, inputs) as fut:
             return fut.numpy(timeout)
 
+    def import_onnx(self, model, device=None):
+        """Imports an ONNX model (genie_graph_import_onnx; docs/frontends.md
+        lists the operators): `model` is the bytes of a .onnx file, a path to
+        one, or an object with SerializeToString() (onnx.ModelProto). Its
+        initializers are uploaded once to `device` (None: the context's
+        default device) and stay resident. Returns an OnnxModel; raises
+        UnsupportedError naming the first node Genie cannot map, ParseError
+        for bytes that are not an ONNX model."""
+        if hasattr(model, "SerializeToString"):
+            model = model.SerializeToString()
+        elif isinstance(model, (str, os.PathLike)):
+            with open(model, "rb") as f:
+                model = f.read()
+        graph_h, weight_hs = capi.genie_graph_import_onnx(self._h, model, device)
+        graph, weights = Graph(_handle=graph_h), {}
+        try:
+            names = graph.inputs[len(graph.inputs) - len(weight_hs):]
+            for n, h in zip(names, weight_hs):
+                weights[n] = Tensor(h, self)
+        except BaseException:  # nothing owned yet is left behind
+            for h in weight_hs[len(weights):]:
+                capi.genie_tensor_destroy(h)
+            for t in weights.values():
+                t.close()
+            graph.close()
+            raise
+        return OnnxModel(self, graph, weights)
+
     def close(self):
         """Shuts the context down (waits for graphs still running). Tensors
         and futures of the context must still be closed (or collected)."""
@@ -711,6 +740,46 @@ class Graph(_Handle):
         if self._h is None:
             return "<genie.Graph closed>"
         return f"<genie.Graph nodes={self.num_nodes} inputs={self.inputs} outputs={self.outputs}>"
+
+
+class OnnxModel:
+    """An imported ONNX model (Context.import_onnx): ``graph``, and
+    ``weights`` (graph input name -> Tensor, resident until closed).
+    ``inputs`` are the names the caller binds: the model's own inputs.
+    submit() and run() bind the weights with the caller's inputs. A context
+    manager; close() releases the graph and the weights."""
+
+    def __init__(self, ctx, graph, weights):
+        self._ctx = ctx
+        self.graph = graph
+        self.weights = weights
+        self.inputs = [n for n in graph.inputs if n not in weights]
+        self.outputs = graph.outputs
+
+    def submit(self, inputs):
+        """Submits the graph with `inputs` (name -> Tensor or numpy array)
+        and the resident weights; returns a Future."""
+        return self._ctx.submit(self.graph, {**self.weights, **inputs})
+
+    def run(self, inputs, timeout=None):
+        """Runs and reads every output: {output name: ndarray}."""
+        with self.submit(inputs) as fut:
+            return fut.numpy(timeout)
+
+    def close(self):
+        for t in self.weights.values():
+            t.close()
+        self.graph.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return (f"<genie.OnnxModel nodes={self.graph.num_nodes} inputs={self.inputs} "
+                f"outputs={self.outputs} weights={len(self.weights)}>")
 
 
 # ---------------------------------------------------------------------------

@@ -951,6 +951,53 @@ extern "C" {
         out: *mut *mut genie_graph_t,
     ) -> genie_status_t;
 }
+extern "C" {
+    #[doc = " Imports an ONNX model: `model` is the `len` bytes of a .onnx file (an"]
+    #[doc = "  ONNX ModelProto with its tensors inside). The operators Genie maps, and"]
+    #[doc = "  how, are listed in docs/onnx.md; shape arithmetic on constants (Shape,"]
+    #[doc = "  Gather, Concat, ConstantOfShape, Expand of constants ...) is computed at"]
+    #[doc = "  import, so the model's input shapes must be static (no symbolic"]
+    #[doc = "  dimensions). Module paths and layer indices are taken from the node names"]
+    #[doc = "  torch.onnx.export writes (\"/h.0/attn/MatMul\" -> module \"h.0.attn\", layer 0)."]
+    #[doc = ""]
+    #[doc = "  `*out_graph` receives the validated graph. Its inputs are the model's"]
+    #[doc = "  inputs (those that are not initializers), in order, followed by one input"]
+    #[doc = "  (role GENIE_ROLE_WEIGHT, named after the ONNX value) per constant tensor"]
+    #[doc = "  the graph uses: each initializer, and each constant of more than 16"]
+    #[doc = "  elements computed from them at import (a batch norm folded to a scale,"]
+    #[doc = "  say); smaller computed constants are inline graph constants."]
+    #[doc = "  There are `*out_num_weights` of them; each is uploaded to a new"]
+    #[doc = "  tensor allocated on `device` (NULL: the context's default device; the"]
+    #[doc = "  server in remote mode) and `(*out_weights)[i]` is the tensor for graph"]
+    #[doc = "  input number (number of inputs - *out_num_weights + i): bind them at"]
+    #[doc = "  genie_graph_submit and they stay resident. The caller owns the graph"]
+    #[doc = "  (genie_graph_destroy), each tensor (genie_tensor_destroy) and the array"]
+    #[doc = "  (genie_free; NULL when there are no weights). Outputs are the model's"]
+    #[doc = "  outputs, in order."]
+    #[doc = ""]
+    #[doc = "  Errors: INVALID_HANDLE (ctx), INVALID_ARGUMENT (NULL model with len > 0,"]
+    #[doc = "  or an out-parameter NULL), PARSE (the bytes are not an ONNX model, it has"]
+    #[doc = "  no graph, or an initializer's data does not match its dims and element"]
+    #[doc = "  type: the detail names the initializer), UNSUPPORTED (a node Genie cannot"]
+    #[doc = "  map: the detail names the node and its op_type; also an element type, a"]
+    #[doc = "  symbolic dimension, external data, another operator domain or an"]
+    #[doc = "  attribute value it cannot map), INVALID_GRAPH (a value used before it is"]
+    #[doc = "  produced, no outputs), TOO_LARGE (a model of 2 GiB or more), the errors"]
+    #[doc = "  of genie_graph_validate (SHAPE_MISMATCH, DTYPE_MISMATCH, INVALID_ATTRIBUTE:"]
+    #[doc = "  the detail names the ONNX node), and those of genie_tensor_alloc and"]
+    #[doc = "  genie_tensor_write for the weights (SHUTDOWN, CONNECTION, OUT_OF_MEMORY"]
+    #[doc = "  ...). On any error the out-parameters are untouched and no tensor is left"]
+    #[doc = "  allocated. Thread-safe: other threads may use the context meanwhile."]
+    pub fn genie_graph_import_onnx(
+        ctx: *mut genie_context_t,
+        model: *const ::std::os::raw::c_void,
+        len: usize,
+        device: *const ::std::os::raw::c_char,
+        out_graph: *mut *mut genie_graph_t,
+        out_weights: *mut *mut *mut genie_tensor_t,
+        out_num_weights: *mut usize,
+    ) -> genie_status_t;
+}
 #[doc = " Completion callback. Runs once, on a Genie thread (an executor worker in"]
 #[doc = "  embedded mode, the context's loop thread in remote mode) — or on the"]
 #[doc = "  registering thread if the future had already completed. `status` is the"]

@@ -89,7 +89,7 @@ _FUNCS = {
     F.tanh: "tanh", torch.sigmoid: "sigmoid", F.sigmoid: "sigmoid", torch.exp: "exp",
     torch.log: "log", torch.sqrt: "sqrt", torch.rsqrt: "rsqrt", torch.pow: "pow", operator.pow: "pow",
     F.softmax: "softmax", torch.softmax: "softmax", F.layer_norm: "layer_norm", F.linear: "linear",
-    F.dropout: "identity", torch.flatten: "reshape", torch.reshape: "reshape",
+    F.dropout: "dropout", torch.flatten: "reshape", torch.reshape: "reshape",
     torch.unsqueeze: "reshape", torch.squeeze: "reshape",
     torch.cat: "cat", torch.concat: "cat", torch.split: "split", torch.chunk: "split",
     torch.transpose: "transpose", torch.permute: "permute", torch.t: "t",
@@ -120,8 +120,16 @@ _METHODS = {
     "__sub__": "sub", "__rsub__": "rsub", "__mul__": "mul", "__rmul__": "rmul",
     "__truediv__": "div", "__rtruediv__": "rdiv", "__matmul__": "matmul", "__rmatmul__": "rmatmul",
     "__neg__": "neg", "__pow__": "pow", "__eq__": "eq", "__ne__": "ne", "__lt__": "lt",
-    "__le__": "le", "__gt__": "gt", "__ge__": "ge",
+    "__le__": "le", "__gt__": "gt", "__ge__": "ge", "__rdiv__": "rdiv", "__itruediv__": "div",
+    "__isub__": "sub", "__imul__": "mul", "T": "T", "mT": "mT", "data": "identity",
+    "type": "cast", "double": "cast",
 }
+
+#: Module types mapped as a whole (Emitter.emit_module); capture records a
+#: call of one as a single node and does not look inside.
+LEAF_MODULES = {nn.Linear, nn.Conv2d, nn.LayerNorm, nn.BatchNorm1d, nn.BatchNorm2d, nn.ReLU, nn.Tanh,
+                nn.Sigmoid, nn.SiLU, nn.GELU, nn.Dropout, nn.Identity, nn.Softmax, nn.Flatten,
+                nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d, nn.Embedding}
 
 _UNARY = {"relu", "tanh", "sigmoid", "exp", "log", "sqrt", "neg", "abs", "silu"}
 _BINARY = {"add", "sub", "mul", "div"}
@@ -159,6 +167,7 @@ class Emitter:
         self.modality = modality
         self.module = None  # current module path ("" is the root)
         self.where = ""  # description for error messages
+        self.module_type = None  # class name of the module at self.module
         self._used = set()
         self._consts = {}
         self._statics = {}  # id(tensor) -> GV
@@ -241,6 +250,8 @@ class Emitter:
         where = self.where or "the model"
         if self.module is not None:
             where += f", module '{self.module or '<root>'}'"
+            if self.module_type:
+                where += f" ({self.module_type})"
         raise UnsupportedOpError(
             f"{what} has no Genie operator (in {where}); docs/operators.md lists the operators",
             op=what, module_path=self.module)
@@ -319,6 +330,17 @@ class Emitter:
         a0 = args[0] if args else None
         if key == "identity":
             return a0
+        if key == "dropout":
+            if _arg(args, kwargs, 2, "training", True) and _arg(args, kwargs, 1, "p", 0.5) > 0:
+                self.unsupported(f"{desc} in training mode (pass training=self.training and "
+                                 f"call .eval() first)")
+            return a0
+        if key == "T":
+            if len(a0.shape) < 2:
+                return a0
+            return self.node("permute", base, [a0], out, {"perm": list(range(len(a0.shape)))[::-1]})
+        if key == "mT":
+            return self.node("transpose", base, [a0], out, {"dim0": -2, "dim1": -1})
         if key in ("radd", "rsub", "rmul", "rdiv", "rmatmul"):
             key, args = key[1:] if key != "rdiv" else "div", (args[1], args[0]) + tuple(args[2:])
         if key in _BINARY:
@@ -439,7 +461,11 @@ class Emitter:
         if key == "sdpa":
             q, k, v = args[0], args[1], args[2]
             mask = _arg(args, kwargs, 3, "attn_mask")
+            if _arg(args, kwargs, 4, "dropout_p", 0.0):
+                self.unsupported(f"{desc} with dropout_p > 0 (inference only)")
             attrs = {"causal": int(bool(_arg(args, kwargs, 5, "is_causal", False)))}
+            if kwargs.get("scale") is not None:
+                attrs["scale"] = float(kwargs["scale"])
             return self.node("attention", base, [q, k, v] + ([self.val(mask)] if mask is not None else []),
                              out, attrs)
         self.unsupported(desc)

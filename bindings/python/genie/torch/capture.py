@@ -1,103 +1,24 @@
 """genie.torch.capture: a PyTorch nn.Module as a Genie graph.
 
-The module is traced with torch.fx (a tracer that records the module path
-of every node), run once on the example inputs to learn every shape, and
-each traced operation is mapped onto a Genie operator. Values that do not
-depend on the inputs (parameters, buffers, masks sliced from them, Python
-ints from ``x.shape``) are constants: parameters and buffers are uploaded
-once as resident tensors (role weight) named by their qualified names, and
-shapes are static, specialised to the inputs' shapes (a call with other
-shapes converts the traced graph again, once per shape).
+The module runs once, eagerly, on the example inputs, and every operation
+on them is recorded (genie.torch._trace: module paths included) and mapped
+onto a Genie operator. Values that do not depend on the inputs' values
+(parameters, buffers, masks sliced from them, Python ints from ``x.shape``,
+``torch.arange(T)`` and what is computed from it) are constants: parameters
+and buffers are uploaded once as resident tensors (role weight) named by
+their qualified names, other constants once per signature, and shapes are
+static, specialised to the inputs' shapes (a call with other shapes traces
+again, once per signature).
 """
 
-import contextlib
-import dis
-import inspect
-import sys
 import threading
 
 import torch
 import torch.fx as fx
 
-from .. import core, errors
+from .. import core
 from ._emit import Emitter, GV, UnsupportedOpError, canonical_function, canonical_method, to_numpy
-
-# ---------------------------------------------------------------------------
-# torch.fx on Python 3.11
-# ---------------------------------------------------------------------------
-# torch 1.13's Proxy.__iter__ finds the UNPACK_SEQUENCE that iterates it by
-# indexing the calling frame's instructions with f_lasti // 2, which is
-# wrong on Python 3.11 (f_lasti is a byte offset and instructions carry
-# inline caches): `B, T, C = x.shape` and `q, k, v = x.split(n, 2)` fail with
-# "Proxy object cannot be iterated". Tracing here looks the instruction up
-# by its offset instead.
-
-_patch_lock = threading.RLock()
-
-
-def _proxy_iter(self):
-    frame = inspect.currentframe().f_back
-    for inst in dis.get_instructions(frame.f_code):
-        if inst.offset == frame.f_lasti:
-            if inst.opname == "UNPACK_SEQUENCE":
-                return (self[i] for i in range(inst.argval))
-            break
-    return self.tracer.iter(self)
-
-
-@contextlib.contextmanager
-def _fx_fixes():
-    if sys.version_info < (3, 11):
-        yield
-        return
-    with _patch_lock:
-        old = fx.proxy.Proxy.__iter__
-        fx.proxy.Proxy.__iter__ = _proxy_iter
-        try:
-            yield
-        finally:
-            fx.proxy.Proxy.__iter__ = old
-
-
-class _Tracer(fx.Tracer):
-    """Records in node.meta["genie_module"] the path of the module whose
-    forward created the node (leaf module calls: the module itself)."""
-
-    def __init__(self):
-        super().__init__()
-        self._stack = [""]
-        # Buffers as get_attr nodes too: `self.bias[:, :, :T, :T]` with a
-        # traced T must index a proxy, not the real tensor.
-        self.proxy_buffer_attributes = True
-
-    def call_module(self, m, forward, args, kwargs):
-        self._stack.append(self.path_of_module(m))
-        try:
-            return super().call_module(m, forward, args, kwargs)
-        finally:
-            self._stack.pop()
-
-    def create_node(self, *args, **kwargs):
-        node = super().create_node(*args, **kwargs)
-        node.meta["genie_module"] = self._stack[-1]
-        return node
-
-
-def trace(module):
-    """torch.fx GraphModule of `module`, with module paths recorded."""
-    tracer = _Tracer()
-    with _fx_fixes():
-        graph = tracer.trace(module)
-    name = type(module).__name__
-    return fx.GraphModule(tracer.root, graph, name)
-
-
-class _Recorder(fx.Interpreter):
-    def run_node(self, n):
-        v = super().run_node(n)
-        n.meta["genie_val"] = v
-        return v
-
+from ._trace import Trace, fn_name as _fn_name, trace
 
 def _has_tensor(v):
     if isinstance(v, torch.Tensor):
@@ -117,20 +38,6 @@ def _map(v, fn):
     return fn(v)
 
 
-def _fn_name(fn):
-    """Public name of a traced function: torch.cumsum, torch.nn.functional.
-    unfold, operator.floordiv ..."""
-    import operator
-    import torch.nn.functional as F
-    name = getattr(fn, "__name__", repr(fn))
-    for mod, prefix in ((torch, "torch"), (F, "torch.nn.functional"), (operator, "operator"),
-                        (torch.fft, "torch.fft"), (torch.linalg, "torch.linalg")):
-        if getattr(mod, name, None) is fn:
-            return f"{prefix}.{name}"
-    mod = getattr(fn, "__module__", None) or ""
-    return f"{mod}.{getattr(fn, '__qualname__', name)}".lstrip(".")
-
-
 def _node_key(n, modules):
     if n.op == "call_function":
         return canonical_function(n.target)
@@ -145,11 +52,12 @@ def _node_key(n, modules):
     return None
 
 
-def _find_attention(gm, dynamic, modules):
+def _find_attention(graph, dynamic, modules):
     """Scaled dot-product attention written out by hand,
 
         s = (q @ k.transpose(-2, -1)) * scale      (or / d, or no scale)
         s = s.masked_fill(mask, float("-inf"))     (optional; mask constant)
+        or s = s + mask                            (optional; additive float mask)
         p = softmax(s, dim=-1); p = dropout(p)     (dropout optional)
         y = p @ v
 
@@ -159,7 +67,7 @@ def _find_attention(gm, dynamic, modules):
     fused, folded = {}, set()
     val = lambda n: n.meta.get("genie_val")  # noqa: E731
     one_user = lambda n: isinstance(n, fx.Node) and n in dynamic and len(n.users) == 1  # noqa: E731
-    for n in gm.graph.nodes:
+    for n in graph.nodes:
         if _node_key(n, modules) != "matmul" or n not in dynamic or len(n.args) != 2:
             continue
         p, v = n.args
@@ -188,6 +96,20 @@ def _find_attention(gm, dynamic, modules):
                 continue
             chain.append(s)
             s = s.args[0]
+        add_mask = None
+        if mask is None and one_user(s) and _node_key(s, modules) == "add" and len(s.args) == 2 \
+                and not s.kwargs:
+            # An additive mask (BERT's padding mask: 0 or a large negative).
+            for sc, mk in (s.args, s.args[::-1]):
+                mv = val(mk) if isinstance(mk, fx.Node) else mk
+                if isinstance(sc, fx.Node) and one_user(sc) and \
+                        _node_key(sc, modules) in ("mul", "div", "matmul") and \
+                        isinstance(mv, torch.Tensor) and mv.dtype == val(sc).dtype and \
+                        tuple(val(s).shape) == tuple(val(sc).shape):
+                    add_mask = mk
+                    chain.append(s)
+                    s = sc
+                    break
         scale = (None, "mul")
         if one_user(s) and _node_key(s, modules) in ("mul", "div") and len(s.args) == 2:
             a, b = s.args
@@ -215,7 +137,7 @@ def _find_attention(gm, dynamic, modules):
         if not all(isinstance(t, torch.Tensor) and t.dim() == r and t.is_floating_point()
                    for t in (qv, kv, vv)) or not (qv.shape[:-2] == kv.shape[:-2] == vv.shape[:-2]):
             continue
-        fused[n] = {"q": q, "k": k, "v": v, "scale": scale, "mask": mask}
+        fused[n] = {"q": q, "k": k, "v": v, "scale": scale, "mask": mask, "add_mask": add_mask}
         folded.update(chain + [s, kt])
     return fused, folded
 
@@ -241,40 +163,43 @@ def _emit_attention(em, n, parts, env, base):
             attrs["causal"] = 1
         else:
             ins.append(em.static((~masked).contiguous(), base + ".attend"))
+    elif parts["add_mask"] is not None:
+        ins.append(em.val(get(parts["add_mask"])))
     out = n.meta["genie_val"]
     return em.node("attention", base, ins, out, attrs)
 
 
-def convert(gm, example_inputs, name="captured", phase="forward", modality=None, fuse=True):
-    """Maps a traced GraphModule, run on `example_inputs`, onto a Genie
-    graph (with `fuse`, hand-written attention becomes one attention node).
-    Returns (emitter, output spec)."""
-    with torch.no_grad():
-        _Recorder(gm).run(*example_inputs)
+def convert(tr, name="captured", phase="forward", modality=None, fuse=True):
+    """Maps a Trace onto a Genie graph (with `fuse`, hand-written attention
+    becomes one attention node). Returns (emitter, output spec)."""
+    root = tr.module
     em = Emitter(name, phase, modality)
     qualnames = {}
-    for qn, p in gm.named_parameters():
+    for qn, p in root.named_parameters():
         qualnames[id(p)] = qn
-    for qn, b in gm.named_buffers():
+    for qn, b in root.named_buffers():
         qualnames.setdefault(id(b), qn)
     em.static_names = qualnames
-    modules = dict(gm.named_modules())
+    em.static_names_set = set(qualnames.values())
+    modules = dict(root.named_modules())
     dynamic = set()
-    for n in gm.graph.nodes:
+    for n in tr.graph.nodes:
         if n.op == "placeholder":
             if isinstance(n.meta.get("genie_val"), torch.Tensor):
                 dynamic.add(n)
         elif n.op not in ("output", "get_attr") and _has_tensor(n.meta.get("genie_val")) and \
                 any(a in dynamic for a in n.all_input_nodes):
             dynamic.add(n)
-    fused, folded = _find_attention(gm, dynamic, modules) if fuse else ({}, set())
+    fused, folded = _find_attention(tr.graph, dynamic, modules) if fuse else ({}, set())
     env = {}
     out_spec = None
-    for n in gm.graph.nodes:
+    for n in tr.graph.nodes:
         if n in folded:
             continue
         val = n.meta.get("genie_val")
         em.module = n.meta.get("genie_module", "")
+        mod = modules.get(em.module)
+        em.module_type = type(mod).__name__ if mod is not None and em.module else None
         em.where = f"traced node '{n.name}'"
         if n.op == "placeholder":
             if isinstance(val, torch.Tensor):
@@ -286,8 +211,6 @@ def convert(gm, example_inputs, name="captured", phase="forward", modality=None,
             out_spec = n.args[0]
             break
         if n not in dynamic:
-            if isinstance(val, torch.Tensor):
-                qualnames.setdefault(id(val), n.target if n.op == "get_attr" else n.name)
             env[n] = val  # a constant: computed once, here
             continue
         if n in fused:
@@ -297,8 +220,8 @@ def convert(gm, example_inputs, name="captured", phase="forward", modality=None,
         kwargs = fx.node.map_arg(n.kwargs, lambda a: env[a])
         if n.op == "call_module":
             mod = modules[n.target]
-            em.module = n.target
             em.where = f"module '{n.target}' ({type(mod).__name__})"
+            em.module_type = None
             env[n] = em.emit_module(mod, args, kwargs, val, n.name)
         elif n.op == "call_function":
             env[n] = em.emit(canonical_function(n.target), args, kwargs, val, n.name,
@@ -379,19 +302,14 @@ class CapturedModule:
         self._lock = threading.Lock()
         self._weights = {}  # qualified name -> resident Tensor, shared by variants
         self._variants = {}
-        self.gm = trace(module)
         self._variant(tuple(example_inputs))
 
     def _variant(self, inputs):
-        key = tuple((tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else ("py", repr(t))
-                    for t in inputs)
+        key = _signature(inputs)
         v = self._variants.get(key)
         if v is None:
-            em, spec = convert(self.gm, inputs, self.name, self.phase, self.modality,
+            em, spec = convert(trace(self.module, inputs), self.name, self.phase, self.modality,
                                self.fuse_attention)
-            em.static_names_set = set(em.static_names[i] for i in
-                                      [id(p) for _, p in self.gm.named_parameters()] +
-                                      [id(b) for _, b in self.gm.named_buffers()])
             v = _Variant(em, spec, self.context, self._weights)
             self._variants[key] = v
         return v
@@ -408,15 +326,16 @@ class CapturedModule:
 
     def refresh_weights(self):
         """Uploads the module's current parameter and buffer values."""
-        state = dict(self.gm.named_parameters())
-        state.update(dict(self.gm.named_buffers()))
+        state = dict(self.module.named_parameters())
+        state.update(dict(self.module.named_buffers()))
         for name, t in self._weights.items():
             t.write(to_numpy(state[name]))
 
     def __call__(self, *inputs):
         with self._lock:
             v = self._variant(inputs)
-            for name, x in zip(v.input_names, [i for i in inputs if isinstance(i, torch.Tensor)]):
+            flat = _tensors(inputs)
+            for name, x in zip(v.input_names, flat):
                 v.inputs[name].write(to_numpy(x))
             with self.context.submit(v.graph, v.bindings) as fut:
                 outs = fut.result()
@@ -431,7 +350,7 @@ class CapturedModule:
                 return torch.from_numpy(arrays[x])
             if kind == "input":
                 idx = v.input_names.index(x) if x in v.input_names else None
-                return inputs[idx] if idx is not None else v.bindings[x]
+                return flat[idx] if idx is not None else v.bindings[x]
             return x
 
         return _map_spec(v.spec, leaf)
@@ -454,6 +373,32 @@ class CapturedModule:
 
     def __repr__(self):
         return f"<genie.torch.CapturedModule {self.name}: {self.graph.num_nodes} Genie nodes>"
+
+
+def _tensors(v, out=None):
+    """The tensors of a (nested) input structure, in trace order."""
+    out = [] if out is None else out
+    if isinstance(v, torch.Tensor):
+        out.append(v)
+    elif isinstance(v, (tuple, list)):
+        for x in v:
+            _tensors(x, out)
+    elif isinstance(v, dict):
+        for x in v.values():
+            _tensors(x, out)
+    return out
+
+
+def _signature(v):
+    """Variant key of an input structure: shapes and dtypes of tensors,
+    values of everything else."""
+    if isinstance(v, torch.Tensor):
+        return ("t", tuple(v.shape), v.dtype)
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__,) + tuple(_signature(x) for x in v)
+    if isinstance(v, dict):
+        return ("dict",) + tuple((k, _signature(x)) for k, x in v.items())
+    return ("py", repr(v))
 
 
 def _map_spec(spec, fn):
