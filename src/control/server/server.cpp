@@ -1,6 +1,5 @@
 // Server setup, accepting connections, stopping, and the public Server.
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
