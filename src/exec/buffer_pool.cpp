@@ -14,14 +14,6 @@ std::shared_ptr<BufferPool> BufferPool::create(size_t max_idle_bytes) {
 
 BufferPool::~BufferPool() { trim(); }
 
-TensorPtr BufferPool::make(DType dtype, const Shape& shape) {
-  check(dtype_size(dtype) != 0, GENIE_ERR_INVALID_ARGUMENT, "invalid dtype ", static_cast<int>(dtype));
-  const size_t nbytes = byte_size(shape, dtype_size(dtype));
-  // dtype and size were checked above: past take() only memory can fail,
-  // and then the buffer goes back to the pool.
-  return std::make_shared<TensorData>(dtype, shape, take(nbytes), true);
-}
-
 Buffer BufferPool::take(size_t nbytes) {
   const size_t alloc = Buffer::host_alloc_size(nbytes);  // whole cache lines, never zero
   std::byte* p = nullptr;

@@ -34,13 +34,10 @@ class BufferPool : public std::enable_shared_from_this<BufferPool> {
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
-  // A tensor of `dtype` and `shape` whose bytes are undefined (in builds
-  // without NDEBUG, all 0xFF: NaN for floats, so a kernel that reads its
-  // output before writing it shows). Throws like TensorData's constructor.
-  TensorPtr make(DType dtype, const Shape& shape);
   // A host buffer of at least `bytes` bytes (Buffer::host_alloc_size),
-  // contents undefined as for make(); it comes back to the pool when
-  // destroyed. Throws Error(OUT_OF_MEMORY).
+  // contents undefined (in builds without NDEBUG, all 0xFF: NaN for floats,
+  // so a kernel that reads its output before writing it shows); it comes
+  // back to the pool when destroyed. Throws Error(OUT_OF_MEMORY).
   Buffer take(size_t bytes);
 
   Stats stats() const;

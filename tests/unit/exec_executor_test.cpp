@@ -395,24 +395,29 @@ TEST(Executor, ReshapeThatIsAGraphOutputOwnsItsBytes) {
   EXPECT_FLOAT_EQ(r.outputs[2]->data<float>()[0], -2.f);
 }
 
+// A tensor on a buffer of `pool`, as the CPU backend makes node outputs.
+TensorPtr pooled(BufferPool& pool, DType dtype, const Shape& shape) {
+  return std::make_shared<TensorData>(dtype, shape, pool.take(byte_size(shape, dtype_size(dtype))), true);
+}
+
 TEST(BufferPool, ReusesBuffersOfTheSameSizeAndOutlivesNothing) {
   auto pool = BufferPool::create(1 << 20);
   const size_t live = tensor_bytes_live();
-  TensorPtr t = pool->make(DType::F32, {100});
+  TensorPtr t = pooled(*pool, DType::F32, {100});
   EXPECT_EQ(tensor_bytes_live(), live + 400);
   std::byte* first = t->bytes();
   EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % 64, 0u);
   t.reset();
   EXPECT_EQ(tensor_bytes_live(), live);
   EXPECT_GT(pool->stats().idle_bytes, 0u);
-  TensorPtr u = pool->make(DType::I32, {10, 10});  // same byte size: the same buffer
+  TensorPtr u = pooled(*pool, DType::I32, {10, 10});  // same byte size: the same buffer
   EXPECT_EQ(u->bytes(), first);
   EXPECT_EQ(pool->stats().fresh, 1u);
   EXPECT_EQ(pool->stats().reused, 1u);
-  TensorPtr v = pool->make(DType::F32, {1000});  // another size: a fresh one
+  TensorPtr v = pooled(*pool, DType::F32, {1000});  // another size: a fresh one
   EXPECT_EQ(pool->stats().fresh, 2u);
   // Over the idle cap: freed, not kept.
-  TensorPtr big = pool->make(DType::F32, {1 << 20});
+  TensorPtr big = pooled(*pool, DType::F32, {1 << 20});
   big.reset();
   EXPECT_LE(pool->stats().idle_bytes, size_t{1} << 20);
   // A tensor outliving its pool frees its buffer itself (LSan checks).
@@ -424,7 +429,7 @@ TEST(BufferPool, ReusesBuffersOfTheSameSizeAndOutlivesNothing) {
 
 TEST(BufferPool, BadShapesFailCleanly) {
   auto pool = BufferPool::create();
-  EXPECT_THROW(pool->make(DType::F32, {int64_t{1} << 62, int64_t{1} << 62}), Error);
+  EXPECT_THROW(pooled(*pool, DType::F32, {int64_t{1} << 62, int64_t{1} << 62}), Error);
   EXPECT_EQ(pool->stats().fresh, 0u);
 }
 
