@@ -62,7 +62,11 @@
  *   period, so after a reconnect within it every tensor is still there. Calls
  *   made meanwhile wait for the reconnect (up to the timeout). If it fails,
  *   or the server no longer holds the session, every later call fails with
- *   GENIE_ERR_CONNECTION: shut the context down and create a new one.
+ *   GENIE_ERR_CONNECTION: shut the context down and create a new one. A
+ *   server that sends nothing for 1.25 times the timeout while anything waits
+ *   on it (it answers pings while a long graph runs) counts as lost, so no
+ *   wait, genie_future_wait(f, -1) included, outlives a stopped or cut-off
+ *   server by more than that.
  */
 #ifndef GENIE_H
 #define GENIE_H

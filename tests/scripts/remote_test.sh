@@ -12,7 +12,10 @@
 #   5. the server killed mid-call: the client's future completes with
 #      GENIE_ERR_CONNECTION within its timeout (no hang), and the context
 #      says it is connected before and no longer connected after;
-#   6. SIGTERM stops the server cleanly (exit 0).
+#   6. SIGTERM stops the server cleanly (exit 0);
+#   7. the server stopped (SIGSTOP) mid-call: its connections stay up, yet
+#      the future waited on without a timeout fails with GENIE_ERR_CONNECTION
+#      within the client's timeout.
 set -euo pipefail
 source "$(dirname "$0")/lib/servers.sh"
 TOOL="$B/tests/itest_remote_tool"
@@ -108,4 +111,26 @@ grep -q GENIE_ERR_CONNECTION "$TMP/slow.out" || fail "future did not complete wi
 conn=$(sed -n 's/^connected //p' "$TMP/slow.out" | tr '\n' ' ')
 [ "$conn" = "1 0 " ] || fail "genie_context_is_connected before/after the server died: '$conn', want '1 0 '"
 echo "ok 5: server killed mid-call -> GENIE_ERR_CONNECTION after $(( $(date +%s) - start )) s"
+# --- 7. server stopped mid-call (SIGSTOP: its connections stay up) -----------
+# The client hears nothing while its graph waits: within the timeout it
+# treats the server as lost and the future fails, however long it was
+# waited on (genie_future_wait(f, -1)).
+start_server frozen
+export GENIE_MASTER_PORT=$PORT GENIE_TIMEOUT=2000
+"$TOOL" slow-graph >"$TMP/frozen.out" 2>"$TMP/frozen.err" &
+client=$!; PIDS+=("$client")
+for _ in $(seq 1 200); do grep -q submitted "$TMP/frozen.out" && break; sleep 0.05; done
+grep -q submitted "$TMP/frozen.out" || { cat "$TMP/frozen.err"; fail "slow graph not submitted"; }
+start=$(date +%s)
+kill -STOP "$SERVER_PID"
+for _ in $(seq 1 150); do kill -0 "$client" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$client" 2>/dev/null; then
+  kill -CONT "$SERVER_PID"
+  fail "client still waiting 15 s after the server stopped (timeout 2 s)"
+fi
+kill -CONT "$SERVER_PID"
+wait "$client" || true
+grep -q GENIE_ERR_CONNECTION "$TMP/frozen.out" || fail "future did not fail with GENIE_ERR_CONNECTION: $(cat "$TMP/frozen.out")"
+grep -q "sent nothing for" "$TMP/frozen.err" || fail "the detail does not say the server went silent: $(cat "$TMP/frozen.err")"
+echo "ok 7: server stopped mid-call -> GENIE_ERR_CONNECTION after $(( $(date +%s) - start )) s"
 echo "remote_test: all passed"

@@ -61,6 +61,8 @@ void RemoteClient::Impl::start(const std::shared_ptr<Call>& call, uint64_t id, s
              cat("connection to ", addr, " lost before the ", what_of(call->type), " was sent"));
     return;
   }
+  // A request after a quiet spell: the server's silence counts from now.
+  if (!requests_waiting()) last_heard = Clock::now();
   const std::shared_ptr<Connection> conn = call->link == Link::Data ? data : ctrl;
   const bool control = call->link == Link::Control;
   if (control) {
@@ -196,6 +198,7 @@ PayloadSink RemoteClient::Impl::discard(uint64_t len) {
 }
 
 PayloadSink RemoteClient::Impl::on_frame(Link link, const wire::FrameHeader& fh, std::string&& msg) {
+  last_heard = Clock::now();
   if (hs != Handshake::Done) {
     handshake_frame(link, fh, msg);
     return {};

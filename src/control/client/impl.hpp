@@ -207,6 +207,13 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   uv_timer_t retry_timer{};
   uv_timer_t free_timer{};
   uv_timer_t deadline_timer{};
+  // Liveness: while requests wait, a server that sends nothing for half the
+  // timeout gets a ServerInfoRequest (ping_id), and one silent for 1.25
+  // timeouts is treated as lost, so that no wait outlives it (a stopped or
+  // cut-off server keeps its TCP connection up).
+  uv_timer_t live_timer{};
+  Clock::time_point last_heard;
+  uint64_t ping_id = 0;
   int retry_ms = 0;
   Clock::time_point reconnect_deadline;
 
@@ -247,6 +254,9 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   void frame_failed(genie_status_t st, const std::string& detail);
   void init_timers();
   void arm_deadline();
+  void check_liveness();
+  // Whether a request other than the liveness ping waits for its reply.
+  bool requests_waiting() const;
 
   // Closes both connections; events still queued for them are ignored.
   void teardown();

@@ -68,9 +68,44 @@ void RemoteClient::Impl::init_timers() {
   uv_timer_init(loop->loop(), &retry_timer);
   uv_timer_init(loop->loop(), &deadline_timer);
   uv_timer_init(loop->loop(), &free_timer);
+  uv_timer_init(loop->loop(), &live_timer);
   retry_timer.data = this;
   deadline_timer.data = this;
   free_timer.data = this;
+  live_timer.data = this;
+  const uint64_t every = std::max<uint64_t>(10, static_cast<uint64_t>(timeout.count()) / 8);
+  uv_timer_start(
+      &live_timer, [](uv_timer_t* t) { static_cast<Impl*>(t->data)->check_liveness(); }, every, every);
+  uv_unref(reinterpret_cast<uv_handle_t*>(&live_timer));
+}
+
+bool RemoteClient::Impl::requests_waiting() const {
+  for (const auto& [id, call] : pending)
+    if (id != ping_id) return true;
+  return false;
+}
+
+void RemoteClient::Impl::check_liveness() {
+  if (state != State::Ready || hs != Handshake::Done || !requests_waiting()) return;
+  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard);
+  // A quarter past the timeout: a synchronous call reports its own TIMEOUT
+  // first; what has no deadline of its own (a graph's completion) fails
+  // here.
+  if (silent >= timeout + timeout / 4) {
+    connection_lost(cat("the server sent nothing for ", silent.count(), " ms while requests waited (stopped, ",
+                        "hung or cut off; the timeout is ", timeout.count(), " ms)"));
+    return;
+  }
+  if (silent < timeout / 2 || ping_id != 0) return;
+  // A request the server answers from its event loop whatever it is
+  // running: a long graph keeps the session alive, a stopped server does not.
+  auto call = std::make_shared<Call>(MsgType::ServerInfoRequest, Link::Control);
+  const uint64_t id = next_id.fetch_add(1);
+  call->on_reply = [this, id](genie_status_t, std::string&&) {
+    if (ping_id == id) ping_id = 0;
+  };
+  ping_id = id;
+  start(call, id, wire::encode_msg(wire::ServerInfoRequest()), nullptr, 0);
 }
 
 void RemoteClient::Impl::arm_deadline() {
