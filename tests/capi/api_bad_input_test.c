@@ -452,24 +452,13 @@ static void test_stale_config(void) {
   for (int i = 0; i < STALE_ROUNDS; ++i) genie_config_destroy(fresh[i]);
 }
 
-static genie_context_t *embedded_context(void) {
-  genie_config_t *cfg = NULL;
-  genie_context_t *c = NULL;
-  REQUIRE_OK(genie_config_create(&cfg));
-  REQUIRE_OK(genie_config_set_use_env(cfg, 0));
-  REQUIRE_OK(genie_config_set_num_threads(cfg, 1));
-  REQUIRE_OK(genie_init(cfg, &c));
-  genie_config_destroy(cfg);
-  return c;
-}
-
 static void test_stale_context(void) {
   enum { N = 8 }; /* contexts start threads: fewer rounds */
   const int64_t s[1] = {2};
-  genie_context_t *stale = embedded_context(), *fresh[N] = {NULL};
+  genie_context_t *stale = embedded_context(1), *fresh[N] = {NULL};
   genie_shutdown(stale);
   for (int i = 0; i < N; ++i) {
-    fresh[i] = embedded_context();
+    fresh[i] = embedded_context(1);
     CHECK(fresh[i] != stale);
   }
   genie_tensor_t *t = NULL;
@@ -769,11 +758,7 @@ static void test_shape_rule(void) {
 }
 
 int main(void) {
-  genie_config_t *cfg = NULL;
-  REQUIRE_OK(genie_config_create(&cfg));
-  REQUIRE_OK(genie_config_set_use_env(cfg, 0));
-  REQUIRE_OK(genie_init(cfg, &g_ctx));
-  genie_config_destroy(cfg);
+  g_ctx = embedded_context(0);
   test_null_and_wrong_handles();
   test_config_and_init();
   test_tensor_errors();

@@ -291,11 +291,7 @@ static void test_bad_arguments(void) {
 }
 
 int main(void) {
-  genie_config_t *cfg = NULL;
-  REQUIRE_OK(genie_config_create(&cfg));
-  REQUIRE_OK(genie_config_set_use_env(cfg, 0));
-  REQUIRE_OK(genie_init(cfg, &g_ctx));
-  genie_config_destroy(cfg);
+  g_ctx = embedded_context(0);
   test_imports_and_runs();
   test_malformed();
   test_unsupported_node_is_named();

@@ -56,6 +56,20 @@ static int g_failures = 0;
     }                                                                            \
   } while (0)
 
+/* An embedded context that ignores GENIE_* in the environment (so a test
+ * run inside a remote setup stays in-process), with `threads` executor
+ * threads (0: one per core); exits on failure. */
+static inline genie_context_t *embedded_context(int32_t threads) {
+  genie_config_t *cfg = NULL;
+  genie_context_t *ctx = NULL;
+  REQUIRE_OK(genie_config_create(&cfg));
+  REQUIRE_OK(genie_config_set_use_env(cfg, 0));
+  REQUIRE_OK(genie_config_set_num_threads(cfg, threads));
+  REQUIRE_OK(genie_init(cfg, &ctx));
+  genie_config_destroy(cfg);
+  return ctx;
+}
+
 static int test_summary(const char *name) {
   printf("%s: %d checks, %d failed\n", name, g_checks, g_failures);
   return g_failures == 0 ? 0 : 1;
