@@ -78,9 +78,10 @@ void ClusterMaster::install(ServerOptions& opts) {
   opts.on_joined = [this](const std::shared_ptr<RemoteClient>& link, const std::string& host, int port) {
     start_worker_heartbeat(link, host, port);
   };
-  opts.on_worker = [this](const std::string& node, const std::string& host, int port, bool joined) {
+  opts.on_worker = [this](const std::string& node, const std::string& host, int port,
+                          const std::vector<std::string>& devices, bool joined) {
     if (joined)
-      worker_joined(node, host, port);
+      worker_joined(node, host, port, devices);
     else
       worker_left(node);
   };
@@ -117,7 +118,8 @@ bool ClusterMaster::node_alive(const std::string& node) const {
   return it == members_.end() || it->second.status.alive;
 }
 
-void ClusterMaster::worker_joined(const std::string& node, const std::string& host, int port) {
+void ClusterMaster::worker_joined(const std::string& node, const std::string& host, int port,
+                                  const std::vector<std::string>& devices) {
   std::lock_guard<std::mutex> lk(mu_);
   workers_.insert(node);
   auto it = members_.find(node);
@@ -136,6 +138,9 @@ void ClusterMaster::worker_joined(const std::string& node, const std::string& ho
   NodeStatus& st = it->second.status;
   st.role = GENIE_NODE_ROLE_WORKER;
   st.listen = cat(host, ":", port);
+  // What it registered, so the cluster view lists its devices before its
+  // first heartbeat does.
+  st.devices = devices;
   st.alive = true;
   st.last_heartbeat_ms = unix_ms();
   it->second.last_seen = std::chrono::steady_clock::now();

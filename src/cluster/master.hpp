@@ -64,7 +64,8 @@ class ClusterMaster {
   void gpu_tick();
   void health_tick();
   NodeStatus self_status() const;  // with mu_ held
-  void worker_joined(const std::string& node, const std::string& host, int port);
+  void worker_joined(const std::string& node, const std::string& host, int port,
+                     const std::vector<std::string>& devices);
   void worker_left(const std::string& node);
   // A worker: heartbeats to its master on `link` (its loop thread).
   void start_worker_heartbeat(const std::shared_ptr<RemoteClient>& link, const std::string& host, int port);

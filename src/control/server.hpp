@@ -72,10 +72,12 @@ struct ServerOptions {
   // cluster layer heartbeats on that session; whatever it puts on the
   // link's loop thread must go when that loop stops (a close hook).
   std::function<void(const std::shared_ptr<RemoteClient>& link, const std::string& host, int port)> on_joined;
-  // A master: worker `node` registered from host:port (joined) or its
-  // session with this server went (left). Task thread (joined) or loop
-  // thread (left).
-  std::function<void(const std::string& node, const std::string& host, int port, bool joined)> on_worker;
+  // A master: worker `node` registered from host:port offering `devices`
+  // (joined), or its session with this server went (left: host empty, no
+  // devices). Task thread (joined) or loop thread (left).
+  std::function<void(const std::string& node, const std::string& host, int port,
+                     const std::vector<std::string>& devices, bool joined)>
+      on_worker;
   // A master: whether the cluster layer holds worker `node` alive (true
   // when it does not know it). False: no work is placed there. Any thread.
   std::function<bool(const std::string& node)> node_alive;

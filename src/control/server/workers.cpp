@@ -144,7 +144,11 @@ void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
              [this, wp, rid, m, devices = std::move(devices), by, from = address_of(p->name)]() mutable {
                check_own_address(m.host(), from);
                workers->join(m.node_id(), m.host(), static_cast<int>(m.port()), std::move(devices), by);
-               if (opts.on_worker) opts.on_worker(m.node_id(), m.host(), static_cast<int>(m.port()), true);
+               if (opts.on_worker) {
+                 std::vector<std::string> names;
+                 for (const wire::DeviceInfo& d : m.devices()) names.push_back(d.device());
+                 opts.on_worker(m.node_id(), m.host(), static_cast<int>(m.port()), names, true);
+               }
                loop.post([this, wp, rid] {
                  if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::Ok, rid, wire::Ok());
                });
@@ -156,7 +160,7 @@ void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
 
 void Server::Impl::worker_session_gone(const Session& s) {
   std::shared_ptr<RemoteClient> c = workers ? workers->leave(&s) : nullptr;
-  if (c && opts.on_worker) opts.on_worker(s.client_node(), "", 0, false);
+  if (c && opts.on_worker) opts.on_worker(s.client_node(), "", 0, {}, false);
   // Closing says goodbye and may wait: not on this thread.
   if (c) tasks.post([c] { c->close(); });
 }
