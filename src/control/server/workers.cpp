@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "control/server/impl.hpp"
+#include "dataplane/transport.hpp"
 
 namespace genie {
 
@@ -72,9 +73,9 @@ namespace {
 
 // The address part of a peer name "ip:port" or "[ipv6]:port".
 std::string address_of(const std::string& peer) {
-  const size_t colon = peer.rfind(':');
-  std::string a = colon == std::string::npos ? peer : peer.substr(0, colon);
-  if (a.size() >= 2 && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
+  std::string a;
+  int port = 0;
+  dataplane::split_address(peer, &a, &port);
   // An IPv4 peer of a dual-stack listener.
   if (a.rfind("::ffff:", 0) == 0 && a.find('.') != std::string::npos) a = a.substr(7);
   return a;
