@@ -14,6 +14,11 @@ PACKAGES=(
   golang-go cargo rustc rustfmt bindgen libclang1-14 libclang-common-14-dev  # Go and Rust bindings (bindgen loads libclang, formats with rustfmt)
   libibverbs-dev  # verbs types for the RDMA probe (the library itself is dlopen'ed)
   iperf3 libgrpc++-dev protobuf-compiler-grpc  # benchmark peers only
+  libdpdk-dev dpdk  # DPDK transport plugin (EAL, mempools, net_ring/memif/af_packet, gpudev)
+  libucx-dev ucx-utils  # UCX (RDMA) transport plugin; ucx_perftest is its benchmark peer
+  libgloo-dev libopenmpi-dev openmpi-bin  # genie replay: Gloo benchmark peer, MPI launch
+  clang libclang-rt-14-dev  # libFuzzer harnesses
+  iproute2  # network namespaces and tc netem in transport tests
 )
 
 missing=()
