@@ -1,15 +1,19 @@
 // Small-graph submit round trip to a `genie serve` server on loopback,
-// beside a raw C TCP 64-byte ping-pong and a gRPC unary call with the same
-// payload, all in this one process and interleaved (BENCHMARKING.md).
+// beside a raw C TCP 64-byte ping-pong, the same graph run embedded, and a
+// gRPC unary call with the same payload, interleaved (BENCHMARKING.md).
 //
 // Genie: a 1-node graph (relu over f32[16] = 64 bytes) whose input is a
 // resident remote tensor; each call is genie_graph_submit + wait (the output
-// stays on the server). "pipelined" keeps 16 submissions in flight and
-// reports the time per submission.
+// stays on the server). The server runs in a child process and so does the
+// raw ping-pong's echo side, so both cross between two processes. The goal
+// (docs/benchmarks.md, "Control path") is remote p50 <= 1.5 x (raw p50 +
+// embedded p50). "pipelined" keeps 16 submissions in flight and reports the
+// time per submission. gRPC's server is a thread of this process.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "server_process.h"
 
 #ifdef GENIE_BENCH_GRPC
 #include <grpcpp/grpcpp.h>
@@ -43,30 +48,38 @@ bool full_io(int fd, char* buf, size_t n, bool writing) {
   return true;
 }
 
+void nodelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+// The echo side runs in a child process (forked before any thread starts).
 class RawPingPong {
  public:
   RawPingPong() {
-    listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int listen_fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     socklen_t len = sizeof addr;
-    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(listen_fd_, 1) != 0 ||
-        ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (::bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(listen_fd, 1) != 0 ||
+        ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
       std::perror("raw ping-pong: bind/listen");
       std::exit(1);
     }
-    server_ = std::thread([this] {
-      const int fd = ::accept(listen_fd_, nullptr, nullptr);
+    child_ = ::fork();
+    if (child_ == 0) {
+      const int fd = ::accept(listen_fd, nullptr, nullptr);
       nodelay(fd);
       char buf[kPayload];
       while (full_io(fd, buf, kPayload, false) && full_io(fd, buf, kPayload, true)) {
       }
-      ::close(fd);
-    });
+      ::_exit(0);
+    }
+    ::close(listen_fd);
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      std::perror("raw ping-pong: connect");
+    if (child_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      std::perror("raw ping-pong: fork/connect");
       std::exit(1);
     }
     nodelay(fd_);
@@ -74,8 +87,7 @@ class RawPingPong {
   ~RawPingPong() {
     ::shutdown(fd_, SHUT_RDWR);
     ::close(fd_);
-    server_.join();
-    ::close(listen_fd_);
+    ::waitpid(child_, nullptr, 0);
   }
   void call() {
     if (!full_io(fd_, buf_, kPayload, true) || !full_io(fd_, buf_, kPayload, false)) {
@@ -85,13 +97,9 @@ class RawPingPong {
   }
 
  private:
-  static void nodelay(int fd) {
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
-  int listen_fd_ = -1, fd_ = -1;
+  int fd_ = -1;
+  pid_t child_ = -1;
   char buf_[kPayload] = {};
-  std::thread server_;
 };
 
 // --- gRPC unary ------------------------------------------------------------
@@ -142,24 +150,21 @@ class GrpcUnary {
 
 // --- Genie remote submit ---------------------------------------------------
 
+// port > 0: a remote context on that server, the input resident there;
+// port == 0: an embedded context, the input on "cpu".
 class GenieSubmit {
  public:
-  GenieSubmit() {
-    genie_config_t* scfg = nullptr;
-    bu_check(genie_config_create(&scfg), "genie_config_create");
-    bu_check(genie_config_set_use_env(scfg, 0), "genie_config_set_use_env");
-    bu_check(genie_config_set_num_threads(scfg, 1), "genie_config_set_num_threads");
-    bu_check(genie_server_create(scfg, "127.0.0.1", 0, &server_), "genie_server_create");
-    genie_config_destroy(scfg);
-    int32_t port = 0;
-    bu_check(genie_server_port(server_, &port), "genie_server_port");
-
+  explicit GenieSubmit(int32_t port) {
     genie_config_t* cfg = nullptr;
     bu_check(genie_config_create(&cfg), "genie_config_create");
     bu_check(genie_config_set_use_env(cfg, 0), "genie_config_set_use_env");
-    bu_check(genie_config_set_master_addr(cfg, "127.0.0.1"), "genie_config_set_master_addr");
-    bu_check(genie_config_set_master_port(cfg, port), "genie_config_set_master_port");
-    bu_check(genie_init(cfg, &ctx_), "genie_init (remote)");
+    if (port > 0) {
+      bu_check(genie_config_set_master_addr(cfg, "127.0.0.1"), "genie_config_set_master_addr");
+      bu_check(genie_config_set_master_port(cfg, port), "genie_config_set_master_port");
+    } else {
+      bu_check(genie_config_set_num_threads(cfg, 1), "genie_config_set_num_threads");
+    }
+    bu_check(genie_init(cfg, &ctx_), port > 0 ? "genie_init (remote)" : "genie_init (embedded)");
     genie_config_destroy(cfg);
 
     const int64_t shape[1] = {kPayload / 4};
@@ -169,7 +174,8 @@ class GenieSubmit {
     bu_check(genie_graph_add_input(graph_, "x", GENIE_DTYPE_F32, shape, 1), "add_input");
     bu_check(genie_graph_add_node(graph_, "relu", "r", in, 1, out, 1), "add_node");
     bu_check(genie_graph_mark_output(graph_, "y"), "mark_output");
-    bu_check(genie_tensor_alloc(ctx_, GENIE_DTYPE_F32, shape, 1, "remote:0", &x_), "genie_tensor_alloc remote");
+    bu_check(genie_tensor_alloc(ctx_, GENIE_DTYPE_F32, shape, 1, port > 0 ? "remote:0" : "cpu", &x_),
+             "genie_tensor_alloc");
     float data[kPayload / 4] = {0};
     bu_check(genie_tensor_write(x_, 0, data, sizeof data), "genie_tensor_write");
   }
@@ -177,7 +183,6 @@ class GenieSubmit {
     genie_tensor_destroy(x_);
     genie_graph_destroy(graph_);
     genie_shutdown(ctx_);
-    genie_server_destroy(server_);
   }
   genie_future_t* submit() {
     const char* names[1] = {"x"};
@@ -201,7 +206,6 @@ class GenieSubmit {
   }
 
  private:
-  genie_server_t* server_ = nullptr;
   genie_context_t* ctx_ = nullptr;
   genie_graph_t* graph_ = nullptr;
   genie_tensor_t* x_ = nullptr;
@@ -233,38 +237,47 @@ int main(int argc, char** argv) {
   const int calls = o.quick ? 20 : 400;  // per round and side
   constexpr int kDepth = 16;
 
+  // Child processes first: fork before this process starts any thread.
   RawPingPong raw;
-  GenieSubmit genie;
+  bsp_server_t server = bsp_start(1);
+  GenieSubmit genie(server.port);
+  GenieSubmit embedded(0);
 #ifdef GENIE_BENCH_GRPC
   GrpcUnary grpc_peer;
 #endif
-  Series s_raw{"raw C TCP ping-pong, 64 B", {}, {}};
-  Series s_genie{"Genie submit+wait, 1 tiny op", {}, {}};
+  Series s_raw{"raw C TCP ping-pong, 64 B, two processes", {}, {}};
+  Series s_emb{"Genie embedded submit+wait, same graph", {}, {}};
+  Series s_genie{"Genie remote submit+wait, 1 tiny op", {}, {}};
   Series s_pipe{"Genie pipelined (16 in flight), per submit", {}, {}};
-  Series s_grpc{"gRPC unary, 64 B", {}, {}};
+  Series s_grpc{"gRPC unary, 64 B (server in this process)", {}, {}};
 
   // Warm-up: connections, allocators, the server's first graph.
   for (int i = 0; i < 50; ++i) {
     raw.call();
     genie.call();
+    embedded.call();
 #ifdef GENIE_BENCH_GRPC
     grpc_peer.call();
 #endif
   }
-  std::vector<double> ratio_genie, ratio_pipe, ratio_grpc;
+  std::vector<double> ratio_genie, ratio_pipe, ratio_grpc, ratio_emb, ratio_goal;
   for (int r = 0; r < rounds; ++r) {
-    std::vector<double> a, b, c, d;
+    std::vector<double> a, b, c, d, e;
     for (int i = 0; i < calls; ++i) a.push_back(time_us([&] { raw.call(); }));
+    for (int i = 0; i < calls; ++i) e.push_back(time_us([&] { embedded.call(); }));
     for (int i = 0; i < calls; ++i) b.push_back(time_us([&] { genie.call(); }));
     for (int i = 0; i < calls / kDepth; ++i)
       c.push_back(time_us([&] { genie.call_pipelined(kDepth); }) / kDepth);
 #ifdef GENIE_BENCH_GRPC
     for (int i = 0; i < calls; ++i) d.push_back(time_us([&] { grpc_peer.call(); }));
 #endif
-    const double ma = median_of(a), mb = median_of(b), mc = median_of(c);
+    const double ma = median_of(a), mb = median_of(b), mc = median_of(c), me = median_of(e);
     ratio_genie.push_back(mb / ma);
     ratio_pipe.push_back(mc / ma);
+    ratio_emb.push_back(me / ma);
+    ratio_goal.push_back(mb / (ma + me));
     s_raw.us.insert(s_raw.us.end(), a.begin(), a.end());
+    s_emb.us.insert(s_emb.us.end(), e.begin(), e.end());
     s_genie.us.insert(s_genie.us.end(), b.begin(), b.end());
     s_pipe.us.insert(s_pipe.us.end(), c.begin(), c.end());
     if (!d.empty()) {
@@ -273,8 +286,8 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("submit round trip on loopback, one process (server threads + client), %d rounds x %d calls each,\n"
-              "interleaved per round after a warm-up; ratio = median per-round p50 / raw ping-pong p50\n\n",
+  std::printf("submit round trip on loopback, Genie server and raw echo in child processes, %d rounds x %d calls\n"
+              "each, interleaved per round after a warm-up; ratio = median per-round p50 / raw ping-pong p50\n\n",
               rounds, calls);
   std::printf("%-46s %9s %9s %9s %9s   %s\n", "", "p50 us", "p99 us", "min us", "max us", "x raw (min-max)");
   FILE* json = bu_json_open(o.json_path);
@@ -302,10 +315,18 @@ int main(int argc, char** argv) {
     }
   };
   row(s_raw, nullptr);
+  row(s_emb, &ratio_emb);
   row(s_genie, &ratio_genie);
   row(s_pipe, &ratio_pipe);
   row(s_grpc, ratio_grpc.empty() ? nullptr : &ratio_grpc);
-  if (json) std::fprintf(json, "]}\n");
+  const bu_stats_t goal = bu_stats(ratio_goal.data(), ratio_goal.size());
+  std::printf("\nremote submit+wait / (raw ping-pong + embedded submit+wait): %.2f (%.2f-%.2f), goal <= 1.5\n",
+              goal.median, goal.min, goal.max);
+  const bu_stats_t pipe = bu_stats(ratio_pipe.data(), ratio_pipe.size());
+  std::printf("pipelined per submit / raw ping-pong: %.2f (%.2f-%.2f), goal <= 1.2\n", pipe.median, pipe.min,
+              pipe.max);
+  if (json) std::fprintf(json, "],\"goal_ratio\":%.4f,\"pipelined_ratio\":%.4f}\n", goal.median, pipe.median);
   bu_json_close(json, o.json_path);
+  bsp_stop(&server);
   return 0;
 }
