@@ -1,12 +1,14 @@
 /*
  * bench_concurrent_clients — 64 concurrent clients (one remote context each,
  * on its own thread) x 1000 submissions of a tiny graph to one `genie serve`
- * server on loopback (started in this process). Reports errors (expected:
- * 0), submissions per second and per-submission latency.
+ * server on loopback (a child process). Reports errors (expected: 0),
+ * submissions per second beside one client alone against the same server
+ * (measured first, in the same run) and per-submission latency.
  */
 #include <pthread.h>
 
 #include "bench_util.h"
+#include "server_process.h"
 
 typedef struct client {
   int32_t port;
@@ -51,28 +53,21 @@ static void *client_main(void *arg) {
   return NULL;
 }
 
-int main(int argc, char **argv) {
-  const bu_options_t o = bu_parse_args(argc, argv, " (submissions per client; default 1000, --quick 20)");
-  const int nclients = o.quick ? 8 : 64;
-  const int submits = o.iters ? o.iters : (o.quick ? 20 : 1000);
-  genie_server_t *server = NULL;
-  genie_config_t *scfg = NULL;
-  int32_t port = 0;
+typedef struct run {
+  int errors;
+  size_t n;
+  double secs;
+  bu_stats_t lat;
+} run_t;
+
+/* nclients threads x submits each against the server on `port`. */
+static run_t run_clients(int32_t port, int nclients, int submits) {
   pthread_t th[64];
   client_t cl[64];
-  double *all, t0, secs;
-  size_t n = 0;
-  int i, j, errors = 0;
-  bu_stats_t s;
-  FILE *json;
-
-  bu_check(genie_config_create(&scfg), "genie_config_create");
-  bu_check(genie_config_set_use_env(scfg, 0), "genie_config_set_use_env");
-  bu_check(genie_server_create(scfg, "127.0.0.1", 0, &server), "genie_server_create");
-  genie_config_destroy(scfg);
-  bu_check(genie_server_port(server, &port), "genie_server_port");
-  all = bu_malloc(sizeof(double) * (size_t)nclients * (size_t)submits);
-  t0 = bu_now_s();
+  run_t r = {0, 0, 0, {0}};
+  double *all = bu_malloc(sizeof(double) * (size_t)nclients * (size_t)submits);
+  const double t0 = bu_now_s();
+  int i, j;
   for (i = 0; i < nclients; ++i) {
     cl[i].port = port;
     cl[i].submits = submits;
@@ -81,24 +76,44 @@ int main(int argc, char **argv) {
     pthread_create(&th[i], NULL, client_main, &cl[i]);
   }
   for (i = 0; i < nclients; ++i) pthread_join(th[i], NULL);
-  secs = bu_now_s() - t0;
+  r.secs = bu_now_s() - t0;
   for (i = 0; i < nclients; ++i) {
-    errors += cl[i].errors;
-    for (j = 0; j < submits; ++j) all[n++] = cl[i].lat_us[j];
+    r.errors += cl[i].errors;
+    for (j = 0; j < submits; ++j) all[r.n++] = cl[i].lat_us[j];
     free(cl[i].lat_us);
   }
-  s = bu_stats(all, n);
-  printf("%d concurrent clients x %d submissions (1 tiny op each) to one server on loopback\n", nclients, submits);
-  printf("errors: %d of %zu\n", errors, n);
-  printf("throughput: %.0f submissions/s over %.2f s (connect and teardown included)\n", (double)n / secs, secs);
-  printf("latency per submission: p50 %.1f us, p99 %.1f us, max %.1f us\n", s.median, s.p99, s.max);
+  r.lat = bu_stats(all, r.n);
+  free(all);
+  return r;
+}
+
+int main(int argc, char **argv) {
+  const bu_options_t o = bu_parse_args(argc, argv, " (submissions per client; default 1000, --quick 20)");
+  const int nclients = o.quick ? 8 : 64;
+  const int submits = o.iters ? o.iters : (o.quick ? 20 : 1000);
+  bsp_server_t server = bsp_start(0); /* before any thread of this process */
+  run_t one, many;
+  double one_rate, many_rate;
+  FILE *json;
+
+  one = run_clients(server.port, 1, submits);
+  many = run_clients(server.port, nclients, submits);
+  one_rate = (double)one.n / one.secs;
+  many_rate = (double)many.n / many.secs;
+  printf("%d concurrent clients x %d submissions (1 tiny op each) to one server (child process) on loopback\n",
+         nclients, submits);
+  printf("errors: %d of %zu (one client alone: %d of %zu)\n", many.errors, many.n, one.errors, one.n);
+  printf("throughput: %.0f submissions/s over %.2f s; one client alone: %.0f/s over %.2f s; ratio %.2f\n"
+         "(connect and teardown included)\n",
+         many_rate, many.secs, one_rate, one.secs, many_rate / one_rate);
+  printf("latency per submission: p50 %.1f us, p99 %.1f us, max %.1f us (one client alone: p50 %.1f us)\n",
+         many.lat.median, many.lat.p99, many.lat.max, one.lat.median);
   json = bu_json_open(o.json_path);
   if (json)
     fprintf(json, "{\"bench\":\"concurrent_clients\",\"clients\":%d,\"submits\":%d,\"errors\":%d,"
-                  "\"per_second\":%.1f,\"p50_us\":%.2f,\"p99_us\":%.2f}\n",
-            nclients, submits, errors, (double)n / secs, s.median, s.p99);
+                  "\"per_second\":%.1f,\"single_client_per_second\":%.1f,\"p50_us\":%.2f,\"p99_us\":%.2f}\n",
+            nclients, submits, many.errors + one.errors, many_rate, one_rate, many.lat.median, many.lat.p99);
   bu_json_close(json, o.json_path);
-  free(all);
-  genie_server_destroy(server);
-  return errors ? 1 : 0;
+  bsp_stop(&server);
+  return many.errors + one.errors ? 1 : 0;
 }
