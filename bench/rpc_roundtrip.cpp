@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -240,8 +241,11 @@ int main(int argc, char** argv) {
   // Child processes first: fork before this process starts any thread.
   RawPingPong raw;
   bsp_server_t server = bsp_start(1);
-  GenieSubmit genie(server.port);
-  GenieSubmit embedded(0);
+  // Destroyed before the server process stops (its clients say goodbye).
+  auto genie_remote = std::make_unique<GenieSubmit>(server.port);
+  auto genie_embedded = std::make_unique<GenieSubmit>(0);
+  GenieSubmit& genie = *genie_remote;
+  GenieSubmit& embedded = *genie_embedded;
 #ifdef GENIE_BENCH_GRPC
   GrpcUnary grpc_peer;
 #endif
@@ -327,6 +331,8 @@ int main(int argc, char** argv) {
               pipe.max);
   if (json) std::fprintf(json, "],\"goal_ratio\":%.4f,\"pipelined_ratio\":%.4f}\n", goal.median, pipe.median);
   bu_json_close(json, o.json_path);
+  genie_remote.reset();
+  genie_embedded.reset();
   bsp_stop(&server);
   return 0;
 }

@@ -1,8 +1,10 @@
 // Remote tensor write and read throughput over loopback, 4 KiB ... 1 GiB,
-// beside iperf3 on loopback measured in the same run (interleaved rounds:
-// iperf3, then every size). Goal: >= 90% of iperf3 for sizes >= 16 MiB.
+// beside iperf3 on loopback and memcpy of the same size, measured in the
+// same run (interleaved rounds: iperf3, then every size). Goals
+// (docs/benchmarks.md, "Control path"): >= 0.9 x iperf3 from 1 MiB to
+// 1 GiB, >= 0.5 x at 64 KiB.
 //
-// Genie side: a `genie serve` server started in this process
+// Genie side: a `genie serve` server in a child process
 // (genie_server_create) and a remote context; genie_tensor_write/read of
 // one resident tensor on "remote:0". Bytes go from the caller's buffer to
 // the socket and from the socket into tensor memory without intermediate
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "server_process.h"
 
 namespace {
 
@@ -78,28 +81,25 @@ int main(int argc, char** argv) {
   std::vector<size_t> sizes;
   for (size_t s = 4096; s <= (o.quick ? (size_t{1} << 20) : (size_t{1} << 30)); s *= 4) sizes.push_back(s);
 
+  bsp_server_t server = bsp_start(0);  // before this process starts a thread
   genie_config_t* cfg = nullptr;
-  genie_server_t* server = nullptr;
   genie_context_t* ctx = nullptr;
   bu_check(genie_config_create(&cfg), "genie_config_create");
   bu_check(genie_config_set_use_env(cfg, 0), "genie_config_set_use_env");
-  bu_check(genie_server_create(cfg, "127.0.0.1", 0, &server), "genie_server_create");
-  int32_t port = 0;
-  bu_check(genie_server_port(server, &port), "genie_server_port");
   bu_check(genie_config_set_master_addr(cfg, "127.0.0.1"), "set_master_addr");
-  bu_check(genie_config_set_master_port(cfg, port), "set_master_port");
+  bu_check(genie_config_set_master_port(cfg, server.port), "set_master_port");
   bu_check(genie_config_set_timeout_ms(cfg, 120000), "set_timeout_ms");
   bu_check(genie_init(cfg, &ctx), "genie_init (remote)");
   genie_config_destroy(cfg);
 
   const size_t max = sizes.back();
-  std::vector<char> buf(max, 1);
+  std::vector<char> buf(max, 1), copy(max, 2);
   genie_tensor_t* t = nullptr;
   const int64_t shape[1] = {static_cast<int64_t>(max)};
   bu_check(genie_tensor_alloc(ctx, GENIE_DTYPE_BOOL, shape, 1, "remote:0", &t), "genie_tensor_alloc");
 
   const size_t ns = sizes.size();
-  std::vector<std::vector<double>> w_gbps(ns), r_gbps(ns), w_ratio(ns), r_ratio(ns);
+  std::vector<std::vector<double>> w_gbps(ns), r_gbps(ns), w_ratio(ns), r_ratio(ns), m_gbps(ns);
   std::vector<double> iperf;
   for (int r = 0; r < rounds; ++r) {
     const double ip = iperf3_gbps(o.quick ? 1 : 2);
@@ -114,6 +114,14 @@ int main(int argc, char** argv) {
       t0 = bu_now_s();
       for (int k = 0; k < reps; ++k) bu_check(genie_tensor_read(t, 0, buf.data(), n), "genie_tensor_read");
       const double rd = 8.0 * static_cast<double>(n) * reps / (bu_now_s() - t0) / 1e9;
+      // The memory limit: one copy of the same size (a transfer makes two,
+      // through the kernel, on the same memory bus).
+      t0 = bu_now_s();
+      for (int k = 0; k < reps; ++k) {
+        std::memcpy(copy.data(), buf.data(), n);
+        asm volatile("" : : "r"(copy.data()) : "memory");  // keep the copy
+      }
+      m_gbps[i].push_back(8.0 * static_cast<double>(n) * reps / (bu_now_s() - t0) / 1e9);
       w_gbps[i].push_back(w);
       r_gbps[i].push_back(rd);
       if (ip > 0) {
@@ -130,8 +138,8 @@ int main(int argc, char** argv) {
     const bu_stats_t s = bu_stats(iperf.data(), iperf.size());
     std::printf("iperf3: median %.1f Gbit/s (min %.1f, max %.1f)\n\n", s.median, s.min, s.max);
   }
-  std::printf("%10s  %22s  %22s  %14s  %14s\n", "size", "write Gbit/s med (min)", "read Gbit/s med (min)",
-              "write/iperf3", "read/iperf3");
+  std::printf("%10s  %22s  %22s  %14s  %14s  %14s\n", "size", "write Gbit/s med (min)", "read Gbit/s med (min)",
+              "write/iperf3", "read/iperf3", "memcpy Gbit/s");
   FILE* json = bu_json_open(o.json_path);
   if (json) std::fprintf(json, "{\"bench\":\"tensor_throughput\",\"rounds\":%d,\"rows\":[", rounds);
   for (size_t i = 0; i < ns; ++i) {
@@ -148,16 +156,20 @@ int main(int argc, char** argv) {
       wr = bu_stats(w_ratio[i].data(), w_ratio[i].size()).median;
       rr = bu_stats(r_ratio[i].data(), r_ratio[i].size()).median;
       std::printf("  %14.2f  %14.2f", wr, rr);
+    } else {
+      std::printf("  %14s  %14s", "-", "-");
     }
+    const double mc = bu_stats(m_gbps[i].data(), m_gbps[i].size()).median;
+    std::printf("  %14.2f", mc);
     std::printf("\n");
     if (json)
-      std::fprintf(json, "%s{\"bytes\":%zu,\"write_gbps\":%.3f,\"read_gbps\":%.3f,\"write_ratio\":%.4f,\"read_ratio\":%.4f}",
-                   i ? "," : "", n, w.median, rd.median, wr, rr);
+      std::fprintf(json, "%s{\"bytes\":%zu,\"write_gbps\":%.3f,\"read_gbps\":%.3f,\"write_ratio\":%.4f,\"read_ratio\":%.4f,\"memcpy_gbps\":%.3f}",
+                   i ? "," : "", n, w.median, rd.median, wr, rr, mc);
   }
   if (json) std::fprintf(json, "]}\n");
   bu_json_close(json, o.json_path);
   genie_tensor_destroy(t);
   genie_shutdown(ctx);
-  genie_server_destroy(server);
+  bsp_stop(&server);
   return 0;
 }

@@ -11,6 +11,7 @@
 #include <exception>
 
 #include "core/error.hpp"
+#include "core/spin.hpp"
 #include "dataplane/loop_hooks.hpp"
 #include "core/log.hpp"
 
@@ -93,17 +94,23 @@ bool LoopThread::on_loop_thread() const { return std::this_thread::get_id() == t
 LoopThread* LoopThread::current() { return tls_current; }
 
 bool LoopThread::post(std::function<void()> fn) {
-  bool first;
+  bool wake_loop;
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (stopping_) return false;
     queue_.push_back(std::move(fn));
-    first = !wake_pending_;
-    wake_pending_ = true;
+    wake_loop = needs_wake();
   }
   // Outside the lock, so that the woken loop does not block on it. Only the
   // first task since the last drain writes: the others ride along.
-  if (first) wake();
+  if (wake_loop) wake();
+  return true;
+}
+
+bool LoopThread::needs_wake() {
+  // A spinning loop takes the queue itself (run()).
+  if (wake_pending_ || spinning_) return false;
+  wake_pending_ = true;
   return true;
 }
 
@@ -121,15 +128,44 @@ void LoopThread::drain() {
   uint64_t count;
   while (::read(wake_fd_, &count, sizeof count) < 0 && errno == EINTR) {
   }
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    wake_pending_ = false;
+  }
+  run_queued();
+}
+
+void LoopThread::run_queued() {
   std::vector<std::function<void()>> batch;
   {
     std::lock_guard<std::mutex> lk(mu_);
     batch.swap(queue_);
-    wake_pending_ = false;
   }
   for (auto& fn : batch) {
     if (fn) run_guarded(fn, "posted task");
   }
+}
+
+void LoopThread::spin_after_events() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    spinning_ = true;
+  }
+  spin_until(
+      [this] {
+        uv_run(&loop_, UV_RUN_NOWAIT);
+        if (!stop_task_ran_) run_queued();
+        return stop_task_ran_;
+      },
+      kLoopSpin);
+  bool queued;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    spinning_ = false;
+    queued = !queue_.empty();
+  }
+  // Posted while the loop was deciding to stop spinning: nobody woke it.
+  if (queued && !stop_task_ran_) run_queued();
 }
 
 void LoopThread::stop(std::function<void()> before_close) {
@@ -145,8 +181,7 @@ void LoopThread::stop(std::function<void()> before_close) {
         stop_task_ran_ = true;
         uv_stop(&loop_);
       });
-      first = !wake_pending_;
-      wake_pending_ = true;
+      first = needs_wake();
     }
   }
   if (first) wake();
@@ -179,7 +214,10 @@ void LoopThread::run() {
   // uv_run returns only through uv_stop (wake_ keeps the loop alive); a
   // uv_stop from anyone but the stop task must not end the thread while
   // post() still accepts tasks.
-  while (!stop_task_ran_) uv_run(&loop_, UV_RUN_DEFAULT);
+  while (!stop_task_ran_) {
+    uv_run(&loop_, UV_RUN_ONCE);
+    if (!stop_task_ran_) spin_after_events();
+  }
   // Teardown: close what is left and run the loop until every close
   // callback ran and every request (e.g. a getaddrinfo on the thread pool)
   // finished; callbacks may open new handles, so repeat until

@@ -58,6 +58,16 @@ class LoopThread {
  private:
   void run();
   void drain();
+  // Runs the tasks queued so far.
+  void run_queued();
+  // Events come in bursts (a reply is followed by the next request): after
+  // handling some, the loop polls its handles and its queue for a short
+  // while (core/spin.hpp) before it blocks again, and posters do not write
+  // the eventfd meanwhile.
+  void spin_after_events();
+  // With mu_ held, after queuing: whether the poster must write the
+  // eventfd.
+  bool needs_wake();
   void run_close_hooks();
   // Makes the loop call drain(); called by posters after queuing.
   void wake();
@@ -71,6 +81,7 @@ class LoopThread {
   std::mutex mu_;
   std::vector<std::function<void()>> queue_;
   bool wake_pending_ = false;  // an eventfd write not yet answered by drain()
+  bool spinning_ = false;      // spin_after_events() takes the queue
   bool stopping_ = false;
   std::thread thread_;
   std::thread::id thread_id_;

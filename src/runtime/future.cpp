@@ -1,8 +1,10 @@
 #include "runtime/future.hpp"
 
 #include <chrono>
+#include <algorithm>
 
 #include "core/error.hpp"
+#include "core/spin.hpp"
 #include "runtime/context.hpp"
 
 namespace genie {
@@ -16,6 +18,7 @@ void FutureState::complete(FutureResult&& r) {
     std::lock_guard<std::mutex> lk(mu_);
     result_ = std::move(r);
     done_ = true;
+    done_flag_.store(true, std::memory_order_release);
     status = result_.status;
     if (cb_ && handle_) {
       cb = cb_;
@@ -36,6 +39,12 @@ void FutureState::complete(FutureResult&& r) {
 }
 
 genie_status_t FutureState::wait(int64_t timeout_ms) {
+  // A remote tiny graph completes within tens of microseconds: polling
+  // first spares the completing thread a wake-up (core/spin.hpp).
+  if (timeout_ms != 0)
+    spin_until([this] { return done_flag_.load(std::memory_order_acquire); },
+               timeout_ms < 0 ? kReplySpin
+                              : std::min<std::chrono::microseconds>(kReplySpin, std::chrono::milliseconds(timeout_ms)));
   std::unique_lock<std::mutex> lk(mu_);
   if (timeout_ms < 0) {
     cv_.wait(lk, [this] { return done_; });

@@ -2,6 +2,7 @@
 // whichever mode ran it, its waiters and its completion callback.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -59,6 +60,7 @@ class FutureState {
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
+  std::atomic<bool> done_flag_{false};  // done_, readable without mu_ (wait()'s spin)
   bool cb_running_ = false;
   FutureResult result_;
   genie_future_callback_t cb_ = nullptr;

@@ -929,6 +929,38 @@ TEST(ControlLoopThread, PostsFromManyThreadsKeepEachThreadsOrder) {
   }
 }
 
+// Round trips between a thread and the loop, each posted right after the
+// loop ran the previous one: the loop is then polling its queue (it skips
+// the eventfd) or just stopping to (core/spin.hpp). A task stranded by that
+// hand-over never runs and the wait below fails; one posted late at every
+// step would show as a timeout, not as a slow test.
+TEST(ControlLoopThread, TasksPostedWhileTheLoopPollsAllRunPromptly) {
+  LoopThread lt;
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0;
+  constexpr int kRounds = 3000;
+  for (int i = 0; i < kRounds; ++i) {
+    ASSERT_TRUE(lt.post([&] {
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        ++done;
+      }
+      cv.notify_all();
+    }));
+    std::unique_lock<std::mutex> lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, std::chrono::seconds(5), [&] { return done == i + 1; }))
+        << "task " << i << " did not run";
+    // Every few rounds, wait past the loop's polling so that the next post
+    // meets a loop that has just gone back to sleep.
+    if (i % 97 == 0) {
+      lk.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(150));
+    }
+  }
+  EXPECT_EQ(done, kRounds);
+}
+
 TEST(ControlLoopThread, PostFromTheLoopRunsAfterTheCurrentTask) {
   LoopThread lt;
   std::vector<std::string> ev;

@@ -1,6 +1,7 @@
 // The client's calls: requests in flight on the loop thread, their replies
 // and completions, graph resubmission, and batched tensor frees.
 #include "control/client/impl.hpp"
+#include "core/spin.hpp"
 
 namespace genie {
 
@@ -30,6 +31,14 @@ void RemoteClient::Impl::transact(const std::shared_ptr<Call>& call, std::string
       }))
     fail(GENIE_ERR_SHUTDOWN, "the connection to ", addr, " has been closed (shut down)");
 
+  // Replies to small requests come within tens of microseconds: polling
+  // first spares the loop thread a wake-up of this one (core/spin.hpp).
+  spin_until(
+      [&] {
+        std::lock_guard<std::mutex> lk(call->mu);
+        return call->finished();
+      },
+      kReplySpin);
   std::unique_lock<std::mutex> lk(call->mu);
   if (!call->cv.wait_for(lk, timeout, [&] { return call->finished(); })) {
     lk.unlock();

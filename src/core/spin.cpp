@@ -1,0 +1,57 @@
+#include "core/spin.hpp"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+
+namespace genie {
+namespace {
+
+constexpr auto kSampleEvery = std::chrono::milliseconds(5);
+
+int usable_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return CPU_COUNT(&set);
+}
+
+// The runnable-thread count: the numerator of /proc/loadavg's fourth field
+// ("running/total"); -1 if it cannot be read.
+int runnable_threads() {
+  const int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char buf[128];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  double l1, l5, l15;
+  int running = -1, total;
+  if (std::sscanf(buf, "%lf %lf %lf %d/%d", &l1, &l5, &l15, &running, &total) != 5) return -1;
+  return running;
+}
+
+}  // namespace
+
+bool spin_allowed() {
+  static const int cpus = usable_cpus();
+  static std::atomic<int64_t> next_sample_ns{0};
+  static std::atomic<bool> allowed{false};
+  if (cpus < 2) return false;  // the thread waited for could not run meanwhile
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t due = next_sample_ns.load(std::memory_order_relaxed);
+  if (now >= due &&
+      next_sample_ns.compare_exchange_strong(
+          due, now + std::chrono::duration_cast<std::chrono::nanoseconds>(kSampleEvery).count())) {
+    const int running = runnable_threads();
+    allowed.store(running >= 0 && running <= cpus + 2, std::memory_order_relaxed);
+  }
+  return allowed.load(std::memory_order_relaxed);
+}
+
+}  // namespace genie
