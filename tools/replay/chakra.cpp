@@ -60,6 +60,7 @@ class Wire {
       : p_(p), end_(p + n), where_(where), base_(base), start_(p) {}
 
   bool done() const { return p_ >= end_; }
+  void advance(size_t n) { p_ += n; }
   size_t offset() const { return base_ + static_cast<size_t>(p_ - start_); }
 
   [[noreturn]] void bad(const std::string& what) const {
@@ -258,15 +259,26 @@ Trace parse_trace(const std::string& path, const std::string& raw) {
   bool first = true;
   while (!stream.done()) {
     const size_t at = stream.offset();
-    Wire msg = stream.sub();
+    const uint64_t len = stream.varint();
+    const uint64_t left = bytes.size() - stream.offset();
+    if (len > left)
+      stream.bad(cat("truncated or not a Chakra trace: the ", first ? "metadata" : "node", " message at byte ", at,
+                     " declares ", len, " bytes, ", left, " remain",
+                     t.nodes.empty() ? std::string() : cat(" (after ", t.nodes.back().label(), ")")));
+    Wire msg(reinterpret_cast<const uint8_t*>(bytes.data()) + stream.offset(), len, &t.path, stream.offset());
+    stream.advance(len);
     if (first) {
       // GlobalMetadata {1: string version; 2: repeated AttributeProto attr}.
-      while (!msg.done()) {
-        auto [f, wt] = msg.tag();
-        if (f == 1 && wt == kLen)
-          t.version = msg.bytes();
-        else
-          msg.skip(wt);
+      try {
+        while (!msg.done()) {
+          auto [f, wt] = msg.tag();
+          if (f == 1 && wt == kLen)
+            t.version = msg.bytes();
+          else
+            msg.skip(wt);
+        }
+      } catch (const Error& e) {
+        fail(e.code(), e.detail(), " (not a Chakra trace: the first message is not a GlobalMetadata)");
       }
       first = false;
       continue;

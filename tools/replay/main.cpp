@@ -260,6 +260,10 @@ int run_local(const Options& o) {
   if (!o.system.empty()) x.system = load_system(o.system);
   if (!o.memory.empty()) load_memory(o.memory);
   for (int r = 0; r < ranks; ++r) {
+    if (r > 0 && access(trace_path(o.workload, r).c_str(), F_OK) != 0)
+      fail(GENIE_ERR_INVALID_ARGUMENT, "the run has ", ranks, " ranks (",
+           o.ranks ? "--ranks" : cat("logical topology file ", o.topology), ") but the workload has files for ranks 0..",
+           r - 1, " only: ", trace_path(o.workload, r), " is missing");
     x.traces.push_back(read_trace(trace_path(o.workload, r)));
     validate_trace(x.traces.back(), r, ranks);
   }
