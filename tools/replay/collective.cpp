@@ -22,12 +22,35 @@ uint64_t mix(uint64_t x) {  // splitmix64's finaliser
   return x ^ (x >> 31);
 }
 
-uint32_t pat_u(uint64_t src, uint64_t seq, uint64_t chunk, uint64_t e) {
-  return static_cast<uint32_t>(mix(src * 0x9e3779b97f4a7c15ull + mix(seq * 0x100000001b3ull + chunk) + e * 0xd6e8feb86659fd93ull));
+// The patterns are cheap per element (one multiply, or one add and a
+// modulo) so that filling and checking stay small beside the transfer: a
+// hash of (source, collective, chunk) sets them apart, the element index
+// varies them along the buffer.
+uint64_t base_of(uint64_t src, uint64_t seq, uint64_t chunk) {
+  return mix(mix(src * 0x9e3779b97f4a7c15ull + 1) ^ mix(seq * 0x100000001b3ull + chunk + 7));
 }
-// Integers in [-127, 127]: a sum over 65536 ranks stays exact in float32.
-float pat_f(uint64_t src, uint64_t seq, uint64_t chunk, uint64_t e) {
-  return static_cast<float>(static_cast<int>((pat_u(src, seq, chunk, e) >> 8) % 255u) - 127);
+// Fills n elements starting at element e0, and counts those that differ.
+void fill_u(uint32_t* p, uint64_t n, uint64_t src, uint64_t seq, uint64_t chunk, uint64_t e0) {
+  const uint32_t b = static_cast<uint32_t>(base_of(src, seq, chunk));
+  for (uint64_t i = 0; i < n; ++i) p[i] = b ^ static_cast<uint32_t>((e0 + i) * 0x9e3779b1u);
+}
+uint64_t wrong_u(const uint32_t* p, uint64_t n, uint64_t src, uint64_t seq, uint64_t chunk, uint64_t e0) {
+  const uint32_t b = static_cast<uint32_t>(base_of(src, seq, chunk));
+  uint64_t w = 0;
+  for (uint64_t i = 0; i < n; ++i) w += p[i] != (b ^ static_cast<uint32_t>((e0 + i) * 0x9e3779b1u));
+  return w;
+}
+void fill_f(float* p, uint64_t n, uint64_t src, uint64_t seq, uint64_t chunk) {
+  const uint64_t b = base_of(src, seq, chunk) % 255;
+  for (uint64_t i = 0; i < n; ++i) p[i] = static_cast<float>(static_cast<int>((b + i) % 255) - 127);
+}
+// The sum over `group` of their patterns, into p.
+void fill_sum(float* p, uint64_t off, uint64_t n, const std::vector<int>& group, uint64_t seq, uint64_t chunk) {
+  std::fill(p + off, p + off + n, 0.0f);
+  for (int r : group) {
+    const uint64_t b = base_of(r, seq, chunk) % 255;
+    for (uint64_t i = off; i < off + n; ++i) p[i] += static_cast<float>(static_cast<int>((b + i) % 255) - 127);
+  }
 }
 
 uint64_t split(uint64_t off, uint64_t len, uint64_t k, uint64_t j) { return off + len * j / k; }
@@ -253,11 +276,6 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
   const SystemConfig& sys = env.system;
   CollResult res;
   res.group = G;
-  auto sum_at = [&](uint64_t e) {
-    float s = 0;
-    for (int r : group) s += pat_f(r, seq, c, e);
-    return s;
-  };
   auto flat_algo = [&](const std::vector<Algo>& v) { return sys.algo(v, stages.empty() ? 0 : stages[0].dim); };
 
   switch (spec.type) {
@@ -266,7 +284,7 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
     case CollType::ReduceScatterBlock: {
       const bool ar = spec.type == CollType::AllReduce;
       std::vector<float> buf(E);
-      for (uint64_t e = 0; e < E; ++e) buf[e] = pat_f(rank, seq, c, e);
+      fill_f(buf.data(), E, rank, seq, c);
       std::vector<std::pair<Range, bool>> done;  // each stage's range, and whether it was a tree all-reduce
       Range r{0, E};
       uint32_t st = 0;
@@ -290,13 +308,15 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
         r = Range{0, E};
       }
       run.end_comm();
-      for (uint64_t e = r.off; e < r.off + r.len; ++e) res.wrong += buf[e] != sum_at(e);
+      std::vector<float> want(E);
+      fill_sum(want.data(), r.off, r.len, group, seq, c);
+      for (uint64_t e = r.off; e < r.off + r.len; ++e) res.wrong += buf[e] != want[e];
       res.elements = r.len;
       break;
     }
     case CollType::AllGather: {
       std::vector<uint32_t> buf(E * G);
-      for (uint64_t e = 0; e < E; ++e) buf[me * E + e] = pat_u(rank, seq, c, e);
+      fill_u(buf.data() + me * E, E, rank, seq, c, 0);
       // Before the stage of dimension d this rank holds the blocks whose
       // group coordinates match its own from d on: contiguous, since the
       // group order has dimension 0 fastest.
@@ -310,15 +330,14 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
         stride *= k;
       }
       run.end_comm();
-      for (int j = 0; j < G; ++j)
-        for (uint64_t e = 0; e < E; ++e) res.wrong += buf[j * E + e] != pat_u(group[j], seq, c, e);
+      for (int j = 0; j < G; ++j) res.wrong += wrong_u(buf.data() + j * E, E, group[j], seq, c, 0);
       res.elements = E * G;
       break;
     }
     case CollType::AllToAll: {
       const uint64_t P = (E + G - 1) / G;  // elements per destination
       std::vector<uint32_t> in(P * G), out(P * G);
-      for (uint64_t e = 0; e < P * G; ++e) in[e] = pat_u(rank, seq, c, e);
+      fill_u(in.data(), P * G, rank, seq, c, 0);
       std::memcpy(out.data() + me * P, in.data() + me * P, P * 4);
       const Algo a = flat_algo(sys.all_to_all);
       std::vector<Xfer> sends, recvs;
@@ -335,8 +354,7 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
       }
       if (!sends.empty()) run.step(sends, recvs);
       run.end_comm();
-      for (int j = 0; j < G; ++j)
-        for (uint64_t e = 0; e < P; ++e) res.wrong += out[j * P + e] != pat_u(group[j], seq, c, me * P + e);
+      for (int j = 0; j < G; ++j) res.wrong += wrong_u(out.data() + j * P, P, group[j], seq, c, me * P);
       res.elements = P * G;
       break;
     }
@@ -345,7 +363,7 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
       const bool scatter = spec.type == CollType::Scatter;
       std::vector<uint32_t> buf(scatter ? E * G : E);
       if (me == 0)
-        for (uint64_t e = 0; e < buf.size(); ++e) buf[e] = pat_u(group[0], seq, c, e);
+        fill_u(buf.data(), buf.size(), group[0], seq, c, 0);
       const Algo a = flat_algo(sys.all_reduce);
       if (scatter || a == Algo::Direct) {
         std::vector<Xfer> sends, recvs;
@@ -367,7 +385,7 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
       }
       run.end_comm();
       const uint64_t off = scatter ? me * E : 0;
-      for (uint64_t e = 0; e < E; ++e) res.wrong += buf[off + e] != pat_u(group[0], seq, c, off + e);
+      res.wrong += wrong_u(buf.data() + off, E, group[0], seq, c, off);
       res.elements = E;
       break;
     }
@@ -377,7 +395,7 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
       const Algo a = flat_algo(sys.all_reduce);
       if (gather) {
         std::vector<uint32_t> buf(E * G);
-        for (uint64_t e = 0; e < E; ++e) buf[me * E + e] = pat_u(rank, seq, c, e);
+        fill_u(buf.data() + me * E, E, rank, seq, c, 0);
         std::vector<Xfer> sends, recvs;
         if (me == 0)
           for (int j = 1; j < G; ++j) recvs.push_back({group[j], buf.data() + j * E, E, run.key(0, 0)});
@@ -387,13 +405,13 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
         run.end_comm();
         if (me == 0) {
           for (int j = 0; j < G; ++j)
-            for (uint64_t e = 0; e < E; ++e) res.wrong += buf[j * E + e] != pat_u(group[j], seq, c, e);
+            res.wrong += wrong_u(buf.data() + j * E, E, group[j], seq, c, 0);
           res.elements = E * G;
         }
         break;
       }
       std::vector<float> buf(E), tmp(E);
-      for (uint64_t e = 0; e < E; ++e) buf[e] = pat_f(rank, seq, c, e);
+      fill_f(buf.data(), E, rank, seq, c);
       if (a == Algo::Direct) {
         if (me == 0) {
           std::vector<float> all(E * (G - 1));
@@ -425,7 +443,8 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
       }
       run.end_comm();
       if (me == 0) {
-        for (uint64_t e = 0; e < E; ++e) res.wrong += buf[e] != sum_at(e);
+        fill_sum(tmp.data(), 0, E, group, seq, c);
+        for (uint64_t e = 0; e < E; ++e) res.wrong += buf[e] != tmp[e];
         res.elements = E;
       }
       break;
@@ -467,13 +486,11 @@ uint64_t p2p_key(uint32_t tag, uint32_t occurrence) {
 }
 
 void fill_p2p(std::vector<uint32_t>& buf, int src, uint32_t tag, uint32_t occurrence) {
-  for (uint64_t e = 0; e < buf.size(); ++e) buf[e] = pat_u(src, 0x80000000u | tag, occurrence, e);
+  fill_u(buf.data(), buf.size(), src, 0x80000000u | tag, occurrence, 0);
 }
 
 uint64_t check_p2p(const std::vector<uint32_t>& buf, int src, uint32_t tag, uint32_t occurrence) {
-  uint64_t wrong = 0;
-  for (uint64_t e = 0; e < buf.size(); ++e) wrong += buf[e] != pat_u(src, 0x80000000u | tag, occurrence, e);
-  return wrong;
+  return wrong_u(buf.data(), buf.size(), src, 0x80000000u | tag, occurrence, 0);
 }
 
 std::vector<int> collective_group(const Topology& topo, int rank, const std::vector<bool>& involved) {

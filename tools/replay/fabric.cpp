@@ -1,5 +1,6 @@
 #include "fabric.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <future>
 
@@ -51,7 +52,8 @@ struct Fabric::Pending {
   bool arriving = false;     // a frame for this key has begun
   bool arrived = false;      // and its payload is complete (in `held` unless direct)
   bool direct = false;       // the payload goes straight to dst
-  std::shared_ptr<std::vector<char>> held;
+  std::shared_ptr<char[]> held;  // not zeroed: every byte is overwritten
+  uint64_t held_len = 0;
 };
 
 Fabric::Fabric(const std::string& transport, int rank, int size, const std::string& bind_host,
@@ -188,7 +190,7 @@ void Fabric::on_data(int src, const dataplane::FrameHeader& h, dataplane::Payloa
     received_ += len;
     p->arrived = true;
     if (p->op) {
-      if (!p->direct && len == p->len && len > 0) std::memcpy(p->dst, p->held->data(), len);
+      if (!p->direct && len == p->len && len > 0) std::memcpy(p->dst, p->held.get(), len);
       if (len != p->len) {
         p->op->status = GENIE_ERR_SIZE_MISMATCH;
         p->op->detail = cat("rank ", src, " sent ", len, " bytes, the receive expects ", p->len);
@@ -202,8 +204,9 @@ void Fabric::on_data(int src, const dataplane::FrameHeader& h, dataplane::Payloa
     p->direct = true;
     sink->dst = p->dst;
   } else {
-    p->held = std::make_shared<std::vector<char>>(h.payload_len);
-    sink->dst = p->held->data();
+    p->held = std::shared_ptr<char[]>(new char[std::max<uint64_t>(h.payload_len, 1)]);
+    p->held_len = h.payload_len;
+    sink->dst = p->held.get();
     sink->keep = p->held;
   }
   if (h.payload_len == 0) {
@@ -228,11 +231,11 @@ Fabric::OpPtr Fabric::irecv(int peer, uint64_t key, void* dst, uint64_t len) {
   p.dst = dst;
   p.len = len;
   if (p.arrived) {
-    if (p.held->size() == len) {
-      if (len) std::memcpy(dst, p.held->data(), len);
+    if (p.held_len == len) {
+      if (len) std::memcpy(dst, p.held.get(), len);
     } else {
       op->status = GENIE_ERR_SIZE_MISMATCH;
-      op->detail = cat("rank ", peer, " sent ", p.held->size(), " bytes, the receive expects ", len);
+      op->detail = cat("rank ", peer, " sent ", p.held_len, " bytes, the receive expects ", len);
     }
     op->done = true;
     pending_.erase(std::make_pair(peer, key));
@@ -253,16 +256,18 @@ Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t l
     }
   }
   if (peer == rank_) {  // to itself: a copy, matched like any other
-    auto r = std::make_shared<std::vector<char>>(static_cast<const char*>(data), static_cast<const char*>(data) + len);
+    std::shared_ptr<char[]> r(new char[std::max<uint64_t>(len, 1)]);
+    if (len) std::memcpy(r.get(), data, len);
     std::lock_guard<std::mutex> lk(mu_);
     auto& slot = pending_[std::make_pair(peer, key)];
     if (!slot) slot = std::make_shared<Pending>();
     Pending& p = *slot;
     p.arriving = p.arrived = true;
     p.held = r;
+    p.held_len = len;
     if (p.op) {
       if (p.len == len) {
-        if (len) std::memcpy(p.dst, r->data(), len);
+        if (len) std::memcpy(p.dst, r.get(), len);
       } else {
         p.op->status = GENIE_ERR_SIZE_MISMATCH;
         p.op->detail = cat("rank ", peer, " sent ", len, " bytes, the receive expects ", p.len);
