@@ -6,7 +6,7 @@ mlcommons/chakra, written from its field numbers): a varint32-delimited
 stream, GlobalMetadata first, then Nodes.
 
   chakra_gen.py coll PREFIX --ranks N --type all_reduce --size BYTES
-                [--iters K] [--involved 1,0] [--compute US] [--gzip]
+                [--iters K] [--involved 1,0] [--compute US] [--gzip] [--barrier]
   chakra_gen.py p2p PREFIX --ranks N --size BYTES
   chakra_gen.py unmatched PREFIX --ranks N     (rank 1 waits for a send that never comes)
   chakra_gen.py badtype PREFIX --ranks N       (rank 2 has a node of type 42)
@@ -91,6 +91,10 @@ def coll_nodes(rank, a):
         if a.compute:
             nodes.append(node(nid, f"compute_{i}", COMP, [prev] if prev else [], a.compute, [("is_cpu_op", False)]))
             prev, nid = nid, nid + 1
+        if a.barrier:  # lines the ranks up, as a benchmark's barrier does
+            bid = nid + 1000 * rank
+            nodes.append(node(bid, f"barrier_{i}", COLLN, [prev] if prev else [], 0, [("comm_type", COLL["barrier"])]))
+            prev, nid = bid, nid + 1
         attrs = [("is_cpu_op", False), ("comm_type", COLL[a.type]), ("comm_size", a.size)]
         if a.involved:
             attrs.append(("involved_dim", [bool(int(x)) for x in a.involved.split(",")]))
@@ -128,6 +132,7 @@ def main():
     p.add_argument("--involved", default="")
     p.add_argument("--compute", type=int, default=0)
     p.add_argument("--gzip", action="store_true")
+    p.add_argument("--barrier", action="store_true", help="a barrier before each collective")
     a = p.parse_args()
     for r in range(a.ranks):
         if a.kind == "coll":

@@ -5,6 +5,9 @@
 #include <cstring>
 #include <climits>
 #include <exception>
+#include <map>
+#include <memory>
+#include <tuple>
 #include <mutex>
 #include <thread>
 
@@ -40,18 +43,89 @@ uint64_t wrong_u(const uint32_t* p, uint64_t n, uint64_t src, uint64_t seq, uint
   for (uint64_t i = 0; i < n; ++i) w += p[i] != (b ^ static_cast<uint32_t>((e0 + i) * 0x9e3779b1u));
   return w;
 }
+// The float pattern repeats every 255 elements: one period, then copies.
 void fill_f(float* p, uint64_t n, uint64_t src, uint64_t seq, uint64_t chunk) {
   const uint64_t b = base_of(src, seq, chunk) % 255;
   for (uint64_t i = 0; i < n; ++i) p[i] = static_cast<float>(static_cast<int>((b + i) % 255) - 127);
 }
-// The sum over `group` of their patterns, into p.
-void fill_sum(float* p, uint64_t off, uint64_t n, const std::vector<int>& group, uint64_t seq, uint64_t chunk) {
-  std::fill(p + off, p + off + n, 0.0f);
+// Counts the elements of p[off, off + n) that differ from the sum over
+// `group` of their patterns (periodic too: one period is summed).
+uint64_t wrong_sum(const float* p, uint64_t off, uint64_t n, const std::vector<int>& group, uint64_t seq,
+                   uint64_t chunk) {
+  float period[255] = {};
   for (int r : group) {
     const uint64_t b = base_of(r, seq, chunk) % 255;
-    for (uint64_t i = off; i < off + n; ++i) p[i] += static_cast<float>(static_cast<int>((b + i) % 255) - 127);
+    for (uint64_t j = 0; j < 255; ++j) period[j] += static_cast<float>(static_cast<int>((b + j) % 255) - 127);
   }
+  uint64_t w = 0, j = off % 255;
+  for (uint64_t i = off; i < off + n; ++i) {
+    w += p[i] != period[j];
+    if (++j == 255) j = 0;
+  }
+  return w;
 }
+
+// Buffers of collectives come from a pool and are not zeroed: a
+// collective's buffers are as large as its data, so allocating (and having
+// the kernel zero) fresh ones for each collective would cost more than the
+// transfer on a busy host. Every element is written before it is read;
+// leftovers of an earlier collective carry another pattern and fail the
+// check.
+class Pool {
+ public:
+  static Pool& get() {
+    static Pool* p = new Pool;  // never destroyed: rank threads may outlive statics
+    return *p;
+  }
+  std::pair<std::unique_ptr<char[]>, size_t> take(size_t bytes) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = free_.lower_bound(bytes);
+    if (it == free_.end()) return {std::unique_ptr<char[]>(new char[std::max<size_t>(bytes, 1)]), bytes};
+    auto out = std::make_pair(std::move(it->second), it->first);
+    held_ -= it->first;
+    free_.erase(it);
+    return out;
+  }
+  void give(std::unique_ptr<char[]> p, size_t cap) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (held_ + cap > (size_t{1} << 30)) return;  // keep at most 1 GiB idle
+    held_ += cap;
+    free_.emplace(cap, std::move(p));
+  }
+
+ private:
+  std::mutex mu_;
+  std::multimap<size_t, std::unique_ptr<char[]>> free_;
+  size_t held_ = 0;
+};
+
+template <class T>
+class Scratch {
+ public:
+  Scratch() = default;
+  explicit Scratch(uint64_t n) { resize(n); }
+  ~Scratch() {
+    if (mem_) Pool::get().give(std::move(mem_), cap_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  // Room for n elements; the contents are not kept.
+  void resize(uint64_t n) {
+    if (n * sizeof(T) > cap_ || !mem_) {
+      if (mem_) Pool::get().give(std::move(mem_), cap_);
+      std::tie(mem_, cap_) = Pool::get().take(n * sizeof(T));
+    }
+    n_ = n;
+  }
+  T* data() { return reinterpret_cast<T*>(mem_.get()); }
+  uint64_t size() const { return n_; }
+  T& operator[](uint64_t i) { return data()[i]; }
+
+ private:
+  std::unique_ptr<char[]> mem_;
+  size_t cap_ = 0;
+  uint64_t n_ = 0;
+};
 
 uint64_t split(uint64_t off, uint64_t len, uint64_t k, uint64_t j) { return off + len * j / k; }
 
@@ -97,6 +171,31 @@ class ChunkRun {
     }
   }
 
+  // One transfer in flight, for algorithms that post every receive of
+  // theirs up front (so that no payload waits in a staging buffer).
+  struct Posted {
+    Fabric::OpPtr op;
+    Xfer x;
+    bool recv;
+  };
+  Posted post(const Xfer& x, bool recv) {
+    if (begin_ < 0) begin_ = env_.timeline.now_ns();
+    return Posted{recv ? env_.fabric.irecv(x.peer, x.key, x.ptr, x.elems * 4)
+                       : env_.fabric.isend(x.peer, x.key, x.ptr, x.elems * 4),
+                  x, recv};
+  }
+  void wait(const Posted& p) {
+    const bool ev = env_.timeline.events();
+    const int64_t t0 = ev ? env_.timeline.now_ns() : 0;
+    env_.fabric.wait(p.op, [&] {
+      return cat(p.recv ? "a receive from rank " : "a send to rank ", p.x.peer, " of ", p.x.elems * 4, " bytes in ",
+                 coll_type_name(spec_.type), " #", spec_.seq, " chunk ", chunk_, " (", spec_.name, ")");
+    });
+    if (ev)
+      env_.timeline.add(TraceEvent{cat(p.recv ? "wait recv from " : "wait send to ", p.x.peer, " ", p.x.elems * 4, " B"),
+                                   p.recv ? "recv" : "send", t0, env_.timeline.now_ns() - t0, env_.lane});
+  }
+
   static void reduce_into(float* dst, const float* src, uint64_t n) {
     for (uint64_t i = 0; i < n; ++i) dst[i] += src[i];
   }
@@ -117,7 +216,7 @@ class ChunkRun {
     if (k == 1) return r;
     if (algo == Algo::Direct) {
       const Range mine = part(i);
-      std::vector<float> tmp(mine.len * (k - 1));
+      Scratch<float> tmp(mine.len * (k - 1));
       std::vector<Xfer> sends, recvs;
       int n = 0;
       for (int j = 0; j < k; ++j) {
@@ -131,7 +230,7 @@ class ChunkRun {
     }
     if (algo == Algo::HalvingDoubling && pow2(k)) {
       int lo = 0, hi = k;
-      std::vector<float> tmp;
+      Scratch<float> tmp;
       for (uint32_t s = 0; hi - lo > 1; ++s) {
         const int half = (hi - lo) / 2, mid = lo + half;
         const bool low = i < mid;
@@ -148,14 +247,22 @@ class ChunkRun {
     }
     // Ring (also the reduce-scatter of a double binary tree dimension and
     // of halving-doubling on a group size that is not a power of two).
+    // Step s sends the part reduced in step s - 1; every receive is posted
+    // first, each into its own staging slot.
     const int right = m[(i + 1) % k], left = m[(i - 1 + k) % k];
-    std::vector<float> tmp;
+    uint64_t slot = 0;
+    for (int j = 0; j < k; ++j) slot = std::max(slot, part(j).len);
+    Scratch<float> tmp(slot * (k - 1));
+    std::vector<Posted> recvs, sends;
+    for (int s = 0; s < k - 1; ++s)
+      recvs.push_back(post({left, tmp.data() + slot * s, part((i - s - 2 + 2 * k) % k).len, key(stage, s)}, true));
     for (int s = 0; s < k - 1; ++s) {
       const Range sb = part((i - s - 1 + 2 * k) % k), rb = part((i - s - 2 + 2 * k) % k);
-      tmp.resize(rb.len);
-      step({{right, buf + sb.off, sb.len, key(stage, s)}}, {{left, tmp.data(), rb.len, key(stage, s)}});
-      reduce_into(buf + rb.off, tmp.data(), rb.len);
+      sends.push_back(post({right, buf + sb.off, sb.len, key(stage, s)}, false));
+      wait(recvs[s]);
+      reduce_into(buf + rb.off, tmp.data() + slot * s, rb.len);
     }
+    for (const Posted& p : sends) wait(p);
     return part(i);
   }
 
@@ -184,11 +291,21 @@ class ChunkRun {
       }
       return;
     }
+    // Ring: step s forwards the part received in step s - 1; every receive
+    // lands in its final place, posted first.
     const int right = m[(i + 1) % k], left = m[(i - 1 + k) % k];
+    std::vector<Posted> recvs, sends;
     for (int s = 0; s < k - 1; ++s) {
-      const int sb = (i - s + 2 * k) % k, rb = (i - s - 1 + 2 * k) % k;
-      step({xf(right, sb, sb + 1, s)}, {xf(left, rb, rb + 1, s)});
+      const int rb = (i - s - 1 + 2 * k) % k;
+      recvs.push_back(post(xf(left, rb, rb + 1, s), true));
     }
+    for (int s = 0; s < k - 1; ++s) {
+      const int sb = (i - s + 2 * k) % k;
+      if (s > 0) wait(recvs[s - 1]);
+      sends.push_back(post(xf(right, sb, sb + 1, s), false));
+    }
+    wait(recvs[k - 2]);
+    for (const Posted& p : sends) wait(p);
   }
 
   // All-reduce of `r` among `m` by a double binary tree: each half of the
@@ -205,7 +322,7 @@ class ChunkRun {
         auto pos_of = [&](int idx) { return t == 0 ? idx : k - 1 - idx; };
         auto member = [&](int pos) { return m[t == 0 ? pos : k - 1 - pos]; };
         const int pos = pos_of(i);
-        std::vector<float> tmp(h.len);
+        Scratch<float> tmp(h.len);
         for (int c = 2 * pos + 1; c <= 2 * pos + 2 && c < k; ++c) {
           step({}, {{member(c), tmp.data(), h.len, key(stage, 4 * t)}});
           reduce_into(buf + h.off, tmp.data(), h.len);
@@ -283,7 +400,7 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
     case CollType::ReduceScatter:
     case CollType::ReduceScatterBlock: {
       const bool ar = spec.type == CollType::AllReduce;
-      std::vector<float> buf(E);
+      Scratch<float> buf(E);
       fill_f(buf.data(), E, rank, seq, c);
       std::vector<std::pair<Range, bool>> done;  // each stage's range, and whether it was a tree all-reduce
       Range r{0, E};
@@ -308,14 +425,12 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
         r = Range{0, E};
       }
       run.end_comm();
-      std::vector<float> want(E);
-      fill_sum(want.data(), r.off, r.len, group, seq, c);
-      for (uint64_t e = r.off; e < r.off + r.len; ++e) res.wrong += buf[e] != want[e];
+      res.wrong += wrong_sum(buf.data(), r.off, r.len, group, seq, c);
       res.elements = r.len;
       break;
     }
     case CollType::AllGather: {
-      std::vector<uint32_t> buf(E * G);
+      Scratch<uint32_t> buf(E * G);
       fill_u(buf.data() + me * E, E, rank, seq, c, 0);
       // Before the stage of dimension d this rank holds the blocks whose
       // group coordinates match its own from d on: contiguous, since the
@@ -336,7 +451,7 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
     }
     case CollType::AllToAll: {
       const uint64_t P = (E + G - 1) / G;  // elements per destination
-      std::vector<uint32_t> in(P * G), out(P * G);
+      Scratch<uint32_t> in(P * G), out(P * G);
       fill_u(in.data(), P * G, rank, seq, c, 0);
       std::memcpy(out.data() + me * P, in.data() + me * P, P * 4);
       const Algo a = flat_algo(sys.all_to_all);
@@ -361,7 +476,7 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
     case CollType::Broadcast:
     case CollType::Scatter: {
       const bool scatter = spec.type == CollType::Scatter;
-      std::vector<uint32_t> buf(scatter ? E * G : E);
+      Scratch<uint32_t> buf(scatter ? E * G : E);
       if (me == 0)
         fill_u(buf.data(), buf.size(), group[0], seq, c, 0);
       const Algo a = flat_algo(sys.all_reduce);
@@ -394,7 +509,7 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
       const bool gather = spec.type == CollType::Gather;
       const Algo a = flat_algo(sys.all_reduce);
       if (gather) {
-        std::vector<uint32_t> buf(E * G);
+        Scratch<uint32_t> buf(E * G);
         fill_u(buf.data() + me * E, E, rank, seq, c, 0);
         std::vector<Xfer> sends, recvs;
         if (me == 0)
@@ -410,11 +525,11 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
         }
         break;
       }
-      std::vector<float> buf(E), tmp(E);
+      Scratch<float> buf(E), tmp(E);
       fill_f(buf.data(), E, rank, seq, c);
       if (a == Algo::Direct) {
         if (me == 0) {
-          std::vector<float> all(E * (G - 1));
+          Scratch<float> all(E * (G - 1));
           std::vector<Xfer> recvs;
           for (int j = 1; j < G; ++j) recvs.push_back({group[j], all.data() + (j - 1) * E, E, run.key(0, 0)});
           run.step({}, recvs);
@@ -443,8 +558,7 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
       }
       run.end_comm();
       if (me == 0) {
-        fill_sum(tmp.data(), 0, E, group, seq, c);
-        for (uint64_t e = 0; e < E; ++e) res.wrong += buf[e] != tmp[e];
+        res.wrong += wrong_sum(buf.data(), 0, E, group, seq, c);
         res.elements = E;
       }
       break;
