@@ -14,7 +14,7 @@ set(replay_cases
   "testdata_genie_allgather_replayonly|testdata:genie_allgather/ALL_GATHER:genie_allgather/system_2chunk_replayonly.json:genie_allgather/logical_topology_4.json"
   "algo_ring|algo:ring" "algo_direct|algo:direct" "algo_halving_doubling|algo:halvingDoubling"
   "algo_double_binary_tree|algo:doubleBinaryTree"
-  "p2p|p2p" "corrupt|corrupt" "outputs|outputs" "bad_input|bad" "deadlock|deadlock" "mpi|mpi")
+  "p2p|p2p" "corrupt|corrupt" "outputs|outputs" "bad_input|bad" "deadlock|deadlock" "mpi|mpi" "bench_quick|bench")
 foreach(c ${replay_cases})
   string(REPLACE "|" ";" parts "${c}")
   string(REPLACE ":" ";" parts "${parts}")

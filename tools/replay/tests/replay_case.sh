@@ -10,6 +10,7 @@
 #   bad            bad input: clear errors naming the file and node
 #   deadlock       a receive with no send: reported with the waiting rank
 #   mpi            --launch mpi under mpirun (skipped without Open MPI)
+#   bench          bench/replay_vs_gloo.py once on tiny sizes (no timing asserted)
 # Env: GENIE_BUILD_DIR, GENIE_SOURCE_DIR, CHAKRA_TESTDATA. Exit 0 pass, 77 skip.
 set -uo pipefail
 
@@ -186,8 +187,19 @@ PY
       pass "mpirun -np 4"
     fi
     ;;
+  bench)
+    /usr/bin/python3 "$SRC/bench/replay_vs_gloo.py" --build "$BUILD" --quick --json b.json >out.txt 2>err.txt
+    rc=$?
+    cat out.txt
+    if [ $rc -ne 0 ] || ! /usr/bin/python3 -c 'import json; r = json.load(open("b.json")); assert len(r) == 2 and all(x["genie_busbw_gbps"][0] > 0 and x["genie_wrong"] == 0 for x in r)'; then
+      fail "bench: exit $rc"
+      cat err.txt >&2
+    else
+      pass "replay_vs_gloo.py --quick"
+    fi
+    ;;
   *)
-    echo "usage: replay_case.sh testdata|algo|p2p|corrupt|outputs|bad|deadlock|mpi ..." >&2
+    echo "usage: replay_case.sh testdata|algo|p2p|corrupt|outputs|bad|deadlock|mpi|bench ..." >&2
     exit 2
     ;;
 esac
