@@ -184,18 +184,27 @@ int rank_main(const Options& o, const Experiment& x, const Trace& trace, int ran
     RankReport rep = execute(trace, env, ExecOptions{o.compute_scale, progress});
     rc->report(report_to_json(rep));
     return rep.error.empty() ? kExitOk : kExitFailure;
-  } catch (const Error& e) {
-    const std::string msg = cat(genie_status_str(e.code()), ": ", e.detail());
-    if (rc && started) {
-      RankReport rep;
-      rep.rank = rank;
-      rep.error = msg;
-      rc->report(report_to_json(rep));
-    } else if (rc) {
-      rc->error(cat("rank ", rank, ": ", msg));
-    } else {
-      std::fprintf(stderr, "genie replay: rank %d: %s\n", rank, msg.c_str());
+  } catch (const std::exception& ex) {
+    // Every failure ends here: a forked rank must never unwind into the
+    // launcher's code.
+    const auto* e = dynamic_cast<const Error*>(&ex);
+    const std::string msg = e ? cat(genie_status_str(e->code()), ": ", e->detail()) : cat("GENIE_ERR_INTERNAL: ", ex.what());
+    try {
+      if (rc && started) {
+        RankReport rep;
+        rep.rank = rank;
+        rep.error = msg;
+        rc->report(report_to_json(rep));
+        return kExitFailure;
+      }
+      if (rc) {
+        rc->error(cat("rank ", rank, ": ", msg));
+        return kExitFailure;
+      }
+    } catch (const std::exception&) {
+      // The launcher is gone: say it here instead.
     }
+    std::fprintf(stderr, "genie replay: rank %d: %s\n", rank, msg.c_str());
     return kExitFailure;
   }
 }
