@@ -12,7 +12,7 @@ all-reduce 2(n-1)/n, all-gather (n-1)/n of the gathered size). Prints the
 medians, min-max and the median of the per-pair ratios Genie/Gloo, and the
 wrong elements Genie's ranks counted (Gloo's side checks its result too).
 
-usage: replay_vs_gloo.py [--build DIR] [--pairs N] [--iters K]
+usage: replay_vs_gloo.py [--build DIR] [--pairs N] [--iters K] [--system FILE]
                          [--sizes 1048576,16777216] [--quick] [--json FILE]
 """
 import argparse
@@ -28,10 +28,11 @@ GEN = os.path.join(HERE, "..", "tools", "replay", "chakra_gen.py")
 RANKS = 4
 
 
-def genie_run(build, prefix, op, backend):
+def genie_run(build, prefix, op, backend, system):
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        extra = ["--system", system] if system else []
         subprocess.run([os.path.join(build, "genie-replay"), "--workload", prefix, "--ranks", str(RANKS), "--quiet",
-                        "--backend", backend, "--json", out.name], check=True, stdout=subprocess.DEVNULL)
+                        "--backend", backend, "--json", out.name] + extra, check=True, stdout=subprocess.DEVNULL)
         report = json.load(open(out.name))
     row = next(c for c in report["collectives"] if c["collective"] == op)
     return row["busbw_gbps"], report["wrong"], report["transport"]
@@ -53,6 +54,7 @@ def main():
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--sizes", default="1048576,16777216")
     p.add_argument("--backend", default="tcp")
+    p.add_argument("--system", default="", help="an ASTRA-sim system file (default: ring, one chunk)")
     p.add_argument("--quick", action="store_true", help="tiny sizes, one pair (for make test)")
     p.add_argument("--json", default="")
     a = p.parse_args()
@@ -72,7 +74,7 @@ def main():
                                 str(size), "--iters", str(a.iters), "--barrier"], check=True)
                 genie, ref, ratios, wrong, transport = [], [], [], 0, a.backend
                 for pair in range(a.pairs + (0 if a.quick else 1)):  # the first pair warms up
-                    g, w, transport = genie_run(a.build, prefix, op, a.backend)
+                    g, w, transport = genie_run(a.build, prefix, op, a.backend, a.system)
                     wrong += w
                     r = gloo_run(gloo, op, size, a.iters) if have_gloo else None
                     if pair == 0 and not a.quick:

@@ -70,7 +70,7 @@ Fabric::Fabric(const std::string& transport, int rank, int size, const std::stri
     try {
       dataplane::ChannelOptions opts;
       opts.nodelay = true;
-      opts.buffer_bytes = 4 << 20;
+      opts.buffer_bytes = 0;
       listener_ = transport_->listen(loop_->loop(), bind_host + ":0", opts, [this](dataplane::Listener& l) {
         auto peer = std::make_shared<int>(-1);
         dataplane::ChannelHandlers h = handlers(-1);
@@ -136,7 +136,7 @@ void Fabric::connect_all(const std::vector<std::string>& addrs) {
       if (r == rank_) continue;
       dataplane::ChannelOptions opts;
       opts.nodelay = true;
-      opts.buffer_bytes = 4 << 20;
+      opts.buffer_bytes = 0;
       dataplane::ChannelHandlers h = handlers(r);
       h.on_frame = [r](const dataplane::FrameHeader&, std::string&&) -> dataplane::PayloadSink {
         fail(GENIE_ERR_PROTOCOL, "rank ", r, " sent a frame on a channel that only carries ours");
