@@ -163,8 +163,8 @@ uint64_t print_reports(std::FILE* out, const std::vector<RankReport>& reports, c
   if (!rows.empty()) {
     std::fprintf(out, "#\n# %-20s %12s %12s %6s %6s %5s %10s %8s %8s %8s\n", "collective", "size", "count", "type",
                  "redop", "n", "time", "algbw", "busbw", "#wrong");
-    std::fprintf(out, "# %-20s %12s %12s %6s %6s %5s %10s %8s %8s %8s\n", "", "(B)", "(elements)", "", "", "", "(us)",
-                 "(GB/s)", "(GB/s)", "");
+    std::fprintf(out, "# %-20s %12s %12s %6s %6s %5s %10s %8s %8s\n", "", "(B)", "(elements)", "", "", "", "(us)",
+                 "(GB/s)", "(GB/s)");
     double bus_sum = 0;
     for (const Row& row : rows) {
       const CollRecord probe{0, "", row.type, row.bytes, row.group, 0, 0, 0};
