@@ -3,7 +3,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -112,6 +114,13 @@ Options parse(int argc, char** argv) {
       value = a.substr(eq + 1);
     } else {
       if (a.rfind("--", 0) != 0) usage_error("unexpected argument '" + a + "'");
+      static const char* const kValued[] = {
+          "--workload", "--workload-configuration", "--system", "--system-configuration", "--logical-topology",
+          "--logical-topology-configuration", "--memory", "--remote-memory-configuration", "--network-configuration",
+          "--ranks", "--launch", "--rendezvous", "--bind", "--backend", "--timeout", "--compute-scale", "--json",
+          "--trace", "--trace-level"};
+      if (std::none_of(std::begin(kValued), std::end(kValued), [&](const char* k) { return a == k; }))
+        usage_error("unknown option '" + a + "'");
       if (i + 1 >= argc) usage_error(a + " needs a value");
       value = argv[++i];
     }
