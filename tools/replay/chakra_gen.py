@@ -41,12 +41,37 @@ def ld(field, payload):
     return key(field, 2) + varint(len(payload)) + payload
 
 
+MIXED = [False]  # --mixed-ints: integers cycle through the oneof's members
+_turn = [0]
+
+
+def int_member(value):
+    """An integer as int64_val, or with --mixed-ints as the next of the other
+    integer members: int32, uint32, uint64, sint32, sint64, fixed32, fixed64,
+    sfixed32, sfixed64."""
+    if not MIXED[0]:
+        return key(9, 0) + varint(value & 0xFFFFFFFFFFFFFFFF)
+    _turn[0] += 1
+    kind = _turn[0] % 9
+    if kind == 0:
+        return key(7, 0) + varint(value & 0xFFFFFFFFFFFFFFFF)
+    if kind == 1:
+        return key(11, 0) + varint(value)
+    if kind == 2:
+        return key(13, 0) + varint(value)
+    if kind in (3, 4):
+        return key(15 if kind == 3 else 17, 0) + varint((value << 1) ^ (value >> 63))
+    if kind in (5, 7):
+        return key(19 if kind == 5 else 23, 5) + struct.pack("<I", value)
+    return key(21 if kind == 6 else 25, 1) + struct.pack("<Q", value)
+
+
 def attr(name, value):
     body = ld(1, name.encode())
     if isinstance(value, bool):
         body += key(27, 0) + varint(int(value))
     elif isinstance(value, int):
-        body += key(9, 0) + varint(value & 0xFFFFFFFFFFFFFFFF)  # int64_val
+        body += int_member(value)
     elif isinstance(value, str):
         body += ld(29, value.encode())
     elif isinstance(value, list):  # bool_list: repeated values = 1, packed
@@ -133,7 +158,9 @@ def main():
     p.add_argument("--compute", type=int, default=0)
     p.add_argument("--gzip", action="store_true")
     p.add_argument("--barrier", action="store_true", help="a barrier before each collective")
+    p.add_argument("--mixed-ints", action="store_true", help="integer attributes in every member of the oneof")
     a = p.parse_args()
+    MIXED[0] = a.mixed_ints
     for r in range(a.ranks):
         if a.kind == "coll":
             write(a.prefix, r, coll_nodes(r, a), a.gzip)

@@ -4,7 +4,8 @@
 #                  local ranks over TCP: exit 0, a sys[R] line per rank, 0 wrong
 #   algo ALGO      every collective type, 4 ranks as [4] and [2,2] (with
 #                  involved_dim both ways), 3 chunks, 2 in flight: 0 wrong
-#   p2p            sends and receives matched by peer, tag and order; gzip
+#   p2p            sends and receives matched by peer, tag and order; gzip;
+#                  integer attributes in every member of the oneof
 #   corrupt        one flipped byte on the wire is counted as wrong (exit 1)
 #   outputs        --json and --trace (node and event level) are valid
 #   bad            bad input: clear errors naming the file and node
@@ -104,6 +105,11 @@ case $case in
     $GEN coll z --ranks 4 --type all_reduce --size 65536 --gzip
     [ "$(head -c 2 z.0.et | od -An -tx1 | tr -d ' ')" = "1f8b" ] || fail "gzip: the generator did not compress"
     replay_ok "gzip-wrapped trace" --workload z --ranks 4
+    $GEN p2p mi --ranks 4 --size 4096 --mixed-ints
+    replay_ok "integers in every member of the attribute oneof" --workload mi --ranks 4
+    $GEN coll mc --ranks 4 --type all_gather --size 8192 --iters 3 --mixed-ints
+    replay_ok "collectives with mixed integer members" --workload mc --ranks 4
+    grep -qE '^  all_gather +32768 ' out.txt || fail "mixed ints: comm_size not read back as 8192"
     ;;
   corrupt)
     need_data
