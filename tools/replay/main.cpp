@@ -15,6 +15,10 @@
 #include <thread>
 #include <vector>
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
 #include "core/error.hpp"
 #include "executor.hpp"
 #include "fabric.hpp"
@@ -303,6 +307,9 @@ int run_local(const Options& o) {
       const int rc = rank_main(o, x, x.traces[r], r, ranks, server.address(), progress && r == 0);
       std::fflush(stdout);
       std::fflush(stderr);
+#ifdef __SANITIZE_ADDRESS__
+      __lsan_do_leak_check();  // _exit skips the one at exit
+#endif
       _exit(rc);
     }
     pids.push_back(pid);
@@ -316,13 +323,28 @@ int run_local(const Options& o) {
     err = e.detail();
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (pid_t p : pids) {
+  // A rank that reported and then crashed or failed on its way out (a
+  // sanitizer's leak report, say) fails the run too.
+  std::vector<std::string> exits;
+  for (size_t r = 0; r < pids.size(); ++r) {
     int st = 0;
-    if (!err.empty()) kill(p, SIGTERM);
-    waitpid(p, &st, 0);
+    if (!err.empty()) kill(pids[r], SIGTERM);
+    waitpid(pids[r], &st, 0);
+    bool reported_ok = false;
+    try {
+      reported_ok = r < results.size() && results[r].rfind("error: ", 0) != 0 &&
+                    report_from_json(results[r]).error.empty();
+    } catch (const Error&) {
+    }
+    if (WIFSIGNALED(st))
+      exits.push_back(cat("rank ", r, " was killed by signal ", WTERMSIG(st)));
+    else if (reported_ok && WEXITSTATUS(st) != 0)
+      exits.push_back(cat("rank ", r, " reported success but exited with status ", WEXITSTATUS(st)));
   }
   if (!err.empty()) fail(GENIE_ERR_INVALID_ARGUMENT, err);
-  return finish(o, results, resolve_backend(o.backend, nullptr), wall);
+  int rc = finish(o, results, resolve_backend(o.backend, nullptr), wall);
+  for (const auto& e : exits) std::fprintf(stderr, "genie replay: %s\n", e.c_str());
+  return exits.empty() ? rc : kExitFailure;
 }
 
 int env_int(std::initializer_list<const char*> names) {
