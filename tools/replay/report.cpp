@@ -179,6 +179,14 @@ uint64_t print_reports(std::FILE* out, const std::vector<RankReport>& reports, c
     }
     std::fprintf(out, "# Avg bus bandwidth    : %g GB/s\n", bus_sum / rows.size());
   }
+  uint64_t messages = 0, bytes = 0;
+  for (const auto& r : reports) {
+    messages += r.p2p_messages;
+    bytes += r.p2p_bytes;
+  }
+  if (messages)  // each message counts on both of its ranks
+    std::fprintf(out, "# point to point: %llu sends and receives, %llu bytes\n", static_cast<unsigned long long>(messages),
+                 static_cast<unsigned long long>(bytes));
   std::fprintf(out, "# %d ranks over %s, %.3f s wall, %llu wrong elements\n", info.ranks, info.transport.c_str(),
                info.wall_s, static_cast<unsigned long long>(wrong));
   return wrong;
