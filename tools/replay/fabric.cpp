@@ -64,6 +64,7 @@ Fabric::Fabric(const std::string& transport, int rank, int size, const std::stri
   in_.resize(size);
   last_progress_ = std::chrono::steady_clock::now();
   loop_ = std::make_unique<LoopThread>();
+  send_loop_ = std::make_unique<LoopThread>();
   std::promise<std::string> bound;
   auto fut = bound.get_future();
   loop_->post([&] {
@@ -108,10 +109,12 @@ Fabric::~Fabric() {
     std::lock_guard<std::mutex> lk(mu_);
     if (abort_reason_.empty()) abort_reason_ = "the replay is shutting down";
   }
-  loop_->stop([this] {
-    if (listener_) listener_->close();
+  send_loop_->stop([this] {
     for (auto& c : out_)
       if (c) c->close();
+  });
+  loop_->stop([this] {
+    if (listener_) listener_->close();
     for (auto& c : in_)
       if (c) c->close();
   });
@@ -131,7 +134,7 @@ dataplane::ChannelHandlers Fabric::handlers(int peer_hint) {
 void Fabric::connect_all(const std::vector<std::string>& addrs) {
   if (static_cast<int>(addrs.size()) != size_)
     fail(GENIE_ERR_INTERNAL, "connect_all: ", addrs.size(), " addresses for ", size_, " ranks");
-  loop_->post([this, addrs] {
+  send_loop_->post([this, addrs] {
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       dataplane::ChannelOptions opts;
@@ -142,7 +145,7 @@ void Fabric::connect_all(const std::vector<std::string>& addrs) {
         fail(GENIE_ERR_PROTOCOL, "rank ", r, " sent a frame on a channel that only carries ours");
       };
       try {
-        auto ch = transport_->connect(loop_->loop(), addrs[r], opts, std::move(h),
+        auto ch = transport_->connect(send_loop_->loop(), addrs[r], opts, std::move(h),
                                       [this, r](genie_status_t st, const std::string& detail) {
                                         std::lock_guard<std::mutex> lk(mu_);
                                         if (st != GENIE_OK) {
@@ -280,7 +283,7 @@ Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t l
     cv_.notify_all();
     return op;
   }
-  loop_->post([this, op, peer, key, data, len, copy] {
+  send_loop_->post([this, op, peer, key, data, len, copy] {
     std::shared_ptr<dataplane::Channel> ch;
     {
       std::lock_guard<std::mutex> lk(mu_);

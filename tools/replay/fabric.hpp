@@ -81,7 +81,11 @@ class Fabric {
   int size_;
   std::chrono::milliseconds stall_timeout_;
   std::shared_ptr<dataplane::Transport> transport_;
-  std::unique_ptr<LoopThread> loop_;
+  // Receives run on one loop thread (the listener's channels), sends on
+  // another (the channels this rank connects), so that a rank reads and
+  // writes at the same time, as a ring step needs.
+  std::unique_ptr<LoopThread> loop_;       // incoming channels
+  std::unique_ptr<LoopThread> send_loop_;  // outgoing channels
   std::shared_ptr<dataplane::Listener> listener_;
   std::string address_;
 
