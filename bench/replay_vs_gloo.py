@@ -4,7 +4,7 @@
 For all-gather and all-reduce at each size per rank, a Chakra trace of
 ITERS collectives (each after a barrier, as Gloo's side barriers before each
 iteration) replays on 4 local ranks over Genie's TCP transport, and
-bench_gloo_collectives runs the same collective with Gloo's ring over its
+gloo_collectives_peer runs the same collective with Gloo's ring over its
 TCP transport on 127.0.0.1. Runs are interleaved (Genie, Gloo, Genie, ...)
 after one warm-up pair; each run's figure is the mean over its iterations
 of the slowest rank's time, as bus bandwidth (nccl-tests conventions:
@@ -61,7 +61,7 @@ def main():
     if a.quick:
         a.pairs, a.iters, a.sizes = 1, 2, "65536"
     sizes = [int(s) for s in a.sizes.split(",")]
-    gloo = os.path.join(a.build, "bench", "bench_gloo_collectives")
+    gloo = os.path.join(a.build, "bench", "gloo_collectives_peer")
     have_gloo = os.access(gloo, os.X_OK)
     if not have_gloo:
         print(f"# Gloo row not built ({gloo} missing: install libgloo-dev and rebuild)")

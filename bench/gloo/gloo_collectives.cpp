@@ -5,7 +5,7 @@
 //   {"op": ..., "ranks": N, "bytes": B, "iters": K, "time_us": [...]}
 // where bytes is per rank (all-gather: each rank's input).
 //
-// usage: bench_gloo_collectives allreduce|allgather BYTES ITERS [RANKS]
+// usage: gloo_collectives_peer allreduce|allgather BYTES ITERS [RANKS]
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
