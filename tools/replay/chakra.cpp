@@ -295,15 +295,17 @@ Trace parse_trace(const std::string& path, const std::string& raw) {
   return t;
 }
 
-Trace read_trace(const std::string& path) {
+std::string read_whole_file(const std::string& path, const std::string& what) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) fail(GENIE_ERR_IO, "workload file ", path, ": ", std::strerror(errno));
+  if (!f) fail(GENIE_ERR_IO, what, " ", path, ": ", std::strerror(errno));
   std::string data;
   char buf[1 << 16];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) data.append(buf, n);
-  if (std::ferror(f.get())) fail(GENIE_ERR_IO, "workload file ", path, ": ", std::strerror(errno));
-  return parse_trace(path, data);
+  if (std::ferror(f.get())) fail(GENIE_ERR_IO, what, " ", path, ": ", std::strerror(errno));
+  return data;
 }
+
+Trace read_trace(const std::string& path) { return parse_trace(path, read_whole_file(path, "workload file")); }
 
 }  // namespace genie::replay

@@ -79,6 +79,10 @@ struct Trace {
 // and, past the metadata, the node, for truncated or malformed input.
 Trace parse_trace(const std::string& path, const std::string& bytes);
 
+// The whole content of a file; Error(IO) naming `what`, the file and the
+// system's reason when it cannot be read.
+std::string read_whole_file(const std::string& path, const std::string& what);
+
 // Reads and decodes a file (Error(IO) naming it when it cannot be read).
 Trace read_trace(const std::string& path);
 

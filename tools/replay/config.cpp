@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 
+#include "chakra.hpp"
 #include "core/error.hpp"
 
 namespace genie::replay {
@@ -29,12 +30,7 @@ namespace {
 using JsonPtr = std::unique_ptr<cJSON, void (*)(cJSON*)>;
 
 JsonPtr load_json(const std::string& path, const char* what) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) fail(GENIE_ERR_IO, what, " file ", path, ": ", std::strerror(errno));
-  std::string text;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) text.append(buf, n);
+  const std::string text = read_whole_file(path, std::string(what) + " file");
   JsonPtr j(cJSON_Parse(text.c_str()), &cJSON_Delete);
   if (!j || !cJSON_IsObject(j.get())) fail(GENIE_ERR_PARSE, what, " file ", path, ": not a JSON object");
   return j;
