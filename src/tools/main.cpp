@@ -1,5 +1,5 @@
 // genie — the command-line tool. Commands: version, run, serve, discover,
-// top, help.
+// top, replay, help.
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -26,6 +26,8 @@ std::string read_file(const std::string& path, std::string_view what) {
 // `genie serve ...` (src/tools/serve.cpp).
 int serve_command(int argc, char** argv);
 void print_serve_usage(std::FILE* out);
+// `genie replay ...` (src/tools/replay.cpp).
+int replay_command(int argc, char** argv);
 // `genie discover ...` and `genie top ...` (src/tools/cluster.cpp).
 int discover_command(int argc, char** argv);
 void print_discover_usage(std::FILE* out);
@@ -47,6 +49,8 @@ void print_usage(std::FILE* out) {
                "                       ('genie help serve' for its options)\n"
                "  discover [HOST:PORT] which network backends work here (and to a server)\n"
                "  top [HOST:PORT]      terminal dashboard of the cluster (--once: one frame)\n"
+               "  replay --workload P  replay a Chakra execution trace over the data plane\n"
+               "                       ('genie help replay' for its options)\n"
                "  help [COMMAND]       this text, or the help of a command\n"
                "\n"
                "exit status: 0 success, 1 a failure (Genie, a file, the data), 2 a bad\n"
@@ -74,9 +78,14 @@ int dispatch(int argc, char** argv) {
       print_discover_usage(stdout);
     else if (argc > 2 && std::string_view(argv[2]) == "top")
       print_top_usage(stdout);
+    else if (argc > 2 && std::string_view(argv[2]) == "replay") {
+      char help[] = "--help";
+      char* args[] = {help};
+      return replay_command(1, args);
+    }
     else if (argc > 2)
       usage_error("no help for '" + std::string(argv[2]) +
-                  "': commands are version, run, serve, discover, top, help");
+                  "': commands are version, run, serve, discover, top, replay, help");
     else
       print_usage(stdout);
     return kExitOk;
@@ -90,6 +99,7 @@ int dispatch(int argc, char** argv) {
   if (cmd == "serve") return serve_command(argc - 2, argv + 2);
   if (cmd == "discover") return discover_command(argc - 2, argv + 2);
   if (cmd == "top") return top_command(argc - 2, argv + 2);
+  if (cmd == "replay") return replay_command(argc - 2, argv + 2);
   usage_error("unknown command '" + std::string(cmd) + "' (try 'genie help')");
 }
 

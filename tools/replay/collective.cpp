@@ -1,0 +1,695 @@
+#include "collective.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <climits>
+#include <exception>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <mutex>
+#include <thread>
+
+#include "core/error.hpp"
+
+namespace genie::replay {
+
+namespace {
+
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// The patterns are cheap per element (one multiply, or one add and a
+// modulo) so that filling and checking stay small beside the transfer: a
+// hash of (source, collective, chunk) sets them apart, the element index
+// varies them along the buffer.
+uint64_t base_of(uint64_t src, uint64_t seq, uint64_t chunk) {
+  return mix(mix(src * 0x9e3779b97f4a7c15ull + 1) ^ mix(seq * 0x100000001b3ull + chunk + 7));
+}
+// Fills n elements starting at element e0, and counts those that differ.
+void fill_u(uint32_t* p, uint64_t n, uint64_t src, uint64_t seq, uint64_t chunk, uint64_t e0) {
+  const uint32_t b = static_cast<uint32_t>(base_of(src, seq, chunk));
+  for (uint64_t i = 0; i < n; ++i) p[i] = b ^ static_cast<uint32_t>((e0 + i) * 0x9e3779b1u);
+}
+uint64_t wrong_u(const uint32_t* p, uint64_t n, uint64_t src, uint64_t seq, uint64_t chunk, uint64_t e0) {
+  const uint32_t b = static_cast<uint32_t>(base_of(src, seq, chunk));
+  uint64_t w = 0;
+  for (uint64_t i = 0; i < n; ++i) w += p[i] != (b ^ static_cast<uint32_t>((e0 + i) * 0x9e3779b1u));
+  return w;
+}
+// The float pattern repeats every 255 elements: one period, then copies.
+void fill_f(float* p, uint64_t n, uint64_t src, uint64_t seq, uint64_t chunk) {
+  const uint64_t b = base_of(src, seq, chunk) % 255;
+  for (uint64_t i = 0; i < n; ++i) p[i] = static_cast<float>(static_cast<int>((b + i) % 255) - 127);
+}
+// Counts the elements of p[off, off + n) that differ from the sum over
+// `group` of their patterns (periodic too: one period is summed).
+uint64_t wrong_sum(const float* p, uint64_t off, uint64_t n, const std::vector<int>& group, uint64_t seq,
+                   uint64_t chunk) {
+  float period[255] = {};
+  for (int r : group) {
+    const uint64_t b = base_of(r, seq, chunk) % 255;
+    for (uint64_t j = 0; j < 255; ++j) period[j] += static_cast<float>(static_cast<int>((b + j) % 255) - 127);
+  }
+  uint64_t w = 0, j = off % 255;
+  for (uint64_t i = off; i < off + n; ++i) {
+    w += p[i] != period[j];
+    if (++j == 255) j = 0;
+  }
+  return w;
+}
+
+// Buffers of collectives come from a pool and are not zeroed: a
+// collective's buffers are as large as its data, so allocating (and having
+// the kernel zero) fresh ones for each collective would cost more than the
+// transfer on a busy host. Every element is written before it is read;
+// leftovers of an earlier collective carry another pattern and fail the
+// check.
+class Pool {
+ public:
+  static Pool& get() {
+    static Pool* p = new Pool;  // never destroyed: rank threads may outlive statics
+    return *p;
+  }
+  std::pair<std::unique_ptr<char[]>, size_t> take(size_t bytes) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = free_.lower_bound(bytes);
+    if (it == free_.end()) return {std::unique_ptr<char[]>(new char[std::max<size_t>(bytes, 1)]), bytes};
+    auto out = std::make_pair(std::move(it->second), it->first);
+    held_ -= it->first;
+    free_.erase(it);
+    return out;
+  }
+  void give(std::unique_ptr<char[]> p, size_t cap) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (held_ + cap > (size_t{1} << 30)) return;  // keep at most 1 GiB idle
+    held_ += cap;
+    free_.emplace(cap, std::move(p));
+  }
+
+ private:
+  std::mutex mu_;
+  std::multimap<size_t, std::unique_ptr<char[]>> free_;
+  size_t held_ = 0;
+};
+
+template <class T>
+class Scratch {
+ public:
+  Scratch() = default;
+  explicit Scratch(uint64_t n) { resize(n); }
+  ~Scratch() {
+    if (mem_) Pool::get().give(std::move(mem_), cap_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  // Room for n elements; the contents are not kept.
+  void resize(uint64_t n) {
+    if (n * sizeof(T) > cap_ || !mem_) {
+      if (mem_) Pool::get().give(std::move(mem_), cap_);
+      std::tie(mem_, cap_) = Pool::get().take(n * sizeof(T));
+    }
+    n_ = n;
+  }
+  T* data() { return reinterpret_cast<T*>(mem_.get()); }
+  uint64_t size() const { return n_; }
+  T& operator[](uint64_t i) { return data()[i]; }
+
+ private:
+  std::unique_ptr<char[]> mem_;
+  size_t cap_ = 0;
+  uint64_t n_ = 0;
+};
+
+uint64_t split(uint64_t off, uint64_t len, uint64_t k, uint64_t j) { return off + len * j / k; }
+
+bool pow2(int k) { return k > 0 && (k & (k - 1)) == 0; }
+
+struct Range {
+  uint64_t off = 0, len = 0;  // elements
+};
+
+// One transfer of a step.
+struct Xfer {
+  int peer;
+  void* ptr;
+  uint64_t elems;
+  uint64_t key;
+};
+
+// One chunk of one collective on this rank.
+class ChunkRun {
+ public:
+  ChunkRun(RunEnv& env, const CollSpec& spec, uint32_t chunk, const std::vector<int>& group, int me)
+      : env_(env), spec_(spec), chunk_(chunk), group_(group), me_(me) {}
+
+  // Posts every receive, then every send, and waits for all of them.
+  void step(const std::vector<Xfer>& sends, const std::vector<Xfer>& recvs) {
+    if (begin_ < 0) begin_ = env_.timeline.now_ns();
+    const bool ev = env_.timeline.events();
+    std::vector<std::pair<Fabric::OpPtr, const Xfer*>> ops;
+    for (const Xfer& r : recvs) ops.emplace_back(env_.fabric.irecv(r.peer, r.key, r.ptr, r.elems * 4), &r);
+    const size_t nrecv = ops.size();
+    for (const Xfer& s : sends) ops.emplace_back(env_.fabric.isend(s.peer, s.key, s.ptr, s.elems * 4), &s);
+    for (size_t n = 0; n < ops.size(); ++n) {
+      const bool is_recv = n < nrecv;
+      const Xfer* x = ops[n].second;
+      const int64_t t0 = ev ? env_.timeline.now_ns() : 0;
+      env_.fabric.wait(ops[n].first, [&] {
+        return cat(is_recv ? "a receive from rank " : "a send to rank ", x->peer, " of ", x->elems * 4, " bytes in ",
+                   coll_type_name(spec_.type), " #", spec_.seq, " chunk ", chunk_, " (", spec_.name, ")");
+      });
+      if (ev)
+        env_.timeline.add(TraceEvent{cat(is_recv ? "recv from " : "send to ", x->peer, " ", x->elems * 4, " B"),
+                                     is_recv ? "recv" : "send", t0, env_.timeline.now_ns() - t0, env_.lane});
+    }
+  }
+
+  // One transfer in flight, for algorithms that post every receive of
+  // theirs up front (so that no payload waits in a staging buffer).
+  struct Posted {
+    Fabric::OpPtr op;
+    Xfer x;
+    bool recv;
+  };
+  Posted post(const Xfer& x, bool recv) {
+    if (begin_ < 0) begin_ = env_.timeline.now_ns();
+    return Posted{recv ? env_.fabric.irecv(x.peer, x.key, x.ptr, x.elems * 4)
+                       : env_.fabric.isend(x.peer, x.key, x.ptr, x.elems * 4),
+                  x, recv};
+  }
+  void wait(const Posted& p) {
+    const bool ev = env_.timeline.events();
+    const int64_t t0 = ev ? env_.timeline.now_ns() : 0;
+    env_.fabric.wait(p.op, [&] {
+      return cat(p.recv ? "a receive from rank " : "a send to rank ", p.x.peer, " of ", p.x.elems * 4, " bytes in ",
+                 coll_type_name(spec_.type), " #", spec_.seq, " chunk ", chunk_, " (", spec_.name, ")");
+    });
+    if (ev)
+      env_.timeline.add(TraceEvent{cat(p.recv ? "wait recv from " : "wait send to ", p.x.peer, " ", p.x.elems * 4, " B"),
+                                   p.recv ? "recv" : "send", t0, env_.timeline.now_ns() - t0, env_.lane});
+  }
+
+  static void reduce_into(float* dst, const float* src, uint64_t n) {
+    for (uint64_t i = 0; i < n; ++i) dst[i] += src[i];
+  }
+
+  // The span of communication (and reduction): from the first step to
+  // end_comm(), before the check.
+  void end_comm() {
+    if (begin_ >= 0 && end_ < 0) end_ = env_.timeline.now_ns();
+  }
+  std::pair<int64_t, int64_t> span() const { return {begin_, end_}; }
+
+  uint64_t key(uint32_t stage, uint32_t s) const { return coll_key(spec_.seq, chunk_, stage, s); }
+
+  // Reduce-scatter of `r` among `m` (this rank is m[i]); returns its part.
+  Range reduce_scatter(float* buf, Range r, const std::vector<int>& m, int i, Algo algo, uint32_t stage) {
+    const int k = static_cast<int>(m.size());
+    auto part = [&](int j) { return Range{split(r.off, r.len, k, j), split(r.off, r.len, k, j + 1) - split(r.off, r.len, k, j)}; };
+    if (k == 1) return r;
+    if (algo == Algo::Direct) {
+      const Range mine = part(i);
+      Scratch<float> tmp(mine.len * (k - 1));
+      std::vector<Xfer> sends, recvs;
+      int n = 0;
+      for (int j = 0; j < k; ++j) {
+        if (j == i) continue;
+        sends.push_back({m[j], buf + part(j).off, part(j).len, key(stage, 0)});
+        recvs.push_back({m[j], tmp.data() + mine.len * n++, mine.len, key(stage, 0)});
+      }
+      step(sends, recvs);
+      for (int j = 0; j < k - 1; ++j) reduce_into(buf + mine.off, tmp.data() + mine.len * j, mine.len);
+      return mine;
+    }
+    if (algo == Algo::HalvingDoubling && pow2(k)) {
+      int lo = 0, hi = k;
+      Scratch<float> tmp;
+      for (uint32_t s = 0; hi - lo > 1; ++s) {
+        const int half = (hi - lo) / 2, mid = lo + half;
+        const bool low = i < mid;
+        const int partner = low ? i + half : i - half;
+        const Range keep{split(r.off, r.len, k, low ? lo : mid), 0}, give{split(r.off, r.len, k, low ? mid : lo), 0};
+        const uint64_t keep_len = split(r.off, r.len, k, low ? mid : hi) - keep.off;
+        const uint64_t give_len = split(r.off, r.len, k, low ? hi : mid) - give.off;
+        tmp.resize(keep_len);
+        step({{m[partner], buf + give.off, give_len, key(stage, s)}}, {{m[partner], tmp.data(), keep_len, key(stage, s)}});
+        reduce_into(buf + keep.off, tmp.data(), keep_len);
+        if (low) hi = mid; else lo = mid;
+      }
+      return part(i);
+    }
+    // Ring (also the reduce-scatter of a double binary tree dimension and
+    // of halving-doubling on a group size that is not a power of two).
+    // Step s sends the part reduced in step s - 1; every receive is posted
+    // first, each into its own staging slot.
+    const int right = m[(i + 1) % k], left = m[(i - 1 + k) % k];
+    uint64_t slot = 0;
+    for (int j = 0; j < k; ++j) slot = std::max(slot, part(j).len);
+    Scratch<float> tmp(slot * (k - 1));
+    std::vector<Posted> recvs, sends;
+    for (int s = 0; s < k - 1; ++s)
+      recvs.push_back(post({left, tmp.data() + slot * s, part((i - s - 2 + 2 * k) % k).len, key(stage, s)}, true));
+    for (int s = 0; s < k - 1; ++s) {
+      const Range sb = part((i - s - 1 + 2 * k) % k), rb = part((i - s - 2 + 2 * k) % k);
+      sends.push_back(post({right, buf + sb.off, sb.len, key(stage, s)}, false));
+      wait(recvs[s]);
+      reduce_into(buf + rb.off, tmp.data() + slot * s, rb.len);
+    }
+    for (const Posted& p : sends) wait(p);
+    return part(i);
+  }
+
+  // All-gather of `r` among `m`: m[j] holds part j; afterwards all do.
+  void all_gather(uint32_t* buf, Range r, const std::vector<int>& m, int i, Algo algo, uint32_t stage) {
+    const int k = static_cast<int>(m.size());
+    auto b = [&](int j) { return split(r.off, r.len, k, j); };
+    auto xf = [&](int peer, int lo, int hi, uint32_t s) { return Xfer{peer, buf + b(lo), b(hi) - b(lo), key(stage, s)}; };
+    if (k == 1) return;
+    if (algo == Algo::Direct) {
+      std::vector<Xfer> sends, recvs;
+      for (int j = 0; j < k; ++j) {
+        if (j == i) continue;
+        sends.push_back(xf(m[j], i, i + 1, 0));
+        recvs.push_back(xf(m[j], j, j + 1, 0));
+      }
+      step(sends, recvs);
+      return;
+    }
+    if (algo == Algo::HalvingDoubling && pow2(k)) {
+      uint32_t s = 0;
+      for (int size = 1; size < k; size *= 2, ++s) {
+        const int mine = i & ~(size - 1), theirs = mine ^ size;
+        const int partner = i ^ size;
+        step({xf(m[partner], mine, mine + size, s)}, {xf(m[partner], theirs, theirs + size, s)});
+      }
+      return;
+    }
+    // Ring: step s forwards the part received in step s - 1; every receive
+    // lands in its final place, posted first.
+    const int right = m[(i + 1) % k], left = m[(i - 1 + k) % k];
+    std::vector<Posted> recvs, sends;
+    for (int s = 0; s < k - 1; ++s) {
+      const int rb = (i - s - 1 + 2 * k) % k;
+      recvs.push_back(post(xf(left, rb, rb + 1, s), true));
+    }
+    for (int s = 0; s < k - 1; ++s) {
+      const int sb = (i - s + 2 * k) % k;
+      if (s > 0) wait(recvs[s - 1]);
+      sends.push_back(post(xf(right, sb, sb + 1, s), false));
+    }
+    wait(recvs[k - 2]);
+    for (const Posted& p : sends) wait(p);
+  }
+
+  // All-reduce of `r` among `m` by a double binary tree: each half of the
+  // range is reduced up one binary tree and broadcast down it; the second
+  // tree mirrors the first, so that the leaves of one are inner nodes of
+  // the other. The two trees run at once.
+  void dbt_all_reduce(float* buf, Range r, const std::vector<int>& m, int i, uint32_t stage) {
+    const int k = static_cast<int>(m.size());
+    if (k == 1) return;
+    std::exception_ptr err[2];
+    auto tree = [&](int t) {
+      try {
+        const Range h{split(r.off, r.len, 2, t), split(r.off, r.len, 2, t + 1) - split(r.off, r.len, 2, t)};
+        auto pos_of = [&](int idx) { return t == 0 ? idx : k - 1 - idx; };
+        auto member = [&](int pos) { return m[t == 0 ? pos : k - 1 - pos]; };
+        const int pos = pos_of(i);
+        Scratch<float> tmp(h.len);
+        for (int c = 2 * pos + 1; c <= 2 * pos + 2 && c < k; ++c) {
+          step({}, {{member(c), tmp.data(), h.len, key(stage, 4 * t)}});
+          reduce_into(buf + h.off, tmp.data(), h.len);
+        }
+        if (pos != 0) {
+          const int parent = member((pos - 1) / 2);
+          step({{parent, buf + h.off, h.len, key(stage, 4 * t)}}, {});
+          step({}, {{parent, buf + h.off, h.len, key(stage, 4 * t + 1)}});
+        }
+        std::vector<Xfer> down;
+        for (int c = 2 * pos + 1; c <= 2 * pos + 2 && c < k; ++c) down.push_back({member(c), buf + h.off, h.len, key(stage, 4 * t + 1)});
+        step(down, {});
+      } catch (...) {
+        err[t] = std::current_exception();
+        env_.fabric.abort(cat("rank ", env_.fabric.rank(), ": a tree of ", spec_.name, " failed"));
+      }
+    };
+    std::thread other(tree, 1);
+    tree(0);
+    other.join();
+    for (auto& e : err)
+      if (e) std::rethrow_exception(e);
+  }
+
+ private:
+  RunEnv& env_;
+  const CollSpec& spec_;
+  uint32_t chunk_;
+  int64_t begin_ = -1, end_ = -1;
+
+ public:
+  const std::vector<int>& group_;
+  int me_;
+};
+
+// The dimensions a collective runs over, in order, with each dimension's
+// members (this rank's line along it) and this rank's index there.
+struct Stage {
+  size_t dim;
+  std::vector<int> members;
+  int index;
+};
+
+std::vector<Stage> stages_of(const Topology& topo, int rank, const std::vector<bool>& involved) {
+  std::vector<Stage> out;
+  int stride = 1;
+  for (size_t d = 0; d < topo.dims.size(); ++d) {
+    const int k = topo.dims[d];
+    const bool in = involved.empty() || d >= involved.size() || involved[d];
+    if (in && k > 1) {
+      Stage s{d, {}, (rank / stride) % k};
+      for (int j = 0; j < k; ++j) s.members.push_back(rank + (j - s.index) * stride);
+      out.push_back(std::move(s));
+    }
+    stride *= k;
+  }
+  return out;
+}
+
+CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t elems_total, uint32_t chunks,
+                     const std::vector<int>& group, int me) {
+  const uint64_t E = split(0, elems_total, chunks, c + 1) - split(0, elems_total, chunks, c);
+  const int G = static_cast<int>(group.size());
+  const int rank = env.fabric.rank();
+  const uint32_t seq = spec.seq;
+  ChunkRun run(env, spec, c, group, me);
+  const std::vector<Stage> stages = stages_of(env.topology, rank, spec.involved);
+  const SystemConfig& sys = env.system;
+  CollResult res;
+  res.group = G;
+  auto flat_algo = [&](const std::vector<Algo>& v) { return sys.algo(v, stages.empty() ? 0 : stages[0].dim); };
+
+  switch (spec.type) {
+    case CollType::AllReduce:
+    case CollType::ReduceScatter:
+    case CollType::ReduceScatterBlock: {
+      const bool ar = spec.type == CollType::AllReduce;
+      Scratch<float> buf(E);
+      fill_f(buf.data(), E, rank, seq, c);
+      std::vector<std::pair<Range, bool>> done;  // each stage's range, and whether it was a tree all-reduce
+      Range r{0, E};
+      uint32_t st = 0;
+      for (const Stage& s : stages) {
+        const Algo a = sys.algo(ar ? sys.all_reduce : sys.reduce_scatter, s.dim);
+        if (ar && a == Algo::DoubleBinaryTree) {
+          run.dbt_all_reduce(buf.data(), r, s.members, s.index, st++);
+          done.push_back({r, true});
+        } else {
+          done.push_back({r, false});
+          r = run.reduce_scatter(buf.data(), r, s.members, s.index, a, st++);
+        }
+      }
+      if (ar) {
+        for (size_t n = stages.size(); n-- > 0;) {
+          if (done[n].second) continue;
+          const Stage& s = stages[n];
+          run.all_gather(reinterpret_cast<uint32_t*>(buf.data()), done[n].first, s.members, s.index,
+                         sys.algo(sys.all_reduce, s.dim), st++);
+        }
+        r = Range{0, E};
+      }
+      run.end_comm();
+      res.wrong += wrong_sum(buf.data(), r.off, r.len, group, seq, c);
+      res.elements = r.len;
+      break;
+    }
+    case CollType::AllGather: {
+      Scratch<uint32_t> buf(E * G);
+      fill_u(buf.data() + me * E, E, rank, seq, c, 0);
+      // Before the stage of dimension d this rank holds the blocks whose
+      // group coordinates match its own from d on: contiguous, since the
+      // group order has dimension 0 fastest.
+      uint64_t stride = 1;  // blocks held
+      uint32_t st = 0;
+      for (const Stage& s : stages) {
+        const int k = static_cast<int>(s.members.size());
+        const uint64_t base = (me / (stride * k)) * (stride * k);
+        run.all_gather(buf.data(), Range{base * E, stride * k * E}, s.members, s.index,
+                       sys.algo(sys.all_gather, s.dim), st++);
+        stride *= k;
+      }
+      run.end_comm();
+      for (int j = 0; j < G; ++j) res.wrong += wrong_u(buf.data() + j * E, E, group[j], seq, c, 0);
+      res.elements = E * G;
+      break;
+    }
+    case CollType::AllToAll: {
+      const uint64_t P = (E + G - 1) / G;  // elements per destination
+      Scratch<uint32_t> in(P * G), out(P * G);
+      fill_u(in.data(), P * G, rank, seq, c, 0);
+      std::memcpy(out.data() + me * P, in.data() + me * P, P * 4);
+      const Algo a = flat_algo(sys.all_to_all);
+      std::vector<Xfer> sends, recvs;
+      for (int s = 1; s < G; ++s) {
+        const int to = (me + s) % G, from = (me - s + G) % G;
+        Xfer snd{group[to], in.data() + to * P, P, run.key(0, 0)};
+        Xfer rcv{group[from], out.data() + from * P, P, run.key(0, 0)};
+        if (a == Algo::Ring) {  // one peer pair at a time, in ring order
+          run.step({snd}, {rcv});
+        } else {
+          sends.push_back(snd);
+          recvs.push_back(rcv);
+        }
+      }
+      if (!sends.empty()) run.step(sends, recvs);
+      run.end_comm();
+      for (int j = 0; j < G; ++j) res.wrong += wrong_u(out.data() + j * P, P, group[j], seq, c, me * P);
+      res.elements = P * G;
+      break;
+    }
+    case CollType::Broadcast:
+    case CollType::Scatter: {
+      const bool scatter = spec.type == CollType::Scatter;
+      Scratch<uint32_t> buf(scatter ? E * G : E);
+      if (me == 0)
+        fill_u(buf.data(), buf.size(), group[0], seq, c, 0);
+      const Algo a = flat_algo(sys.all_reduce);
+      if (scatter || a == Algo::Direct) {
+        std::vector<Xfer> sends, recvs;
+        if (me == 0) {
+          for (int j = 1; j < G; ++j) sends.push_back({group[j], buf.data() + (scatter ? j * E : 0), E, run.key(0, 0)});
+        } else {
+          recvs.push_back({group[0], buf.data() + (scatter ? me * E : 0), E, run.key(0, 0)});
+        }
+        run.step(sends, recvs);
+      } else if (a == Algo::Ring) {  // a chain
+        if (me > 0) run.step({}, {{group[me - 1], buf.data(), E, run.key(0, 0)}});
+        if (me < G - 1) run.step({{group[me + 1], buf.data(), E, run.key(0, 0)}}, {});
+      } else {  // a binomial tree
+        uint32_t s = 0;
+        for (int mask = 1; mask < G; mask *= 2, ++s) {
+          if (me < mask && me + mask < G) run.step({{group[me + mask], buf.data(), E, run.key(0, s)}}, {});
+          else if (me >= mask && me < 2 * mask) run.step({}, {{group[me - mask], buf.data(), E, run.key(0, s)}});
+        }
+      }
+      run.end_comm();
+      const uint64_t off = scatter ? me * E : 0;
+      res.wrong += wrong_u(buf.data() + off, E, group[0], seq, c, off);
+      res.elements = E;
+      break;
+    }
+    case CollType::Reduce:
+    case CollType::Gather: {
+      const bool gather = spec.type == CollType::Gather;
+      const Algo a = flat_algo(sys.all_reduce);
+      if (gather) {
+        Scratch<uint32_t> buf(E * G);
+        fill_u(buf.data() + me * E, E, rank, seq, c, 0);
+        std::vector<Xfer> sends, recvs;
+        if (me == 0)
+          for (int j = 1; j < G; ++j) recvs.push_back({group[j], buf.data() + j * E, E, run.key(0, 0)});
+        else
+          sends.push_back({group[0], buf.data() + me * E, E, run.key(0, 0)});
+        run.step(sends, recvs);
+        run.end_comm();
+        if (me == 0) {
+          for (int j = 0; j < G; ++j)
+            res.wrong += wrong_u(buf.data() + j * E, E, group[j], seq, c, 0);
+          res.elements = E * G;
+        }
+        break;
+      }
+      Scratch<float> buf(E), tmp(E);
+      fill_f(buf.data(), E, rank, seq, c);
+      if (a == Algo::Direct) {
+        if (me == 0) {
+          Scratch<float> all(E * (G - 1));
+          std::vector<Xfer> recvs;
+          for (int j = 1; j < G; ++j) recvs.push_back({group[j], all.data() + (j - 1) * E, E, run.key(0, 0)});
+          run.step({}, recvs);
+          for (int j = 0; j < G - 1; ++j) ChunkRun::reduce_into(buf.data(), all.data() + j * E, E);
+        } else {
+          run.step({{group[0], buf.data(), E, run.key(0, 0)}}, {});
+        }
+      } else if (a == Algo::Ring) {  // a chain towards member 0
+        if (me < G - 1) {
+          run.step({}, {{group[me + 1], tmp.data(), E, run.key(0, 0)}});
+          ChunkRun::reduce_into(buf.data(), tmp.data(), E);
+        }
+        if (me > 0) run.step({{group[me - 1], buf.data(), E, run.key(0, 0)}}, {});
+      } else {  // a binomial tree
+        uint32_t s = 0;
+        for (int mask = 1; mask < G; mask *= 2, ++s) {
+          if (me & mask) {
+            run.step({{group[me - mask], buf.data(), E, run.key(0, s)}}, {});
+            break;
+          }
+          if (me + mask < G) {
+            run.step({}, {{group[me + mask], tmp.data(), E, run.key(0, s)}});
+            ChunkRun::reduce_into(buf.data(), tmp.data(), E);
+          }
+        }
+      }
+      run.end_comm();
+      if (me == 0) {
+        res.wrong += wrong_sum(buf.data(), 0, E, group, seq, c);
+        res.elements = E;
+      }
+      break;
+    }
+    case CollType::Barrier: {
+      uint32_t s = 0;  // dissemination: log2(G) rounds of empty messages
+      for (int d = 1; d < G; d *= 2, ++s)
+        run.step({{group[(me + d) % G], nullptr, 0, run.key(0, s)}}, {{group[(me - d + G) % G], nullptr, 0, run.key(0, s)}});
+      run.end_comm();
+      break;
+    }
+  }
+  run.end_comm();
+  if (run.span().first >= 0) res.spans.push_back(run.span());
+  return res;
+}
+
+// The length of the union of spans.
+int64_t covered(std::vector<std::pair<int64_t, int64_t>> v) {
+  std::sort(v.begin(), v.end());
+  int64_t total = 0, reach = INT64_MIN;
+  for (const auto& [b, e] : v) {
+    if (e <= reach) continue;
+    total += e - std::max(b, reach);
+    reach = e;
+  }
+  return total;
+}
+
+}  // namespace
+
+uint64_t coll_key(uint32_t seq, uint32_t chunk, uint32_t stage, uint32_t step) {
+  return (1ull << 62) | (static_cast<uint64_t>(seq & 0xfffff) << 40) | (static_cast<uint64_t>(chunk & 0xfff) << 28) |
+         (static_cast<uint64_t>(stage & 0xff) << 20) | (step & 0xfffff);
+}
+
+uint64_t p2p_key(uint32_t tag, uint32_t occurrence) {
+  return (2ull << 62) | (static_cast<uint64_t>(tag) << 20) | (occurrence & 0xfffff);
+}
+
+void fill_p2p(std::vector<uint32_t>& buf, int src, uint32_t tag, uint32_t occurrence) {
+  fill_u(buf.data(), buf.size(), src, 0x80000000u | tag, occurrence, 0);
+}
+
+uint64_t check_p2p(const std::vector<uint32_t>& buf, int src, uint32_t tag, uint32_t occurrence) {
+  return wrong_u(buf.data(), buf.size(), src, 0x80000000u | tag, occurrence, 0);
+}
+
+std::vector<int> collective_group(const Topology& topo, int rank, const std::vector<bool>& involved) {
+  std::vector<int> group{rank};
+  // Built from dimension 0 outwards, so that dimension 0 varies fastest.
+  for (const Stage& s : stages_of(topo, rank, involved)) {
+    std::vector<int> next;
+    for (int j = 0; j < static_cast<int>(s.members.size()); ++j)
+      for (int g : group) next.push_back(g + s.members[j] - rank);
+    group = std::move(next);
+  }
+  return group;
+}
+
+double bus_factor(CollType t, int n) {
+  if (n <= 1) return 1.0;
+  switch (t) {
+    case CollType::AllReduce: return 2.0 * (n - 1) / n;
+    case CollType::AllGather:
+    case CollType::ReduceScatter:
+    case CollType::ReduceScatterBlock:
+    case CollType::AllToAll: return static_cast<double>(n - 1) / n;
+    default: return 1.0;
+  }
+}
+
+CollResult run_collective(RunEnv& env, const CollSpec& spec) {
+  const int rank = env.fabric.rank();
+  const std::vector<int> group = collective_group(env.topology, rank, spec.involved);
+  const int me = static_cast<int>(std::find(group.begin(), group.end(), rank) - group.begin());
+  const uint64_t elems = (spec.bytes + 3) / 4;
+  const uint32_t chunks = static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(env.system.chunks, elems)));
+  const uint32_t active = std::min<uint32_t>(chunks, static_cast<uint32_t>(env.system.active_chunks));
+  CollResult total;
+  total.group = static_cast<int>(group.size());
+  if (active <= 1) {
+    for (uint32_t c = 0; c < chunks; ++c) {
+      const CollResult r = run_chunk(env, spec, c, elems, chunks, group, me);
+      total.wrong += r.wrong;
+      total.elements += r.elements;
+      total.spans.insert(total.spans.end(), r.spans.begin(), r.spans.end());
+    }
+    total.comm_ns = covered(total.spans);
+    return total;
+  }
+  std::atomic<uint32_t> next{0};
+  std::atomic<uint64_t> wrong{0}, verified{0};
+  std::vector<std::exception_ptr> errs(active);
+  std::mutex spans_mu;
+  std::vector<std::thread> workers;
+  for (uint32_t w = 0; w < active; ++w)
+    workers.emplace_back([&, w] {
+      try {
+        for (uint32_t c; (c = next++) < chunks;) {
+          const CollResult r = run_chunk(env, spec, c, elems, chunks, group, me);
+          wrong += r.wrong;
+          verified += r.elements;
+          std::lock_guard<std::mutex> lk(spans_mu);
+          total.spans.insert(total.spans.end(), r.spans.begin(), r.spans.end());
+        }
+      } catch (...) {
+        errs[w] = std::current_exception();
+        env.fabric.abort(cat("rank ", rank, ": a chunk of ", spec.name, " failed"));
+      }
+    });
+  for (auto& t : workers) t.join();
+  // The first failure that is not the abort it caused in the others.
+  std::exception_ptr first;
+  for (auto& e : errs) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const Error& err) {
+      if (err.code() != GENIE_ERR_CANCELLED || !first) first = e;
+      if (err.code() != GENIE_ERR_CANCELLED) break;
+    } catch (...) {
+      first = e;
+      break;
+    }
+  }
+  if (first) std::rethrow_exception(first);
+  total.wrong = wrong;
+  total.elements = verified;
+  total.comm_ns = covered(total.spans);
+  return total;
+}
+
+}  // namespace genie::replay

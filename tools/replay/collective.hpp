@@ -1,0 +1,72 @@
+// Collectives as point-to-point steps over the Fabric, on real buffers.
+//
+// A collective runs over the ranks that share this rank's coordinates on
+// the dimensions it does not involve (involved_dim), dimension by
+// dimension: reduce-scatter stages in dimension order, all-gather stages in
+// reverse, each with the implementation the system file names for that
+// dimension (ring, direct, halving-doubling, double binary tree). The data
+// is split into the system's chunks per collective; up to its active chunks
+// run at once, each with its own buffers.
+//
+// Every contribution is a pattern that is a function of (source rank,
+// collective, chunk, element) only: integer-valued float32 for reductions,
+// so sums are exact, and 32-bit hashes otherwise. Each rank checks every
+// element it ends up with and counts the wrong ones.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "chakra.hpp"
+#include "config.hpp"
+#include "fabric.hpp"
+#include "timeline.hpp"
+
+namespace genie::replay {
+
+struct CollSpec {
+  CollType type = CollType::AllReduce;
+  uint64_t bytes = 0;        // comm_size: per rank (all-gather: its input)
+  uint32_t seq = 0;          // issue order among this rank's collectives
+  std::vector<bool> involved;  // per topology dimension; empty: all
+  std::string name;          // the node, for reports
+};
+
+struct CollResult {
+  uint64_t wrong = 0;     // elements that did not verify
+  uint64_t elements = 0;  // elements verified
+  int group = 1;          // ranks taking part
+  int64_t comm_ns = 0;    // time spent communicating and reducing (not filling or checking)
+  std::vector<std::pair<int64_t, int64_t>> spans;  // per chunk, on the timeline
+};
+
+struct RunEnv {
+  Fabric& fabric;
+  const SystemConfig& system;
+  const Topology& topology;
+  Timeline& timeline;
+  int lane = 0;
+};
+
+// Runs one collective on this rank; returns what it verified. Throws the
+// Fabric's errors (deadlock, lost peer) with the node named by the caller.
+CollResult run_collective(RunEnv& env, const CollSpec& spec);
+
+// The ranks a collective with `involved` dimensions runs over, with this
+// rank's; in group order (dimension 0 fastest).
+std::vector<int> collective_group(const Topology& topo, int rank, const std::vector<bool>& involved);
+
+// Bus bandwidth factor (nccl-tests conventions) for a group of n.
+double bus_factor(CollType t, int n);
+
+// Message keys: collectives by (seq, chunk, stage, step); sends and
+// receives by (tag, occurrence of that tag between the two ranks).
+uint64_t coll_key(uint32_t seq, uint32_t chunk, uint32_t stage, uint32_t step);
+uint64_t p2p_key(uint32_t tag, uint32_t occurrence);
+
+// The pattern of a point-to-point message, and its check (wrong elements).
+void fill_p2p(std::vector<uint32_t>& buf, int src, uint32_t tag, uint32_t occurrence);
+uint64_t check_p2p(const std::vector<uint32_t>& buf, int src, uint32_t tag, uint32_t occurrence);
+
+}  // namespace genie::replay

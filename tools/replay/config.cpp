@@ -1,0 +1,140 @@
+#include "config.hpp"
+
+#include <cjson/cJSON.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "chakra.hpp"
+#include "core/error.hpp"
+
+namespace genie::replay {
+
+const char* algo_name(Algo a) {
+  switch (a) {
+    case Algo::Ring: return "ring";
+    case Algo::Direct: return "direct";
+    case Algo::HalvingDoubling: return "halvingDoubling";
+    case Algo::DoubleBinaryTree: return "doubleBinaryTree";
+  }
+  return "?";
+}
+
+namespace {
+
+using JsonPtr = std::unique_ptr<cJSON, void (*)(cJSON*)>;
+
+JsonPtr load_json(const std::string& path, const char* what) {
+  const std::string text = read_whole_file(path, std::string(what) + " file");
+  JsonPtr j(cJSON_Parse(text.c_str()), &cJSON_Delete);
+  if (!j || !cJSON_IsObject(j.get())) fail(GENIE_ERR_PARSE, what, " file ", path, ": not a JSON object");
+  return j;
+}
+
+Algo parse_algo(const std::string& path, const char* key, const std::string& s) {
+  // ASTRA-sim's spellings, and a few obvious ones.
+  if (s == "ring" || s == "oneRing" || s == "Ring") return Algo::Ring;
+  if (s == "direct" || s == "oneDirect" || s == "Direct") return Algo::Direct;
+  if (s == "halvingDoubling" || s == "oneHalvingDoubling" || s == "halving-doubling" || s == "hd")
+    return Algo::HalvingDoubling;
+  if (s == "doubleBinaryTree" || s == "double-binary-tree" || s == "dbt") return Algo::DoubleBinaryTree;
+  fail(GENIE_ERR_PARSE, "system file ", path, ": ", key, ": unknown implementation '", s,
+       "' (ring, direct, halvingDoubling, doubleBinaryTree)");
+}
+
+void read_algos(const std::string& path, cJSON* root, const char* key, std::vector<Algo>* out) {
+  cJSON* v = cJSON_GetObjectItemCaseSensitive(root, key);
+  if (!v) return;
+  if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
+    fail(GENIE_ERR_PARSE, "system file ", path, ": ", key, " must be a non-empty list of implementations");
+  out->clear();
+  cJSON* e;
+  cJSON_ArrayForEach(e, v) {
+    if (!cJSON_IsString(e)) fail(GENIE_ERR_PARSE, "system file ", path, ": ", key, " holds a non-string");
+    out->push_back(parse_algo(path, key, e->valuestring));
+  }
+}
+
+int read_count(const std::string& path, cJSON* root, const char* key, int fallback) {
+  cJSON* v = cJSON_GetObjectItemCaseSensitive(root, key);
+  if (!v) return fallback;
+  if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 4096 ||
+      v->valuedouble != std::floor(v->valuedouble))
+    fail(GENIE_ERR_PARSE, "system file ", path, ": ", key, " must be an integer in 1..4096");
+  return v->valueint;
+}
+
+}  // namespace
+
+int Topology::ranks() const {
+  long long n = 1;
+  for (int d : dims) n = std::min(n * d, 1LL << 30);  // load_topology refuses more than 65536
+  return static_cast<int>(n);
+}
+
+SystemConfig load_system(const std::string& path) {
+  JsonPtr j = load_json(path, "system");
+  SystemConfig s;
+  s.path = path;
+  read_algos(path, j.get(), "all-reduce-implementation", &s.all_reduce);
+  read_algos(path, j.get(), "all-gather-implementation", &s.all_gather);
+  read_algos(path, j.get(), "reduce-scatter-implementation", &s.reduce_scatter);
+  read_algos(path, j.get(), "all-to-all-implementation", &s.all_to_all);
+  s.chunks = read_count(path, j.get(), "preferred-dataset-splits", 1);
+  s.active_chunks = read_count(path, j.get(), "active-chunks-per-dimension", 1);
+  if (cJSON* p = cJSON_GetObjectItemCaseSensitive(j.get(), "scheduling-policy")) {
+    if (!cJSON_IsString(p) || (std::strcmp(p->valuestring, "LIFO") != 0 && std::strcmp(p->valuestring, "FIFO") != 0))
+      fail(GENIE_ERR_PARSE, "system file ", path, ": scheduling-policy must be \"LIFO\" or \"FIFO\"");
+    s.scheduling_policy = p->valuestring;
+  }
+  if (cJSON* d = cJSON_GetObjectItemCaseSensitive(j.get(), "endpoint-delay"); cJSON_IsNumber(d))
+    s.endpoint_delay_ns = d->valuedouble;
+  return s;
+}
+
+Topology load_topology(const std::string& path) {
+  JsonPtr j = load_json(path, "logical topology");
+  Topology t;
+  t.path = path;
+  cJSON* dims = cJSON_GetObjectItemCaseSensitive(j.get(), "logical-dims");
+  if (!cJSON_IsArray(dims) || cJSON_GetArraySize(dims) == 0)
+    fail(GENIE_ERR_PARSE, "logical topology file ", path, ": needs \"logical-dims\": a non-empty list");
+  cJSON* e;
+  cJSON_ArrayForEach(e, dims) {
+    // ASTRA-sim writes the sizes as strings ("4"); numbers are accepted too.
+    long v = -1;
+    if (cJSON_IsString(e)) {
+      char* end = nullptr;
+      v = std::strtol(e->valuestring, &end, 10);
+      if (end == e->valuestring || *end) v = -1;
+    } else if (cJSON_IsNumber(e) && e->valuedouble == std::floor(e->valuedouble)) {
+      v = static_cast<long>(e->valuedouble);
+    }
+    if (v < 1 || v > 65536)
+      fail(GENIE_ERR_PARSE, "logical topology file ", path, ": logical-dims entries must be integers in 1..65536");
+    t.dims.push_back(static_cast<int>(v));
+  }
+  if (t.ranks() > 65536) fail(GENIE_ERR_PARSE, "logical topology file ", path, ": more than 65536 ranks");
+  return t;
+}
+
+MemoryConfig load_memory(const std::string& path) {
+  JsonPtr j = load_json(path, "remote memory");
+  MemoryConfig m;
+  m.path = path;
+  if (cJSON* t = cJSON_GetObjectItemCaseSensitive(j.get(), "memory-type")) {
+    if (!cJSON_IsString(t)) fail(GENIE_ERR_PARSE, "remote memory file ", path, ": memory-type must be a string");
+    m.type = t->valuestring;
+  }
+  if (m.type != "NO_MEMORY_EXPANSION")
+    fail(GENIE_ERR_UNSUPPORTED, "remote memory file ", path, ": memory-type ", m.type,
+         " is not supported by replay (only NO_MEMORY_EXPANSION)");
+  return m;
+}
+
+}  // namespace genie::replay

@@ -1,0 +1,46 @@
+// The ASTRA-sim experiment files: system (collective implementation per
+// dimension, chunks per collective), logical topology (ranks per dimension)
+// and remote memory. Unknown keys are ignored, as ASTRA-sim does; a known
+// key with a wrong value is an error naming the file and the key.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace genie::replay {
+
+enum class Algo { Ring, Direct, HalvingDoubling, DoubleBinaryTree };
+const char* algo_name(Algo a);
+
+struct SystemConfig {
+  std::string path;
+  // Per dimension (the last entry repeats for dimensions beyond the list).
+  std::vector<Algo> all_reduce{Algo::Ring};
+  std::vector<Algo> all_gather{Algo::Ring};
+  std::vector<Algo> reduce_scatter{Algo::Ring};
+  std::vector<Algo> all_to_all{Algo::Ring};
+  int chunks = 1;          // preferred-dataset-splits: chunks per collective
+  int active_chunks = 1;   // active-chunks-per-dimension: chunks in flight
+  std::string scheduling_policy = "LIFO";
+  double endpoint_delay_ns = 0;  // reported only; real endpoints have their own
+
+  Algo algo(const std::vector<Algo>& v, size_t dim) const { return v[dim < v.size() ? dim : v.size() - 1]; }
+};
+
+struct Topology {
+  std::string path;
+  std::vector<int> dims;  // ranks per dimension, dimension 0 varies fastest
+  int ranks() const;
+};
+
+struct MemoryConfig {
+  std::string path;
+  std::string type = "NO_MEMORY_EXPANSION";
+};
+
+// Each throws genie::Error(GENIE_ERR_PARSE / GENIE_ERR_IO) naming the file.
+SystemConfig load_system(const std::string& path);
+Topology load_topology(const std::string& path);
+MemoryConfig load_memory(const std::string& path);
+
+}  // namespace genie::replay

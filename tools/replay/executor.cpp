@@ -1,0 +1,287 @@
+#include "executor.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <queue>
+#include <set>
+#include <thread>
+#include <unordered_map>
+
+#include "core/error.hpp"
+
+namespace genie::replay {
+
+namespace {
+
+std::string where(const Trace& t, const Node& n) { return cat(t.path, ": ", n.label()); }
+
+int64_t need_int(const Trace& t, const Node& n, const char* key) {
+  auto it = n.attrs.find(key);
+  if (it == n.attrs.end() || !it->second.has_int)
+    fail(GENIE_ERR_PARSE, where(t, n), ": ", node_type_name(n.type), " without the integer attribute ", key);
+  return it->second.i;
+}
+
+// Positions of each node's dependencies (data and control), deduplicated.
+std::vector<std::vector<size_t>> dependencies(const Trace& t) {
+  std::unordered_map<uint64_t, size_t> pos;
+  for (size_t i = 0; i < t.nodes.size(); ++i)
+    if (!pos.emplace(t.nodes[i].id, i).second)
+      fail(GENIE_ERR_PARSE, where(t, t.nodes[i]), ": a second node with id ", t.nodes[i].id);
+  std::vector<std::vector<size_t>> deps(t.nodes.size());
+  for (size_t i = 0; i < t.nodes.size(); ++i) {
+    const Node& n = t.nodes[i];
+    std::set<size_t> s;
+    for (const auto* list : {&n.data_deps, &n.ctrl_deps})
+      for (uint64_t d : *list) {
+        auto it = pos.find(d);
+        if (it == pos.end()) fail(GENIE_ERR_PARSE, where(t, n), ": depends on node ", d, ", which the file does not have");
+        if (it->second == i) fail(GENIE_ERR_PARSE, where(t, n), ": depends on itself");
+        s.insert(it->second);
+      }
+    deps[i].assign(s.begin(), s.end());
+  }
+  return deps;
+}
+
+}  // namespace
+
+void validate_trace(const Trace& t, int rank, int size) {
+  for (const Node& n : t.nodes) {
+    const int type = static_cast<int>(n.type);
+    if (type < 1 || type > 7)
+      fail(GENIE_ERR_PARSE, where(t, n), ": unknown node type ", type, " (Chakra knows 1..7: METADATA, MEM_LOAD, ",
+           "MEM_STORE, COMP, COMM_SEND, COMM_RECV, COMM_COLL)");
+    if (n.type == NodeType::CommColl) {
+      const int64_t ct = need_int(t, n, "comm_type");
+      if (ct < 0 || ct > 9)
+        fail(GENIE_ERR_PARSE, where(t, n), ": unknown collective comm_type ", ct, " (0..9: ALL_REDUCE .. BARRIER)");
+      if (n.attr_int("comm_size", 0) < 0) fail(GENIE_ERR_PARSE, where(t, n), ": negative comm_size");
+      if (static_cast<CollType>(ct) != CollType::Barrier && !n.has_attr("comm_size"))
+        fail(GENIE_ERR_PARSE, where(t, n), ": collective without comm_size");
+    }
+    if (n.type == NodeType::CommSend || n.type == NodeType::CommRecv) {
+      const char* key = n.type == NodeType::CommSend ? "comm_dst" : "comm_src";
+      const int64_t peer = need_int(t, n, key);
+      if (peer < 0 || peer >= size)
+        fail(GENIE_ERR_INVALID_ARGUMENT, where(t, n), ": ", key, " ", peer, " is not a rank of this run (0..", size - 1,
+             ")");
+      if (n.attr_int("comm_size", 0) < 0) fail(GENIE_ERR_PARSE, where(t, n), ": negative comm_size");
+    }
+  }
+  // Every dependency exists, and they form no cycle (Kahn's algorithm).
+  const auto deps = dependencies(t);
+  std::vector<size_t> indeg(t.nodes.size());
+  std::vector<std::vector<size_t>> users(t.nodes.size());
+  for (size_t i = 0; i < deps.size(); ++i)
+    for (size_t d : deps[i]) {
+      ++indeg[i];
+      users[d].push_back(i);
+    }
+  std::vector<size_t> ready;
+  for (size_t i = 0; i < indeg.size(); ++i)
+    if (!indeg[i]) ready.push_back(i);
+  size_t seen = 0;
+  while (!ready.empty()) {
+    const size_t i = ready.back();
+    ready.pop_back();
+    ++seen;
+    for (size_t u : users[i])
+      if (--indeg[u] == 0) ready.push_back(u);
+  }
+  if (seen != t.nodes.size())
+    for (size_t i = 0; i < indeg.size(); ++i)
+      if (indeg[i]) fail(GENIE_ERR_PARSE, where(t, t.nodes[i]), ": is part of a dependency cycle");
+  (void)rank;
+}
+
+RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
+  const int rank = env.fabric.rank();
+  const auto deps = dependencies(t);
+  const size_t n = t.nodes.size();
+  std::vector<size_t> indeg(n);
+  std::vector<std::vector<size_t>> users(n);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t d : deps[i]) {
+      ++indeg[i];
+      users[d].push_back(i);
+    }
+  // Issue order: collectives by file order; sends and receives by the order
+  // of equal (peer, tag) pairs.
+  std::vector<uint32_t> seq(n), occurrence(n);
+  uint32_t colls = 0;
+  std::map<std::tuple<int, int64_t, int64_t>, uint32_t> seen;
+  for (size_t i = 0; i < n; ++i) {
+    const Node& node = t.nodes[i];
+    if (node.type == NodeType::CommColl) seq[i] = colls++;
+    if (node.type == NodeType::CommSend)
+      occurrence[i] = seen[{0, node.attr_int("comm_dst", 0), node.attr_int("comm_tag", 0)}]++;
+    if (node.type == NodeType::CommRecv)
+      occurrence[i] = seen[{1, node.attr_int("comm_src", 0), node.attr_int("comm_tag", 0)}]++;
+  }
+
+  RankReport rep;
+  rep.rank = rank;
+  rep.colls.resize(colls);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<size_t> finished;
+  std::vector<std::string> errors;  // the first real failure first
+  bool cancelled_only = true;
+  std::vector<bool> lanes;
+  std::unordered_map<size_t, std::thread> threads;  // joined as they finish
+  const bool ev_node = env.timeline.level() != TraceLevel::Off;
+
+  auto run_node = [&](size_t i, int lane) {
+    const Node& node = t.nodes[i];
+    const int64_t t0 = env.timeline.now_ns();
+    bool comm = false;
+    RunEnv local{env.fabric, env.system, env.topology, env.timeline, lane};
+    switch (node.type) {
+      case NodeType::Comp:
+      case NodeType::MemLoad:
+      case NodeType::MemStore: {
+        const auto d = std::chrono::nanoseconds(static_cast<int64_t>(node.duration_micros * 1000.0 * opts.compute_scale));
+        if (d.count() > 0) std::this_thread::sleep_for(d);
+        env.timeline.interval(false, t0, env.timeline.now_ns());
+        break;
+      }
+      case NodeType::CommSend:
+      case NodeType::CommRecv: {
+        comm = true;
+        const bool send = node.type == NodeType::CommSend;
+        const int peer = static_cast<int>(node.attr_int(send ? "comm_dst" : "comm_src", 0));
+        const uint32_t tag = static_cast<uint32_t>(node.attr_int("comm_tag", 0));
+        const uint64_t bytes = static_cast<uint64_t>(node.attr_int("comm_size", 0));
+        std::vector<uint32_t> buf((bytes + 3) / 4);
+        if (send) fill_p2p(buf, rank, tag, occurrence[i]);
+        const uint64_t key = p2p_key(tag, occurrence[i]);
+        auto op = send ? env.fabric.isend(peer, key, buf.data(), buf.size() * 4)
+                       : env.fabric.irecv(peer, key, buf.data(), buf.size() * 4);
+        env.fabric.wait(op, [&] {
+          return cat(send ? "a send to rank " : "a receive from rank ", peer, " tag ", tag, " (", t.path, ": ",
+                     node.label(), ")");
+        });
+        const uint64_t wrong = send ? 0 : check_p2p(buf, peer, tag, occurrence[i]);
+        std::lock_guard<std::mutex> lk(mu);
+        rep.wrong += wrong;
+        rep.p2p_messages += 1;
+        rep.p2p_bytes += bytes;
+        break;
+      }
+      case NodeType::CommColl: {
+        comm = true;
+        CollSpec spec;
+        spec.type = static_cast<CollType>(node.attr_int("comm_type", 0));
+        spec.bytes = static_cast<uint64_t>(node.attr_int("comm_size", 0));
+        spec.seq = seq[i];
+        spec.name = node.name;
+        if (auto it = node.attrs.find("involved_dim"); it != node.attrs.end()) {
+          if (it->second.list.size() > env.topology.dims.size())
+            fail(GENIE_ERR_INVALID_ARGUMENT, where(t, node), ": involved_dim names ", it->second.list.size(),
+                 " dimensions, the logical topology (", env.topology.path, ") has ", env.topology.dims.size());
+          for (int64_t v : it->second.list) spec.involved.push_back(v != 0);
+        }
+        CollResult r;
+        try {
+          r = run_collective(local, spec);
+        } catch (const Error& e) {
+          fail(e.code(), e.detail(), " [", t.path, ": ", node.label(), "]");
+        }
+        std::lock_guard<std::mutex> lk(mu);
+        CollRecord& rec = rep.colls[seq[i]];
+        rec = CollRecord{seq[i], node.name, spec.type, spec.bytes, r.group, r.comm_ns, r.wrong, r.elements};
+        rep.wrong += r.wrong;
+        break;
+      }
+      default: break;  // metadata
+    }
+    const int64_t t1 = env.timeline.now_ns();
+    if (comm) env.timeline.interval(true, t0, t1);
+    if (ev_node) env.timeline.add(TraceEvent{node.name.empty() ? node.label() : node.name, comm ? "comm" : "comp", t0, t1 - t0, lane});
+  };
+
+  std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> ready;
+  for (size_t i = 0; i < n; ++i)
+    if (!indeg[i]) ready.push(i);
+  size_t done = 0, running = 0;
+  constexpr size_t kMaxInFlight = 256;
+  auto last_progress = std::chrono::steady_clock::now();
+  const bool tty = opts.progress && isatty(STDERR_FILENO);
+  std::unique_lock<std::mutex> lk(mu);
+  while (done < n) {
+    while (errors.empty() && !ready.empty() && running < kMaxInFlight) {
+      const size_t i = ready.top();
+      ready.pop();
+      int lane = 0;
+      while (lane < static_cast<int>(lanes.size()) && lanes[lane]) ++lane;
+      if (lane == static_cast<int>(lanes.size())) lanes.push_back(false);
+      lanes[lane] = true;
+      ++running;
+      threads[i] = std::thread([&, i, lane] {
+        std::string err;
+        bool cancelled = false;
+        try {
+          run_node(i, lane);
+        } catch (const Error& e) {
+          err = cat(genie_status_str(e.code()), ": ", e.detail());
+          cancelled = e.code() == GENIE_ERR_CANCELLED;
+          if (err.find(t.path) == std::string::npos) err += cat(" [", t.path, ": ", t.nodes[i].label(), "]");
+        } catch (const std::exception& e) {
+          err = cat("GENIE_ERR_INTERNAL: ", e.what(), " [", t.path, ": ", t.nodes[i].label(), "]");
+        }
+        if (!err.empty()) env.fabric.abort(cat("rank ", rank, " stopped: ", err));
+        std::lock_guard<std::mutex> g(mu);
+        if (!err.empty()) {
+          if (!cancelled && cancelled_only) {
+            errors.insert(errors.begin(), err);
+            cancelled_only = false;
+          } else {
+            errors.push_back(err);
+          }
+        }
+        lanes[lane] = false;
+        finished.push_back(i);
+        cv.notify_all();
+      });
+    }
+    if (running == 0) break;  // only after a failure: nothing ready, nothing running
+    cv.wait_for(lk, std::chrono::milliseconds(250), [&] { return !finished.empty(); });
+    while (!finished.empty()) {
+      const size_t i = finished.front();
+      finished.pop_front();
+      threads[i].join();
+      threads.erase(i);
+      --running;
+      ++done;
+      if (errors.empty())
+        for (size_t u : users[i])
+          if (--indeg[u] == 0) ready.push(u);
+    }
+    if (tty && std::chrono::steady_clock::now() - last_progress > std::chrono::milliseconds(500)) {
+      last_progress = std::chrono::steady_clock::now();
+      std::fprintf(stderr, "\rgenie replay: rank %d: %zu/%zu nodes, %.1f s ", rank, done, n,
+                   env.timeline.now_ns() / 1e9);
+      std::fflush(stderr);
+    }
+    if (!errors.empty() && running == 0) break;
+  }
+  lk.unlock();
+  for (auto& [i, th] : threads) th.join();
+  if (tty) std::fprintf(stderr, "\n");
+  rep.nodes = done;
+  rep.finished_ns = env.timeline.now_ns();
+  rep.exposed_comm_ns = env.timeline.exposed_comm_ns();
+  rep.bytes_sent = env.fabric.bytes_sent();
+  rep.events = env.timeline.take_events();
+  if (!errors.empty()) rep.error = errors.front();
+  return rep;
+}
+
+}  // namespace genie::replay

@@ -1,0 +1,57 @@
+// The replay of one rank's Chakra trace: nodes run once their data and
+// control dependencies are done; compute (and memory) nodes are timed waits
+// of their duration_micros; sends and receives move patterned bytes to the
+// peer named by comm_dst / from comm_src, matched by comm_tag and by the
+// order of equal tags; collectives run over the data plane
+// (collective.hpp), matched across ranks by the order this rank issues them
+// (file order), never by node id.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "chakra.hpp"
+#include "collective.hpp"
+
+namespace genie::replay {
+
+struct CollRecord {
+  uint32_t seq = 0;
+  std::string name;
+  CollType type = CollType::AllReduce;
+  uint64_t bytes = 0;
+  int group = 1;
+  int64_t time_ns = 0;
+  uint64_t wrong = 0;
+  uint64_t elements = 0;
+};
+
+struct RankReport {
+  int rank = 0;
+  int64_t finished_ns = 0;
+  int64_t exposed_comm_ns = 0;
+  uint64_t nodes = 0;
+  uint64_t wrong = 0;      // every wrong element, collectives and sends alike
+  uint64_t p2p_messages = 0;
+  uint64_t p2p_bytes = 0;
+  uint64_t bytes_sent = 0;
+  std::vector<CollRecord> colls;  // issue order
+  std::vector<TraceEvent> events;
+  std::string error;  // empty on success
+};
+
+struct ExecOptions {
+  double compute_scale = 1.0;  // duration_micros is multiplied by it
+  bool progress = false;       // a progress line on stderr
+};
+
+// Checks the trace against the run (node types, attributes, peers in
+// range, dependencies that exist, no cycle); throws Error(PARSE or
+// INVALID_ARGUMENT) naming the file and the node.
+void validate_trace(const Trace& trace, int rank, int size);
+
+// Replays the trace; throws the first failure with the node named.
+RankReport execute(const Trace& trace, RunEnv& env, const ExecOptions& opts);
+
+}  // namespace genie::replay

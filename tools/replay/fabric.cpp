@@ -1,0 +1,343 @@
+#include "fabric.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+
+#include "core/error.hpp"
+#include "dataplane/registry.hpp"
+
+namespace genie::replay {
+
+namespace {
+
+constexpr uint16_t kHello = 1;  // request_id: the sender's rank
+constexpr uint16_t kData = 2;   // request_id: the match key; payload: the bytes
+
+bool accepts(uint16_t t) { return t == kHello || t == kData; }
+const char* type_name(uint16_t t) { return t == kHello ? "Hello" : t == kData ? "Data" : "unknown"; }
+
+}  // namespace
+
+std::string resolve_backend(const std::string& backend, std::string* why) {
+  if (backend == "tcp") return "tcp";
+  if (backend == "dpdk") return "dpdk";
+  if (backend == "rdma" || backend == "ucx") return "ucx";
+  if (backend != "auto") fail(GENIE_ERR_INVALID_ARGUMENT, "--backend ", backend, ": expected tcp, dpdk, rdma or auto");
+  std::string skipped;
+  for (const char* name : {"ucx", "dpdk"}) {
+    const dataplane::TransportLookup t = dataplane::lookup_transport(name);
+    if (t.transport) {
+      if (why) *why = skipped;
+      return name;
+    }
+    skipped += cat(skipped.empty() ? "" : "; ", t.reason);
+  }
+  if (why) *why = skipped;
+  return "tcp";
+}
+
+struct Fabric::Op {
+  bool done = false;
+  genie_status_t status = GENIE_OK;
+  std::string detail;
+};
+
+// A receive posted before its bytes arrived, or bytes that arrived (or are
+// arriving) before their receive.
+struct Fabric::Pending {
+  OpPtr op;                  // the receive, once posted
+  void* dst = nullptr;       // its buffer
+  uint64_t len = 0;          // its length
+  bool arriving = false;     // a frame for this key has begun
+  bool arrived = false;      // and its payload is complete (in `held` unless direct)
+  bool direct = false;       // the payload goes straight to dst
+  std::shared_ptr<char[]> held;  // not zeroed: every byte is overwritten
+  uint64_t held_len = 0;
+};
+
+Fabric::Fabric(const std::string& transport, int rank, int size, const std::string& bind_host,
+               std::chrono::milliseconds stall_timeout)
+    : transport_name_(transport), rank_(rank), size_(size), stall_timeout_(stall_timeout) {
+  transport_ = dataplane::find_transport(transport);
+  out_.resize(size);
+  in_.resize(size);
+  last_progress_ = std::chrono::steady_clock::now();
+  loop_ = std::make_unique<LoopThread>();
+  send_loop_ = std::make_unique<LoopThread>();
+  std::promise<std::string> bound;
+  auto fut = bound.get_future();
+  loop_->post([&] {
+    try {
+      dataplane::ChannelOptions opts;
+      opts.nodelay = true;
+      opts.buffer_bytes = 0;
+      listener_ = transport_->listen(loop_->loop(), bind_host + ":0", opts, [this](dataplane::Listener& l) {
+        auto peer = std::make_shared<int>(-1);
+        dataplane::ChannelHandlers h = handlers(-1);
+        auto ch_holder = std::make_shared<std::weak_ptr<dataplane::Channel>>();
+        // Incoming channels say who they are first (kHello).
+        h.on_frame = [this, peer, ch_holder](const dataplane::FrameHeader& fh, std::string&&) {
+          dataplane::PayloadSink sink;
+          if (fh.type == kHello) {
+            const int r = static_cast<int>(fh.request_id);
+            if (r < 0 || r >= size_ || r == rank_ || *peer != -1)
+              fail(GENIE_ERR_PROTOCOL, "a peer announced itself as rank ", fh.request_id);
+            *peer = r;
+            std::lock_guard<std::mutex> lk(mu_);
+            in_[r] = ch_holder->lock();
+            ++connected_in_;
+            cv_.notify_all();
+            return sink;
+          }
+          if (*peer < 0) fail(GENIE_ERR_PROTOCOL, "data before the peer said which rank it is");
+          on_data(*peer, fh, &sink);
+          return sink;
+        };
+        *ch_holder = l.accept(std::move(h));
+      });
+      bound.set_value(listener_->address());
+    } catch (...) {
+      bound.set_exception(std::current_exception());
+    }
+  });
+  address_ = fut.get();
+}
+
+Fabric::~Fabric() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (abort_reason_.empty()) abort_reason_ = "the replay is shutting down";
+  }
+  send_loop_->stop([this] {
+    for (auto& c : out_)
+      if (c) c->close();
+  });
+  loop_->stop([this] {
+    if (listener_) listener_->close();
+    for (auto& c : in_)
+      if (c) c->close();
+  });
+}
+
+dataplane::ChannelHandlers Fabric::handlers(int peer_hint) {
+  dataplane::ChannelHandlers h;
+  h.types = dataplane::FrameTypes{&accepts, &type_name};
+  h.on_close = [this, peer_hint](genie_status_t st, const std::string& detail) {
+    if (st == GENIE_OK || st == GENIE_ERR_SHUTDOWN) return;
+    abort(cat("the connection ", peer_hint >= 0 ? cat("to rank ", peer_hint) : std::string("from a peer"),
+              " was lost: ", genie_status_str(st), ": ", detail));
+  };
+  return h;
+}
+
+void Fabric::connect_all(const std::vector<std::string>& addrs) {
+  if (static_cast<int>(addrs.size()) != size_)
+    fail(GENIE_ERR_INTERNAL, "connect_all: ", addrs.size(), " addresses for ", size_, " ranks");
+  send_loop_->post([this, addrs] {
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      dataplane::ChannelOptions opts;
+      opts.nodelay = true;
+      opts.buffer_bytes = 0;
+      dataplane::ChannelHandlers h = handlers(r);
+      h.on_frame = [r](const dataplane::FrameHeader&, std::string&&) -> dataplane::PayloadSink {
+        fail(GENIE_ERR_PROTOCOL, "rank ", r, " sent a frame on a channel that only carries ours");
+      };
+      try {
+        auto ch = transport_->connect(send_loop_->loop(), addrs[r], opts, std::move(h),
+                                      [this, r](genie_status_t st, const std::string& detail) {
+                                        std::lock_guard<std::mutex> lk(mu_);
+                                        if (st != GENIE_OK) {
+                                          connect_error_ = cat("connecting to rank ", r, ": ", detail);
+                                        } else {
+                                          out_[r]->send(kHello, static_cast<uint64_t>(rank_), 0, std::string());
+                                          ++connected_out_;
+                                        }
+                                        cv_.notify_all();
+                                      });
+        std::lock_guard<std::mutex> lk(mu_);
+        out_[r] = ch;
+      } catch (const Error& e) {
+        std::lock_guard<std::mutex> lk(mu_);
+        connect_error_ = cat("connecting to rank ", r, " at ", addrs[r], ": ", e.detail());
+        cv_.notify_all();
+      }
+    }
+  });
+  std::unique_lock<std::mutex> lk(mu_);
+  const auto deadline = std::chrono::steady_clock::now() + stall_timeout_;
+  while (connected_out_ < size_ - 1 || connected_in_ < size_ - 1) {
+    if (!connect_error_.empty()) fail(GENIE_ERR_CONNECTION, "rank ", rank_, ": ", connect_error_);
+    if (!abort_reason_.empty()) fail(GENIE_ERR_CONNECTION, "rank ", rank_, ": ", abort_reason_);
+    if (cv_.wait_until(lk, deadline) == std::cv_status::timeout)
+      fail(GENIE_ERR_TIMEOUT, "rank ", rank_, ": the other ranks did not all connect (", connected_out_, " of ",
+           size_ - 1, " out, ", connected_in_, " in)");
+  }
+}
+
+void Fabric::progress() { last_progress_ = std::chrono::steady_clock::now(); }
+
+// Loop thread.
+void Fabric::on_data(int src, const dataplane::FrameHeader& h, dataplane::PayloadSink* sink) {
+  std::lock_guard<std::mutex> lk(mu_);
+  progress();
+  const auto key = std::make_pair(src, h.request_id);
+  auto& slot = pending_[key];
+  if (!slot) slot = std::make_shared<Pending>();
+  std::shared_ptr<Pending> p = slot;
+  if (p->arriving) fail(GENIE_ERR_PROTOCOL, "rank ", src, " sent key ", h.request_id, " twice");
+  p->arriving = true;
+  auto finish = [this, key, p, src, len = h.payload_len] {
+    // mu_ held by the caller.
+    received_ += len;
+    p->arrived = true;
+    if (p->op) {
+      if (!p->direct && len == p->len && len > 0) std::memcpy(p->dst, p->held.get(), len);
+      if (len != p->len) {
+        p->op->status = GENIE_ERR_SIZE_MISMATCH;
+        p->op->detail = cat("rank ", src, " sent ", len, " bytes, the receive expects ", p->len);
+      }
+      p->op->done = true;
+      pending_.erase(key);
+    }
+    cv_.notify_all();
+  };
+  if (p->op && p->len == h.payload_len) {
+    p->direct = true;
+    sink->dst = p->dst;
+  } else {
+    p->held = std::shared_ptr<char[]>(new char[std::max<uint64_t>(h.payload_len, 1)]);
+    p->held_len = h.payload_len;
+    sink->dst = p->held.get();
+    sink->keep = p->held;
+  }
+  if (h.payload_len == 0) {
+    finish();
+    return;
+  }
+  sink->done = [this, finish] {
+    std::lock_guard<std::mutex> lk2(mu_);
+    progress();
+    finish();
+  };
+}
+
+Fabric::OpPtr Fabric::irecv(int peer, uint64_t key, void* dst, uint64_t len) {
+  auto op = std::make_shared<Op>();
+  std::lock_guard<std::mutex> lk(mu_);
+  auto& slot = pending_[std::make_pair(peer, key)];
+  if (!slot) slot = std::make_shared<Pending>();
+  Pending& p = *slot;
+  if (p.op) fail(GENIE_ERR_INTERNAL, "two receives from rank ", peer, " under key ", key);
+  p.op = op;
+  p.dst = dst;
+  p.len = len;
+  if (p.arrived) {
+    if (p.held_len == len) {
+      if (len) std::memcpy(dst, p.held.get(), len);
+    } else {
+      op->status = GENIE_ERR_SIZE_MISMATCH;
+      op->detail = cat("rank ", peer, " sent ", p.held_len, " bytes, the receive expects ", len);
+    }
+    op->done = true;
+    pending_.erase(std::make_pair(peer, key));
+  }
+  return op;
+}
+
+Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t len) {
+  auto op = std::make_shared<Op>();
+  std::shared_ptr<std::vector<char>> copy;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (corrupt_ && len > 0 && corrupt_(peer, key)) {
+      corrupt_ = nullptr;
+      copy = std::make_shared<std::vector<char>>(static_cast<const char*>(data), static_cast<const char*>(data) + len);
+      (*copy)[len / 2] ^= 0x5a;
+      data = copy->data();
+    }
+  }
+  if (peer == rank_) {  // to itself: a copy, matched like any other
+    std::shared_ptr<char[]> r(new char[std::max<uint64_t>(len, 1)]);
+    if (len) std::memcpy(r.get(), data, len);
+    std::lock_guard<std::mutex> lk(mu_);
+    auto& slot = pending_[std::make_pair(peer, key)];
+    if (!slot) slot = std::make_shared<Pending>();
+    Pending& p = *slot;
+    p.arriving = p.arrived = true;
+    p.held = r;
+    p.held_len = len;
+    if (p.op) {
+      if (p.len == len) {
+        if (len) std::memcpy(p.dst, r.get(), len);
+      } else {
+        p.op->status = GENIE_ERR_SIZE_MISMATCH;
+        p.op->detail = cat("rank ", peer, " sent ", len, " bytes, the receive expects ", p.len);
+      }
+      p.op->done = true;
+      pending_.erase(std::make_pair(peer, key));
+    }
+    op->done = true;
+    sent_ += len;
+    cv_.notify_all();
+    return op;
+  }
+  send_loop_->post([this, op, peer, key, data, len, copy] {
+    std::shared_ptr<dataplane::Channel> ch;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ch = out_[peer];
+    }
+    auto done = [this, op, len](genie_status_t st) {
+      std::lock_guard<std::mutex> lk(mu_);
+      progress();
+      op->status = st;
+      if (st != GENIE_OK) op->detail = genie_status_str(st);
+      sent_ += len;
+      op->done = true;
+      cv_.notify_all();
+    };
+    if (!ch) {
+      done(GENIE_ERR_CONNECTION);
+      return;
+    }
+    ch->send(kData, key, 0, std::string(), data, len, copy, done);
+  });
+  return op;
+}
+
+void Fabric::wait(const OpPtr& op, const std::function<std::string()>& what) {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (!op->done) {
+    if (!abort_reason_.empty()) fail(GENIE_ERR_CANCELLED, abort_reason_, " (rank ", rank_, " was waiting for ", what(), ")");
+    cv_.wait_for(lk, std::chrono::milliseconds(200));
+    if (!op->done && std::chrono::steady_clock::now() - last_progress_ > stall_timeout_)
+      fail(GENIE_ERR_TIMEOUT, "deadlock: rank ", rank_, " waited ", stall_timeout_.count() / 1000.0,
+           " s with no data moving for ", what());
+  }
+  if (op->status != GENIE_OK)
+    fail(op->status, "rank ", rank_, ": ", what(), ": ", op->detail);
+}
+
+void Fabric::abort(const std::string& reason) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (abort_reason_.empty()) abort_reason_ = reason;
+  cv_.notify_all();
+}
+
+uint64_t Fabric::bytes_sent() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return sent_;
+}
+uint64_t Fabric::bytes_received() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return received_;
+}
+
+void Fabric::corrupt_next_send(std::function<bool(int, uint64_t)> match) {
+  std::lock_guard<std::mutex> lk(mu_);
+  corrupt_ = std::move(match);
+}
+
+}  // namespace genie::replay

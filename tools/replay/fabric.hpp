@@ -1,0 +1,106 @@
+// The data plane of one rank: a channel to every other rank over a Genie
+// transport (dataplane/registry.hpp, by name), and receives matched by
+// (source rank, key). A payload whose receive is already posted lands in
+// the receiver's buffer directly; one that arrives first is held until its
+// receive is posted.
+//
+// Threads: every method may be called from any thread except the loop's;
+// send()/recv() block the caller. A wait that sees no byte move for
+// `stall_timeout` is reported as a deadlock (Error(GENIE_ERR_TIMEOUT)
+// naming what it waited for); abort() makes every wait fail at once.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "control/loop_thread.hpp"
+#include "dataplane/transport.hpp"
+
+namespace genie::replay {
+
+// Maps --backend to a transport name: tcp, dpdk, rdma (ucx), or auto (the
+// first of ucx, dpdk that loads here, else tcp). `why` says what auto
+// skipped. Throws Error(INVALID_ARGUMENT) for an unknown backend and the
+// registry's error for an explicit one that cannot be had.
+std::string resolve_backend(const std::string& backend, std::string* why);
+
+class Fabric {
+ public:
+  struct Op;  // one send or receive in flight
+  using OpPtr = std::shared_ptr<Op>;
+
+  Fabric(const std::string& transport, int rank, int size, const std::string& bind_host,
+         std::chrono::milliseconds stall_timeout);
+  ~Fabric();
+  Fabric(const Fabric&) = delete;
+  Fabric& operator=(const Fabric&) = delete;
+
+  const std::string& transport_name() const { return transport_name_; }
+  std::string address() const { return address_; }  // where peers connect
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Connects to every peer (addrs[r] for rank r) and waits until every peer
+  // has connected here too.
+  void connect_all(const std::vector<std::string>& addrs);
+
+  // Starts a send of [data, data + len) to `peer` under `key`; the bytes
+  // must stay untouched until wait() returns.
+  OpPtr isend(int peer, uint64_t key, const void* data, uint64_t len);
+  // Posts a receive of exactly `len` bytes from `peer` under `key` into dst.
+  OpPtr irecv(int peer, uint64_t key, void* dst, uint64_t len);
+  // Waits for an op; `what` describes it for a deadlock or failure report.
+  void wait(const OpPtr& op, const std::function<std::string()>& what);
+
+  // Makes every present and future wait fail with `reason`.
+  void abort(const std::string& reason);
+
+  // Bytes sent and received so far.
+  uint64_t bytes_sent() const;
+  uint64_t bytes_received() const;
+
+  // Test hook: the next send whose key satisfies `match` has one byte of
+  // its payload flipped on the wire (the sender's buffer is untouched).
+  void corrupt_next_send(std::function<bool(int peer, uint64_t key)> match);
+
+ private:
+  struct Pending;
+  void on_data(int src, const dataplane::FrameHeader& h, dataplane::PayloadSink* sink);
+  void progress();
+  dataplane::ChannelHandlers handlers(int peer_hint);
+
+  std::string transport_name_;
+  int rank_;
+  int size_;
+  std::chrono::milliseconds stall_timeout_;
+  std::shared_ptr<dataplane::Transport> transport_;
+  // Receives run on one loop thread (the listener's channels), sends on
+  // another (the channels this rank connects), so that a rank reads and
+  // writes at the same time, as a ring step needs.
+  std::unique_ptr<LoopThread> loop_;       // incoming channels
+  std::unique_ptr<LoopThread> send_loop_;  // outgoing channels
+  std::shared_ptr<dataplane::Listener> listener_;
+  std::string address_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::shared_ptr<dataplane::Channel>> out_;  // by peer; loop thread after connect
+  std::vector<std::shared_ptr<dataplane::Channel>> in_;
+  int connected_out_ = 0;
+  int connected_in_ = 0;
+  std::string connect_error_;
+  std::map<std::pair<int, uint64_t>, std::shared_ptr<Pending>> pending_;
+  std::chrono::steady_clock::time_point last_progress_;
+  std::string abort_reason_;
+  uint64_t sent_ = 0, received_ = 0;
+  std::function<bool(int, uint64_t)> corrupt_;
+};
+
+}  // namespace genie::replay

@@ -1,0 +1,408 @@
+// genie-replay (`genie replay`): replays Chakra execution traces over
+// Genie's data plane, one process per rank, and reports what happened.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <iterator>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+
+#include "core/error.hpp"
+#include "executor.hpp"
+#include "fabric.hpp"
+#include "rendezvous.hpp"
+#include "report.hpp"
+
+namespace genie::replay {
+namespace {
+
+constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2;
+
+struct Options {
+  std::string workload, system, topology, memory;
+  int ranks = 0;  // 0: from the topology
+  std::string launch = "local";
+  std::string rendezvous;
+  std::string bind = "127.0.0.1";
+  std::string backend = "tcp";
+  double timeout_s = 30;
+  double compute_scale = 1;
+  std::string json, trace;
+  TraceLevel trace_level = TraceLevel::Node;
+  bool quiet = false;
+};
+
+void usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: genie replay --workload PREFIX [--system FILE] [--logical-topology FILE]\n"
+               "                    [--memory FILE] [--ranks N | --launch mpi] [--backend B]\n"
+               "                    [--json FILE] [--trace FILE [--trace-level node|event]]\n"
+               "\n"
+               "Replays a Chakra execution trace (one file per rank, PREFIX.<rank>.et, plain\n"
+               "or gzip) over Genie's data plane: collectives become point-to-point steps\n"
+               "(the system file's implementation per dimension: ring, direct,\n"
+               "halvingDoubling, doubleBinaryTree; its chunks per collective), sends and\n"
+               "receives move real bytes, compute nodes are timed waits. Every byte\n"
+               "received is checked. Prints, per rank, the ASTRA-sim line\n"
+               "  sys[R] finished, <ns> cycles, exposed communication <ns> cycles.\n"
+               "(wall-clock nanoseconds), then a table of the collectives (nccl-tests\n"
+               "conventions) and a summary. ASTRA-sim's option names are accepted too\n"
+               "(--workload-configuration, --system-configuration,\n"
+               "--logical-topology-configuration, --remote-memory-configuration).\n"
+               "\n"
+               "  --ranks N            start N local rank processes (default: the\n"
+               "                       topology's rank count)\n"
+               "  --launch mpi         run as one rank started by mpirun (rank and size from\n"
+               "                       OMPI_COMM_WORLD_RANK/SIZE); rank 0 hosts the\n"
+               "                       rendezvous at --rendezvous HOST:PORT (default\n"
+               "                       $GENIE_REPLAY_RENDEZVOUS, else 127.0.0.1:29517) and\n"
+               "                       prints the report\n"
+               "  --bind HOST          address the data plane listens on and publishes\n"
+               "                       (default 127.0.0.1)\n"
+               "  --backend B          tcp (default), dpdk, rdma, or auto (the best transport\n"
+               "                       that loads here, else tcp)\n"
+               "  --timeout S          a wait with no byte moving for S seconds is a\n"
+               "                       deadlock, reported with the waiting ranks (default 30)\n"
+               "  --compute-scale X    multiply compute durations by X (default 1; 0 skips)\n"
+               "  --json FILE          write the report as JSON\n"
+               "  --trace FILE         write a Chrome/Perfetto trace, every rank on one clock:\n"
+               "                       --trace-level node (each Chakra node, default) or event\n"
+               "                       (also each send, receive and wait)\n"
+               "  --quiet              no progress line\n"
+               "\n"
+               "exit status: 0 every rank finished and no byte was wrong; 1 a failure\n"
+               "(bad input, a deadlock, a lost peer, wrong bytes); 2 a bad command line.\n");
+}
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "genie replay: %s (try 'genie replay --help')\n", msg.c_str());
+  std::exit(kExitUsage);
+}
+
+double parse_num(const std::string& flag, const char* v, double lo, double hi) {
+  char* end = nullptr;
+  const double d = std::strtod(v, &end);
+  if (end == v || *end || !(d >= lo && d <= hi)) usage_error(cat(flag, " needs a number in ", lo, "..", hi, ", got '", v, "'"));
+  return d;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      usage(stdout);
+      std::exit(kExitOk);
+    }
+    if (a == "--quiet") {
+      o.quiet = true;
+      continue;
+    }
+    // --flag=value as well as --flag value.
+    std::string flag = a, value;
+    const size_t eq = a.find('=');
+    if (eq != std::string::npos && a.rfind("--", 0) == 0) {
+      flag = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    } else {
+      if (a.rfind("--", 0) != 0) usage_error("unexpected argument '" + a + "'");
+      static const char* const kValued[] = {
+          "--workload", "--workload-configuration", "--system", "--system-configuration", "--logical-topology",
+          "--logical-topology-configuration", "--memory", "--remote-memory-configuration", "--network-configuration",
+          "--ranks", "--launch", "--rendezvous", "--bind", "--backend", "--timeout", "--compute-scale", "--json",
+          "--trace", "--trace-level"};
+      if (std::none_of(std::begin(kValued), std::end(kValued), [&](const char* k) { return a == k; }))
+        usage_error("unknown option '" + a + "'");
+      if (i + 1 >= argc) usage_error(a + " needs a value");
+      value = argv[++i];
+    }
+    if (flag == "--workload" || flag == "--workload-configuration") o.workload = value;
+    else if (flag == "--system" || flag == "--system-configuration") o.system = value;
+    else if (flag == "--logical-topology" || flag == "--logical-topology-configuration") o.topology = value;
+    else if (flag == "--memory" || flag == "--remote-memory-configuration") o.memory = value;
+    else if (flag == "--network-configuration") {}  // the simulated network: replay uses a real one
+    else if (flag == "--ranks") o.ranks = static_cast<int>(parse_num(flag, value.c_str(), 1, 1024));
+    else if (flag == "--launch") {
+      if (value != "local" && value != "mpi") usage_error("--launch takes local or mpi");
+      o.launch = value;
+    } else if (flag == "--rendezvous") o.rendezvous = value;
+    else if (flag == "--bind") o.bind = value;
+    else if (flag == "--backend") {
+      if (value != "tcp" && value != "dpdk" && value != "rdma" && value != "auto")
+        usage_error("--backend takes tcp, dpdk, rdma or auto, got '" + value + "'");
+      o.backend = value;
+    } else if (flag == "--timeout") o.timeout_s = parse_num(flag, value.c_str(), 0.1, 86400);
+    else if (flag == "--compute-scale") o.compute_scale = parse_num(flag, value.c_str(), 0, 1e6);
+    else if (flag == "--json") o.json = value;
+    else if (flag == "--trace") o.trace = value;
+    else if (flag == "--trace-level") {
+      if (value == "node") o.trace_level = TraceLevel::Node;
+      else if (value == "event") o.trace_level = TraceLevel::Event;
+      else usage_error("--trace-level takes node or event");
+    } else usage_error("unknown option '" + flag + "'");
+  }
+  if (o.workload.empty()) usage_error("--workload PREFIX is required");
+  return o;
+}
+
+// Everything a rank needs, loaded and checked before any process starts.
+struct Experiment {
+  SystemConfig system;
+  Topology topology;
+  std::vector<Trace> traces;  // by rank (local launch), or this rank's only
+};
+
+std::string trace_path(const std::string& prefix, int rank) { return cat(prefix, ".", rank, ".et"); }
+
+Topology topology_for(const Options& o, int ranks) {
+  if (o.topology.empty()) return Topology{"(one dimension of all ranks)", {ranks}};
+  Topology t = load_topology(o.topology);
+  if (t.ranks() != ranks)
+    fail(GENIE_ERR_INVALID_ARGUMENT, "logical topology file ", o.topology, " has ", t.ranks(), " ranks, the run has ",
+         ranks, " (--ranks or the MPI world size)");
+  return t;
+}
+
+int rank_main(const Options& o, const Experiment& x, const Trace& trace, int rank, int size, const std::string& rdv,
+              bool progress) {
+  std::unique_ptr<RendezvousClient> rc;
+  bool started = false;
+  try {
+    const std::string transport = resolve_backend(o.backend, nullptr);
+    const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
+    Fabric fabric(transport, rank, size, o.bind, timeout);
+    rc = std::make_unique<RendezvousClient>(rdv, std::max(timeout, std::chrono::milliseconds(10000)));
+    const auto addrs = rc->hello(rank, size, transport, fabric.address());
+    fabric.connect_all(addrs);
+    // Test hook: this rank flips one byte of its first data message.
+    if (const char* c = std::getenv("GENIE_REPLAY_TEST_CORRUPT"); c && std::atoi(c) == rank)
+      fabric.corrupt_next_send([](int, uint64_t) { return true; });
+    rc->ready();
+    started = true;
+    Timeline timeline(o.trace.empty() ? TraceLevel::Off : o.trace_level);
+    timeline.start();
+    RunEnv env{fabric, x.system, x.topology, timeline, 0};
+    RankReport rep = execute(trace, env, ExecOptions{o.compute_scale, progress});
+    rc->report(report_to_json(rep));
+    return rep.error.empty() ? kExitOk : kExitFailure;
+  } catch (const std::exception& ex) {
+    // Every failure ends here: a forked rank must never unwind into the
+    // launcher's code.
+    const auto* e = dynamic_cast<const Error*>(&ex);
+    const std::string msg = e ? cat(genie_status_str(e->code()), ": ", e->detail()) : cat("GENIE_ERR_INTERNAL: ", ex.what());
+    try {
+      if (rc && started) {
+        RankReport rep;
+        rep.rank = rank;
+        rep.error = msg;
+        rc->report(report_to_json(rep));
+        return kExitFailure;
+      }
+      if (rc) {
+        rc->error(cat("rank ", rank, ": ", msg));
+        return kExitFailure;
+      }
+    } catch (const std::exception&) {
+      // The launcher is gone: say it here instead.
+    }
+    std::fprintf(stderr, "genie replay: rank %d: %s\n", rank, msg.c_str());
+    return kExitFailure;
+  }
+}
+
+// Prints the outcome; returns the exit status.
+int finish(const Options& o, const std::vector<std::string>& results, const std::string& transport, double wall_s) {
+  std::vector<RankReport> reports;
+  std::vector<std::string> failures;
+  std::vector<int> deadlocked;
+  for (size_t r = 0; r < results.size(); ++r) {
+    if (results[r].rfind("error: ", 0) == 0) {
+      failures.push_back(results[r].substr(7));
+      RankReport rep;
+      rep.rank = static_cast<int>(r);
+      rep.error = failures.back();
+      reports.push_back(rep);
+      continue;
+    }
+    reports.push_back(report_from_json(results[r]));
+    if (!reports.back().error.empty()) {
+      const std::string& e = reports.back().error;
+      failures.push_back(cat("rank ", r, ": ", e));
+      if (e.find("deadlock") != std::string::npos) deadlocked.push_back(static_cast<int>(r));
+    }
+  }
+  RunInfo info{o.workload, transport, static_cast<int>(results.size()), wall_s};
+  const uint64_t wrong = print_reports(stdout, reports, info);
+  std::fflush(stdout);
+  if (!o.json.empty()) {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(o.json.c_str(), "w"), &std::fclose);
+    const std::string s = summary_json(reports, info);
+    if (!f || std::fwrite(s.data(), 1, s.size(), f.get()) != s.size())
+      fail(GENIE_ERR_IO, "--json ", o.json, ": ", std::strerror(errno));
+  }
+  if (!o.trace.empty()) {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(o.trace.c_str(), "w"), &std::fclose);
+    const std::string s = chrome_trace(reports);
+    if (!f || std::fwrite(s.data(), 1, s.size(), f.get()) != s.size())
+      fail(GENIE_ERR_IO, "--trace ", o.trace, ": ", std::strerror(errno));
+  }
+  if (!deadlocked.empty()) {
+    std::string list;
+    for (int r : deadlocked) list += cat(list.empty() ? "" : ", ", r);
+    std::fprintf(stderr, "genie replay: deadlock: rank%s %s waited for data that never came\n",
+                 deadlocked.size() > 1 ? "s" : "", list.c_str());
+  }
+  for (const auto& f : failures) std::fprintf(stderr, "genie replay: %s\n", f.c_str());
+  if (wrong > 0) std::fprintf(stderr, "genie replay: %llu wrong elements received\n", static_cast<unsigned long long>(wrong));
+  return failures.empty() && wrong == 0 ? kExitOk : kExitFailure;
+}
+
+int run_local(const Options& o) {
+  int ranks = o.ranks;
+  Topology topo;
+  if (!o.topology.empty() && ranks == 0) {
+    topo = load_topology(o.topology);
+    ranks = topo.ranks();
+  }
+  if (ranks == 0) usage_error("give --ranks N or a --logical-topology file");
+  Experiment x;
+  x.topology = topology_for(o, ranks);
+  if (!o.system.empty()) x.system = load_system(o.system);
+  if (!o.memory.empty()) load_memory(o.memory);
+  for (int r = 0; r < ranks; ++r) {
+    if (r > 0 && access(trace_path(o.workload, r).c_str(), F_OK) != 0)
+      fail(GENIE_ERR_INVALID_ARGUMENT, "the run has ", ranks, " ranks (",
+           o.ranks ? "--ranks" : cat("logical topology file ", o.topology), ") but the workload has files for ranks 0..",
+           r - 1, " only: ", trace_path(o.workload, r), " is missing");
+    x.traces.push_back(read_trace(trace_path(o.workload, r)));
+    validate_trace(x.traces.back(), r, ranks);
+  }
+  if (FILE* extra = std::fopen(trace_path(o.workload, ranks).c_str(), "rb")) {
+    std::fclose(extra);
+    fail(GENIE_ERR_INVALID_ARGUMENT, "the workload has a file for rank ", ranks, " (", trace_path(o.workload, ranks),
+         ") but the run has ", ranks, " ranks: give --ranks or a topology that matches the workload");
+  }
+  RendezvousServer server("127.0.0.1", 0);
+  const bool progress = !o.quiet && isatty(STDERR_FILENO);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids;
+  // Forked before any thread starts (the ranks inherit the loaded traces).
+  for (int r = 0; r < ranks; ++r) {
+    const pid_t pid = fork();
+    if (pid < 0) fail(GENIE_ERR_IO, "fork: ", std::strerror(errno));
+    if (pid == 0) {
+      const int rc = rank_main(o, x, x.traces[r], r, ranks, server.address(), progress && r == 0);
+      std::fflush(stdout);
+      std::fflush(stderr);
+#ifdef __SANITIZE_ADDRESS__
+      __lsan_do_leak_check();  // _exit skips the one at exit
+#endif
+      _exit(rc);
+    }
+    pids.push_back(pid);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> results;
+  std::string err;
+  try {
+    results = server.serve(ranks, std::chrono::milliseconds(static_cast<int64_t>(std::max(o.timeout_s, 10.0) * 1000)));
+  } catch (const Error& e) {
+    err = e.detail();
+  }
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // A rank that reported and then crashed or failed on its way out (a
+  // sanitizer's leak report, say) fails the run too.
+  std::vector<std::string> exits;
+  for (size_t r = 0; r < pids.size(); ++r) {
+    int st = 0;
+    if (!err.empty()) kill(pids[r], SIGTERM);
+    waitpid(pids[r], &st, 0);
+    bool reported_ok = false;
+    try {
+      reported_ok = r < results.size() && results[r].rfind("error: ", 0) != 0 &&
+                    report_from_json(results[r]).error.empty();
+    } catch (const Error&) {
+    }
+    if (WIFSIGNALED(st))
+      exits.push_back(cat("rank ", r, " was killed by signal ", WTERMSIG(st)));
+    else if (reported_ok && WEXITSTATUS(st) != 0)
+      exits.push_back(cat("rank ", r, " reported success but exited with status ", WEXITSTATUS(st)));
+  }
+  if (!err.empty()) fail(GENIE_ERR_INVALID_ARGUMENT, err);
+  int rc = finish(o, results, resolve_backend(o.backend, nullptr), wall);
+  for (const auto& e : exits) std::fprintf(stderr, "genie replay: %s\n", e.c_str());
+  return exits.empty() ? rc : kExitFailure;
+}
+
+int env_int(std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (const char* v = std::getenv(n)) return std::atoi(v);
+  return -1;
+}
+
+int run_mpi(const Options& o) {
+  const int rank = env_int({"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"});
+  const int size = env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"});
+  if (rank < 0 || size < 1 || rank >= size)
+    fail(GENIE_ERR_INVALID_ARGUMENT, "--launch mpi: not started by mpirun (no OMPI_COMM_WORLD_RANK/SIZE)");
+  if (o.ranks && o.ranks != size)
+    fail(GENIE_ERR_INVALID_ARGUMENT, "--ranks ", o.ranks, " but mpirun started ", size, " ranks");
+  std::string rdv = o.rendezvous;
+  if (rdv.empty()) rdv = std::getenv("GENIE_REPLAY_RENDEZVOUS") ? std::getenv("GENIE_REPLAY_RENDEZVOUS") : "127.0.0.1:29517";
+  Experiment x;
+  x.topology = topology_for(o, size);
+  if (!o.system.empty()) x.system = load_system(o.system);
+  if (!o.memory.empty()) load_memory(o.memory);
+  Trace trace = read_trace(trace_path(o.workload, rank));
+  validate_trace(trace, rank, size);
+  if (rank != 0) return rank_main(o, x, trace, rank, size, rdv, false);
+  std::string host;
+  int port = 0;
+  dataplane::split_address(rdv, &host, &port);
+  RendezvousServer server(host, port);
+  std::vector<std::string> results;
+  std::string err;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread serving([&] {
+    try {
+      results = server.serve(size, std::chrono::milliseconds(static_cast<int64_t>(std::max(o.timeout_s, 10.0) * 1000)));
+    } catch (const Error& e) {
+      err = e.detail();
+    }
+  });
+  rank_main(o, x, trace, rank, size, server.address(), !o.quiet && isatty(STDERR_FILENO));
+  serving.join();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!err.empty()) fail(GENIE_ERR_INVALID_ARGUMENT, err);
+  return finish(o, results, resolve_backend(o.backend, nullptr), wall);
+}
+
+}  // namespace
+}  // namespace genie::replay
+
+int main(int argc, char** argv) {
+  using namespace genie::replay;
+  const Options o = parse(argc, argv);
+  try {
+    return o.launch == "mpi" ? run_mpi(o) : run_local(o);
+  } catch (const genie::Error& e) {
+    std::fprintf(stderr, "genie replay: %s: %s\n", genie_status_str(e.code()), e.detail().c_str());
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "genie replay: %s\n", e.what());
+    return kExitFailure;
+  }
+}

@@ -1,0 +1,26 @@
+# `genie replay` tests (tools/replay/tests/replay_case.sh), included from
+# tests/CMakeLists.txt. The Chakra test data lies beside the source tree.
+set(GENIE_CHAKRA_TESTDATA ${PROJECT_SOURCE_DIR}/../shared/testdata/chakra CACHE PATH
+  "Chakra execution traces for the replay tests")
+# Each case is NAME|ARG:ARG:... (replay_case.sh's arguments).
+set(replay_script ${PROJECT_SOURCE_DIR}/tools/replay/tests/replay_case.sh)
+set(replay_cases
+  "testdata_all_gather|testdata:microbench_4npus/all_gather/all_gather:microbench_4npus/Ring_4chunks.json"
+  "testdata_all_reduce|testdata:microbench_4npus/all_reduce/all_reduce:microbench_4npus/Ring_4chunks.json"
+  "testdata_all_to_all|testdata:microbench_4npus/all_to_all/all_to_all:microbench_4npus/Ring_4chunks.json"
+  "testdata_reduce_scatter|testdata:microbench_4npus/reduce_scatter/reduce_scatter:microbench_4npus/Ring_4chunks.json"
+  "testdata_genie_allgather|testdata:genie_allgather/ALL_GATHER:genie_allgather/system.json:genie_allgather/logical_topology_4.json:genie_allgather/remote_memory.json"
+  "testdata_genie_allgather_2chunk|testdata:genie_allgather/ALL_GATHER:genie_allgather/system_2chunk.json:genie_allgather/logical_topology_4.json"
+  "testdata_genie_allgather_replayonly|testdata:genie_allgather/ALL_GATHER:genie_allgather/system_2chunk_replayonly.json:genie_allgather/logical_topology_4.json"
+  "algo_ring|algo:ring" "algo_direct|algo:direct" "algo_halving_doubling|algo:halvingDoubling"
+  "algo_double_binary_tree|algo:doubleBinaryTree"
+  "p2p|p2p" "corrupt|corrupt" "outputs|outputs" "bad_input|bad" "deadlock|deadlock" "mpi|mpi" "bench_quick|bench")
+foreach(c ${replay_cases})
+  string(REPLACE "|" ";" parts "${c}")
+  string(REPLACE ":" ";" parts "${parts}")
+  list(GET parts 0 name)
+  list(REMOVE_AT parts 0)
+  add_test(NAME replay.${name} COMMAND bash ${replay_script} ${parts})
+  set_tests_properties(replay.${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+    ENVIRONMENT "GENIE_BUILD_DIR=${PROJECT_BINARY_DIR};GENIE_SOURCE_DIR=${PROJECT_SOURCE_DIR};CHAKRA_TESTDATA=${GENIE_CHAKRA_TESTDATA}")
+endforeach()

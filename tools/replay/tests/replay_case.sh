@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# One `genie replay` test case (CTest replay.*; tools/replay/tests.cmake):
+#   testdata PREFIX [SYSTEM [TOPOLOGY [MEMORY]]]  a trace of the test data on 4
+#                  local ranks over TCP: exit 0, a sys[R] line per rank, 0 wrong
+#   algo ALGO      every collective type, 4 ranks as [4] and [2,2] (with
+#                  involved_dim both ways), 3 chunks, 2 in flight: 0 wrong
+#   p2p            sends and receives matched by peer, tag and order; gzip;
+#                  integer attributes in every member of the oneof
+#   corrupt        one flipped byte on the wire is counted as wrong (exit 1)
+#   outputs        --json and --trace (node and event level) are valid
+#   bad            bad input: clear errors naming the file and node
+#   deadlock       a receive with no send: reported with the waiting rank
+#   mpi            --launch mpi under mpirun (skipped without Open MPI)
+#   bench          bench/replay_vs_gloo.py once on tiny sizes (no timing asserted)
+# Env: GENIE_BUILD_DIR, GENIE_SOURCE_DIR, CHAKRA_TESTDATA. Exit 0 pass, 77 skip.
+set -uo pipefail
+
+BUILD=${GENIE_BUILD_DIR:?GENIE_BUILD_DIR is not set}
+SRC=${GENIE_SOURCE_DIR:?GENIE_SOURCE_DIR is not set}
+DATA=${CHAKRA_TESTDATA:-$SRC/../shared/testdata/chakra}
+GENIE=$BUILD/genie
+GEN="/usr/bin/python3 $SRC/tools/replay/chakra_gen.py"
+[ -x "$BUILD/genie-replay" ] || { echo "FAIL: $BUILD/genie-replay was not built" >&2; exit 1; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+cd "$TMP" || exit 1
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+# replay_ok NAME ARGS...: exit 0, one sys line per rank, 0 wrong elements.
+replay_ok() {
+  local name=$1
+  shift
+  timeout 300 "$GENIE" replay --quiet --timeout 20 "$@" >out.txt 2>err.txt
+  local rc=$?
+  local lines
+  lines=$(grep -cE '^sys\[[0-9]+\] finished, [0-9]+ cycles, exposed communication [0-9]+ cycles\.$' out.txt)
+  if [ $rc -ne 0 ] || [ "$lines" -ne 4 ] || ! grep -q ', 0 wrong elements$' out.txt; then
+    fail "$name: exit $rc, $lines sys lines"
+    cat out.txt err.txt >&2
+    return 1
+  fi
+  if grep -qE '^  [a-z_]+ ' out.txt && awk '$1 ~ /^[a-z_]+$/ && NF == 10 && $10 != 0 { bad = 1 } END { exit !bad }' out.txt; then
+    fail "$name: a table row has wrong elements"
+    return 1
+  fi
+  pass "$name"
+}
+
+# replay_fails NAME PATTERN ARGS...: exit 1 with PATTERN (grep -E) on stderr.
+replay_fails() {
+  local name=$1 pattern=$2
+  shift 2
+  timeout 120 "$GENIE" replay --quiet "$@" >out.txt 2>err.txt
+  local rc=$?
+  if [ $rc -ne 1 ] || ! grep -qE "$pattern" err.txt; then
+    fail "$name: exit $rc (want 1), stderr lacks /$pattern/"
+    cat out.txt err.txt >&2
+    return 1
+  fi
+  pass "$name: $(grep -E "$pattern" err.txt | head -1)"
+}
+
+need_data() {
+  [ -d "$DATA" ] || { echo "SKIP: the Chakra test data is not at $DATA (set CHAKRA_TESTDATA)"; exit 77; }
+}
+
+systems() {  # system files, one per implementation
+  for algo in ring direct halvingDoubling doubleBinaryTree; do
+    printf '{"scheduling-policy": "LIFO", "all-reduce-implementation": ["%s", "%s"], "all-gather-implementation": ["%s", "%s"], "reduce-scatter-implementation": ["%s", "%s"], "all-to-all-implementation": ["%s", "%s"], "preferred-dataset-splits": 3, "active-chunks-per-dimension": 2}\n' \
+      $algo $algo $algo $algo $algo $algo $algo $algo >sys_$algo.json
+  done
+  echo '{"logical-dims": ["4"]}' >topo4.json
+  echo '{"logical-dims": ["2", "2"]}' >topo22.json
+}
+
+case=${1:-}
+case $case in
+  testdata)
+    need_data
+    prefix=$DATA/$2
+    args=(--workload "$prefix")
+    [ -n "${3:-}" ] && args+=(--system "$DATA/$3")
+    if [ -n "${4:-}" ]; then args+=(--logical-topology "$DATA/$4"); else args+=(--ranks 4); fi
+    [ -n "${5:-}" ] && args+=(--memory "$DATA/$5")
+    replay_ok "$2 ${3:-}" "${args[@]}"
+    ;;
+  algo)
+    systems
+    for t in all_reduce reduce_scatter all_gather all_to_all broadcast reduce gather scatter barrier; do
+      $GEN coll c_$t --ranks 4 --type $t --size 10004 --iters 2 --compute 20
+      replay_ok "$t $2 [4]" --workload c_$t --system sys_$2.json --logical-topology topo4.json
+      replay_ok "$t $2 [2,2]" --workload c_$t --system sys_$2.json --logical-topology topo22.json
+      for inv in 1,0 0,1; do
+        $GEN coll i_$t --ranks 4 --type $t --size 4100 --involved $inv
+        replay_ok "$t $2 [2,2] involved_dim $inv" --workload i_$t --system sys_$2.json --logical-topology topo22.json
+      done
+    done
+    ;;
+  p2p)
+    $GEN p2p p --ranks 4 --size 65536
+    replay_ok "sends and receives" --workload p --ranks 4
+    grep -q '^# point to point: 24 sends and receives' out.txt || fail "p2p: not every send and receive ran"
+    $GEN coll z --ranks 4 --type all_reduce --size 65536 --gzip
+    [ "$(head -c 2 z.0.et | od -An -tx1 | tr -d ' ')" = "1f8b" ] || fail "gzip: the generator did not compress"
+    replay_ok "gzip-wrapped trace" --workload z --ranks 4
+    $GEN p2p mi --ranks 4 --size 4096 --mixed-ints
+    replay_ok "integers in every member of the attribute oneof" --workload mi --ranks 4
+    $GEN coll mc --ranks 4 --type all_gather --size 8192 --iters 3 --mixed-ints
+    replay_ok "collectives with mixed integer members" --workload mc --ranks 4
+    grep -qE '^  all_gather +32768 ' out.txt || fail "mixed ints: comm_size not read back as 8192"
+    ;;
+  corrupt)
+    need_data
+    GENIE_REPLAY_TEST_CORRUPT=2 replay_fails "a flipped byte" 'genie replay: [1-9][0-9]* wrong elements received' \
+      --workload "$DATA/microbench_4npus/all_gather/all_gather" --ranks 4
+    awk '$1 == "all_gather" { exit !($10 > 0) }' out.txt || fail "corrupt: the table's #wrong is 0"
+    grep -qE ', [1-9][0-9]* wrong elements$' out.txt || fail "corrupt: the summary says 0 wrong"
+    # The same trace without the hook verifies clean: the count comes from the flip.
+    replay_ok "the same trace unflipped" --workload "$DATA/microbench_4npus/all_gather/all_gather" --ranks 4
+    ;;
+  outputs)
+    $GEN coll o --ranks 4 --type all_reduce --size 65536 --iters 3 --compute 100
+    for level in node event; do
+      replay_ok "--trace-level $level" --workload o --ranks 4 --json r.json --trace t.json --trace-level $level
+      /usr/bin/python3 - "$level" <<'PY' || fail "outputs: --json / --trace ($level) content"
+import json, sys
+level = sys.argv[1]
+r = json.load(open("r.json"))
+assert r["ranks"] == 4 and r["wrong"] == 0, r
+assert len(r["rank_reports"]) == 4 and all(x["finished_ns"] > 0 for x in r["rank_reports"])
+c = r["collectives"][0]
+assert c["collective"] == "all_reduce" and c["count"] == 3 and c["busbw_gbps"] > 0, c
+t = json.load(open("t.json"))
+ev = [e for e in t["traceEvents"] if e["ph"] == "X"]
+assert sorted({e["pid"] for e in ev}) == [0, 1, 2, 3]
+comp = [e for e in ev if e["cat"] == "comp"]
+assert len(comp) == 12 and all(e["dur"] >= 100 for e in comp), comp[:2]
+has_send = any(e["cat"] in ("send", "recv") for e in ev)
+assert has_send == (level == "event"), level
+PY
+    done
+    "$GENIE" replay --quiet --workload o --ranks 4 --json r2.json >/dev/null 2>&1
+    [ ! -e t2.json ] || fail "outputs: a trace file without --trace"
+    ;;
+  bad)
+    need_data
+    $GEN truncated tr --ranks 4
+    replay_fails "truncated file" 'tr\.3\.et: .*truncated' --workload tr --ranks 4
+    head -c 300 "$SRC/README.md" >junk.0.et
+    replay_fails "not a Chakra file" 'junk\.0\.et: .*(not a Chakra trace|truncated)' --workload junk --ranks 1
+    $GEN badtype bt --ranks 4
+    replay_fails "unknown node type" "bt\.2\.et: node 2 'mystery': unknown node type 42" --workload bt --ranks 4
+    replay_fails "topology disagrees with the workload" 'logical_topology_8\.json.*files for ranks 0\.\.3 only' \
+      --workload "$DATA/genie_allgather/ALL_GATHER" --logical-topology "$DATA/genie_allgather/logical_topology_8.json"
+    replay_fails "topology disagrees with --ranks" 'has 8 ranks, the run has 4' \
+      --workload "$DATA/genie_allgather/ALL_GATHER" --ranks 4 --logical-topology "$DATA/genie_allgather/logical_topology_8.json"
+    replay_fails "more files than ranks" 'file for rank 3 .* run has 3 ranks' --workload "$DATA/genie_allgather/ALL_GATHER" --ranks 3
+    echo '{"all-reduce-implementation": ["bogus"]}' >badsys.json
+    replay_fails "unknown implementation" "badsys\.json: all-reduce-implementation: unknown implementation 'bogus'" \
+      --workload "$DATA/genie_allgather/ALL_GATHER" --ranks 4 --system badsys.json
+    replay_fails "missing file" 'nothere\.0\.et: No such file' --workload nothere --ranks 2
+    "$GENIE" replay --ranks 4 >/dev/null 2>err.txt
+    [ $? -eq 2 ] && grep -q -- '--workload' err.txt && pass "no --workload: usage error" || fail "no --workload: not a usage error"
+    ;;
+  deadlock)
+    $GEN unmatched u --ranks 4
+    start=$(date +%s)
+    replay_fails "receive without a send" \
+      "deadlock: rank 1 waited .* for a receive from rank 0 tag 99 \(u\.1\.et: node 2 'lonely_recv'\)" \
+      --workload u --ranks 4 --timeout 2
+    grep -q 'deadlock: rank 1 waited for data that never came' err.txt || fail "deadlock: no summary of the waiting ranks"
+    [ $(($(date +%s) - start)) -lt 60 ] || fail "deadlock: not detected within the timeout"
+    [ "$(grep -c '^sys\[' out.txt)" -eq 3 ] || fail "deadlock: the three other ranks should have finished"
+    ;;
+  mpi)
+    command -v mpirun >/dev/null || { echo "SKIP: mpirun (Open MPI) is not installed"; exit 77; }
+    $GEN coll m --ranks 4 --type all_reduce --size 65536 --iters 2
+    port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    extra=()
+    [ "$(id -u)" = 0 ] && extra+=(--allow-run-as-root)
+    timeout 120 mpirun "${extra[@]}" --oversubscribe -np 4 --mca btl self,tcp -x PATH \
+      "$BUILD/genie-replay" --launch mpi --rendezvous 127.0.0.1:$port --workload m --quiet >out.txt 2>err.txt
+    rc=$?
+    if [ $rc -ne 0 ] && grep -qiE 'not enough slots|could not|ORTE|PMIx|orted' err.txt && [ "$(grep -c '^sys\[' out.txt)" -eq 0 ]; then
+      echo "SKIP: mpirun cannot start 4 local processes here:"; head -5 err.txt; exit 77
+    fi
+    if [ $rc -ne 0 ] || [ "$(grep -c '^sys\[' out.txt)" -ne 4 ] || ! grep -q ', 0 wrong elements$' out.txt; then
+      fail "mpi: exit $rc"
+      cat out.txt err.txt >&2
+    else
+      pass "mpirun -np 4"
+    fi
+    ;;
+  bench)
+    /usr/bin/python3 "$SRC/bench/replay_vs_gloo.py" --build "$BUILD" --quick --json b.json >out.txt 2>err.txt
+    rc=$?
+    cat out.txt
+    if [ $rc -ne 0 ] || ! /usr/bin/python3 -c 'import json; r = json.load(open("b.json")); assert len(r) == 2 and all(x["genie_busbw_gbps"][0] > 0 and x["genie_wrong"] == 0 for x in r)'; then
+      fail "bench: exit $rc"
+      cat err.txt >&2
+    else
+      pass "replay_vs_gloo.py --quick"
+    fi
+    ;;
+  *)
+    echo "usage: replay_case.sh testdata|algo|p2p|corrupt|outputs|bad|deadlock|mpi|bench ..." >&2
+    exit 2
+    ;;
+esac
+[ $failures -eq 0 ] || { echo "$failures failure(s)" >&2; exit 1; }
+echo "PASS"
