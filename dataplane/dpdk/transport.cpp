@@ -324,7 +324,9 @@ class DpdkTransport final : public Transport {
     caps_.name = kName;
     caps_.reliable = true;   // acks, retransmission, a CRC on every packet
     caps_.ordered = true;    // tensors are delivered in send order
-    caps_.zero_copy = true;  // payloads leave from the caller's memory (external-buffer mbufs)
+    // Payloads leave from the caller's memory (external-buffer mbufs), but
+    // arrive through a reassembly buffer (docs/dpdk.md): not zero-copy.
+    caps_.zero_copy = false;
     caps_.gpu_memory = false;
     caps_.rma = false;
     caps_.max_message = std::numeric_limits<uint32_t>::max();
