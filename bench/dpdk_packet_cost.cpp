@@ -31,8 +31,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+uint64_t g_stats[8];
+
 uint64_t dpdk_packets() {
-  uint64_t s[8] = {};
+  uint64_t* s = g_stats;
   void* h = dlopen(GENIE_BUILD_DIR "/libgenie_transport_dpdk.so", RTLD_NOW | RTLD_NOLOAD);
   if (h == nullptr) return 0;
   if (auto fn = reinterpret_cast<void (*)(uint64_t*)>(dlsym(h, "genie_dpdk_stats"))) fn(s);
@@ -153,6 +155,9 @@ int main(int argc, char** argv) {
               pp.max, gbps);
   std::printf("  memcpy %8.1f ns per fragment's bytes med (min %.1f)\n", cp.median, cp.min);
   std::printf("  ratio dpdk/memcpy (median of pairs) %.1f\n", ra.median);
+  std::printf("  engine: %llu packets sent, %llu retransmitted, %llu CRC drops, %llu duplicates\n",
+              (unsigned long long)g_stats[0], (unsigned long long)g_stats[2], (unsigned long long)g_stats[3],
+              (unsigned long long)g_stats[4]);
   if (json) {
     std::fprintf(json,
                  "{\"benchmark\": \"dpdk_packet_cost\", \"mtu\": %u, \"rounds\": %d, \"ns_per_packet\": %.2f, "

@@ -107,6 +107,7 @@ void Engine::start() {
   cfg_.window = env_u32("GENIE_DPDK_WINDOW", 256, 1, 65536);
   cfg_.rto_ms = env_u32("GENIE_DPDK_RTO_MS", 20, 1, 60000);
   cfg_.retries = env_u32("GENIE_DPDK_RETRIES", 12, 1, 1000);
+  cfg_.nack_us = env_u32("GENIE_DPDK_NACK_US", 200, 1, 1000000);
   cfg_.connect_ms = env_u32("GENIE_DPDK_CONNECT_MS", 3000, 1, 600000);
   cfg_.drop = env_u32("GENIE_DPDK_TEST_DROP", 0, 0, 1000);
   cfg_.corrupt = env_u32("GENIE_DPDK_TEST_CORRUPT", 0, 0, 1000);

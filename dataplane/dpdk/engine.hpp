@@ -19,7 +19,9 @@
 //                     yet before the window closes (default 256).
 //   GENIE_DPDK_RTO_MS first retransmission timeout (default 20; doubles per
 //                     retry up to 1 s), GENIE_DPDK_RETRIES retries per packet
-//                     (default 12), GENIE_DPDK_CONNECT_MS (default 3000).
+//                     (default 12), GENIE_DPDK_CONNECT_MS (default 3000),
+//                     GENIE_DPDK_NACK_US (default 200): at most one Nack per
+//                     interval, and a Nack re-sends packets at least this old.
 //   GENIE_DPDK_TEST_{DROP,CORRUPT,DUP,REORDER}  test only: per-mille of
 //                     transmitted packets dropped, corrupted (one header byte
 //                     flipped), duplicated, or swapped with the next;
@@ -86,6 +88,7 @@ struct EngineConfig {
   uint32_t rto_ms = 20;
   uint32_t retries = 12;
   uint32_t connect_ms = 3000;
+  uint32_t nack_us = 200;  // at most one Nack per interval; a packet is re-sent on a Nack once this old
   uint64_t backlog_limit = 256ull << 20;
   uint32_t drop = 0, corrupt = 0, dup = 0, reorder = 0;  // per mille, tests only
   uint64_t drop_after = 0;                                // tests only; 0: never

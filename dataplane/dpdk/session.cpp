@@ -224,7 +224,7 @@ void Session::on_ack(const PacketHeader& h) {
     TxPkt& p = unacked_[idx];
     if (h.type == PacketType::Ack) {
       ack_packet(p);
-    } else if (!p.acked && !p.msg->finished && now - p.sent_ns > rto_ns(0) / 4) {
+    } else if (!p.acked && !p.msg->finished && now - p.sent_ns > uint64_t{eng.config().nack_us} * 1000) {
       send_fragment(p, seq, true);  // the peer saw a gap: this one, at once
     }
   }
@@ -272,7 +272,7 @@ void Session::on_data(const PacketHeader& h, const rte_ether_addr&, const rte_mb
   } else {
     ooo_.insert(h.seq);
     const uint64_t now = eng.now_ns();
-    if (now - nack_ns_ > rto_ns(0) / 4) {
+    if (now - nack_ns_ > uint64_t{eng.config().nack_us} * 1000) {
       // A gap: name what is missing below the highest seq seen.
       uint64_t missing = 0;
       for (uint32_t i = 0; i < 64 && before(rcv_nxt_ + i, h.seq); ++i)
