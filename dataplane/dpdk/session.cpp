@@ -23,7 +23,10 @@ bool before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
 }  // namespace
 
 uint64_t Session::rto_ns(uint32_t tries) const {
-  const uint64_t base = uint64_t{eng.config().rto_ms} * 1000000;
+  // GENIE_DPDK_RTO_MS until the first sample, then 4 round trips
+  // (at least 500 us), never more than GENIE_DPDK_RTO_MS.
+  const uint64_t most = uint64_t{eng.config().rto_ms} * 1000000;
+  const uint64_t base = srtt_ns_ == 0 ? most : std::min(most, std::max<uint64_t>(500000, 4 * srtt_ns_));
   return std::min<uint64_t>(base << std::min<uint32_t>(tries, 16), 1000000000ull);
 }
 
@@ -209,6 +212,11 @@ void Session::on_ack(const PacketHeader& h) {
   peer_window_ = h.window;
   const int32_t d = static_cast<int32_t>(h.ack - snd_una_);
   if (d > 0 && static_cast<size_t>(d) <= unacked_.size()) {
+    const TxPkt& last = unacked_[d - 1];
+    if (last.tries == 0 && !last.nacked) {
+      const uint64_t sample = eng.now_ns() - last.sent_ns;
+      srtt_ns_ = srtt_ns_ == 0 ? sample : (7 * srtt_ns_ + sample) / 8;
+    }
     for (int32_t i = 0; i < d; ++i) {
       ack_packet(unacked_.front());
       unacked_.pop_front();
@@ -224,8 +232,10 @@ void Session::on_ack(const PacketHeader& h) {
     TxPkt& p = unacked_[idx];
     if (h.type == PacketType::Ack) {
       ack_packet(p);
-    } else if (!p.acked && !p.msg->finished && now - p.sent_ns > uint64_t{eng.config().nack_us} * 1000) {
-      send_fragment(p, seq, true);  // the peer saw a gap: this one, at once
+    } else if (!p.acked && !p.msg->finished &&
+               (!p.nacked || now - p.sent_ns > uint64_t{eng.config().nack_us} * 1000)) {
+      p.nacked = true;
+      send_fragment(p, seq, true);  // the peer saw a later packet: this one, at once
     }
   }
   if ((h.flags & kFlagFinAck) && state == State::Closing && fin_sent_) end(close_st_, close_detail_);
@@ -272,18 +282,21 @@ void Session::on_data(const PacketHeader& h, const rte_ether_addr&, const rte_mb
   } else {
     ooo_.insert(h.seq);
     const uint64_t now = eng.now_ns();
-    if (now - nack_ns_ > uint64_t{eng.config().nack_us} * 1000) {
-      // A gap: name what is missing below the highest seq seen.
-      uint64_t missing = 0;
-      for (uint32_t i = 0; i < 64 && before(rcv_nxt_ + i, h.seq); ++i)
-        if (ooo_.count(rcv_nxt_ + i) == 0) missing |= uint64_t{1} << i;
-      nack_ns_ = now;
-      eng.stats().nacks_sent++;
-      send_control(PacketType::Nack, 0, missing);
-    }
+    if (now - nack_ns_ > uint64_t{eng.config().nack_us} * 1000) send_nack(now);
   }
   ack_due_ = true;
   deliver();
+}
+
+// Names what is missing below the highest sequence number held.
+void Session::send_nack(uint64_t now) {
+  const uint32_t top = *ooo_.rbegin();
+  uint64_t missing = 0;
+  for (uint32_t i = 0; i < 64 && before(rcv_nxt_ + i, top); ++i)
+    if (ooo_.count(rcv_nxt_ + i) == 0) missing |= uint64_t{1} << i;
+  nack_ns_ = now;
+  eng.stats().nacks_sent++;
+  send_control(PacketType::Nack, 0, missing);
 }
 
 void Session::deliver() {
@@ -341,6 +354,8 @@ void Session::pump(uint64_t now, bool timers) {
       send_fragment(p, snd_una_ + static_cast<uint32_t>(i), true);
     }
   }
+  // A hole still open: name it again (the Nack or its repair may be lost).
+  if (!ooo_.empty() && now - nack_ns_ > 4 * uint64_t{eng.config().nack_us} * 1000) send_nack(now);
   if (ack_due_ || (advertised_zero_ && advertised_window() > 0)) {
     ack_due_ = false;
     uint64_t sack = 0;

@@ -37,6 +37,7 @@ struct TxPkt {
   uint64_t sent_ns = 0;
   uint32_t tries = 0;
   bool acked = false;
+  bool nacked = false;  // re-sent once on a Nack already
 };
 
 struct RxTensor {
@@ -86,6 +87,7 @@ struct Session : std::enable_shared_from_this<Session> {
   void fail(genie_status_t st, const std::string& detail, bool tell_peer);
   void end(genie_status_t st, const std::string& detail);
   uint32_t advertised_window() const;
+  void send_nack(uint64_t now);
   uint64_t rto_ns(uint32_t tries) const;
 
   // connect
@@ -99,6 +101,7 @@ struct Session : std::enable_shared_from_this<Session> {
   uint32_t snd_una_ = 1, snd_nxt_ = 1;
   std::deque<TxPkt> unacked_;  // seq snd_una_ + i
   uint32_t peer_window_ = 0;
+  uint64_t srtt_ns_ = 0;  // smoothed round trip of first transmissions; 0: no sample yet
   uint64_t probe_ns_ = 0;
   // receive
   uint32_t rcv_nxt_ = 1;
