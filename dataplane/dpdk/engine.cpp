@@ -297,7 +297,7 @@ void Engine::transmit(const PacketHeader& h, const rte_ether_addr& dst, const ui
   }
   txq_.push_back(m);
   if (held_ != nullptr && held_ != m) txq_.push_back(std::exchange(held_, nullptr));
-  if (txq_.size() >= kBurst) flush();
+  if (txq_.size() >= kBurst && !loopback_port_) flush();
 }
 
 void Engine::flush() {
@@ -306,7 +306,12 @@ void Engine::flush() {
     const uint16_t n = rte_eth_tx_burst(port_, 0, txq_.data() + sent,
                                         static_cast<uint16_t>(std::min<size_t>(txq_.size() - sent, kBurst)));
     sent += n;
-    if (n == 0 && loopback_port_) break;  // our own ring is full: we are its reader
+    if (n == 0 && loopback_port_) {
+      // Our own ring is full and we are its reader: keep the rest for the
+      // next round, after a receive burst has made room.
+      txq_.erase(txq_.begin(), txq_.begin() + static_cast<std::ptrdiff_t>(sent));
+      return;
+    }
   }
   for (size_t i = sent; i < txq_.size(); ++i) rte_pktmbuf_free(txq_[i]);  // lost; retransmitted later
   txq_.clear();

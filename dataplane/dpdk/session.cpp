@@ -24,9 +24,10 @@ bool before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
 
 uint64_t Session::rto_ns(uint32_t tries) const {
   // GENIE_DPDK_RTO_MS until the first sample, then 4 round trips
-  // (at least 500 us), never more than GENIE_DPDK_RTO_MS.
+  // plus 1 ms (at least 10 ms: a descheduled polling thread must not look
+  // like loss), never more than GENIE_DPDK_RTO_MS.
   const uint64_t most = uint64_t{eng.config().rto_ms} * 1000000;
-  const uint64_t base = srtt_ns_ == 0 ? most : std::min(most, std::max<uint64_t>(500000, 4 * srtt_ns_));
+  const uint64_t base = srtt_ns_ == 0 ? most : std::min(most, std::max<uint64_t>(10000000, 4 * srtt_ns_ + 1000000));
   return std::min<uint64_t>(base << std::min<uint32_t>(tries, 16), 1000000000ull);
 }
 
@@ -233,7 +234,8 @@ void Session::on_ack(const PacketHeader& h) {
     if (h.type == PacketType::Ack) {
       ack_packet(p);
     } else if (!p.acked && !p.msg->finished &&
-               (!p.nacked || now - p.sent_ns > uint64_t{eng.config().nack_us} * 1000)) {
+               (!p.nacked || now - p.sent_ns > std::max<uint64_t>(uint64_t{eng.config().nack_us} * 1000,
+                                                                  2 * srtt_ns_))) {
       p.nacked = true;
       send_fragment(p, seq, true);  // the peer saw a later packet: this one, at once
     }
@@ -341,7 +343,10 @@ void Session::pump(uint64_t now, bool timers) {
       probe_ns_ = now;
       send_control(PacketType::Ack, kFlagProbe);
     }
-    for (size_t i = 0; i < unacked_.size(); ++i) {
+    // At most 16 re-sends a tick: after a stall every packet looks late, and
+    // the receiver's Nacks name the ones really missing.
+    int resent = 0;
+    for (size_t i = 0; i < unacked_.size() && resent < 16; ++i) {
       TxPkt& p = unacked_[i];
       if (p.acked || p.msg->finished || now - p.sent_ns < rto_ns(p.tries)) continue;
       if (p.tries >= eng.config().retries) {
@@ -351,6 +356,7 @@ void Session::pump(uint64_t now, bool timers) {
                     true);
       }
       ++p.tries;
+      ++resent;
       send_fragment(p, snd_una_ + static_cast<uint32_t>(i), true);
     }
   }
