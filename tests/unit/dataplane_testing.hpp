@@ -16,6 +16,7 @@
 #include <future>
 #include <mutex>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include "dataplane/loop_hooks.hpp"
@@ -29,6 +30,19 @@ constexpr auto kWait = std::chrono::seconds(10);
 // test-plugins folder.
 inline void use_build_plugins() {
   ::setenv("GENIE_TRANSPORT_PATH", GENIE_PLUGIN_DIR ":" GENIE_TEST_PLUGIN_DIR, 1);
+}
+
+// n bytes of a reproducible pseudo-random pattern (xorshift from `seed`).
+inline std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
+  std::vector<uint8_t> v(n);
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v[i] = static_cast<uint8_t>(x);
+  }
+  return v;
 }
 
 // The dpdk plugin's EAL on an in-process net_ring port (its transmit ring

@@ -24,19 +24,8 @@ namespace genie::dataplane {
 namespace {
 
 using testing::kWait;
+using testing::pattern;
 using testing::TestLoop;
-
-std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
-  std::vector<uint8_t> v(n);
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    v[i] = static_cast<uint8_t>(x);
-  }
-  return v;
-}
 
 // One end of a channel: records frames, payloads (received into buffers of
 // its own), sends' completions and the close, in the order they happened.
