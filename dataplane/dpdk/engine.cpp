@@ -5,6 +5,7 @@
 #include <rte_ethdev.h>
 #include <rte_gpudev.h>
 #include <rte_lcore.h>
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -124,7 +125,13 @@ void Engine::start() {
     joined += (joined.empty() ? "" : " ") + a;
   }
   argv.push_back(nullptr);
-  if (rte_eal_init(static_cast<int>(args.size()), argv.data()) < 0)
+  // EAL pins the calling thread to its main lcore: this thread is the
+  // application's (or a loop's), so it gets its own CPU set back.
+  cpu_set_t before;
+  const bool had_affinity = pthread_getaffinity_np(pthread_self(), sizeof before, &before) == 0;
+  const int eal_rc = rte_eal_init(static_cast<int>(args.size()), argv.data());
+  if (had_affinity) pthread_setaffinity_np(pthread_self(), sizeof before, &before);
+  if (eal_rc < 0)
     fail(GENIE_ERR_UNSUPPORTED, "DPDK EAL did not initialise (", rte_strerror(rte_errno), ") with '", joined,
          "' (GENIE_DPDK_EAL sets the arguments)");
 

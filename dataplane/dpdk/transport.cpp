@@ -239,6 +239,7 @@ class DpdkListener final : public Listener, public std::enable_shared_from_this<
     {
       std::lock_guard<std::mutex> lk(box_->mu);
       box_->async = &async_;
+      if (!box_->incoming.empty()) uv_async_send(&async_);  // a Syn came in meanwhile
     }
     self_ = shared_from_this();
     std::weak_ptr<DpdkListener> weak = self_;
