@@ -109,10 +109,11 @@ int main(int argc, char** argv) {
       r.why = d;
     }
   };
-  r.tx = t.transport->connect(&loop, listener->address(), {}, th, [&](genie_status_t st, const std::string& d) {
-    up = st == GENIE_OK;
-    if (!up) r.why = d;
-  });
+  r.tx =
+      t.transport->connect(&loop, listener->address(), {}, th, [&](genie_status_t st, const std::string& d) {
+        up = st == GENIE_OK;
+        if (!up) r.why = d;
+      });
   while (!up && r.why.empty()) uv_run(&loop, UV_RUN_ONCE);
   if (!up) {
     std::fprintf(stderr, "dpdk per-packet cost: cannot connect: %s\n", r.why.c_str());
@@ -133,7 +134,8 @@ int main(int argc, char** argv) {
     // memcpy of the same bytes, one pass.
     std::vector<uint8_t> a(frame, 1), b(frame);
     const auto c0 = Clock::now();
-    for (int k = 0; k < frames; ++k) std::memcpy(b.data(), a.data(), frame), a[k % frame] = b[(k * 7) % frame];
+    for (int k = 0; k < frames; ++k)
+      std::memcpy(b.data(), a.data(), frame), a[k % frame] = b[(k * 7) % frame];
     const double cs = std::chrono::duration<double>(Clock::now() - c0).count();
     if (r.failed) {
       std::fprintf(stderr, "dpdk per-packet cost: %s\n", r.why.c_str());
@@ -149,20 +151,22 @@ int main(int argc, char** argv) {
   bu_stats_t pp = bu_stats(per_packet.data(), per_packet.size());
   bu_stats_t cp = bu_stats(copy_ns.data(), copy_ns.size());
   bu_stats_t ra = bu_stats(ratio.data(), ratio.size());
-  std::printf("dpdk per-packet cost on net_ring, MTU %u (%u-byte fragments), %d x %zu-byte frames, %d rounds\n", mtu,
-              mtu - 80, frames, frame, rounds);
-  std::printf("  dpdk   %8.1f ns/packet med (min %.1f, max %.1f)   last round %.2f Gbit/s\n", pp.median, pp.min,
-              pp.max, gbps);
+  std::printf(
+      "dpdk per-packet cost on net_ring, MTU %u (%u-byte fragments), %d x %zu-byte frames, %d rounds\n", mtu,
+      mtu - 80, frames, frame, rounds);
+  std::printf("  dpdk   %8.1f ns/packet med (min %.1f, max %.1f)   last round %.2f Gbit/s\n", pp.median,
+              pp.min, pp.max, gbps);
   std::printf("  memcpy %8.1f ns per fragment's bytes med (min %.1f)\n", cp.median, cp.min);
   std::printf("  ratio dpdk/memcpy (median of pairs) %.1f\n", ra.median);
   std::printf("  engine: %llu packets sent, %llu retransmitted, %llu CRC drops, %llu duplicates\n",
               (unsigned long long)g_stats[0], (unsigned long long)g_stats[2], (unsigned long long)g_stats[3],
               (unsigned long long)g_stats[4]);
   if (json) {
-    std::fprintf(json,
-                 "{\"benchmark\": \"dpdk_packet_cost\", \"mtu\": %u, \"rounds\": %d, \"ns_per_packet\": %.2f, "
-                 "\"memcpy_ns_per_fragment\": %.2f, \"ratio\": %.3f}\n",
-                 mtu, rounds, pp.median, cp.median, ra.median);
+    std::fprintf(
+        json,
+        "{\"benchmark\": \"dpdk_packet_cost\", \"mtu\": %u, \"rounds\": %d, \"ns_per_packet\": %.2f, "
+        "\"memcpy_ns_per_fragment\": %.2f, \"ratio\": %.3f}\n",
+        mtu, rounds, pp.median, cp.median, ra.median);
     std::fclose(json);
   }
   r.tx->close();

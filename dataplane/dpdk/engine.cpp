@@ -1,11 +1,11 @@
 #include "dataplane/dpdk/engine.hpp"
 
+#include <pthread.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_gpudev.h>
 #include <rte_lcore.h>
-#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -48,7 +48,8 @@ std::vector<std::string> eal_args() {
         cpu = c;
         break;
       }
-  for (const char* a : {"-l", "", "--no-huge", "-m", "512", "--no-shconf", "--no-pci", "--no-telemetry", "--log-level=*:warning"})
+  for (const char* a : {"-l", "", "--no-huge", "-m", "512", "--no-shconf", "--no-pci", "--no-telemetry",
+                        "--log-level=*:warning"})
     args.push_back(a);
   args[2] = std::to_string(cpu);
   return args;
@@ -136,10 +137,11 @@ void Engine::start() {
          "' (GENIE_DPDK_EAL sets the arguments)");
 
   gpus_ = rte_gpu_count_avail();
-  gpu_reason_ = gpus_ == 0
-                    ? "no gpudev device (Debian's DPDK 22.11 has no CUDA gpudev driver), so GPU memory cannot back "
-                      "DPDK buffers here"
-                    : cat(gpus_, " gpudev device(s), but this build does not place DPDK buffers in GPU memory yet");
+  gpu_reason_ =
+      gpus_ == 0
+          ? "no gpudev device (Debian's DPDK 22.11 has no CUDA gpudev driver), so GPU memory cannot back "
+            "DPDK buffers here"
+          : cat(gpus_, " gpudev device(s), but this build does not place DPDK buffers in GPU memory yet");
 
   const char* want = std::getenv("GENIE_DPDK_PORT");
   bool found = false;
@@ -162,21 +164,25 @@ void Engine::start() {
   rte_eth_dev_get_name_by_port(port_, name);
   port_name_ = name;
   rte_eth_dev_info info{};
-  if (rte_eth_dev_info_get(port_, &info) != 0) fail(GENIE_ERR_UNSUPPORTED, "rte_eth_dev_info_get(", name, ") failed");
+  if (rte_eth_dev_info_get(port_, &info) != 0)
+    fail(GENIE_ERR_UNSUPPORTED, "rte_eth_dev_info_get(", name, ") failed");
   loopback_port_ = std::strcmp(info.driver_name, "net_ring") == 0;
   uint16_t mtu = 1500;
   rte_eth_dev_get_mtu(port_, &mtu);
   cfg_.mtu = env_u32("GENIE_DPDK_MTU", mtu, kPacketHeaderSize + 64, 9600);
 
-  const int socket = static_cast<int>(rte_socket_id()) == SOCKET_ID_ANY ? 0 : static_cast<int>(rte_socket_id());
-  const uint16_t room = static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(2048, cfg_.mtu + kEthHeaderSize));
+  const int socket =
+      static_cast<int>(rte_socket_id()) == SOCKET_ID_ANY ? 0 : static_cast<int>(rte_socket_id());
+  const uint16_t room =
+      static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(2048, cfg_.mtu + kEthHeaderSize));
   pool_ = rte_pktmbuf_pool_create("genie_pkt", 8191, 256, 0, room, socket);
   ext_pool_ = rte_pktmbuf_pool_create("genie_ext", 8191, 256, 0, 0, socket);
   if (pool_ == nullptr || ext_pool_ == nullptr)
     fail(GENIE_ERR_UNSUPPORTED, "cannot create DPDK mbuf pools (", rte_strerror(rte_errno),
          "): give EAL more memory (-m in GENIE_DPDK_EAL)");
   rte_eth_conf conf{};
-  if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+  if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
+    conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
   int rc = rte_eth_dev_configure(port_, 1, 1, &conf);
   if (rc == 0) rc = rte_eth_rx_queue_setup(port_, 0, kRingSize, socket, nullptr, pool_);
   if (rc == 0) rc = rte_eth_tx_queue_setup(port_, 0, kRingSize, socket, nullptr);
@@ -189,9 +195,9 @@ void Engine::start() {
 }
 
 uint64_t Engine::now_ns() const {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
 }
 
 void Engine::run(std::function<void()> fn) {
@@ -257,7 +263,8 @@ void Engine::transmit(const PacketHeader& h, const rte_ether_addr& dst, const ui
     if (tail != nullptr) rte_pktmbuf_free(tail);
     return;  // as if lost on the wire
   }
-  auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, kEthHeaderSize + kPacketHeaderSize + inline_len));
+  auto* d =
+      reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, kEthHeaderSize + kPacketHeaderSize + inline_len));
   auto* eth = reinterpret_cast<rte_ether_hdr*>(d);
   eth->dst_addr = dst;
   eth->src_addr = mac_;

@@ -91,7 +91,7 @@ struct EngineConfig {
   uint32_t nack_us = 200;  // at most one Nack per interval; a packet is re-sent on a Nack once this old
   uint64_t backlog_limit = 256ull << 20;
   uint32_t drop = 0, corrupt = 0, dup = 0, reorder = 0;  // per mille, tests only
-  uint64_t drop_after = 0;                                // tests only; 0: never
+  uint64_t drop_after = 0;                               // tests only; 0: never
 };
 
 struct EngineStats {

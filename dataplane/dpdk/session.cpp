@@ -27,7 +27,8 @@ uint64_t Session::rto_ns(uint32_t tries) const {
   // plus 1 ms (at least 10 ms: a descheduled polling thread must not look
   // like loss), never more than GENIE_DPDK_RTO_MS.
   const uint64_t most = uint64_t{eng.config().rto_ms} * 1000000;
-  const uint64_t base = srtt_ns_ == 0 ? most : std::min(most, std::max<uint64_t>(10000000, 4 * srtt_ns_ + 1000000));
+  const uint64_t base =
+      srtt_ns_ == 0 ? most : std::min(most, std::max<uint64_t>(10000000, 4 * srtt_ns_ + 1000000));
   return std::min<uint64_t>(base << std::min<uint32_t>(tries, 16), 1000000000ull);
 }
 
@@ -149,14 +150,15 @@ void Session::send_fragment(TxPkt& p, uint32_t seq, bool retransmit) {
     const uint64_t start = std::max(off, pre) - pre;
     const uint16_t plen = static_cast<uint16_t>(off + len - std::max(off, pre));
     auto* hold = new std::shared_ptr<TxMsg>(p.msg);
-    tail = eng.attach(m.payload + start, plen,
-                      [](void* arg) {
-                        auto* held = static_cast<std::shared_ptr<TxMsg>*>(arg);
-                        std::shared_ptr<TxMsg> msg = std::move(*held);
-                        delete held;
-                        if (msg->owner) msg->owner->released(*msg);
-                      },
-                      hold);
+    tail = eng.attach(
+        m.payload + start, plen,
+        [](void* arg) {
+          auto* held = static_cast<std::shared_ptr<TxMsg>*>(arg);
+          std::shared_ptr<TxMsg> msg = std::move(*held);
+          delete held;
+          if (msg->owner) msg->owner->released(*msg);
+        },
+        hold);
     if (tail == nullptr) {
       delete hold;  // no mbuf: as if lost, the timer sends it again
       p.sent_ns = eng.now_ns();
@@ -181,13 +183,11 @@ void Session::on_packet(const PacketHeader& h, const rte_ether_addr& src, const 
         box->post(Event(Event::Connected));
       }
       return;
-    case PacketType::Data:
-      return on_data(h, src, m, at);
+    case PacketType::Data: return on_data(h, src, m, at);
     case PacketType::Ack:
       if (h.flags & kFlagProbe) ack_due_ = true;
       [[fallthrough]];
-    case PacketType::Nack:
-      return on_ack(h);
+    case PacketType::Nack: return on_ack(h);
     case PacketType::Fin:
       if (state == State::Connecting || state == State::Done) return;
       send_control(PacketType::Ack, kFlagFinAck);
@@ -203,8 +203,7 @@ void Session::on_packet(const PacketHeader& h, const rte_ether_addr& src, const 
       }
       if (state == State::Closing) return end(close_st_, close_detail_);
       return fail(GENIE_ERR_CONNECTION, cat("connection to ", peer_name, " reset by the peer"), false);
-    default:
-      return;
+    default: return;
   }
 }
 
@@ -234,8 +233,8 @@ void Session::on_ack(const PacketHeader& h) {
     if (h.type == PacketType::Ack) {
       ack_packet(p);
     } else if (!p.acked && !p.msg->finished &&
-               (!p.nacked || now - p.sent_ns > std::max<uint64_t>(uint64_t{eng.config().nack_us} * 1000,
-                                                                  2 * srtt_ns_))) {
+               (!p.nacked ||
+                now - p.sent_ns > std::max<uint64_t>(uint64_t{eng.config().nack_us} * 1000, 2 * srtt_ns_))) {
       p.nacked = true;
       send_fragment(p, seq, true);  // the peer saw a later packet: this one, at once
     }
@@ -264,12 +263,12 @@ void Session::on_data(const PacketHeader& h, const rte_ether_addr&, const rte_mb
     t.buf.reset(new (std::nothrow) char[h.tensor_size]);
     t.size = h.tensor_size;
     if (!t.buf) {
-      return fail(GENIE_ERR_OUT_OF_MEMORY, cat("cannot allocate ", h.tensor_size, " bytes for a tensor from ",
-                                               peer_name),
-                  true);
+      return fail(GENIE_ERR_OUT_OF_MEMORY,
+                  cat("cannot allocate ", h.tensor_size, " bytes for a tensor from ", peer_name), true);
     }
   } else if (t.size != h.tensor_size) {
-    return fail(GENIE_ERR_PROTOCOL, cat("DPDK tensor ", h.tensor_id, " from ", peer_name, " changed size"), true);
+    return fail(GENIE_ERR_PROTOCOL, cat("DPDK tensor ", h.tensor_id, " from ", peer_name, " changed size"),
+                true);
   }
   char* dst = t.buf.get() + h.frag_offset;
   const void* src = rte_pktmbuf_read(m, at, h.payload_len, dst);
@@ -302,7 +301,8 @@ void Session::send_nack(uint64_t now) {
 }
 
 void Session::deliver() {
-  while (!rx_.empty() && rx_.begin()->first == next_deliver_ && rx_.begin()->second.got == rx_.begin()->second.size) {
+  while (!rx_.empty() && rx_.begin()->first == next_deliver_ &&
+         rx_.begin()->second.got == rx_.begin()->second.size) {
     Event e(Event::Frame);
     e.size = rx_.begin()->second.size;
     e.bytes = std::move(rx_.begin()->second.buf);
@@ -318,8 +318,9 @@ void Session::pump(uint64_t now, bool timers) {
     if (!timers || now - syn_sent_ns_ < rto_ns(std::min<uint32_t>(syn_tries_ - 1, 3))) return;
     if (now >= connect_deadline_) {
       Event e(Event::ConnectFailed);
-      e.detail = cat("cannot connect to ", peer_name, ": no answer from DPDK endpoint ", endpoint_, " behind port ",
-                     eng.port_name(), " within ", eng.config().connect_ms, " ms (", syn_tries_, " tries)");
+      e.detail =
+          cat("cannot connect to ", peer_name, ": no answer from DPDK endpoint ", endpoint_, " behind port ",
+              eng.port_name(), " within ", eng.config().connect_ms, " ms (", syn_tries_, " tries)");
       const std::string why = e.detail;
       box->post(std::move(e));
       return end(GENIE_ERR_CONNECTION, why);
@@ -351,8 +352,8 @@ void Session::pump(uint64_t now, bool timers) {
       if (p.acked || p.msg->finished || now - p.sent_ns < rto_ns(p.tries)) continue;
       if (p.tries >= eng.config().retries) {
         return fail(GENIE_ERR_CONNECTION,
-                    cat("connection to ", peer_name, " timed out: packet ", snd_una_ + i, " of tensor ", p.msg->tid,
-                        " was not acknowledged after ", p.tries, " retransmissions"),
+                    cat("connection to ", peer_name, " timed out: packet ", snd_una_ + i, " of tensor ",
+                        p.msg->tid, " was not acknowledged after ", p.tries, " retransmissions"),
                     true);
       }
       ++p.tries;

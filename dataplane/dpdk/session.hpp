@@ -15,7 +15,7 @@ namespace genie::dataplane::dpdk {
 // One tensor (a frame: frame header + message, then the payload) to send.
 struct TxMsg {
   uint64_t tid = 0;
-  std::string prefix;               // the encoded frame header and the message
+  std::string prefix;                // the encoded frame header and the message
   const uint8_t* payload = nullptr;  // the caller's, attached to mbufs (no copy)
   uint64_t payload_len = 0;
   std::shared_ptr<void> keep;
@@ -117,7 +117,7 @@ struct Session : std::enable_shared_from_this<Session> {
   bool fin_sent_ = false;
   uint32_t fin_tries_ = 0;
   uint64_t fin_ns_ = 0;
-  int unposted_ = 0;         // messages finished whose done waits for their mbufs
+  int unposted_ = 0;             // messages finished whose done waits for their mbufs
   bool closed_pending_ = false;  // end() ran; Closed goes out once unposted_ == 0
   genie_status_t end_st_ = GENIE_OK;
   std::string end_detail_;

@@ -115,11 +115,10 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
         case Event::Connected:
           if (closing_) break;
           established_ = true;
-          if (auto cb = std::exchange(connect_cb_, nullptr)) guarded_log([&] { cb(GENIE_OK, {}); }, "connect callback");
+          if (auto cb = std::exchange(connect_cb_, nullptr))
+            guarded_log([&] { cb(GENIE_OK, {}); }, "connect callback");
           break;
-        case Event::ConnectFailed:
-          connect_failed_ = e.detail;
-          break;
+        case Event::ConnectFailed: connect_failed_ = e.detail; break;
         case Event::Frame:
           box_->backlog.fetch_sub(e.size, std::memory_order_relaxed);
           if (!closing_) deliver(e.bytes.get(), e.size);
@@ -148,7 +147,8 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
     std::string detail;
     if (!guarded(
             [&] {
-              check(size >= kFrameHeaderSize, GENIE_ERR_PROTOCOL, "DPDK tensor of ", size, " bytes has no frame");
+              check(size >= kFrameHeaderSize, GENIE_ERR_PROTOCOL, "DPDK tensor of ", size,
+                    " bytes has no frame");
               h = decode_frame_header(b, max_message_, handlers_.types);
               check(kFrameHeaderSize + uint64_t{h.msg_len} + h.payload_len == size, GENIE_ERR_PROTOCOL,
                     "DPDK tensor of ", size, " bytes holds a frame of another size");
@@ -188,10 +188,10 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
 
   void closed_cb() {
     if (auto cb = std::exchange(connect_cb_, nullptr)) {
-      const std::string why = !connect_failed_.empty()
-                                  ? connect_failed_
-                                  : cat("cannot connect to ", peer_, ": closed before it was established (",
-                                        close_detail_, ")");
+      const std::string why =
+          !connect_failed_.empty()
+              ? connect_failed_
+              : cat("cannot connect to ", peer_, ": closed before it was established (", close_detail_, ")");
       guarded_log([&] { cb(GENIE_ERR_CONNECTION, why); }, "connect callback");
     }
     ChannelHandlers h = std::move(handlers_);
@@ -323,8 +323,8 @@ class DpdkTransport final : public Transport {
  public:
   explicit DpdkTransport(Engine& eng) : eng_(eng) {
     caps_.name = kName;
-    caps_.reliable = true;   // acks, retransmission, a CRC on every packet
-    caps_.ordered = true;    // tensors are delivered in send order
+    caps_.reliable = true;  // acks, retransmission, a CRC on every packet
+    caps_.ordered = true;   // tensors are delivered in send order
     // Payloads leave from the caller's memory (external-buffer mbufs), but
     // arrive through a reassembly buffer (docs/dpdk.md): not zero-copy.
     caps_.zero_copy = false;
@@ -338,7 +338,8 @@ class DpdkTransport final : public Transport {
   std::shared_ptr<MemoryRegion> register_memory(void* data, uint64_t length, MemoryKind kind,
                                                 int32_t device) override {
     const std::string how = cat("sends host memory only: ", eng_.gpu_reason());
-    return std::make_shared<Region>(data, describe_host_memory(kName, how.c_str(), data, length, kind, device));
+    return std::make_shared<Region>(data,
+                                    describe_host_memory(kName, how.c_str(), data, length, kind, device));
   }
 
   std::shared_ptr<Listener> listen(uv_loop_t* loop, const std::string& address, const ChannelOptions& options,
@@ -352,7 +353,8 @@ class DpdkTransport final : public Transport {
                                    ChannelHandlers handlers, ConnectFn on_connected) override {
     int endpoint = 0;
     const std::string target = canonical(address, &endpoint);
-    check(endpoint > 0, GENIE_ERR_INVALID_ARGUMENT, "DPDK address '", address, "' names no endpoint (1..65535)");
+    check(endpoint > 0, GENIE_ERR_INVALID_ARGUMENT, "DPDK address '", address,
+          "' names no endpoint (1..65535)");
     auto s = std::make_shared<Session>(eng_);
     auto ch = std::make_shared<DpdkChannel>(eng_, loop, s, options.max_message, std::move(handlers), target);
     ch->start(false, std::move(on_connected));
@@ -384,7 +386,7 @@ extern "C" __attribute__((visibility("default"))) void genie_dpdk_stats(uint64_t
   genie::dataplane::dpdk::Engine* e = genie::dataplane::dpdk::Engine::started();
   if (e == nullptr) return;
   auto& s = e->stats();
-  const std::atomic<uint64_t>* c[8] = {&s.tx_packets, &s.rx_packets,  &s.retransmits,  &s.crc_drops,
+  const std::atomic<uint64_t>* c[8] = {&s.tx_packets, &s.rx_packets, &s.retransmits,  &s.crc_drops,
                                        &s.duplicates, &s.nacks_sent, &s.test_dropped, &s.test_corrupted};
   for (int i = 0; i < 8; ++i) out[i] = c[i]->load();
 }

@@ -14,7 +14,7 @@
 
 namespace genie::dataplane::dpdk {
 
-constexpr uint16_t kEtherType = 0x88B5;  // IEEE 802 local experimental EtherType 1
+constexpr uint16_t kEtherType = 0x88B5;         // IEEE 802 local experimental EtherType 1
 constexpr uint32_t kPacketMagic = 0x4744504Bu;  // "GDPK"
 constexpr uint8_t kPacketVersion = 1;
 constexpr size_t kPacketHeaderSize = 80;

@@ -37,7 +37,8 @@ struct Stats {
 
 Stats stats() {
   Stats s{};
-  void* h = dlopen((std::string(GENIE_PLUGIN_DIR) + "/libgenie_transport_dpdk.so").c_str(), RTLD_NOW | RTLD_NOLOAD);
+  void* h =
+      dlopen((std::string(GENIE_PLUGIN_DIR) + "/libgenie_transport_dpdk.so").c_str(), RTLD_NOW | RTLD_NOLOAD);
   if (h == nullptr) return s;
   auto fn = reinterpret_cast<void (*)(uint64_t*)>(dlsym(h, "genie_dpdk_stats"));
   if (fn != nullptr) fn(reinterpret_cast<uint64_t*>(&s));
@@ -68,7 +69,8 @@ struct End : std::enable_shared_from_this<End> {
     auto self = shared_from_this();
     ChannelHandlers h;
     h.on_frame = [self](const FrameHeader& fh, std::string&& msg) -> PayloadSink {
-      if (const int ms = self->stall_first_ms.exchange(0)) std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      if (const int ms = self->stall_first_ms.exchange(0))
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
       std::lock_guard<std::mutex> lk(self->mu);
       auto buf = std::make_shared<std::vector<uint8_t>>(fh.payload_len);
       self->got.emplace_back(std::move(msg), buf);
@@ -118,7 +120,9 @@ class Dpdk : public ::testing::Test {
     auto connected = std::make_shared<std::promise<std::pair<genie_status_t, std::string>>>();
     client_->ch = client_loop_.run([&] {
       return t_->connect(client_loop_.loop(), addr, {}, client_->handlers(),
-                         [connected](genie_status_t st, const std::string& d) { connected->set_value({st, d}); });
+                         [connected](genie_status_t st, const std::string& d) {
+                           connected->set_value({st, d});
+                         });
     });
     auto f = connected->get_future();
     if (f.wait_for(kWait) != std::future_status::ready) return false;
@@ -158,15 +162,18 @@ class Dpdk : public ::testing::Test {
       with_payload += sizes[i] > 0;
       send(loop, a, "m" + std::to_string(seed + i), sent.back());
     }
-    ASSERT_TRUE(b->wait([&] {
-      return b->got.size() == before + sizes.size() &&
-             b->payloads_done == done_before + static_cast<int>(with_payload);
-    }, std::chrono::seconds(60)))
+    ASSERT_TRUE(b->wait(
+        [&] {
+          return b->got.size() == before + sizes.size() &&
+                 b->payloads_done == done_before + static_cast<int>(with_payload);
+        },
+        std::chrono::seconds(60)))
         << "received " << b->got.size() - before << " of " << sizes.size();
     std::lock_guard<std::mutex> lk(b->mu);
     for (size_t i = 0; i < sizes.size(); ++i) {
       EXPECT_EQ(b->got[before + i].first, "m" + std::to_string(seed + i)) << "out of order at " << i;
-      EXPECT_TRUE(*b->got[before + i].second == *sent[i]) << "payload " << i << " (" << sizes[i] << " bytes) differs";
+      EXPECT_TRUE(*b->got[before + i].second == *sent[i])
+          << "payload " << i << " (" << sizes[i] << " bytes) differs";
     }
   }
 
@@ -217,8 +224,8 @@ TEST_F(Dpdk, SlowReceiverIsNotOverrun) {
     // backlog limit and one window let through.
     std::this_thread::sleep_for(std::chrono::milliseconds(1000));
     std::lock_guard<std::mutex> lk(client_->mu);
-    EXPECT_LT(client_->sends.size(), 8u) << "the sender ran " << client_->sends.size()
-                                         << " MiB ahead of a receiver that takes nothing";
+    EXPECT_LT(client_->sends.size(), 8u)
+        << "the sender ran " << client_->sends.size() << " MiB ahead of a receiver that takes nothing";
   });
   exchange(client_loop_, client_, server_, sizes, 100);
   later.join();
@@ -246,7 +253,8 @@ TEST_F(Dpdk, ConnectToASilentLinkFailsWithTheReason) {
   start({{"GENIE_DPDK_TEST_DROP", "1000"}, {"GENIE_DPDK_CONNECT_MS", "300"}});
   ASSERT_TRUE(open(false));
   EXPECT_EQ(connect_result_.first, GENIE_ERR_CONNECTION);
-  EXPECT_NE(connect_result_.second.find("no answer from DPDK endpoint"), std::string::npos) << connect_result_.second;
+  EXPECT_NE(connect_result_.second.find("no answer from DPDK endpoint"), std::string::npos)
+      << connect_result_.second;
   ASSERT_TRUE(client_->wait([&] { return client_->closes == 1; }));
   EXPECT_EQ(client_->close_status, GENIE_ERR_CONNECTION);
 }
@@ -256,8 +264,9 @@ TEST_F(Dpdk, ConnectToAnEndpointNobodyListensOnIsRefused) {
   auto end = std::make_shared<End>();
   std::promise<std::string> why;
   client_loop_.run([&] {
-    return t_->connect(client_loop_.loop(), "peer:4242", {}, end->handlers(),
-                       [&why](genie_status_t st, const std::string& d) { why.set_value(std::to_string(st) + " " + d); });
+    return t_->connect(
+        client_loop_.loop(), "peer:4242", {}, end->handlers(),
+        [&why](genie_status_t st, const std::string& d) { why.set_value(std::to_string(st) + " " + d); });
   });
   auto f = why.get_future();
   ASSERT_EQ(f.wait_for(kWait), std::future_status::ready);
@@ -265,7 +274,8 @@ TEST_F(Dpdk, ConnectToAnEndpointNobodyListensOnIsRefused) {
   EXPECT_EQ(d.rfind(std::to_string(GENIE_ERR_CONNECTION), 0), 0u) << d;
   EXPECT_NE(d.find("refused"), std::string::npos) << d;
   EXPECT_NE(d.find("peer:4242"), std::string::npos) << d;
-  EXPECT_THROW(client_loop_.run([&] { return t_->connect(client_loop_.loop(), "peer:0", {}, {}, nullptr); }), Error);
+  EXPECT_THROW(client_loop_.run([&] { return t_->connect(client_loop_.loop(), "peer:0", {}, {}, nullptr); }),
+               Error);
 }
 
 TEST_F(Dpdk, CapabilitiesAndDeviceMemorySayWhyNoGpu) {

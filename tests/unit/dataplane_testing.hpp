@@ -16,8 +16,8 @@
 #include <future>
 #include <mutex>
 #include <string>
-#include <vector>
 #include <thread>
+#include <vector>
 
 #include "dataplane/loop_hooks.hpp"
 
@@ -52,8 +52,9 @@ inline void use_dpdk_ring() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0)
     while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &set)) ++cpu;
-  const std::string eal = "-l " + std::to_string(cpu) +
-                          " --no-huge -m 256 --no-shconf --no-pci --no-telemetry --log-level=*:warning --vdev=net_ring0";
+  const std::string eal =
+      "-l " + std::to_string(cpu) +
+      " --no-huge -m 256 --no-shconf --no-pci --no-telemetry --log-level=*:warning --vdev=net_ring0";
   ::setenv("GENIE_DPDK_EAL", eal.c_str(), 0);
 }
 
