@@ -74,6 +74,7 @@ void Mailbox::post(Event e) {
   std::lock_guard<std::mutex> lk(mu);
   events.push_back(std::move(e));
   if (async != nullptr) uv_async_send(async);
+  cv.notify_all();
 }
 
 namespace {
@@ -191,7 +192,14 @@ void Engine::start() {
   rte_eth_promiscuous_enable(port_);
   rte_eth_macaddr_get(port_, &mac_);
   thread_ = std::thread([this] { poll(); });
-  thread_.detach();  // runs until the process exits, like the EAL
+  // The polling thread runs until the process exits; it stops before the
+  // statics it may use (the log) are destroyed.
+  std::atexit([] {
+    if (g_engine != nullptr && g_engine->thread_.joinable()) {
+      g_engine->stop_ = true;
+      g_engine->thread_.join();
+    }
+  });
 }
 
 uint64_t Engine::now_ns() const {

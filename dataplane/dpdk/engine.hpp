@@ -34,6 +34,7 @@
 #include <uv.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -65,6 +66,7 @@ struct Event {
 // Shared by a session (polling thread) and its channel (loop thread).
 struct Mailbox {
   std::mutex mu;
+  std::condition_variable cv;   // an event arrived (a loop being torn down waits for Closed)
   uv_async_t* async = nullptr;  // while the channel's handle is open
   std::deque<Event> events;
   std::atomic<uint64_t> backlog{0};  // bytes of Frame events not yet taken

@@ -403,7 +403,7 @@ void Session::close(genie_status_t st, const std::string& detail) {
   close_st_ = st;
   close_detail_ = detail;
   if (state == State::Connecting) return end(st, detail);
-  if (st != GENIE_OK && st != GENIE_ERR_SHUTDOWN) {
+  if (st != GENIE_OK) {  // an error, or the owner's loop going away: no lingering
     send_control(PacketType::Rst, 0);
     return end(st, detail);
   }

@@ -9,6 +9,7 @@
 // the peer for messages only, since the port is a point-to-point link (a
 // memif or veth pair, a ring): every packet leaves through this process's
 // port (GENIE_DPDK_PORT) and a Syn is broadcast on it.
+#include <chrono>
 #include <cstring>
 #include <limits>
 
@@ -61,7 +62,7 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
     self_ = shared_from_this();
     std::weak_ptr<DpdkChannel> weak = self_;
     hook_ = g_host->add_close_hook(loop_, [weak] {
-      if (auto c = weak.lock()) c->close(GENIE_ERR_SHUTDOWN, "event loop stopped");
+      if (auto c = weak.lock()) c->shutdown();
     });
     std::lock_guard<std::mutex> lk(box_->mu);
     box_->async = &async_;
@@ -102,6 +103,30 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
 
   bool closed() const override { return closing_; }
   std::string peer() const override { return peer_; }
+
+  // The loop is being torn down: whatever is left of it is swept right
+  // after the close hooks, so the close completes here. The session ends
+  // without lingering (SHUTDOWN resets it); its last events are awaited
+  // briefly and handled now.
+  void shutdown() {
+    close(GENIE_ERR_SHUTDOWN, "event loop stopped");
+    if (finished_) return;
+    {
+      std::unique_lock<std::mutex> lk(box_->mu);
+      box_->cv.wait_for(lk, std::chrono::seconds(2), [&] {
+        for (const Event& e : box_->events)
+          if (e.kind == Event::Closed) return true;
+        return false;
+      });
+    }
+    process();
+    if (!finished_) {
+      // The engine did not answer in time: never signal a handle that is
+      // about to be swept.
+      std::lock_guard<std::mutex> lk(box_->mu);
+      box_->async = nullptr;
+    }
+  }
 
  private:
   void process() {

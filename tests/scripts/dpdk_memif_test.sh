@@ -33,6 +33,7 @@ echo "ok 1: tensors of 1 B to 8 MiB byte-exact over dpdk/memif"
 
 # --- 2. the transformer block, remote over memif = embedded ----------------
 emb=$("$SAMPLE" --seq 32 --repeat 1 | checksum)
-rem=$(client 2 "$SAMPLE" --seq 32 --repeat 2 2>"$TMP/client2.err" | checksum)
+rem=$(client 2 "$SAMPLE" --seq 32 --repeat 2 2>"$TMP/client2.err" | checksum) ||
+  fail "the transformer block over memif failed"
 [ -n "$emb" ] && [ "$emb" = "$rem" ] || fail "sample checksum over memif '$rem' != embedded '$emb'"
 echo "ok 2: transformer block over dpdk/memif agrees with embedded (checksum $rem)"
