@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
   r.tx->close();
   if (rx) rx->close();
   listener->close();
-  for (int k = 0; k < 1000 && uv_run(&loop, UV_RUN_NOWAIT) != 0; ++k) {
-  }
+  uv_run(&loop, UV_RUN_DEFAULT);  // until both channels and the listener have closed
+  uv_loop_close(&loop);
   return 0;
 }
