@@ -28,7 +28,10 @@ done
 TOOL="$B/tests/itest_tensor_tool"
 TMP=$(mktemp -d)
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"; }
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  rm -rf "$TMP" /var/run/dpdk/gb-*-$$  # EAL's runtime directories of this run
+}
 trap cleanup EXIT
 EAL="-l 0 --no-huge -m 256 --no-pci --no-telemetry --log-level=*:error"
 

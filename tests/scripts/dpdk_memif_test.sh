@@ -15,6 +15,8 @@ SAMPLE="$B/sample_transformer_block"
 checksum() { awk '$1 == "checksum" && !seen { print $3; seen = 1 }'; }  # reads all: no SIGPIPE
 
 SOCK="$TMP/memif.sock"
+# EAL keeps a runtime directory per --file-prefix: remove this test's.
+trap 'servers_cleanup; rm -rf /var/run/dpdk/genie-s$$ /var/run/dpdk/genie-c$$-*' EXIT
 EAL="-l 0 --no-huge -m 256 --no-pci --no-telemetry --log-level=*:error"
 export GENIE_TIMEOUT=30000
 GENIE_LOG_LEVEL=debug GENIE_SERVE_TRANSPORTS=dpdk \
