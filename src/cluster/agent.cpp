@@ -62,7 +62,7 @@ ClusterAgent::ClusterAgent(const Config& cfg, std::string node_id, double config
   const bool want_dpdk = cfg_.backend == GENIE_BACKEND_DPDK || cfg_.backend == GENIE_BACKEND_DPDK_GPUDEV;
   dpdk_ = want_dpdk ? probe_dpdk(std::min<int64_t>(cfg_.timeout_ms, 10000))
                     : dpdk_not_probed("EAL not probed at init (about 0.5 s in a child process: `genie discover` "
-                                      "runs it); no DPDK transport in this version");
+                                      "runs it); GENIE_TRANSPORT=dpdk uses the dpdk transport plugin regardless");
   local_backends_ = local_backends(rdma_, dpdk_);
   const bool remote = !cfg_.master_addr.empty();
   if (remote) {

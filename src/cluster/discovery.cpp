@@ -439,7 +439,8 @@ std::vector<BackendAvail> local_backends(const RdmaProbe& rdma, const DpdkProbe&
                false});
   std::string gpu_reason = dpdk.reason;
   if (dpdk.eal_ok && !dpdk.gpudev_lib) gpu_reason = "librte_gpudev.so.23 not loaded";
-  else if (dpdk.eal_ok && dpdk.gpus == 0) gpu_reason = "EAL initialised but no gpudev device";
+  else if (dpdk.eal_ok && dpdk.gpus == 0)
+    gpu_reason = "EAL initialised but no gpudev device (Debian's DPDK has no CUDA gpudev driver)";
   else if (dpdk.eal_ok && dpdk.ports == 0) gpu_reason = "no ethdev port";
   v.push_back({GENIE_BACKEND_DPDK_GPUDEV, dpdk.eal_ok && dpdk.gpus > 0 && dpdk.ports > 0, gpu_reason, false});
   for (BackendAvail& a : v)
@@ -544,8 +545,27 @@ JsonPtr rdma_to_json(const RdmaProbe& p) {
   return o;
 }
 
+namespace {
+
+// Whether the dpdk transport plugin is installed (it is not loaded here:
+// loading it starts an EAL in this process).
+std::string dpdk_plugin_status() {
+  std::string dirs;
+  for (const std::string& dir : dataplane::transport_search_path()) {
+    const std::string path = dir + "/" + dataplane::plugin_file_name("dpdk");
+    if (::access(path.c_str(), F_OK) == 0)
+      return cat("installed (", path, "); its port comes from GENIE_DPDK_EAL, e.g. --vdev=net_memif0,...");
+    dirs += (dirs.empty() ? "" : ", ") + dir;
+  }
+  return cat("not installed: no ", dataplane::plugin_file_name("dpdk"), " in ", dirs,
+             " (it is built only where pkg-config finds libdpdk)");
+}
+
+}  // namespace
+
 JsonPtr dpdk_to_json(const DpdkProbe& p) {
   JsonPtr o = json_object();
+  cJSON_AddStringToObject(o.get(), "transport_plugin", dpdk_plugin_status().c_str());
   cJSON_AddBoolToObject(o.get(), "available", p.eal_ok && p.ports > 0);
   cJSON_AddBoolToObject(o.get(), "probed", p.probed);
   cJSON_AddBoolToObject(o.get(), "eal_initialised", p.eal_ok);

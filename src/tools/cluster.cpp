@@ -146,6 +146,7 @@ int discover_command(int argc, char** argv) {
     }
   }
   print_probe("dpdk", get(j.get(), "dpdk"));
+  std::printf("  %-12s   transport plugin: %s\n", "", str(get(j.get(), "dpdk"), "transport_plugin").c_str());
   print_probe("dpdk_gpudev", get(j.get(), "dpdk_gpudev"));
   print_probe("gpus", get(j.get(), "gpus"));
   const cJSON* backends = get(j.get(), "backends");

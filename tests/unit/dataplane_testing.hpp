@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <uv.h>
 
@@ -14,7 +15,9 @@
 #include <functional>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "dataplane/loop_hooks.hpp"
 
@@ -27,6 +30,32 @@ constexpr auto kWait = std::chrono::seconds(10);
 // test-plugins folder.
 inline void use_build_plugins() {
   ::setenv("GENIE_TRANSPORT_PATH", GENIE_PLUGIN_DIR ":" GENIE_TEST_PLUGIN_DIR, 1);
+}
+
+// n bytes of a reproducible pseudo-random pattern (xorshift from `seed`).
+inline std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
+  std::vector<uint8_t> v(n);
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v[i] = static_cast<uint8_t>(x);
+  }
+  return v;
+}
+
+// The dpdk plugin's EAL on an in-process net_ring port (its transmit ring
+// is its receive ring), unless GENIE_DPDK_EAL already says otherwise.
+inline void use_dpdk_ring() {
+  int cpu = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &set)) ++cpu;
+  const std::string eal =
+      "-l " + std::to_string(cpu) +
+      " --no-huge -m 256 --no-shconf --no-pci --no-telemetry --log-level=*:warning --vdev=net_ring0";
+  ::setenv("GENIE_DPDK_EAL", eal.c_str(), 0);
 }
 
 class TestLoop {

@@ -1,6 +1,8 @@
 // The transport interface (dataplane/transport.hpp), run the same way over
-// every transport this build has: TCP (built in) and the loopback plugin,
-// loaded by name. A listener on one loop, a connecting channel on another:
+// every transport this build has: TCP (built in), the loopback plugin and,
+// where DPDK is installed, the dpdk plugin over an in-process net_ring port
+// (EAL starts once per process: ctest runs each case in its own), loaded
+// by name. A listener on one loop, a connecting channel on another:
 // frames with payloads landing in the receiver's sinks, order, message
 // limits both ways, the order of callbacks at close, loop teardown,
 // capabilities, registered memory and remote memory access.
@@ -22,19 +24,8 @@ namespace genie::dataplane {
 namespace {
 
 using testing::kWait;
+using testing::pattern;
 using testing::TestLoop;
-
-std::vector<uint8_t> pattern(size_t n, uint64_t seed) {
-  std::vector<uint8_t> v(n);
-  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    v[i] = static_cast<uint8_t>(x);
-  }
-  return v;
-}
 
 // One end of a channel: records frames, payloads (received into buffers of
 // its own), sends' completions and the close, in the order they happened.
@@ -105,6 +96,7 @@ class Transports : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     testing::use_build_plugins();
+    if (GetParam() == "dpdk") testing::use_dpdk_ring();
     TransportLookup got = lookup_transport(GetParam());
     // A transport whose hardware or libraries this machine lacks says so
     // (UNSUPPORTED); the two this build always has must load.
@@ -178,9 +170,12 @@ TEST_P(Transports, CapabilitiesSayWhatTheTransportDoes) {
   if (GetParam() == "tcp") {
     EXPECT_FALSE(c.zero_copy);  // the kernel's socket buffers sit in between
     EXPECT_FALSE(c.rma);
-  } else {
+  } else if (GetParam() == "loopback") {
     EXPECT_TRUE(c.zero_copy);  // sender's buffer straight into the sink
     EXPECT_TRUE(c.rma);
+  } else {
+    EXPECT_FALSE(c.zero_copy);  // dpdk: received fragments are reassembled, then copied into the sink
+    EXPECT_FALSE(c.rma);
   }
 }
 
@@ -458,7 +453,13 @@ TEST_P(Transports, RemoteMemoryAccessWhereCapabilitiesSaySo) {
   EXPECT_EQ(rma(true, 0, 0, 10, rd).first, GENIE_ERR_INVALID_ARGUMENT);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dataplane, Transports, ::testing::Values("tcp", "loopback"),
+INSTANTIATE_TEST_SUITE_P(Dataplane, Transports,
+                         ::testing::Values("tcp", "loopback"
+#ifdef GENIE_HAVE_DPDK_TRANSPORT
+                                           ,
+                                           "dpdk"
+#endif
+                                           ),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

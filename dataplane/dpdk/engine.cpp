@@ -1,0 +1,444 @@
+#include "dataplane/dpdk/engine.hpp"
+
+#include <pthread.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_gpudev.h>
+#include <rte_lcore.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "dataplane/dpdk/session.hpp"
+
+namespace genie::dataplane::dpdk {
+namespace {
+
+constexpr uint16_t kBurst = 32;
+constexpr uint16_t kRingSize = 1024;
+
+uint32_t env_u32(const char* name, uint32_t def, uint32_t lo, uint32_t hi) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return def;
+  char* end = nullptr;
+  const unsigned long x = std::strtoul(v, &end, 10);
+  if (*end != '\0' || x < lo || x > hi)
+    fail(GENIE_ERR_INVALID_ARGUMENT, name, "='", v, "' is not a number in ", lo, "..", hi);
+  return static_cast<uint32_t>(x);
+}
+
+std::vector<std::string> eal_args() {
+  std::vector<std::string> args{"genie"};
+  if (const char* v = std::getenv("GENIE_DPDK_EAL"); v != nullptr && *v != '\0') {
+    std::istringstream in(v);
+    for (std::string a; in >> a;) args.push_back(a);
+    return args;
+  }
+  int cpu = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    for (int c = 0; c < static_cast<int>(CPU_SETSIZE); ++c)
+      if (CPU_ISSET(c, &set)) {
+        cpu = c;
+        break;
+      }
+  for (const char* a : {"-l", "", "--no-huge", "-m", "512", "--no-shconf", "--no-pci", "--no-telemetry",
+                        "--log-level=*:warning"})
+    args.push_back(a);
+  args[2] = std::to_string(cpu);
+  return args;
+}
+
+// The external buffer of a payload mbuf: released(arg) when the driver lets go.
+struct ExtHold {
+  rte_mbuf_ext_shared_info shinfo;
+  void (*released)(void*);
+  void* arg;
+};
+
+void ext_free(void*, void* opaque) {
+  auto* h = static_cast<ExtHold*>(opaque);
+  h->released(h->arg);
+  delete h;
+}
+
+}  // namespace
+
+void Mailbox::post(Event e) {
+  std::lock_guard<std::mutex> lk(mu);
+  events.push_back(std::move(e));
+  if (async != nullptr) uv_async_send(async);
+  cv.notify_all();
+}
+
+namespace {
+std::mutex g_mu;
+Engine* g_engine = nullptr;
+}  // namespace
+
+Engine* Engine::started() {
+  std::lock_guard<std::mutex> lk(g_mu);
+  return g_engine;
+}
+
+Engine& Engine::get(const TransportHost* host) {
+  Engine*& engine = g_engine;
+  static std::string failed;
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (engine != nullptr) return *engine;
+  if (!failed.empty()) fail(GENIE_ERR_UNSUPPORTED, failed);
+  try {
+    auto* e = new Engine(host);  // lives until the process exits: EAL cannot start twice
+    e->start();
+    engine = e;
+    return *engine;
+  } catch (const Error& err) {
+    failed = err.detail();
+    throw;
+  }
+}
+
+Engine::Engine(const TransportHost* host) : host_(host) {}
+
+void Engine::start() {
+  cfg_.window = env_u32("GENIE_DPDK_WINDOW", 256, 1, 65536);
+  cfg_.rto_ms = env_u32("GENIE_DPDK_RTO_MS", 20, 1, 60000);
+  cfg_.retries = env_u32("GENIE_DPDK_RETRIES", 12, 1, 1000);
+  cfg_.nack_us = env_u32("GENIE_DPDK_NACK_US", 200, 1, 1000000);
+  cfg_.connect_ms = env_u32("GENIE_DPDK_CONNECT_MS", 3000, 1, 600000);
+  cfg_.drop = env_u32("GENIE_DPDK_TEST_DROP", 0, 0, 1000);
+  cfg_.corrupt = env_u32("GENIE_DPDK_TEST_CORRUPT", 0, 0, 1000);
+  cfg_.dup = env_u32("GENIE_DPDK_TEST_DUP", 0, 0, 1000);
+  cfg_.reorder = env_u32("GENIE_DPDK_TEST_REORDER", 0, 0, 1000);
+  cfg_.backlog_limit = uint64_t{env_u32("GENIE_DPDK_BACKLOG_MB", 256, 1, 1u << 20)} << 20;
+  cfg_.drop_after = env_u32("GENIE_DPDK_TEST_DROP_AFTER", 0, 0, 1u << 30);
+
+  std::vector<std::string> args = eal_args();
+  std::vector<char*> argv;
+  std::string joined;
+  for (std::string& a : args) {
+    argv.push_back(a.data());
+    joined += (joined.empty() ? "" : " ") + a;
+  }
+  argv.push_back(nullptr);
+  // EAL pins the calling thread to its main lcore: this thread is the
+  // application's (or a loop's), so it gets its own CPU set back.
+  cpu_set_t before;
+  const bool had_affinity = pthread_getaffinity_np(pthread_self(), sizeof before, &before) == 0;
+  const int eal_rc = rte_eal_init(static_cast<int>(args.size()), argv.data());
+  if (had_affinity) pthread_setaffinity_np(pthread_self(), sizeof before, &before);
+  if (eal_rc < 0)
+    fail(GENIE_ERR_UNSUPPORTED, "DPDK EAL did not initialise (", rte_strerror(rte_errno), ") with '", joined,
+         "' (GENIE_DPDK_EAL sets the arguments)");
+
+  gpus_ = rte_gpu_count_avail();
+  gpu_reason_ =
+      gpus_ == 0
+          ? "no gpudev device (Debian's DPDK 22.11 has no CUDA gpudev driver), so GPU memory cannot back "
+            "DPDK buffers here"
+          : cat(gpus_, " gpudev device(s), but this build does not place DPDK buffers in GPU memory yet");
+
+  const char* want = std::getenv("GENIE_DPDK_PORT");
+  bool found = false;
+  if (want != nullptr && *want != '\0') {
+    found = rte_eth_dev_get_port_by_name(want, &port_) == 0;
+    if (!found) fail(GENIE_ERR_UNSUPPORTED, "GENIE_DPDK_PORT: no DPDK port named '", want, "'");
+  } else {
+    uint16_t p;
+    RTE_ETH_FOREACH_DEV(p) {
+      port_ = p;
+      found = true;
+      break;
+    }
+  }
+  if (!found)
+    fail(GENIE_ERR_UNSUPPORTED,
+         "EAL initialised but there is no DPDK port (add a virtual device to GENIE_DPDK_EAL, e.g. "
+         "--vdev=net_ring0, or bind a NIC to DPDK)");
+  char name[RTE_ETH_NAME_MAX_LEN] = {};
+  rte_eth_dev_get_name_by_port(port_, name);
+  port_name_ = name;
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(port_, &info) != 0)
+    fail(GENIE_ERR_UNSUPPORTED, "rte_eth_dev_info_get(", name, ") failed");
+  loopback_port_ = std::strcmp(info.driver_name, "net_ring") == 0;
+  uint16_t mtu = 1500;
+  rte_eth_dev_get_mtu(port_, &mtu);
+  cfg_.mtu = env_u32("GENIE_DPDK_MTU", mtu, kPacketHeaderSize + 64, 9600);
+
+  const int socket =
+      static_cast<int>(rte_socket_id()) == SOCKET_ID_ANY ? 0 : static_cast<int>(rte_socket_id());
+  const uint16_t room =
+      static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(2048, cfg_.mtu + kEthHeaderSize));
+  pool_ = rte_pktmbuf_pool_create("genie_pkt", 8191, 256, 0, room, socket);
+  ext_pool_ = rte_pktmbuf_pool_create("genie_ext", 8191, 256, 0, 0, socket);
+  if (pool_ == nullptr || ext_pool_ == nullptr)
+    fail(GENIE_ERR_UNSUPPORTED, "cannot create DPDK mbuf pools (", rte_strerror(rte_errno),
+         "): give EAL more memory (-m in GENIE_DPDK_EAL)");
+  rte_eth_conf conf{};
+  if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
+    conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+  int rc = rte_eth_dev_configure(port_, 1, 1, &conf);
+  if (rc == 0) rc = rte_eth_rx_queue_setup(port_, 0, kRingSize, socket, nullptr, pool_);
+  if (rc == 0) rc = rte_eth_tx_queue_setup(port_, 0, kRingSize, socket, nullptr);
+  if (rc == 0) rc = rte_eth_dev_start(port_);
+  if (rc != 0) fail(GENIE_ERR_UNSUPPORTED, "cannot start DPDK port ", name, ": ", rte_strerror(-rc));
+  rte_eth_promiscuous_enable(port_);
+  rte_eth_macaddr_get(port_, &mac_);
+  thread_ = std::thread([this] { poll(); });
+  // The polling thread runs until the process exits; it stops before the
+  // statics it may use (the log) are destroyed.
+  std::atexit([] {
+    if (g_engine != nullptr && g_engine->thread_.joinable()) {
+      g_engine->stop_ = true;
+      g_engine->thread_.join();
+    }
+  });
+}
+
+uint64_t Engine::now_ns() const {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+void Engine::run(std::function<void()> fn) {
+  std::lock_guard<std::mutex> lk(mu_);
+  cmds_.push_back(std::move(fn));
+}
+
+uint16_t Engine::bind(uint16_t endpoint, std::shared_ptr<ListenBox> box) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (endpoint == 0) {
+    for (int i = 0; i < 65535 && (next_endpoint_ == 0 || listeners_.count(next_endpoint_) != 0); ++i)
+      ++next_endpoint_;
+    if (listeners_.count(next_endpoint_) != 0 || next_endpoint_ == 0)
+      fail(GENIE_ERR_IO, "every DPDK endpoint is in use");
+    endpoint = next_endpoint_++;
+  }
+  if (listeners_.count(endpoint) != 0)
+    fail(GENIE_ERR_IO, "DPDK endpoint ", endpoint, " on port ", port_name_, " is already in use");
+  listeners_[endpoint] = std::move(box);
+  return endpoint;
+}
+
+void Engine::unbind(uint16_t endpoint) {
+  std::lock_guard<std::mutex> lk(mu_);
+  listeners_.erase(endpoint);
+}
+
+void Engine::adopt(const std::shared_ptr<Session>& s) {
+  uint32_t id;
+  do {
+    rng_ ^= rng_ << 13;
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
+    id = static_cast<uint32_t>(rng_ ^ (now_ns() >> 3));
+  } while (id == 0 || sessions_.count(id) != 0);
+  s->id = id;
+  sessions_[id] = s;
+}
+
+void Engine::forget(uint32_t id) { sessions_.erase(id); }
+
+rte_mbuf* Engine::attach(const void* data, uint16_t len, void (*released)(void*), void* arg) {
+  rte_mbuf* m = rte_pktmbuf_alloc(ext_pool_);
+  if (m == nullptr) return nullptr;
+  auto* h = new ExtHold{};
+  h->released = released;
+  h->arg = arg;
+  h->shinfo.free_cb = ext_free;
+  h->shinfo.fcb_opaque = h;
+  rte_mbuf_ext_refcnt_set(&h->shinfo, 1);
+  // Virtual devices copy from the virtual address; a NIC that DMAs needs
+  // the memory registered with rte_extmem_register and its IOVA here.
+  rte_pktmbuf_attach_extbuf(m, const_cast<void*>(data), RTE_BAD_IOVA, len, &h->shinfo);
+  m->data_len = len;
+  m->pkt_len = len;
+  return m;
+}
+
+void Engine::transmit(const PacketHeader& h, const rte_ether_addr& dst, const uint8_t* inline_bytes,
+                      uint16_t inline_len, rte_mbuf* tail) {
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (m == nullptr) {
+    if (tail != nullptr) rte_pktmbuf_free(tail);
+    return;  // as if lost on the wire
+  }
+  auto* d =
+      reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, kEthHeaderSize + kPacketHeaderSize + inline_len));
+  auto* eth = reinterpret_cast<rte_ether_hdr*>(d);
+  eth->dst_addr = dst;
+  eth->src_addr = mac_;
+  eth->ether_type = rte_cpu_to_be_16(kEtherType);
+  uint8_t* hdr = d + kEthHeaderSize;
+  encode_header(h, hdr);
+  if (inline_len > 0) std::memcpy(hdr + kPacketHeaderSize, inline_bytes, inline_len);
+  if (tail != nullptr && rte_pktmbuf_chain(m, tail) != 0) {
+    rte_pktmbuf_free(m);
+    rte_pktmbuf_free(tail);
+    return;
+  }
+  store_crc(hdr, packet_crc(hdr, m, kEthHeaderSize + kPacketHeaderSize, h.payload_len));
+  const uint64_t nth = ++stats_.tx_packets;
+  if (cfg_.drop_after != 0 && nth > cfg_.drop_after) {
+    stats_.test_dropped++;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (cfg_.drop | cfg_.corrupt | cfg_.dup | cfg_.reorder) {
+    auto roll = [this](uint32_t per_mille) {
+      rng_ ^= rng_ << 13;
+      rng_ ^= rng_ >> 7;
+      rng_ ^= rng_ << 17;
+      return per_mille > 0 && rng_ % 1000 < per_mille;
+    };
+    if (roll(cfg_.drop)) {
+      stats_.test_dropped++;
+      rte_pktmbuf_free(m);
+      return;
+    }
+    if (roll(cfg_.corrupt)) {
+      stats_.test_corrupted++;
+      hdr[40] ^= 0x10;  // tensor_size: only the CRC can tell
+    }
+    if (roll(cfg_.dup)) {
+      rte_pktmbuf_refcnt_update(m, 1);
+      txq_.push_back(m);
+    }
+    if (roll(cfg_.reorder) && held_ == nullptr) {
+      held_ = m;
+      return;
+    }
+  }
+  txq_.push_back(m);
+  if (held_ != nullptr && held_ != m) txq_.push_back(std::exchange(held_, nullptr));
+  if (txq_.size() >= kBurst && !loopback_port_) flush();
+}
+
+void Engine::flush() {
+  size_t sent = 0;
+  for (int spins = 0; sent < txq_.size() && spins < 64; ++spins) {
+    const uint16_t n = rte_eth_tx_burst(port_, 0, txq_.data() + sent,
+                                        static_cast<uint16_t>(std::min<size_t>(txq_.size() - sent, kBurst)));
+    sent += n;
+    if (n == 0 && loopback_port_) {
+      // Our own ring is full and we are its reader: keep the rest for the
+      // next round, after a receive burst has made room.
+      txq_.erase(txq_.begin(), txq_.begin() + static_cast<std::ptrdiff_t>(sent));
+      return;
+    }
+  }
+  for (size_t i = sent; i < txq_.size(); ++i) rte_pktmbuf_free(txq_[i]);  // lost; retransmitted later
+  txq_.clear();
+}
+
+void Engine::send_rst(uint32_t dst_session, uint32_t src_session, const rte_ether_addr& dst) {
+  PacketHeader h;
+  h.type = PacketType::Rst;
+  h.dst_session = dst_session;
+  h.src_session = src_session;
+  transmit(h, dst, nullptr, 0, nullptr);
+}
+
+void Engine::handle(rte_mbuf* m) {
+  constexpr uint32_t kAt = kEthHeaderSize + kPacketHeaderSize;
+  uint8_t copy[kAt];
+  stats_.rx_packets++;
+  if (m->pkt_len < kAt) return;
+  const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, kAt, copy));
+  const auto* eth = reinterpret_cast<const rte_ether_hdr*>(p);
+  if (eth->ether_type != rte_cpu_to_be_16(kEtherType)) return;
+  if (!loopback_port_ && rte_is_same_ether_addr(&eth->src_addr, &mac_)) return;  // our own, echoed
+  uint8_t hdr[kPacketHeaderSize];
+  std::memcpy(hdr, p + kEthHeaderSize, kPacketHeaderSize);
+  PacketHeader h;
+  const char* why = nullptr;
+  if (!decode_header(hdr, &h, &why)) return;
+  if (h.payload_len > m->pkt_len - kAt || packet_crc(hdr, m, kAt, h.payload_len) != h.crc) {
+    stats_.crc_drops++;
+    return;
+  }
+  const rte_ether_addr src = eth->src_addr;
+  if (h.type == PacketType::Syn) {
+    for (auto& [id, s] : sessions_)
+      if (s->accepted_side && s->peer_id == h.src_session && rte_is_same_ether_addr(&s->peer_mac, &src)) {
+        s->send_control(PacketType::SynAck, 0);  // our SynAck was lost
+        return;
+      }
+    std::shared_ptr<ListenBox> box;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto it = listeners_.find(static_cast<uint16_t>(h.tensor_id));
+      if (h.tensor_id <= 0xFFFF && it != listeners_.end()) box = it->second;
+    }
+    if (!box) return send_rst(h.src_session, 0, src);
+    auto s = std::make_shared<Session>(*this);
+    adopt(s);
+    s->accept_syn(h, src);
+    std::lock_guard<std::mutex> lk(box->mu);
+    box->incoming.push_back(s);
+    if (box->async != nullptr) uv_async_send(box->async);
+    return;
+  }
+  auto it = sessions_.find(h.dst_session);
+  if (it == sessions_.end() ||
+      (it->second->peer_id != h.src_session && !(h.type == PacketType::SynAck && it->second->peer_id == 0))) {
+    if (h.type != PacketType::Rst && h.type != PacketType::Ack) send_rst(h.src_session, h.dst_session, src);
+    return;
+  }
+  std::shared_ptr<Session> s = it->second;
+  s->on_packet(h, src, m, kAt);
+}
+
+void Engine::poll() {
+  rte_thread_register();  // an lcore id gives the mempools a per-thread cache
+  rte_mbuf* pkts[kBurst];
+  std::vector<std::function<void()>> cmds;
+  std::vector<std::shared_ptr<Session>> live;
+  uint64_t last_timer = 0;
+  uint32_t idle = 0;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      cmds.swap(cmds_);
+    }
+    for (auto& fn : cmds) {
+      try {
+        fn();
+      } catch (const std::exception& e) {
+        host_->log(LogLevel::Error, cat("dpdk: a command failed: ", e.what()));
+      }
+    }
+    const bool had_cmds = !cmds.empty();
+    cmds.clear();
+    const uint16_t n = rte_eth_rx_burst(port_, 0, pkts, kBurst);
+    for (uint16_t i = 0; i < n; ++i) {
+      handle(pkts[i]);
+      rte_pktmbuf_free(pkts[i]);
+    }
+    const uint64_t now = now_ns();
+    const bool timers = now - last_timer >= 1000000;
+    if (timers) last_timer = now;
+    live.clear();
+    for (auto& [id, s] : sessions_) live.push_back(s);
+    for (auto& s : live) s->pump(now, timers);
+    if (held_ != nullptr && txq_.empty()) txq_.push_back(std::exchange(held_, nullptr));
+    const bool sent = !txq_.empty();
+    flush();
+    if (n == 0 && !had_cmds && !sent) {
+      // Idle: poll less often so that a quiet process leaves its core.
+      if (++idle > 1000) ::usleep(idle > 100000 ? 500 : 20);
+    } else {
+      idle = 0;
+    }
+  }
+}
+
+}  // namespace genie::dataplane::dpdk

@@ -1,0 +1,126 @@
+// One DPDK channel's protocol state, run by the engine's polling thread
+// only: fragmentation of tensors into Data packets, a send window, acks
+// (cumulative and selective) and nacks acted on, retransmission with
+// bounded retries, reassembly in tensor order, close by Fin or Rst.
+// docs/dpdk.md describes the protocol.
+#pragma once
+
+#include <map>
+#include <set>
+
+#include "dataplane/dpdk/engine.hpp"
+
+namespace genie::dataplane::dpdk {
+
+// One tensor (a frame: frame header + message, then the payload) to send.
+struct TxMsg {
+  uint64_t tid = 0;
+  std::string prefix;                // the encoded frame header and the message
+  const uint8_t* payload = nullptr;  // the caller's, attached to mbufs (no copy)
+  uint64_t payload_len = 0;
+  std::shared_ptr<void> keep;
+  Channel::Done done;
+  uint64_t size = 0;
+  uint32_t frags = 0;
+  uint32_t acked = 0;     // fragments acknowledged
+  uint32_t packed = 0;    // fragments given a sequence number
+  int mbufs = 0;          // payload mbufs not yet released by the driver
+  bool finished = false;  // done posted (or to be posted once mbufs == 0)
+  genie_status_t result = GENIE_OK;
+  std::shared_ptr<Session> owner;  // until released: its Closed waits for every done
+  bool posted = false;
+};
+
+struct TxPkt {
+  std::shared_ptr<TxMsg> msg;
+  uint32_t frag = 0;
+  uint64_t sent_ns = 0;
+  uint32_t tries = 0;
+  bool acked = false;
+  bool nacked = false;  // re-sent once on a Nack already
+};
+
+struct RxTensor {
+  std::unique_ptr<char[]> buf;  // uninitialised: every byte is written by a fragment
+  uint64_t size = 0;
+  uint64_t got = 0;
+};
+
+struct Session : std::enable_shared_from_this<Session> {
+  enum class State { Connecting, Open, Closing, Done };
+
+  explicit Session(Engine& e) : eng(e) {}
+
+  // Commands from the channel (polling thread).
+  void connect(uint16_t endpoint, uint32_t max_message, std::string target);
+  void enqueue(std::shared_ptr<TxMsg> msg);
+  void close(genie_status_t st, const std::string& detail);
+  void reset(const std::string& detail);  // a listener did not take it
+  void accept_syn(const PacketHeader& syn, const rte_ether_addr& src);
+  void send_control(PacketType type, uint16_t flags, uint64_t sack = 0);
+  // A payload mbuf of `m` was released by the driver.
+  void released(TxMsg& m);
+
+  // Packets and time (polling thread).
+  void on_packet(const PacketHeader& h, const rte_ether_addr& src, const rte_mbuf* m, uint32_t payload_at);
+  void pump(uint64_t now, bool timers);
+
+  Engine& eng;
+  uint32_t id = 0;  // given by Engine::adopt
+  uint32_t peer_id = 0;
+  rte_ether_addr peer_mac{};
+  State state = State::Connecting;
+  std::shared_ptr<Mailbox> box = std::make_shared<Mailbox>();
+  std::string peer_name;
+  uint32_t max_message = 0;
+  bool accepted_side = false;
+
+ private:
+  void on_ack(const PacketHeader& h);
+  void on_data(const PacketHeader& h, const rte_ether_addr& src, const rte_mbuf* m, uint32_t at);
+  void send_fragment(TxPkt& p, uint32_t seq, bool retransmit);
+  void ack_packet(TxPkt& p);
+  void finish_msg(TxMsg& m, genie_status_t st);
+  void maybe_post(TxMsg& m);
+  void deliver();
+  void drop_all();
+  void fail(genie_status_t st, const std::string& detail, bool tell_peer);
+  void end(genie_status_t st, const std::string& detail);
+  uint32_t advertised_window() const;
+  void send_nack(uint64_t now);
+  uint64_t rto_ns(uint32_t tries) const;
+
+  // connect
+  uint16_t endpoint_ = 0;
+  uint32_t syn_tries_ = 0;
+  uint64_t syn_sent_ns_ = 0;
+  uint64_t connect_deadline_ = 0;
+  // send
+  std::deque<std::shared_ptr<TxMsg>> queue_;  // front may be partly packed
+  uint64_t next_tid_ = 1;
+  uint32_t snd_una_ = 1, snd_nxt_ = 1;
+  std::deque<TxPkt> unacked_;  // seq snd_una_ + i
+  uint32_t peer_window_ = 0;
+  uint64_t srtt_ns_ = 0;  // smoothed round trip of first transmissions; 0: no sample yet
+  uint64_t probe_ns_ = 0;
+  // receive
+  uint32_t rcv_nxt_ = 1;
+  std::set<uint32_t> ooo_;
+  std::map<uint64_t, RxTensor> rx_;
+  uint64_t next_deliver_ = 1;
+  bool ack_due_ = false;
+  bool advertised_zero_ = false;
+  uint64_t nack_ns_ = 0;
+  // close
+  genie_status_t close_st_ = GENIE_OK;
+  std::string close_detail_;
+  bool fin_sent_ = false;
+  uint32_t fin_tries_ = 0;
+  uint64_t fin_ns_ = 0;
+  int unposted_ = 0;             // messages finished whose done waits for their mbufs
+  bool closed_pending_ = false;  // end() ran; Closed goes out once unposted_ == 0
+  genie_status_t end_st_ = GENIE_OK;
+  std::string end_detail_;
+};
+
+}  // namespace genie::dataplane::dpdk

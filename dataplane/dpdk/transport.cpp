@@ -1,0 +1,419 @@
+// The DPDK transport ("dpdk"), a plugin: channels as sessions of the Genie
+// packet protocol over one DPDK ethdev port (docs/dpdk.md). The engine
+// (engine.hpp) runs every session on its polling thread; the classes here
+// live on their owners' loops and meet the engine through commands
+// (Engine::run) and each session's Mailbox, drained on a uv_async.
+//
+// Addresses are "host:endpoint": the endpoint (1..65535; 0 in listen()
+// picks one) names a listener behind the peer's port; the host part names
+// the peer for messages only, since the port is a point-to-point link (a
+// memif or veth pair, a ring): every packet leaves through this process's
+// port (GENIE_DPDK_PORT) and a Syn is broadcast on it.
+#include <chrono>
+#include <cstring>
+#include <limits>
+
+#include "core/error.hpp"
+#include "dataplane/dpdk/session.hpp"
+#include "dataplane/guarded.hpp"
+#include "dataplane/plugin.hpp"
+
+namespace genie::dataplane::dpdk {
+namespace {
+
+constexpr const char* kName = "dpdk";
+const TransportHost* g_host = nullptr;
+
+template <class Fn>
+void guarded_log(Fn&& fn, const char* what) {
+  genie_status_t st = GENIE_OK;
+  std::string detail;
+  if (!guarded(std::forward<Fn>(fn), &st, &detail, what) && g_host != nullptr)
+    g_host->log(LogLevel::Error, cat("dpdk: ", what, ": ", detail));
+}
+
+// "host:endpoint" as listen() reports it ("[v6]:endpoint" for a v6 host).
+std::string canonical(const std::string& address, int* endpoint) {
+  std::string host;
+  split_address(address, &host, endpoint);
+  if (host.empty()) fail(GENIE_ERR_INVALID_ARGUMENT, "DPDK address '", address, "' has no host part");
+  return host.find(':') != std::string::npos ? cat('[', host, "]:", *endpoint) : cat(host, ':', *endpoint);
+}
+
+class DpdkChannel final : public Channel, public std::enable_shared_from_this<DpdkChannel> {
+ public:
+  DpdkChannel(Engine& eng, uv_loop_t* loop, std::shared_ptr<Session> s, uint32_t max_message,
+              ChannelHandlers handlers, std::string peer)
+      : eng_(eng),
+        loop_(loop),
+        session_(std::move(s)),
+        box_(session_->box),
+        max_message_(max_message),
+        handlers_(std::move(handlers)),
+        peer_(std::move(peer)) {}
+
+  void start(bool established, Transport::ConnectFn on_connected) {
+    established_ = established;
+    connect_cb_ = std::move(on_connected);
+    const int rc =
+        uv_async_init(loop_, &async_, [](uv_async_t* a) { static_cast<DpdkChannel*>(a->data)->process(); });
+    if (rc != 0) fail(GENIE_ERR_INTERNAL, "uv_async_init: ", uv_strerror(rc));
+    async_.data = this;
+    self_ = shared_from_this();
+    std::weak_ptr<DpdkChannel> weak = self_;
+    hook_ = g_host->add_close_hook(loop_, [weak] {
+      if (auto c = weak.lock()) c->shutdown();
+    });
+    std::lock_guard<std::mutex> lk(box_->mu);
+    box_->async = &async_;
+    if (!box_->events.empty()) uv_async_send(&async_);
+  }
+
+  void send(uint16_t type, uint64_t request_id, uint32_t flags, std::string msg, const void* payload,
+            uint64_t payload_len, std::shared_ptr<void> keep, Done done) override {
+    auto refuse = [&](genie_status_t st) {
+      if (done) guarded_log([&] { done(st); }, "send done");
+    };
+    if (closing_ || !established_) return refuse(GENIE_ERR_CONNECTION);
+    if (payload_len > 0 && payload == nullptr) return refuse(GENIE_ERR_INVALID_ARGUMENT);
+    if (msg.size() > max_message_) return refuse(GENIE_ERR_TOO_LARGE);
+    auto m = std::make_shared<TxMsg>();
+    FrameHeader fh;
+    fh.type = type;
+    fh.flags = flags;
+    fh.request_id = request_id;
+    fh.payload_len = payload_len;
+    m->prefix.resize(kFrameHeaderSize + msg.size());
+    encode_frame_header(fh, msg.data(), msg.size(), reinterpret_cast<uint8_t*>(m->prefix.data()));
+    std::memcpy(m->prefix.data() + kFrameHeaderSize, msg.data(), msg.size());
+    m->payload = static_cast<const uint8_t*>(payload);
+    m->payload_len = payload_len;
+    m->keep = std::move(keep);
+    m->done = std::move(done);
+    eng_.run([s = session_, m = std::move(m)]() mutable { s->enqueue(std::move(m)); });
+  }
+
+  void close(genie_status_t status, const std::string& detail) override {
+    if (closing_) return;
+    closing_ = true;
+    close_status_ = status;
+    close_detail_ = detail;
+    eng_.run([s = session_, status, detail] { s->close(status, detail); });
+  }
+
+  bool closed() const override { return closing_; }
+  std::string peer() const override { return peer_; }
+
+  // The loop is being torn down: whatever is left of it is swept right
+  // after the close hooks, so the close completes here. The session ends
+  // without lingering (SHUTDOWN resets it); its last events are awaited
+  // briefly and handled now.
+  void shutdown() {
+    close(GENIE_ERR_SHUTDOWN, "event loop stopped");
+    if (finished_) return;
+    {
+      std::unique_lock<std::mutex> lk(box_->mu);
+      box_->cv.wait_for(lk, std::chrono::seconds(2), [&] {
+        for (const Event& e : box_->events)
+          if (e.kind == Event::Closed) return true;
+        return false;
+      });
+    }
+    process();
+    if (!finished_) {
+      // The engine did not answer in time: never signal a handle that is
+      // about to be swept.
+      std::lock_guard<std::mutex> lk(box_->mu);
+      box_->async = nullptr;
+    }
+  }
+
+ private:
+  void process() {
+    std::deque<Event> events;
+    {
+      std::lock_guard<std::mutex> lk(box_->mu);
+      events.swap(box_->events);
+    }
+    for (Event& e : events) {
+      switch (e.kind) {
+        case Event::Connected:
+          if (closing_) break;
+          established_ = true;
+          if (auto cb = std::exchange(connect_cb_, nullptr))
+            guarded_log([&] { cb(GENIE_OK, {}); }, "connect callback");
+          break;
+        case Event::ConnectFailed: connect_failed_ = e.detail; break;
+        case Event::Frame:
+          box_->backlog.fetch_sub(e.size, std::memory_order_relaxed);
+          if (!closing_) deliver(e.bytes.get(), e.size);
+          break;
+        case Event::SendDone:
+          if (e.done) guarded_log([&] { e.done(e.status); }, "send done");
+          break;
+        case Event::Closed:
+          if (!closing_) {
+            closing_ = true;
+            close_status_ = e.status;
+            close_detail_ = e.detail;
+          }
+          finish();
+          break;
+      }
+    }
+  }
+
+  // One tensor from the peer: a whole frame, checked as the TCP transport
+  // checks one, its payload copied into the owner's sink.
+  void deliver(const char* bytes, uint64_t size) {
+    const auto* b = reinterpret_cast<const uint8_t*>(bytes);
+    FrameHeader h;
+    genie_status_t st = GENIE_OK;
+    std::string detail;
+    if (!guarded(
+            [&] {
+              check(size >= kFrameHeaderSize, GENIE_ERR_PROTOCOL, "DPDK tensor of ", size,
+                    " bytes has no frame");
+              h = decode_frame_header(b, max_message_, handlers_.types);
+              check(kFrameHeaderSize + uint64_t{h.msg_len} + h.payload_len == size, GENIE_ERR_PROTOCOL,
+                    "DPDK tensor of ", size, " bytes holds a frame of another size");
+              verify_frame_crc(b, b + kFrameHeaderSize, h.msg_len, handlers_.types);
+            },
+            &st, &detail, "frame"))
+      return close(st, detail);
+    PayloadSink sink;
+    std::string msg(bytes + kFrameHeaderSize, h.msg_len);
+    if (handlers_.on_frame &&
+        !guarded([&] { sink = handlers_.on_frame(h, std::move(msg)); }, &st, &detail, "on_frame"))
+      return close(st, detail);
+    if (closing_ || h.payload_len == 0) return;
+    if (sink.dst == nullptr) {
+      return close(GENIE_ERR_PROTOCOL, cat("the ", h.payload_len, "-byte payload of a ",
+                                           frame_type_label(handlers_.types, h.type), " frame (request ",
+                                           h.request_id, ") was refused"));
+    }
+    std::memcpy(sink.dst, bytes + kFrameHeaderSize + h.msg_len, h.payload_len);
+    if (sink.done && !guarded([&] { sink.done(); }, &st, &detail, "payload done")) close(st, detail);
+  }
+
+  void finish() {
+    if (finished_) return;
+    finished_ = true;
+    {
+      std::lock_guard<std::mutex> lk(box_->mu);
+      box_->async = nullptr;
+    }
+    g_host->remove_close_hook(loop_, hook_);
+    uv_close(reinterpret_cast<uv_handle_t*>(&async_), [](uv_handle_t* h) {
+      auto* c = static_cast<DpdkChannel*>(h->data);
+      std::shared_ptr<DpdkChannel> self = std::move(c->self_);  // may die at the end of this callback
+      c->closed_cb();
+    });
+  }
+
+  void closed_cb() {
+    if (auto cb = std::exchange(connect_cb_, nullptr)) {
+      const std::string why =
+          !connect_failed_.empty()
+              ? connect_failed_
+              : cat("cannot connect to ", peer_, ": closed before it was established (", close_detail_, ")");
+      guarded_log([&] { cb(GENIE_ERR_CONNECTION, why); }, "connect callback");
+    }
+    ChannelHandlers h = std::move(handlers_);
+    handlers_ = ChannelHandlers();
+    if (h.on_close) guarded_log([&] { h.on_close(close_status_, close_detail_); }, "on_close");
+  }
+
+  Engine& eng_;
+  uv_loop_t* loop_;
+  std::shared_ptr<Session> session_;
+  std::shared_ptr<Mailbox> box_;
+  const uint32_t max_message_;
+  ChannelHandlers handlers_;
+  const std::string peer_;
+  uv_async_t async_{};
+  std::shared_ptr<DpdkChannel> self_;  // until the handle has closed
+  uint64_t hook_ = 0;
+  Transport::ConnectFn connect_cb_;
+  std::string connect_failed_;
+  bool established_ = false;
+  bool closing_ = false;
+  bool finished_ = false;
+  genie_status_t close_status_ = GENIE_OK;
+  std::string close_detail_;
+};
+
+class DpdkListener final : public Listener, public std::enable_shared_from_this<DpdkListener> {
+ public:
+  DpdkListener(Engine& eng, uv_loop_t* loop, ChannelOptions options, Transport::ConnectionFn on_connection)
+      : eng_(eng), loop_(loop), options_(options), on_connection_(std::move(on_connection)) {}
+
+  void start(const std::string& address) {
+    int endpoint = 0;
+    const std::string name = canonical(address, &endpoint);
+    const std::string host = name.substr(0, name.rfind(':'));
+    endpoint_ = eng_.bind(static_cast<uint16_t>(endpoint), box_);
+    address_ = cat(host, ':', endpoint_);
+    const int rc =
+        uv_async_init(loop_, &async_, [](uv_async_t* a) { static_cast<DpdkListener*>(a->data)->take(); });
+    if (rc != 0) {
+      eng_.unbind(endpoint_);
+      fail(GENIE_ERR_INTERNAL, "uv_async_init: ", uv_strerror(rc));
+    }
+    async_.data = this;
+    {
+      std::lock_guard<std::mutex> lk(box_->mu);
+      box_->async = &async_;
+      if (!box_->incoming.empty()) uv_async_send(&async_);  // a Syn came in meanwhile
+    }
+    self_ = shared_from_this();
+    std::weak_ptr<DpdkListener> weak = self_;
+    hook_ = g_host->add_close_hook(loop_, [weak] {
+      if (auto l = weak.lock()) l->close();
+    });
+  }
+
+  std::string address() const override { return closing_ ? std::string() : address_; }
+
+  std::shared_ptr<Channel> accept(ChannelHandlers handlers) override {
+    if (!current_) fail(GENIE_ERR_INVALID_ARGUMENT, "Listener::accept outside on_connection, or twice");
+    std::shared_ptr<Session> s = std::move(current_);
+    current_ = nullptr;
+    auto ch = std::make_shared<DpdkChannel>(eng_, loop_, s, options_.max_message, std::move(handlers),
+                                            cat(address_, "#", ++accepted_));
+    ch->start(true, nullptr);
+    return ch;
+  }
+
+  void close() override {
+    if (closing_ || !self_) return;
+    closing_ = true;
+    eng_.unbind(endpoint_);
+    std::deque<std::shared_ptr<Session>> left;
+    {
+      std::lock_guard<std::mutex> lk(box_->mu);
+      box_->async = nullptr;
+      left.swap(box_->incoming);
+    }
+    for (auto& s : left) eng_.run([s] { s->reset("the listener closed"); });
+    g_host->remove_close_hook(loop_, hook_);
+    uv_close(reinterpret_cast<uv_handle_t*>(&async_), [](uv_handle_t* h) {
+      std::shared_ptr<DpdkListener> self = std::move(static_cast<DpdkListener*>(h->data)->self_);
+    });
+  }
+
+ private:
+  void take() {
+    if (closing_) return;
+    std::deque<std::shared_ptr<Session>> sessions;
+    {
+      std::lock_guard<std::mutex> lk(box_->mu);
+      sessions.swap(box_->incoming);
+    }
+    for (auto& s : sessions) {
+      current_ = s;
+      try {
+        if (!closing_ && on_connection_) on_connection_(*this);
+      } catch (const std::exception& e) {
+        g_host->log(LogLevel::Error, cat("dpdk listener ", address_, ": on_connection threw: ", e.what()));
+      }
+      if (current_) {
+        current_ = nullptr;
+        eng_.run([s] { s->reset("not accepted"); });
+      }
+    }
+  }
+
+  Engine& eng_;
+  uv_loop_t* loop_;
+  ChannelOptions options_;
+  Transport::ConnectionFn on_connection_;
+  std::shared_ptr<ListenBox> box_ = std::make_shared<ListenBox>();
+  uint16_t endpoint_ = 0;
+  std::string address_;
+  uv_async_t async_{};
+  std::shared_ptr<DpdkListener> self_;
+  uint64_t hook_ = 0;
+  bool closing_ = false;
+  uint64_t accepted_ = 0;
+  std::shared_ptr<Session> current_;
+};
+
+class Region final : public MemoryRegion {
+ public:
+  Region(void* data, MemoryDescriptor d) : MemoryRegion(data, std::move(d)) {}
+};
+
+class DpdkTransport final : public Transport {
+ public:
+  explicit DpdkTransport(Engine& eng) : eng_(eng) {
+    caps_.name = kName;
+    caps_.reliable = true;  // acks, retransmission, a CRC on every packet
+    caps_.ordered = true;   // tensors are delivered in send order
+    // Payloads leave from the caller's memory (external-buffer mbufs), but
+    // arrive through a reassembly buffer (docs/dpdk.md): not zero-copy.
+    caps_.zero_copy = false;
+    caps_.gpu_memory = false;
+    caps_.rma = false;
+    caps_.max_message = std::numeric_limits<uint32_t>::max();
+  }
+
+  const Capabilities& capabilities() const override { return caps_; }
+
+  std::shared_ptr<MemoryRegion> register_memory(void* data, uint64_t length, MemoryKind kind,
+                                                int32_t device) override {
+    const std::string how = cat("sends host memory only: ", eng_.gpu_reason());
+    return std::make_shared<Region>(data,
+                                    describe_host_memory(kName, how.c_str(), data, length, kind, device));
+  }
+
+  std::shared_ptr<Listener> listen(uv_loop_t* loop, const std::string& address, const ChannelOptions& options,
+                                   ConnectionFn on_connection) override {
+    auto l = std::make_shared<DpdkListener>(eng_, loop, options, std::move(on_connection));
+    l->start(address);
+    return l;
+  }
+
+  std::shared_ptr<Channel> connect(uv_loop_t* loop, const std::string& address, const ChannelOptions& options,
+                                   ChannelHandlers handlers, ConnectFn on_connected) override {
+    int endpoint = 0;
+    const std::string target = canonical(address, &endpoint);
+    check(endpoint > 0, GENIE_ERR_INVALID_ARGUMENT, "DPDK address '", address,
+          "' names no endpoint (1..65535)");
+    auto s = std::make_shared<Session>(eng_);
+    auto ch = std::make_shared<DpdkChannel>(eng_, loop, s, options.max_message, std::move(handlers), target);
+    ch->start(false, std::move(on_connected));
+    eng_.run([this, s, endpoint, max = options.max_message, target] {
+      eng_.adopt(s);
+      s->connect(static_cast<uint16_t>(endpoint), max, target);
+    });
+    return ch;
+  }
+
+ private:
+  Engine& eng_;
+  Capabilities caps_;
+};
+
+Transport* create(const TransportHost* host) {
+  g_host = host;
+  return new DpdkTransport(Engine::get(host));
+}
+
+}  // namespace
+}  // namespace genie::dataplane::dpdk
+
+// For tests and benchmarks (found with dlsym on the loaded plugin): the
+// engine's counters, zero before it started: tx, rx, retransmits, CRC
+// drops, duplicates, nacks sent, test drops, test corruptions.
+extern "C" __attribute__((visibility("default"))) void genie_dpdk_stats(uint64_t out[8]) {
+  for (int i = 0; i < 8; ++i) out[i] = 0;
+  genie::dataplane::dpdk::Engine* e = genie::dataplane::dpdk::Engine::started();
+  if (e == nullptr) return;
+  auto& s = e->stats();
+  const std::atomic<uint64_t>* c[8] = {&s.tx_packets, &s.rx_packets, &s.retransmits,  &s.crc_drops,
+                                       &s.duplicates, &s.nacks_sent, &s.test_dropped, &s.test_corrupted};
+  for (int i = 0; i < 8; ++i) out[i] = c[i]->load();
+}
+
+GENIE_TRANSPORT_PLUGIN("dpdk", genie::dataplane::dpdk::create)

@@ -1,0 +1,131 @@
+#include "dataplane/dpdk/wire.hpp"
+
+#include <rte_byteorder.h>
+#include <rte_hash_crc.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace genie::dataplane::dpdk {
+namespace {
+
+constexpr size_t kCrcAt = 72;
+
+void put16(uint8_t* p, uint16_t v) {
+  v = rte_cpu_to_be_16(v);
+  std::memcpy(p, &v, 2);
+}
+void put32(uint8_t* p, uint32_t v) {
+  v = rte_cpu_to_be_32(v);
+  std::memcpy(p, &v, 4);
+}
+void put64(uint8_t* p, uint64_t v) {
+  v = rte_cpu_to_be_64(v);
+  std::memcpy(p, &v, 8);
+}
+uint16_t get16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return rte_be_to_cpu_16(v);
+}
+uint32_t get32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return rte_be_to_cpu_32(v);
+}
+uint64_t get64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return rte_be_to_cpu_64(v);
+}
+
+}  // namespace
+
+uint32_t crc32c(const void* data, size_t len, uint32_t crc) {
+  // rte_hash_crc loads 8 bytes at a time through a cast: start it aligned.
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (len > 0 && reinterpret_cast<uintptr_t>(p) % 8 != 0) {
+    crc = rte_hash_crc_1byte(*p++, crc);
+    --len;
+  }
+  return rte_hash_crc(p, static_cast<uint32_t>(len), crc);
+}
+
+void encode_header(const PacketHeader& h, uint8_t out[kPacketHeaderSize]) {
+  put32(out + 0, kPacketMagic);
+  out[4] = h.version;
+  out[5] = static_cast<uint8_t>(h.type);
+  put16(out + 6, h.flags);
+  put32(out + 8, h.dst_session);
+  put32(out + 12, h.src_session);
+  put32(out + 16, h.seq);
+  put32(out + 20, h.ack);
+  put32(out + 24, h.window);
+  put16(out + 28, h.payload_len);
+  out[30] = h.dtype;
+  out[31] = h.phase;
+  put64(out + 32, h.tensor_id);
+  put64(out + 40, h.tensor_size);
+  put64(out + 48, h.frag_offset);
+  put32(out + 56, h.frag_index);
+  put32(out + 60, h.frag_count);
+  put64(out + 64, h.sack);
+  put32(out + kCrcAt, 0);
+  out[76] = h.role;
+  out[77] = 0;
+  put16(out + 78, h.layer);
+}
+
+uint32_t packet_crc(const uint8_t hdr[kPacketHeaderSize], const rte_mbuf* m, uint32_t skip, uint32_t len) {
+  uint8_t copy[kPacketHeaderSize];
+  std::memcpy(copy, hdr, kPacketHeaderSize);
+  put32(copy + kCrcAt, 0);
+  uint32_t crc = crc32c(copy, kPacketHeaderSize, 0xFFFFFFFFu);
+  for (const rte_mbuf* s = m; s != nullptr && len > 0; s = s->next) {
+    if (skip >= s->data_len) {
+      skip -= s->data_len;
+      continue;
+    }
+    const uint32_t n = std::min<uint32_t>(s->data_len - skip, len);
+    crc = crc32c(rte_pktmbuf_mtod_offset(s, const uint8_t*, skip), n, crc);
+    len -= n;
+    skip = 0;
+  }
+  return crc;
+}
+
+void store_crc(uint8_t hdr[kPacketHeaderSize], uint32_t crc) { put32(hdr + kCrcAt, crc); }
+
+bool decode_header(const uint8_t in[kPacketHeaderSize], PacketHeader* h, const char** why) {
+  if (get32(in) != kPacketMagic) {
+    *why = "wrong magic";
+    return false;
+  }
+  h->version = in[4];
+  if (h->version != kPacketVersion) {
+    *why = "another packet version";
+    return false;
+  }
+  h->type = static_cast<PacketType>(in[5]);
+  h->flags = get16(in + 6);
+  h->dst_session = get32(in + 8);
+  h->src_session = get32(in + 12);
+  h->seq = get32(in + 16);
+  h->ack = get32(in + 20);
+  h->window = get32(in + 24);
+  h->payload_len = get16(in + 28);
+  h->dtype = in[30];
+  h->phase = in[31];
+  h->tensor_id = get64(in + 32);
+  h->tensor_size = get64(in + 40);
+  h->frag_offset = get64(in + 48);
+  h->frag_index = get32(in + 56);
+  h->frag_count = get32(in + 60);
+  h->sack = get64(in + 64);
+  h->crc = get32(in + kCrcAt);
+  h->role = in[76];
+  h->layer = get16(in + 78);
+  return true;
+}
+
+}  // namespace genie::dataplane::dpdk
