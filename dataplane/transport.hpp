@@ -124,10 +124,17 @@ struct ChannelHandlers {
   std::function<void(genie_status_t status, const std::string& detail)> on_close;
 };
 
+namespace tcp {
+class TlsContext;
+}
+
 struct ChannelOptions {
   uint32_t max_message = kDefaultMaxMessage;  // larger messages are refused, both ways
   bool nodelay = false;                       // latency over batching (TCP_NODELAY)
   int buffer_bytes = 0;                       // socket buffer sizes; 0: the system's
+  // The TCP transport only (others do not encrypt, and ignore it): speak
+  // TLS 1.3 with this side's settings (dataplane/tcp/tls.hpp).
+  std::shared_ptr<const tcp::TlsContext> tls;
 };
 
 // One connection to a peer. Owned through std::shared_ptr; it keeps itself

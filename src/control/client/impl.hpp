@@ -38,6 +38,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "control/tls.hpp"
 #include "control/client.hpp"
 #include "control/connection.hpp"
 #include "control/loop_thread.hpp"
@@ -157,7 +158,8 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
         node_id(std::move(id)),
         addr(cat(c.master_addr, ":", c.master_port)),
         max_message(static_cast<uint32_t>(c.max_message_bytes)),
-        timeout(std::chrono::milliseconds(c.timeout_ms)) {}
+        timeout(std::chrono::milliseconds(c.timeout_ms)),
+        tls(client_tls(c)) {}
 
   // --- immutable after connect() returns --------------------------------
   const Config cfg;
@@ -165,6 +167,8 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   const std::string addr;
   const uint32_t max_message;
   const std::chrono::milliseconds timeout;
+  // TLS for the control connection and a TCP data connection; null: none.
+  const std::shared_ptr<const dataplane::tcp::TlsContext> tls;
   std::string server_node;
   std::vector<std::string> devices;
   // Where the data connection goes: the transport (registry name) and the

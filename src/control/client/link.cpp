@@ -138,6 +138,7 @@ void RemoteClient::Impl::begin_attempt() {
   dataplane::ChannelOptions o;
   o.max_message = max_message;
   o.nodelay = true;  // requests and replies are small: never wait for Nagle
+  o.tls = tls;
   try {
     ctrl = Connection::connect(*dataplane::find_transport("tcp"), loop->loop(), addr, o, handlers(g, Link::Control),
                                [this, g](genie_status_t st, const std::string& detail) {
@@ -161,6 +162,13 @@ RemoteClient::Impl::DataEndpoint RemoteClient::Impl::choose_data_endpoint(const 
   const bool demanded = !cfg.transport.empty();
   const std::string want = demanded ? cfg.transport : cfg.selected_transport.empty() ? "tcp" : cfg.selected_transport;
   if (want == "tcp") return {"tcp", addr};
+  if (tls) {
+    // Only TCP encrypts: with TLS, tensors never take another transport.
+    check(!demanded, GENIE_ERR_UNSUPPORTED, "data transport '", want,
+          "' (GENIE_TRANSPORT) cannot be used with TLS: it does not encrypt");
+    log(LogLevel::Info, "client: data transport '", want, "' is not used with TLS: data connections go over tcp");
+    return {"tcp", addr};
+  }
   std::string offered;
   const wire::DataEndpoint* found = nullptr;
   for (const wire::DataEndpoint& e : w.data_endpoints()) {
@@ -189,6 +197,7 @@ void RemoteClient::Impl::open_data_link() {
   o.max_message = max_message;
   // Before the SYN, so that the window scale can use the whole buffer.
   o.buffer_bytes = kDataSocketBuffer;
+  if (data_endpoint.transport == "tcp") o.tls = tls;
   try {
     data = Connection::connect(*dataplane::find_transport(data_endpoint.transport), loop->loop(),
                                data_endpoint.address, o, handlers(g, Link::Data),

@@ -33,6 +33,7 @@
 #include "control/wire_codec.hpp"
 #include "core/device.hpp"
 #include "dataplane/registry.hpp"
+#include "dataplane/tcp/tls.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "exec/executor.hpp"
@@ -168,6 +169,11 @@ struct Server::Impl {
   int bound_port = 0;
 
   Executor exec;
+  // A Config for connections this server opens, with its credentials.
+  Config client_config() const;
+  // At construction: refuses an unauthenticated server beyond loopback
+  // unless allowed, and warns about one that does not encrypt.
+  void check_exposure() const;
   // Members the loop touches are declared before the loop, so they outlive
   // its thread (members are destroyed in reverse order).
   // Where connections come in: TCP on the server's port first (control and
@@ -178,6 +184,7 @@ struct Server::Impl {
     std::shared_ptr<dataplane::Listener> listener;
   };
   std::vector<Listening> listeners;
+  std::shared_ptr<const dataplane::tcp::TlsContext> tls;  // null: plaintext
   // Data connections admitted, by transport (server_info reads it from any
   // thread).
   mutable std::mutex data_mu;
