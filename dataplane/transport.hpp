@@ -179,6 +179,11 @@ class Channel {
   // The peer's address, as the transport names it (empty if unknown).
   virtual std::string peer() const = 0;
 
+  // Who the peer proved to be, where the transport authenticates peers:
+  // for TCP with TLS, "sha256:" and the hex SHA-256 of the certificate it
+  // presented. Empty: no certificate (or a transport without TLS).
+  virtual std::string peer_identity() const { return {}; }
+
   // Hints a transport may ignore (the defaults do nothing). Between cork()
   // and the matching uncork(), sent frames may be held and written together
   // (nests; their `done`s may run at the uncork). set_nodelay: latency over

@@ -797,6 +797,8 @@ std::string Connection::peer() const {
   return peer_of(&impl_->tcp);
 }
 
+std::string Connection::peer_identity() const { return impl_->tls ? impl_->tls->peer_fingerprint() : std::string(); }
+
 size_t Connection::write_queue_size() const { return impl_->tcp.write_queue_size; }
 
 }  // namespace genie::dataplane::tcp

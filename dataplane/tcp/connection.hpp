@@ -112,6 +112,7 @@ class Connection : public Channel, public std::enable_shared_from_this<Connectio
   bool closed() const override { return closing_; }
   // Peer address "ip:port" (empty if unknown).
   std::string peer() const override;
+  std::string peer_identity() const override;
   // Bytes queued in libuv but not yet written to the kernel.
   size_t write_queue_size() const;
 

@@ -220,6 +220,21 @@ bool TlsSession::encrypt(const char* data, size_t n) {
   return true;
 }
 
+std::string TlsSession::peer_fingerprint() const {
+  if (!done_) return {};
+  X509* cert = SSL_get0_peer_certificate(ssl_);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (cert == nullptr || X509_digest(cert, EVP_sha256(), md, &len) != 1) return {};
+  static const char hex[] = "0123456789abcdef";
+  std::string s = "sha256:";
+  for (unsigned int i = 0; i < len; ++i) {
+    s.push_back(hex[md[i] >> 4]);
+    s.push_back(hex[md[i] & 15]);
+  }
+  return s;
+}
+
 std::string TlsSession::take_output() {
   BIO* out = SSL_get_wbio(ssl_);
   const size_t pending = BIO_ctrl_pending(out);

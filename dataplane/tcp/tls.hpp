@@ -86,6 +86,9 @@ class TlsSession {
   std::string take_output();
 
   bool handshake_done() const { return done_; }
+  // "sha256:<hex>" of the certificate the peer presented and this side
+  // verified; empty when it presented none.
+  std::string peer_fingerprint() const;
   // Why the session failed, for a close detail: the certificate check's
   // reason, the peer's alert, or OpenSSL's error.
   const std::string& error() const { return error_; }

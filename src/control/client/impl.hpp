@@ -206,7 +206,8 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   uint64_t gen = 0;  // bumped at every teardown: events of old connections are ignored
   Handshake hs = Handshake::Idle;
   bool resuming = false;
-  std::string token;
+  std::string token;        // the session's secret (Welcome); never sent back
+  uint64_t session_id = 0;  // the session's name (Welcome)
   std::unordered_map<uint64_t, std::shared_ptr<Call>> pending;
   uv_timer_t retry_timer{};
   uv_timer_t free_timer{};

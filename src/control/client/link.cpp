@@ -150,7 +150,7 @@ void RemoteClient::Impl::begin_attempt() {
                                  h.set_abi_version(GENIE_ABI_VERSION);
                                  h.set_node_id(node_id);
                                  h.set_role(static_cast<int32_t>(cfg.role));
-                                 if (resuming) h.set_resume_token(token);
+                                 if (resuming) h.set_resume_session(session_id);
                                  ctrl->send(MsgType::Hello, next_id.fetch_add(1), 0, wire::encode_msg(h));
                                });
   } catch (const Error& e) {
@@ -206,7 +206,7 @@ void RemoteClient::Impl::open_data_link() {
                                  if (st != GENIE_OK)
                                    return attempt_failed(GENIE_ERR_CONNECTION, cat("data connection: ", detail));
                                  wire::DataHello h;
-                                 h.set_session_token(token);
+                                 h.set_session_id(session_id);
                                  data->send(MsgType::DataHello, next_id.fetch_add(1), 0, wire::encode_msg(h));
                                });
   } catch (const Error& e) {
@@ -285,14 +285,15 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
   if (link == Link::Control && hs == Handshake::Hello) {
     if (fh.type == MsgType::Challenge) {
       const auto c = wire::parse_msg<wire::Challenge>(msg, fh.type);
-      if (cfg.auth_token.empty())
+      if (c.token() && cfg.auth_token.empty())
         return attempt_failed(GENIE_ERR_AUTH,
                               cat("server ", addr,
                                   " requires authentication: set the shared token "
                                   "(genie_config_set_auth_token or GENIE_AUTH_TOKEN)"),
                               false);
       wire::AuthResponse r;
-      r.set_mac(hmac_sha256(cfg.auth_token, c.nonce() + node_id));
+      if (c.token()) r.set_mac(hmac_sha256(cfg.auth_token, c.nonce() + node_id));
+      if (resuming) r.set_session_mac(resume_proof(token, c.nonce(), session_id, node_id));
       ctrl->send(MsgType::AuthResponse, next_id.fetch_add(1), 0, wire::encode_msg(r));
       return;
     }
@@ -303,7 +304,7 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
                               cat("server ", addr, " speaks protocol version ", w.protocol_version(),
                                   ", this client ", wire::kProtocolVersion),
                               false);
-      if (resuming && (!w.resumed() || w.session_token() != token)) {
+      if (resuming && (!w.resumed() || w.session_id() != session_id || w.session_token() != token)) {
         // The server no longer has our session: its tensor ids would name
         // nothing (or another session's tensors). End the new session.
         auto c = ctrl;
@@ -323,11 +324,20 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
       }
       if (!resuming) {
         token = w.session_token();
+        session_id = w.session_id();
         server_node = w.server_node_id();
         devices.assign(w.devices().begin(), w.devices().end());
       }
       return open_data_link();
     }
+  } else if (link == Link::Data && hs == Handshake::DataHello && fh.type == MsgType::Challenge) {
+    // Joining the session: the proof of its secret, bound to this nonce and
+    // transport (the secret itself is never sent).
+    const auto c = wire::parse_msg<wire::Challenge>(msg, fh.type);
+    wire::AuthResponse r;
+    r.set_session_mac(data_proof(token, c.nonce(), session_id, data_endpoint.transport));
+    data->send(MsgType::AuthResponse, next_id.fetch_add(1), 0, wire::encode_msg(r));
+    return;
   } else if (link == Link::Data && hs == Handshake::DataHello && fh.type == MsgType::Welcome) {
     hs = Handshake::Done;
     uv_timer_stop(&deadline_timer);

@@ -61,6 +61,10 @@ struct Peer : std::enable_shared_from_this<Peer> {
   std::string name;  // "ip:port", for logs
   std::shared_ptr<Session> session;
   std::string nonce;       // the challenge sent (AwaitAuth)
+  // AwaitAuth on a data connection: the session its DataHello named (a
+  // Session serial); 0 on a control connection.
+  uint64_t data_session = 0;
+  std::string session_mac;  // a control connection resuming: its proof (AuthResponse)
   wire::Hello hello;       // kept from Hello until the AuthResponse
   uint64_t hello_rid = 0;  // echoed by Welcome: the Hello's or AuthResponse's request id
   std::unique_ptr<Timer> handshake_timer;
@@ -151,7 +155,12 @@ struct Server::Impl {
   // written; `status` is what the log line and on_close report.
   void refuse(Peer& p, uint64_t rid, genie_status_t status, const std::string& detail, bool reply = true);
   void close_when_flushed(Peer& p, genie_status_t status, const std::string& detail);
-  wire::Welcome welcome(const Session& s, bool resumed) const;
+  // `control`: the Welcome of the control connection, which alone carries
+  // the session secret.
+  wire::Welcome welcome(const Session& s, bool resumed, bool control) const;
+  // A session by its id (Session::serial), or null.
+  std::shared_ptr<Session> session_by_id(uint64_t id) const;
+  void admit_data(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::AuthResponse& m);
 
   void end_session(const std::shared_ptr<Session>& s, const char* why);
   void control_lost(const std::shared_ptr<Session>& s);
