@@ -97,6 +97,8 @@ type Options struct {
 	Timeout    time.Duration // 0: default (30 s)
 	NumThreads int           // 0: hardware concurrency
 	AuthToken  string        // "": none
+	IgnoreEnv  bool          // do not let GENIE_* variables override these
+
 	// TLS 1.3 (docs/security.md), PEM file paths. A context speaks TLS when
 	// TLSCA is set (the server's certificate must chain to it and carry
 	// TLSServerName, default the host dialled); TLSCert and TLSKey are its
@@ -106,7 +108,6 @@ type Options struct {
 	TLSCert       string
 	TLSKey        string
 	TLSServerName string
-	IgnoreEnv  bool          // do not let GENIE_* variables override these
 
 	// Cluster timers (docs/cluster.md), each 10 ms .. 24 h; 0: default.
 	HeartbeatInterval time.Duration // heartbeats to the master (10 s)
