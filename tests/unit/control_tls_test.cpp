@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -308,6 +309,48 @@ TEST_F(TlsTest, BadFilesAreNamed) {
   c.tls_key = pki.path("client.key");
   d = expect_error(GENIE_ERR_INVALID_ARGUMENT, [&] { RemoteClient::connect(c, "a"); });
   EXPECT_NE(d.find("no CA"), std::string::npos) << d;
+}
+
+// What the server writes to stderr (its log) while `f` runs.
+template <class F>
+std::string stderr_of(F&& f) {
+  char path[] = "/tmp/genie-tls-log-XXXXXX";
+  const int fd = ::mkstemp(path);
+  const int saved = ::dup(2);
+  ::dup2(fd, 2);
+  f();
+  ::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  ::close(fd);
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ::unlink(path);
+  return text;
+}
+
+// Beyond loopback a server must authenticate its clients: with a token or
+// with client certificates (docs/security.md, "TLS"). TLS without a client
+// CA encrypts but admits anyone; a token without TLS is allowed, loudly.
+TEST_F(TlsTest, BeyondLoopbackATokenOrClientCertificatesAreRequired) {
+  ServerOptions o;
+  o.host = "0.0.0.0";
+  o.port = 0;
+  o.num_threads = 1;
+  o.tls_cert = pki.path("server.pem");
+  o.tls_key = pki.path("server.key");
+  const std::string d = expect_error(GENIE_ERR_INVALID_ARGUMENT, [&] { Server s(o); });
+  EXPECT_NE(d.find("TLS without a client CA encrypts but admits anyone"), std::string::npos) << d;
+  o.tls_ca = pki.path("ca.pem");  // mutual TLS authenticates
+  set_log_level(LogLevel::Warn);
+  EXPECT_EQ(stderr_of([&] { Server s(o); }).find("[genie W"), std::string::npos);
+  ServerOptions plain;
+  plain.host = "0.0.0.0";
+  plain.port = 0;
+  plain.num_threads = 1;
+  plain.auth_token = "a-shared-secret-of-32-bytes-0123";
+  const std::string log = stderr_of([&] { Server s(plain); });
+  EXPECT_NE(log.find("with an auth token but without TLS"), std::string::npos) << log;
 }
 
 }  // namespace
