@@ -24,6 +24,10 @@ std::shared_ptr<const dataplane::tcp::TlsContext> client_tls(const Config& cfg) 
   return dataplane::tcp::TlsContext::client(f);
 }
 
+std::shared_ptr<const dataplane::tcp::TlsContext> probe_tls(const Config& cfg) {
+  return cfg.tls_ca.empty() ? nullptr : client_tls(cfg);
+}
+
 std::shared_ptr<const dataplane::tcp::TlsContext> server_tls(const std::string& cert, const std::string& key,
                                                              const std::string& ca) {
   if (cert.empty() && key.empty()) {

@@ -16,6 +16,11 @@ namespace genie {
 // that cannot be used.
 std::shared_ptr<const dataplane::tcp::TlsContext> client_tls(const Config& cfg);
 
+// For connections a node makes on the side (cluster probes): the client
+// context when `cfg` names a CA, else null (never throws for a certificate
+// without a CA, which a server's own settings may have).
+std::shared_ptr<const dataplane::tcp::TlsContext> probe_tls(const Config& cfg);
+
 // A server's context, or null without a certificate. A plaintext client is
 // answered with an ErrorReply (GENIE_ERR_AUTH) saying that TLS is required.
 std::shared_ptr<const dataplane::tcp::TlsContext> server_tls(const std::string& cert, const std::string& key,
