@@ -23,6 +23,7 @@
 
 #include "control/client.hpp"
 #include "control/server.hpp"
+#include "control_testing.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -72,20 +73,6 @@ class Pki {
   std::string dir_;
   bool ok_ = false;
 };
-
-std::string status_name(genie_status_t s) { return "status " + std::to_string(s); }
-
-template <class F>
-std::string expect_error(genie_status_t code, F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << status_name(e.code()) << ": " << e.detail();
-    return e.detail();
-  }
-  ADD_FAILURE() << "expected " << status_name(code) << ", nothing was thrown";
-  return {};
-}
 
 // Relays TCP connections to `target`, keeping a copy of every byte in both
 // directions.
