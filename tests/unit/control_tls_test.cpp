@@ -5,6 +5,7 @@
 // client), and what crosses the wire, captured by a small TCP relay.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <openssl/ssl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -21,11 +22,14 @@
 #include <thread>
 #include <vector>
 
+#include "control/auth.hpp"
 #include "control/client.hpp"
 #include "control/server.hpp"
+#include "control/wire.hpp"
 #include "control_testing.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "genie.pb.h"
 
 namespace genie {
 namespace {
@@ -43,6 +47,7 @@ class Pki {
     ok_ = std::system("openssl version >/dev/null 2>&1") == 0 && make_ca("ca") && make_ca("other-ca") &&
           make_cert("server", "ca", "subjectAltName=IP:127.0.0.1,DNS:localhost") &&
           make_cert("client", "ca", "subjectAltName=DNS:client") &&
+          make_cert("client2", "ca", "subjectAltName=DNS:client2") &&
           make_cert("stranger", "other-ca", "subjectAltName=DNS:stranger");
   }
   ~Pki() {
@@ -155,6 +160,91 @@ class Tap {
   std::string seen_;
   std::thread thread_;
 };
+
+// One blocking TLS connection speaking raw frames, with the certificate
+// `cert` of the test PKI: for what RemoteClient would never send.
+class RawTls {
+ public:
+  RawTls(const Pki& pki, int port, const std::string& cert) {
+    ctx_ = SSL_CTX_new(TLS_client_method());
+    SSL_CTX_load_verify_locations(ctx_, pki.path("ca.pem").c_str(), nullptr);
+    SSL_CTX_use_certificate_file(ctx_, pki.path(cert + ".pem").c_str(), SSL_FILETYPE_PEM);
+    SSL_CTX_use_PrivateKey_file(ctx_, pki.path(cert + ".key").c_str(), SSL_FILETYPE_PEM);
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    timeval tv{10, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ssl_ = SSL_new(ctx_);
+    ok_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && SSL_set_fd(ssl_, fd_) == 1 &&
+          SSL_connect(ssl_) == 1;
+    EXPECT_TRUE(ok_) << "TLS connection with certificate " << cert;
+  }
+  ~RawTls() {
+    SSL_free(ssl_);
+    SSL_CTX_free(ctx_);
+    ::close(fd_);
+  }
+  void send(wire::MsgType type, uint64_t rid, const google::protobuf::Message& m) {
+    const std::string msg = m.SerializeAsString();
+    wire::FrameHeader h;
+    h.type = type;
+    h.request_id = rid;
+    uint8_t hdr[wire::kHeaderSize];
+    wire::encode_header(h, msg.data(), msg.size(), hdr);
+    const std::string frame = std::string(reinterpret_cast<char*>(hdr), sizeof hdr) + msg;
+    ASSERT_EQ(SSL_write(ssl_, frame.data(), static_cast<int>(frame.size())), static_cast<int>(frame.size()));
+  }
+  // The next frame's type and message; type 0 when the connection ended.
+  std::pair<wire::MsgType, std::string> recv() {
+    uint8_t hdr[wire::kHeaderSize];
+    if (!read(hdr, sizeof hdr)) return {wire::MsgType{}, {}};
+    const wire::FrameHeader h = wire::decode_header(hdr, 1u << 20);
+    std::string msg(h.msg_len, '\0');
+    if (!read(msg.data(), msg.size())) return {wire::MsgType{}, {}};
+    return {h.type, msg};
+  }
+  template <class M>
+  M expect(wire::MsgType type) {
+    auto [t, msg] = recv();
+    M m;
+    if (t == wire::MsgType::ErrorReply && type != t) {
+      wire::ErrorReply e;
+      e.ParseFromString(msg);
+      ADD_FAILURE() << "ErrorReply " << e.status() << ": " << e.detail();
+    }
+    EXPECT_EQ(t, type);
+    m.ParseFromString(msg);
+    return m;
+  }
+
+ private:
+  bool read(void* p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+      const int r = SSL_read(ssl_, static_cast<char*>(p) + got, static_cast<int>(n - got));
+      if (r <= 0) return false;
+      got += static_cast<size_t>(r);
+    }
+    return true;
+  }
+  SSL_CTX* ctx_ = nullptr;
+  SSL* ssl_ = nullptr;
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
+wire::Hello hello(const std::string& node, uint64_t resume = 0) {
+  wire::Hello h;
+  h.set_protocol_version(wire::kProtocolVersion);
+  h.set_abi_version(GENIE_ABI_VERSION);
+  h.set_node_id(node);
+  h.set_role(GENIE_NODE_ROLE_CLIENT);
+  h.set_resume_session(resume);
+  return h;
+}
 
 class TlsTest : public ::testing::Test {
  protected:
@@ -296,6 +386,54 @@ TEST_F(TlsTest, BadFilesAreNamed) {
   c.tls_key = pki.path("client.key");
   d = expect_error(GENIE_ERR_INVALID_ARGUMENT, [&] { RemoteClient::connect(c, "a"); });
   EXPECT_NE(d.find("no CA"), std::string::npos) << d;
+}
+
+// Under mutual TLS the session belongs to the certificate that opened it:
+// the session's secret, proven correctly, does not let another certificate
+// of the same CA join it with a data connection or resume it.
+TEST_F(TlsTest, ASessionBelongsToTheClientCertificateThatOpenedIt) {
+  ServerOptions o;
+  o.port = 0;
+  o.num_threads = 1;
+  o.session_grace_ms = 10000;
+  o.tls_cert = pki.path("server.pem");
+  o.tls_key = pki.path("server.key");
+  o.tls_ca = pki.path("ca.pem");
+  Server server(o);
+  wire::Welcome w;
+  {
+    RawTls owner(pki, server.port(), "client");
+    owner.send(wire::MsgType::Hello, 1, hello("node-a"));
+    w = owner.expect<wire::Welcome>(wire::MsgType::Welcome);
+    ASSERT_EQ(w.session_token().size(), 32u);
+
+    RawTls other(pki, server.port(), "client2");
+    wire::DataHello dh;
+    dh.set_session_id(w.session_id());
+    other.send(wire::MsgType::DataHello, 2, dh);
+    const auto c = other.expect<wire::Challenge>(wire::MsgType::Challenge);
+    wire::AuthResponse r;
+    r.set_session_mac(data_proof(w.session_token(), c.nonce(), w.session_id(), "tcp"));
+    other.send(wire::MsgType::AuthResponse, 3, r);
+    const auto e = other.expect<wire::ErrorReply>(wire::MsgType::ErrorReply);
+    EXPECT_EQ(e.status(), GENIE_ERR_AUTH);
+    EXPECT_NE(e.detail().find("another client certificate"), std::string::npos) << e.detail();
+  }  // the owner's connection goes: the session waits for it
+  const auto resume = [&](const std::string& cert) {
+    auto c = std::make_unique<RawTls>(pki, server.port(), cert);
+    c->send(wire::MsgType::Hello, 1, hello("node-a", w.session_id()));
+    const auto ch = c->expect<wire::Challenge>(wire::MsgType::Challenge);
+    wire::AuthResponse r;
+    r.set_session_mac(resume_proof(w.session_token(), ch.nonce(), w.session_id(), "node-a"));
+    c->send(wire::MsgType::AuthResponse, 2, r);
+    return c;
+  };
+  auto intruder = resume("client2");
+  const auto e = intruder->expect<wire::ErrorReply>(wire::MsgType::ErrorReply);
+  EXPECT_EQ(e.status(), GENIE_ERR_AUTH);
+  EXPECT_NE(e.detail().find("only its owner may resume it"), std::string::npos) << e.detail();
+  auto back = resume("client");
+  EXPECT_TRUE(back->expect<wire::Welcome>(wire::MsgType::Welcome).resumed());
 }
 
 // What the server writes to stderr (its log) while `f` runs.
