@@ -530,7 +530,8 @@ struct Connection::Impl {
     const TlsSession::Result r = tls->feed(staging.get(), n, &plain);
     if (r == TlsSession::Result::Plaintext) {
       write_raw(tls_ctx->plaintext_refusal(), true);
-      owner->close(GENIE_ERR_PROTOCOL, cat("refused a connection without TLS from ", peer, ": this server requires TLS"));
+      owner->close(GENIE_ERR_PROTOCOL,
+                   cat("refused a connection without TLS from ", peer, ": this server requires TLS"));
       return;
     }
     write_raw(tls->take_output(), false);  // handshake messages, alerts
@@ -797,7 +798,9 @@ std::string Connection::peer() const {
   return peer_of(&impl_->tcp);
 }
 
-std::string Connection::peer_identity() const { return impl_->tls ? impl_->tls->peer_fingerprint() : std::string(); }
+std::string Connection::peer_identity() const {
+  return impl_->tls ? impl_->tls->peer_fingerprint() : std::string();
+}
 
 size_t Connection::write_queue_size() const { return impl_->tcp.write_queue_size; }
 

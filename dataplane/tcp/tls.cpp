@@ -44,8 +44,10 @@ SSL_CTX* new_context(const SSL_METHOD* method) {
 
 void load_own_certificate(SSL_CTX* ctx, const TlsFiles& f) {
   if (SSL_CTX_use_certificate_chain_file(ctx, f.cert.c_str()) != 1) refuse(ctx, "certificate", f.cert);
-  if (SSL_CTX_use_PrivateKey_file(ctx, f.key.c_str(), SSL_FILETYPE_PEM) != 1) refuse(ctx, "private key", f.key);
-  if (SSL_CTX_check_private_key(ctx) != 1) refuse(ctx, "private key (it does not match the certificate)", f.key);
+  if (SSL_CTX_use_PrivateKey_file(ctx, f.key.c_str(), SSL_FILETYPE_PEM) != 1)
+    refuse(ctx, "private key", f.key);
+  if (SSL_CTX_check_private_key(ctx) != 1)
+    refuse(ctx, "private key (it does not match the certificate)", f.key);
 }
 
 void load_ca(SSL_CTX* ctx, const std::string& ca) {
@@ -110,7 +112,8 @@ std::shared_ptr<const TlsContext> TlsContext::client(const TlsFiles& f) {
   return std::shared_ptr<const TlsContext>(new TlsContext(ctx, false, f));
 }
 
-TlsSession::TlsSession(std::shared_ptr<const TlsContext> ctx, const std::string& host) : ctx_(std::move(ctx)) {
+TlsSession::TlsSession(std::shared_ptr<const TlsContext> ctx, const std::string& host)
+    : ctx_(std::move(ctx)) {
   ssl_ = SSL_new(ctx_->native());
   BIO* in = BIO_new(BIO_s_mem());
   BIO* out = BIO_new(BIO_s_mem());
@@ -135,8 +138,8 @@ TlsSession::TlsSession(std::shared_ptr<const TlsContext> ctx, const std::string&
     ERR_clear_error();
     if (SSL_set1_host(ssl_, name.c_str()) != 1 || SSL_set_tlsext_host_name(ssl_, name.c_str()) != 1) {
       SSL_free(ssl_);
-      genie::fail(GENIE_ERR_INVALID_ARGUMENT, "TLS: cannot check the server's certificate for the name '", name,
-           "': ", drain_errors());
+      genie::fail(GENIE_ERR_INVALID_ARGUMENT, "TLS: cannot check the server's certificate for the name '",
+                  name, "': ", drain_errors());
     }
   }
 }
@@ -152,13 +155,14 @@ TlsSession::Result TlsSession::fail(int ret, const char* what) {
     error_ = "the peer closed the TLS session";
   } else if (ERR_GET_REASON(first) == SSL_R_CERTIFICATE_VERIFY_FAILED &&
              SSL_get_verify_result(ssl_) != X509_V_OK) {
-    error_ = cat("the ", ctx_->is_server() ? "client's" : "server's", " certificate was refused: ",
-                 X509_verify_cert_error_string(SSL_get_verify_result(ssl_)));
+    error_ = cat("the ", ctx_->is_server() ? "client's" : "server's",
+                 " certificate was refused: ", X509_verify_cert_error_string(SSL_get_verify_result(ssl_)));
   } else {
     error_ = cat(what, ": ", drain_errors());
   }
   if (first != 0 && is_certificate_refusal(first)) error_status_ = GENIE_ERR_AUTH;
-  if (ctx_->is_server() && ctx_->requires_client_cert() && ERR_GET_REASON(first) == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE)
+  if (ctx_->is_server() && ctx_->requires_client_cert() &&
+      ERR_GET_REASON(first) == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE)
     error_ = "the client sent no certificate, and this server requires one (mutual TLS)";
   if (!ctx_->is_server() && ERR_GET_REASON(first) == SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED)
     error_ =

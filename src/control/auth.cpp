@@ -22,7 +22,8 @@ namespace {
 
 // What a proof covers: a label saying what for, then the fields, each
 // length-prefixed so that no two different contexts encode alike.
-std::string context(const char* label, const std::string& nonce, uint64_t session_id, const std::string& extra) {
+std::string context(const char* label, const std::string& nonce, uint64_t session_id,
+                    const std::string& extra) {
   std::string s = label;
   s.push_back('\0');
   s += nonce;

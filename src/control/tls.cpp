@@ -2,8 +2,8 @@
 
 #include "control/wire.hpp"
 #include "control/wire_codec.hpp"
-#include "genie.pb.h"
 #include "core/error.hpp"
+#include "genie.pb.h"
 
 namespace genie {
 
@@ -13,7 +13,8 @@ std::shared_ptr<const dataplane::tcp::TlsContext> client_tls(const Config& cfg) 
           "a TLS client certificate is set but no CA to verify the server with (genie_config_set_tls_ca, "
           "GENIE_TLS_CA)");
     check(cfg.tls_server_name.empty(), GENIE_ERR_INVALID_ARGUMENT,
-          "a TLS server name is set but no CA to verify the server with (genie_config_set_tls_ca, GENIE_TLS_CA)");
+          "a TLS server name is set but no CA to verify the server with (genie_config_set_tls_ca, "
+          "GENIE_TLS_CA)");
     return nullptr;
   }
   dataplane::tcp::TlsFiles f;
@@ -32,7 +33,8 @@ std::shared_ptr<const dataplane::tcp::TlsContext> server_tls(const std::string& 
                                                              const std::string& ca) {
   if (cert.empty() && key.empty()) {
     check(ca.empty(), GENIE_ERR_INVALID_ARGUMENT,
-          "a TLS CA for client certificates needs the server's own certificate and key (--tls-cert, --tls-key)");
+          "a TLS CA for client certificates needs the server's own certificate and key (--tls-cert, "
+          "--tls-key)");
     return nullptr;
   }
   // What a plaintext client reads before the server hangs up: a frame it

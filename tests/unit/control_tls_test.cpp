@@ -5,8 +5,8 @@
 // client), and what crosses the wire, captured by a small TCP relay.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <openssl/ssl.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -72,8 +72,9 @@ class Pki {
     return run("openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=" + n + " -keyout " +
                path(n + ".key") + " -out " + path(n + ".csr")) &&
            write(path(n + ".ext"), san + "\n") &&
-           run("openssl x509 -req -days 1 -in " + path(n + ".csr") + " -CA " + path(ca + ".pem") + " -CAkey " +
-               path(ca + ".key") + " -CAcreateserial -extfile " + path(n + ".ext") + " -out " + path(n + ".pem"));
+           run("openssl x509 -req -days 1 -in " + path(n + ".csr") + " -CA " + path(ca + ".pem") +
+               " -CAkey " + path(ca + ".key") + " -CAcreateserial -extfile " + path(n + ".ext") + " -out " +
+               path(n + ".pem"));
   }
   std::string dir_;
   bool ok_ = false;
@@ -309,7 +310,8 @@ TEST_F(TlsTest, TheWireCarriesNoPlaintext) {
     c->close();
     const std::string wire = tap.captured();
     EXPECT_GT(wire.size(), size_t{2} << 20);
-    EXPECT_EQ(wire.find(pattern.substr(0, 40)), std::string::npos) << "tensor bytes crossed the wire in the clear";
+    EXPECT_EQ(wire.find(pattern.substr(0, 40)), std::string::npos)
+        << "tensor bytes crossed the wire in the clear";
     EXPECT_EQ(wire.find("client-a"), std::string::npos) << "the node id crossed the wire in the clear";
   }
   // The same capture without TLS does see the pattern: the check above can fail.
@@ -345,7 +347,8 @@ TEST_F(TlsTest, AServerCertificateForAnotherNameIsRefused) {
 
 TEST_F(TlsTest, MutualTlsRequiresAClientCertificateFromTheCa) {
   auto server = start(true);
-  std::string d = expect_error(GENIE_ERR_CONNECTION, [&] { RemoteClient::connect(client(server->port()), "a"); });
+  std::string d =
+      expect_error(GENIE_ERR_CONNECTION, [&] { RemoteClient::connect(client(server->port()), "a"); });
   EXPECT_NE(d.find("the server requires a client certificate"), std::string::npos) << d;
   d = expect_error(GENIE_ERR_CONNECTION,
                    [&] { RemoteClient::connect(client(server->port(), "ca.pem", "stranger"), "a"); });
@@ -356,7 +359,8 @@ TEST_F(TlsTest, MutualTlsRequiresAClientCertificateFromTheCa) {
 
 TEST_F(TlsTest, APlaintextClientIsToldThatTlsIsRequired) {
   auto server = start(false);
-  const std::string d = expect_error(GENIE_ERR_AUTH, [&] { RemoteClient::connect(client(server->port(), ""), "a"); });
+  const std::string d =
+      expect_error(GENIE_ERR_AUTH, [&] { RemoteClient::connect(client(server->port(), ""), "a"); });
   EXPECT_NE(d.find("this server requires TLS"), std::string::npos) << d;
 }
 
@@ -365,7 +369,8 @@ TEST_F(TlsTest, ATlsClientOfAPlaintextServerFailsClearly) {
   o.port = 0;
   o.num_threads = 1;
   Server plain(o);
-  const std::string d = expect_error(GENIE_ERR_CONNECTION, [&] { RemoteClient::connect(client(plain.port()), "a"); });
+  const std::string d =
+      expect_error(GENIE_ERR_CONNECTION, [&] { RemoteClient::connect(client(plain.port()), "a"); });
   EXPECT_NE(d.find("TLS handshake"), std::string::npos) << d;
 }
 

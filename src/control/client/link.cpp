@@ -166,7 +166,8 @@ RemoteClient::Impl::DataEndpoint RemoteClient::Impl::choose_data_endpoint(const 
     // Only TCP encrypts: with TLS, tensors never take another transport.
     check(!demanded, GENIE_ERR_UNSUPPORTED, "data transport '", want,
           "' (GENIE_TRANSPORT) cannot be used with TLS: it does not encrypt");
-    log(LogLevel::Info, "client: data transport '", want, "' is not used with TLS: data connections go over tcp");
+    log(LogLevel::Info, "client: data transport '", want,
+        "' is not used with TLS: data connections go over tcp");
     return {"tcp", addr};
   }
   std::string offered;

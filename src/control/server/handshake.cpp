@@ -133,7 +133,8 @@ void Server::Impl::admit(const std::shared_ptr<Peer>& p) {
   if (const uint64_t id = p->hello.resume_session(); id != 0) {
     if (std::shared_ptr<Session> old = session_by_id(id)) {
       check(mac_equal(p->session_mac, resume_proof(old->token(), p->nonce, id, p->hello.node_id())),
-            GENIE_ERR_AUTH, "the Hello resuming session ", id, " does not prove it holds the session's secret");
+            GENIE_ERR_AUTH, "the Hello resuming session ", id,
+            " does not prove it holds the session's secret");
       // The secret alone is not enough: only the identity that opened the
       // session (its node id, proven with the token if there is one, and
       // its client certificate) may take it over.
