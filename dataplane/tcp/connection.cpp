@@ -213,12 +213,18 @@ struct Connection::Impl {
     auto* c = static_cast<Impl*>(h->data);
     c->staged = false;
     if (c->tls) {
-      // Ciphertext: everything goes through staging and the TLS session.
-    } else if (c->stage == Stage::Message && c->frame.msg_len - c->got >= kReadBuffer) {
+      // Ciphertext: all of it goes through staging and the TLS session.
+      c->staged = true;
+      buf->base = c->staging.get();
+      buf->len = kReadBuffer;
+      return;
+    }
+    if (c->stage == Stage::Message && c->frame.msg_len - c->got >= kReadBuffer) {
       buf->base = c->msg.data() + c->got;
       buf->len = c->frame.msg_len - c->got;
       return;
-    } else if (c->stage == Stage::Payload && c->frame.payload_len - c->payload_got >= kReadBuffer) {
+    }
+    if (c->stage == Stage::Payload && c->frame.payload_len - c->payload_got >= kReadBuffer) {
       buf->base = static_cast<char*>(c->sink.dst) + c->payload_got;
       buf->len = static_cast<size_t>(std::min<uint64_t>(c->frame.payload_len - c->payload_got, kMaxChunk));
       return;
@@ -228,8 +234,9 @@ struct Connection::Impl {
     buf->len = kReadBuffer;
   }
 
-  // `n` bytes read into `staging`: copies each piece where the current
-  // segment goes, frame after frame. Stops when the connection closes.
+  // `n` bytes at `p` (read into `staging`, or decrypted from it): copies
+  // each piece where the current segment goes, frame after frame. Stops
+  // when the connection closes.
   void land(const char* p, size_t n) {
     while (n > 0 && !owner->closing_) {
       char* dst = nullptr;
