@@ -124,10 +124,17 @@ struct ChannelHandlers {
   std::function<void(genie_status_t status, const std::string& detail)> on_close;
 };
 
+namespace tcp {
+class TlsContext;
+}
+
 struct ChannelOptions {
   uint32_t max_message = kDefaultMaxMessage;  // larger messages are refused, both ways
   bool nodelay = false;                       // latency over batching (TCP_NODELAY)
   int buffer_bytes = 0;                       // socket buffer sizes; 0: the system's
+  // The TCP transport only (others do not encrypt, and ignore it): speak
+  // TLS 1.3 with this side's settings (dataplane/tcp/tls.hpp).
+  std::shared_ptr<const tcp::TlsContext> tls;
 };
 
 // One connection to a peer. Owned through std::shared_ptr; it keeps itself
@@ -171,6 +178,11 @@ class Channel {
 
   // The peer's address, as the transport names it (empty if unknown).
   virtual std::string peer() const = 0;
+
+  // Who the peer proved to be, where the transport authenticates peers:
+  // for TCP with TLS, "sha256:" and the hex SHA-256 of the certificate it
+  // presented. Empty: no certificate (or a transport without TLS).
+  virtual std::string peer_identity() const { return {}; }
 
   // Hints a transport may ignore (the defaults do nothing). Between cork()
   // and the matching uncork(), sent frames may be held and written together

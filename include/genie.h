@@ -370,6 +370,35 @@ GENIE_API genie_status_t genie_config_set_graph_deltas(genie_config_t *config,
 GENIE_API genie_status_t genie_config_set_auth_token(genie_config_t *config,
                                                      const char *token);
 
+/** TLS 1.3 (docs/security.md, "TLS"): the CA certificate (PEM file, path
+ *  copied; NULL or "" clears it). A client with a CA speaks TLS to its
+ *  server and accepts only a certificate chained to this CA that names the
+ *  server (see genie_config_set_tls_server_name). A server with a
+ *  certificate and a CA requires every client to present a certificate
+ *  chained to this CA (mutual TLS) and refuses the others. Files are read
+ *  when a connection or server is created: an unreadable file fails
+ *  genie_init or genie_server_create with INVALID_ARGUMENT naming it.
+ *  Environment: GENIE_TLS_CA. Errors: INVALID_HANDLE. */
+GENIE_API genie_status_t genie_config_set_tls_ca(genie_config_t *config,
+                                                 const char *ca_file);
+
+/** TLS 1.3: this node's certificate (chain) and private key, PEM files
+ *  (paths copied; both NULL or "" clear them). A server with them speaks
+ *  only TLS (plaintext clients are refused); a client presents them when
+ *  the server asks for a client certificate. Environment: GENIE_TLS_CERT,
+ *  GENIE_TLS_KEY. Errors: INVALID_HANDLE, INVALID_ARGUMENT (one of the two
+ *  missing). */
+GENIE_API genie_status_t genie_config_set_tls_cert(genie_config_t *config,
+                                                   const char *cert_file,
+                                                   const char *key_file);
+
+/** TLS 1.3, clients: the name (DNS name or IP address) that the server's
+ *  certificate must carry (copied; NULL or "" means the host connected
+ *  to, the default). Environment: GENIE_TLS_SERVER_NAME.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 255 bytes). */
+GENIE_API genie_status_t genie_config_set_tls_server_name(
+    genie_config_t *config, const char *name);
+
 /** Servers: whether genie_server_create may listen on an address other
  *  than loopback (127.0.0.0/8, ::1, localhost) without an auth token (default
  *  0: it refuses with INVALID_ARGUMENT, since anyone who reaches the port

@@ -8,6 +8,7 @@ PACKAGES=(
   libcjson-dev libopenblas-dev libuv1-dev
   libprotobuf-dev protobuf-compiler zlib1g-dev libssl-dev
   libgtest-dev libgmock-dev
+  openssl  # the TLS tests make throwaway certificates with the openssl command
   binutils python3 python3-numpy
   swig python3-dev python3-pytest python3-torch python3-venv python3-pip python3-setuptools  # Python binding
   python3-torchvision python3-onnx  # capture tests (torchvision resnet18) and ONNX export checks

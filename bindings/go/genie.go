@@ -99,6 +99,16 @@ type Options struct {
 	AuthToken  string        // "": none
 	IgnoreEnv  bool          // do not let GENIE_* variables override these
 
+	// TLS 1.3 (docs/security.md), PEM file paths. A context speaks TLS when
+	// TLSCA is set (the server's certificate must chain to it and carry
+	// TLSServerName, default the host dialled); TLSCert and TLSKey are its
+	// client certificate. A Server speaks only TLS with TLSCert and TLSKey,
+	// and with TLSCA requires client certificates chained to it.
+	TLSCA         string
+	TLSCert       string
+	TLSKey        string
+	TLSServerName string
+
 	// Cluster timers (docs/cluster.md), each 10 ms .. 24 h; 0: default.
 	HeartbeatInterval time.Duration // heartbeats to the master (10 s)
 	HeartbeatTimeout  time.Duration // silent this long: lost (60 s)
@@ -116,7 +126,8 @@ func newConfig(opts *Options) (uintptr, error) {
 	if err := call("genie_config_create", func() int { return capi.Genie_config_create(&cfg) }); err != nil {
 		return 0, err
 	}
-	if err := checkNames("genie_config", opts.MasterAddr, opts.NodeID, opts.AuthToken); err != nil {
+	if err := checkNames("genie_config", opts.MasterAddr, opts.NodeID, opts.AuthToken, opts.TLSCA, opts.TLSCert,
+		opts.TLSKey, opts.TLSServerName); err != nil {
 		capi.Genie_config_destroy(cfg)
 		return 0, err
 	}
@@ -142,6 +153,15 @@ func newConfig(opts *Options) (uintptr, error) {
 	}
 	if opts.AuthToken != "" {
 		setters = append(setters, setter{"genie_config_set_auth_token", func() int { return capi.Genie_config_set_auth_token(cfg, opts.AuthToken) }})
+	}
+	if opts.TLSCA != "" {
+		setters = append(setters, setter{"genie_config_set_tls_ca", func() int { return capi.Genie_config_set_tls_ca(cfg, opts.TLSCA) }})
+	}
+	if opts.TLSCert != "" || opts.TLSKey != "" {
+		setters = append(setters, setter{"genie_config_set_tls_cert", func() int { return capi.Genie_config_set_tls_cert(cfg, opts.TLSCert, opts.TLSKey) }})
+	}
+	if opts.TLSServerName != "" {
+		setters = append(setters, setter{"genie_config_set_tls_server_name", func() int { return capi.Genie_config_set_tls_server_name(cfg, opts.TLSServerName) }})
 	}
 	for _, d := range []struct {
 		op  string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -619,4 +620,13 @@ func TestFinalizerBackstop(t *testing.T) {
 		runtime.GC()
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func TestTLSSettingsReachTheLibrary(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "server.pem")
+	_, err := genie.NewServer(&genie.Options{IgnoreEnv: true, TLSCert: missing}, "", 0)
+	expectErr(t, err, genie.ErrInvalidArgument, "private key")
+	// The files are read when the server starts: the missing one is named.
+	_, err = genie.NewServer(&genie.Options{IgnoreEnv: true, TLSCert: missing, TLSKey: missing, TLSCA: missing}, "", 0)
+	expectErr(t, err, genie.ErrInvalidArgument, "server.pem")
 }

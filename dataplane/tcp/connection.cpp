@@ -15,6 +15,7 @@
 #include "core/log.hpp"
 #include "dataplane/guarded.hpp"
 #include "dataplane/loop_hooks.hpp"
+#include "dataplane/tcp/tls.hpp"
 
 namespace genie::dataplane::tcp {
 namespace {
@@ -138,6 +139,13 @@ struct Connection::Impl {
   int cork_depth = 0;
   std::vector<OutFrame> corked;
 
+  // TLS (tls.hpp), when set_tls() gave a context: every byte read goes
+  // through `tls` to land(), every frame written through it.
+  std::shared_ptr<const TlsContext> tls_ctx;
+  std::unique_ptr<TlsSession> tls;
+  std::string tls_host;                // the host connected to, for the server's certificate
+  std::vector<OutFrame> tls_waiting;  // sent before the handshake finished
+
   Impl(Connection* o, uv_loop_t* l, uint32_t max, Handlers h)
       : owner(o), loop(l), max_message(max), handlers(std::move(h)) {}
 
@@ -171,6 +179,7 @@ struct Connection::Impl {
   int start_reading() {
     established = true;
     if (peer.empty()) peer = peer_of(&tcp);
+    if (tls_ctx) tls = std::make_unique<TlsSession>(tls_ctx, tls_host);
     return uv_read_start(stream(), on_alloc, on_read);
   }
 
@@ -203,6 +212,13 @@ struct Connection::Impl {
   static void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) {
     auto* c = static_cast<Impl*>(h->data);
     c->staged = false;
+    if (c->tls) {
+      // Ciphertext: all of it goes through staging and the TLS session.
+      c->staged = true;
+      buf->base = c->staging.get();
+      buf->len = kReadBuffer;
+      return;
+    }
     if (c->stage == Stage::Message && c->frame.msg_len - c->got >= kReadBuffer) {
       buf->base = c->msg.data() + c->got;
       buf->len = c->frame.msg_len - c->got;
@@ -218,10 +234,10 @@ struct Connection::Impl {
     buf->len = kReadBuffer;
   }
 
-  // `n` bytes read into `staging`: copies each piece where the current
-  // segment goes, frame after frame. Stops when the connection closes.
-  void land(size_t n) {
-    const char* p = staging.get();
+  // `n` bytes at `p` (read into `staging`, or decrypted from it): copies
+  // each piece where the current segment goes, frame after frame. Stops
+  // when the connection closes.
+  void land(const char* p, size_t n) {
     while (n > 0 && !owner->closing_) {
       char* dst = nullptr;
       uint64_t need = 0;
@@ -262,14 +278,18 @@ struct Connection::Impl {
     if (nread == 0) return;
     // Replies to the frames of this read leave together (uncork).
     ++c->cork_depth;
-    if (c->staged)
-      c->land(static_cast<size_t>(nread));
+    if (c->tls)
+      c->tls_read(static_cast<size_t>(nread));
+    else if (c->staged)
+      c->land(c->staging.get(), static_cast<size_t>(nread));
     else
       c->consume(static_cast<size_t>(nread));
     c->uncork();
   }
 
   std::string eof_detail() const {
+    if (tls && !tls->handshake_done())
+      return "connection closed by peer during the TLS handshake (does the peer serve TLS?)";
     if (stage == Stage::Header && got == 0) return "connection closed by peer";
     std::string where;
     switch (stage) {
@@ -399,6 +419,12 @@ struct Connection::Impl {
       c->fail_connect(cat("cannot read from ", c->target, ": ", uv_strerror(rc)));
       return;
     }
+    if (c->tls) {
+      // Connected once the TLS handshake has finished (tls_read).
+      c->tls->start();
+      c->write_raw(c->tls->take_output(), false);
+      return;
+    }
     c->finish_connect(GENIE_OK, std::string());
   }
 
@@ -441,6 +467,7 @@ struct Connection::Impl {
   // returns. `closing`: called by close(), which has already begun, so a
   // failure only fails the frames.
   void write_frames(std::vector<OutFrame> frames, bool closing) {
+    if (tls) return tls_write(std::move(frames), closing);
     std::vector<uv_buf_t> bufs = bufs_of(frames);
     int n = uv_try_write(stream(), bufs.data(), static_cast<unsigned>(bufs.size()));
     if (n == UV_EAGAIN) n = 0;
@@ -501,6 +528,90 @@ struct Connection::Impl {
     }
   }
 
+  // ---- TLS -------------------------------------------------------------------
+
+  // `n` bytes of ciphertext in `staging`: the plaintext they complete lands
+  // like bytes read without TLS.
+  void tls_read(size_t n) {
+    std::string plain;
+    const TlsSession::Result r = tls->feed(staging.get(), n, &plain);
+    if (r == TlsSession::Result::Plaintext) {
+      write_raw(tls_ctx->plaintext_refusal(), true);
+      owner->close(GENIE_ERR_PROTOCOL,
+                   cat("refused a connection without TLS from ", peer, ": this server requires TLS"));
+      return;
+    }
+    write_raw(tls->take_output(), false);  // handshake messages, alerts
+    if (r == TlsSession::Result::Failed) {
+      if (owner->closing_) return;
+      if (connect_cb) connect_failed = true;  // connect's cb reports it
+      owner->close(tls->error_status(), connect_cb ? cat("cannot connect to ", target, ": ", tls->error())
+                                                   : cat(tls->error(), " (peer ", peer, ")"));
+      return;
+    }
+    if (tls->handshake_done() && !tls_waiting.empty()) {
+      std::vector<OutFrame> frames = std::move(tls_waiting);
+      tls_waiting.clear();
+      write_frames(std::move(frames), false);
+    }
+    if (tls->handshake_done() && connect_cb) finish_connect(GENIE_OK, std::string());
+    if (!plain.empty() && !owner->closing_) land(plain.data(), plain.size());
+  }
+
+  // Encrypts `frames` and writes the records. The plaintext is copied into
+  // them, so the frames are done once encrypted.
+  void tls_write(std::vector<OutFrame> frames, bool closing) {
+    if (!tls->handshake_done()) {
+      for (OutFrame& f : frames) tls_waiting.push_back(std::move(f));
+      return;
+    }
+    for (const uv_buf_t& b : bufs_of(frames)) {
+      if (!tls->encrypt(b.base, b.len)) {
+        finish_frames(frames, GENIE_ERR_CONNECTION);
+        if (!closing) owner->close(GENIE_ERR_CONNECTION, cat(tls->error(), " (peer ", peer, ")"));
+        return;
+      }
+    }
+    const bool ok = write_raw(tls->take_output(), closing);
+    finish_frames(frames, ok ? GENIE_OK : GENIE_ERR_CONNECTION);
+  }
+
+  // Bytes the TLS session produced, written in order after everything
+  // written before. Returns false (and closes unless `closing`) on failure.
+  struct RawWrite {
+    uv_write_t req{};
+    std::string bytes;
+  };
+  bool write_raw(std::string bytes, bool closing) {
+    if (bytes.empty() || !established) return true;
+    uv_buf_t b;
+    b.base = bytes.data();
+    b.len = bytes.size();
+    int n = uv_try_write(stream(), &b, 1);
+    if (n == UV_EAGAIN) n = 0;
+    if (n >= 0 && static_cast<size_t>(n) == bytes.size()) return true;
+    int rc = n;
+    if (n >= 0) {
+      auto w = std::make_unique<RawWrite>();
+      w->bytes = std::move(bytes);
+      b.base = w->bytes.data() + n;
+      b.len = w->bytes.size() - static_cast<size_t>(n);
+      w->req.data = w.get();
+      rc = uv_write(&w->req, stream(), &b, 1, [](uv_write_t* req, int status) {
+        std::unique_ptr<RawWrite> done(static_cast<RawWrite*>(req->data));
+        auto* c = static_cast<Impl*>(req->handle->data);
+        if (status != 0 && status != UV_ECANCELED)
+          c->owner->close(GENIE_ERR_CONNECTION, cat("write to ", c->peer, " failed: ", uv_strerror(status)));
+      });
+      if (rc == 0) {
+        (void)w.release();  // owned by libuv until its callback
+        return true;
+      }
+    }
+    if (!closing) owner->close(GENIE_ERR_CONNECTION, cat("write to ", peer, " failed: ", uv_strerror(rc)));
+    return false;
+  }
+
   static void on_closed(uv_handle_t* h) {
     auto* c = static_cast<Impl*>(h->data);
     // Declared first, destroyed last: the Connection outlives everything
@@ -517,6 +628,8 @@ struct Connection::Impl {
                               ": connection closed before it was established (", c->close_detail, ")"));
       }
     }
+    finish_frames(c->tls_waiting, GENIE_ERR_CONNECTION);
+    c->tls_waiting.clear();
     c->sink = PayloadSink();
     c->msg = std::string();
     Handlers handlers = std::move(c->handlers);
@@ -585,6 +698,7 @@ void Connection::connect(const std::string& host, int port,
   }
   std::string bare = host;
   if (bare.size() >= 2 && bare.front() == '[' && bare.back() == ']') bare = bare.substr(1, bare.size() - 2);
+  c->tls_host = bare;
   sockaddr_storage ss{};
   if (uv_ip4_addr(bare.c_str(), port, reinterpret_cast<sockaddr_in*>(&ss)) == 0 ||
       uv_ip6_addr(bare.c_str(), port, reinterpret_cast<sockaddr_in6*>(&ss)) == 0) {
@@ -607,6 +721,8 @@ void Connection::connect(const std::string& host, int port,
   }
   c->resolving = r.release();  // owned by the request until Impl::on_resolved
 }
+
+void Connection::set_tls(std::shared_ptr<const TlsContext> ctx) { impl_->tls_ctx = std::move(ctx); }
 
 void Connection::set_nodelay(bool on) {
   impl_->nodelay = on;
@@ -687,6 +803,10 @@ void Connection::close(genie_status_t status, const std::string& detail) {
 std::string Connection::peer() const {
   if (!impl_->peer.empty() || closing_) return impl_->peer;
   return peer_of(&impl_->tcp);
+}
+
+std::string Connection::peer_identity() const {
+  return impl_->tls ? impl_->tls->peer_fingerprint() : std::string();
 }
 
 size_t Connection::write_queue_size() const { return impl_->tcp.write_queue_size; }

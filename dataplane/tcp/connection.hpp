@@ -34,6 +34,8 @@
 
 namespace genie::dataplane::tcp {
 
+class TlsContext;
+
 // "ip:port" or "[ip6]:port"; empty for another address family.
 std::string format_address(const sockaddr_storage& ss);
 
@@ -70,6 +72,10 @@ class Connection : public Channel, public std::enable_shared_from_this<Connectio
   // may be called before connect() (applied to the socket before the SYN, so
   // the receive window scale can use the size) or after accept_from().
   void set_nodelay(bool on) override;
+  // Speaks TLS (tls.hpp) with `ctx`'s side and settings; before connect()
+  // (whose cb then runs once the TLS handshake has finished) or
+  // accept_from().
+  void set_tls(std::shared_ptr<const TlsContext> ctx);
   void set_buffer_sizes(int bytes) override;
 
   // Sends one frame: at once when the kernel takes it (then `done` has run
@@ -106,6 +112,7 @@ class Connection : public Channel, public std::enable_shared_from_this<Connectio
   bool closed() const override { return closing_; }
   // Peer address "ip:port" (empty if unknown).
   std::string peer() const override;
+  std::string peer_identity() const override;
   // Bytes queued in libuv but not yet written to the kernel.
   size_t write_queue_size() const;
 

@@ -72,6 +72,7 @@ class TcpListener final : public Listener, public std::enable_shared_from_this<T
     if (!pending_) fail(GENIE_ERR_INVALID_ARGUMENT, "Listener::accept outside on_connection, or twice");
     pending_ = false;
     auto conn = Connection::create(loop_, options_.max_message, std::move(handlers));
+    if (options_.tls) conn->set_tls(options_.tls);
     const int rc = conn->accept_from(reinterpret_cast<uv_stream_t*>(&server_));
     if (rc != 0) {
       conn->close(GENIE_ERR_CONNECTION, cat("cannot accept a connection: ", uv_strerror(rc)));
@@ -160,6 +161,7 @@ class TcpTransport final : public Transport {
     split_address(address, &host, &port);
     auto conn = Connection::create(loop, options.max_message, std::move(handlers));
     apply_options(*conn, options);
+    if (options.tls) conn->set_tls(options.tls);
     conn->connect(host, port, std::move(on_connected));
     return conn;
   }

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "control/tls.hpp"
 #include "capi/handles.hpp"
 #include "cluster/discovery.hpp"
 #include "cluster/gpu_monitor.hpp"
@@ -27,7 +28,7 @@ std::string discover(const Config& cfg, const char* host, int32_t port) {
   const DpdkProbe dpdk = cfg.dpdk_probe ? probe_dpdk(std::min<int64_t>(cfg.timeout_ms, 10000))
                                         : dpdk_not_probed("EAL probe disabled (GENIE_DPDK_PROBE=0)");
   TcpProbe tcp;
-  if (host) tcp = probe_tcp(host, port, cfg.timeout_ms, 5);
+  if (host) tcp = probe_tcp(host, port, cfg.timeout_ms, 5, probe_tls(cfg));
   const std::vector<BackendAvail> local = local_backends(rdma, dpdk);
 
   JsonPtr o = json_object();

@@ -130,6 +130,22 @@ GENIE_CONFIG_SETTER(genie_config_set_auth_token, const char*, {
   check_auth_token(v, "auth token");
   c.auth_token = v;
 })
+GENIE_CONFIG_SETTER(genie_config_set_tls_ca, const char*, { c.tls_ca = value ? value : ""; })
+GENIE_CONFIG_SETTER(genie_config_set_tls_server_name, const char*, {
+  const std::string v = value ? value : "";
+  check(v.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "TLS server name is longer than 255 bytes");
+  c.tls_server_name = v;
+})
+genie_status_t genie_config_set_tls_cert(genie_config_t* config, const char* cert_file, const char* key_file) {
+  return guard([&] {
+    Config& c = live<ConfigObj>(config)->cfg;
+    const std::string cert = cert_file ? cert_file : "", key = key_file ? key_file : "";
+    check(cert.empty() == key.empty(), GENIE_ERR_INVALID_ARGUMENT,
+          "a TLS certificate needs its private key and the other way round");
+    c.tls_cert = cert;
+    c.tls_key = key;
+  });
+}
 GENIE_CONFIG_SETTER(genie_config_set_allow_insecure, int, { c.allow_insecure = value != 0; })
 GENIE_CONFIG_SETTER(genie_config_set_session_grace_ms, int64_t, {
   check_grace(value, "session grace");

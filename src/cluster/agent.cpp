@@ -8,6 +8,7 @@
 #include "control/client.hpp"
 #include "control/loop_thread.hpp"
 #include "control/wire_codec.hpp"
+#include "control/tls.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
@@ -66,7 +67,7 @@ ClusterAgent::ClusterAgent(const Config& cfg, std::string node_id, double config
   local_backends_ = local_backends(rdma_, dpdk_);
   const bool remote = !cfg_.master_addr.empty();
   if (remote) {
-    tcp_ = probe_tcp(cfg_.master_addr, cfg_.master_port, cfg_.timeout_ms, 1);
+    tcp_ = probe_tcp(cfg_.master_addr, cfg_.master_port, cfg_.timeout_ms, 1, probe_tls(cfg_));
     if (!tcp_.reachable)
       fail(tcp_.status, "master ", cfg_.master_addr, ":", cfg_.master_port, " unreachable: ", tcp_.reason);
     rtt_us_ = tcp_.rtt_p50_us;
@@ -283,6 +284,7 @@ void ClusterAgent::heartbeat_tick() {
       std::string host;
       int port;
       int64_t timeout_ms;
+      std::shared_ptr<const dataplane::tcp::TlsContext> tls;
       TcpProbe result;
     };
     auto* w = new Work;
@@ -291,6 +293,7 @@ void ClusterAgent::heartbeat_tick() {
     w->host = cfg_.master_addr;
     w->port = cfg_.master_port;
     w->timeout_ms = std::min(cfg_.heartbeat_interval_ms, cfg_.timeout_ms);
+    w->tls = probe_tls(cfg_);
     probe_inflight_ = true;
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -300,7 +303,7 @@ void ClusterAgent::heartbeat_tick() {
         loop()->loop(), &w->req,
         [](uv_work_t* r) {
           auto* work = static_cast<Work*>(r->data);
-          work->result = probe_tcp(work->host, work->port, work->timeout_ms, 1);
+          work->result = probe_tcp(work->host, work->port, work->timeout_ms, 1, work->tls);
         },
         [](uv_work_t* r, int status) {
           std::unique_ptr<Work> work(static_cast<Work*>(r->data));

@@ -24,6 +24,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "dataplane/registry.hpp"
+#include "dataplane/tcp/tls.hpp"
 #include "genie.pb.h"
 
 namespace genie {
@@ -321,9 +322,62 @@ void write_all(int fd, const void* buf, size_t n, Clock::time_point deadline, co
   }
 }
 
+// The probe's byte stream: the socket, or a TLS session over it when the
+// client speaks TLS (a TLS server refuses a plaintext probe).
+struct ProbeStream {
+  int fd;
+  Clock::time_point deadline;
+  const std::string& where;
+  std::unique_ptr<dataplane::tcp::TlsSession> tls;
+  std::string plain;  // decrypted, not yet read
+
+  void flush() {
+    const std::string out = tls->take_output();
+    write_all(fd, out.data(), out.size(), deadline, where);
+  }
+  // One read of ciphertext, decrypted into `plain`.
+  void pull() {
+    char buf[16 << 10];
+    for (;;) {
+      const ssize_t r = recv(fd, buf, sizeof buf, 0);
+      if (r > 0) {
+        const auto res = tls->feed(buf, static_cast<size_t>(r), &plain);
+        flush();
+        if (res != dataplane::tcp::TlsSession::Result::Ok) fail(GENIE_ERR_CONNECTION, where, ": ", tls->error());
+        return;
+      }
+      if (r == 0)
+        fail(GENIE_ERR_CONNECTION, where, " closed the connection",
+             tls->handshake_done() ? "" : " during the TLS handshake (does it serve TLS?)");
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) fail(GENIE_ERR_CONNECTION, where, ": ", std::strerror(errno));
+      if (!wait_fd(fd, POLLIN, deadline)) fail(GENIE_ERR_TIMEOUT, "no answer from ", where);
+    }
+  }
+  void start(std::shared_ptr<const dataplane::tcp::TlsContext> ctx, const std::string& host) {
+    if (!ctx) return;
+    tls = std::make_unique<dataplane::tcp::TlsSession>(std::move(ctx), host);
+    tls->start();
+    flush();
+    while (!tls->handshake_done()) pull();
+  }
+  void write(const std::string& bytes) {
+    if (!tls) return write_all(fd, bytes.data(), bytes.size(), deadline, where);
+    if (!tls->encrypt(bytes.data(), bytes.size())) fail(GENIE_ERR_CONNECTION, where, ": ", tls->error());
+    flush();
+  }
+  void read(void* buf, size_t n) {
+    if (!tls) return read_all(fd, buf, n, deadline, where);
+    while (plain.size() < n) pull();
+    std::memcpy(buf, plain.data(), n);
+    plain.erase(0, n);
+  }
+};
+
 }  // namespace
 
-TcpProbe probe_tcp(const std::string& host, int port, int64_t timeout_ms, int rounds) {
+TcpProbe probe_tcp(const std::string& host, int port, int64_t timeout_ms, int rounds,
+                   std::shared_ptr<const dataplane::tcp::TlsContext> tls) {
   TcpProbe p;
   p.host = host;
   p.port = port;
@@ -357,6 +411,8 @@ TcpProbe probe_tcp(const std::string& host, int port, int64_t timeout_ms, int ro
       if (err != 0) fail(GENIE_ERR_CONNECTION, "cannot connect to ", where, ": ", std::strerror(err));
     }
     p.connect_us = us_since(c0);
+    ProbeStream stream{s.fd, deadline, where, nullptr, {}};
+    stream.start(std::move(tls), h);
     std::vector<double> rtts;
     const std::string msg = wire::encode_msg(wire::Probe());
     for (int i = 0; i < rounds; ++i) {
@@ -368,9 +424,9 @@ TcpProbe probe_tcp(const std::string& host, int port, int64_t timeout_ms, int ro
       const auto r0 = Clock::now();
       std::string frame(reinterpret_cast<char*>(hdr), sizeof hdr);
       frame += msg;
-      write_all(s.fd, frame.data(), frame.size(), deadline, where);
+      stream.write(frame);
       uint8_t in[wire::kHeaderSize];
-      read_all(s.fd, in, sizeof in, deadline, where);
+      stream.read(in, sizeof in);
       wire::FrameHeader rh;
       try {
         rh = wire::decode_header(in, 1u << 20);
@@ -378,7 +434,7 @@ TcpProbe probe_tcp(const std::string& host, int port, int64_t timeout_ms, int ro
         fail(GENIE_ERR_PROTOCOL, where, " is not a Genie server (", e.detail(), ")");
       }
       std::string body(rh.msg_len, '\0');
-      read_all(s.fd, body.data(), body.size(), deadline, where);
+      stream.read(body.data(), body.size());
       wire::verify_crc(in, body.data(), body.size());
       rtts.push_back(us_since(r0));
       if (rh.type == wire::MsgType::ErrorReply) {

@@ -12,10 +12,12 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cluster/types.hpp"
+#include "dataplane/tcp/tls.hpp"
 #include "genie.h"
 
 namespace genie {
@@ -65,8 +67,10 @@ struct TcpProbe {
   std::vector<BackendAvail> server_backends;
 };
 // Connects to host:port, sends `rounds` Probe frames one after another and
-// times each answer. Blocking; waits at most timeout_ms in all.
-TcpProbe probe_tcp(const std::string& host, int port, int64_t timeout_ms, int rounds);
+// times each answer. Blocking; waits at most timeout_ms in all. With `tls`
+// (control/tls.hpp, probe_tls), inside a TLS session.
+TcpProbe probe_tcp(const std::string& host, int port, int64_t timeout_ms, int rounds,
+                   std::shared_ptr<const dataplane::tcp::TlsContext> tls = nullptr);
 
 // This end's backends from its probes (only TCP has a transport built).
 std::vector<BackendAvail> local_backends(const RdmaProbe& rdma, const DpdkProbe& dpdk);

@@ -9,6 +9,7 @@
 #include "control/loop_thread.hpp"
 #include "control/wire.hpp"
 #include "control/wire_codec.hpp"
+#include "control/tls.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
@@ -89,7 +90,7 @@ void ClusterMaster::install(ServerOptions& opts) {
   opts.measure_rtt = [this](const std::string& host, int port) -> double {
     // The same Probe round trips genie_discover and the cluster state
     // report; the median of five.
-    const TcpProbe p = probe_tcp(host, port, std::min<int64_t>(cfg_.timeout_ms, 5000), 5);
+    const TcpProbe p = probe_tcp(host, port, std::min<int64_t>(cfg_.timeout_ms, 5000), 5, probe_tls(cfg_));
     if (!p.reachable || p.rtt_p50_us <= 0) {
       log(LogLevel::Info, "cluster: no probe RTT to ", host, ":", port, " (", p.reason, ")");
       return 0;

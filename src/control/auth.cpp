@@ -1,5 +1,6 @@
 #include "control/auth.hpp"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
@@ -15,6 +16,37 @@ std::string hmac_sha256(const std::string& key, const std::string& data) {
            reinterpret_cast<const unsigned char*>(data.data()), data.size(), out, &len) == nullptr)
     fail(GENIE_ERR_INTERNAL, "HMAC-SHA256 failed in libcrypto");
   return std::string(reinterpret_cast<const char*>(out), len);
+}
+
+namespace {
+
+// What a proof covers: a label saying what for, then the fields, each
+// length-prefixed so that no two different contexts encode alike.
+std::string context(const char* label, const std::string& nonce, uint64_t session_id,
+                    const std::string& extra) {
+  std::string s = label;
+  s.push_back('\0');
+  s += nonce;
+  for (int i = 7; i >= 0; --i) s.push_back(static_cast<char>(session_id >> (8 * i)));
+  s.push_back(static_cast<char>(extra.size() & 0xff));
+  s += extra;
+  return s;
+}
+
+}  // namespace
+
+std::string data_proof(const std::string& secret, const std::string& nonce, uint64_t session_id,
+                       const std::string& transport) {
+  return hmac_sha256(secret, context("genie data connection v3", nonce, session_id, transport));
+}
+
+std::string resume_proof(const std::string& secret, const std::string& nonce, uint64_t session_id,
+                         const std::string& node_id) {
+  return hmac_sha256(secret, context("genie session resumption v3", nonce, session_id, node_id));
+}
+
+bool mac_equal(const std::string& a, const std::string& b) {
+  return a.size() == b.size() && !a.empty() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 std::string random_bytes(size_t n) {

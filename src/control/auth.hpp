@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace genie {
@@ -10,6 +11,19 @@ namespace genie {
 // HMAC-SHA256 of `data` keyed with `key` (32 bytes). Throws Error(INTERNAL)
 // if libcrypto fails.
 std::string hmac_sha256(const std::string& key, const std::string& data);
+
+// The proofs of a session's secret (docs/protocol.md, "Sessions"), each
+// bound to a fresh nonce of the server's and to what the connection is for,
+// so that an answer captured on one connection proves nothing on another:
+// a data connection joining session `session_id` over `transport`, and a
+// control connection of node `node_id` resuming it.
+std::string data_proof(const std::string& secret, const std::string& nonce, uint64_t session_id,
+                       const std::string& transport);
+std::string resume_proof(const std::string& secret, const std::string& nonce, uint64_t session_id,
+                         const std::string& node_id);
+
+// Constant-time comparison of two MACs (false for different lengths).
+bool mac_equal(const std::string& a, const std::string& b);
 
 // `n` bytes from the system's cryptographic random source. Throws
 // Error(INTERNAL) when none is available.

@@ -56,6 +56,7 @@ class Connection {
   }
   bool closed() const { return channel_->closed(); }
   std::string peer() const { return channel_->peer(); }
+  std::string peer_identity() const { return channel_->peer_identity(); }
   void cork() { channel_->cork(); }
   void uncork() { channel_->uncork(); }
   void set_buffer_sizes(int bytes) { channel_->set_buffer_sizes(bytes); }

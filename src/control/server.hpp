@@ -35,8 +35,18 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 5555;  // 0: pick a free port (read it back with port())
   std::string auth_token;  // empty: no authentication
-  // Listening beyond loopback without auth_token is refused unless set.
+  // Listening beyond loopback without authentication (auth_token, or TLS
+  // with tls_ca: client certificates) is refused unless set.
   bool allow_insecure = false;
+  // TLS 1.3 (docs/security.md, "TLS"), PEM files: with tls_cert and tls_key
+  // every TCP connection (control and data) must speak TLS; with tls_ca as
+  // well, clients must present a certificate chained to it. Other data
+  // transports, which do not encrypt, are not offered then. Connections
+  // this server opens (to its master, to another server) verify the peer
+  // against tls_ca and present tls_cert.
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
   int64_t session_grace_ms = 30000;
   uint32_t max_message_bytes = 64u << 20;
   int num_threads = 0;  // executor workers; 0 = hardware concurrency

@@ -76,6 +76,10 @@ class Session {
   // The role its opening Hello named (genie_node_role_t): only a server's
   // session may make this server dial a peer (TensorImport).
   int client_role = GENIE_NODE_ROLE_CLIENT;
+  // The certificate its opening connection presented (Channel::
+  // peer_identity; empty: none). Resuming the session, and joining it with
+  // a data connection, take the same one.
+  std::string client_cert;
 
   // Connections attached to the session (owned by the server's peer table).
   Peer* control = nullptr;  // null while the session waits in its grace period

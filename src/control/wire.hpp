@@ -19,7 +19,7 @@ constexpr uint32_t kMagic = dataplane::kFrameMagic;
 constexpr uint16_t kWireVersion = dataplane::kFrameVersion;
 // 2: node roles of Hello.role are genie_node_role_t (0x100..0x102); direct
 // transfers (TensorExport/TensorFetch/TensorImport); data endpoints in Welcome.
-constexpr uint32_t kProtocolVersion = 2;  // Hello.protocol_version
+constexpr uint32_t kProtocolVersion = 3;  // Hello.protocol_version
 constexpr size_t kHeaderSize = dataplane::kFrameHeaderSize;
 constexpr uint32_t kFlagError = 1u << 0;  // the message is an ErrorReply
 constexpr uint32_t kDefaultMaxMessage = dataplane::kDefaultMaxMessage;  // 64 MiB of encoded message

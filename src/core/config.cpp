@@ -94,6 +94,10 @@ void Config::apply_env() {
     timeout_ms = t;
   }
   if (const char* v = env("GENIE_AUTH_TOKEN")) auth_token = v;
+  if (const char* v = env("GENIE_TLS_CERT")) tls_cert = v;
+  if (const char* v = env("GENIE_TLS_KEY")) tls_key = v;
+  if (const char* v = env("GENIE_TLS_CA")) tls_ca = v;
+  if (const char* v = env("GENIE_TLS_SERVER_NAME")) tls_server_name = v;
   if (const char* v = env("GENIE_SESSION_GRACE")) {
     session_grace_ms = parse_int("GENIE_SESSION_GRACE", v);
     check_grace(session_grace_ms, "GENIE_SESSION_GRACE");
@@ -189,6 +193,8 @@ void Config::validate() const {
   check_grace(session_grace_ms, "session grace");
   check_max_message(max_message_bytes, "max message");
   check_auth_token(auth_token, "auth token");
+  check(tls_cert.empty() == tls_key.empty(), GENIE_ERR_INVALID_ARGUMENT,
+        "a TLS certificate needs its private key and the other way round (GENIE_TLS_CERT and GENIE_TLS_KEY)");
   check_port(master_port, "master port");
   check_node_id(node_id, "node id");
   check(master_addr.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "master address is longer than 255 bytes");

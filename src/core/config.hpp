@@ -34,6 +34,17 @@ struct Config {
   // A server may listen beyond loopback without authentication only when
   // this is set (genie serve --insecure, GENIE_ALLOW_INSECURE=1).
   bool allow_insecure = false;
+  // TLS 1.3 (docs/security.md, "TLS"), PEM file paths. A server (genie
+  // serve) speaks TLS when tls_cert and tls_key are set, and with tls_ca
+  // requires client certificates chained to it. A client speaks TLS when
+  // tls_ca is set: the server's certificate must chain to it and carry
+  // tls_server_name (empty: the host connected to); tls_cert and tls_key
+  // are then its client certificate (optional), also used by a server when
+  // it connects out (to its master, or to another server for a transfer).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+  std::string tls_server_name;
   int64_t session_grace_ms = 30000;
   int64_t max_message_bytes = 64 << 20;
   bool graph_deltas = true;  // remote mode: send graph deltas (GENIE_GRAPH_DELTAS=0 turns them off)

@@ -16,6 +16,9 @@ NodeServer::NodeServer(Config cfg, const std::string& host, int port) {
   opts.port = port;
   opts.auth_token = cfg.auth_token;
   opts.allow_insecure = cfg.allow_insecure;
+  opts.tls_cert = cfg.tls_cert;
+  opts.tls_key = cfg.tls_key;
+  opts.tls_ca = cfg.tls_ca;
   opts.session_grace_ms = cfg.session_grace_ms;
   opts.max_message_bytes = static_cast<uint32_t>(cfg.max_message_bytes);
   opts.num_threads = cfg.num_threads;

@@ -15,6 +15,7 @@ void print_serve_usage(std::FILE* out) {
   std::fprintf(out,
                "usage: genie serve [--host H] [--port P] [--auth-token-file F] [--threads N]\n"
                "                   [--grace-ms MS] [--node-id ID] [--join HOST:PORT] [--insecure]\n"
+               "                   [--tls-cert FILE --tls-key FILE [--tls-ca FILE]]\n"
                "\n"
                "Serves remote Genie clients (GENIE_MASTER_ADDR/GENIE_MASTER_PORT) until\n"
                "SIGINT or SIGTERM, then lets graphs in flight finish, closes every\n"
@@ -23,7 +24,7 @@ void print_serve_usage(std::FILE* out) {
                "\n"
                "  --host H               address to listen on (default 127.0.0.1; 0.0.0.0 or\n"
                "                         :: serve every interface: any address but loopback\n"
-               "                         needs an auth token, or --insecure)\n"
+               "                         needs an auth token or --tls-ca, or --insecure)\n"
                "  --port P               TCP port, 0 picks a free one (default 5555)\n"
                "  --auth-token-file F    admit only clients holding the secret in file F (one\n"
                "                         trailing newline is ignored); HMAC-SHA256\n"
@@ -37,10 +38,17 @@ void print_serve_usage(std::FILE* out) {
                "                         listening line is printed); the master dials this\n"
                "                         server back at --host (docs/multinode.md)\n"
                "  --insecure             allow listening beyond loopback without an auth\n"
-               "                         token (a trusted network only; logged as a warning)\n"
+               "                         token or client certificates (a trusted network only;\n"
+               "                         logged as a warning)\n"
+               "  --tls-cert FILE        speak only TLS 1.3, with this PEM certificate (chain);\n"
+               "                         plaintext clients are refused (docs/security.md)\n"
+               "  --tls-key FILE         the PEM private key of --tls-cert\n"
+               "  --tls-ca FILE          require client certificates chained to this PEM CA\n"
+               "                         (mutual TLS); also checks the master's certificate\n"
                "\n"
                "GENIE_* environment variables override these values as for any Genie\n"
-               "program: GENIE_AUTH_TOKEN, GENIE_ALLOW_INSECURE, GENIE_NUM_THREADS, GENIE_SESSION_GRACE,\n"
+               "program: GENIE_AUTH_TOKEN, GENIE_ALLOW_INSECURE, GENIE_TLS_CERT, GENIE_TLS_KEY, GENIE_TLS_CA,\n"
+               "GENIE_NUM_THREADS, GENIE_SESSION_GRACE,\n"
                "GENIE_MAX_MESSAGE, GENIE_NODE_ID, GENIE_LOG_LEVEL (info logs sessions).\n");
 }
 
@@ -56,6 +64,7 @@ struct ServeOptions {
   std::string join_host;
   long join_port = 0;
   bool insecure = false;
+  std::string tls_cert, tls_key, tls_ca;
   bool help = false;
 };
 
@@ -72,7 +81,7 @@ ServeOptions parse_args(int argc, char** argv) {
       continue;
     }
     if (a != "--host" && a != "--port" && a != "--auth-token-file" && a != "--threads" && a != "--grace-ms" &&
-        a != "--node-id" && a != "--join")
+        a != "--node-id" && a != "--join" && a != "--tls-cert" && a != "--tls-key" && a != "--tls-ca")
       usage_error("unknown argument '" + a + "' (try 'genie help serve')");
     if (i + 1 >= argc) usage_error(a + " needs a value");
     const char* v = argv[++i];
@@ -85,6 +94,12 @@ ServeOptions parse_args(int argc, char** argv) {
       o.token_file = v;
     } else if (a == "--threads") {
       o.threads = parse_long(a, v, 0, 1024);
+    } else if (a == "--tls-cert") {
+      o.tls_cert = v;
+    } else if (a == "--tls-key") {
+      o.tls_key = v;
+    } else if (a == "--tls-ca") {
+      o.tls_ca = v;
     } else if (a == "--node-id") {
       o.node_id = v;
     } else if (a == "--join") {
@@ -100,6 +115,8 @@ ServeOptions parse_args(int argc, char** argv) {
       o.grace_ms = parse_long(a, v, 0, 1L << 40);
     }
   }
+  if (o.tls_cert.empty() != o.tls_key.empty()) usage_error("--tls-cert and --tls-key go together");
+  if (!o.tls_ca.empty() && o.tls_cert.empty()) usage_error("--tls-ca needs --tls-cert and --tls-key");
   return o;
 }
 
@@ -129,6 +146,9 @@ int serve_command(int argc, char** argv) {
   if (!opt.token_file.empty())
     check(genie_config_set_auth_token(config.get(), read_token(opt.token_file).c_str()), "--auth-token-file");
   if (opt.insecure) check(genie_config_set_allow_insecure(config.get(), 1), "--insecure");
+  if (!opt.tls_cert.empty())
+    check(genie_config_set_tls_cert(config.get(), opt.tls_cert.c_str(), opt.tls_key.c_str()), "--tls-cert");
+  if (!opt.tls_ca.empty()) check(genie_config_set_tls_ca(config.get(), opt.tls_ca.c_str()), "--tls-ca");
   if (opt.threads >= 0)
     check(genie_config_set_num_threads(config.get(), static_cast<int32_t>(opt.threads)), "--threads");
   if (opt.grace_ms >= 0) check(genie_config_set_session_grace_ms(config.get(), opt.grace_ms), "--grace-ms");

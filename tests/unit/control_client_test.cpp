@@ -24,6 +24,7 @@
 
 #include "control/client.hpp"
 #include "control/server.hpp"
+#include "control_testing.hpp"
 #include "control/wire.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
@@ -35,9 +36,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using wire::MsgType;
-
-// genie_status_str lives in the C API layer, above this test's layers.
-std::string status_name(genie_status_t s) { return "status " + std::to_string(s); }
 
 int64_t ms_since(Clock::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
@@ -51,19 +49,6 @@ bool eventually(const std::function<bool()>& cond, int ms = 5000) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return cond();
-}
-
-// Runs f, expecting genie::Error with `code`; returns its detail.
-template <class F>
-std::string expect_error(genie_status_t code, F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << status_name(e.code()) << ": " << e.detail();
-    return e.detail();
-  }
-  ADD_FAILURE() << "expected " << status_name(code) << ", nothing was thrown";
-  return {};
 }
 
 Config client_config(int port, int64_t timeout_ms = 5000) {

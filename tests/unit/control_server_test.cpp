@@ -182,32 +182,64 @@ std::string hmac(const std::string& key, const std::string& data) {
   return std::string(reinterpret_cast<char*>(out), len);
 }
 
-wire::Hello hello(const std::string& resume = "") {
+wire::Hello hello(uint64_t resume = 0, const std::string& node = "test-client") {
   wire::Hello h;
   h.set_protocol_version(wire::kProtocolVersion);
   h.set_abi_version(GENIE_ABI_VERSION);
-  h.set_node_id("test-client");
+  h.set_node_id(node);
   h.set_role(GENIE_NODE_ROLE_CLIENT);
-  h.set_resume_token(resume);
+  h.set_resume_session(resume);
   return h;
 }
 
-// Runs the control handshake (no authentication) and returns the Welcome.
-wire::Welcome handshake(Raw& c, const std::string& resume = "") {
-  c.send(MsgType::Hello, 1, hello(resume));
+// The proofs of a session's secret (docs/protocol.md, "Sessions"), written
+// out here from the specification rather than taken from the server's code.
+std::string proof(const char* label, const std::string& secret, const std::string& nonce, uint64_t id,
+                  const std::string& extra) {
+  std::string s = label;
+  s.push_back('\0');
+  s += nonce;
+  for (int i = 7; i >= 0; --i) s.push_back(static_cast<char>(id >> (8 * i)));
+  s.push_back(static_cast<char>(extra.size()));
+  s += extra;
+  return hmac(secret, s);
+}
+
+// Runs the control handshake (no authentication) and returns the Welcome;
+// with `resume`, resumes that session (answering the challenge as `node`).
+wire::Welcome handshake(Raw& c, const wire::Welcome* resume = nullptr, const std::string& node = "test-client") {
+  c.send(MsgType::Hello, 1, hello(resume ? resume->session_id() : 0, node));
   Frame f = c.reply(1);
+  if (resume != nullptr && f.h.type == MsgType::Challenge) {
+    wire::AuthResponse r;
+    r.set_session_mac(proof("genie session resumption v3", resume->session_token(),
+                            f.as<wire::Challenge>().nonce(), resume->session_id(), node));
+    c.send(MsgType::AuthResponse, 3, r);
+    f = c.reply(3);
+  }
   EXPECT_EQ(f.h.type, MsgType::Welcome) << (f.is_error() ? f.error().detail() : "");
   return f.as<wire::Welcome>();
 }
 
-// Opens a data connection of the session `token`.
-void data_handshake(Raw& c, const std::string& token) {
+// The challenge of a data connection for session `w`: its nonce.
+std::string data_challenge(Raw& c, const wire::Welcome& w) {
   wire::DataHello d;
-  d.set_session_token(token);
+  d.set_session_id(w.session_id());
   c.send(MsgType::DataHello, 2, d);
   Frame f = c.reply(2);
+  EXPECT_EQ(f.h.type, MsgType::Challenge) << (f.is_error() ? f.error().detail() : "");
+  return f.as<wire::Challenge>().nonce();
+}
+
+// Opens a data connection of the session `w` (its control Welcome).
+void data_handshake(Raw& c, const wire::Welcome& w) {
+  wire::AuthResponse r;
+  r.set_session_mac(proof("genie data connection v3", w.session_token(), data_challenge(c, w), w.session_id(), "tcp"));
+  c.send(MsgType::AuthResponse, 3, r);
+  Frame f = c.reply(3);
   ASSERT_EQ(f.h.type, MsgType::Welcome) << (f.is_error() ? f.error().detail() : "");
-  EXPECT_EQ(f.as<wire::Welcome>().session_token(), token);
+  EXPECT_EQ(f.as<wire::Welcome>().session_id(), w.session_id());
+  EXPECT_TRUE(f.as<wire::Welcome>().session_token().empty()) << "the secret went over a data connection";
 }
 
 Frame alloc_frame(Raw& c, uint64_t rid, int32_t dtype, const Shape& shape,
@@ -475,7 +507,7 @@ TEST_F(ControlServer, WriteAndReadOneMebibyte) {
   // A partial write at an offset, through a data connection; read back a
   // range on the control connection.
   Raw d(server.port());
-  data_handshake(d, w.session_token());
+  data_handshake(d, w);
   f = write(d, id, 1000, "ABCDEFGH", 201);
   ASSERT_EQ(f.h.type, MsgType::Ok);
   f = read(c, id, 996, 16);
@@ -526,7 +558,7 @@ TEST_F(ControlServer, OutOfRangeAccessIsRefused) {
   // With a payload the bytes are never read: the connection closes (after
   // the ErrorReply, if it gets through) and the tensor is untouched.
   Raw d(server.port());
-  data_handshake(d, w.session_token());
+  data_handshake(d, w);
   wire::TensorWrite tw;
   tw.set_tensor_id(id);
   tw.set_offset(8);
@@ -536,7 +568,7 @@ TEST_F(ControlServer, OutOfRangeAccessIsRefused) {
   // A payload announced far beyond the tensor is refused from the header
   // alone, before the client has sent any of it.
   Raw d2(server.port());
-  data_handshake(d2, w.session_token());
+  data_handshake(d2, w);
   d2.send(MsgType::TensorWrite, 8, tw, "", uint64_t{1} << 40);
   if (auto f = d2.recv(5000)) EXPECT_EQ(f->error().status(), GENIE_ERR_SIZE_MISMATCH);
   EXPECT_TRUE(d2.closed_by_server());
@@ -761,7 +793,7 @@ TEST_F(ControlServer, GoodbyeFreesTheSessionAtOnce) {
   EXPECT_EQ(server.stats().connections_refused(), 0u);
   // Its token no longer resumes anything.
   Raw again(server.port());
-  const wire::Welcome w2 = handshake(again, w.session_token());
+  const wire::Welcome w2 = handshake(again, &w);
   EXPECT_FALSE(w2.resumed());
   EXPECT_NE(w2.session_token(), w.session_token());
 }
@@ -796,21 +828,21 @@ TEST_F(ControlServer, ResumeWithinGraceGetsTheTensorsBack) {
   ServerOptions o = options();
   o.session_grace_ms = 10000;
   Server server(o);
-  std::string token;
+  wire::Welcome first;
   uint64_t id = 0;
   const std::string bytes = floats({3.5f, -1.f, 8.f, 0.25f});
   {
     Raw c(server.port());
-    token = handshake(c).session_token();
+    first = handshake(c);
     alloc(c, {2});
     id = alloc(c, {4});
     ASSERT_EQ(write(c, id, 0, bytes).h.type, MsgType::Ok);
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   Raw c(server.port());
-  const wire::Welcome w = handshake(c, token);
+  const wire::Welcome w = handshake(c, &first);
   EXPECT_TRUE(w.resumed());
-  EXPECT_EQ(w.session_token(), token);
+  EXPECT_EQ(w.session_token(), first.session_token());
   EXPECT_EQ(server.stats().sessions(), 1u);
   EXPECT_EQ(server.stats().tensors(), 2u);
   const Frame f = read(c, id, 0, 16);
@@ -822,15 +854,107 @@ TEST_F(ControlServer, ResumeWithinGraceGetsTheTensorsBack) {
   // A client that comes back before the server noticed the old connection
   // die takes the session over; the old connection is closed.
   Raw again(server.port());
-  EXPECT_TRUE(handshake(again, token).resumed());
+  EXPECT_TRUE(handshake(again, &first).resumed());
   EXPECT_TRUE(c.closed_by_server());
   EXPECT_EQ(read(again, id, 0, 16).payload, bytes);
 
   // An unknown token opens a new, empty session.
   Raw other(server.port());
-  const wire::Welcome w3 = handshake(other, std::string(32, '\x01'));
+  wire::Welcome unknown;
+  unknown.set_session_id(first.session_id() + 100);
+  unknown.set_session_token(std::string(32, '\x01'));
+  const wire::Welcome w3 = handshake(other, &unknown);
   EXPECT_FALSE(w3.resumed());
   EXPECT_EQ(read(other, id, 0, 4).error().status(), GENIE_ERR_NOT_FOUND);
+}
+
+TEST_F(ControlServer, DataConnectionsProveTheSessionSecretForTheirOwnChallenge) {
+  Server server(options());
+  Raw c(server.port());
+  const wire::Welcome w = handshake(c);
+  const auto refused = [](Raw& d, uint64_t rid, genie_status_t status, const char* why) {
+    const Frame f = d.reply(rid);
+    EXPECT_EQ(f.error().status(), status) << f.error().detail();
+    EXPECT_NE(f.error().detail().find(why), std::string::npos) << f.error().detail();
+    EXPECT_TRUE(d.closed_by_server());
+  };
+  {  // the bearer token of protocol 2 is refused outright
+    Raw d(server.port());
+    wire::DataHello h;
+    h.set_session_id(w.session_id());
+    h.set_session_token(w.session_token());
+    d.send(MsgType::DataHello, 2, h);
+    refused(d, 2, GENIE_ERR_PROTOCOL, "answer a challenge");
+  }
+  {  // presenting the secret itself instead of the answer
+    Raw d(server.port());
+    data_challenge(d, w);
+    wire::AuthResponse r;
+    r.set_session_mac(w.session_token());
+    d.send(MsgType::AuthResponse, 3, r);
+    refused(d, 3, GENIE_ERR_AUTH, "does not prove it holds the secret");
+  }
+  {  // not answering: a request instead of the AuthResponse
+    Raw d(server.port());
+    data_challenge(d, w);
+    wire::TensorRead r;
+    d.send(MsgType::TensorRead, 3, r);
+    refused(d, 3, GENIE_ERR_PROTOCOL, "expected AuthResponse");
+  }
+  // An answer seen on one connection is worth nothing on the next: its
+  // nonce differs.
+  Raw d1(server.port());
+  const std::string nonce = data_challenge(d1, w);
+  wire::AuthResponse answer;
+  answer.set_session_mac(proof("genie data connection v3", w.session_token(), nonce, w.session_id(), "tcp"));
+  d1.send(MsgType::AuthResponse, 3, answer);
+  ASSERT_EQ(d1.reply(3).h.type, MsgType::Welcome);
+  Raw d2(server.port());
+  EXPECT_NE(data_challenge(d2, w), nonce);
+  d2.send(MsgType::AuthResponse, 3, answer);
+  refused(d2, 3, GENIE_ERR_AUTH, "does not prove it holds the secret");
+  // The session and its first data connection are unaffected.
+  EXPECT_NE(alloc(c, {4}), 0u);
+  EXPECT_FALSE(d1.closed_by_server(100));
+}
+
+TEST_F(ControlServer, OnlyTheIdentityThatOpenedASessionResumesIt) {
+  ServerOptions o = options();
+  o.session_grace_ms = 10000;
+  Server server(o);
+  wire::Welcome first;
+  {
+    Raw c(server.port());
+    first = handshake(c);
+    alloc(c, {4});
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  {  // the secret, proven correctly, from another node id
+    Raw c(server.port());
+    c.send(MsgType::Hello, 1, hello(first.session_id(), "intruder"));
+    const Frame ch = c.reply(1);
+    ASSERT_EQ(ch.h.type, MsgType::Challenge);
+    wire::AuthResponse r;
+    r.set_session_mac(proof("genie session resumption v3", first.session_token(), ch.as<wire::Challenge>().nonce(),
+                            first.session_id(), "intruder"));
+    c.send(MsgType::AuthResponse, 2, r);
+    const Frame f = c.reply(2);
+    EXPECT_EQ(f.error().status(), GENIE_ERR_AUTH);
+    EXPECT_NE(f.error().detail().find("only its owner may resume it"), std::string::npos) << f.error().detail();
+  }
+  {  // the owner's node id without the secret
+    Raw c(server.port());
+    c.send(MsgType::Hello, 1, hello(first.session_id()));
+    ASSERT_EQ(c.reply(1).h.type, MsgType::Challenge);
+    wire::AuthResponse r;
+    r.set_session_mac(std::string(32, 'x'));
+    c.send(MsgType::AuthResponse, 2, r);
+    EXPECT_EQ(c.reply(2).error().status(), GENIE_ERR_AUTH);
+  }
+  EXPECT_EQ(server.stats().sessions(), 1u);
+  EXPECT_EQ(server.stats().tensors(), 1u);
+  Raw owner(server.port());
+  EXPECT_TRUE(handshake(owner, &first).resumed());
 }
 
 TEST_F(ControlServer, ClientDyingMidWriteLeavesAPartialTensorFreedAfterGrace) {
@@ -842,7 +966,7 @@ TEST_F(ControlServer, ClientDyingMidWriteLeavesAPartialTensorFreedAfterGrace) {
   const uint64_t id = alloc(c, {1 << 18});  // 1 MiB
   {
     Raw d(server.port());
-    data_handshake(d, w.session_token());
+    data_handshake(d, w);
     wire::TensorWrite tw;
     tw.set_tensor_id(id);
     d.send(MsgType::TensorWrite, 9, tw, std::string(1000, '\x7f'), uint64_t{1} << 20);
@@ -860,7 +984,7 @@ TEST_F(ControlServer, DataConnectionNeedsALiveSession) {
   Server server(options());
   Raw d(server.port());
   wire::DataHello dh;
-  dh.set_session_token(std::string(32, 'z'));
+  dh.set_session_id(42);
   d.send(MsgType::DataHello, 3, dh);
   EXPECT_EQ(d.reply(3).error().status(), GENIE_ERR_NOT_FOUND);
   EXPECT_TRUE(d.closed_by_server());
@@ -868,13 +992,13 @@ TEST_F(ControlServer, DataConnectionNeedsALiveSession) {
   Raw c(server.port());
   const wire::Welcome w = handshake(c);
   Raw d2(server.port());
-  data_handshake(d2, w.session_token());
+  data_handshake(d2, w);
   d2.send(MsgType::GraphSubmit, 4, submit_msg(add_mul_graph(), {}));
   EXPECT_EQ(d2.reply(4).error().status(), GENIE_ERR_PROTOCOL);
   EXPECT_TRUE(d2.closed_by_server());
   // Losing the control connection closes the session's data connections.
   Raw d3(server.port());
-  data_handshake(d3, w.session_token());
+  data_handshake(d3, w);
   c.close();
   EXPECT_TRUE(d3.closed_by_server());
 }

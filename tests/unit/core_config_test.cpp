@@ -57,5 +57,32 @@ TEST(CoreConfig, BadTransportNamesAreInvalidArgumentsNamingTheVariable) {
   EXPECT_THROW(c.validate(), Error);
 }
 
+TEST(CoreConfig, TlsFilesFromTheEnvironment) {
+  EnvGuard ca("GENIE_TLS_CA", "/etc/genie/ca.pem");
+  EnvGuard name("GENIE_TLS_SERVER_NAME", "gpu1.example");
+  {
+    EnvGuard cert("GENIE_TLS_CERT", "/etc/genie/node.pem");
+    EnvGuard key("GENIE_TLS_KEY", "/etc/genie/node.key");
+    Config c;
+    c.apply_env();
+    EXPECT_EQ(c.tls_ca, "/etc/genie/ca.pem");
+    EXPECT_EQ(c.tls_cert, "/etc/genie/node.pem");
+    EXPECT_EQ(c.tls_key, "/etc/genie/node.key");
+    EXPECT_EQ(c.tls_server_name, "gpu1.example");
+    EXPECT_NO_THROW(c.validate());
+  }
+  // A certificate without its key is refused by validate(), naming both.
+  EnvGuard cert("GENIE_TLS_CERT", "/etc/genie/node.pem");
+  Config c;
+  c.apply_env();
+  try {
+    c.validate();
+    ADD_FAILURE() << "a certificate without its key was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), GENIE_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(e.detail().find("GENIE_TLS_KEY"), std::string::npos) << e.detail();
+  }
+}
+
 }  // namespace
 }  // namespace genie

@@ -129,7 +129,8 @@ def _config(master_addr=None, port=None, timeout_ms=None, num_threads=None, log_
             auth_token=None, node_id=None, use_env=True, session_grace_ms=None,
             max_message_bytes=None, heartbeat_interval_ms=None, heartbeat_timeout_ms=None,
             gpu_poll_interval_ms=None, health_interval_ms=None, graph_deltas=None,
-            dpdk_probe=None, allow_insecure=None):
+            dpdk_probe=None, allow_insecure=None, tls_ca=None, tls_cert=None, tls_key=None,
+            tls_server_name=None):
     cfg = capi.genie_config_create()
     try:
         capi.genie_config_set_use_env(cfg, 1 if use_env else 0)
@@ -166,6 +167,13 @@ def _config(master_addr=None, port=None, timeout_ms=None, num_threads=None, log_
             capi.genie_config_set_dpdk_probe(cfg, 1 if dpdk_probe else 0)
         if allow_insecure is not None:
             capi.genie_config_set_allow_insecure(cfg, 1 if allow_insecure else 0)
+        if tls_ca is not None:
+            capi.genie_config_set_tls_ca(cfg, str(tls_ca))
+        if tls_cert is not None or tls_key is not None:
+            capi.genie_config_set_tls_cert(cfg, None if tls_cert is None else str(tls_cert),
+                                           None if tls_key is None else str(tls_key))
+        if tls_server_name is not None:
+            capi.genie_config_set_tls_server_name(cfg, tls_server_name)
     except BaseException:
         capi.genie_config_destroy(cfg)
         raise
@@ -233,18 +241,26 @@ class Context(_Handle):
     docs/cluster.md): ``heartbeat_interval_ms``, ``heartbeat_timeout_ms``,
     ``gpu_poll_interval_ms``, ``health_interval_ms``. ``graph_deltas``
     (remote mode): send a graph submitted again as its changes only.
+
+    TLS 1.3 (docs/security.md): ``tls_ca`` (PEM file) turns it on and
+    verifies the server; ``tls_cert``/``tls_key`` are a client certificate
+    for servers that require one; ``tls_server_name`` the name the server's
+    certificate must carry (default: the host connected to).
     """
 
     def __init__(self, master_addr=None, port=None, *, timeout_ms=None, num_threads=None,
                  log_level=None, auth_token=None, node_id=None, use_env=True,
                  heartbeat_interval_ms=None, heartbeat_timeout_ms=None,
-                 gpu_poll_interval_ms=None, health_interval_ms=None, graph_deltas=None):
+                 gpu_poll_interval_ms=None, health_interval_ms=None, graph_deltas=None,
+                 tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None):
         self._subs = set()
         cfg = _config(master_addr, port, timeout_ms, num_threads, log_level, auth_token,
                       node_id, use_env, heartbeat_interval_ms=heartbeat_interval_ms,
                       heartbeat_timeout_ms=heartbeat_timeout_ms,
                       gpu_poll_interval_ms=gpu_poll_interval_ms,
-                      health_interval_ms=health_interval_ms, graph_deltas=graph_deltas)
+                      health_interval_ms=health_interval_ms, graph_deltas=graph_deltas,
+                      tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
+                      tls_server_name=tls_server_name)
         try:
             self._h = capi.genie_init_abi(capi.GENIE_ABI_VERSION, cfg)
         finally:
@@ -874,14 +890,17 @@ class Future(_Handle):
 class Server(_Handle):
     """A server in this process (what `genie serve` runs): serves remote
     contexts on `host`:`port` (port 0 picks a free one, see .port). A host
-    other than loopback needs an auth_token (at least 16 bytes), or
-    allow_insecure=True on a trusted network."""
+    other than loopback needs an auth_token (at least 16 bytes) or client
+    certificates (tls_ca), or allow_insecure=True on a trusted network.
+    With tls_cert and tls_key it speaks only TLS 1.3; with tls_ca as well,
+    clients must present a certificate chained to it."""
 
     def __init__(self, host=None, port=0, *, auth_token=None, num_threads=None,
                  session_grace_ms=None, max_message_bytes=None, log_level=None, use_env=True,
                  heartbeat_interval_ms=None, heartbeat_timeout_ms=None, node_id=None,
-                 allow_insecure=None):
+                 allow_insecure=None, tls_cert=None, tls_key=None, tls_ca=None):
         cfg = _config(num_threads=num_threads, log_level=log_level, auth_token=auth_token,
+                      tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca,
                       use_env=use_env, session_grace_ms=session_grace_ms,
                       max_message_bytes=max_message_bytes, node_id=node_id,
                       heartbeat_interval_ms=heartbeat_interval_ms,

@@ -288,6 +288,44 @@ extern "C" {
     ) -> genie_status_t;
 }
 extern "C" {
+    #[doc = " TLS 1.3 (docs/security.md, \"TLS\"): the CA certificate (PEM file, path"]
+    #[doc = "  copied; NULL or \"\" clears it). A client with a CA speaks TLS to its"]
+    #[doc = "  server and accepts only a certificate chained to this CA that names the"]
+    #[doc = "  server (see genie_config_set_tls_server_name). A server with a"]
+    #[doc = "  certificate and a CA requires every client to present a certificate"]
+    #[doc = "  chained to this CA (mutual TLS) and refuses the others. Files are read"]
+    #[doc = "  when a connection or server is created: an unreadable file fails"]
+    #[doc = "  genie_init or genie_server_create with INVALID_ARGUMENT naming it."]
+    #[doc = "  Environment: GENIE_TLS_CA. Errors: INVALID_HANDLE."]
+    pub fn genie_config_set_tls_ca(
+        config: *mut genie_config_t,
+        ca_file: *const ::std::os::raw::c_char,
+    ) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " TLS 1.3: this node's certificate (chain) and private key, PEM files"]
+    #[doc = "  (paths copied; both NULL or \"\" clear them). A server with them speaks"]
+    #[doc = "  only TLS (plaintext clients are refused); a client presents them when"]
+    #[doc = "  the server asks for a client certificate. Environment: GENIE_TLS_CERT,"]
+    #[doc = "  GENIE_TLS_KEY. Errors: INVALID_HANDLE, INVALID_ARGUMENT (one of the two"]
+    #[doc = "  missing)."]
+    pub fn genie_config_set_tls_cert(
+        config: *mut genie_config_t,
+        cert_file: *const ::std::os::raw::c_char,
+        key_file: *const ::std::os::raw::c_char,
+    ) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " TLS 1.3, clients: the name (DNS name or IP address) that the server's"]
+    #[doc = "  certificate must carry (copied; NULL or \"\" means the host connected"]
+    #[doc = "  to, the default). Environment: GENIE_TLS_SERVER_NAME."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 255 bytes)."]
+    pub fn genie_config_set_tls_server_name(
+        config: *mut genie_config_t,
+        name: *const ::std::os::raw::c_char,
+    ) -> genie_status_t;
+}
+extern "C" {
     #[doc = " Servers: whether genie_server_create may listen on an address other"]
     #[doc = "  than loopback (127.0.0.0/8, ::1, localhost) without an auth token (default"]
     #[doc = "  0: it refuses with INVALID_ARGUMENT, since anyone who reaches the port"]

@@ -227,6 +227,36 @@ impl Config {
         Ok(self)
     }
 
+    /// TLS 1.3 (docs/security.md): the CA certificate (PEM file; None clears
+    /// it). A context with a CA speaks TLS and accepts only a server
+    /// certificate chained to it; a server with a certificate and a CA
+    /// requires client certificates chained to it.
+    pub fn tls_ca(&mut self, ca_file: Option<&str>) -> Result<&mut Self> {
+        let a = opt_cstring("tls_ca", ca_file)?;
+        // SAFETY: live config; the string is copied.
+        check(unsafe { ffi::genie_config_set_tls_ca(self.raw.as_ptr(), opt_ptr(&a)) })?;
+        Ok(self)
+    }
+
+    /// TLS 1.3: this node's certificate and private key (PEM files; both None
+    /// clears them): a server's own, or a context's client certificate.
+    pub fn tls_cert(&mut self, cert_file: Option<&str>, key_file: Option<&str>) -> Result<&mut Self> {
+        let c = opt_cstring("tls_cert", cert_file)?;
+        let k = opt_cstring("tls_key", key_file)?;
+        // SAFETY: live config; the strings are copied.
+        check(unsafe { ffi::genie_config_set_tls_cert(self.raw.as_ptr(), opt_ptr(&c), opt_ptr(&k)) })?;
+        Ok(self)
+    }
+
+    /// TLS 1.3, contexts: the name the server's certificate must carry (None:
+    /// the host connected to).
+    pub fn tls_server_name(&mut self, name: Option<&str>) -> Result<&mut Self> {
+        let n = opt_cstring("tls_server_name", name)?;
+        // SAFETY: live config; the string is copied.
+        check(unsafe { ffi::genie_config_set_tls_server_name(self.raw.as_ptr(), opt_ptr(&n)) })?;
+        Ok(self)
+    }
+
     /// Interval between heartbeats (default 10 s; 10 ms .. 24 h): a remote
     /// context reports to its master this often; a master sweeps for silent
     /// nodes this often.

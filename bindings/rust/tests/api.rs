@@ -301,3 +301,14 @@ fn remote_through_in_process_server() {
     let e = Context::with_config(&cfg).expect_err("connected to a stopped server");
     assert!(matches!(e.kind(), ErrorKind::Connection | ErrorKind::Timeout), "{}", e);
 }
+
+#[test]
+fn tls_settings_reach_the_library() {
+    let mut cfg = Config::new().unwrap();
+    cfg.use_env(false).unwrap();
+    assert_err(cfg.tls_cert(Some("/nonexistent/server.pem"), None), ErrorKind::InvalidArgument, "private key");
+    cfg.tls_cert(Some("/nonexistent/server.pem"), Some("/nonexistent/server.key")).unwrap();
+    cfg.tls_ca(Some("/nonexistent/ca.pem")).unwrap().tls_server_name(Some("localhost")).unwrap();
+    // The files are read when the server starts: the missing one is named.
+    assert_err(Server::new(Some(&cfg), None, 0), ErrorKind::InvalidArgument, "/nonexistent/server.pem");
+}

@@ -38,6 +38,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "control/tls.hpp"
 #include "control/client.hpp"
 #include "control/connection.hpp"
 #include "control/loop_thread.hpp"
@@ -157,7 +158,8 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
         node_id(std::move(id)),
         addr(cat(c.master_addr, ":", c.master_port)),
         max_message(static_cast<uint32_t>(c.max_message_bytes)),
-        timeout(std::chrono::milliseconds(c.timeout_ms)) {}
+        timeout(std::chrono::milliseconds(c.timeout_ms)),
+        tls(client_tls(c)) {}
 
   // --- immutable after connect() returns --------------------------------
   const Config cfg;
@@ -165,6 +167,8 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   const std::string addr;
   const uint32_t max_message;
   const std::chrono::milliseconds timeout;
+  // TLS for the control connection and a TCP data connection; null: none.
+  const std::shared_ptr<const dataplane::tcp::TlsContext> tls;
   std::string server_node;
   std::vector<std::string> devices;
   // Where the data connection goes: the transport (registry name) and the
@@ -202,7 +206,8 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   uint64_t gen = 0;  // bumped at every teardown: events of old connections are ignored
   Handshake hs = Handshake::Idle;
   bool resuming = false;
-  std::string token;
+  std::string token;        // the session's secret (Welcome); never sent back
+  uint64_t session_id = 0;  // the session's name (Welcome)
   std::unordered_map<uint64_t, std::shared_ptr<Call>> pending;
   uv_timer_t retry_timer{};
   uv_timer_t free_timer{};

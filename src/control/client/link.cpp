@@ -138,6 +138,7 @@ void RemoteClient::Impl::begin_attempt() {
   dataplane::ChannelOptions o;
   o.max_message = max_message;
   o.nodelay = true;  // requests and replies are small: never wait for Nagle
+  o.tls = tls;
   try {
     ctrl = Connection::connect(*dataplane::find_transport("tcp"), loop->loop(), addr, o, handlers(g, Link::Control),
                                [this, g](genie_status_t st, const std::string& detail) {
@@ -149,7 +150,7 @@ void RemoteClient::Impl::begin_attempt() {
                                  h.set_abi_version(GENIE_ABI_VERSION);
                                  h.set_node_id(node_id);
                                  h.set_role(static_cast<int32_t>(cfg.role));
-                                 if (resuming) h.set_resume_token(token);
+                                 if (resuming) h.set_resume_session(session_id);
                                  ctrl->send(MsgType::Hello, next_id.fetch_add(1), 0, wire::encode_msg(h));
                                });
   } catch (const Error& e) {
@@ -161,6 +162,14 @@ RemoteClient::Impl::DataEndpoint RemoteClient::Impl::choose_data_endpoint(const 
   const bool demanded = !cfg.transport.empty();
   const std::string want = demanded ? cfg.transport : cfg.selected_transport.empty() ? "tcp" : cfg.selected_transport;
   if (want == "tcp") return {"tcp", addr};
+  if (tls) {
+    // Only TCP encrypts: with TLS, tensors never take another transport.
+    check(!demanded, GENIE_ERR_UNSUPPORTED, "data transport '", want,
+          "' (GENIE_TRANSPORT) cannot be used with TLS: it does not encrypt");
+    log(LogLevel::Info, "client: data transport '", want,
+        "' is not used with TLS: data connections go over tcp");
+    return {"tcp", addr};
+  }
   std::string offered;
   const wire::DataEndpoint* found = nullptr;
   for (const wire::DataEndpoint& e : w.data_endpoints()) {
@@ -189,6 +198,7 @@ void RemoteClient::Impl::open_data_link() {
   o.max_message = max_message;
   // Before the SYN, so that the window scale can use the whole buffer.
   o.buffer_bytes = kDataSocketBuffer;
+  if (data_endpoint.transport == "tcp") o.tls = tls;
   try {
     data = Connection::connect(*dataplane::find_transport(data_endpoint.transport), loop->loop(),
                                data_endpoint.address, o, handlers(g, Link::Data),
@@ -197,7 +207,7 @@ void RemoteClient::Impl::open_data_link() {
                                  if (st != GENIE_OK)
                                    return attempt_failed(GENIE_ERR_CONNECTION, cat("data connection: ", detail));
                                  wire::DataHello h;
-                                 h.set_session_token(token);
+                                 h.set_session_id(session_id);
                                  data->send(MsgType::DataHello, next_id.fetch_add(1), 0, wire::encode_msg(h));
                                });
   } catch (const Error& e) {
@@ -276,14 +286,15 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
   if (link == Link::Control && hs == Handshake::Hello) {
     if (fh.type == MsgType::Challenge) {
       const auto c = wire::parse_msg<wire::Challenge>(msg, fh.type);
-      if (cfg.auth_token.empty())
+      if (c.token() && cfg.auth_token.empty())
         return attempt_failed(GENIE_ERR_AUTH,
                               cat("server ", addr,
                                   " requires authentication: set the shared token "
                                   "(genie_config_set_auth_token or GENIE_AUTH_TOKEN)"),
                               false);
       wire::AuthResponse r;
-      r.set_mac(hmac_sha256(cfg.auth_token, c.nonce() + node_id));
+      if (c.token()) r.set_mac(hmac_sha256(cfg.auth_token, c.nonce() + node_id));
+      if (resuming) r.set_session_mac(resume_proof(token, c.nonce(), session_id, node_id));
       ctrl->send(MsgType::AuthResponse, next_id.fetch_add(1), 0, wire::encode_msg(r));
       return;
     }
@@ -294,7 +305,7 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
                               cat("server ", addr, " speaks protocol version ", w.protocol_version(),
                                   ", this client ", wire::kProtocolVersion),
                               false);
-      if (resuming && (!w.resumed() || w.session_token() != token)) {
+      if (resuming && (!w.resumed() || w.session_id() != session_id || w.session_token() != token)) {
         // The server no longer has our session: its tensor ids would name
         // nothing (or another session's tensors). End the new session.
         auto c = ctrl;
@@ -314,11 +325,20 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
       }
       if (!resuming) {
         token = w.session_token();
+        session_id = w.session_id();
         server_node = w.server_node_id();
         devices.assign(w.devices().begin(), w.devices().end());
       }
       return open_data_link();
     }
+  } else if (link == Link::Data && hs == Handshake::DataHello && fh.type == MsgType::Challenge) {
+    // Joining the session: the proof of its secret, bound to this nonce and
+    // transport (the secret itself is never sent).
+    const auto c = wire::parse_msg<wire::Challenge>(msg, fh.type);
+    wire::AuthResponse r;
+    r.set_session_mac(data_proof(token, c.nonce(), session_id, data_endpoint.transport));
+    data->send(MsgType::AuthResponse, next_id.fetch_add(1), 0, wire::encode_msg(r));
+    return;
   } else if (link == Link::Data && hs == Handshake::DataHello && fh.type == MsgType::Welcome) {
     hs = Handshake::Done;
     uv_timer_stop(&deadline_timer);

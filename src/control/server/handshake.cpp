@@ -1,7 +1,6 @@
 // Handshake and authentication: Hello, the HMAC challenge, admitting a
-// session (new or resumed) and data connections joining it.
-#include <openssl/crypto.h>
-
+// session (new or resumed) and data connections joining it by proving the
+// session's secret.
 #include "control/auth.hpp"
 #include "control/server/impl.hpp"
 
@@ -31,33 +30,35 @@ void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHe
     check(h.type == MsgType::AuthResponse, GENIE_ERR_PROTOCOL, "expected AuthResponse, got ",
           wire::type_name(h.type));
     const auto m = parse_msg<wire::AuthResponse>(msg, h.type);
-    const std::string want = hmac_sha256(opts.auth_token, p->nonce + p->hello.node_id());
-    const bool ok =
-        m.mac().size() == want.size() && CRYPTO_memcmp(m.mac().data(), want.data(), want.size()) == 0;
-    check(ok, GENIE_ERR_AUTH, "the AuthResponse of node '", p->hello.node_id(),
-          "' does not prove it holds this server's token (check GENIE_AUTH_TOKEN on both sides)");
-    p->hello_rid = h.request_id;  // Welcome now answers the AuthResponse
+    if (p->data_session != 0) return admit_data(p, h.request_id, m);
+    if (!opts.auth_token.empty()) {
+      check(mac_equal(m.mac(), hmac_sha256(opts.auth_token, p->nonce + p->hello.node_id())), GENIE_ERR_AUTH,
+            "the AuthResponse of node '", p->hello.node_id(),
+            "' does not prove it holds this server's token (check GENIE_AUTH_TOKEN on both sides)");
+    }
+    p->session_mac = m.session_mac();  // checked by admit() if the session still exists
+    p->hello_rid = h.request_id;       // Welcome now answers the AuthResponse
     admit(p);
     return;
   }
 
   if (h.type == MsgType::DataHello) {
+    // Joining a session takes a proof of its secret bound to a fresh nonce:
+    // the secret never crosses the network, and an answer seen on one
+    // connection is worth nothing on the next.
     const auto m = parse_msg<wire::DataHello>(msg, h.type);
-    auto it = sessions.find(m.session_token());
-    check(it != sessions.end() && it->second->control != nullptr, GENIE_ERR_NOT_FOUND,
-          "no connected session with this token (it ended, or its grace period expired)");
-    p->state = Peer::State::Data;
-    p->session = it->second;
-    p->session->data.push_back(p.get());
-    p->handshake_timer.reset();
-    p->conn->set_buffer_sizes(4 << 20);
-    {
-      std::lock_guard<std::mutex> lk(data_mu);
-      ++data_connections[p->conn->transport()];
-    }
-    send(*p, MsgType::Welcome, h.request_id, welcome(*p->session, false));
-    log(LogLevel::Debug, "server: session ", p->session->serial(), ": ", p->conn->transport(),
-        " data connection from ", p->name);
+    check(m.session_token().empty(), GENIE_ERR_PROTOCOL,
+          "a DataHello that presents a session token: data connections answer a challenge instead "
+          "(protocol 3), and the session's secret never crosses the network");
+    const std::shared_ptr<Session> s = session_by_id(m.session_id());
+    check(s != nullptr && s->control != nullptr, GENIE_ERR_NOT_FOUND, "no connected session ", m.session_id(),
+          " (it ended, or its grace period expired)");
+    p->data_session = m.session_id();
+    p->nonce = random_bytes(kNonceBytes);
+    p->state = Peer::State::AwaitAuth;
+    wire::Challenge c;
+    c.set_nonce(p->nonce);
+    send(*p, MsgType::Challenge, h.request_id, c);
     return;
   }
 
@@ -77,9 +78,9 @@ void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHe
     id_ok = id_ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-');
   check(id_ok, GENIE_ERR_PROTOCOL, "the client node id (", hello.node_id().size(),
         " bytes) is not 0..255 bytes of [A-Za-z0-9._-]");
-  check(hello.resume_token().empty() || hello.resume_token().size() == kTokenBytes, GENIE_ERR_PROTOCOL,
-        "resume token of ", hello.resume_token().size(), " bytes (a session token has ", kTokenBytes, ")");
-  if (opts.auth_token.empty()) {
+  check(hello.resume_token().empty(), GENIE_ERR_PROTOCOL,
+        "a Hello that presents a session token: resuming a session answers a challenge instead (protocol 3)");
+  if (opts.auth_token.empty() && hello.resume_session() == 0) {
     admit(p);
     return;
   }
@@ -87,7 +88,41 @@ void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHe
   p->state = Peer::State::AwaitAuth;
   wire::Challenge c;
   c.set_nonce(p->nonce);
+  c.set_token(!opts.auth_token.empty());
   send(*p, MsgType::Challenge, h.request_id, c);
+}
+
+// A data connection answered its challenge: it joins the session if the
+// answer proves the session's secret for this nonce and transport, and it
+// presented the same client certificate as the session's owner.
+void Server::Impl::admit_data(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::AuthResponse& m) {
+  const std::shared_ptr<Session> s = session_by_id(p->data_session);
+  check(s != nullptr && s->control != nullptr, GENIE_ERR_NOT_FOUND, "no connected session ", p->data_session,
+        " (it ended, or its grace period expired)");
+  check(mac_equal(m.session_mac(), data_proof(s->token(), p->nonce, s->serial(), p->conn->transport())),
+        GENIE_ERR_AUTH, "the data connection does not prove it holds the secret of session ", s->serial());
+  check(p->conn->peer_identity() == s->client_cert, GENIE_ERR_AUTH, "the data connection for session ",
+        s->serial(), " presented another client certificate than the session's owner");
+  p->nonce.clear();
+  p->state = Peer::State::Data;
+  p->session = s;
+  s->data.push_back(p.get());
+  p->handshake_timer.reset();
+  p->conn->set_buffer_sizes(4 << 20);
+  {
+    std::lock_guard<std::mutex> lk(data_mu);
+    ++data_connections[p->conn->transport()];
+  }
+  send(*p, MsgType::Welcome, rid, welcome(*s, false, false));
+  log(LogLevel::Debug, "server: session ", s->serial(), ": ", p->conn->transport(), " data connection from ",
+      p->name);
+}
+
+std::shared_ptr<Session> Server::Impl::session_by_id(uint64_t id) const {
+  if (id == 0) return nullptr;
+  for (const auto& [token, s] : sessions)
+    if (s->serial() == id) return s;
+  return nullptr;
 }
 
 // The control handshake succeeded: resume the session named by the Hello's
@@ -95,17 +130,25 @@ void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHe
 void Server::Impl::admit(const std::shared_ptr<Peer>& p) {
   std::shared_ptr<Session> s;
   bool resumed = false;
-  if (!p->hello.resume_token().empty()) {
-    auto it = sessions.find(p->hello.resume_token());
-    if (it != sessions.end()) {
-      s = it->second;
+  if (const uint64_t id = p->hello.resume_session(); id != 0) {
+    if (std::shared_ptr<Session> old = session_by_id(id)) {
+      check(mac_equal(p->session_mac, resume_proof(old->token(), p->nonce, id, p->hello.node_id())),
+            GENIE_ERR_AUTH, "the Hello resuming session ", id,
+            " does not prove it holds the session's secret");
+      // The secret alone is not enough: only the identity that opened the
+      // session (its node id, proven with the token if there is one, and
+      // its client certificate) may take it over.
+      check(old->client_node() == p->hello.node_id() && old->client_cert == p->conn->peer_identity(),
+            GENIE_ERR_AUTH, "session ", id,
+            " was opened by another identity (node id or client certificate): only its owner may resume it");
+      s = std::move(old);
       resumed = true;
     }
   }
   if (resumed) {
     s->grace.reset();
     // The client came back before this side noticed the old connection die
-    // (a half-open TCP connection): the token proves it is the same client.
+    // (a half-open TCP connection): the proof says it is the same client.
     if (Peer* old = s->control) {
       s->control = nullptr;
       close_when_flushed(*old->shared_from_this(), GENIE_OK, "the session was resumed on a new connection");
@@ -119,10 +162,11 @@ void Server::Impl::admit(const std::shared_ptr<Peer>& p) {
     s = std::make_shared<Session>(next_session_serial++, random_bytes(kTokenBytes), p->hello.node_id(),
                                   counters);
     s->client_role = p->hello.role();
+    s->client_cert = p->conn->peer_identity();
     sessions.emplace(s->token(), s);
     publish_sessions();
     log(LogLevel::Info, "server: session ", s->serial(), " opened by ", p->hello.node_id(), " from ", p->name,
-        p->hello.resume_token().empty() ? "" : " (its old session had expired)");
+        p->hello.resume_session() == 0 ? "" : " (its old session had expired)");
   }
   s->control = p.get();
   p->session = s;
@@ -130,12 +174,14 @@ void Server::Impl::admit(const std::shared_ptr<Peer>& p) {
   p->handshake_timer.reset();
   p->hello.Clear();
   p->nonce.clear();
-  send(*p, MsgType::Welcome, p->hello_rid, welcome(*s, resumed));
+  p->session_mac.clear();
+  send(*p, MsgType::Welcome, p->hello_rid, welcome(*s, resumed, true));
 }
 
-wire::Welcome Server::Impl::welcome(const Session& s, bool resumed) const {
+wire::Welcome Server::Impl::welcome(const Session& s, bool resumed, bool control) const {
   wire::Welcome w;
-  w.set_session_token(s.token());
+  if (control) w.set_session_token(s.token());
+  w.set_session_id(s.serial());
   w.set_server_node_id(node_id);
   w.set_protocol_version(wire::kProtocolVersion);
   w.set_abi_version(GENIE_ABI_VERSION);

@@ -33,6 +33,7 @@
 #include "control/wire_codec.hpp"
 #include "core/device.hpp"
 #include "dataplane/registry.hpp"
+#include "dataplane/tcp/tls.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "exec/executor.hpp"
@@ -60,6 +61,10 @@ struct Peer : std::enable_shared_from_this<Peer> {
   std::string name;  // "ip:port", for logs
   std::shared_ptr<Session> session;
   std::string nonce;       // the challenge sent (AwaitAuth)
+  // AwaitAuth on a data connection: the session its DataHello named (a
+  // Session serial); 0 on a control connection.
+  uint64_t data_session = 0;
+  std::string session_mac;  // a control connection resuming: its proof (AuthResponse)
   wire::Hello hello;       // kept from Hello until the AuthResponse
   uint64_t hello_rid = 0;  // echoed by Welcome: the Hello's or AuthResponse's request id
   std::unique_ptr<Timer> handshake_timer;
@@ -150,7 +155,12 @@ struct Server::Impl {
   // written; `status` is what the log line and on_close report.
   void refuse(Peer& p, uint64_t rid, genie_status_t status, const std::string& detail, bool reply = true);
   void close_when_flushed(Peer& p, genie_status_t status, const std::string& detail);
-  wire::Welcome welcome(const Session& s, bool resumed) const;
+  // `control`: the Welcome of the control connection, which alone carries
+  // the session secret.
+  wire::Welcome welcome(const Session& s, bool resumed, bool control) const;
+  // A session by its id (Session::serial), or null.
+  std::shared_ptr<Session> session_by_id(uint64_t id) const;
+  void admit_data(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::AuthResponse& m);
 
   void end_session(const std::shared_ptr<Session>& s, const char* why);
   void control_lost(const std::shared_ptr<Session>& s);
@@ -168,6 +178,11 @@ struct Server::Impl {
   int bound_port = 0;
 
   Executor exec;
+  // A Config for connections this server opens, with its credentials.
+  Config client_config() const;
+  // At construction: refuses an unauthenticated server beyond loopback
+  // unless allowed, and warns about one that does not encrypt.
+  void check_exposure() const;
   // Members the loop touches are declared before the loop, so they outlive
   // its thread (members are destroyed in reverse order).
   // Where connections come in: TCP on the server's port first (control and
@@ -178,6 +193,7 @@ struct Server::Impl {
     std::shared_ptr<dataplane::Listener> listener;
   };
   std::vector<Listening> listeners;
+  std::shared_ptr<const dataplane::tcp::TlsContext> tls;  // null: plaintext
   // Data connections admitted, by transport (server_info reads it from any
   // thread).
   mutable std::mutex data_mu;

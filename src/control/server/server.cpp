@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "control/server/impl.hpp"
+#include "control/tls.hpp"
 #include "core/node_id.hpp"
 
 namespace genie {
@@ -62,9 +63,7 @@ Server::Impl::Impl(ServerOptions o)
       node_id(opts.node_id.empty() ? generate_node_id("serve") : opts.node_id),
       exec(opts.num_threads) {
   {
-    Config c;
-    c.auth_token = opts.auth_token;
-    c.timeout_ms = opts.client_timeout_ms;
+    const Config c = client_config();
     if (opts.orchestrator) workers = opts.orchestrator(node_id, c, exec, {opts.node_alive, opts.measure_rtt});
   }
   check(opts.port >= 0 && opts.port <= 65535, GENIE_ERR_INVALID_ARGUMENT, "port ", opts.port,
@@ -77,25 +76,62 @@ Server::Impl::Impl(ServerOptions o)
         " ms must not be negative");
   if (opts.host.empty()) opts.host = "127.0.0.1";
   check_auth_token(opts.auth_token, "auth token");
-  if (opts.auth_token.empty() && !is_loopback(opts.host)) {
-    check(opts.allow_insecure, GENIE_ERR_INVALID_ARGUMENT, "refusing to listen on ", opts.host,
-          " without authentication: anyone who reaches it could run graphs and read every tensor. Set an "
-          "auth token (genie serve --auth-token-file, GENIE_AUTH_TOKEN), listen on 127.0.0.1, or allow it "
-          "explicitly on a trusted network (genie serve --insecure, GENIE_ALLOW_INSECURE=1)");
-    log(LogLevel::Warn, "server: INSECURE: listening on ", opts.host,
-        " without authentication (allowed explicitly): anyone who reaches this port can use the server");
-  }
+  tls = server_tls(opts.tls_cert, opts.tls_key, opts.tls_ca);
+  check_exposure();
   std::promise<void> bound;
   std::future<void> result = bound.get_future();
   loop.post([this, &bound] { listen(bound); });
   result.get();  // rethrows the bind error; ~LoopThread then stops the loop
   if (opts.on_start) loop.post([this] { opts.on_start(loop); });
   log(LogLevel::Info, "server ", node_id, ": listening on ", opts.host, ":", bound_port,
-      opts.auth_token.empty() ? " (no authentication)" : " (authentication required)");
+      opts.auth_token.empty() && !(tls && tls->requires_client_cert()) ? " (no authentication)"
+                                                                       : " (authentication required)",
+      tls ? (tls->requires_client_cert() ? " over TLS 1.3 with client certificates" : " over TLS 1.3") : "");
   if (!opts.join_host.empty()) join_master();
 }
 
 Server::Impl::~Impl() = default;
+
+// Authenticated: a token, or client certificates (TLS with a CA). Beyond
+// loopback, a server without either is refused unless allowed explicitly,
+// and one that authenticates but does not encrypt (or the other way round)
+// says so loudly (docs/security.md, "What is authenticated").
+void Server::Impl::check_exposure() const {
+  if (is_loopback(opts.host)) return;
+  const bool mtls = tls && tls->requires_client_cert();
+  const bool authenticated = !opts.auth_token.empty() || mtls;
+  if (!authenticated) {
+    check(opts.allow_insecure, GENIE_ERR_INVALID_ARGUMENT, "refusing to listen on ", opts.host,
+          " without authentication: anyone who reaches it could run graphs and read every tensor",
+          tls ? " (TLS without a client CA encrypts but admits anyone)" : "",
+          ". Set an auth token (genie serve --auth-token-file, GENIE_AUTH_TOKEN) or require client "
+          "certificates (--tls-ca), listen on 127.0.0.1, or allow it explicitly on a trusted network "
+          "(genie serve --insecure, GENIE_ALLOW_INSECURE=1)");
+    log(LogLevel::Warn, "server: INSECURE: listening on ", opts.host,
+        " without authentication (allowed explicitly): anyone who reaches this port can use the server",
+        tls ? "" : ", and everything crosses the network in the clear");
+    return;
+  }
+  if (!tls)
+    log(LogLevel::Warn, "server: WARNING: listening on ", opts.host,
+        " with an auth token but without TLS: the token itself never crosses the network, but tensors, "
+        "graphs and session secrets do, in the clear, readable and alterable by anyone on the path. Give "
+        "the server a certificate (genie serve --tls-cert, --tls-key)");
+}
+
+Config Server::Impl::client_config() const {
+  Config c;
+  c.auth_token = opts.auth_token;
+  c.timeout_ms = opts.client_timeout_ms;
+  // TLS out needs a CA to check the peer with; the server's certificate
+  // is its client certificate.
+  if (!opts.tls_ca.empty()) {
+    c.tls_ca = opts.tls_ca;
+    c.tls_cert = opts.tls_cert;
+    c.tls_key = opts.tls_key;
+  }
+  return c;
+}
 
 void Server::Impl::listen(std::promise<void>& bound) {
   try {
@@ -104,6 +140,7 @@ void Server::Impl::listen(std::promise<void>& bound) {
     dataplane::ChannelOptions co;
     co.max_message = opts.max_message_bytes;
     co.nodelay = true;  // requests and replies are small: never wait for Nagle
+    co.tls = tls;
     auto tcp = dataplane::find_transport("tcp");
     auto l = tcp->listen(loop.loop(), cat(opts.host, ":", opts.port), co,
                          [this](dataplane::Listener& l) { on_accept(l, "tcp"); });
@@ -114,6 +151,11 @@ void Server::Impl::listen(std::promise<void>& bound) {
       if (name == "tcp" || std::any_of(listeners.begin(), listeners.end(),
                                        [&](const Listening& x) { return x.transport == name; }))
         continue;
+      if (tls) {
+        log(LogLevel::Warn, "server ", node_id, ": not offering data transport '", name,
+            "': it does not encrypt, and this server speaks only TLS");
+        continue;
+      }
       // A transport that cannot be had leaves the server on TCP, which
       // clients fall back to unless they demand the other one.
       dataplane::TransportLookup t = dataplane::lookup_transport(name);

@@ -83,10 +83,9 @@ std::shared_ptr<RemoteClient> Server::Impl::peer_link(const std::string& host, i
     auto it = peer_links.find(key);
     if (it != peer_links.end() && !it->second->failed()) return it->second;
   }
-  Config c;
+  Config c = client_config();
   c.master_addr = host;
   c.master_port = port;
-  c.auth_token = opts.auth_token;
   c.role = GENIE_NODE_ROLE_SERVER;
   c.timeout_ms = opts.client_timeout_ms;
   c.graph_deltas = false;

@@ -26,10 +26,9 @@ void Server::Impl::join_master() {
           "listening on a wildcard address and no host name: give the address the master should dial");
     host = name;
   }
-  Config c;
+  Config c = client_config();
   c.master_addr = opts.join_host;
   c.master_port = opts.join_port;
-  c.auth_token = opts.auth_token;
   c.role = GENIE_NODE_ROLE_WORKER;
   c.timeout_ms = opts.client_timeout_ms;
   c.graph_deltas = false;

@@ -73,3 +73,15 @@ def test_sample_remote_matches_embedded(serve):
     line = [ln for ln in emb.stdout.splitlines() if ln.startswith("checksum y = ")]
     assert line and line == [ln for ln in rem.stdout.splitlines() if ln.startswith("checksum y = ")]
     assert float(line[0].split()[-1]) != 0.0
+
+
+def test_tls_settings_reach_the_library(tmp_path):
+    missing = str(tmp_path / "server.pem")
+    with pytest.raises(genie.InvalidArgumentError) as e:
+        genie.Server(port=0, use_env=False, tls_cert=missing)  # no key
+    assert "private key" in e.value.detail
+    # The files are read when the server starts: the missing one is named.
+    with pytest.raises(genie.InvalidArgumentError) as e:
+        genie.Server(port=0, use_env=False, tls_cert=missing, tls_key=missing,
+                     tls_ca=str(tmp_path / "ca.pem"))
+    assert "server.pem" in e.value.detail
