@@ -31,7 +31,7 @@ Attrs attrs(std::initializer_list<std::pair<const char*, AttrValue>> kv) {
 }
 
 std::vector<ValueType> infer(const std::string& op, const std::vector<ValueType>& in, const Attrs& a = {}) {
-  const OpSchema* s = find_op(op);
+  const OpSchemaPtr s = find_op(op);
   if (!s) throw std::runtime_error("no schema for " + op);
   return s->infer(in, a);
 }
