@@ -33,8 +33,8 @@ std::string unknown_op_message(const std::string& op) {
   const auto similar = similar_op_names(op);
   for (size_t i = 0; i < similar.size(); ++i)
     msg += cat(i == 0 ? " (did you mean '" : i + 1 == similar.size() ? "' or '" : "', '", similar[i]);
-  return msg + (similar.empty() ? " (docs/operators.md lists the operators; a custom op must be registered in "
-                                  "this process: docs/custom-ops.md)"
+  return msg + (similar.empty() ? " (docs/operators.md lists the operators; a custom op must be registered where "
+                                  "the graph runs: docs/custom-ops.md)"
                                 : "'?)");
 }
 

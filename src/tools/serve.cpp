@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "cli.hpp"
 
@@ -15,6 +16,7 @@ void print_serve_usage(std::FILE* out) {
   std::fprintf(out,
                "usage: genie serve [--host H] [--port P] [--auth-token-file F] [--threads N]\n"
                "                   [--grace-ms MS] [--node-id ID] [--join HOST:PORT] [--insecure]\n"
+               "                   [--op-library F]...\n"
                "\n"
                "Serves remote Genie clients (GENIE_MASTER_ADDR/GENIE_MASTER_PORT) until\n"
                "SIGINT or SIGTERM, then lets graphs in flight finish, closes every\n"
@@ -38,6 +40,9 @@ void print_serve_usage(std::FILE* out) {
                "                         server back at --host (docs/multinode.md)\n"
                "  --insecure             allow listening beyond loopback without an auth\n"
                "                         token (a trusted network only; logged as a warning)\n"
+               "  --op-library F         load the custom ops of op library F (a shared object\n"
+               "                         exporting genie_op_library_init; docs/custom-ops.md)\n"
+               "                         before serving; repeatable\n"
                "\n"
                "GENIE_* environment variables override these values as for any Genie\n"
                "program: GENIE_AUTH_TOKEN, GENIE_ALLOW_INSECURE, GENIE_NUM_THREADS, GENIE_SESSION_GRACE,\n"
@@ -57,6 +62,7 @@ struct ServeOptions {
   long join_port = 0;
   bool insecure = false;
   bool help = false;
+  std::vector<std::string> op_libraries;
 };
 
 ServeOptions parse_args(int argc, char** argv) {
@@ -72,7 +78,7 @@ ServeOptions parse_args(int argc, char** argv) {
       continue;
     }
     if (a != "--host" && a != "--port" && a != "--auth-token-file" && a != "--threads" && a != "--grace-ms" &&
-        a != "--node-id" && a != "--join")
+        a != "--node-id" && a != "--join" && a != "--op-library")
       usage_error("unknown argument '" + a + "' (try 'genie help serve')");
     if (i + 1 >= argc) usage_error(a + " needs a value");
     const char* v = argv[++i];
@@ -85,6 +91,9 @@ ServeOptions parse_args(int argc, char** argv) {
       o.token_file = v;
     } else if (a == "--threads") {
       o.threads = parse_long(a, v, 0, 1024);
+    } else if (a == "--op-library") {
+      if (!*v) usage_error("--op-library needs a path");
+      o.op_libraries.push_back(v);
     } else if (a == "--node-id") {
       o.node_id = v;
     } else if (a == "--join") {
@@ -137,6 +146,9 @@ int serve_command(int argc, char** argv) {
     check(genie_config_set_master_addr(config.get(), opt.join_host.c_str()) ||
               genie_config_set_master_port(config.get(), static_cast<int32_t>(opt.join_port)),
           "--join");
+
+  // Before the server exists, so that no client ever sees it without its ops.
+  for (const std::string& lib : opt.op_libraries) check(genie_op_library_load(lib.c_str()), "--op-library");
 
   // Signals are taken synchronously by sigwait below: blocked here, before
   // the server starts its threads, so that every thread inherits the mask

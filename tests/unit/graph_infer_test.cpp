@@ -67,7 +67,7 @@ TEST(OpTable, MatchesDocsOperatorsMd) {
 }
 
 TEST(OpTable, ArityAndAttrSpecs) {
-  const OpSchema* linear = find_op("linear");
+  const OpSchemaPtr linear = find_op("linear");
   ASSERT_NE(linear, nullptr);
   EXPECT_EQ(linear->min_inputs, 2);
   EXPECT_EQ(linear->max_inputs, 3);
