@@ -5,7 +5,8 @@
 #      GENIE_ERR_UNKNOWN_OP naming the op, and keeps serving;
 #   2. `genie serve --op-library` loads it: the same client gets the
 #      kernel's results computed on the server;
-#   3. a bad --op-library stops `genie serve` at start with the reason.
+#   3. a bad --op-library stops `genie serve` at start with the reason;
+#   4. the C sample (samples/c/custom_op.c) runs and checks its values.
 set -euo pipefail
 source "$(dirname "$0")/lib/servers.sh"
 TOOL="$B/tests/itest_custom_op_tool"
@@ -38,3 +39,13 @@ if "$GENIE" serve --port 0 --op-library "$TMP/missing.so" >"$TMP/bad.out" 2>"$TM
 fi
 grep -q "missing.so" "$TMP/bad.err" || fail "no reason given: $(cat "$TMP/bad.err")"
 echo "ok 3: a bad --op-library is refused: $(head -n 1 "$TMP/bad.err")"
+
+# --- 4. the sample ------------------------------------------------------------------
+unset GENIE_MASTER_ADDR
+if [ -x "$B/sample_custom_op" ]; then
+  "$B/sample_custom_op" >"$TMP/sample.out" 2>&1 || fail "sample_custom_op: $(cat "$TMP/sample.out")"
+  grep -q "custom op acme.swish: ok" "$TMP/sample.out" || fail "sample_custom_op printed no result"
+  echo "ok 4: samples/c/custom_op.c"
+else
+  fail "$B/sample_custom_op was not built"
+fi
