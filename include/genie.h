@@ -1057,6 +1057,196 @@ GENIE_API genie_status_t genie_graph_import_onnx(genie_context_t *ctx,
                                                  size_t *out_num_weights);
 
 /* ------------------------------------------------------------------------- */
+/* Custom operators                                                          */
+/* ------------------------------------------------------------------------- */
+/* A vendor adds an operator to Genie by registering a name, a shape/dtype
+ * inference callback and a CPU kernel callback. Graphs then use it like a
+ * built-in op: genie_graph_add_node(g, "acme.swish", ...), in C, Python, Go
+ * or Rust, and from JSON. docs/custom-ops.md is the guide.
+ *
+ * Scope.  Registrations are process-wide, not per context: graphs are built
+ *   without a context and genie_graph_add_node checks the op at once. A
+ *   graph runs where its context runs it: embedded, in this process; remote,
+ *   in the `genie serve` process, which must have the op too (load the
+ *   vendor library there: `genie serve --op-library libacme_ops.so`). A
+ *   server without the op fails the submission with GENIE_ERR_UNKNOWN_OP
+ *   naming the node and the op.
+ *
+ * Callbacks.  Inference runs on the thread that validates a graph using
+ *   the op (genie_graph_validate, genie_graph_submit, genie_plan_explain,
+ *   or the server's thread in remote mode), kernels on executor workers;
+ *   either may run concurrently for
+ *   different nodes or graphs, so they must be thread-safe. They must not
+ *   throw, longjmp or call genie_op_register/unregister. They return
+ *   GENIE_OK or a negative GENIE_ERR_* code; genie_op_set_error() adds a
+ *   message. The failure reaches the caller as a Genie error with that code
+ *   and a detail naming the node and the op:
+ *   "node 'sw' (acme.swish): acme.swish kernel failed: <message>".
+ *
+ * Dtypes.  The CPU computes f16 and bf16 in f32: a CPU kernel receives
+ *   f16/bf16 values converted to f32 and writes f32 outputs where inference
+ *   declared f16/bf16 (Genie converts back). The views' dtype is always
+ *   what the buffer holds. */
+
+/** A tensor as a callback sees it. Inference: `data` is NULL and `nbytes`
+ *  0; the callback fills dtype, ndim and shape of each output. Kernels:
+ *  `data` points to `nbytes` bytes of host memory (CPU kernels), dense and
+ *  row-major (`strides`, in elements, are the row-major strides of
+ *  `shape`), valid only during the call; inputs are read-only, outputs are
+ *  allocated by Genie with the inferred shape and every byte must be
+ *  written. An omitted optional input has dtype GENIE_DTYPE_INVALID. */
+typedef struct genie_op_tensor {
+  void *data;
+  size_t nbytes;
+  genie_dtype_t dtype;
+  uint32_t ndim;                    /* 0 (a scalar) .. GENIE_MAX_DIMS */
+  int64_t shape[GENIE_MAX_DIMS];    /* shape[0 .. ndim) */
+  int64_t strides[GENIE_MAX_DIMS];  /* kernels only: elements, row-major */
+} genie_op_tensor_t;
+
+/** The call a callback serves (one node's inference or kernel run):
+ *  attributes and the error message. Valid only during the callback. */
+typedef struct genie_op_ctx genie_op_ctx_t;
+
+/** Shape and dtype inference: given the inputs' dtypes and shapes
+ *  (`inputs[0 .. n_inputs)`, data NULL) and the node's attributes (through
+ *  `ctx`), sets dtype, ndim and shape of every output (`outputs[0 ..
+ *  n_outputs)`, n_outputs = the desc's num_outputs; they arrive zeroed).
+ *  Also the place to check inputs and attributes: return
+ *  GENIE_ERR_SHAPE_MISMATCH, GENIE_ERR_DTYPE_MISMATCH or
+ *  GENIE_ERR_INVALID_ATTRIBUTE with genie_op_set_error(). Runs whenever a
+ *  graph using the op is validated (validation, submission, planning). */
+typedef genie_status_t (*genie_op_infer_fn)(genie_op_ctx_t *ctx,
+                                            const genie_op_tensor_t *inputs,
+                                            size_t n_inputs,
+                                            genie_op_tensor_t *outputs,
+                                            size_t n_outputs,
+                                            void *user_data);
+
+/** A kernel: computes the outputs from the inputs (see genie_op_tensor_t).
+ *  The shapes are those inference gave. */
+typedef genie_status_t (*genie_op_kernel_fn)(genie_op_ctx_t *ctx,
+                                             const genie_op_tensor_t *inputs,
+                                             size_t n_inputs,
+                                             genie_op_tensor_t *outputs,
+                                             size_t n_outputs,
+                                             void *user_data);
+
+/** Optional cost estimate for the scheduler: the floating-point operations
+ *  of one node, given its input and output types (data NULL). A negative
+ *  or NaN result means "unknown". Without it a custom op costs one FLOP per
+ *  output element plus the bytes it reads and writes. */
+typedef double (*genie_op_flops_fn)(genie_op_ctx_t *ctx,
+                                    const genie_op_tensor_t *inputs,
+                                    size_t n_inputs,
+                                    const genie_op_tensor_t *outputs,
+                                    size_t n_outputs, void *user_data);
+
+/** What genie_op_register reads. Versioned by size: set struct_size to
+ *  sizeof(genie_op_desc_t) (GENIE_OP_DESC_SIZE_V1); fields are only ever
+ *  appended, and the library treats fields beyond a smaller struct_size
+ *  as zero. Zero-initialise it (`genie_op_desc_t d = {0};` or memset) so
+ *  unused fields are 0. */
+typedef struct genie_op_desc {
+  size_t struct_size;
+  /** "acme.swish": 1 to 64 characters of [A-Za-z0-9_.], starting with a
+   *  letter, no "..", no trailing '.'. A vendor prefix ("acme.") keeps it
+   *  clear of future built-in ops (built-in names never contain '.'). */
+  const char *name;
+  int32_t min_inputs; /* 0 .. 64 */
+  int32_t max_inputs; /* min_inputs .. 64, or -1: any number (variadic) */
+  int32_t num_outputs; /* 1 .. 64 */
+  genie_op_infer_fn infer;     /* required */
+  genie_op_kernel_fn cpu_kernel; /* required */
+  /** Reserved for the CUDA backend: must be NULL in this version (device
+   *  pointers and the stream will come through genie_op_tensor_t and
+   *  genie_op_ctx_t; docs/custom-ops.md, "CUDA kernels"). */
+  genie_op_kernel_fn cuda_kernel;
+  genie_op_flops_fn flops; /* optional (NULL: the default cost) */
+  /** Passed to every callback. Owned by Genie once registration succeeds. */
+  void *user_data;
+  /** Optional: called once with user_data when the op is unregistered and
+   *  no call of it is still running (on that thread, or on the last
+   *  caller's). Not called for an op still registered when the process
+   *  exits, nor when genie_op_register fails (the caller keeps user_data). */
+  void (*destroy)(void *user_data);
+} genie_op_desc_t;
+
+/** The size of version 1 of genie_op_desc_t. */
+#define GENIE_OP_DESC_SIZE_V1 (sizeof(genie_op_desc_t))
+
+/** Registers a custom operator for this process. `desc` and its strings
+ *  are copied. Graphs built afterwards may use `desc->name`.
+ *  Errors: INVALID_ARGUMENT (desc NULL; struct_size smaller than the first
+ *  version's fields; a NULL, empty, too long or badly formed name — the
+ *  detail shows the offending character; a name that is a built-in op or
+ *  an op already registered; input/output counts out of range; infer or
+ *  cpu_kernel NULL), VERSION_MISMATCH (struct_size larger than this
+ *  library's genie_op_desc_t and the extra bytes not all zero: the program
+ *  was built against a newer genie.h), UNSUPPORTED (cuda_kernel set: no
+ *  CUDA kernels in this version). On error nothing is registered and
+ *  destroy is not called. Thread-safe. */
+GENIE_API genie_status_t genie_op_register(const genie_op_desc_t *desc);
+
+/** Removes custom op `name`. Graphs already built keep their nodes but no
+ *  longer validate or run (UNKNOWN_OP); kernels running now finish first,
+ *  then destroy(user_data) runs. Errors: INVALID_ARGUMENT (name NULL),
+ *  NOT_FOUND (no custom op of that name; built-in ops cannot be removed).
+ *  Thread-safe; must not be called from a callback of the op. */
+GENIE_API genie_status_t genie_op_unregister(const char *name);
+
+/** 1 if `name` is a registered custom op, else 0 (also for NULL and for
+ *  built-in ops). Never fails. */
+GENIE_API int genie_op_is_registered(const char *name);
+
+/** The symbol an op library exports (see genie_op_library_load). */
+#define GENIE_OP_LIBRARY_INIT "genie_op_library_init"
+/** Its type: registers the library's ops with genie_op_register and
+ *  returns GENIE_OK, or an error status (such as that of a failed
+ *  genie_op_register, whose detail genie_op_library_load passes on). */
+typedef genie_status_t (*genie_op_library_init_fn)(void);
+
+/** Loads an op library: a shared object that links libgenie and exports
+ *  `genie_status_t genie_op_library_init(void)` (GENIE_OP_LIBRARY_INIT),
+ *  which registers its ops. The library stays loaded for the life of the
+ *  process. Loading the same file again does nothing and succeeds. This is
+ *  how `genie serve --op-library PATH` and the bindings
+ *  (genie.load_op_library in Python) get a vendor's ops.
+ *  Errors: INVALID_ARGUMENT (path NULL or empty), IO (the file cannot be
+ *  loaded: the detail has dlopen's reason), NOT_FOUND (it does not export
+ *  genie_op_library_init), or the error its init returned (the detail
+ *  names the library). Thread-safe. */
+GENIE_API genie_status_t genie_op_library_load(const char *path);
+
+/** Attribute `name` of the node, for callbacks. The string and arrays are
+ *  borrowed: valid until the callback returns. An int attribute is
+ *  accepted by the float getters (converted). Errors: INVALID_ARGUMENT
+ *  (ctx, name or an out-parameter NULL), NOT_FOUND (the node has no such
+ *  attribute), INVALID_ATTRIBUTE (it has another type; the detail says
+ *  which). */
+GENIE_API genie_status_t genie_op_attr_int(const genie_op_ctx_t *ctx,
+                                           const char *name, int64_t *out);
+GENIE_API genie_status_t genie_op_attr_float(const genie_op_ctx_t *ctx,
+                                             const char *name, double *out);
+GENIE_API genie_status_t genie_op_attr_string(const genie_op_ctx_t *ctx,
+                                              const char *name,
+                                              const char **out);
+GENIE_API genie_status_t genie_op_attr_ints(const genie_op_ctx_t *ctx,
+                                            const char *name,
+                                            const int64_t **out,
+                                            size_t *out_len);
+GENIE_API genie_status_t genie_op_attr_floats(const genie_op_ctx_t *ctx,
+                                              const char *name,
+                                              const double **out,
+                                              size_t *out_len);
+
+/** Sets the message that goes with the error status the callback is about
+ *  to return (copied; the last call wins). Without it the detail names the
+ *  status only. Errors: INVALID_ARGUMENT (ctx or message NULL). */
+GENIE_API genie_status_t genie_op_set_error(genie_op_ctx_t *ctx,
+                                            const char *message);
+
+/* ------------------------------------------------------------------------- */
 /* Submission and futures                                                    */
 /* ------------------------------------------------------------------------- */
 

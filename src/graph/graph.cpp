@@ -33,7 +33,9 @@ std::string unknown_op_message(const std::string& op) {
   const auto similar = similar_op_names(op);
   for (size_t i = 0; i < similar.size(); ++i)
     msg += cat(i == 0 ? " (did you mean '" : i + 1 == similar.size() ? "' or '" : "', '", similar[i]);
-  return msg + (similar.empty() ? " (docs/operators.md lists the operators)" : "'?)");
+  return msg + (similar.empty() ? " (docs/operators.md lists the operators; a custom op must be registered where "
+                                  "the graph runs: docs/custom-ops.md)"
+                                : "'?)");
 }
 
 // Runs f, adding "node '<name>' (<op>): " to any error so that the caller
@@ -220,7 +222,7 @@ NodeId Graph::add_node(const std::string& op, const std::string& name, const std
   for (const std::string& in : inputs)
     if (!in.empty()) check_name(in, "input name");
   for (const std::string& out : outputs) check_name(out, "output name");
-  const OpSchema* schema = find_op(op);
+  const OpSchemaPtr schema = find_op(op);
   if (!schema) fail(GENIE_ERR_UNKNOWN_OP, "node '", name, "': ", unknown_op_message(op));
   try {
     check_arity(*schema, inputs, outputs.size());
@@ -258,7 +260,7 @@ void Graph::set_attr(const std::string& node, const std::string& key, AttrValue 
   const NodeId id = find_node(node);
   check(id != kNone, GENIE_ERR_NOT_FOUND, "no node named '", node, "'");
   Node& n = nodes_[id];
-  const OpSchema* schema = find_op(n.op);
+  const OpSchemaPtr schema = find_op(n.op);
   if (!schema) fail(GENIE_ERR_UNKNOWN_OP, "node '", node, "': ", unknown_op_message(n.op));
   try {
     check_attr(*schema, key, v);
@@ -270,11 +272,13 @@ void Graph::set_attr(const std::string& node, const std::string& key, AttrValue 
           key, "' contains a NUL byte");
   // Store floats as floats even when given as ints, so that the hash and the
   // JSON export do not depend on how the caller spelled the number.
+  // A custom op declares no attribute types: values are kept as given.
   const auto spec = std::find_if(schema->attrs.begin(), schema->attrs.end(),
                                  [&](const AttrSpec& s) { return s.name == key; });
-  if (spec->type == AttrType::Float && std::holds_alternative<int64_t>(v))
+  const bool typed = spec != schema->attrs.end();
+  if (typed && spec->type == AttrType::Float && std::holds_alternative<int64_t>(v))
     v = static_cast<double>(std::get<int64_t>(v));
-  if (spec->type == AttrType::Floats && std::holds_alternative<std::vector<int64_t>>(v)) {
+  if (typed && spec->type == AttrType::Floats && std::holds_alternative<std::vector<int64_t>>(v)) {
     const auto& ints = std::get<std::vector<int64_t>>(v);
     v = std::vector<double>(ints.begin(), ints.end());
   }
@@ -304,7 +308,7 @@ void Graph::validate(const std::unordered_map<ValueId, Shape>* bound_shapes) {
   // Everything is computed into locals and committed at the end, so a graph
   // that fails validation is left exactly as it was.
   const size_t n_nodes = nodes_.size();
-  std::vector<const OpSchema*> schemas(n_nodes);
+  std::vector<OpSchemaPtr> schemas(n_nodes);
   std::vector<std::vector<ValueId>> resolved(n_nodes);
   for (size_t i = 0; i < n_nodes; ++i) {
     const Node& n = nodes_[i];

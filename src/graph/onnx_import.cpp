@@ -296,7 +296,7 @@ std::string Importer::emit_deferred(const std::string& onnx) {
 
 std::vector<std::string> Importer::emit(const std::string& op, const std::vector<std::string>& inputs, Attrs attrs,
                                         const std::vector<std::string>& out_bases) {
-  const OpSchema* schema = find_op(op);
+  const OpSchemaPtr schema = find_op(op);
   check(schema != nullptr, GENIE_ERR_INTERNAL, "no Genie op ", op);
   std::vector<ValueType> in_types;
   for (const auto& i : inputs) in_types.push_back(i.empty() ? ValueType{} : type(i));

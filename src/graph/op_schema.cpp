@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 #include <type_traits>
 
 #include "core/error.hpp"
@@ -583,45 +582,17 @@ const std::map<std::string, OpSchema>& table() {
   return t;
 }
 
-// Optimal string alignment distance: Levenshtein plus adjacent
-// transpositions, the commonest typo ("rleu").
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i)
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[a.size()][b.size()];
-}
-
 }  // namespace
 
-const OpSchema* find_op(const std::string& name) {
+const OpSchema* find_builtin_op(const std::string& name) {
   auto it = table().find(name);
   return it == table().end() ? nullptr : &it->second;
 }
 
-std::vector<std::string> op_names() {
+std::vector<std::string> builtin_op_names() {
   std::vector<std::string> names;
   for (const auto& [name, schema] : table()) names.push_back(name);
   return names;
-}
-
-std::vector<std::string> similar_op_names(const std::string& name) {
-  // Close in spelling, or a known op that extends what was typed ("reduce").
-  const size_t limit = std::max<size_t>(2, name.size() / 3);
-  std::set<std::pair<size_t, std::string>> ranked;
-  for (const auto& [known, schema] : table()) {
-    const size_t d = edit_distance(name, known);
-    if (d <= limit || (name.size() >= 3 && known.rfind(name, 0) == 0)) ranked.emplace(d, known);
-  }
-  std::vector<std::string> out;
-  for (auto it = ranked.begin(); it != ranked.end() && out.size() < 3; ++it) out.push_back(it->second);
-  return out;
 }
 
 void check_arity(const OpSchema& s, const std::vector<std::string>& inputs, size_t n_outputs) {
@@ -639,6 +610,7 @@ void check_arity(const OpSchema& s, const std::vector<std::string>& inputs, size
 }
 
 void check_attr(const OpSchema& schema, const std::string& key, const AttrValue& value) {
+  if (schema.custom) return;  // its inference checks the attributes it reads
   auto spec = std::find_if(schema.attrs.begin(), schema.attrs.end(),
                            [&](const AttrSpec& s) { return s.name == key; });
   if (spec == schema.attrs.end()) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ struct AttrSpec {
 // genie::Error (SHAPE_MISMATCH / DTYPE_MISMATCH / INVALID_ATTRIBUTE) with a
 // message that does not need the node name (the caller prefixes it).
 using InferFn = std::function<std::vector<ValueType>(const std::vector<ValueType>& in, const Attrs& attrs)>;
+// The FLOPs of one node given its input and output types and attributes
+// (the scheduler's cost model; see sched/cost.hpp).
+using FlopsFn = std::function<double(const std::vector<ValueType>& in, const std::vector<ValueType>& out,
+                                     const Attrs& attrs)>;
 
 struct OpSchema {
   std::string name;
@@ -39,12 +44,34 @@ struct OpSchema {
   int max_outputs = 1;  // -1 = variadic (split)
   std::vector<AttrSpec> attrs;
   InferFn infer;
+  // A custom op, registered at run time (docs/custom-ops.md): it accepts
+  // any attribute (`attrs` is empty; its infer checks what it reads).
+  bool custom = false;
+  // Optional (custom ops): FLOPs for the cost model, which otherwise
+  // charges one FLOP per output element.
+  FlopsFn flops;
 };
 
-// nullptr when unknown.
-const OpSchema* find_op(const std::string& name);
-// All op names, sorted.
+// Built-in schemas live as long as the process; a custom one as long as
+// someone holds it (a validation in progress keeps it while the op is
+// unregistered meanwhile).
+using OpSchemaPtr = std::shared_ptr<const OpSchema>;
+
+// nullptr when unknown. Built-in ops first, then the custom ones.
+OpSchemaPtr find_op(const std::string& name);
+// The built-in op `name`, nullptr if none (custom ops are not looked at).
+const OpSchema* find_builtin_op(const std::string& name);
+// The built-in op names, sorted.
+std::vector<std::string> builtin_op_names();
+// All op names, sorted (custom ops included).
 std::vector<std::string> op_names();
+
+// Custom ops (graph/op_registry.cpp). Adds `schema` (custom = true) to the
+// process-wide table. Throws Error(INVALID_ARGUMENT) if a built-in or
+// custom op already has its name.
+void add_custom_op(OpSchemaPtr schema);
+// Removes custom op `name`; false if there was none.
+bool remove_custom_op(const std::string& name);
 // Up to 3 known op names close to `name` (edit distance), for error messages.
 std::vector<std::string> similar_op_names(const std::string& name);
 

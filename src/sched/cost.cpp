@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "graph/op_schema.hpp"
 #include "sched/graph_view.hpp"
 #include "sched/plan.hpp"
 
@@ -118,6 +119,13 @@ OpCost op_cost(const Graph& g, NodeId id, OpCode code, const std::vector<const S
     if (code == OpCode::Slice) c.bytes_read = c.bytes_written;
   } else if (double f = elementwise_flops(code); f >= 0) {
     c.flops = f * out_n;
+  } else if (OpSchemaPtr schema = find_op(n.op); schema && schema->flops) {
+    // A custom op that estimates itself (docs/custom-ops.md, "Cost").
+    std::vector<ValueType> in, outs;
+    for (ValueId v : n.inputs) in.push_back(v == kNone ? ValueType{} : ValueType{g.value(v).dtype, *shapes[v]});
+    for (ValueId v : n.outputs) outs.push_back(ValueType{g.value(v).dtype, *shapes[v]});
+    const double f = schema->flops(in, outs, n.attrs);
+    c.flops = f >= 0 ? f : out_n;  // a failed estimate falls back to the default
   } else {
     c.flops = out_n;  // unknown (custom) op: one FLOP per output element
   }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "cli.hpp"
 
@@ -16,6 +17,7 @@ void print_serve_usage(std::FILE* out) {
                "usage: genie serve [--host H] [--port P] [--auth-token-file F] [--threads N]\n"
                "                   [--grace-ms MS] [--node-id ID] [--join HOST:PORT] [--insecure]\n"
                "                   [--tls-cert FILE --tls-key FILE [--tls-ca FILE]]\n"
+               "                   [--op-library F]...\n"
                "\n"
                "Serves remote Genie clients (GENIE_MASTER_ADDR/GENIE_MASTER_PORT) until\n"
                "SIGINT or SIGTERM, then lets graphs in flight finish, closes every\n"
@@ -45,6 +47,9 @@ void print_serve_usage(std::FILE* out) {
                "  --tls-key FILE         the PEM private key of --tls-cert\n"
                "  --tls-ca FILE          require client certificates chained to this PEM CA\n"
                "                         (mutual TLS); also checks the master's certificate\n"
+               "  --op-library F         load the custom ops of op library F (a shared object\n"
+               "                         exporting genie_op_library_init; docs/custom-ops.md)\n"
+               "                         before serving; repeatable\n"
                "\n"
                "GENIE_* environment variables override these values as for any Genie\n"
                "program: GENIE_AUTH_TOKEN, GENIE_ALLOW_INSECURE, GENIE_TLS_CERT, GENIE_TLS_KEY, GENIE_TLS_CA,\n"
@@ -66,6 +71,7 @@ struct ServeOptions {
   bool insecure = false;
   std::string tls_cert, tls_key, tls_ca;
   bool help = false;
+  std::vector<std::string> op_libraries;
 };
 
 ServeOptions parse_args(int argc, char** argv) {
@@ -81,7 +87,8 @@ ServeOptions parse_args(int argc, char** argv) {
       continue;
     }
     if (a != "--host" && a != "--port" && a != "--auth-token-file" && a != "--threads" && a != "--grace-ms" &&
-        a != "--node-id" && a != "--join" && a != "--tls-cert" && a != "--tls-key" && a != "--tls-ca")
+        a != "--node-id" && a != "--join" && a != "--tls-cert" && a != "--tls-key" && a != "--tls-ca" &&
+        a != "--op-library")
       usage_error("unknown argument '" + a + "' (try 'genie help serve')");
     if (i + 1 >= argc) usage_error(a + " needs a value");
     const char* v = argv[++i];
@@ -100,6 +107,9 @@ ServeOptions parse_args(int argc, char** argv) {
       o.tls_key = v;
     } else if (a == "--tls-ca") {
       o.tls_ca = v;
+    } else if (a == "--op-library") {
+      if (!*v) usage_error("--op-library needs a path");
+      o.op_libraries.push_back(v);
     } else if (a == "--node-id") {
       o.node_id = v;
     } else if (a == "--join") {
@@ -157,6 +167,9 @@ int serve_command(int argc, char** argv) {
     check(genie_config_set_master_addr(config.get(), opt.join_host.c_str()) ||
               genie_config_set_master_port(config.get(), static_cast<int32_t>(opt.join_port)),
           "--join");
+
+  // Before the server exists, so that no client ever sees it without its ops.
+  for (const std::string& lib : opt.op_libraries) check(genie_op_library_load(lib.c_str()), "--op-library");
 
   // Signals are taken synchronously by sigwait below: blocked here, before
   // the server starts its threads, so that every thread inherits the mask

@@ -31,7 +31,7 @@ Attrs attrs(std::initializer_list<std::pair<const char*, AttrValue>> kv) {
 }
 
 std::vector<ValueType> infer(const std::string& op, const std::vector<ValueType>& in, const Attrs& a = {}) {
-  const OpSchema* s = find_op(op);
+  const OpSchemaPtr s = find_op(op);
   if (!s) throw std::runtime_error("no schema for " + op);
   return s->infer(in, a);
 }
@@ -67,7 +67,7 @@ TEST(OpTable, MatchesDocsOperatorsMd) {
 }
 
 TEST(OpTable, ArityAndAttrSpecs) {
-  const OpSchema* linear = find_op("linear");
+  const OpSchemaPtr linear = find_op("linear");
   ASSERT_NE(linear, nullptr);
   EXPECT_EQ(linear->min_inputs, 2);
   EXPECT_EQ(linear->max_inputs, 3);

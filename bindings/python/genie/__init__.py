@@ -17,7 +17,7 @@ from .core import (Context, Future, Graph, Node, OnnxModel, Server, Subscription
                    dtype_code, dtype_name, numpy_dtype, version, PHASES, MODALITIES, ROLES, HEALTH,
                    EVENT_NODE_JOINED, EVENT_NODE_LOST, EVENT_NODE_RECOVERED, EVENT_GPU_AVAILABLE,
                    EVENT_GPU_UNAVAILABLE, EVENT_GPU_OVERHEATED, EVENT_HEALTH_CHANGED,
-                   EVENT_BACKEND_SELECTED, EVENT_ALL)
+                   EVENT_BACKEND_SELECTED, EVENT_ALL, load_op_library, op_registered, unregister_op)
 from .errors import *  # noqa: F401,F403 (the exception classes)
 from .errors import GenieError, from_status
 
@@ -29,6 +29,7 @@ __all__ = ["Context", "Future", "Graph", "Node", "OnnxModel", "Server", "Subscri
            "PHASES", "MODALITIES", "ROLES", "HEALTH", "ABI_VERSION", "EVENT_NODE_JOINED",
            "EVENT_NODE_LOST", "EVENT_NODE_RECOVERED", "EVENT_GPU_AVAILABLE",
            "EVENT_GPU_UNAVAILABLE", "EVENT_GPU_OVERHEATED", "EVENT_HEALTH_CHANGED",
-           "EVENT_BACKEND_SELECTED", "EVENT_ALL"] + list(errors.__all__)
+           "EVENT_BACKEND_SELECTED", "EVENT_ALL", "load_op_library", "op_registered",
+           "unregister_op"] + list(errors.__all__)
 
 from . import errors  # noqa: E402

@@ -477,6 +477,19 @@ static PyObject *genie_py_callback_release(PyObject *token) {
 %}
 %nothread genie_py_set_error_factory;
 
+/* Custom ops: Python loads op libraries (genie.load_op_library); the
+ * registration itself and the callbacks' helpers are C only
+ * (docs/custom-ops.md, "Python"). */
+%ignore genie_op_register;
+%ignore genie_op_attr_int;
+%ignore genie_op_attr_float;
+%ignore genie_op_attr_string;
+%ignore genie_op_attr_ints;
+%ignore genie_op_attr_floats;
+%ignore genie_op_set_error;
+%ignore genie_op_desc;
+%ignore genie_op_tensor;
+
 /* genie_init is a macro; bindings call genie_init_abi with the ABI version
  * of the header they were built against (exported as GENIE_ABI_VERSION). */
 %include "genie.h"

@@ -495,6 +495,26 @@ class Subscription:
         return f"<genie.Subscription {self.id} {self.mask!r} {'active' if self.active else 'ended'}>"
 
 
+def load_op_library(path):
+    """Loads a vendor's op library (genie_op_library_load): a shared object
+    exporting genie_op_library_init, which registers its custom ops for this
+    process; graphs built afterwards use them by name, e.g.
+    ``g.node("acme.swish", "sw", ["x"])``. Loading a library twice does
+    nothing. Remote servers need the library too (``genie serve
+    --op-library``). docs/custom-ops.md."""
+    capi.genie_op_library_load(os.fspath(path))
+
+
+def op_registered(name):
+    """Whether custom op `name` is registered in this process."""
+    return bool(capi.genie_op_is_registered(str(name)))
+
+
+def unregister_op(name):
+    """Removes custom op `name` (genie_op_unregister); NotFoundError if none."""
+    capi.genie_op_unregister(str(name))
+
+
 def discover(host=None, port=None, dpdk_probe=False, *, timeout_ms=None, use_env=True):
     """Network discovery without a context (genie_discover), as a dict:
     "rdma", "dpdk", "dpdk_gpudev", "gpus", "tcp" (with `host`: whether the

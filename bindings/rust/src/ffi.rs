@@ -33,6 +33,7 @@ pub const GENIE_ERR_IO: i32 = -20;
 pub const GENIE_ERR_CANCELLED: i32 = -21;
 pub const GENIE_ERR_INTERNAL: i32 = -22;
 pub const GENIE_MAX_DIMS: u32 = 8;
+pub const GENIE_OP_LIBRARY_INIT: &[u8; 22usize] = b"genie_op_library_init\0";
 pub type __int32_t = ::std::os::raw::c_int;
 pub type __uint32_t = ::std::os::raw::c_uint;
 pub type __int64_t = ::std::os::raw::c_long;
@@ -1035,6 +1036,213 @@ extern "C" {
         out_weights: *mut *mut *mut genie_tensor_t,
         out_num_weights: *mut usize,
     ) -> genie_status_t;
+}
+#[doc = " A tensor as a callback sees it. Inference: `data` is NULL and `nbytes`"]
+#[doc = "  0; the callback fills dtype, ndim and shape of each output. Kernels:"]
+#[doc = "  `data` points to `nbytes` bytes of host memory (CPU kernels), dense and"]
+#[doc = "  row-major (`strides`, in elements, are the row-major strides of"]
+#[doc = "  `shape`), valid only during the call; inputs are read-only, outputs are"]
+#[doc = "  allocated by Genie with the inferred shape and every byte must be"]
+#[doc = "  written. An omitted optional input has dtype GENIE_DTYPE_INVALID."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct genie_op_tensor {
+    pub data: *mut ::std::os::raw::c_void,
+    pub nbytes: usize,
+    pub dtype: genie_dtype_t,
+    pub ndim: u32,
+    pub shape: [i64; 8usize],
+    pub strides: [i64; 8usize],
+}
+#[doc = " A tensor as a callback sees it. Inference: `data` is NULL and `nbytes`"]
+#[doc = "  0; the callback fills dtype, ndim and shape of each output. Kernels:"]
+#[doc = "  `data` points to `nbytes` bytes of host memory (CPU kernels), dense and"]
+#[doc = "  row-major (`strides`, in elements, are the row-major strides of"]
+#[doc = "  `shape`), valid only during the call; inputs are read-only, outputs are"]
+#[doc = "  allocated by Genie with the inferred shape and every byte must be"]
+#[doc = "  written. An omitted optional input has dtype GENIE_DTYPE_INVALID."]
+pub type genie_op_tensor_t = genie_op_tensor;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct genie_op_ctx {
+    _unused: [u8; 0],
+}
+#[doc = " The call a callback serves (one node's inference or kernel run):"]
+#[doc = "  attributes and the error message. Valid only during the callback."]
+pub type genie_op_ctx_t = genie_op_ctx;
+#[doc = " Shape and dtype inference: given the inputs' dtypes and shapes"]
+#[doc = "  (`inputs[0 .. n_inputs)`, data NULL) and the node's attributes (through"]
+#[doc = "  `ctx`), sets dtype, ndim and shape of every output (`outputs[0 .."]
+#[doc = "  n_outputs)`, n_outputs = the desc's num_outputs; they arrive zeroed)."]
+#[doc = "  Also the place to check inputs and attributes: return"]
+#[doc = "  GENIE_ERR_SHAPE_MISMATCH, GENIE_ERR_DTYPE_MISMATCH or"]
+#[doc = "  GENIE_ERR_INVALID_ATTRIBUTE with genie_op_set_error(). Runs whenever a"]
+#[doc = "  graph using the op is validated (validation, submission, planning)."]
+pub type genie_op_infer_fn = ::std::option::Option<
+    unsafe extern "C" fn(
+        ctx: *mut genie_op_ctx_t,
+        inputs: *const genie_op_tensor_t,
+        n_inputs: usize,
+        outputs: *mut genie_op_tensor_t,
+        n_outputs: usize,
+        user_data: *mut ::std::os::raw::c_void,
+    ) -> genie_status_t,
+>;
+#[doc = " A kernel: computes the outputs from the inputs (see genie_op_tensor_t)."]
+#[doc = "  The shapes are those inference gave."]
+pub type genie_op_kernel_fn = ::std::option::Option<
+    unsafe extern "C" fn(
+        ctx: *mut genie_op_ctx_t,
+        inputs: *const genie_op_tensor_t,
+        n_inputs: usize,
+        outputs: *mut genie_op_tensor_t,
+        n_outputs: usize,
+        user_data: *mut ::std::os::raw::c_void,
+    ) -> genie_status_t,
+>;
+#[doc = " Optional cost estimate for the scheduler: the floating-point operations"]
+#[doc = "  of one node, given its input and output types (data NULL). A negative"]
+#[doc = "  or NaN result means \"unknown\". Without it a custom op costs one FLOP per"]
+#[doc = "  output element plus the bytes it reads and writes."]
+pub type genie_op_flops_fn = ::std::option::Option<
+    unsafe extern "C" fn(
+        ctx: *mut genie_op_ctx_t,
+        inputs: *const genie_op_tensor_t,
+        n_inputs: usize,
+        outputs: *const genie_op_tensor_t,
+        n_outputs: usize,
+        user_data: *mut ::std::os::raw::c_void,
+    ) -> f64,
+>;
+#[doc = " What genie_op_register reads. Versioned by size: set struct_size to"]
+#[doc = "  sizeof(genie_op_desc_t) (GENIE_OP_DESC_SIZE_V1); fields are only ever"]
+#[doc = "  appended, and the library treats fields beyond a smaller struct_size"]
+#[doc = "  as zero. Zero-initialise it (`genie_op_desc_t d = {0};` or memset) so"]
+#[doc = "  unused fields are 0."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct genie_op_desc {
+    pub struct_size: usize,
+    #[doc = " \"acme.swish\": 1 to 64 characters of [A-Za-z0-9_.], starting with a"]
+    #[doc = "  letter, no \"..\", no trailing '.'. A vendor prefix (\"acme.\") keeps it"]
+    #[doc = "  clear of future built-in ops (built-in names never contain '.')."]
+    pub name: *const ::std::os::raw::c_char,
+    pub min_inputs: i32,
+    pub max_inputs: i32,
+    pub num_outputs: i32,
+    pub infer: genie_op_infer_fn,
+    pub cpu_kernel: genie_op_kernel_fn,
+    #[doc = " Reserved for the CUDA backend: must be NULL in this version (device"]
+    #[doc = "  pointers and the stream will come through genie_op_tensor_t and"]
+    #[doc = "  genie_op_ctx_t; docs/custom-ops.md, \"CUDA kernels\")."]
+    pub cuda_kernel: genie_op_kernel_fn,
+    pub flops: genie_op_flops_fn,
+    #[doc = " Passed to every callback. Owned by Genie once registration succeeds."]
+    pub user_data: *mut ::std::os::raw::c_void,
+    #[doc = " Optional: called once with user_data when the op is unregistered and"]
+    #[doc = "  no call of it is still running (on that thread, or on the last"]
+    #[doc = "  caller's). Not called for an op still registered when the process"]
+    #[doc = "  exits, nor when genie_op_register fails (the caller keeps user_data)."]
+    pub destroy: ::std::option::Option<unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void)>,
+}
+#[doc = " What genie_op_register reads. Versioned by size: set struct_size to"]
+#[doc = "  sizeof(genie_op_desc_t) (GENIE_OP_DESC_SIZE_V1); fields are only ever"]
+#[doc = "  appended, and the library treats fields beyond a smaller struct_size"]
+#[doc = "  as zero. Zero-initialise it (`genie_op_desc_t d = {0};` or memset) so"]
+#[doc = "  unused fields are 0."]
+pub type genie_op_desc_t = genie_op_desc;
+extern "C" {
+    #[doc = " Registers a custom operator for this process. `desc` and its strings"]
+    #[doc = "  are copied. Graphs built afterwards may use `desc->name`."]
+    #[doc = "  Errors: INVALID_ARGUMENT (desc NULL; struct_size smaller than the first"]
+    #[doc = "  version's fields; a NULL, empty, too long or badly formed name — the"]
+    #[doc = "  detail shows the offending character; a name that is a built-in op or"]
+    #[doc = "  an op already registered; input/output counts out of range; infer or"]
+    #[doc = "  cpu_kernel NULL), VERSION_MISMATCH (struct_size larger than this"]
+    #[doc = "  library's genie_op_desc_t and the extra bytes not all zero: the program"]
+    #[doc = "  was built against a newer genie.h), UNSUPPORTED (cuda_kernel set: no"]
+    #[doc = "  CUDA kernels in this version). On error nothing is registered and"]
+    #[doc = "  destroy is not called. Thread-safe."]
+    pub fn genie_op_register(desc: *const genie_op_desc_t) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Removes custom op `name`. Graphs already built keep their nodes but no"]
+    #[doc = "  longer validate or run (UNKNOWN_OP); kernels running now finish first,"]
+    #[doc = "  then destroy(user_data) runs. Errors: INVALID_ARGUMENT (name NULL),"]
+    #[doc = "  NOT_FOUND (no custom op of that name; built-in ops cannot be removed)."]
+    #[doc = "  Thread-safe; must not be called from a callback of the op."]
+    pub fn genie_op_unregister(name: *const ::std::os::raw::c_char) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " 1 if `name` is a registered custom op, else 0 (also for NULL and for"]
+    #[doc = "  built-in ops). Never fails."]
+    pub fn genie_op_is_registered(name: *const ::std::os::raw::c_char) -> ::std::os::raw::c_int;
+}
+#[doc = " Its type: registers the library's ops with genie_op_register and"]
+#[doc = "  returns GENIE_OK, or an error status (such as that of a failed"]
+#[doc = "  genie_op_register, whose detail genie_op_library_load passes on)."]
+pub type genie_op_library_init_fn = ::std::option::Option<unsafe extern "C" fn() -> genie_status_t>;
+extern "C" {
+    #[doc = " Loads an op library: a shared object that links libgenie and exports"]
+    #[doc = "  `genie_status_t genie_op_library_init(void)` (GENIE_OP_LIBRARY_INIT),"]
+    #[doc = "  which registers its ops. The library stays loaded for the life of the"]
+    #[doc = "  process. Loading the same file again does nothing and succeeds. This is"]
+    #[doc = "  how `genie serve --op-library PATH` and the bindings"]
+    #[doc = "  (genie.load_op_library in Python) get a vendor's ops."]
+    #[doc = "  Errors: INVALID_ARGUMENT (path NULL or empty), IO (the file cannot be"]
+    #[doc = "  loaded: the detail has dlopen's reason), NOT_FOUND (it does not export"]
+    #[doc = "  genie_op_library_init), or the error its init returned (the detail"]
+    #[doc = "  names the library). Thread-safe."]
+    pub fn genie_op_library_load(path: *const ::std::os::raw::c_char) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Attribute `name` of the node, for callbacks. The string and arrays are"]
+    #[doc = "  borrowed: valid until the callback returns. An int attribute is"]
+    #[doc = "  accepted by the float getters (converted). Errors: INVALID_ARGUMENT"]
+    #[doc = "  (ctx, name or an out-parameter NULL), NOT_FOUND (the node has no such"]
+    #[doc = "  attribute), INVALID_ATTRIBUTE (it has another type; the detail says"]
+    #[doc = "  which)."]
+    pub fn genie_op_attr_int(
+        ctx: *const genie_op_ctx_t,
+        name: *const ::std::os::raw::c_char,
+        out: *mut i64,
+    ) -> genie_status_t;
+}
+extern "C" {
+    pub fn genie_op_attr_float(
+        ctx: *const genie_op_ctx_t,
+        name: *const ::std::os::raw::c_char,
+        out: *mut f64,
+    ) -> genie_status_t;
+}
+extern "C" {
+    pub fn genie_op_attr_string(
+        ctx: *const genie_op_ctx_t,
+        name: *const ::std::os::raw::c_char,
+        out: *mut *const ::std::os::raw::c_char,
+    ) -> genie_status_t;
+}
+extern "C" {
+    pub fn genie_op_attr_ints(
+        ctx: *const genie_op_ctx_t,
+        name: *const ::std::os::raw::c_char,
+        out: *mut *const i64,
+        out_len: *mut usize,
+    ) -> genie_status_t;
+}
+extern "C" {
+    pub fn genie_op_attr_floats(
+        ctx: *const genie_op_ctx_t,
+        name: *const ::std::os::raw::c_char,
+        out: *mut *const f64,
+        out_len: *mut usize,
+    ) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Sets the message that goes with the error status the callback is about"]
+    #[doc = "  to return (copied; the last call wins). Without it the detail names the"]
+    #[doc = "  status only. Errors: INVALID_ARGUMENT (ctx or message NULL)."]
+    pub fn genie_op_set_error(ctx: *mut genie_op_ctx_t, message: *const ::std::os::raw::c_char) -> genie_status_t;
 }
 #[doc = " Completion callback. Runs once, on a Genie thread (an executor worker in"]
 #[doc = "  embedded mode, the context's loop thread in remote mode) — or on the"]

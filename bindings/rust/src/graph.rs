@@ -47,6 +47,11 @@ impl Graph {
         Ok(Graph { raw: NonNull::new(raw).expect("genie_graph_from_json gave NULL") })
     }
 
+    /// Takes ownership of a graph handle Genie returned.
+    pub(crate) unsafe fn from_raw(raw: *mut ffi::genie_graph_t) -> Graph {
+        Graph { raw: NonNull::new(raw).expect("Genie returned a NULL graph") }
+    }
+
     pub(crate) fn raw(&self) -> *const ffi::genie_graph_t {
         self.raw.as_ptr()
     }

@@ -38,11 +38,13 @@ pub mod ffi;
 
 mod error;
 mod graph;
+mod onnx;
 mod tensor;
 
 pub use cluster::{discover, Event, EventKind, EventMask, Subscription};
 pub use error::{Error, ErrorKind, Result};
 pub use graph::{Graph, Node};
+pub use onnx::{load_op_library, op_registered, OnnxModel};
 pub use tensor::{Element, Tensor, TensorInfo};
 
 use std::ffi::{CStr, CString};

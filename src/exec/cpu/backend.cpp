@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "exec/cpu/calibrate.hpp"
 #include "exec/cpu/kernels.hpp"
+#include "exec/custom_kernels.hpp"
 
 namespace genie::cpu {
 
@@ -64,7 +65,10 @@ void CpuBackend::copy_device(const Buffer& src, size_t src_offset, Buffer& dst, 
   if (n) std::memmove(dst.data() + dst_offset, src.data() + src_offset, n);
 }
 
-KernelFn CpuBackend::find_kernel(const std::string& op) const { return cpu::find_kernel(op); }
+KernelFn CpuBackend::find_kernel(const std::string& op) const {
+  if (KernelFn fn = cpu::find_kernel(op)) return fn;
+  return custom_kernel_entry(kind_, op);  // a custom op's CPU kernel (docs/custom-ops.md)
+}
 
 void CpuBackend::convert(const TensorData& src, TensorData& dst, Queue*) { convert_into(src, dst); }
 
