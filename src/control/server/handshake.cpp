@@ -34,6 +34,7 @@ void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHe
     const std::string want = hmac_sha256(opts.auth_token, p->nonce + p->hello.node_id());
     const bool ok =
         m.mac().size() == want.size() && CRYPTO_memcmp(m.mac().data(), want.data(), want.size()) == 0;
+    if (!ok) auth_failed(*p);
     check(ok, GENIE_ERR_AUTH, "the AuthResponse of node '", p->hello.node_id(),
           "' does not prove it holds this server's token (check GENIE_AUTH_TOKEN on both sides)");
     p->hello_rid = h.request_id;  // Welcome now answers the AuthResponse
@@ -51,6 +52,7 @@ void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHe
     p->session->data.push_back(p.get());
     p->handshake_timer.reset();
     p->conn->set_buffer_sizes(4 << 20);
+    authenticated(*p);
     {
       std::lock_guard<std::mutex> lk(data_mu);
       ++data_connections[p->conn->transport()];
@@ -116,6 +118,9 @@ void Server::Impl::admit(const std::shared_ptr<Peer>& p) {
     log(LogLevel::Info, "server: session ", s->serial(), " resumed by ", p->hello.node_id(), " from ",
         p->name, " with ", s->num_tensors(), " tensors");
   } else {
+    check(opts.max_sessions == 0 || sessions.size() < static_cast<size_t>(opts.max_sessions),
+          GENIE_ERR_CONNECTION, "the server has ", sessions.size(),
+          " sessions, its limit (genie serve --max-sessions)");
     s = std::make_shared<Session>(next_session_serial++, random_bytes(kTokenBytes), p->hello.node_id(),
                                   counters);
     s->client_role = p->hello.role();
@@ -130,6 +135,7 @@ void Server::Impl::admit(const std::shared_ptr<Peer>& p) {
   p->handshake_timer.reset();
   p->hello.Clear();
   p->nonce.clear();
+  authenticated(*p);
   send(*p, MsgType::Welcome, p->hello_rid, welcome(*s, resumed));
 }
 

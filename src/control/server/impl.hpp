@@ -20,6 +20,7 @@
 #include <random>
 #include <unordered_map>
 
+#include "control/admission.hpp"
 #include "control/client.hpp"
 #include "control/connection.hpp"
 #include "control/graph_cache.hpp"
@@ -35,6 +36,7 @@
 #include "dataplane/registry.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/log_limiter.hpp"
 #include "exec/executor.hpp"
 #include "exec/overhead.hpp"
 #include "genie.pb.h"
@@ -57,13 +59,16 @@ struct Peer : std::enable_shared_from_this<Peer> {
   enum class State { Fresh, AwaitAuth, Control, Data };
   State state = State::Fresh;
   std::shared_ptr<Connection> conn;
-  std::string name;  // "ip:port", for logs
+  std::string name;    // "ip:port", for logs
+  std::string source;  // the address part of `name`, counted by Admission
+  bool admitted = false;  // counted by Admission until on_close
   std::shared_ptr<Session> session;
   std::string nonce;       // the challenge sent (AwaitAuth)
   wire::Hello hello;       // kept from Hello until the AuthResponse
   uint64_t hello_rid = 0;  // echoed by Welcome: the Hello's or AuthResponse's request id
   std::unique_ptr<Timer> handshake_timer;
   int pending_writes = 0;  // frames handed to the connection, not yet written
+  uint64_t pending_bytes = 0;  // their header and message bytes
   // Once set, further frames are ignored and the connection closes as soon as
   // its queued replies are written (so an ErrorReply reaches the client).
   bool closing = false;
@@ -152,6 +157,15 @@ struct Server::Impl {
   void close_when_flushed(Peer& p, genie_status_t status, const std::string& detail);
   wire::Welcome welcome(const Session& s, bool resumed) const;
 
+  // The peer's handshake succeeded: it may send messages up to
+  // max_message_bytes from now on.
+  void authenticated(Peer& p);
+  // An AuthResponse of `p` did not prove the token: its source backs off.
+  void auth_failed(Peer& p);
+  // Every few seconds (loop thread): ends idle sessions, flushes the log
+  // limiter's summary.
+  void housekeeping();
+
   void end_session(const std::shared_ptr<Session>& s, const char* why);
   void control_lost(const std::shared_ptr<Session>& s);
 
@@ -185,6 +199,13 @@ struct Server::Impl {
   std::vector<std::string> data_transports_offered;  // the transports of `listeners`
   std::unordered_map<Peer*, std::shared_ptr<Peer>> peers;
   std::unordered_map<std::string, std::shared_ptr<Session>> sessions;  // by token
+  // Bounds on connections and failed authentications, per source.
+  Admission admission{opts.max_connections, opts.max_connections_per_source};
+  // Refused connections are logged at a bounded rate.
+  LogLimiter refusal_log{"refused-connection", 20, 10000};
+  // Bytes of messages still arriving, all connections together.
+  std::shared_ptr<dataplane::MessageBudget> message_budget;
+  std::unique_ptr<Timer> housekeeping_timer;
   GraphCache graphs;
   delta::BaseTable bases;  // graph texts deltas may name, by SHA-256
   uint64_t next_session_serial = 1;

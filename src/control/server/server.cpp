@@ -75,6 +75,16 @@ Server::Impl::Impl(ServerOptions o)
         opts.handshake_timeout_ms, " ms must be positive");
   check(opts.session_grace_ms >= 0, GENIE_ERR_INVALID_ARGUMENT, "session grace ", opts.session_grace_ms,
         " ms must not be negative");
+  check(opts.session_idle_ms >= 0, GENIE_ERR_INVALID_ARGUMENT, "session idle timeout ", opts.session_idle_ms,
+        " ms must not be negative");
+  check(opts.max_connections >= 0 && opts.max_connections_per_source >= 0 && opts.max_sessions >= 0,
+        GENIE_ERR_INVALID_ARGUMENT, "connection and session limits must not be negative");
+  check(opts.handshake_max_message >= 4096, GENIE_ERR_INVALID_ARGUMENT, "handshake message limit ",
+        opts.handshake_max_message, " bytes is below 4096");
+  opts.handshake_max_message = std::min(opts.handshake_max_message, opts.max_message_bytes);
+  if (opts.max_incomplete_bytes == 0)
+    opts.max_incomplete_bytes = std::max<uint64_t>(uint64_t{256} << 20, opts.max_message_bytes);
+  message_budget = std::make_shared<dataplane::MessageBudget>(opts.max_incomplete_bytes);
   if (opts.host.empty()) opts.host = "127.0.0.1";
   check_auth_token(opts.auth_token, "auth token");
   if (opts.auth_token.empty() && !is_loopback(opts.host)) {
@@ -104,6 +114,7 @@ void Server::Impl::listen(std::promise<void>& bound) {
     dataplane::ChannelOptions co;
     co.max_message = opts.max_message_bytes;
     co.nodelay = true;  // requests and replies are small: never wait for Nagle
+    co.budget = message_budget;
     auto tcp = dataplane::find_transport("tcp");
     auto l = tcp->listen(loop.loop(), cat(opts.host, ":", opts.port), co,
                          [this](dataplane::Listener& l) { on_accept(l, "tcp"); });
@@ -133,6 +144,12 @@ void Server::Impl::listen(std::promise<void>& bound) {
       std::lock_guard<std::mutex> lk(data_mu);
       for (const Listening& x : listeners) data_transports_offered.push_back(x.transport);
     }
+    // Idle sessions are looked for a few times per idle period (at least
+    // every 10 s, to flush the refusal log's summary).
+    const uint64_t every =
+        opts.session_idle_ms > 0 ? std::clamp<uint64_t>(opts.session_idle_ms / 4, 50, 10000) : 10000;
+    housekeeping_timer = std::make_unique<Timer>(loop.loop());
+    housekeeping_timer->start(every, [this] { housekeeping(); }, every);
     bound.set_value();
   } catch (...) {
     for (auto& x : listeners) x.listener->close();
@@ -155,12 +172,22 @@ void Server::Impl::on_accept(dataplane::Listener& listener, const std::string& t
   };
   p->conn = Connection::accept(listener, transport, std::move(handlers));
   p->name = p->conn->peer();
+  p->source = source_of(p->name);
   peers.emplace(p.get(), p);
   if (p->conn->closed()) return;  // the accept failed: on_close reports it and forgets the peer
   if (stopping) {
     p->conn->close(GENIE_ERR_SHUTDOWN, "the server is stopping");
     return;
   }
+  // Until it has authenticated, a peer may send small messages only.
+  p->conn->set_max_message(opts.handshake_max_message);
+  genie_status_t why = GENIE_OK;
+  const std::string refusal = admission.admit(p->source, &why);
+  if (!refusal.empty()) {
+    refuse(*p, 0, why, refusal);
+    return;
+  }
+  p->admitted = true;
   p->handshake_timer = std::make_unique<Timer>(loop.loop());
   const auto timeout = static_cast<uint64_t>(opts.handshake_timeout_ms);
   p->handshake_timer->start(timeout, [wp, timeout] {
@@ -180,11 +207,14 @@ void Server::Impl::on_close(const std::shared_ptr<Peer>& p, genie_status_t statu
     status = p->close_status;
     detail = p->close_detail;
   }
-  const bool refused = status != GENIE_OK && status != GENIE_ERR_CONNECTION && status != GENIE_ERR_SHUTDOWN;
+  const bool refused = status != GENIE_OK && status != GENIE_ERR_SHUTDOWN &&
+                       (status != GENIE_ERR_CONNECTION || !p->admitted);
+  if (p->admitted) admission.release(p->source);
+  p->admitted = false;
   if (refused) {
     counters.connections_refused.fetch_add(1, std::memory_order_relaxed);
-    log(LogLevel::Warn, "server: closed connection from ", p->name.empty() ? "?" : p->name, ": ",
-        refusal_kind(status), ": ", detail);
+    refusal_log.write(LogLevel::Warn, cat("server: closed connection from ", p->name.empty() ? "?" : p->name,
+                                          ": ", refusal_kind(status), ": ", detail));
   } else {
     log(LogLevel::Debug, "server: connection from ", p->name, " closed: ", detail);
   }
@@ -200,6 +230,30 @@ void Server::Impl::on_close(const std::shared_ptr<Peer>& p, genie_status_t statu
   }
   peers.erase(p.get());
   maybe_finish_stop();
+}
+
+void Server::Impl::authenticated(Peer& p) {
+  p.conn->set_max_message(opts.max_message_bytes);
+  if (p.session) p.session->last_active_ms = uv_now(loop.loop());
+  admission.auth_succeeded(p.source);
+}
+
+void Server::Impl::auth_failed(Peer& p) {
+  const int64_t ms = admission.auth_failed(p.source);
+  if (ms > 0)
+    refusal_log.write(LogLevel::Warn, cat("server: repeated failed authentications from ", p.source,
+                                          ": refusing its connections for ", ms, " ms"));
+}
+
+void Server::Impl::housekeeping() {
+  refusal_log.flush();
+  if (opts.session_idle_ms <= 0) return;
+  const uint64_t now = uv_now(loop.loop());
+  const auto idle = static_cast<uint64_t>(opts.session_idle_ms);
+  std::vector<std::shared_ptr<Session>> expired;
+  for (auto& [token, s] : sessions)
+    if (now - s->last_active_ms >= idle) expired.push_back(s);
+  for (auto& s : expired) end_session(s, cat("idle for ", now - s->last_active_ms, " ms").c_str());
 }
 
 // ---------------------------------------------------------------------------
@@ -290,6 +344,7 @@ void Server::wait() {
   impl->loop.stop([impl] {
     if (impl->opts.on_stop) impl->opts.on_stop();
     impl->stop_timer.reset();
+    impl->housekeeping_timer.reset();
     impl->peers.clear();
     impl->sessions.clear();
   });
