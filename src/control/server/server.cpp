@@ -150,6 +150,9 @@ void Server::Impl::listen(std::promise<void>& bound) {
         opts.session_idle_ms > 0 ? std::clamp<uint64_t>(opts.session_idle_ms / 4, 50, 10000) : 10000;
     housekeeping_timer = std::make_unique<Timer>(loop.loop());
     housekeeping_timer->start(every, [this] { housekeeping(); }, every);
+    // Closed before the loop's teardown walk, also when the constructor
+    // fails after this point (joining a master) and wait() never runs.
+    loop.add_close_hook([this] { housekeeping_timer.reset(); });
     bound.set_value();
   } catch (...) {
     for (auto& x : listeners) x.listener->close();
