@@ -16,7 +16,9 @@
 #   5. failed authentications back off per source (connections refused for a
 #      growing interval) and their log lines are rate-limited with a summary;
 #   6. a session that receives nothing past the idle timeout ends and frees
-#      its tensors; one that heartbeats is kept.
+#      its tensors; one that heartbeats is kept;
+#   7. a heartbeat claiming a registered worker's node id from another
+#      session is refused (it cannot mark the worker alive or rewrite it).
 set -euo pipefail
 source "$(dirname "$0")/lib/servers.sh"
 TOOL="$B/tests/itest_remote_tool"
@@ -219,3 +221,25 @@ grep -q "ended (idle for" "$TMP/idle.err" || fail "no log line for the idle sess
 sleep 2
 [ "$(tensors)" = "4" ] || fail "the heartbeating session was expired too: $(tensors) held"
 echo "ok 6: an idle session expires and frees its tensors; a live one stays"
+
+# --- 7. a worker's record belongs to its session ----------------------------
+unset GENIE_MASTER_ADDR GENIE_MASTER_PORT
+start_server master7 --node-id m7
+M7=$PORT
+start_server worker7 --node-id w7 --join 127.0.0.1:$M7
+$PY - "$M7" <<'PY' || fail "step 7"
+import json, sys
+from rawpeer import *
+port = int(sys.argv[1])
+s = session(port, "w7")
+status = json.dumps({"id": "w7", "host": "spoof", "role": "worker", "last_heartbeat_ms": 0,
+                     "gpus": [{"index": 0, "name": "invented", "memory_total": 1 << 40}]})
+s.sendall(frame(HEARTBEAT, field_bytes(1, status), 2))
+mtype, msg = read_frame(s)
+assert mtype == ERROR_REPLY and b"registered by another session" in msg, (mtype, msg[:300])
+print("spoofed heartbeat refused")
+PY
+"$GENIE" top 127.0.0.1:$M7 --once >"$TMP/top7.out" 2>&1 || fail "genie top: $(cat "$TMP/top7.out")"
+grep -q w7 "$TMP/top7.out" || fail "the worker is not in the view: $(cat "$TMP/top7.out")"
+! grep -q invented "$TMP/top7.out" || fail "the spoofed status reached the view"
+echo "ok 7: a registered worker's node id cannot be heartbeated by another session"

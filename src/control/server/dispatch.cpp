@@ -194,6 +194,10 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       try {
         check(opts.on_heartbeat != nullptr, GENIE_ERR_UNSUPPORTED,
               "this server does not track cluster nodes");
+        auto w = worker_nodes.find(p->session->client_node());
+        check(w == worker_nodes.end() || w->second == p->session.get(), GENIE_ERR_AUTH, "node '",
+              p->session->client_node(),
+              "' is a worker registered by another session: only that session heartbeats for it");
         wire::HeartbeatReply r;
         opts.on_heartbeat(p->name, p->session->client_node(), m, r);
         send(*p, MsgType::HeartbeatReply, rid, r);

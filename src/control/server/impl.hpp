@@ -218,6 +218,10 @@ struct Server::Impl {
   // client calls, made on the task thread; as a worker, its session on the
   // master.
   std::unique_ptr<Orchestrator> workers;  // null: no multi-node (WorkerRegister refused)
+  // Registered workers' node ids and the sessions that registered them
+  // (loop thread): a heartbeat for such a node from any other session is
+  // refused, so nobody else can mark it alive or rewrite its status.
+  std::unordered_map<std::string, const Session*> worker_nodes;
   TaskThread tasks;
   std::shared_ptr<RemoteClient> master_link;
   // Tickets handed out by TensorExport, by ticket (loop thread): each names

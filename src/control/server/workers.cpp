@@ -172,8 +172,13 @@ void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
                  for (const wire::DeviceInfo& d : m.devices()) names.push_back(d.device());
                  opts.on_worker(m.node_id(), m.host(), static_cast<int>(m.port()), names, true);
                }
-               loop.post([this, wp, rid] {
-                 if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::Ok, rid, wire::Ok());
+               loop.post([this, wp, rid, node = m.node_id()] {
+                 auto peer = wp.lock();
+                 if (!peer || peer->closing) return;
+                 // Only this session heartbeats for the node from now on.
+                 if (peer->session && peer->session->control == peer.get())
+                   worker_nodes[node] = peer->session.get();
+                 send(*peer, MsgType::Ok, rid, wire::Ok());
                });
              });
   } catch (const Error& e) {
@@ -182,6 +187,7 @@ void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
 }
 
 void Server::Impl::worker_session_gone(const Session& s) {
+  std::erase_if(worker_nodes, [&](const auto& e) { return e.second == &s; });
   std::shared_ptr<RemoteClient> c = workers ? workers->leave(&s) : nullptr;
   if (c && opts.on_worker) opts.on_worker(s.client_node(), "", 0, {}, false);
   // Closing says goodbye and may wait: not on this thread.
