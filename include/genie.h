@@ -391,7 +391,8 @@ GENIE_API genie_status_t genie_config_set_session_grace_ms(
  *  tensors are freed and its connections closed, so abandoned sessions hold
  *  no memory or file descriptors. A live client heartbeats to its server
  *  (genie_config_set_heartbeat_interval_ms) and pings it while it waits, so
- *  only a client that stopped does.
+ *  only a client that stopped does. Sessions of peer servers (a master's on
+ *  its workers) are exempt: they end with their connection.
  *  Environment: GENIE_SESSION_IDLE (milliseconds).
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative). */
 GENIE_API genie_status_t genie_config_set_session_idle_ms(

@@ -3,7 +3,9 @@
 // it, marks a node lost once it has been silent past the heartbeat timeout
 // (checked every heartbeat interval), forgets lost nodes after ten
 // timeouts, and answers each heartbeat with its view: itself (with its own
-// GPUs and health) and every node it tracks. It runs on the server's loop
+// GPUs and health) and every node it tracks. Bounded: at most 4096 nodes,
+// 16 KiB per node status, a view of at most 4 MiB (nodes past it left out,
+// lost ones first) rebuilt at most every 200 ms. It runs on the server's loop
 // thread through the ServerOptions hooks; node joins, losses and returns
 // are logged at INFO.
 //

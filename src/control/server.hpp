@@ -53,12 +53,15 @@ struct ServerOptions {
   uint64_t max_incomplete_bytes = 0;
   // Connections open at once, in total and from one source address, and
   // sessions; 0: no limit. Connections past a limit are refused at once.
+  // max_connections is lowered to 3/4 of the open-file limit, so that
+  // accept() never fails for want of a descriptor.
   int max_connections = 1024;
   int max_connections_per_source = 128;
   int max_sessions = 1024;
   // A session that receives nothing for this long ends (its tensors are
   // freed, its connections closed); 0: never. A live client heartbeats
-  // (and pings while it waits), so only abandoned sessions idle.
+  // (and pings while it waits), so only abandoned sessions idle. Sessions
+  // opened with the server role (a master's on its workers) are exempt.
   int64_t session_idle_ms = 600000;
   // Reply bytes queued to one connection and not yet taken by the kernel: a
   // peer past it (sending requests without reading the replies) is cut off.

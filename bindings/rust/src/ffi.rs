@@ -310,7 +310,8 @@ extern "C" {
     #[doc = "  tensors are freed and its connections closed, so abandoned sessions hold"]
     #[doc = "  no memory or file descriptors. A live client heartbeats to its server"]
     #[doc = "  (genie_config_set_heartbeat_interval_ms) and pings it while it waits, so"]
-    #[doc = "  only a client that stopped does."]
+    #[doc = "  only a client that stopped does. Sessions of peer servers (a master's on"]
+    #[doc = "  its workers) are exempt: they end with their connection."]
     #[doc = "  Environment: GENIE_SESSION_IDLE (milliseconds)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative)."]
     pub fn genie_config_set_session_idle_ms(config: *mut genie_config_t, idle_ms: i64) -> genie_status_t;

@@ -1,5 +1,6 @@
 // Server setup, accepting connections, stopping, and the public Server.
 #include <arpa/inet.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -85,6 +86,18 @@ Server::Impl::Impl(ServerOptions o)
   if (opts.max_incomplete_bytes == 0)
     opts.max_incomplete_bytes = std::max<uint64_t>(uint64_t{256} << 20, opts.max_message_bytes);
   message_budget = std::make_shared<dataplane::MessageBudget>(opts.max_incomplete_bytes);
+  // Connections past the file-descriptor limit would fail in accept() with
+  // no answer to the peer: the limit leaves room for the server's own files.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY && files.rlim_cur > 32) {
+    const auto room = static_cast<int>(std::min<rlim_t>(files.rlim_cur - files.rlim_cur / 4, 1 << 30));
+    if (opts.max_connections == 0 || opts.max_connections > room) {
+      log(LogLevel::Info, "server: at most ", room, " connections (", files.rlim_cur,
+          " open files allowed: ulimit -n)");
+      opts.max_connections = room;
+    }
+  }
+  admission = Admission(opts.max_connections, opts.max_connections_per_source);
   if (opts.host.empty()) opts.host = "127.0.0.1";
   check_auth_token(opts.auth_token, "auth token");
   if (opts.auth_token.empty() && !is_loopback(opts.host)) {
@@ -254,8 +267,11 @@ void Server::Impl::housekeeping() {
   const uint64_t now = uv_now(loop.loop());
   const auto idle = static_cast<uint64_t>(opts.session_idle_ms);
   std::vector<std::shared_ptr<Session>> expired;
+  // A peer server's session (a master's on its worker, a server's for
+  // direct transfers) carries no heartbeats and may hold placed weights for
+  // hours between uses: it ends with its connection (and grace) only.
   for (auto& [token, s] : sessions)
-    if (now - s->last_active_ms >= idle) expired.push_back(s);
+    if (s->client_role != GENIE_NODE_ROLE_SERVER && now - s->last_active_ms >= idle) expired.push_back(s);
   for (auto& s : expired) end_session(s, cat("idle for ", now - s->last_active_ms, " ms").c_str());
 }
 
