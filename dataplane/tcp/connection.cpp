@@ -273,11 +273,10 @@ struct Connection::Impl {
         case Stage::Message:
           need = frame.msg_len - got;
           if (!grow_message(got + static_cast<size_t>(std::min<uint64_t>(n, need)))) {
-            owner->close(GENIE_ERR_TOO_LARGE,
-                         cat("messages still arriving already hold ", budget->used(), " bytes (limit ",
-                             budget->limit(), "): a ", frame.msg_len, "-byte ",
-                             frame_type_label(handlers.types, frame.type), " message from ", peer,
-                             " was refused"));
+            owner->close(GENIE_ERR_TOO_LARGE, cat("messages still arriving already hold ", budget->used(),
+                                                  " bytes (limit ", budget->limit(), "): a ", frame.msg_len,
+                                                  "-byte ", frame_type_label(handlers.types, frame.type),
+                                                  " message from ", peer, " was refused"));
             return;
           }
           dst = msg.data() + got;

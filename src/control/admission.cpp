@@ -23,16 +23,17 @@ std::string Admission::admit(const std::string& source, genie_status_t* status, 
   auto b = backoff_.find(source);
   if (b != backoff_.end() && now < b->second.refused_until) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(b->second.refused_until - now);
-    return cat(b->second.failures, " failed authentications from ", source, ": connections from it are refused for ",
-               left.count() + 1, " ms more");
+    return cat(b->second.failures, " failed authentications from ", source,
+               ": connections from it are refused for ", left.count() + 1, " ms more");
   }
   *status = GENIE_ERR_CONNECTION;
   if (max_connections_ > 0 && total_ >= static_cast<size_t>(max_connections_))
     return cat("the server has ", total_, " connections, its limit (genie serve --max-connections)");
   int& mine = per_source_[source];
   if (max_per_source_ > 0 && mine >= max_per_source_) {
-    return cat(source, " has ", max_per_source_,
-               " connections to this server, the limit per address (genie serve --max-connections-per-source)");
+    return cat(
+        source, " has ", max_per_source_,
+        " connections to this server, the limit per address (genie serve --max-connections-per-source)");
   }
   ++mine;
   ++total_;
@@ -71,7 +72,8 @@ void Admission::forget_stale(Clock::time_point now) {
   if (backoff_.size() < kMaxRecords) return;
   auto oldest = backoff_.end();
   for (auto it = backoff_.begin(); it != backoff_.end();) {
-    if (now - it->second.last_failure > std::chrono::milliseconds(kForgetMs) && now >= it->second.refused_until) {
+    if (now - it->second.last_failure > std::chrono::milliseconds(kForgetMs) &&
+        now >= it->second.refused_until) {
       it = backoff_.erase(it);
       continue;
     }

@@ -1,11 +1,11 @@
 // `genie serve`: run a Genie server until SIGINT or SIGTERM.
 #include <pthread.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -168,16 +168,19 @@ int serve_command(int argc, char** argv) {
   if (opt.session_idle_ms >= 0)
     check(genie_config_set_session_idle_ms(config.get(), opt.session_idle_ms), "--session-idle-ms");
   if (opt.handshake_timeout_ms >= 0)
-    check(genie_config_set_handshake_timeout_ms(config.get(), opt.handshake_timeout_ms), "--handshake-timeout-ms");
+    check(genie_config_set_handshake_timeout_ms(config.get(), opt.handshake_timeout_ms),
+          "--handshake-timeout-ms");
   if (opt.max_connections >= 0)
-    check(genie_config_set_max_connections(config.get(), static_cast<int32_t>(std::min(opt.max_connections, 1L << 30))),
+    check(genie_config_set_max_connections(config.get(),
+                                           static_cast<int32_t>(std::min(opt.max_connections, 1L << 30))),
           "--max-connections");
   if (opt.max_connections_per_source >= 0)
     check(genie_config_set_max_connections_per_source(
               config.get(), static_cast<int32_t>(std::min(opt.max_connections_per_source, 1L << 30))),
           "--max-connections-per-source");
   if (opt.max_sessions >= 0)
-    check(genie_config_set_max_sessions(config.get(), static_cast<int32_t>(std::min(opt.max_sessions, 1L << 30))),
+    check(genie_config_set_max_sessions(config.get(),
+                                        static_cast<int32_t>(std::min(opt.max_sessions, 1L << 30))),
           "--max-sessions");
   if (!opt.join_host.empty())
     check(genie_config_set_master_addr(config.get(), opt.join_host.c_str()) ||

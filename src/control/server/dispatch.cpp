@@ -235,7 +235,8 @@ void Server::Impl::send(Peer& p, MsgType type, uint64_t rid, const google::proto
   // exists anyway (a client may have several large reads in flight).
   const uint64_t size = wire::kHeaderSize + bytes.size();
   if (p.pending_writes > 0 && p.pending_bytes + size > opts.max_queued_reply_bytes) {
-    p.conn->close(GENIE_ERR_PROTOCOL, cat(p.pending_bytes, " bytes of replies queued: the client does not read them"));
+    p.conn->close(GENIE_ERR_PROTOCOL,
+                  cat(p.pending_bytes, " bytes of replies queued: the client does not read them"));
     return;
   }
   const uint32_t flags = type == MsgType::ErrorReply ? wire::kFlagError : 0;

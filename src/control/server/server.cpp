@@ -162,7 +162,8 @@ void Server::Impl::listen(std::promise<void>& bound) {
     const uint64_t every =
         opts.session_idle_ms > 0 ? std::clamp<uint64_t>(opts.session_idle_ms / 4, 50, 10000) : 10000;
     housekeeping_timer = std::make_unique<Timer>(loop.loop());
-    housekeeping_timer->start(every, [this] { housekeeping(); }, every);
+    housekeeping_timer->start(
+        every, [this] { housekeeping(); }, every);
     // Closed before the loop's teardown walk, also when the constructor
     // fails after this point (joining a master) and wait() never runs.
     loop.add_close_hook([this] { housekeeping_timer.reset(); });
@@ -223,8 +224,8 @@ void Server::Impl::on_close(const std::shared_ptr<Peer>& p, genie_status_t statu
     status = p->close_status;
     detail = p->close_detail;
   }
-  const bool refused = status != GENIE_OK && status != GENIE_ERR_SHUTDOWN &&
-                       (status != GENIE_ERR_CONNECTION || !p->admitted);
+  const bool refused =
+      status != GENIE_OK && status != GENIE_ERR_SHUTDOWN && (status != GENIE_ERR_CONNECTION || !p->admitted);
   if (p->admitted) admission.release(p->source);
   p->admitted = false;
   if (refused) {

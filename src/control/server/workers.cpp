@@ -107,8 +107,8 @@ void check_own_address(const std::string& host, const std::string& from, bool de
   }
   freeaddrinfo(res);
   check(match, GENIE_ERR_INVALID_ARGUMENT, "worker address '", host, "'",
-        detail ? cat(" (", found, ")") : std::string(), " is not the address the registration comes from (", from,
-        "): a worker registers the address it connects from (genie serve --host / --advertise-host)");
+        detail ? cat(" (", found, ")") : std::string(), " is not the address the registration comes from (",
+        from, "): a worker registers the address it connects from (genie serve --host / --advertise-host)");
 }
 
 }  // namespace
