@@ -26,6 +26,7 @@
 
 #include <uv.h>
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -128,6 +129,33 @@ namespace tcp {
 class TlsContext;
 }
 
+// Bytes that messages still arriving may hold, shared by every channel of
+// one owner (a server's listeners): a transport that buffers a message as
+// its bytes arrive charges what it allocates here and gives it back once the
+// message is handed over (or the channel closes). A channel whose message
+// would pass the limit is closed with GENIE_ERR_TOO_LARGE, so that many
+// peers each sending part of a large message cannot together exhaust the
+// owner's memory. Any thread.
+class MessageBudget {
+ public:
+  explicit MessageBudget(uint64_t limit) : limit_(limit) {}
+  // Takes n bytes; false (taking nothing) when that would pass the limit.
+  bool take(uint64_t n) {
+    uint64_t used = used_.load(std::memory_order_relaxed);
+    do {
+      if (n > limit_ || used > limit_ - n) return false;
+    } while (!used_.compare_exchange_weak(used, used + n, std::memory_order_relaxed));
+    return true;
+  }
+  void give(uint64_t n) { used_.fetch_sub(n, std::memory_order_relaxed); }
+  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+  uint64_t limit() const { return limit_; }
+
+ private:
+  const uint64_t limit_;
+  std::atomic<uint64_t> used_{0};
+};
+
 struct ChannelOptions {
   uint32_t max_message = kDefaultMaxMessage;  // larger messages are refused, both ways
   bool nodelay = false;                       // latency over batching (TCP_NODELAY)
@@ -135,6 +163,10 @@ struct ChannelOptions {
   // The TCP transport only (others do not encrypt, and ignore it): speak
   // TLS 1.3 with this side's settings (dataplane/tcp/tls.hpp).
   std::shared_ptr<const tcp::TlsContext> tls;
+
+  // Where a listener's channels (or a connecting one) charge the messages
+  // they are receiving; null: not bounded beyond max_message.
+  std::shared_ptr<MessageBudget> budget;
 };
 
 // One connection to a peer. Owned through std::shared_ptr; it keeps itself
@@ -192,6 +224,16 @@ class Channel {
   virtual void uncork() {}
   virtual void set_nodelay(bool on) {}
   virtual void set_buffer_sizes(int bytes) {}
+
+  // Changes the largest message this channel accepts (and sends) from the
+  // next frame header on; a frame whose header has arrived keeps the limit
+  // it was checked against. A server accepts with a small limit and raises
+  // it once the peer has authenticated, so that an unauthenticated peer
+  // cannot make it hold more than a small frame. Transports that read
+  // frames from a byte stream must honour it; the default does nothing
+  // (for transports whose messages arrive already allocated by a peer in
+  // this process).
+  virtual void set_max_message(uint32_t bytes) {}
 
   // Remote memory access, where capabilities say `rma`: copies `length`
   // bytes from `local` at `local_offset` into the peer's region `remote` at

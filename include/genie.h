@@ -415,6 +415,45 @@ GENIE_API genie_status_t genie_config_set_allow_insecure(genie_config_t *config,
 GENIE_API genie_status_t genie_config_set_session_grace_ms(
     genie_config_t *config, int64_t grace_ms);
 
+/** Server: a session that receives nothing for this long ends, in
+ *  milliseconds, >= 0; 0 never ends one (default 600000, ten minutes). Its
+ *  tensors are freed and its connections closed, so abandoned sessions hold
+ *  no memory or file descriptors. A live client heartbeats to its server
+ *  (genie_config_set_heartbeat_interval_ms) and pings it while it waits, so
+ *  only a client that stopped does. Sessions of peer servers (a master's on
+ *  its workers) are exempt: they end with their connection.
+ *  Environment: GENIE_SESSION_IDLE (milliseconds).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative). */
+GENIE_API genie_status_t genie_config_set_session_idle_ms(
+    genie_config_t *config, int64_t idle_ms);
+
+/** Server: a connection that has not completed its handshake (and
+ *  authentication) within this many milliseconds, 10..86400000, is closed
+ *  (default 10000). Environment: GENIE_HANDSHAKE_TIMEOUT.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+GENIE_API genie_status_t genie_config_set_handshake_timeout_ms(
+    genie_config_t *config, int64_t timeout_ms);
+
+/** Server: connections open at once, 0..1000000 (0: no limit; default
+ *  1024); one past the limit is answered with an error and closed.
+ *  Environment: GENIE_MAX_CONNECTIONS.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+GENIE_API genie_status_t genie_config_set_max_connections(
+    genie_config_t *config, int32_t max_connections);
+
+/** Server: connections open at once from one source address, 0..1000000
+ *  (0: no limit; default 128). Environment: GENIE_MAX_CONNECTIONS_PER_SOURCE.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+GENIE_API genie_status_t genie_config_set_max_connections_per_source(
+    genie_config_t *config, int32_t max_connections);
+
+/** Server: sessions held at once (connected or in their grace period),
+ *  0..1000000 (0: no limit; default 1024); a new session past the limit is
+ *  refused with GENIE_ERR_CONNECTION. Environment: GENIE_MAX_SESSIONS.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+GENIE_API genie_status_t genie_config_set_max_sessions(genie_config_t *config,
+                                                       int32_t max_sessions);
+
 /** Largest encoded control message accepted, in bytes, 4096..2^30 (default
  *  64 MiB); larger frames are refused before anything is allocated. Tensor
  *  bytes are not counted (they travel beside the message).

@@ -346,6 +346,10 @@ class Endpoint final : public Channel, public std::enable_shared_from_this<Endpo
     if (closing_) maybe_finish();
   }
 
+  // Messages arrive allocated by the sender (this process): the limit only
+  // refuses them, as a socket transport's would.
+  void set_max_message(uint32_t bytes) override { max_message_ = bytes; }
+
   // One frame from the peer: its header and message to on_frame, its
   // payload from the sender's buffer into the sink.
   void deliver(Frame& f) {
@@ -406,7 +410,7 @@ class Endpoint final : public Channel, public std::enable_shared_from_this<Endpo
   uv_loop_t* loop_;
   std::shared_ptr<Link> link_;
   const int me_;
-  const uint32_t max_message_;
+  uint32_t max_message_;  // set_max_message may change it (loop thread)
   ChannelHandlers handlers_;
   const std::string peer_;
   uv_async_t async_{};

@@ -28,6 +28,10 @@ constexpr size_t kMaxChunk = size_t{1} << 30;
 // a message or payload with at least this much still to come is read
 // straight into its place.
 constexpr size_t kReadBuffer = 16 << 10;
+// A message's buffer grows as its bytes arrive, never to the length its
+// header claims before they do: by at least this much at a time, else by
+// what has arrived (so it doubles).
+constexpr size_t kMessageGrowth = 64 << 10;
 
 std::string peer_of(const uv_tcp_t* tcp) {
   sockaddr_storage ss{};
@@ -100,6 +104,10 @@ struct Connection::Impl {
   uv_tcp_t tcp{};
   uint32_t max_message;
   Handlers handlers;
+  // Where the message buffer's bytes are charged (null: nowhere), and how
+  // many it holds there now.
+  std::shared_ptr<MessageBudget> budget;
+  uint64_t charged = 0;
   // The Connection's own reference, dropped by the handle's close callback.
   std::shared_ptr<Connection> self;
 
@@ -209,6 +217,31 @@ struct Connection::Impl {
 
   // ---- reading ------------------------------------------------------------
 
+  // Sizes the message buffer to `size` bytes (at most msg_len), charging
+  // what it allocates to the budget. False when the budget refuses: then
+  // nothing changed.
+  bool grow_message(size_t size) {
+    if (msg.size() >= size) return true;
+    if (budget) {
+      // At most what the string allocates to grow: `size`, or double its
+      // capacity (the standard library's growth).
+      const uint64_t after = std::max<uint64_t>(size, 2 * uint64_t{msg.capacity()});
+      if (after > charged) {
+        if (!budget->take(after - charged)) return false;
+        charged = after;
+      }
+    }
+    msg.resize(size);
+    return true;
+  }
+
+  // Gives the message buffer's charge back (the buffer was handed over or
+  // dropped).
+  void release_charge() {
+    if (budget && charged > 0) budget->give(charged);
+    charged = 0;
+  }
+
   static void on_alloc(uv_handle_t* h, size_t, uv_buf_t* buf) {
     auto* c = static_cast<Impl*>(h->data);
     c->staged = false;
@@ -220,9 +253,16 @@ struct Connection::Impl {
       return;
     }
     if (c->stage == Stage::Message && c->frame.msg_len - c->got >= kReadBuffer) {
-      buf->base = c->msg.data() + c->got;
-      buf->len = c->frame.msg_len - c->got;
-      return;
+      // Straight into the message, which grows by what has arrived so far:
+      // a peer must send the bytes it claims before they are allocated.
+      const size_t left = c->frame.msg_len - c->got;
+      const size_t want = c->got + std::min(left, std::max(kMessageGrowth, c->got));
+      if (c->grow_message(want)) {
+        buf->base = c->msg.data() + c->got;
+        buf->len = c->msg.size() - c->got;
+        return;
+      }
+      // Over budget: read through the staging buffer, where land() refuses.
     }
     if (c->stage == Stage::Payload && c->frame.payload_len - c->payload_got >= kReadBuffer) {
       buf->base = static_cast<char*>(c->sink.dst) + c->payload_got;
@@ -247,8 +287,15 @@ struct Connection::Impl {
           need = kFrameHeaderSize - got;
           break;
         case Stage::Message:
-          dst = msg.data() + got;
           need = frame.msg_len - got;
+          if (!grow_message(got + static_cast<size_t>(std::min<uint64_t>(n, need)))) {
+            owner->close(GENIE_ERR_TOO_LARGE, cat("messages still arriving already hold ", budget->used(),
+                                                  " bytes (limit ", budget->limit(), "): a ", frame.msg_len,
+                                                  "-byte ", frame_type_label(handlers.types, frame.type),
+                                                  " message from ", peer, " was refused"));
+            return;
+          }
+          dst = msg.data() + got;
           break;
         case Stage::Payload:
           dst = static_cast<char*>(sink.dst) + payload_got;
@@ -319,8 +366,8 @@ struct Connection::Impl {
           message_arrived();
           return;
         }
-        // Sized only now that decode_header has bounded msg_len.
-        msg.assign(frame.msg_len, '\0');
+        // Empty: the buffer grows as the bytes arrive (grow_message).
+        msg.clear();
         stage = Stage::Message;
         return;
       }
@@ -348,6 +395,7 @@ struct Connection::Impl {
     }
     std::string m = std::move(msg);
     msg = std::string();
+    release_charge();
     PayloadSink s;
     genie_status_t st = GENIE_OK;
     std::string detail;
@@ -632,6 +680,7 @@ struct Connection::Impl {
     c->tls_waiting.clear();
     c->sink = PayloadSink();
     c->msg = std::string();
+    c->release_charge();
     Handlers handlers = std::move(c->handlers);
     c->handlers = Handlers();
     if (handlers.on_close)
@@ -727,6 +776,14 @@ void Connection::set_tls(std::shared_ptr<const TlsContext> ctx) { impl_->tls_ctx
 void Connection::set_nodelay(bool on) {
   impl_->nodelay = on;
   if (!closing_) uv_tcp_nodelay(&impl_->tcp, on ? 1 : 0);
+}
+
+void Connection::set_max_message(uint32_t bytes) { impl_->max_message = bytes; }
+
+void Connection::set_message_budget(std::shared_ptr<MessageBudget> budget) {
+  Impl* c = impl_.get();
+  // Only between messages: what the buffer holds was charged to the old one.
+  if (c->charged == 0) c->budget = std::move(budget);
 }
 
 void Connection::set_buffer_sizes(int bytes) {

@@ -2,7 +2,9 @@
 // transport's Channel, which control's connections (control/connection.hpp)
 // reach through the Channel interface.
 //
-// Reads are a state machine: header -> message -> payload. The payload of a
+// Reads are a state machine: header -> message -> payload. A message's
+// buffer grows as its bytes arrive (never to the claimed length up front),
+// charged to the owner's MessageBudget when there is one. The payload of a
 // frame goes wherever the owner says when the header and message have
 // arrived (PayloadSink). Small frames are read through a 16 KiB buffer, as
 // many as one system call brings; a message or payload with at least that
@@ -77,6 +79,13 @@ class Connection : public Channel, public std::enable_shared_from_this<Connectio
   // accept_from().
   void set_tls(std::shared_ptr<const TlsContext> ctx);
   void set_buffer_sizes(int bytes) override;
+
+  // Channel::set_max_message: the limit the next frame header is checked
+  // against, and sends too.
+  void set_max_message(uint32_t bytes) override;
+  // Charges the buffer of each message as it grows (ChannelOptions::budget);
+  // call before reading starts.
+  void set_message_budget(std::shared_ptr<MessageBudget> budget);
 
   // Sends one frame: at once when the kernel takes it (then `done` has run
   // with GENIE_OK before send() returns), else queued. `payload`

@@ -23,6 +23,7 @@ class HostRegion final : public MemoryRegion {
 void apply_options(Connection& c, const ChannelOptions& o) {
   if (o.nodelay) c.set_nodelay(true);
   if (o.buffer_bytes > 0) c.set_buffer_sizes(o.buffer_bytes);
+  if (o.budget) c.set_message_budget(o.budget);
 }
 
 class TcpListener final : public Listener, public std::enable_shared_from_this<TcpListener> {

@@ -151,6 +151,26 @@ GENIE_CONFIG_SETTER(genie_config_set_session_grace_ms, int64_t, {
   check_grace(value, "session grace");
   c.session_grace_ms = value;
 })
+GENIE_CONFIG_SETTER(genie_config_set_session_idle_ms, int64_t, {
+  check_grace(value, "session idle timeout");
+  c.session_idle_ms = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_handshake_timeout_ms, int64_t, {
+  check_interval(value, "handshake timeout");
+  c.handshake_timeout_ms = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_max_connections, int32_t, {
+  check_limit(value, "max connections");
+  c.max_connections = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_max_connections_per_source, int32_t, {
+  check_limit(value, "max connections per source");
+  c.max_connections_per_source = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_max_sessions, int32_t, {
+  check_limit(value, "max sessions");
+  c.max_sessions = value;
+})
 GENIE_CONFIG_SETTER(genie_config_set_max_message_bytes, int64_t, {
   check_max_message(value, "max message");
   c.max_message_bytes = value;

@@ -20,6 +20,14 @@ namespace {
 // A master tracks at most this many nodes: heartbeats from more are refused
 // rather than growing its memory without bound.
 constexpr size_t kMaxNodes = 4096;
+// One node's status, as sent and as kept: larger heartbeats are refused.
+constexpr size_t kMaxNodeStatusBytes = 16 << 10;
+// The view every heartbeat reply carries: at most this many bytes (and half
+// the message limit), nodes past it left out, so that a reply never passes
+// the frame limit and its cost per heartbeat is bounded.
+constexpr size_t kMaxViewBytes = 4 << 20;
+// The view is built at most this often; replies in between share it.
+constexpr auto kViewRefresh = std::chrono::milliseconds(200);
 }  // namespace
 
 struct ClusterMaster::Tick {
@@ -51,6 +59,8 @@ void ClusterMaster::install(ServerOptions& opts) {
   };
   opts.on_heartbeat = [this](const std::string& peer, const std::string& session_node, const wire::Heartbeat& hb,
                              wire::HeartbeatReply& reply) {
+    check(hb.node_json().size() <= kMaxNodeStatusBytes, GENIE_ERR_TOO_LARGE, "a node status of ",
+          hb.node_json().size(), " bytes (at most ", kMaxNodeStatusBytes, ")");
     JsonPtr j = json_parse(hb.node_json(), "the heartbeat's node status");
     NodeStatus n = node_from_json(j.get());
     check(n.id == session_node, GENIE_ERR_INVALID_ARGUMENT, "heartbeat for node '", n.id,
@@ -64,16 +74,16 @@ void ClusterMaster::install(ServerOptions& opts) {
       check(members_.size() < kMaxNodes, GENIE_ERR_TOO_LARGE, "this master already tracks ", kMaxNodes, " nodes");
       log(LogLevel::Info, "cluster: node ", n.id, " (", role_str(n.role), ", ", n.host, " at ", peer, ") joined");
       it = members_.emplace(n.id, Member{}).first;
+      view_.clear();
     } else if (!it->second.status.alive) {
       log(LogLevel::Info, "cluster: node ", n.id, " recovered");
+      view_.clear();
     }
     it->second.status = std::move(n);
+    it->second.json.clear();  // encoded again with the next view
     it->second.last_seen = std::chrono::steady_clock::now();
-    JsonPtr nodes = json_array();
-    cJSON_AddItemToArray(nodes.get(), node_to_json(self_status()).release());
-    for (const auto& [id, m] : members_) cJSON_AddItemToArray(nodes.get(), node_to_json(m.status).release());
     reply.set_master_node_id(node_id_);
-    reply.set_nodes_json(json_text(nodes.get()));
+    reply.set_nodes_json(view());
     reply.set_backends_json(backends_json_);
   };
   opts.on_joined = [this](const std::shared_ptr<RemoteClient>& link, const std::string& host, int port) {
@@ -99,6 +109,35 @@ void ClusterMaster::install(ServerOptions& opts) {
   };
   opts.on_start = [this](LoopThread& loop) { start(loop); };
   opts.on_stop = [this] { stop(); };
+}
+
+const std::string& ClusterMaster::view() {
+  const auto now = std::chrono::steady_clock::now();
+  if (!view_.empty() && now - view_built_ < kViewRefresh) return view_;
+  const size_t cap = std::min<size_t>(kMaxViewBytes, static_cast<size_t>(cfg_.max_message_bytes) / 2);
+  std::string v = "[" + json_text(node_to_json(self_status()).get());
+  size_t left_out = 0;
+  // Alive nodes first: if the view is full, lost ones are left out first.
+  for (bool alive : {true, false}) {
+    for (auto& [id, m] : members_) {
+      if (m.status.alive != alive) continue;
+      if (m.json.empty()) m.json = json_text(node_to_json(m.status).get());
+      if (v.size() + 1 + m.json.size() + 1 > cap) {
+        ++left_out;
+        continue;
+      }
+      v += ',';
+      v += m.json;
+    }
+  }
+  v += ']';
+  if (left_out > 0 && !view_truncated_)
+    log(LogLevel::Warn, "cluster: the view passes ", cap, " bytes: ", left_out, " of ", members_.size(),
+        " nodes left out of heartbeat replies");
+  view_truncated_ = left_out > 0;
+  view_ = std::move(v);
+  view_built_ = now;
+  return view_;
 }
 
 void ClusterMaster::set_node_id(const std::string& id) {
@@ -144,6 +183,8 @@ void ClusterMaster::worker_joined(const std::string& node, const std::string& ho
   st.devices = devices;
   st.alive = true;
   st.last_heartbeat_ms = unix_ms();
+  it->second.json.clear();
+  view_.clear();
   it->second.last_seen = std::chrono::steady_clock::now();
 }
 
@@ -153,6 +194,8 @@ void ClusterMaster::worker_left(const std::string& node) {
   auto it = members_.find(node);
   if (it == members_.end() || !it->second.status.alive) return;
   it->second.status.alive = false;
+  it->second.json.clear();
+  view_.clear();
   log(LogLevel::Info, "cluster: node ", node, " lost: its session with this master closed");
 }
 
@@ -280,11 +323,14 @@ void ClusterMaster::sweep() {
     const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.last_seen).count();
     if (it->second.status.alive && silent > cfg_.heartbeat_timeout_ms) {
       it->second.status.alive = false;
+      it->second.json.clear();
+      view_.clear();
       log(LogLevel::Info, "cluster: node ", it->first, " lost: no heartbeat for ", silent, " ms");
     }
     if (!it->second.status.alive && silent > 10 * cfg_.heartbeat_timeout_ms && !workers_.count(it->first)) {
       log(LogLevel::Info, "cluster: node ", it->first, " forgotten");
       it = members_.erase(it);
+      view_.clear();
     } else {
       ++it;
     }

@@ -3,7 +3,9 @@
 // it, marks a node lost once it has been silent past the heartbeat timeout
 // (checked every heartbeat interval), forgets lost nodes after ten
 // timeouts, and answers each heartbeat with its view: itself (with its own
-// GPUs and health) and every node it tracks. It runs on the server's loop
+// GPUs and health) and every node it tracks. Bounded: at most 4096 nodes,
+// 16 KiB per node status, a view of at most 4 MiB (nodes past it left out,
+// lost ones first) rebuilt at most every 200 ms. It runs on the server's loop
 // thread through the ServerOptions hooks; node joins, losses and returns
 // are logged at INFO.
 //
@@ -54,8 +56,13 @@ class ClusterMaster {
  private:
   struct Member {
     NodeStatus status;
+    std::string json;  // `status` encoded, for the view; empty: not yet
     std::chrono::steady_clock::time_point last_seen;
   };
+  // The JSON array of nodes a heartbeat reply carries (with mu_ held):
+  // this master, then the nodes it tracks, alive ones first, up to a
+  // bounded size; rebuilt at most every 200 ms.
+  const std::string& view();
   struct Tick;
   void every(uint64_t ms, void (ClusterMaster::*fn)());
   void start(LoopThread& loop);
@@ -89,6 +96,9 @@ class ClusterMaster {
   std::string node_id_;
   std::string host_;
   std::map<std::string, Member> members_;
+  std::string view_;
+  std::chrono::steady_clock::time_point view_built_;
+  bool view_truncated_ = false;
   // Workers registered with this master now: a lost one is kept (not
   // forgotten by the sweep), so that it gets no work until it returns.
   std::set<std::string> workers_;

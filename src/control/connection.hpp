@@ -60,6 +60,7 @@ class Connection {
   void cork() { channel_->cork(); }
   void uncork() { channel_->uncork(); }
   void set_buffer_sizes(int bytes) { channel_->set_buffer_sizes(bytes); }
+  void set_max_message(uint32_t bytes) { channel_->set_max_message(bytes); }
   // The registry name of the transport the connection runs over.
   const std::string& transport() const { return transport_; }
 

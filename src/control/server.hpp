@@ -54,6 +54,29 @@ struct ServerOptions {
   // A connection that has not completed its handshake by then is closed, so
   // idle or half-open connections cannot pile up.
   int64_t handshake_timeout_ms = 10000;
+  // Bounds on what peers can make the server hold (docs/security.md). The
+  // largest message accepted before a connection has authenticated (its
+  // handshake done; max_message_bytes after).
+  uint32_t handshake_max_message = 64u << 10;
+  // Bytes that messages still arriving may hold, all connections together;
+  // 0: 256 MiB, or max_message_bytes when that is more.
+  uint64_t max_incomplete_bytes = 0;
+  // Connections open at once, in total and from one source address, and
+  // sessions; 0: no limit. Connections past a limit are refused at once.
+  // max_connections is lowered to 3/4 of the open-file limit, so that
+  // accept() never fails for want of a descriptor.
+  int max_connections = 1024;
+  int max_connections_per_source = 128;
+  int max_sessions = 1024;
+  // A session that receives nothing for this long ends (its tensors are
+  // freed, its connections closed); 0: never. A live client heartbeats
+  // (and pings while it waits), so only abandoned sessions idle. Sessions
+  // opened with the server role (a master's on its workers) are exempt.
+  int64_t session_idle_ms = 600000;
+  // Reply bytes queued to one connection and not yet taken by the kernel: a
+  // peer past it (sending requests without reading the replies) is cut off.
+  // One reply of any size is always queued.
+  uint64_t max_queued_reply_bytes = 32u << 20;
   // Transports offered for data connections besides TCP (always offered, on
   // `port`), by registry name (dataplane/registry.hpp); each listens on
   // host:0 and Welcome advertises where. One that cannot be had (plugin

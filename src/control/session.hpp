@@ -86,6 +86,9 @@ class Session {
   std::vector<Peer*> data;
   // Armed while the control connection is lost; the session ends when it fires.
   std::unique_ptr<Timer> grace;
+  // When a frame last arrived on one of its connections (the loop's clock,
+  // uv_now): a session idle past ServerOptions::session_idle_ms ends.
+  uint64_t last_active_ms = 0;
 
  private:
   uint64_t serial_;

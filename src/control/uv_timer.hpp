@@ -29,9 +29,10 @@ class Timer {
   Timer(const Timer&) = delete;
   Timer& operator=(const Timer&) = delete;
 
-  // (Re)arms the timer to run `fn` once after `ms` milliseconds. Not from
-  // within the timer's own callback (that would destroy the running `fn`).
-  void start(uint64_t ms, std::function<void()> fn) {
+  // (Re)arms the timer to run `fn` once after `ms` milliseconds, then every
+  // `repeat_ms` when that is not 0. Not from within the timer's own
+  // callback (that would destroy the running `fn`).
+  void start(uint64_t ms, std::function<void()> fn, uint64_t repeat_ms = 0) {
     h_->fn = std::move(fn);
     uv_timer_start(
         &h_->timer,
@@ -42,7 +43,7 @@ class Timer {
             log(LogLevel::Error, "timer callback threw: ", e.what());
           }
         },
-        ms, 0);
+        ms, repeat_ms);
   }
   void stop() { uv_timer_stop(&h_->timer); }
 

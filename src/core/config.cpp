@@ -102,6 +102,25 @@ void Config::apply_env() {
     session_grace_ms = parse_int("GENIE_SESSION_GRACE", v);
     check_grace(session_grace_ms, "GENIE_SESSION_GRACE");
   }
+  if (const char* v = env("GENIE_SESSION_IDLE")) {
+    session_idle_ms = parse_int("GENIE_SESSION_IDLE", v);
+    check_grace(session_idle_ms, "GENIE_SESSION_IDLE");
+  }
+  if (const char* v = env("GENIE_HANDSHAKE_TIMEOUT")) {
+    handshake_timeout_ms = parse_int("GENIE_HANDSHAKE_TIMEOUT", v);
+    check_interval(handshake_timeout_ms, "GENIE_HANDSHAKE_TIMEOUT");
+  }
+  const std::pair<const char*, int32_t*> limits[] = {
+      {"GENIE_MAX_CONNECTIONS", &max_connections},
+      {"GENIE_MAX_CONNECTIONS_PER_SOURCE", &max_connections_per_source},
+      {"GENIE_MAX_SESSIONS", &max_sessions}};
+  for (const auto& [name, field] : limits) {
+    if (const char* v = env(name)) {
+      const int64_t n = parse_int(name, v);
+      check_limit(n, name);
+      *field = static_cast<int32_t>(n);
+    }
+  }
   if (const char* v = env("GENIE_MAX_MESSAGE")) {
     max_message_bytes = parse_int("GENIE_MAX_MESSAGE", v);
     check_max_message(max_message_bytes, "GENIE_MAX_MESSAGE");
@@ -170,6 +189,10 @@ void check_interval(int64_t ms, const char* what) {
         " ms is outside 10..86400000");
 }
 
+void check_limit(int64_t n, const char* what) {
+  check(n >= 0 && n <= 1000000, GENIE_ERR_INVALID_ARGUMENT, what, " ", n, " is outside 0..1000000 (0: no limit)");
+}
+
 bool is_transport_name(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;
   for (char c : name)
@@ -191,6 +214,11 @@ void Config::validate() const {
         heartbeat_timeout_ms, " ms is below the heartbeat interval ", heartbeat_interval_ms,
         " ms: every node would be marked lost between two heartbeats");
   check_grace(session_grace_ms, "session grace");
+  check_grace(session_idle_ms, "session idle timeout");
+  check_interval(handshake_timeout_ms, "handshake timeout");
+  check_limit(max_connections, "max connections");
+  check_limit(max_connections_per_source, "max connections per source");
+  check_limit(max_sessions, "max sessions");
   check_max_message(max_message_bytes, "max message");
   check_auth_token(auth_token, "auth token");
   check(tls_cert.empty() == tls_key.empty(), GENIE_ERR_INVALID_ARGUMENT,

@@ -46,6 +46,15 @@ struct Config {
   std::string tls_ca;
   std::string tls_server_name;
   int64_t session_grace_ms = 30000;
+  // A server (docs/security.md): sessions that receive nothing this long
+  // end (0: never); connections not through their handshake by then close;
+  // limits on connections (total, per source address) and sessions (0: no
+  // limit).
+  int64_t session_idle_ms = 600000;
+  int64_t handshake_timeout_ms = 10000;
+  int32_t max_connections = 1024;
+  int32_t max_connections_per_source = 128;
+  int32_t max_sessions = 1024;
   int64_t max_message_bytes = 64 << 20;
   bool graph_deltas = true;  // remote mode: send graph deltas (GENIE_GRAPH_DELTAS=0 turns them off)
   bool use_env = true;
@@ -71,6 +80,7 @@ void check_port(int64_t port, const char* what);
 void check_grace(int64_t ms, const char* what);
 void check_max_message(int64_t bytes, const char* what);
 void check_interval(int64_t ms, const char* what);  // 10..86400000
+void check_limit(int64_t n, const char* what);      // 0..1000000 (0: none)
 // An auth token: empty (none) or kMinAuthTokenBytes..4096 bytes.
 constexpr size_t kMinAuthTokenBytes = 16;
 void check_auth_token(const std::string& token, const char* what);

@@ -20,6 +20,11 @@ NodeServer::NodeServer(Config cfg, const std::string& host, int port) {
   opts.tls_key = cfg.tls_key;
   opts.tls_ca = cfg.tls_ca;
   opts.session_grace_ms = cfg.session_grace_ms;
+  opts.session_idle_ms = cfg.session_idle_ms;
+  opts.handshake_timeout_ms = cfg.handshake_timeout_ms;
+  opts.max_connections = cfg.max_connections;
+  opts.max_connections_per_source = cfg.max_connections_per_source;
+  opts.max_sessions = cfg.max_sessions;
   opts.max_message_bytes = static_cast<uint32_t>(cfg.max_message_bytes);
   opts.num_threads = cfg.num_threads;
   opts.node_id = cfg.node_id;

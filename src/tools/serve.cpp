@@ -1,12 +1,14 @@
 // `genie serve`: run a Genie server until SIGINT or SIGTERM.
 #include <pthread.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
+#include <utility>
 
 #include "cli.hpp"
 
@@ -18,6 +20,9 @@ void print_serve_usage(std::FILE* out) {
                "                   [--grace-ms MS] [--node-id ID] [--join HOST:PORT] [--insecure]\n"
                "                   [--tls-cert FILE --tls-key FILE [--tls-ca FILE]]\n"
                "                   [--op-library F]...\n"
+               "                   [--session-idle-ms MS] [--handshake-timeout-ms MS]\n"
+               "                   [--max-connections N] [--max-connections-per-source N]\n"
+               "                   [--max-sessions N]\n"
                "\n"
                "Serves remote Genie clients (GENIE_MASTER_ADDR/GENIE_MASTER_PORT) until\n"
                "SIGINT or SIGTERM, then lets graphs in flight finish, closes every\n"
@@ -50,10 +55,18 @@ void print_serve_usage(std::FILE* out) {
                "  --op-library F         load the custom ops of op library F (a shared object\n"
                "                         exporting genie_op_library_init; docs/custom-ops.md)\n"
                "                         before serving; repeatable\n"
+               "  --session-idle-ms MS   end a session that sends nothing for MS ms, freeing\n"
+               "                         its tensors (default 600000; 0: never)\n"
+               "  --handshake-timeout-ms MS  close a connection not through its handshake\n"
+               "                         within MS ms (default 10000)\n"
+               "  --max-connections N    connections at once (default 1024; 0: no limit)\n"
+               "  --max-connections-per-source N  from one address (default 128; 0: no limit)\n"
+               "  --max-sessions N       sessions at once (default 1024; 0: no limit)\n"
                "\n"
                "GENIE_* environment variables override these values as for any Genie\n"
                "program: GENIE_AUTH_TOKEN, GENIE_ALLOW_INSECURE, GENIE_TLS_CERT, GENIE_TLS_KEY, GENIE_TLS_CA,\n"
-               "GENIE_NUM_THREADS, GENIE_SESSION_GRACE,\n"
+               "GENIE_NUM_THREADS, GENIE_SESSION_GRACE, GENIE_SESSION_IDLE, GENIE_HANDSHAKE_TIMEOUT,\n"
+               "GENIE_MAX_CONNECTIONS, GENIE_MAX_CONNECTIONS_PER_SOURCE, GENIE_MAX_SESSIONS,\n"
                "GENIE_MAX_MESSAGE, GENIE_NODE_ID, GENIE_LOG_LEVEL (info logs sessions).\n");
 }
 
@@ -72,6 +85,12 @@ struct ServeOptions {
   std::string tls_cert, tls_key, tls_ca;
   bool help = false;
   std::vector<std::string> op_libraries;
+  // Server bounds; -1: not given.
+  long session_idle_ms = -1;
+  long handshake_timeout_ms = -1;
+  long max_connections = -1;
+  long max_connections_per_source = -1;
+  long max_sessions = -1;
 };
 
 ServeOptions parse_args(int argc, char** argv) {
@@ -86,13 +105,25 @@ ServeOptions parse_args(int argc, char** argv) {
       o.insecure = true;
       continue;
     }
+    const std::pair<const char*, long*> bounds[] = {
+        {"--session-idle-ms", &o.session_idle_ms},
+        {"--handshake-timeout-ms", &o.handshake_timeout_ms},
+        {"--max-connections", &o.max_connections},
+        {"--max-connections-per-source", &o.max_connections_per_source},
+        {"--max-sessions", &o.max_sessions}};
+    long* bound = nullptr;
+    for (const auto& [flag, field] : bounds)
+      if (a == flag) bound = field;
     if (a != "--host" && a != "--port" && a != "--auth-token-file" && a != "--threads" && a != "--grace-ms" &&
         a != "--node-id" && a != "--join" && a != "--tls-cert" && a != "--tls-key" && a != "--tls-ca" &&
-        a != "--op-library")
+        a != "--op-library" && bound == nullptr)
       usage_error("unknown argument '" + a + "' (try 'genie help serve')");
     if (i + 1 >= argc) usage_error(a + " needs a value");
     const char* v = argv[++i];
-    if (a == "--host") {
+    if (bound != nullptr) {
+      // The setters check the ranges, naming the flag.
+      *bound = parse_long(a, v, 0, 1L << 40);
+    } else if (a == "--host") {
       if (!*v) usage_error("--host needs an address");
       o.host = v;
     } else if (a == "--port") {
@@ -163,6 +194,23 @@ int serve_command(int argc, char** argv) {
     check(genie_config_set_num_threads(config.get(), static_cast<int32_t>(opt.threads)), "--threads");
   if (opt.grace_ms >= 0) check(genie_config_set_session_grace_ms(config.get(), opt.grace_ms), "--grace-ms");
   if (!opt.node_id.empty()) check(genie_config_set_node_id(config.get(), opt.node_id.c_str()), "--node-id");
+  if (opt.session_idle_ms >= 0)
+    check(genie_config_set_session_idle_ms(config.get(), opt.session_idle_ms), "--session-idle-ms");
+  if (opt.handshake_timeout_ms >= 0)
+    check(genie_config_set_handshake_timeout_ms(config.get(), opt.handshake_timeout_ms),
+          "--handshake-timeout-ms");
+  if (opt.max_connections >= 0)
+    check(genie_config_set_max_connections(config.get(),
+                                           static_cast<int32_t>(std::min(opt.max_connections, 1L << 30))),
+          "--max-connections");
+  if (opt.max_connections_per_source >= 0)
+    check(genie_config_set_max_connections_per_source(
+              config.get(), static_cast<int32_t>(std::min(opt.max_connections_per_source, 1L << 30))),
+          "--max-connections-per-source");
+  if (opt.max_sessions >= 0)
+    check(genie_config_set_max_sessions(config.get(),
+                                        static_cast<int32_t>(std::min(opt.max_sessions, 1L << 30))),
+          "--max-sessions");
   if (!opt.join_host.empty())
     check(genie_config_set_master_addr(config.get(), opt.join_host.c_str()) ||
               genie_config_set_master_port(config.get(), static_cast<int32_t>(opt.join_port)),

@@ -772,6 +772,13 @@ std::string encode(FrameHeader h, const std::string& msg) {
   return std::string(reinterpret_cast<char*>(header), sizeof header) + msg;
 }
 
+// A header of type t claiming a msg_len-byte message (its bytes not sent).
+std::string claiming(MsgType t, uint32_t msg_len) {
+  std::string b = encode(plain(t), "");
+  std::memcpy(&b[12], &msg_len, 4);  // little-endian host
+  return b;
+}
+
 class ControlHostilePeer : public ControlConnection, public ::testing::WithParamInterface<HostileCase> {};
 
 TEST_P(ControlHostilePeer, ClosesWithTheRightStatusAndDeliversNothing) {
@@ -853,11 +860,8 @@ TEST_F(ControlConnection, OversizeMessageIsRefusedBeforeAllocation) {
   ASSERT_TRUE(server);
   on_loop(lt_, [] { return 0; });
   g_largest_alloc = 0;
-  std::string b = encode(plain(MsgType::GraphSubmit), "");
-  const uint32_t huge = 1u << 31;
-  std::memcpy(&b[12], &huge, 4);  // little-endian host
   const auto t0 = std::chrono::steady_clock::now();
-  raw_send(fd, b + std::string(4096, 'g'));
+  raw_send(fd, claiming(MsgType::GraphSubmit, 1u << 31) + std::string(4096, 'g'));
   ASSERT_TRUE(server->wait_closed());
   const auto elapsed = std::chrono::steady_clock::now() - t0;
   EXPECT_TRUE(raw_sees_close(fd));
@@ -867,6 +871,68 @@ TEST_F(ControlConnection, OversizeMessageIsRefusedBeforeAllocation) {
   std::lock_guard<std::mutex> lk(server->mu);
   EXPECT_EQ(server->close_status, GENIE_ERR_PROTOCOL);
   EXPECT_NE(server->close_detail.find("GraphSubmit message of 2147483648 bytes exceeds the maximum"),
+            std::string::npos)
+      << server->close_detail;
+}
+
+TEST_F(ControlConnection, MessageBufferGrowsOnlyWithTheBytesThatArrived) {
+  const int fd = raw_connect();
+  auto server = server_peer(0);
+  ASSERT_TRUE(server);
+  on_loop(lt_, [] { return 0; });
+  g_largest_alloc = 0;
+  // A header claiming 32 MiB, followed by 200 KiB of it only.
+  raw_send(fd, claiming(MsgType::GraphSubmit, 32u << 20) + std::string(200 << 10, 'g'));
+  std::this_thread::sleep_for(300ms);
+  on_loop(lt_, [] { return 0; });
+  EXPECT_LT(g_largest_alloc.load(), size_t{2} << 20) << "the message was allocated at its claimed length";
+  {
+    std::lock_guard<std::mutex> lk(server->mu);
+    EXPECT_EQ(server->closes, 0) << server->close_detail;
+  }
+  ::close(fd);
+  ASSERT_TRUE(server->wait_closed());
+}
+
+TEST_F(ControlConnection, MessagesStillArrivingAreBoundedByTheBudget) {
+  const int fd = raw_connect();
+  auto server = server_peer(0);
+  ASSERT_TRUE(server);
+  auto budget = std::make_shared<dataplane::MessageBudget>(1u << 20);
+  on_loop(lt_, [&] {
+    server->conn.lock()->set_message_budget(budget);
+    return 0;
+  });
+  raw_send(fd, claiming(MsgType::GraphSubmit, 8u << 20) + std::string(2 << 20, 'g'));
+  ASSERT_TRUE(server->wait_closed());
+  ::close(fd);
+  std::lock_guard<std::mutex> lk(server->mu);
+  EXPECT_EQ(server->close_status, GENIE_ERR_TOO_LARGE);
+  EXPECT_NE(server->close_detail.find("messages still arriving already hold"), std::string::npos)
+      << server->close_detail;
+  EXPECT_EQ(budget->used(), 0u) << "the closed connection's charge was not given back";
+}
+
+TEST_F(ControlConnection, SetMaxMessageAppliesFromTheNextHeader) {
+  const int fd = raw_connect();
+  auto server = server_peer(0);
+  ASSERT_TRUE(server);
+  on_loop(lt_, [&] {
+    server->conn.lock()->set_max_message(4096);
+    return 0;
+  });
+  raw_send(fd, encode(plain(MsgType::Hello), std::string(4096, 'h')));
+  ASSERT_TRUE(server->wait_frames(1));
+  on_loop(lt_, [&] {
+    server->conn.lock()->set_max_message(100);
+    return 0;
+  });
+  raw_send(fd, encode(plain(MsgType::Hello), std::string(101, 'h')));
+  ASSERT_TRUE(server->wait_closed());
+  ::close(fd);
+  std::lock_guard<std::mutex> lk(server->mu);
+  EXPECT_EQ(server->close_status, GENIE_ERR_PROTOCOL);
+  EXPECT_NE(server->close_detail.find("Hello message of 101 bytes exceeds the maximum message size of 100"),
             std::string::npos)
       << server->close_detail;
 }

@@ -344,6 +344,48 @@ extern "C" {
     pub fn genie_config_set_session_grace_ms(config: *mut genie_config_t, grace_ms: i64) -> genie_status_t;
 }
 extern "C" {
+    #[doc = " Server: a session that receives nothing for this long ends, in"]
+    #[doc = "  milliseconds, >= 0; 0 never ends one (default 600000, ten minutes). Its"]
+    #[doc = "  tensors are freed and its connections closed, so abandoned sessions hold"]
+    #[doc = "  no memory or file descriptors. A live client heartbeats to its server"]
+    #[doc = "  (genie_config_set_heartbeat_interval_ms) and pings it while it waits, so"]
+    #[doc = "  only a client that stopped does. Sessions of peer servers (a master's on"]
+    #[doc = "  its workers) are exempt: they end with their connection."]
+    #[doc = "  Environment: GENIE_SESSION_IDLE (milliseconds)."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative)."]
+    pub fn genie_config_set_session_idle_ms(config: *mut genie_config_t, idle_ms: i64) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Server: a connection that has not completed its handshake (and"]
+    #[doc = "  authentication) within this many milliseconds, 10..86400000, is closed"]
+    #[doc = "  (default 10000). Environment: GENIE_HANDSHAKE_TIMEOUT."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    pub fn genie_config_set_handshake_timeout_ms(config: *mut genie_config_t, timeout_ms: i64) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Server: connections open at once, 0..1000000 (0: no limit; default"]
+    #[doc = "  1024); one past the limit is answered with an error and closed."]
+    #[doc = "  Environment: GENIE_MAX_CONNECTIONS."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    pub fn genie_config_set_max_connections(config: *mut genie_config_t, max_connections: i32) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Server: connections open at once from one source address, 0..1000000"]
+    #[doc = "  (0: no limit; default 128). Environment: GENIE_MAX_CONNECTIONS_PER_SOURCE."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    pub fn genie_config_set_max_connections_per_source(
+        config: *mut genie_config_t,
+        max_connections: i32,
+    ) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Server: sessions held at once (connected or in their grace period),"]
+    #[doc = "  0..1000000 (0: no limit; default 1024); a new session past the limit is"]
+    #[doc = "  refused with GENIE_ERR_CONNECTION. Environment: GENIE_MAX_SESSIONS."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    pub fn genie_config_set_max_sessions(config: *mut genie_config_t, max_sessions: i32) -> genie_status_t;
+}
+extern "C" {
     #[doc = " Largest encoded control message accepted, in bytes, 4096..2^30 (default"]
     #[doc = "  64 MiB); larger frames are refused before anything is allocated. Tensor"]
     #[doc = "  bytes are not counted (they travel beside the message)."]

@@ -9,7 +9,8 @@ namespace {
 // Replies queued to one connection and not yet taken by the kernel: a client
 // that keeps sending requests without reading the replies is cut off here
 // instead of growing the server's memory without bound. Bulk bytes are not
-// copied into the queue, so this counts frames, not bytes.
+// copied into the queue, so this counts frames; ServerOptions::
+// max_queued_reply_bytes bounds the bytes of their messages.
 constexpr int kMaxQueuedReplies = 65536;
 
 bool is_client_request(MsgType t) {
@@ -67,6 +68,7 @@ PayloadSink Server::Impl::on_frame(const std::shared_ptr<Peer>& p, const wire::F
       handshake(p, h, msg);
       return {};
     }
+    if (p->session) p->session->last_active_ms = uv_now(loop.loop());
     return request(p, h, msg);
   } catch (const Error& e) {
     // Only handshake failures and protocol violations get here: request
@@ -192,6 +194,10 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       try {
         check(opts.on_heartbeat != nullptr, GENIE_ERR_UNSUPPORTED,
               "this server does not track cluster nodes");
+        auto w = worker_nodes.find(p->session->client_node());
+        check(w == worker_nodes.end() || w->second == p->session.get(), GENIE_ERR_AUTH, "node '",
+              p->session->client_node(),
+              "' is a worker registered by another session: only that session heartbeats for it");
         wire::HeartbeatReply r;
         opts.on_heartbeat(p->name, p->session->client_node(), m, r);
         send(*p, MsgType::HeartbeatReply, rid, r);
@@ -224,14 +230,25 @@ void Server::Impl::send(Peer& p, MsgType type, uint64_t rid, const google::proto
                   cat(p.pending_writes, " replies queued: the client does not read them"));
     return;
   }
+  std::string bytes = wire::encode_msg(msg);
+  // Messages are the server's own copies; a payload is tensor memory that
+  // exists anyway (a client may have several large reads in flight).
+  const uint64_t size = wire::kHeaderSize + bytes.size();
+  if (p.pending_writes > 0 && p.pending_bytes + size > opts.max_queued_reply_bytes) {
+    p.conn->close(GENIE_ERR_PROTOCOL,
+                  cat(p.pending_bytes, " bytes of replies queued: the client does not read them"));
+    return;
+  }
   const uint32_t flags = type == MsgType::ErrorReply ? wire::kFlagError : 0;
   ++p.pending_writes;
+  p.pending_bytes += size;
   std::weak_ptr<Peer> wp = p.weak_from_this();
-  p.conn->send(type, rid, flags, wire::encode_msg(msg), payload, payload_len, std::move(keep),
-               [this, wp](genie_status_t) {
+  p.conn->send(type, rid, flags, std::move(bytes), payload, payload_len, std::move(keep),
+               [this, wp, size](genie_status_t) {
                  auto peer = wp.lock();
                  if (!peer) return;
                  --peer->pending_writes;
+                 peer->pending_bytes -= size;
                  if (peer->closing && peer->pending_writes == 0 && !peer->conn->closed())
                    peer->conn->close(GENIE_OK, peer->close_detail);
                });

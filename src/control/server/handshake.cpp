@@ -32,7 +32,9 @@ void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHe
     const auto m = parse_msg<wire::AuthResponse>(msg, h.type);
     if (p->data_session != 0) return admit_data(p, h.request_id, m);
     if (!opts.auth_token.empty()) {
-      check(mac_equal(m.mac(), hmac_sha256(opts.auth_token, p->nonce + p->hello.node_id())), GENIE_ERR_AUTH,
+      const bool ok = mac_equal(m.mac(), hmac_sha256(opts.auth_token, p->nonce + p->hello.node_id()));
+      if (!ok) auth_failed(*p);
+      check(ok, GENIE_ERR_AUTH,
             "the AuthResponse of node '", p->hello.node_id(),
             "' does not prove it holds this server's token (check GENIE_AUTH_TOKEN on both sides)");
     }
@@ -99,8 +101,9 @@ void Server::Impl::admit_data(const std::shared_ptr<Peer>& p, uint64_t rid, cons
   const std::shared_ptr<Session> s = session_by_id(p->data_session);
   check(s != nullptr && s->control != nullptr, GENIE_ERR_NOT_FOUND, "no connected session ", p->data_session,
         " (it ended, or its grace period expired)");
-  check(mac_equal(m.session_mac(), data_proof(s->token(), p->nonce, s->serial(), p->conn->transport())),
-        GENIE_ERR_AUTH, "the data connection does not prove it holds the secret of session ", s->serial());
+  const bool proved = mac_equal(m.session_mac(), data_proof(s->token(), p->nonce, s->serial(), p->conn->transport()));
+  if (!proved) auth_failed(*p);
+  check(proved, GENIE_ERR_AUTH, "the data connection does not prove it holds the secret of session ", s->serial());
   check(p->conn->peer_identity() == s->client_cert, GENIE_ERR_AUTH, "the data connection for session ",
         s->serial(), " presented another client certificate than the session's owner");
   p->nonce.clear();
@@ -109,6 +112,7 @@ void Server::Impl::admit_data(const std::shared_ptr<Peer>& p, uint64_t rid, cons
   s->data.push_back(p.get());
   p->handshake_timer.reset();
   p->conn->set_buffer_sizes(4 << 20);
+  authenticated(*p);
   {
     std::lock_guard<std::mutex> lk(data_mu);
     ++data_connections[p->conn->transport()];
@@ -159,6 +163,9 @@ void Server::Impl::admit(const std::shared_ptr<Peer>& p) {
     log(LogLevel::Info, "server: session ", s->serial(), " resumed by ", p->hello.node_id(), " from ",
         p->name, " with ", s->num_tensors(), " tensors");
   } else {
+    check(opts.max_sessions == 0 || sessions.size() < static_cast<size_t>(opts.max_sessions),
+          GENIE_ERR_CONNECTION, "the server has ", sessions.size(),
+          " sessions, its limit (genie serve --max-sessions)");
     s = std::make_shared<Session>(next_session_serial++, random_bytes(kTokenBytes), p->hello.node_id(),
                                   counters);
     s->client_role = p->hello.role();
@@ -175,6 +182,7 @@ void Server::Impl::admit(const std::shared_ptr<Peer>& p) {
   p->hello.Clear();
   p->nonce.clear();
   p->session_mac.clear();
+  authenticated(*p);
   send(*p, MsgType::Welcome, p->hello_rid, welcome(*s, resumed, true));
 }
 

@@ -20,6 +20,7 @@
 #include <random>
 #include <unordered_map>
 
+#include "control/admission.hpp"
 #include "control/client.hpp"
 #include "control/connection.hpp"
 #include "control/graph_cache.hpp"
@@ -36,6 +37,7 @@
 #include "dataplane/tcp/tls.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/log_limiter.hpp"
 #include "exec/executor.hpp"
 #include "exec/overhead.hpp"
 #include "genie.pb.h"
@@ -58,7 +60,9 @@ struct Peer : std::enable_shared_from_this<Peer> {
   enum class State { Fresh, AwaitAuth, Control, Data };
   State state = State::Fresh;
   std::shared_ptr<Connection> conn;
-  std::string name;  // "ip:port", for logs
+  std::string name;    // "ip:port", for logs
+  std::string source;  // the address part of `name`, counted by Admission
+  bool admitted = false;  // counted by Admission until on_close
   std::shared_ptr<Session> session;
   std::string nonce;       // the challenge sent (AwaitAuth)
   // AwaitAuth on a data connection: the session its DataHello named (a
@@ -69,6 +73,7 @@ struct Peer : std::enable_shared_from_this<Peer> {
   uint64_t hello_rid = 0;  // echoed by Welcome: the Hello's or AuthResponse's request id
   std::unique_ptr<Timer> handshake_timer;
   int pending_writes = 0;  // frames handed to the connection, not yet written
+  uint64_t pending_bytes = 0;  // their header and message bytes
   // Once set, further frames are ignored and the connection closes as soon as
   // its queued replies are written (so an ErrorReply reaches the client).
   bool closing = false;
@@ -162,6 +167,15 @@ struct Server::Impl {
   std::shared_ptr<Session> session_by_id(uint64_t id) const;
   void admit_data(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::AuthResponse& m);
 
+  // The peer's handshake succeeded: it may send messages up to
+  // max_message_bytes from now on.
+  void authenticated(Peer& p);
+  // An AuthResponse of `p` did not prove the token: its source backs off.
+  void auth_failed(Peer& p);
+  // Every few seconds (loop thread): ends idle sessions, flushes the log
+  // limiter's summary.
+  void housekeeping();
+
   void end_session(const std::shared_ptr<Session>& s, const char* why);
   void control_lost(const std::shared_ptr<Session>& s);
 
@@ -201,6 +215,13 @@ struct Server::Impl {
   std::vector<std::string> data_transports_offered;  // the transports of `listeners`
   std::unordered_map<Peer*, std::shared_ptr<Peer>> peers;
   std::unordered_map<std::string, std::shared_ptr<Session>> sessions;  // by token
+  // Bounds on connections and failed authentications, per source.
+  Admission admission{opts.max_connections, opts.max_connections_per_source};
+  // Refused connections are logged at a bounded rate.
+  LogLimiter refusal_log{"refused-connection", 20, 10000};
+  // Bytes of messages still arriving, all connections together.
+  std::shared_ptr<dataplane::MessageBudget> message_budget;
+  std::unique_ptr<Timer> housekeeping_timer;
   GraphCache graphs;
   delta::BaseTable bases;  // graph texts deltas may name, by SHA-256
   uint64_t next_session_serial = 1;
@@ -213,6 +234,10 @@ struct Server::Impl {
   // client calls, made on the task thread; as a worker, its session on the
   // master.
   std::unique_ptr<Orchestrator> workers;  // null: no multi-node (WorkerRegister refused)
+  // Registered workers' node ids and the sessions that registered them
+  // (loop thread): a heartbeat for such a node from any other session is
+  // refused, so nobody else can mark it alive or rewrite its status.
+  std::unordered_map<std::string, const Session*> worker_nodes;
   TaskThread tasks;
   std::shared_ptr<RemoteClient> master_link;
   // Tickets handed out by TensorExport, by ticket (loop thread): each names

@@ -1,5 +1,6 @@
 // Server setup, accepting connections, stopping, and the public Server.
 #include <arpa/inet.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -74,6 +75,28 @@ Server::Impl::Impl(ServerOptions o)
         opts.handshake_timeout_ms, " ms must be positive");
   check(opts.session_grace_ms >= 0, GENIE_ERR_INVALID_ARGUMENT, "session grace ", opts.session_grace_ms,
         " ms must not be negative");
+  check(opts.session_idle_ms >= 0, GENIE_ERR_INVALID_ARGUMENT, "session idle timeout ", opts.session_idle_ms,
+        " ms must not be negative");
+  check(opts.max_connections >= 0 && opts.max_connections_per_source >= 0 && opts.max_sessions >= 0,
+        GENIE_ERR_INVALID_ARGUMENT, "connection and session limits must not be negative");
+  check(opts.handshake_max_message >= 4096, GENIE_ERR_INVALID_ARGUMENT, "handshake message limit ",
+        opts.handshake_max_message, " bytes is below 4096");
+  opts.handshake_max_message = std::min(opts.handshake_max_message, opts.max_message_bytes);
+  if (opts.max_incomplete_bytes == 0)
+    opts.max_incomplete_bytes = std::max<uint64_t>(uint64_t{256} << 20, opts.max_message_bytes);
+  message_budget = std::make_shared<dataplane::MessageBudget>(opts.max_incomplete_bytes);
+  // Connections past the file-descriptor limit would fail in accept() with
+  // no answer to the peer: the limit leaves room for the server's own files.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY && files.rlim_cur > 32) {
+    const auto room = static_cast<int>(std::min<rlim_t>(files.rlim_cur - files.rlim_cur / 4, 1 << 30));
+    if (opts.max_connections == 0 || opts.max_connections > room) {
+      log(LogLevel::Info, "server: at most ", room, " connections (", files.rlim_cur,
+          " open files allowed: ulimit -n)");
+      opts.max_connections = room;
+    }
+  }
+  admission = Admission(opts.max_connections, opts.max_connections_per_source);
   if (opts.host.empty()) opts.host = "127.0.0.1";
   check_auth_token(opts.auth_token, "auth token");
   tls = server_tls(opts.tls_cert, opts.tls_key, opts.tls_ca);
@@ -141,6 +164,7 @@ void Server::Impl::listen(std::promise<void>& bound) {
     co.max_message = opts.max_message_bytes;
     co.nodelay = true;  // requests and replies are small: never wait for Nagle
     co.tls = tls;
+    co.budget = message_budget;
     auto tcp = dataplane::find_transport("tcp");
     auto l = tcp->listen(loop.loop(), cat(opts.host, ":", opts.port), co,
                          [this](dataplane::Listener& l) { on_accept(l, "tcp"); });
@@ -175,6 +199,16 @@ void Server::Impl::listen(std::promise<void>& bound) {
       std::lock_guard<std::mutex> lk(data_mu);
       for (const Listening& x : listeners) data_transports_offered.push_back(x.transport);
     }
+    // Idle sessions are looked for a few times per idle period (at least
+    // every 10 s, to flush the refusal log's summary).
+    const uint64_t every =
+        opts.session_idle_ms > 0 ? std::clamp<uint64_t>(opts.session_idle_ms / 4, 50, 10000) : 10000;
+    housekeeping_timer = std::make_unique<Timer>(loop.loop());
+    housekeeping_timer->start(
+        every, [this] { housekeeping(); }, every);
+    // Closed before the loop's teardown walk, also when the constructor
+    // fails after this point (joining a master) and wait() never runs.
+    loop.add_close_hook([this] { housekeeping_timer.reset(); });
     bound.set_value();
   } catch (...) {
     for (auto& x : listeners) x.listener->close();
@@ -197,12 +231,22 @@ void Server::Impl::on_accept(dataplane::Listener& listener, const std::string& t
   };
   p->conn = Connection::accept(listener, transport, std::move(handlers));
   p->name = p->conn->peer();
+  p->source = source_of(p->name);
   peers.emplace(p.get(), p);
   if (p->conn->closed()) return;  // the accept failed: on_close reports it and forgets the peer
   if (stopping) {
     p->conn->close(GENIE_ERR_SHUTDOWN, "the server is stopping");
     return;
   }
+  // Until it has authenticated, a peer may send small messages only.
+  p->conn->set_max_message(opts.handshake_max_message);
+  genie_status_t why = GENIE_OK;
+  const std::string refusal = admission.admit(p->source, &why);
+  if (!refusal.empty()) {
+    refuse(*p, 0, why, refusal);
+    return;
+  }
+  p->admitted = true;
   p->handshake_timer = std::make_unique<Timer>(loop.loop());
   const auto timeout = static_cast<uint64_t>(opts.handshake_timeout_ms);
   p->handshake_timer->start(timeout, [wp, timeout] {
@@ -222,11 +266,14 @@ void Server::Impl::on_close(const std::shared_ptr<Peer>& p, genie_status_t statu
     status = p->close_status;
     detail = p->close_detail;
   }
-  const bool refused = status != GENIE_OK && status != GENIE_ERR_CONNECTION && status != GENIE_ERR_SHUTDOWN;
+  const bool refused =
+      status != GENIE_OK && status != GENIE_ERR_SHUTDOWN && (status != GENIE_ERR_CONNECTION || !p->admitted);
+  if (p->admitted) admission.release(p->source);
+  p->admitted = false;
   if (refused) {
     counters.connections_refused.fetch_add(1, std::memory_order_relaxed);
-    log(LogLevel::Warn, "server: closed connection from ", p->name.empty() ? "?" : p->name, ": ",
-        refusal_kind(status), ": ", detail);
+    refusal_log.write(LogLevel::Warn, cat("server: closed connection from ", p->name.empty() ? "?" : p->name,
+                                          ": ", refusal_kind(status), ": ", detail));
   } else {
     log(LogLevel::Debug, "server: connection from ", p->name, " closed: ", detail);
   }
@@ -242,6 +289,33 @@ void Server::Impl::on_close(const std::shared_ptr<Peer>& p, genie_status_t statu
   }
   peers.erase(p.get());
   maybe_finish_stop();
+}
+
+void Server::Impl::authenticated(Peer& p) {
+  p.conn->set_max_message(opts.max_message_bytes);
+  if (p.session) p.session->last_active_ms = uv_now(loop.loop());
+  admission.auth_succeeded(p.source);
+}
+
+void Server::Impl::auth_failed(Peer& p) {
+  const int64_t ms = admission.auth_failed(p.source);
+  if (ms > 0)
+    refusal_log.write(LogLevel::Warn, cat("server: repeated failed authentications from ", p.source,
+                                          ": refusing its connections for ", ms, " ms"));
+}
+
+void Server::Impl::housekeeping() {
+  refusal_log.flush();
+  if (opts.session_idle_ms <= 0) return;
+  const uint64_t now = uv_now(loop.loop());
+  const auto idle = static_cast<uint64_t>(opts.session_idle_ms);
+  std::vector<std::shared_ptr<Session>> expired;
+  // A peer server's session (a master's on its worker, a server's for
+  // direct transfers) carries no heartbeats and may hold placed weights for
+  // hours between uses: it ends with its connection (and grace) only.
+  for (auto& [token, s] : sessions)
+    if (s->client_role != GENIE_NODE_ROLE_SERVER && now - s->last_active_ms >= idle) expired.push_back(s);
+  for (auto& s : expired) end_session(s, cat("idle for ", now - s->last_active_ms, " ms").c_str());
 }
 
 // ---------------------------------------------------------------------------
@@ -332,6 +406,7 @@ void Server::wait() {
   impl->loop.stop([impl] {
     if (impl->opts.on_stop) impl->opts.on_stop();
     impl->stop_timer.reset();
+    impl->housekeeping_timer.reset();
     impl->peers.clear();
     impl->sessions.clear();
   });

@@ -83,13 +83,15 @@ std::string address_of(const std::string& peer) {
 // Throws unless `host` (a name or a literal) resolves to `from`, the address
 // the registration came from: a worker registers the address it connects
 // from, so that WorkerRegister cannot point the master at a third party.
-void check_own_address(const std::string& host, const std::string& from) {
+// `detail`: the message may say what the name resolved to (or why it did
+// not), for a peer that proved it holds the token.
+void check_own_address(const std::string& host, const std::string& from, bool detail) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  check(rc == 0, GENIE_ERR_INVALID_ARGUMENT, "worker address '", host,
-        "' does not resolve: ", gai_strerror(rc));
+  check(rc == 0, GENIE_ERR_INVALID_ARGUMENT, "worker address '", host, "' does not resolve",
+        detail ? cat(": ", gai_strerror(rc)) : std::string());
   std::string found;
   bool match = false;
   for (addrinfo* a = res; a && !match; a = a->ai_next) {
@@ -103,9 +105,9 @@ void check_own_address(const std::string& host, const std::string& from) {
     found += cat(found.empty() ? "" : ", ", text);
   }
   freeaddrinfo(res);
-  check(match, GENIE_ERR_INVALID_ARGUMENT, "worker address '", host, "' (", found,
-        ") is not the address the registration comes from (", from,
-        "): a worker registers the address it connects from (genie serve --host / --advertise-host)");
+  check(match, GENIE_ERR_INVALID_ARGUMENT, "worker address '", host, "'",
+        detail ? cat(" (", found, ")") : std::string(), " is not the address the registration comes from (",
+        from, "): a worker registers the address it connects from (genie serve --host / --advertise-host)");
 }
 
 }  // namespace
@@ -142,15 +144,40 @@ void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
     std::weak_ptr<Peer> wp = p;
     off_loop(p, rid,
              [this, wp, rid, m, devices = std::move(devices), by, from = address_of(p->name)]() mutable {
-               check_own_address(m.host(), from);
-               workers->join(m.node_id(), m.host(), static_cast<int>(m.port()), std::move(devices), by);
+               const bool authenticated = !opts.auth_token.empty();
+               check_own_address(m.host(), from, authenticated);
+               try {
+                 workers->join(m.node_id(), m.host(), static_cast<int>(m.port()), std::move(devices), by);
+               } catch (const Error& e) {
+                 // What the master found when it dialed the address (a
+                 // refusal, another service's first bytes, a timeout) goes
+                 // to its log; a peer that has not proved it holds the
+                 // token learns only that the dial failed, so the master is
+                 // no scanner for it.
+                 const genie_status_t st = e.code();
+                 const bool dial = st == GENIE_ERR_CONNECTION || st == GENIE_ERR_PROTOCOL ||
+                                   st == GENIE_ERR_TIMEOUT || st == GENIE_ERR_VERSION_MISMATCH ||
+                                   st == GENIE_ERR_IO;
+                 if (!dial) throw;
+                 refusal_log.write(LogLevel::Warn, cat("server: worker registration of '", m.node_id(),
+                                                       "' from ", from, " failed: ", e.detail()));
+                 if (authenticated) throw;
+                 fail(GENIE_ERR_CONNECTION, "the master could not open a session with worker '", m.node_id(),
+                      "' at ", m.host(), ":", m.port(),
+                      " (its log says why): a worker must answer at the address it registers");
+               }
                if (opts.on_worker) {
                  std::vector<std::string> names;
                  for (const wire::DeviceInfo& d : m.devices()) names.push_back(d.device());
                  opts.on_worker(m.node_id(), m.host(), static_cast<int>(m.port()), names, true);
                }
-               loop.post([this, wp, rid] {
-                 if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::Ok, rid, wire::Ok());
+               loop.post([this, wp, rid, node = m.node_id()] {
+                 auto peer = wp.lock();
+                 if (!peer || peer->closing) return;
+                 // Only this session heartbeats for the node from now on.
+                 if (peer->session && peer->session->control == peer.get())
+                   worker_nodes[node] = peer->session.get();
+                 send(*peer, MsgType::Ok, rid, wire::Ok());
                });
              });
   } catch (const Error& e) {
@@ -159,6 +186,7 @@ void Server::Impl::worker_register(const std::shared_ptr<Peer>& p, uint64_t rid,
 }
 
 void Server::Impl::worker_session_gone(const Session& s) {
+  std::erase_if(worker_nodes, [&](const auto& e) { return e.second == &s; });
   std::shared_ptr<RemoteClient> c = workers ? workers->leave(&s) : nullptr;
   if (c && opts.on_worker) opts.on_worker(s.client_node(), "", 0, {}, false);
   // Closing says goodbye and may wait: not on this thread.
