@@ -135,6 +135,22 @@ GENIE_CONFIG_SETTER(genie_config_set_session_grace_ms, int64_t, {
   check_grace(value, "session grace");
   c.session_grace_ms = value;
 })
+GENIE_CONFIG_SETTER(genie_config_set_memory_budget, int64_t, {
+  check_limit(value, "memory budget");
+  c.memory_budget_bytes = value;
+})
+genie_status_t genie_config_set_session_quota(genie_config_t* config, int64_t max_bytes, int64_t max_tensors,
+                                              int64_t max_graphs) {
+  return guard([&] {
+    Config& c = live<ConfigObj>(config)->cfg;
+    check_limit(max_bytes, "session byte quota");
+    check_limit(max_tensors, "session tensor quota");
+    check_limit(max_graphs, "session graph quota");
+    c.session_max_bytes = max_bytes;
+    c.session_max_tensors = max_tensors ? max_tensors : Config::kDefaultSessionMaxTensors;
+    c.session_max_graphs = max_graphs ? max_graphs : Config::kDefaultSessionMaxGraphs;
+  });
+}
 GENIE_CONFIG_SETTER(genie_config_set_max_message_bytes, int64_t, {
   check_max_message(value, "max message");
   c.max_message_bytes = value;

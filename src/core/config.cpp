@@ -102,6 +102,17 @@ void Config::apply_env() {
     max_message_bytes = parse_int("GENIE_MAX_MESSAGE", v);
     check_max_message(max_message_bytes, "GENIE_MAX_MESSAGE");
   }
+  const std::pair<const char*, int64_t*> limits[] = {{"GENIE_MEMORY_BUDGET", &memory_budget_bytes},
+                                                      {"GENIE_SESSION_MAX_BYTES", &session_max_bytes},
+                                                      {"GENIE_SESSION_MAX_TENSORS", &session_max_tensors},
+                                                      {"GENIE_SESSION_MAX_GRAPHS", &session_max_graphs}};
+  for (const auto& [name, field] : limits) {
+    if (const char* v = env(name)) {
+      const int64_t n = parse_int(name, v);
+      check_limit(n, name);
+      *field = n;
+    }
+  }
   const std::pair<const char*, int64_t*> intervals[] = {
       {"GENIE_HEARTBEAT_INTERVAL", &heartbeat_interval_ms},
       {"GENIE_HEARTBEAT_TIMEOUT", &heartbeat_timeout_ms},
@@ -166,6 +177,10 @@ void check_interval(int64_t ms, const char* what) {
         " ms is outside 10..86400000");
 }
 
+void check_limit(int64_t value, const char* what) {
+  check(value >= 0, GENIE_ERR_INVALID_ARGUMENT, what, " ", value, " must not be negative (0: the default)");
+}
+
 bool is_transport_name(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;
   for (char c : name)
@@ -189,6 +204,10 @@ void Config::validate() const {
   check_grace(session_grace_ms, "session grace");
   check_max_message(max_message_bytes, "max message");
   check_auth_token(auth_token, "auth token");
+  check_limit(memory_budget_bytes, "memory budget");
+  check_limit(session_max_bytes, "session byte quota");
+  check_limit(session_max_tensors, "session tensor quota");
+  check_limit(session_max_graphs, "session graph quota");
   check_port(master_port, "master port");
   check_node_id(node_id, "node id");
   check(master_addr.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "master address is longer than 255 bytes");

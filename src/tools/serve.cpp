@@ -15,6 +15,8 @@ void print_serve_usage(std::FILE* out) {
   std::fprintf(out,
                "usage: genie serve [--host H] [--port P] [--auth-token-file F] [--threads N]\n"
                "                   [--grace-ms MS] [--node-id ID] [--join HOST:PORT] [--insecure]\n"
+               "                   [--memory-budget BYTES] [--session-max-bytes BYTES]\n"
+               "                   [--session-max-tensors N] [--session-max-graphs N]\n"
                "\n"
                "Serves remote Genie clients (GENIE_MASTER_ADDR/GENIE_MASTER_PORT) until\n"
                "SIGINT or SIGTERM, then lets graphs in flight finish, closes every\n"
@@ -38,10 +40,18 @@ void print_serve_usage(std::FILE* out) {
                "                         server back at --host (docs/multinode.md)\n"
                "  --insecure             allow listening beyond loopback without an auth\n"
                "                         token (a trusted network only; logged as a warning)\n"
+               "  --memory-budget BYTES  what tensors and graphs in flight may hold in all\n"
+               "                         (default 0: 80% of the available memory, within the\n"
+               "                         memory cgroup's limit, at start)\n"
+               "  --session-max-bytes BYTES  what one session may hold (0: the budget)\n"
+               "  --session-max-tensors N    tensors one session may hold (0: 65536)\n"
+               "  --session-max-graphs N     graphs one session may have in flight (0: 256)\n"
                "\n"
                "GENIE_* environment variables override these values as for any Genie\n"
                "program: GENIE_AUTH_TOKEN, GENIE_ALLOW_INSECURE, GENIE_NUM_THREADS, GENIE_SESSION_GRACE,\n"
-               "GENIE_MAX_MESSAGE, GENIE_NODE_ID, GENIE_LOG_LEVEL (info logs sessions).\n");
+               "GENIE_MAX_MESSAGE, GENIE_NODE_ID, GENIE_MEMORY_BUDGET, GENIE_SESSION_MAX_BYTES,\n"
+               "GENIE_SESSION_MAX_TENSORS, GENIE_SESSION_MAX_GRAPHS, GENIE_LOG_LEVEL (info logs\n"
+               "sessions).\n");
 }
 
 namespace {
@@ -57,6 +67,9 @@ struct ServeOptions {
   long join_port = 0;
   bool insecure = false;
   bool help = false;
+  long memory_budget = -1;  // -1: not given
+  long quota[3] = {0, 0, 0};  // session bytes, tensors, graphs; 0: default
+  bool quota_given = false;
 };
 
 ServeOptions parse_args(int argc, char** argv) {
@@ -72,7 +85,8 @@ ServeOptions parse_args(int argc, char** argv) {
       continue;
     }
     if (a != "--host" && a != "--port" && a != "--auth-token-file" && a != "--threads" && a != "--grace-ms" &&
-        a != "--node-id" && a != "--join")
+        a != "--node-id" && a != "--join" && a != "--memory-budget" && a != "--session-max-bytes" &&
+        a != "--session-max-tensors" && a != "--session-max-graphs")
       usage_error("unknown argument '" + a + "' (try 'genie help serve')");
     if (i + 1 >= argc) usage_error(a + " needs a value");
     const char* v = argv[++i];
@@ -85,6 +99,12 @@ ServeOptions parse_args(int argc, char** argv) {
       o.token_file = v;
     } else if (a == "--threads") {
       o.threads = parse_long(a, v, 0, 1024);
+    } else if (a == "--memory-budget") {
+      o.memory_budget = parse_long(a, v, 0, 1L << 62);
+    } else if (a == "--session-max-bytes" || a == "--session-max-tensors" || a == "--session-max-graphs") {
+      const int k = a == "--session-max-bytes" ? 0 : a == "--session-max-tensors" ? 1 : 2;
+      o.quota[k] = parse_long(a, v, 0, 1L << 62);
+      o.quota_given = true;
     } else if (a == "--node-id") {
       o.node_id = v;
     } else if (a == "--join") {
@@ -132,6 +152,11 @@ int serve_command(int argc, char** argv) {
   if (opt.threads >= 0)
     check(genie_config_set_num_threads(config.get(), static_cast<int32_t>(opt.threads)), "--threads");
   if (opt.grace_ms >= 0) check(genie_config_set_session_grace_ms(config.get(), opt.grace_ms), "--grace-ms");
+  if (opt.memory_budget >= 0)
+    check(genie_config_set_memory_budget(config.get(), opt.memory_budget), "--memory-budget");
+  if (opt.quota_given)
+    check(genie_config_set_session_quota(config.get(), opt.quota[0], opt.quota[1], opt.quota[2]),
+          "--session-max-*");
   if (!opt.node_id.empty()) check(genie_config_set_node_id(config.get(), opt.node_id.c_str()), "--node-id");
   if (!opt.join_host.empty())
     check(genie_config_set_master_addr(config.get(), opt.join_host.c_str()) ||

@@ -37,6 +37,7 @@
 #include "core/log.hpp"
 #include "exec/executor.hpp"
 #include "exec/overhead.hpp"
+#include "exec/run_memory.hpp"
 #include "genie.pb.h"
 #include "graph/binding.hpp"
 #include "graph/delta.hpp"
@@ -47,9 +48,6 @@ namespace genie {
 
 using wire::MsgType;
 using wire::parse_msg;
-
-// Total physical memory (server.cpp): the bound on tensor bytes.
-uint64_t physical_memory();
 
 // One accepted connection: in its handshake, a session's control
 // connection, or one of its data connections.
@@ -163,8 +161,10 @@ struct Server::Impl {
   ServerOptions opts;
   std::string node_id;
   const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-  const uint64_t memory_limit = physical_memory();
   ServerCounters counters;
+  // Before exec: a graph's reservation may end on an executor worker, which
+  // ~Executor joins first.
+  MemoryGate gate;
   int bound_port = 0;
 
   Executor exec;

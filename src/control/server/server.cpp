@@ -44,15 +44,6 @@ const char* refusal_kind(genie_status_t s) {
 
 }  // namespace
 
-// Total physical memory: tensors beyond it would only get the server killed
-// by the kernel when their zero-fill touches the pages.
-uint64_t physical_memory() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return kMaxTensorBytes;
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
-}
-
 // ---------------------------------------------------------------------------
 // Setup and accepting
 // ---------------------------------------------------------------------------
@@ -60,6 +51,7 @@ uint64_t physical_memory() {
 Server::Impl::Impl(ServerOptions o)
     : opts(std::move(o)),
       node_id(opts.node_id.empty() ? generate_node_id("serve") : opts.node_id),
+      gate(opts.memory_budget, opts.quota, counters.tensor_bytes, cat("server ", node_id)),
       exec(opts.num_threads) {
   {
     Config c;
@@ -91,7 +83,9 @@ Server::Impl::Impl(ServerOptions o)
   result.get();  // rethrows the bind error; ~LoopThread then stops the loop
   if (opts.on_start) loop.post([this] { opts.on_start(loop); });
   log(LogLevel::Info, "server ", node_id, ": listening on ", opts.host, ":", bound_port,
-      opts.auth_token.empty() ? " (no authentication)" : " (authentication required)");
+      opts.auth_token.empty() ? " (no authentication)" : " (authentication required)", "; memory budget ",
+      gate.budget(), " bytes, per session ", gate.quota().max_bytes, " bytes, ", gate.quota().max_tensors,
+      " tensors, ", gate.quota().max_graphs, " graphs in flight");
   if (!opts.join_host.empty()) join_master();
 }
 
