@@ -26,17 +26,18 @@ void MemoryGate::admit(const Session& s, uint64_t bytes, uint64_t tensors, bool 
         what, ": session tensor quota: ", tensors, " more tensors on ", where_, " with ", have_tensors,
         " held or due, past its quota of ", quota_.max_tensors,
         " tensors (genie serve --session-max-tensors, GENIE_SESSION_MAX_TENSORS)");
-  const uint64_t have = u.bytes.load(std::memory_order_relaxed) + u.reserved_bytes.load(std::memory_order_relaxed);
-  check(bytes <= quota_.max_bytes && have <= quota_.max_bytes - bytes, GENIE_ERR_OUT_OF_MEMORY, what,
-        ": session byte quota: ", bytes, " more bytes on ", where_, " with ", have,
-        " held or reserved by this session, past its quota of ", quota_.max_bytes,
-        " bytes (genie serve --session-max-bytes, GENIE_SESSION_MAX_BYTES)");
+  // The server's budget first: past it, no quota matters.
   const uint64_t held = held_.load(std::memory_order_relaxed), reserved = reserved_.load(std::memory_order_relaxed);
   const uint64_t all = held + reserved;
   check(bytes <= budget_ && all <= budget_ - bytes, GENIE_ERR_OUT_OF_MEMORY, what, ": memory budget: ", bytes,
         " more bytes on ", where_, " with ", held, " held by all sessions and ", reserved,
         " reserved by graphs in flight, past its budget of ", budget_,
         " bytes (genie serve --memory-budget, GENIE_MEMORY_BUDGET)");
+  const uint64_t have = u.bytes.load(std::memory_order_relaxed) + u.reserved_bytes.load(std::memory_order_relaxed);
+  check(bytes <= quota_.max_bytes && have <= quota_.max_bytes - bytes, GENIE_ERR_OUT_OF_MEMORY, what,
+        ": session byte quota: ", bytes, " more bytes on ", where_, " with ", have,
+        " held or reserved by this session, past its quota of ", quota_.max_bytes,
+        " bytes (genie serve --session-max-bytes, GENIE_SESSION_MAX_BYTES)");
 }
 
 std::shared_ptr<MemoryGate::Reservation> MemoryGate::reserve(const std::shared_ptr<Session>& s, uint64_t bytes,
