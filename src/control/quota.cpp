@@ -1,5 +1,7 @@
 #include "control/quota.hpp"
 
+#include <utility>
+
 #include "control/session.hpp"
 #include "core/error.hpp"
 #include "core/memory.hpp"
@@ -55,7 +57,8 @@ MemoryGate::Reservation::Reservation(MemoryGate& gate, std::shared_ptr<Session> 
   s->usage.graphs.fetch_add(1, std::memory_order_relaxed);
 }
 
-MemoryGate::Reservation::~Reservation() {
+void MemoryGate::Reservation::release() {
+  if (std::exchange(released_, true)) return;
   gate_.reserved_.fetch_sub(bytes_, std::memory_order_relaxed);
   if (auto s = session_.lock()) {
     s->usage.reserved_bytes.fetch_sub(bytes_, std::memory_order_relaxed);

@@ -54,7 +54,10 @@ class MemoryGate {
   // destroyed.
   class Reservation {
    public:
-    ~Reservation();
+    ~Reservation() { release(); }
+    // Ends it now (idempotent): a graph's completion releases it before its
+    // outputs join the session, wherever the last reference ends up.
+    void release();
     Reservation(const Reservation&) = delete;
     Reservation& operator=(const Reservation&) = delete;
 
@@ -64,6 +67,7 @@ class MemoryGate {
     MemoryGate& gate_;
     std::weak_ptr<Session> session_;
     uint64_t bytes_, tensors_;
+    bool released_ = false;
   };
   // admit(..., graph = true), then reserve.
   std::shared_ptr<Reservation> reserve(const std::shared_ptr<Session>& s, uint64_t bytes, uint64_t tensors,

@@ -80,6 +80,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     if (!tasks.post([this, r, wp, ws, rid, reservation] {
           auto result = std::make_shared<MultiResult>(workers->run(r->entry.graph, r->inputs, r->shapes));
           loop.post([this, wp, ws, rid, graph = r->entry.graph, result, reservation] {
+            reservation->release();
             multinode_done(wp, ws, rid, graph, *result);
           });
         })) {
@@ -102,6 +103,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     // Microseconds of work: handing it to a worker and its completion back
     // to this loop would cost more than running it here.
     ExecResult r = exec.run_inline(e.graph, std::move(inputs));
+    reservation->release();
     ++graphs_in_flight;  // graph_done counts it out
     graph_done(wp, ws, rid, e.graph, r);
     return;
@@ -111,7 +113,10 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     exec.run(e.graph, std::move(inputs), [this, wp, ws, rid, graph = e.graph, reservation](ExecResult&& r) {
       auto result = std::make_shared<ExecResult>(std::move(r));
       // Cannot fail: stop() keeps the loop running until every graph is done.
-      loop.post([this, wp, ws, rid, graph, result, reservation] { graph_done(wp, ws, rid, graph, *result); });
+      loop.post([this, wp, ws, rid, graph, result, reservation] {
+        reservation->release();
+        graph_done(wp, ws, rid, graph, *result);
+      });
     });
   } catch (...) {
     --graphs_in_flight;
