@@ -259,11 +259,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         sent = send_all(fd, raw, len);
         break;
       }
-      case 2: sent = authenticate(fd, node, 200, rid++); break;
+      case 2: sent = authenticate(fd, node, 50, rid++); break;
       case 3: {
         MsgType type;
         std::string msg;
-        read_frame(fd, 5, &type, &msg);
+        read_frame(fd, 2, &type, &msg);
         break;
       }
     }

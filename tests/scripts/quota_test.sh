@@ -74,7 +74,7 @@ echo "ok 2: session tensor and byte quotas"
 GENIE_LOG_LEVEL=info start_server auto
 wait_for "$TMP/auto.err" "memory budget" 10 || fail "no budget logged"
 budget=$(sed -n 's/.*memory budget \([0-9]*\) bytes.*/\1/p' "$TMP/auto.err" | head -1)
-avail=$(awk '/^MemAvailable:/ { printf "%d", $2 * 1024 }' /proc/meminfo)
+avail=$(awk '/^MemAvailable:/ { printf "%.0f", $2 * 1024 }' /proc/meminfo)
 [ -n "$budget" ] && [ "$budget" -gt 0 ] || fail "budget '$budget'"
 # Memory may have been freed since the server read it: allow 10%.
 [ "$budget" -le $((avail * 11 / 10)) ] || fail "budget $budget is above the available memory $avail"
