@@ -12,6 +12,7 @@
 #include "control/wire.hpp"
 #include "control/wire_codec.hpp"
 #include "genie.pb.h"
+#include "server_script.hpp"
 
 namespace {
 
@@ -38,28 +39,21 @@ std::string frame(MsgType t, const google::protobuf::Message& m, uint64_t rid = 
   return std::string(reinterpret_cast<char*>(hdr), sizeof hdr) + msg + payload;
 }
 
-// server_fuzz records (see server_fuzz.cpp).
-const MsgType kTypes[] = {
-    MsgType::Hello,         MsgType::AuthResponse,     MsgType::DataHello,        MsgType::TensorAlloc,
-    MsgType::TensorWrite,   MsgType::TensorRead,       MsgType::TensorFree,       MsgType::TensorExport,
-    MsgType::TensorFetch,   MsgType::TensorImport,     MsgType::GraphSubmit,      MsgType::GraphSubmitDelta,
-    MsgType::ServerInfoRequest, MsgType::WorkerRegister, MsgType::PlanExplain,    MsgType::Goodbye,
-    MsgType::Probe,         MsgType::Heartbeat,        MsgType::Ok,               MsgType::Welcome};
-
+// server_fuzz records (server_script.hpp).
 std::string u16(size_t v) { return std::string{static_cast<char>(v & 0xff), static_cast<char>((v >> 8) & 0xff)}; }
 
 std::string rec(MsgType t, const google::protobuf::Message& m, const std::string& payload = "") {
   size_t i = 0;
-  while (kTypes[i] != t) ++i;
+  while (genie::fuzz::kScriptTypes[i] != t) ++i;
   const std::string msg = w::encode_msg(m);
   std::string r;
-  r += static_cast<char>(payload.empty() ? 0 : 0x80);
+  r += static_cast<char>(payload.empty() ? genie::fuzz::kOpFrame : genie::fuzz::kOpFrame | genie::fuzz::kWithPayload);
   r += static_cast<char>(i);
   r += u16(msg.size()) + msg;
   if (!payload.empty()) r += u16(payload.size()) + payload;
   return r;
 }
-const std::string kAuth(1, '\x02'), kRead(1, '\x03');
+const std::string kAuth(1, genie::fuzz::kOpAuth), kRead(1, genie::fuzz::kOpRead);
 
 w::Hello hello(const std::string& node) {
   w::Hello h;

@@ -2,7 +2,7 @@
 // this process, on 127.0.0.1, with an auth token and small quotas, fed one
 // connection per input. The input is a script of records:
 //
-//   0 T LL MSG...        a frame of type kTypes[T % N] carrying MSG (LL bytes,
+//   0 T LL MSG...        a frame of type kScriptTypes[T % N] (server_script.hpp) carrying MSG (LL bytes,
 //                        little-endian), with a correct CRC, so the fuzzer
 //                        explores the handshake and the requests behind it;
 //                        with bit 7 of the first byte set, PP bytes of
@@ -37,6 +37,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
+#include "server_script.hpp"
 
 namespace {
 
@@ -44,13 +45,8 @@ using genie::wire::MsgType;
 
 const char kToken[] = "fuzz-token-0123456789abcdef";
 
-constexpr MsgType kTypes[] = {
-    MsgType::Hello,         MsgType::AuthResponse,     MsgType::DataHello,        MsgType::TensorAlloc,
-    MsgType::TensorWrite,   MsgType::TensorRead,       MsgType::TensorFree,       MsgType::TensorExport,
-    MsgType::TensorFetch,   MsgType::TensorImport,     MsgType::GraphSubmit,      MsgType::GraphSubmitDelta,
-    MsgType::ServerInfoRequest, MsgType::WorkerRegister, MsgType::PlanExplain,    MsgType::Goodbye,
-    MsgType::Probe,         MsgType::Heartbeat,        MsgType::Ok,               MsgType::Welcome};
-constexpr size_t kNumTypes = sizeof kTypes / sizeof kTypes[0];
+using genie::fuzz::kNumScriptTypes;
+using genie::fuzz::kScriptTypes;
 
 genie::Server* g_server = nullptr;
 int g_port = 0;
@@ -236,31 +232,32 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!in.u8(&op)) break;
     bool sent = true;
     switch (op & 3) {
-      case 0: {
+      case genie::fuzz::kOpFrame: {
         uint8_t t;
         uint16_t len, plen = 0;
         const uint8_t *msg = nullptr, *payload = nullptr;
         if (!in.u8(&t) || !in.u16(&len) || !in.take(len, &msg)) break;
-        if ((op & 0x80) && (!in.u16(&plen) || !in.take(plen, &payload))) break;
-        const MsgType type = kTypes[t % kNumTypes];
+        if ((op & genie::fuzz::kWithPayload) && (!in.u16(&plen) || !in.take(plen, &payload))) break;
+        const MsgType type = kScriptTypes[t % kNumScriptTypes];
         const std::string m(reinterpret_cast<const char*>(msg), len);
         if (type == MsgType::Hello) {
           genie::wire::Hello h;
+          google::protobuf::LogSilencer quiet;  // the harness's own parse: the server's must be quiet by itself
           if (h.ParseFromString(m)) node = h.node_id();
         }
         sent = send_frame(fd, type, rid++, m,
                           std::string(reinterpret_cast<const char*>(payload ? payload : msg), plen));
         break;
       }
-      case 1: {
+      case genie::fuzz::kOpRaw: {
         uint16_t len;
         const uint8_t* raw;
         if (!in.u16(&len) || !in.take(len, &raw)) break;
         sent = send_all(fd, raw, len);
         break;
       }
-      case 2: sent = authenticate(fd, node, 50, rid++); break;
-      case 3: {
+      case genie::fuzz::kOpAuth: sent = authenticate(fd, node, 50, rid++); break;
+      case genie::fuzz::kOpRead: {
         MsgType type;
         std::string msg;
         read_frame(fd, 2, &type, &msg);
