@@ -41,7 +41,7 @@ void print_serve_usage(std::FILE* out) {
                "  --insecure             allow listening beyond loopback without an auth\n"
                "                         token (a trusted network only; logged as a warning)\n"
                "  --memory-budget BYTES  what tensors and graphs in flight may hold in all\n"
-               "                         (default 0: 80% of the available memory, within the\n"
+               "                         (default 0: 80%% of the available memory, within the\n"
                "                         memory cgroup's limit, at start)\n"
                "  --session-max-bytes BYTES  what one session may hold (0: the budget)\n"
                "  --session-max-tensors N    tensors one session may hold (0: 65536)\n"
