@@ -14,7 +14,8 @@
 //                        Hello went since the last one)
 //   3                    read one reply, if one comes within a few ms
 //
-// then half-closes and reads until the server closes (within 8 s). Whatever the bytes,
+// then half-closes and reads until the server closes (libFuzzer's -timeout
+// reports a server that does not). Whatever the bytes,
 // the server must answer or close the connection, and keep serving: the
 // harness checks that it still completes a handshake every 256 inputs.
 #include <arpa/inet.h>
@@ -168,19 +169,12 @@ bool authenticate(int fd, const std::string& node, int wait_ms, uint64_t rid) {
   return false;
 }
 
-// Half-closes and reads until the server closes (bounded).
+// Half-closes and reads until the server closes. A server that never does
+// is reported by libFuzzer's -timeout (scripts/fuzz.sh: 30 s) with the input.
 void finish(int fd) {
   ::shutdown(fd, SHUT_WR);
   char buf[65536];
-  for (int i = 0; i < 4096; ++i) {
-    pollfd pfd{fd, POLLIN, 0};
-    // Generous: on a loaded machine a sanitized server can take a while; a
-    // server that never closes is what this catches.
-    if (::poll(&pfd, 1, 8000) <= 0) {
-      std::fprintf(stderr, "server_fuzz: the server kept a half-closed connection open for 8 s\n");
-      std::abort();
-    }
-    if (::recv(fd, buf, sizeof buf, 0) <= 0) break;
+  while (::recv(fd, buf, sizeof buf, 0) > 0) {
   }
   ::close(fd);
 }

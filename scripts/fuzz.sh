@@ -43,7 +43,7 @@ status=0
 for h in $HARNESSES; do
   work="$BUILD/corpus/$h"
   mkdir -p "$work"
-  opts=(-artifact_prefix="$BUILD/$h-" -print_final_stats=1 -rss_limit_mb=4096 -malloc_limit_mb=1024 -timeout=10)
+  opts=(-artifact_prefix="$BUILD/$h-" -print_final_stats=1 -rss_limit_mb=4096 -malloc_limit_mb=1024 -timeout=30)
   [ "$h" = server ] && opts+=(-detect_leaks=0)
   if [ "$MODE" = brief ]; then
     opts+=(-runs=2000)
