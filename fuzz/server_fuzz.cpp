@@ -28,7 +28,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -146,8 +148,20 @@ int connect_server() {
   a.sin_port = htons(static_cast<uint16_t>(g_port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    std::perror("server_fuzz: connect");
-    std::abort();
+    // libFuzzer's timers interrupt system calls (SIGALRM): an interrupted
+    // connect goes on in the background; wait for it.
+    int err = errno;
+    if (err == EINTR) {
+      pollfd pfd{fd, POLLOUT, 0};
+      while (::poll(&pfd, 1, -1) < 0 && errno == EINTR) {
+      }
+      socklen_t len = sizeof err;
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+    if (err != 0) {
+      std::fprintf(stderr, "server_fuzz: connect: %s\n", std::strerror(err));
+      std::abort();
+    }
   }
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
