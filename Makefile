@@ -7,7 +7,10 @@ REL_TEST_BUILD ?= build-release-test
 JOBS       ?= $(shell nproc)
 CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps build demo test test-build test-release clean
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps build demo test test-build test-release fuzz clean
 
 all: build
 
@@ -39,5 +42,10 @@ test-release: deps
 	@cmake --build $(REL_TEST_BUILD) -j $(JOBS)
 	@cd $(REL_TEST_BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# libFuzzer harnesses (fuzz/), built with clang in their own directory, each
+# run for FUZZ_SECONDS.
+fuzz: deps
+	@scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 clean:
-	rm -rf $(BUILD) $(TEST_BUILD) $(REL_TEST_BUILD)
+	rm -rf $(BUILD) $(TEST_BUILD) $(REL_TEST_BUILD) $(FUZZ_BUILD)

@@ -462,6 +462,30 @@ GENIE_API genie_status_t genie_config_set_max_sessions(genie_config_t *config,
 GENIE_API genie_status_t genie_config_set_max_message_bytes(
     genie_config_t *config, int64_t max_bytes);
 
+/** Server: the memory its tensors and the graphs in flight may hold, in
+ * bytes (GENIE_MEMORY_BUDGET; `genie serve --memory-budget`). 0, the
+ * default: 80% of what this process may still take when the server starts
+ * (the smaller of the kernel's available memory and the memory cgroup's
+ * limit less its usage). An allocation or a graph whose outputs and
+ * intermediates would pass it fails with GENIE_ERR_OUT_OF_MEMORY naming
+ * the tensor or graph, the server, its use and the budget.
+ * GENIE_ERR_INVALID_ARGUMENT for a negative value. */
+GENIE_API genie_status_t genie_config_set_memory_budget(genie_config_t *config,
+                                                        int64_t bytes);
+
+/** Server: what one session may hold (GENIE_SESSION_MAX_BYTES,
+ * GENIE_SESSION_MAX_TENSORS, GENIE_SESSION_MAX_GRAPHS; `genie serve
+ * --session-max-bytes/-tensors/-graphs`): tensor bytes (outputs and
+ * intermediates of its graphs in flight included), tensors, and graphs in
+ * flight at once. 0 keeps a default: the whole memory budget, 65536
+ * tensors, 256 graphs. Past one, the request fails with
+ * GENIE_ERR_OUT_OF_MEMORY naming the quota, the session's use and the
+ * limit. GENIE_ERR_INVALID_ARGUMENT for a negative value. */
+GENIE_API genie_status_t genie_config_set_session_quota(genie_config_t *config,
+                                                        int64_t max_bytes,
+                                                        int64_t max_tensors,
+                                                        int64_t max_graphs);
+
 /** Interval between heartbeats in milliseconds, 10..86400000 (default
  *  10000). A context in remote mode sends the master its node status this
  *  often (and, once the master is lost, probes it this often); the master

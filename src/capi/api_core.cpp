@@ -136,7 +136,8 @@ GENIE_CONFIG_SETTER(genie_config_set_tls_server_name, const char*, {
   check(v.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "TLS server name is longer than 255 bytes");
   c.tls_server_name = v;
 })
-genie_status_t genie_config_set_tls_cert(genie_config_t* config, const char* cert_file, const char* key_file) {
+genie_status_t genie_config_set_tls_cert(genie_config_t* config, const char* cert_file,
+                                         const char* key_file) {
   return guard([&] {
     Config& c = live<ConfigObj>(config)->cfg;
     const std::string cert = cert_file ? cert_file : "", key = key_file ? key_file : "";
@@ -171,6 +172,22 @@ GENIE_CONFIG_SETTER(genie_config_set_max_sessions, int32_t, {
   check_limit(value, "max sessions");
   c.max_sessions = value;
 })
+GENIE_CONFIG_SETTER(genie_config_set_memory_budget, int64_t, {
+  check_quota(value, "memory budget");
+  c.memory_budget_bytes = value;
+})
+genie_status_t genie_config_set_session_quota(genie_config_t* config, int64_t max_bytes, int64_t max_tensors,
+                                              int64_t max_graphs) {
+  return guard([&] {
+    Config& c = live<ConfigObj>(config)->cfg;
+    check_quota(max_bytes, "session byte quota");
+    check_quota(max_tensors, "session tensor quota");
+    check_quota(max_graphs, "session graph quota");
+    c.session_max_bytes = max_bytes;
+    c.session_max_tensors = max_tensors ? max_tensors : Config::kDefaultSessionMaxTensors;
+    c.session_max_graphs = max_graphs ? max_graphs : Config::kDefaultSessionMaxGraphs;
+  });
+}
 GENIE_CONFIG_SETTER(genie_config_set_max_message_bytes, int64_t, {
   check_max_message(value, "max message");
   c.max_message_bytes = value;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "control/orchestrator.hpp"
+#include "control/quota.hpp"
 #include "core/config.hpp"
 #include "genie.pb.h"
 
@@ -50,6 +51,11 @@ struct ServerOptions {
   int64_t session_grace_ms = 30000;
   uint32_t max_message_bytes = 64u << 20;
   int num_threads = 0;  // executor workers; 0 = hardware concurrency
+  // Bytes this server's tensors and graphs in flight may hold (0: a share of
+  // the available memory and the cgroup limit at start, core/memory.hpp),
+  // and what one session may hold (control/quota.hpp).
+  uint64_t memory_budget = 0;
+  SessionQuota quota;
   std::string node_id;  // empty: generated
   // A connection that has not completed its handshake by then is closed, so
   // idle or half-open connections cannot pile up.

@@ -10,6 +10,7 @@ uint64_t Session::add(TensorPtr t) {
   tensors_.emplace(id, std::move(t));
   counters_.tensors.fetch_add(1, std::memory_order_relaxed);
   counters_.tensor_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  usage.bytes.fetch_add(bytes, std::memory_order_relaxed);
   return id;
 }
 
@@ -41,6 +42,7 @@ bool Session::erase(uint64_t id) {
   if (it == tensors_.end()) return remote_.erase(id) > 0;
   counters_.tensors.fetch_sub(1, std::memory_order_relaxed);
   counters_.tensor_bytes.fetch_sub(it->second->nbytes(), std::memory_order_relaxed);
+  usage.bytes.fetch_sub(it->second->nbytes(), std::memory_order_relaxed);
   tensors_.erase(it);
   return true;
 }
@@ -49,6 +51,7 @@ void Session::clear() {
   for (const auto& [id, t] : tensors_) {
     counters_.tensors.fetch_sub(1, std::memory_order_relaxed);
     counters_.tensor_bytes.fetch_sub(t->nbytes(), std::memory_order_relaxed);
+    usage.bytes.fetch_sub(t->nbytes(), std::memory_order_relaxed);
   }
   tensors_.clear();
   remote_.clear();

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "control/quota.hpp"
 #include "control/remote_tensor.hpp"
 #include "control/uv_timer.hpp"
 #include "core/tensor_data.hpp"
@@ -84,6 +85,8 @@ class Session {
   // Connections attached to the session (owned by the server's peer table).
   Peer* control = nullptr;  // null while the session waits in its grace period
   std::vector<Peer*> data;
+  // What it holds here and has reserved (control/quota.hpp).
+  SessionUsage usage;
   // Armed while the control connection is lost; the session ends when it fires.
   std::unique_ptr<Timer> grace;
   // When a frame last arrived on one of its connections (the loop's clock,

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <google/protobuf/message.h>
+#include <google/protobuf/stubs/logging.h>
 
 #include <string>
 
@@ -19,6 +20,10 @@ std::string encode_msg(const google::protobuf::Message& m);
 template <class M>
 M parse_msg(const std::string& bytes, MsgType type) {
   M m;
+  // Bytes from the network: libprotobuf would log a line to stderr for each
+  // bad string field (invalid UTF-8), a log flood any peer could cause. The
+  // failure is reported once, as the error below.
+  google::protobuf::LogSilencer quiet;
   if (!m.ParseFromString(bytes)) {
     fail(GENIE_ERR_PROTOCOL, "malformed ", type_name(type), " frame: ", bytes.size(),
          " bytes do not parse as ", M::descriptor()->full_name());

@@ -57,6 +57,14 @@ class Buffer {
   // rounded up to whole cache lines (never zero bytes), contents undefined.
   // Throws Error(OUT_OF_MEMORY).
   static Buffer host(size_t size);
+  // The same, every byte zero. Large blocks come straight from the kernel
+  // (anonymous mappings are zero pages until written): nothing is cleared
+  // and no page is committed until written, so a tensor that its owner
+  // fills afterwards costs its memory once, when filled. Small blocks are
+  // cleared here (they come from the heap, where another tensor, perhaps of
+  // another session, left its bytes). Throws Error(OUT_OF_MEMORY).
+  static Buffer host_zeroed(size_t size);
+  static constexpr size_t kMapThreshold = size_t{1} << 20;
   // The allocation host() makes for `size` bytes.
   static size_t host_alloc_size(size_t size) { return ((size + 63) / 64) * 64 + 64; }
 

@@ -125,11 +125,21 @@ void Config::apply_env() {
     max_message_bytes = parse_int("GENIE_MAX_MESSAGE", v);
     check_max_message(max_message_bytes, "GENIE_MAX_MESSAGE");
   }
-  const std::pair<const char*, int64_t*> intervals[] = {
-      {"GENIE_HEARTBEAT_INTERVAL", &heartbeat_interval_ms},
-      {"GENIE_HEARTBEAT_TIMEOUT", &heartbeat_timeout_ms},
-      {"GENIE_GPU_POLL_INTERVAL", &gpu_poll_interval_ms},
-      {"GENIE_HEALTH_INTERVAL", &health_interval_ms}};
+  const std::pair<const char*, int64_t*> quotas[] = {{"GENIE_MEMORY_BUDGET", &memory_budget_bytes},
+                                                     {"GENIE_SESSION_MAX_BYTES", &session_max_bytes},
+                                                     {"GENIE_SESSION_MAX_TENSORS", &session_max_tensors},
+                                                     {"GENIE_SESSION_MAX_GRAPHS", &session_max_graphs}};
+  for (const auto& [name, field] : quotas) {
+    if (const char* v = env(name)) {
+      const int64_t n = parse_int(name, v);
+      check_quota(n, name);
+      *field = n;
+    }
+  }
+  const std::pair<const char*, int64_t*> intervals[] = {{"GENIE_HEARTBEAT_INTERVAL", &heartbeat_interval_ms},
+                                                        {"GENIE_HEARTBEAT_TIMEOUT", &heartbeat_timeout_ms},
+                                                        {"GENIE_GPU_POLL_INTERVAL", &gpu_poll_interval_ms},
+                                                        {"GENIE_HEALTH_INTERVAL", &health_interval_ms}};
   for (const auto& [name, field] : intervals) {
     if (const char* v = env(name)) {
       const int64_t ms = parse_int(name, v);
@@ -185,12 +195,16 @@ void check_max_message(int64_t bytes, const char* what) {
 }
 
 void check_interval(int64_t ms, const char* what) {
-  check(ms >= 10 && ms <= 86400000, GENIE_ERR_INVALID_ARGUMENT, what, " ", ms,
-        " ms is outside 10..86400000");
+  check(ms >= 10 && ms <= 86400000, GENIE_ERR_INVALID_ARGUMENT, what, " ", ms, " ms is outside 10..86400000");
 }
 
 void check_limit(int64_t n, const char* what) {
-  check(n >= 0 && n <= 1000000, GENIE_ERR_INVALID_ARGUMENT, what, " ", n, " is outside 0..1000000 (0: no limit)");
+  check(n >= 0 && n <= 1000000, GENIE_ERR_INVALID_ARGUMENT, what, " ", n,
+        " is outside 0..1000000 (0: no limit)");
+}
+
+void check_quota(int64_t value, const char* what) {
+  check(value >= 0, GENIE_ERR_INVALID_ARGUMENT, what, " ", value, " must not be negative (0: the default)");
 }
 
 bool is_transport_name(const std::string& name) {
@@ -223,6 +237,10 @@ void Config::validate() const {
   check_auth_token(auth_token, "auth token");
   check(tls_cert.empty() == tls_key.empty(), GENIE_ERR_INVALID_ARGUMENT,
         "a TLS certificate needs its private key and the other way round (GENIE_TLS_CERT and GENIE_TLS_KEY)");
+  check_quota(memory_budget_bytes, "memory budget");
+  check_quota(session_max_bytes, "session byte quota");
+  check_quota(session_max_tensors, "session tensor quota");
+  check_quota(session_max_graphs, "session graph quota");
   check_port(master_port, "master port");
   check_node_id(node_id, "node id");
   check(master_addr.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "master address is longer than 255 bytes");

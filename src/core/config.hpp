@@ -56,6 +56,16 @@ struct Config {
   int32_t max_connections_per_source = 128;
   int32_t max_sessions = 1024;
   int64_t max_message_bytes = 64 << 20;
+  // A server's memory (docs/security.md, "Quotas and the memory budget"):
+  // the bytes its tensors and the graphs in flight may hold (0: a share of
+  // the available memory and the cgroup limit, core/memory.hpp), and what
+  // one session may hold of it (bytes 0: the whole budget).
+  int64_t memory_budget_bytes = 0;
+  int64_t session_max_bytes = 0;
+  int64_t session_max_tensors = kDefaultSessionMaxTensors;
+  int64_t session_max_graphs = kDefaultSessionMaxGraphs;
+  static constexpr int64_t kDefaultSessionMaxTensors = 65536;
+  static constexpr int64_t kDefaultSessionMaxGraphs = 256;
   bool graph_deltas = true;  // remote mode: send graph deltas (GENIE_GRAPH_DELTAS=0 turns them off)
   bool use_env = true;
   // Cluster monitoring (docs/cluster.md).
@@ -81,6 +91,8 @@ void check_grace(int64_t ms, const char* what);
 void check_max_message(int64_t bytes, const char* what);
 void check_interval(int64_t ms, const char* what);  // 10..86400000
 void check_limit(int64_t n, const char* what);      // 0..1000000 (0: none)
+// A memory budget or session quota: 0 (the default) or a positive count.
+void check_quota(int64_t value, const char* what);
 // An auth token: empty (none) or kMinAuthTokenBytes..4096 bytes.
 constexpr size_t kMinAuthTokenBytes = 16;
 void check_auth_token(const std::string& token, const char* what);

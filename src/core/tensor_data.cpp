@@ -42,14 +42,16 @@ TensorData::TensorData(DType dtype, Shape shape)
     : dtype_(dtype), shape_(std::move(shape)), numel_(genie::numel(shape_)) {
   check(dtype_size(dtype) != 0, GENIE_ERR_INVALID_ARGUMENT, "invalid dtype ", static_cast<int>(dtype));
   nbytes_ = byte_size(shape_, dtype_size(dtype));
-  const size_t alloc = Buffer::host_alloc_size(nbytes_);
-  void* p = std::aligned_alloc(64, alloc);
-  if (p == nullptr)
+  try {
+    buffer_ = Buffer::host_zeroed(nbytes_);
+  } catch (const Error&) {
     fail(GENIE_ERR_OUT_OF_MEMORY, "cannot allocate ", nbytes_, " bytes for tensor ", shape_str(shape_));
-  std::memset(p, 0, alloc);
-  buffer_ = Buffer(static_cast<std::byte*>(p), alloc, MemoryKind::Host, Device{}, {});
+  }
   count_live();
 }
+
+TensorData::TensorData(DType dtype, Shape shape, Uninitialized)
+    : TensorData(dtype, shape, Buffer::host(byte_size(shape, dtype_size(dtype))), true) {}
 
 namespace {
 

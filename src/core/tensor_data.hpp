@@ -14,8 +14,20 @@ namespace genie {
 
 class TensorData {
  public:
-  // Allocates zero-filled host storage; throws Error(OUT_OF_MEMORY / TOO_LARGE).
+  // Allocates zeroed host storage (Buffer::host_zeroed: large tensors are
+  // not cleared byte by byte, the kernel's fresh pages are zero); throws
+  // Error(OUT_OF_MEMORY / TOO_LARGE).
+  //
+  // The rule: storage that anyone may read before its owner writes all of
+  // it (a tensor a client allocates, then reads) is zeroed, since heap memory
+  // may hold bytes another tensor, of another session, left there. Storage
+  // whose every byte is written before anyone reads it (constants filled
+  // from JSON or ONNX, kernel outputs from the BufferPool) is Uninitialized.
   TensorData(DType dtype, Shape shape);
+  struct Uninitialized {};
+  // Host storage with undefined contents: the caller writes every byte
+  // before anyone may read it. Throws as above.
+  TensorData(DType dtype, Shape shape, Uninitialized);
   // Adopts `buffer` (at least byte_size(shape) bytes, contents as they are):
   // for buffers of a pool or a device backend, or views borrowing another
   // tensor's bytes (the buffer's Release then keeps that tensor alive).

@@ -316,7 +316,8 @@ void read_constant(Graph& g, const cJSON* j, const std::string& path) {
   check(data.size() == base64_len(nbytes), GENIE_ERR_SIZE_MISMATCH, data_path, ": ", data.size(),
         " base64 characters, but ", dtype_name(dtype), shape_str(shape), " needs ", nbytes, " bytes (",
         base64_len(nbytes), " characters)");
-  auto tensor = at(path, [&] { return std::make_shared<TensorData>(dtype, shape); });
+  // Every byte is decoded into it before anyone reads it: no zeroing.
+  auto tensor = at(path, [&] { return std::make_shared<TensorData>(dtype, shape, TensorData::Uninitialized{}); });
   if (!base64_decode(data, tensor->bytes(), nbytes)) bad(data_path, "invalid base64");
   at(path, [&] { g.add_constant(name, std::move(tensor)); });
 }

@@ -369,7 +369,8 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       Holding& h = held.at(v);
       if (h.local) return h.local;
       const RemoteTensorPtr& src = h.at.begin()->second;
-      auto t = std::make_shared<TensorData>(src->dtype, src->shape);
+      // Read whole before anyone sees it: no zeroing.
+      auto t = std::make_shared<TensorData>(src->dtype, src->shape, TensorData::Uninitialized{});
       src->client->tensor_read(src->id, 0, t->bytes(), t->nbytes());
       count(role_of(v), t->nbytes());
       h.local = t;

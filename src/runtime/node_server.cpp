@@ -27,6 +27,9 @@ NodeServer::NodeServer(Config cfg, const std::string& host, int port) {
   opts.max_sessions = cfg.max_sessions;
   opts.max_message_bytes = static_cast<uint32_t>(cfg.max_message_bytes);
   opts.num_threads = cfg.num_threads;
+  opts.memory_budget = static_cast<uint64_t>(cfg.memory_budget_bytes);
+  opts.quota = {static_cast<uint64_t>(cfg.session_max_bytes), static_cast<uint64_t>(cfg.session_max_tensors),
+                static_cast<uint64_t>(cfg.session_max_graphs)};
   opts.node_id = cfg.node_id;
   opts.join_host = join_host;
   opts.join_port = join_port;

@@ -7,67 +7,78 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "cli.hpp"
 
 namespace genie_cli {
 
 void print_serve_usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: genie serve [--host H] [--port P] [--auth-token-file F] [--threads N]\n"
-               "                   [--grace-ms MS] [--node-id ID] [--join HOST:PORT] [--insecure]\n"
-               "                   [--tls-cert FILE --tls-key FILE [--tls-ca FILE]]\n"
-               "                   [--op-library F]...\n"
-               "                   [--session-idle-ms MS] [--handshake-timeout-ms MS]\n"
-               "                   [--max-connections N] [--max-connections-per-source N]\n"
-               "                   [--max-sessions N]\n"
-               "\n"
-               "Serves remote Genie clients (GENIE_MASTER_ADDR/GENIE_MASTER_PORT) until\n"
-               "SIGINT or SIGTERM, then lets graphs in flight finish, closes every\n"
-               "connection and exits 0. Once listening it prints one line on stdout:\n"
-               "  genie serve listening on HOST:PORT\n"
-               "\n"
-               "  --host H               address to listen on (default 127.0.0.1; 0.0.0.0 or\n"
-               "                         :: serve every interface: any address but loopback\n"
-               "                         needs an auth token or --tls-ca, or --insecure)\n"
-               "  --port P               TCP port, 0 picks a free one (default 5555)\n"
-               "  --auth-token-file F    admit only clients holding the secret in file F (one\n"
-               "                         trailing newline is ignored); HMAC-SHA256\n"
-               "                         challenge-response, the secret never crosses the network\n"
-               "  --threads N            worker threads executing graphs (0 = all cores)\n"
-               "  --grace-ms MS          how long a disconnected client's tensors are kept for\n"
-               "                         it to reconnect (default 30000)\n"
-               "  --node-id ID           this server's node id: its devices are ID/cpu:0 for\n"
-               "                         the master's clients (default: generated)\n"
-               "  --join HOST:PORT       join the master at HOST:PORT as a worker (before the\n"
-               "                         listening line is printed); the master dials this\n"
-               "                         server back at --host (docs/multinode.md)\n"
-               "  --insecure             allow listening beyond loopback without an auth\n"
-               "                         token or client certificates (a trusted network only;\n"
-               "                         logged as a warning)\n"
-               "  --tls-cert FILE        speak only TLS 1.3, with this PEM certificate (chain);\n"
-               "                         plaintext clients are refused (docs/security.md)\n"
-               "  --tls-key FILE         the PEM private key of --tls-cert\n"
-               "  --tls-ca FILE          require client certificates chained to this PEM CA\n"
-               "                         (mutual TLS); also checks the master's certificate\n"
-               "  --op-library F         load the custom ops of op library F (a shared object\n"
-               "                         exporting genie_op_library_init; docs/custom-ops.md)\n"
-               "                         before serving; repeatable\n"
-               "  --session-idle-ms MS   end a session that sends nothing for MS ms, freeing\n"
-               "                         its tensors (default 600000; 0: never)\n"
-               "  --handshake-timeout-ms MS  close a connection not through its handshake\n"
-               "                         within MS ms (default 10000)\n"
-               "  --max-connections N    connections at once (default 1024; 0: no limit)\n"
-               "  --max-connections-per-source N  from one address (default 128; 0: no limit)\n"
-               "  --max-sessions N       sessions at once (default 1024; 0: no limit)\n"
-               "\n"
-               "GENIE_* environment variables override these values as for any Genie\n"
-               "program: GENIE_AUTH_TOKEN, GENIE_ALLOW_INSECURE, GENIE_TLS_CERT, GENIE_TLS_KEY, GENIE_TLS_CA,\n"
-               "GENIE_NUM_THREADS, GENIE_SESSION_GRACE, GENIE_SESSION_IDLE, GENIE_HANDSHAKE_TIMEOUT,\n"
-               "GENIE_MAX_CONNECTIONS, GENIE_MAX_CONNECTIONS_PER_SOURCE, GENIE_MAX_SESSIONS,\n"
-               "GENIE_MAX_MESSAGE, GENIE_NODE_ID, GENIE_LOG_LEVEL (info logs sessions).\n");
+  std::fprintf(
+      out,
+      "usage: genie serve [--host H] [--port P] [--auth-token-file F] [--threads N]\n"
+      "                   [--grace-ms MS] [--node-id ID] [--join HOST:PORT] [--insecure]\n"
+      "                   [--tls-cert FILE --tls-key FILE [--tls-ca FILE]]\n"
+      "                   [--op-library F]...\n"
+      "                   [--session-idle-ms MS] [--handshake-timeout-ms MS]\n"
+      "                   [--max-connections N] [--max-connections-per-source N]\n"
+      "                   [--max-sessions N]\n"
+      "                   [--memory-budget BYTES] [--session-max-bytes BYTES]\n"
+      "                   [--session-max-tensors N] [--session-max-graphs N]\n"
+      "\n"
+      "Serves remote Genie clients (GENIE_MASTER_ADDR/GENIE_MASTER_PORT) until\n"
+      "SIGINT or SIGTERM, then lets graphs in flight finish, closes every\n"
+      "connection and exits 0. Once listening it prints one line on stdout:\n"
+      "  genie serve listening on HOST:PORT\n"
+      "\n"
+      "  --host H               address to listen on (default 127.0.0.1; 0.0.0.0 or\n"
+      "                         :: serve every interface: any address but loopback\n"
+      "                         needs an auth token or --tls-ca, or --insecure)\n"
+      "  --port P               TCP port, 0 picks a free one (default 5555)\n"
+      "  --auth-token-file F    admit only clients holding the secret in file F (one\n"
+      "                         trailing newline is ignored); HMAC-SHA256\n"
+      "                         challenge-response, the secret never crosses the network\n"
+      "  --threads N            worker threads executing graphs (0 = all cores)\n"
+      "  --grace-ms MS          how long a disconnected client's tensors are kept for\n"
+      "                         it to reconnect (default 30000)\n"
+      "  --node-id ID           this server's node id: its devices are ID/cpu:0 for\n"
+      "                         the master's clients (default: generated)\n"
+      "  --join HOST:PORT       join the master at HOST:PORT as a worker (before the\n"
+      "                         listening line is printed); the master dials this\n"
+      "                         server back at --host (docs/multinode.md)\n"
+      "  --insecure             allow listening beyond loopback without an auth\n"
+      "                         token or client certificates (a trusted network only;\n"
+      "                         logged as a warning)\n"
+      "  --tls-cert FILE        speak only TLS 1.3, with this PEM certificate (chain);\n"
+      "                         plaintext clients are refused (docs/security.md)\n"
+      "  --tls-key FILE         the PEM private key of --tls-cert\n"
+      "  --tls-ca FILE          require client certificates chained to this PEM CA\n"
+      "                         (mutual TLS); also checks the master's certificate\n"
+      "  --op-library F         load the custom ops of op library F (a shared object\n"
+      "                         exporting genie_op_library_init; docs/custom-ops.md)\n"
+      "                         before serving; repeatable\n"
+      "  --session-idle-ms MS   end a session that sends nothing for MS ms, freeing\n"
+      "                         its tensors (default 600000; 0: never)\n"
+      "  --handshake-timeout-ms MS  close a connection not through its handshake\n"
+      "                         within MS ms (default 10000)\n"
+      "  --max-connections N    connections at once (default 1024; 0: no limit)\n"
+      "  --max-connections-per-source N  from one address (default 128; 0: no limit)\n"
+      "  --max-sessions N       sessions at once (default 1024; 0: no limit)\n"
+      "  --memory-budget BYTES  what tensors and graphs in flight may hold in all\n"
+      "                         (default 0: 80%% of the available memory, within the\n"
+      "                         memory cgroup's limit, at start)\n"
+      "  --session-max-bytes BYTES  what one session may hold (0: the budget)\n"
+      "  --session-max-tensors N    tensors one session may hold (0: 65536)\n"
+      "  --session-max-graphs N     graphs one session may have in flight (0: 256)\n"
+      "\n"
+      "GENIE_* environment variables override these values as for any Genie\n"
+      "program: GENIE_AUTH_TOKEN, GENIE_ALLOW_INSECURE, GENIE_TLS_CERT, GENIE_TLS_KEY, GENIE_TLS_CA,\n"
+      "GENIE_NUM_THREADS, GENIE_SESSION_GRACE, GENIE_SESSION_IDLE, GENIE_HANDSHAKE_TIMEOUT,\n"
+      "GENIE_MAX_CONNECTIONS, GENIE_MAX_CONNECTIONS_PER_SOURCE, GENIE_MAX_SESSIONS,\n"
+      "GENIE_MEMORY_BUDGET, GENIE_SESSION_MAX_BYTES, GENIE_SESSION_MAX_TENSORS,\n"
+      "GENIE_SESSION_MAX_GRAPHS, GENIE_MAX_MESSAGE, GENIE_NODE_ID, GENIE_LOG_LEVEL\n"
+      "(info logs sessions).\n");
 }
 
 namespace {
@@ -91,6 +102,9 @@ struct ServeOptions {
   long max_connections = -1;
   long max_connections_per_source = -1;
   long max_sessions = -1;
+  long memory_budget = -1;    // -1: not given
+  long quota[3] = {0, 0, 0};  // session bytes, tensors, graphs; 0: default
+  bool quota_given = false;
 };
 
 ServeOptions parse_args(int argc, char** argv) {
@@ -116,7 +130,8 @@ ServeOptions parse_args(int argc, char** argv) {
       if (a == flag) bound = field;
     if (a != "--host" && a != "--port" && a != "--auth-token-file" && a != "--threads" && a != "--grace-ms" &&
         a != "--node-id" && a != "--join" && a != "--tls-cert" && a != "--tls-key" && a != "--tls-ca" &&
-        a != "--op-library" && bound == nullptr)
+        a != "--op-library" && bound == nullptr && a != "--memory-budget" && a != "--session-max-bytes" &&
+        a != "--session-max-tensors" && a != "--session-max-graphs")
       usage_error("unknown argument '" + a + "' (try 'genie help serve')");
     if (i + 1 >= argc) usage_error(a + " needs a value");
     const char* v = argv[++i];
@@ -141,6 +156,12 @@ ServeOptions parse_args(int argc, char** argv) {
     } else if (a == "--op-library") {
       if (!*v) usage_error("--op-library needs a path");
       o.op_libraries.push_back(v);
+    } else if (a == "--memory-budget") {
+      o.memory_budget = parse_long(a, v, 0, 1L << 62);
+    } else if (a == "--session-max-bytes" || a == "--session-max-tensors" || a == "--session-max-graphs") {
+      const int k = a == "--session-max-bytes" ? 0 : a == "--session-max-tensors" ? 1 : 2;
+      o.quota[k] = parse_long(a, v, 0, 1L << 62);
+      o.quota_given = true;
     } else if (a == "--node-id") {
       o.node_id = v;
     } else if (a == "--join") {
@@ -193,6 +214,11 @@ int serve_command(int argc, char** argv) {
   if (opt.threads >= 0)
     check(genie_config_set_num_threads(config.get(), static_cast<int32_t>(opt.threads)), "--threads");
   if (opt.grace_ms >= 0) check(genie_config_set_session_grace_ms(config.get(), opt.grace_ms), "--grace-ms");
+  if (opt.memory_budget >= 0)
+    check(genie_config_set_memory_budget(config.get(), opt.memory_budget), "--memory-budget");
+  if (opt.quota_given)
+    check(genie_config_set_session_quota(config.get(), opt.quota[0], opt.quota[1], opt.quota[2]),
+          "--session-max-*");
   if (!opt.node_id.empty()) check(genie_config_set_node_id(config.get(), opt.node_id.c_str()), "--node-id");
   if (opt.session_idle_ms >= 0)
     check(genie_config_set_session_idle_ms(config.get(), opt.session_idle_ms), "--session-idle-ms");

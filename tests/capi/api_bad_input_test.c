@@ -102,6 +102,11 @@ static void test_config_and_init(void) {
   EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_log_level(cfg, (genie_log_level_t)9));
   EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_timeout_ms(cfg, 0));
   EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_num_threads(cfg, -1));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_memory_budget(cfg, -1));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_session_quota(cfg, 0, -1, 0));
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_config_set_session_quota(NULL, 0, 0, 0));
+  EXPECT_OK(genie_config_set_memory_budget(cfg, 0));
+  EXPECT_OK(genie_config_set_session_quota(cfg, 1 << 20, 16, 2));
 
   /* Header/library ABI mismatch. */
   EXPECT_STATUS(GENIE_ERR_VERSION_MISMATCH, genie_init_abi(GENIE_ABI_VERSION + 1, cfg, &c));

@@ -670,6 +670,48 @@ TEST_F(ControlServer, GraphSubmitErrorsAreAnswered) {
   EXPECT_EQ(alloc_frame(c, 66, GENIE_DTYPE_F32, {1}).h.type, MsgType::TensorAllocReply);  // still open
 }
 
+// Quotas (control/quota.hpp): graphs in flight, and a graph's outputs and
+// intermediates reserved before it runs and released when it completes.
+TEST_F(ControlServer, SessionQuotasHoldGraphsInFlightAndTheirMemory) {
+  ServerOptions o = options();
+  o.quota.max_graphs = 1;
+  o.quota.max_bytes = 3 * (4u << 20) + 4096;  // 3 matrices of 4 MiB, and a little
+  Server server(std::move(o));
+  Raw c(server.port());
+  handshake(c);
+  const uint64_t a = alloc(c, {1024, 1024});
+  Graph g("slow");
+  g.add_input("a", DType::F32, {1024, 1024});
+  g.add_node("matmul", "m1", {"a", "a"}, {"b"});
+  g.add_node("matmul", "m2", {"b", "a"}, {"c"});
+  g.add_node("matmul", "m3", {"c", "a"}, {"d"});
+  g.mark_output("d");
+  const std::string slow = graph_to_json(g);
+  // Two values of 4 MiB alive at once, with a's 4 MiB: 12 MiB fit.
+  c.send(MsgType::GraphSubmit, 70, submit_msg(slow, {{"a", a}}));
+  c.send(MsgType::GraphSubmit, 71, submit_msg(slow, {{"a", a}}));
+  const auto busy = c.reply(71).error();
+  EXPECT_EQ(busy.status(), GENIE_ERR_OUT_OF_MEMORY);
+  EXPECT_NE(busy.detail().find("graphs in flight"), std::string::npos) << busy.detail();
+  EXPECT_NE(busy.detail().find("its quota is 1"), std::string::npos) << busy.detail();
+  const auto done = c.reply(70).as<wire::GraphDone>();
+  ASSERT_EQ(done.status(), GENIE_OK) << done.detail();
+  // Its output (4 MiB) is now held: another run needs 8 MiB more, past the
+  // quota; the refusal names the graph and both figures.
+  c.send(MsgType::GraphSubmit, 72, submit_msg(slow, {{"a", a}}));
+  const auto full = c.reply(72).error();
+  EXPECT_EQ(full.status(), GENIE_ERR_OUT_OF_MEMORY);
+  EXPECT_NE(full.detail().find("graph 'slow'"), std::string::npos) << full.detail();
+  EXPECT_NE(full.detail().find("session byte quota: 8388608 more bytes"), std::string::npos) << full.detail();
+  EXPECT_NE(full.detail().find("with 8388608 held"), std::string::npos) << full.detail();
+  // Freeing the output releases its bytes: the graph runs again.
+  wire::TensorFree f;
+  f.set_tensor_id(done.outputs(0).tensor_id());
+  c.send(MsgType::TensorFree, 73, f);  // no reply
+  c.send(MsgType::GraphSubmit, 74, submit_msg(slow, {{"a", a}}));
+  EXPECT_EQ(c.reply(74).as<wire::GraphDone>().status(), GENIE_OK);
+}
+
 TEST_F(ControlServer, MalformedFramesCloseOnlyTheirConnection) {
   Server server(options());
   Raw good(server.port());

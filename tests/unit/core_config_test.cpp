@@ -85,4 +85,35 @@ TEST(CoreConfig, TlsFilesFromTheEnvironment) {
 }
 
 }  // namespace
+TEST(CoreConfig, MemoryBudgetAndSessionQuotasFromTheEnvironment) {
+  Config d;
+  EXPECT_EQ(d.memory_budget_bytes, 0);  // 0: from available memory and the cgroup limit
+  EXPECT_EQ(d.session_max_tensors, Config::kDefaultSessionMaxTensors);
+  {
+    EnvGuard b("GENIE_MEMORY_BUDGET", "1073741824");
+    EnvGuard q("GENIE_SESSION_MAX_BYTES", "4096");
+    EnvGuard t("GENIE_SESSION_MAX_TENSORS", "7");
+    EnvGuard g("GENIE_SESSION_MAX_GRAPHS", "3");
+    Config c;
+    c.apply_env();
+    EXPECT_EQ(c.memory_budget_bytes, 1073741824);
+    EXPECT_EQ(c.session_max_bytes, 4096);
+    EXPECT_EQ(c.session_max_tensors, 7);
+    EXPECT_EQ(c.session_max_graphs, 3);
+    EXPECT_NO_THROW(c.validate());
+  }
+  for (const char* var : {"GENIE_MEMORY_BUDGET", "GENIE_SESSION_MAX_BYTES", "GENIE_SESSION_MAX_TENSORS",
+                          "GENIE_SESSION_MAX_GRAPHS"}) {
+    for (const char* bad : {"-1", "1e300", "12MB", "99999999999999999999"}) {
+      EnvGuard e(var, bad);
+      std::string detail;
+      EXPECT_EQ(apply_status(&detail), GENIE_ERR_INVALID_ARGUMENT) << var << "=" << bad;
+      EXPECT_NE(detail.find(var), std::string::npos) << detail;
+    }
+  }
+  Config c;
+  c.session_max_bytes = -5;
+  EXPECT_THROW(c.validate(), Error);
+}
+
 }  // namespace genie

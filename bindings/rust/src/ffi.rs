@@ -394,6 +394,33 @@ extern "C" {
     pub fn genie_config_set_max_message_bytes(config: *mut genie_config_t, max_bytes: i64) -> genie_status_t;
 }
 extern "C" {
+    #[doc = " Server: the memory its tensors and the graphs in flight may hold, in"]
+    #[doc = " bytes (GENIE_MEMORY_BUDGET; `genie serve --memory-budget`). 0, the"]
+    #[doc = " default: 80% of what this process may still take when the server starts"]
+    #[doc = " (the smaller of the kernel's available memory and the memory cgroup's"]
+    #[doc = " limit less its usage). An allocation or a graph whose outputs and"]
+    #[doc = " intermediates would pass it fails with GENIE_ERR_OUT_OF_MEMORY naming"]
+    #[doc = " the tensor or graph, the server, its use and the budget."]
+    #[doc = " GENIE_ERR_INVALID_ARGUMENT for a negative value."]
+    pub fn genie_config_set_memory_budget(config: *mut genie_config_t, bytes: i64) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Server: what one session may hold (GENIE_SESSION_MAX_BYTES,"]
+    #[doc = " GENIE_SESSION_MAX_TENSORS, GENIE_SESSION_MAX_GRAPHS; `genie serve"]
+    #[doc = " --session-max-bytes/-tensors/-graphs`): tensor bytes (outputs and"]
+    #[doc = " intermediates of its graphs in flight included), tensors, and graphs in"]
+    #[doc = " flight at once. 0 keeps a default: the whole memory budget, 65536"]
+    #[doc = " tensors, 256 graphs. Past one, the request fails with"]
+    #[doc = " GENIE_ERR_OUT_OF_MEMORY naming the quota, the session's use and the"]
+    #[doc = " limit. GENIE_ERR_INVALID_ARGUMENT for a negative value."]
+    pub fn genie_config_set_session_quota(
+        config: *mut genie_config_t,
+        max_bytes: i64,
+        max_tensors: i64,
+        max_graphs: i64,
+    ) -> genie_status_t;
+}
+extern "C" {
     #[doc = " Interval between heartbeats in milliseconds, 10..86400000 (default"]
     #[doc = "  10000). A context in remote mode sends the master its node status this"]
     #[doc = "  often (and, once the master is lost, probes it this often); the master"]

@@ -60,7 +60,11 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     tensors.push_back(std::move(t));
   }
   const GraphCache::Entry e = graphs.get(json, names, descs);
+  const uint64_t num_outputs = e.graph->outputs().size();
   if (!remote.empty() || (workers && workers->has_workers())) {
+    // The plan checks each device's peak against its budget; here, the
+    // session's graphs in flight and tensors.
+    auto reservation = gate.reserve(p->session, 0, num_outputs, cat("graph '", e.graph->name(), "'"));
     // Planned across this server and its workers, on the task thread.
     auto r = std::make_shared<Resolved>();
     r->entry = e;
@@ -73,9 +77,10 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     std::weak_ptr<Peer> wp = p;
     std::weak_ptr<Session> ws = p->session;
     ++graphs_in_flight;  // multinode_done counts it out
-    if (!tasks.post([this, r, wp, ws, rid] {
+    if (!tasks.post([this, r, wp, ws, rid, reservation] {
           auto result = std::make_shared<MultiResult>(workers->run(r->entry.graph, r->inputs, r->shapes));
-          loop.post([this, wp, ws, rid, graph = r->entry.graph, result] {
+          loop.post([this, wp, ws, rid, graph = r->entry.graph, result, reservation] {
+            reservation->release();
             multinode_done(wp, ws, rid, graph, *result);
           });
         })) {
@@ -88,22 +93,30 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
   inputs.reserve(e.order.size());
   for (size_t i : e.order) inputs.push_back(tensors[i]);
 
+  // Nothing runs unless its outputs and intermediates fit the session's
+  // quota and the server's budget; they stay reserved until it completes.
+  const RunMemory need = run_memory(*e.graph);
+  auto reservation = gate.reserve(p->session, need.peak, num_outputs, need.describe(*e.graph));
   std::weak_ptr<Peer> wp = p;
   std::weak_ptr<Session> ws = p->session;
   if (Executor::is_tiny(*e.graph, inputs)) {
     // Microseconds of work: handing it to a worker and its completion back
     // to this loop would cost more than running it here.
     ExecResult r = exec.run_inline(e.graph, std::move(inputs));
+    reservation->release();
     ++graphs_in_flight;  // graph_done counts it out
     graph_done(wp, ws, rid, e.graph, r);
     return;
   }
   ++graphs_in_flight;  // before run(): the completion may be posted at once
   try {
-    exec.run(e.graph, std::move(inputs), [this, wp, ws, rid, graph = e.graph](ExecResult&& r) {
+    exec.run(e.graph, std::move(inputs), [this, wp, ws, rid, graph = e.graph, reservation](ExecResult&& r) {
       auto result = std::make_shared<ExecResult>(std::move(r));
       // Cannot fail: stop() keeps the loop running until every graph is done.
-      loop.post([this, wp, ws, rid, graph, result] { graph_done(wp, ws, rid, graph, *result); });
+      loop.post([this, wp, ws, rid, graph, result, reservation] {
+        reservation->release();
+        graph_done(wp, ws, rid, graph, *result);
+      });
     });
   } catch (...) {
     --graphs_in_flight;

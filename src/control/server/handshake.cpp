@@ -34,8 +34,7 @@ void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHe
     if (!opts.auth_token.empty()) {
       const bool ok = mac_equal(m.mac(), hmac_sha256(opts.auth_token, p->nonce + p->hello.node_id()));
       if (!ok) auth_failed(*p);
-      check(ok, GENIE_ERR_AUTH,
-            "the AuthResponse of node '", p->hello.node_id(),
+      check(ok, GENIE_ERR_AUTH, "the AuthResponse of node '", p->hello.node_id(),
             "' does not prove it holds this server's token (check GENIE_AUTH_TOKEN on both sides)");
     }
     p->session_mac = m.session_mac();  // checked by admit() if the session still exists
@@ -101,9 +100,11 @@ void Server::Impl::admit_data(const std::shared_ptr<Peer>& p, uint64_t rid, cons
   const std::shared_ptr<Session> s = session_by_id(p->data_session);
   check(s != nullptr && s->control != nullptr, GENIE_ERR_NOT_FOUND, "no connected session ", p->data_session,
         " (it ended, or its grace period expired)");
-  const bool proved = mac_equal(m.session_mac(), data_proof(s->token(), p->nonce, s->serial(), p->conn->transport()));
+  const bool proved =
+      mac_equal(m.session_mac(), data_proof(s->token(), p->nonce, s->serial(), p->conn->transport()));
   if (!proved) auth_failed(*p);
-  check(proved, GENIE_ERR_AUTH, "the data connection does not prove it holds the secret of session ", s->serial());
+  check(proved, GENIE_ERR_AUTH, "the data connection does not prove it holds the secret of session ",
+        s->serial());
   check(p->conn->peer_identity() == s->client_cert, GENIE_ERR_AUTH, "the data connection for session ",
         s->serial(), " presented another client certificate than the session's owner");
   p->nonce.clear();

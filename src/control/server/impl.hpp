@@ -40,6 +40,7 @@
 #include "core/log_limiter.hpp"
 #include "exec/executor.hpp"
 #include "exec/overhead.hpp"
+#include "exec/run_memory.hpp"
 #include "genie.pb.h"
 #include "graph/binding.hpp"
 #include "graph/delta.hpp"
@@ -50,9 +51,6 @@ namespace genie {
 
 using wire::MsgType;
 using wire::parse_msg;
-
-// Total physical memory (server.cpp): the bound on tensor bytes.
-uint64_t physical_memory();
 
 // One accepted connection: in its handshake, a session's control
 // connection, or one of its data connections.
@@ -187,8 +185,10 @@ struct Server::Impl {
   ServerOptions opts;
   std::string node_id;
   const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-  const uint64_t memory_limit = physical_memory();
   ServerCounters counters;
+  // Before exec: a graph's reservation may end on an executor worker, which
+  // ~Executor joins first.
+  MemoryGate gate;
   int bound_port = 0;
 
   Executor exec;

@@ -46,15 +46,6 @@ const char* refusal_kind(genie_status_t s) {
 
 }  // namespace
 
-// Total physical memory: tensors beyond it would only get the server killed
-// by the kernel when their zero-fill touches the pages.
-uint64_t physical_memory() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page <= 0) return kMaxTensorBytes;
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
-}
-
 // ---------------------------------------------------------------------------
 // Setup and accepting
 // ---------------------------------------------------------------------------
@@ -62,6 +53,7 @@ uint64_t physical_memory() {
 Server::Impl::Impl(ServerOptions o)
     : opts(std::move(o)),
       node_id(opts.node_id.empty() ? generate_node_id("serve") : opts.node_id),
+      gate(opts.memory_budget, opts.quota, counters.tensor_bytes, cat("server ", node_id)),
       exec(opts.num_threads) {
   {
     const Config c = client_config();
@@ -109,7 +101,9 @@ Server::Impl::Impl(ServerOptions o)
   log(LogLevel::Info, "server ", node_id, ": listening on ", opts.host, ":", bound_port,
       opts.auth_token.empty() && !(tls && tls->requires_client_cert()) ? " (no authentication)"
                                                                        : " (authentication required)",
-      tls ? (tls->requires_client_cert() ? " over TLS 1.3 with client certificates" : " over TLS 1.3") : "");
+      tls ? (tls->requires_client_cert() ? " over TLS 1.3 with client certificates" : " over TLS 1.3") : "",
+      "; memory budget ", gate.budget(), " bytes, per session ", gate.quota().max_bytes, " bytes, ",
+      gate.quota().max_tensors, " tensors, ", gate.quota().max_graphs, " graphs in flight");
   if (!opts.join_host.empty()) join_master();
 }
 

@@ -29,10 +29,7 @@ void Server::Impl::tensor_alloc(Peer& p, uint64_t rid, const wire::TensorAlloc& 
   check(dev.empty() || dev == "cpu" || dev == "cpu:0", GENIE_ERR_UNSUPPORTED, "device '", m.device(),
         "' is not served by ", node_id, ": it serves cpu:0");
   const size_t bytes = byte_size(shape, dtype_size(dtype));  // TOO_LARGE on overflow
-  const uint64_t held = counters.tensor_bytes.load(std::memory_order_relaxed);
-  check(bytes <= memory_limit && held <= memory_limit - bytes, GENIE_ERR_OUT_OF_MEMORY, "a tensor of ", bytes,
-        " bytes ", shape_str(shape), " does not fit: this server holds ", held, " tensor bytes of ",
-        memory_limit, " bytes of memory");
+  gate.admit(*p.session, bytes, 1, false, cat("tensor ", dtype_name(dtype), shape_str(shape), " of ", bytes, " bytes"));
   const uint64_t id = p.session->add(std::make_shared<TensorData>(dtype, std::move(shape)));
   wire::TensorAllocReply r;
   r.set_tensor_id(id);

@@ -18,6 +18,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/memory.hpp"
 #include "exec/cpu/vec_math.hpp"  // the CPU kernels' own vectorised math
 
 namespace genie::cpu {
@@ -103,18 +104,6 @@ double measure_vector() {
   return 8.0 * static_cast<double>(n) / std::max(best, 1e-9);
 }
 
-uint64_t available_memory(uint64_t* capacity) {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-  *capacity = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kb = 0;
-  std::string unit;
-  while (in >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return *capacity;
-}
-
 }  // namespace
 
 sched::DeviceProfile calibrate_local_cpu(const sched::CalibrateOptions& opts) {
@@ -141,7 +130,10 @@ sched::DeviceProfile calibrate_local_cpu(const sched::CalibrateOptions& opts) {
   d.peak_flops = r.peak_flops;
   d.vector_flops = r.vector_flops;
   d.mem_bw_bytes_per_s = r.mem_bw_bytes_per_s;
-  const uint64_t avail = available_memory(&d.mem_capacity_bytes);
+  // Available memory and the cgroup limit, not the physical memory alone.
+  const HostMemory m = read_host_memory();
+  d.mem_capacity_bytes = m.physical;
+  const uint64_t avail = m.headroom();
   const double frac = std::clamp(opts.budget_fraction, 0.01, 1.0);
   d.mem_budget_bytes =
       static_cast<uint64_t>(static_cast<double>(std::min(avail, d.mem_capacity_bytes)) * frac);
@@ -149,10 +141,6 @@ sched::DeviceProfile calibrate_local_cpu(const sched::CalibrateOptions& opts) {
   return d;
 }
 
-uint64_t host_memory_capacity() {
-  uint64_t capacity = 0;
-  available_memory(&capacity);
-  return capacity;
-}
+uint64_t host_memory_capacity() { return read_host_memory().physical; }
 
 }  // namespace genie::cpu
