@@ -1,6 +1,8 @@
 // The transport interface (dataplane/transport.hpp), run the same way over
-// every transport this build has: TCP (built in) and the loopback plugin,
-// loaded by name. A listener on one loop, a connecting channel on another:
+// every transport this build has: TCP (built in), the loopback plugin and
+// the UCX plugin where UCX was found (over UCX's TCP and shared memory
+// here: UCX_TLS=tcp,self,sm unless the environment says otherwise), loaded
+// by name. A listener on one loop, a connecting channel on another:
 // frames with payloads landing in the receiver's sinks, order, message
 // limits both ways, the order of callbacks at close, loop teardown,
 // capabilities, registered memory and remote memory access.
@@ -105,7 +107,11 @@ class Transports : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     testing::use_build_plugins();
+    ::setenv("UCX_TLS", "tcp,self,sm", 0);  // no RDMA device needed; one set outside wins
     TransportLookup got = lookup_transport(GetParam());
+    if (!got.transport && GetParam() == "ucx")
+      GTEST_SKIP() << "ucx is not available here (UCX not found at build time, or it does not start): "
+                   << got.reason;
     // A transport whose hardware or libraries this machine lacks says so
     // (UNSUPPORTED); the two this build always has must load.
     if (!got.transport && got.status == GENIE_ERR_UNSUPPORTED && GetParam() != "tcp" &&
@@ -454,11 +460,19 @@ TEST_P(Transports, RemoteMemoryAccessWhereCapabilitiesSaySo) {
   const auto outside = rma(true, 0, 900, 200, rd);
   EXPECT_EQ(outside.first, GENIE_ERR_INVALID_ARGUMENT);
   EXPECT_NE(outside.second.find("outside"), std::string::npos) << outside.second;
-  remote.reset();  // unregistered: its descriptor names nothing any more
+  MemoryDescriptor other = rd;
+  other.transport = GetParam() == "loopback" ? "ucx" : "loopback";
+  EXPECT_EQ(rma(true, 0, 0, 10, other).first, GENIE_ERR_INVALID_ARGUMENT);
+  // Unregistered: its descriptor names nothing any more. Only a transport
+  // that sees both ends can tell; a one-sided RMA transport (ucx) cannot,
+  // which is why the control plane checks every range against the regions
+  // it handed out before it lets a peer's bytes land (control/server/rma).
+  if (GetParam() == "ucx") return;
+  remote.reset();
   EXPECT_EQ(rma(true, 0, 0, 10, rd).first, GENIE_ERR_INVALID_ARGUMENT);
 }
 
-INSTANTIATE_TEST_SUITE_P(Dataplane, Transports, ::testing::Values("tcp", "loopback"),
+INSTANTIATE_TEST_SUITE_P(Dataplane, Transports, ::testing::Values("tcp", "loopback", "ucx"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
