@@ -35,6 +35,14 @@ Resolved resolve(const std::string& address, bool passive) {
   const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
   if (rc != 0 || res == nullptr)
     fail(GENIE_ERR_INVALID_ARGUMENT, "ucx address '", address, "' does not resolve: ", gai_strerror(rc));
+  // UCX 1.13 accepts an IPv6 sockaddr connection but then fails to wire
+  // its TCP lanes over it (and crashes tearing the worker down after): refuse
+  // IPv6 up front rather than hand a peer a channel that cannot work.
+  if (res->ai_family != AF_INET) {
+    freeaddrinfo(res);
+    fail(GENIE_ERR_UNSUPPORTED, "ucx address '", address,
+         "' is not IPv4: this UCX version's sockaddr wire-up works over IPv4 only");
+  }
   Resolved r;
   std::memcpy(&r.addr, res->ai_addr, res->ai_addrlen);
   r.len = res->ai_addrlen;
