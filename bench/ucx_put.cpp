@@ -154,6 +154,7 @@ double genie_put_mbs(dp::Transport& t, size_t size, int iters, int window) {
 
 // ucx_perftest ucp_put_bw between two processes; MB/s, or < 0 when missing.
 double perftest_mbs(size_t size, int iters, int window) {
+  std::fflush(stdout);  // the child must not write our buffered lines again
   static int port = 20000 + getpid() % 20000;
   ++port;
   const pid_t srv = fork();

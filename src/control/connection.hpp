@@ -59,6 +59,8 @@ class Connection {
   void cork() { channel_->cork(); }
   void uncork() { channel_->uncork(); }
   void set_buffer_sizes(int bytes) { channel_->set_buffer_sizes(bytes); }
+  // The channel itself, for remote memory access (Channel::put/get).
+  const std::shared_ptr<dataplane::Channel>& channel() const { return channel_; }
   // The registry name of the transport the connection runs over.
   const std::string& transport() const { return transport_; }
 
