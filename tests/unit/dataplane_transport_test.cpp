@@ -467,7 +467,14 @@ TEST_P(Transports, RemoteMemoryAccessWhereCapabilitiesSaySo) {
   // that sees both ends can tell; a one-sided RMA transport (ucx) cannot,
   // which is why the control plane checks every range against the regions
   // it handed out before it lets a peer's bytes land (control/server/rma).
-  if (GetParam() == "ucx") return;
+  if (GetParam() == "ucx") {
+    MemoryDescriptor keyless = rd;  // a key is what lets the peer reach the region
+    keyless.key.clear();
+    const auto no_key = rma(true, 0, 0, 10, keyless);
+    EXPECT_EQ(no_key.first, GENIE_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(no_key.second.find("no key"), std::string::npos) << no_key.second;
+    return;
+  }
   remote.reset();
   EXPECT_EQ(rma(true, 0, 0, 10, rd).first, GENIE_ERR_INVALID_ARGUMENT);
 }

@@ -15,8 +15,7 @@
 namespace genie {
 
 // The client's region as the request names it, checked: it decodes, it
-// belongs to `transport` (the connection's), it has a key, and `nbytes` fit
-// in it. Throws Error(INVALID_ARGUMENT) naming what is wrong.
+// belongs to `transport` (the connection's), and `nbytes` fit in it. Throws Error(INVALID_ARGUMENT) naming what is wrong.
 dataplane::MemoryDescriptor check_rma_region(const std::string& encoded, const std::string& transport,
                                              uint64_t nbytes);
 
