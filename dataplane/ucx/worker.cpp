@@ -54,24 +54,18 @@ std::map<uv_loop_t*, std::weak_ptr<LoopWorker>>& workers() {
   return *m;
 }
 
-void run_pump(uv_handle_t* h);
-
 void handle_closed(uv_handle_t* h) {
   auto* hs = static_cast<LoopWorker::Handles*>(h->data);
   if (--hs->open == 0) delete hs;
 }
 
-}  // namespace
-
-void run_pump_of(LoopWorker::Handles* hs);
-
-namespace {
-void run_pump(uv_handle_t* h) { run_pump_of(static_cast<LoopWorker::Handles*>(h->data)); }
-}  // namespace
-
-void run_pump_of(LoopWorker::Handles* hs) {
+// Every handle's callback: progress the worker, if it is still there.
+void run_pump(uv_handle_t* h) {
+  auto* hs = static_cast<LoopWorker::Handles*>(h->data);
   if (hs->owner != nullptr) hs->owner->pump();
 }
+
+}  // namespace
 
 std::shared_ptr<LoopWorker> LoopWorker::for_loop(const std::shared_ptr<Context>& ctx, uv_loop_t* loop) {
   std::lock_guard<std::mutex> lk(g_mu);
@@ -151,7 +145,7 @@ LoopWorker::~LoopWorker() {
 void LoopWorker::later(std::function<void()> fn) {
   later_.push_back(std::move(fn));
   if (!pumping_ && h_ != nullptr && !uv_is_closing(reinterpret_cast<uv_handle_t*>(&h_->idle)))
-    uv_idle_start(&h_->idle, [](uv_idle_t* i) { run_pump_of(static_cast<Handles*>(i->data)); });
+    uv_idle_start(&h_->idle, [](uv_idle_t* i) { run_pump(reinterpret_cast<uv_handle_t*>(i)); });
 }
 
 void LoopWorker::pump() {
