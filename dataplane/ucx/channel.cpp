@@ -91,14 +91,7 @@ void Endpoint::start_accept(ucp_conn_request_h req) {
   p.conn_request = req;
   established_ = true;
   begin(p);
-  if (closing_) return;
-  Op* o = new Op;
-  o->ep = this;
-  o->what = "welcome";
-  ++ops_open_;
-  ucp_request_param_t rp = o->param(UCP_AM_SEND_FLAG_REPLY);
-  track(o, ucp_am_send_nbx(ep_, kAmWelcome, nullptr, 0, nullptr, 0, &rp));
-  issued(o);
+  if (!closing_) send_control(kAmWelcome, "welcome");
 }
 
 void Endpoint::begin(ucp_ep_params_t& p) {
@@ -271,29 +264,10 @@ void Endpoint::handle(Incoming& in) {
         fail(GENIE_ERR_PROTOCOL, "a frame carries ", in.length, " bytes of message, its header says ", h.msg_len);
       if (in.desc == nullptr) return deliver_frame(h, in.header, std::move(in.data));
       // A large message by rendezvous: into a buffer of its own.
-      Op* o = new Op;
-      o->ep = this;
-      o->what = "receive";
       auto buf = std::make_shared<std::string>(in.length, '\0');
-      auto self = shared_from_this();
-      o->then = [self, h, header = in.header, buf](ucs_status_t st) {
-        self->receiving_ = false;
-        if (self->closing_) return;
-        if (st != UCS_OK)
-          return self->close(GENIE_ERR_CONNECTION, cat("receiving a message from ", self->peer_,
-                                                       " failed: ", ucs_status_string(st)));
-        genie_status_t gs = GENIE_OK;
-        std::string detail;
-        if (!guarded([&] { self->deliver_frame(h, header, std::move(*buf)); }, &gs, &detail, "ucx receive"))
-          return self->close(gs, detail);
-        self->pump();
-      };
-      ++ops_open_;
-      receiving_ = true;
-      ucp_request_param_t p = o->recv_param();
-      void* desc = std::exchange(in.desc, nullptr);
-      track(o, ucp_am_recv_data_nbx(worker_->get(), desc, buf->data(), buf->size(), &p));
-      return issued(o);
+      return receive(in, buf->data(), "a message", [this, h, header = in.header, buf] {
+        deliver_frame(h, header, std::move(*buf));
+      });
     }
     case kAmPayload:
       return take_payload(in);
@@ -331,26 +305,40 @@ void Endpoint::take_payload(Incoming& in) {
     return finish();
   }
   // Rendezvous: UCX writes straight into the sink.
+  receive(in, sink_.dst, "a payload", finish);
+}
+
+void Endpoint::receive(Incoming& in, void* dst, const char* what, std::function<void()> then) {
   Op* o = new Op;
   o->ep = this;
   o->what = "receive";
   auto self = shared_from_this();
-  o->then = [self, finish](ucs_status_t st) {
+  o->then = [self, what, then = std::move(then)](ucs_status_t st) {
     self->receiving_ = false;
     if (self->closing_) return;
     if (st != UCS_OK)
       return self->close(GENIE_ERR_CONNECTION,
-                         cat("receiving a payload from ", self->peer_, " failed: ", ucs_status_string(st)));
+                         cat("receiving ", what, " from ", self->peer_, " failed: ", ucs_status_string(st)));
     genie_status_t gs = GENIE_OK;
     std::string detail;
-    if (!guarded(finish, &gs, &detail, "payload done")) return self->close(gs, detail);
+    if (!guarded(then, &gs, &detail, "ucx receive")) return self->close(gs, detail);
     self->pump();
   };
   ++ops_open_;
   receiving_ = true;
   ucp_request_param_t p = o->recv_param();
   void* desc = std::exchange(in.desc, nullptr);
-  track(o, ucp_am_recv_data_nbx(worker_->get(), desc, sink_.dst, in.length, &p));
+  track(o, ucp_am_recv_data_nbx(worker_->get(), desc, dst, in.length, &p));
+  issued(o);
+}
+
+void Endpoint::send_control(unsigned id, const char* what) {
+  Op* o = new Op;
+  o->ep = this;
+  o->what = what;
+  ++ops_open_;
+  ucp_request_param_t p = o->param(UCP_AM_SEND_FLAG_REPLY);
+  track(o, ucp_am_send_nbx(ep_, id, nullptr, 0, nullptr, 0, &p));
   issued(o);
 }
 
@@ -364,15 +352,7 @@ void Endpoint::close(genie_status_t status, const std::string& detail) {
   if (ep_ != nullptr) {
     worker_->detach(ep_);
     const bool orderly = established_ && !peer_closed_ && !errored_ && status != GENIE_ERR_SHUTDOWN;
-    if (orderly) {
-      Op* o = new Op;
-      o->ep = this;
-      o->what = "bye";
-      ++ops_open_;
-      ucp_request_param_t p = o->param(UCP_AM_SEND_FLAG_REPLY);
-      track(o, ucp_am_send_nbx(ep_, kAmBye, nullptr, 0, nullptr, 0, &p));
-      issued(o);
-    }
+    if (orderly) send_control(kAmBye, "bye");
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = orderly ? 0 : UCP_EP_CLOSE_FLAG_FORCE;

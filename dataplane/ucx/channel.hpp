@@ -84,6 +84,11 @@ class Endpoint final : public Channel, public AmSink, public std::enable_shared_
   void handle(Incoming& in);
   void deliver_frame(const FrameHeader& h, const std::string& header, std::string&& msg);
   void take_payload(Incoming& in);
+  // Receives a rendezvous message (`what`, for errors) into dst, then runs
+  // `then` and carries on with the inbox; nothing else is handled meanwhile.
+  void receive(Incoming& in, void* dst, const char* what, std::function<void()> then);
+  // Sends an active message without header or data (welcome, bye).
+  void send_control(unsigned id, const char* what);
   void lost(ucs_status_t st);
   void rma(bool put, const std::shared_ptr<MemoryRegion>& local, uint64_t local_offset,
            const MemoryDescriptor& remote, uint64_t remote_offset, uint64_t length, RmaDone done);
