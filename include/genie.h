@@ -223,6 +223,9 @@ typedef enum genie_backend {
   GENIE_BACKEND_RDMA = 2,
   GENIE_BACKEND_DPDK = 3,
   GENIE_BACKEND_DPDK_GPUDEV = 4,
+  /* The ucx transport over whatever UCX finds (InfiniBand/RoCE where
+   * present, else TCP or shared memory); never picked by AUTO. */
+  GENIE_BACKEND_UCX = 5,
   GENIE_BACKEND_MAX_ENUM = 0x7fffffff
 } genie_backend_t;
 
@@ -321,7 +324,9 @@ GENIE_API genie_status_t genie_config_set_role(genie_config_t *config,
                                                genie_node_role_t role);
 
 /** Data-plane backend. Environment: GENIE_BACKEND
- *  (auto|tcp|rdma|dpdk|dpdk_gpudev).
+ *  (auto|tcp|rdma|dpdk|dpdk_gpudev|ucx). rdma needs an InfiniBand or RoCE
+ *  device that UCX drives; ucx runs the same UCX transport over whatever
+ *  UCX finds (docs/ucx.md).
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_backend_t). */
 GENIE_API genie_status_t genie_config_set_backend(genie_config_t *config,
                                                   genie_backend_t backend);

@@ -29,10 +29,12 @@ std::string discover(const Config& cfg, const char* host, int32_t port) {
                                         : dpdk_not_probed("EAL probe disabled (GENIE_DPDK_PROBE=0)");
   TcpProbe tcp;
   if (host) tcp = probe_tcp(host, port, cfg.timeout_ms, 5, probe_tls(cfg));
-  const std::vector<BackendAvail> local = local_backends(rdma, dpdk);
+  const UcxProbe ucx = probe_ucx(std::min<int64_t>(cfg.timeout_ms, 10000));
+  const std::vector<BackendAvail> local = local_backends(rdma, dpdk, ucx);
 
   JsonPtr o = json_object();
   cJSON_AddItemToObject(o.get(), "rdma", rdma_to_json(rdma).release());
+  cJSON_AddItemToObject(o.get(), "ucx", ucx_to_json(ucx).release());
   cJSON_AddItemToObject(o.get(), "dpdk", dpdk_to_json(dpdk).release());
   cJSON_AddItemToObject(o.get(), "dpdk_gpudev", gpudev_to_json(dpdk).release());
   JsonPtr g = json_object();

@@ -105,7 +105,7 @@ GENIE_CONFIG_SETTER(genie_config_set_role, genie_node_role_t, {
   c.role = value;
 })
 GENIE_CONFIG_SETTER(genie_config_set_backend, genie_backend_t, {
-  check(value >= GENIE_BACKEND_AUTO && value <= GENIE_BACKEND_DPDK_GPUDEV, GENIE_ERR_INVALID_ARGUMENT,
+  check(value >= GENIE_BACKEND_AUTO && value <= GENIE_BACKEND_UCX, GENIE_ERR_INVALID_ARGUMENT,
         "backend ", static_cast<int>(value), " is not a genie_backend_t");
   c.backend = value;
 })

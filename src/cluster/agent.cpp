@@ -64,7 +64,14 @@ ClusterAgent::ClusterAgent(const Config& cfg, std::string node_id, double config
   dpdk_ = want_dpdk ? probe_dpdk(std::min<int64_t>(cfg_.timeout_ms, 10000))
                     : dpdk_not_probed("EAL not probed at init (about 0.5 s in a child process: `genie discover` "
                                       "runs it); GENIE_TRANSPORT=dpdk uses the dpdk transport plugin regardless");
-  local_backends_ = local_backends(rdma_, dpdk_);
+  // UCX (a child process, tens of ms) only where it may be used: asked for,
+  // or an RDMA device that auto would pick it for.
+  const bool want_ucx = cfg_.backend == GENIE_BACKEND_UCX || cfg_.backend == GENIE_BACKEND_RDMA ||
+                        (cfg_.backend == GENIE_BACKEND_AUTO && rdma_.available);
+  ucx_ = want_ucx ? probe_ucx(std::min<int64_t>(cfg_.timeout_ms, 10000))
+                  : ucx_not_probed("UCX not probed at init (the backend asked for does not use it; `genie "
+                                   "discover` runs it)");
+  local_backends_ = local_backends(rdma_, dpdk_, ucx_);
   const bool remote = !cfg_.master_addr.empty();
   if (remote) {
     tcp_ = probe_tcp(cfg_.master_addr, cfg_.master_port, cfg_.timeout_ms, 1, probe_tls(cfg_));
@@ -74,7 +81,7 @@ ClusterAgent::ClusterAgent(const Config& cfg, std::string node_id, double config
     master_id_ = tcp_.server_node_id;
   }
   add_phase("discovery", ms_since(t0),
-            cat("rdma: ", rdma_.reason, "; dpdk: ", dpdk_.reason,
+            cat("rdma: ", rdma_.reason, "; ucx: ", ucx_.reason, "; dpdk: ", dpdk_.reason,
                 remote ? cat("; tcp: ", tcp_.reason, ", rtt ", static_cast<int64_t>(tcp_.rtt_p50_us), " us")
                        : std::string("; no master (embedded mode)")));
 
@@ -555,6 +562,7 @@ std::string ClusterAgent::state_json() {
   cJSON_AddItemToObject(o.get(), "backend", selection_to_json(selection_).release());
   JsonPtr d = json_object();
   cJSON_AddItemToObject(d.get(), "rdma", rdma_to_json(rdma_).release());
+  cJSON_AddItemToObject(d.get(), "ucx", ucx_to_json(ucx_).release());
   cJSON_AddItemToObject(d.get(), "dpdk", dpdk_to_json(dpdk_).release());
   cJSON_AddItemToObject(d.get(), "dpdk_gpudev", gpudev_to_json(dpdk_).release());
   JsonPtr g = json_object();

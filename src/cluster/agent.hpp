@@ -100,6 +100,7 @@ class ClusterAgent {
   NodeStatus self_;
   std::vector<InitPhase> phases_;
   RdmaProbe rdma_;
+  UcxProbe ucx_;
   DpdkProbe dpdk_;
   TcpProbe tcp_;
   std::vector<BackendAvail> local_backends_;

@@ -484,12 +484,25 @@ bool transport_present(genie_backend_t b, bool probe_ok) {
   return t.transport != nullptr;
 }
 
+// rdma: an InfiniBand or RoCE device with an active port (ibverbs) that
+// UCX drives (an rc, ud or dc transport), where UCX was probed.
+BackendAvail rdma_backend(const RdmaProbe& rdma, const UcxProbe& ucx) {
+  if (!rdma.available || !ucx.probed) return {GENIE_BACKEND_RDMA, rdma.available, rdma.reason, false};
+  if (ucx.rdma.empty())
+    return {GENIE_BACKEND_RDMA, false,
+            cat(rdma.reason, ", but UCX drives none of them (", ucx.ok ? ucx.reason : "UCX: " + ucx.reason, ")"),
+            false};
+  std::string list;
+  for (const std::string& r : ucx.rdma) list += (list.empty() ? "" : ", ") + r;
+  return {GENIE_BACKEND_RDMA, true, cat(rdma.reason, "; UCX drives them: ", list), false};
+}
+
 }  // namespace
 
-std::vector<BackendAvail> local_backends(const RdmaProbe& rdma, const DpdkProbe& dpdk) {
+std::vector<BackendAvail> local_backends(const RdmaProbe& rdma, const DpdkProbe& dpdk, const UcxProbe& ucx) {
   std::vector<BackendAvail> v;
   v.push_back({GENIE_BACKEND_TCP, true, "always available", true});
-  v.push_back({GENIE_BACKEND_RDMA, rdma.available, rdma.reason, false});
+  v.push_back(rdma_backend(rdma, ucx));
   v.push_back({GENIE_BACKEND_DPDK, dpdk.eal_ok && dpdk.ports > 0,
                dpdk.probed && dpdk.eal_ok && dpdk.ports == 0 ? "EAL initialised but no ethdev port" : dpdk.reason,
                false});
@@ -499,6 +512,7 @@ std::vector<BackendAvail> local_backends(const RdmaProbe& rdma, const DpdkProbe&
     gpu_reason = "EAL initialised but no gpudev device (Debian's DPDK has no CUDA gpudev driver)";
   else if (dpdk.eal_ok && dpdk.ports == 0) gpu_reason = "no ethdev port";
   v.push_back({GENIE_BACKEND_DPDK_GPUDEV, dpdk.eal_ok && dpdk.gpus > 0 && dpdk.ports > 0, gpu_reason, false});
+  v.push_back({GENIE_BACKEND_UCX, ucx.ok, ucx.reason, false});
   for (BackendAvail& a : v)
     if (a.backend != GENIE_BACKEND_TCP) a.built = transport_present(a.backend, a.probe_ok);
   return v;
@@ -547,7 +561,7 @@ Selection select_backend(genie_backend_t requested, const std::vector<BackendAva
   bool unbuilt = false;
   for (genie_backend_t b : {GENIE_BACKEND_DPDK_GPUDEV, GENIE_BACKEND_RDMA, GENIE_BACKEND_DPDK}) {
     const BackendAvail* la = find(local, b);
-    unbuilt = unbuilt || (la && !la->built);
+    unbuilt = unbuilt || (la && la->probe_ok && !la->built);  // unprobed: not known
     const std::string l = why_not(la, "this node", false);
     const std::string r = remote ? why_not(find(*remote, b), remote_end, false) : std::string();
     if (l.empty() && r.empty()) {
@@ -561,13 +575,14 @@ Selection select_backend(genie_backend_t requested, const std::vector<BackendAva
   }
   s.backend = GENIE_BACKEND_TCP;
   s.reason = cat("auto: tcp (available on ", remote ? "both ends" : "this node", "); not chosen: ", why,
-                 unbuilt ? "; besides, only the tcp transport is installed" : "");
+                 unbuilt ? "; besides, a probed backend's transport is not installed" : "");
   return s;
 }
 
 const char* transport_for_backend(genie_backend_t backend) {
   switch (backend) {
     case GENIE_BACKEND_RDMA: return "ucx";
+    case GENIE_BACKEND_UCX: return "ucx";
     case GENIE_BACKEND_DPDK: return "dpdk";
     case GENIE_BACKEND_DPDK_GPUDEV: return "dpdk_gpudev";
     default: return "tcp";

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cluster/types.hpp"
+#include "cluster/ucx_probe.hpp"
 #include "dataplane/tcp/tls.hpp"
 #include "genie.h"
 
@@ -73,7 +74,9 @@ TcpProbe probe_tcp(const std::string& host, int port, int64_t timeout_ms, int ro
                    std::shared_ptr<const dataplane::tcp::TlsContext> tls = nullptr);
 
 // This end's backends from its probes (only TCP has a transport built).
-std::vector<BackendAvail> local_backends(const RdmaProbe& rdma, const DpdkProbe& dpdk);
+// `ucx`: rdma also needs UCX to drive the device; ucx needs UCX to start.
+std::vector<BackendAvail> local_backends(const RdmaProbe& rdma, const DpdkProbe& dpdk,
+                                         const UcxProbe& ucx = ucx_not_probed("UCX not probed"));
 
 struct Selection {
   genie_backend_t requested = GENIE_BACKEND_AUTO;
@@ -88,7 +91,7 @@ Selection select_backend(genie_backend_t requested, const std::vector<BackendAva
                          const std::vector<BackendAvail>* remote, const std::string& remote_name);
 
 // The transport (dataplane/registry.hpp) that carries a backend's data
-// connections: tcp, ucx (rdma), dpdk, dpdk_gpudev.
+// connections: tcp, ucx (rdma and ucx), dpdk, dpdk_gpudev.
 const char* transport_for_backend(genie_backend_t backend);
 
 JsonPtr rdma_to_json(const RdmaProbe& p);

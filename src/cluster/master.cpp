@@ -38,7 +38,8 @@ struct ClusterMaster::Tick {
 
 ClusterMaster::ClusterMaster(const Config& cfg) : cfg_(cfg) {
   backends_json_ = json_text(backends_to_json(local_backends(
-                                 probe_rdma(), dpdk_not_probed("EAL not probed by the server")))
+                                 probe_rdma(), dpdk_not_probed("EAL not probed by the server"),
+                                 probe_ucx(std::min<int64_t>(cfg.timeout_ms, 10000))))
                                  .get());
   char host[256] = {};
   host_ = gethostname(host, sizeof host - 1) == 0 ? host : "localhost";

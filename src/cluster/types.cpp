@@ -213,6 +213,7 @@ std::vector<BackendAvail> backends_from_json(const cJSON* j) {
     else if (name == "rdma") b.backend = GENIE_BACKEND_RDMA;
     else if (name == "dpdk") b.backend = GENIE_BACKEND_DPDK;
     else if (name == "dpdk_gpudev") b.backend = GENIE_BACKEND_DPDK_GPUDEV;
+    else if (name == "ucx") b.backend = GENIE_BACKEND_UCX;
     else continue;  // a backend this build does not know
     b.probe_ok = get_bool(o, "probe_ok", false);
     b.probe = get_str(o, "probe", false).substr(0, 1024);

@@ -61,6 +61,8 @@ class Connection {
   void uncork() { channel_->uncork(); }
   void set_buffer_sizes(int bytes) { channel_->set_buffer_sizes(bytes); }
   void set_max_message(uint32_t bytes) { channel_->set_max_message(bytes); }
+  // The channel itself, for remote memory access (Channel::put/get).
+  const std::shared_ptr<dataplane::Channel>& channel() const { return channel_; }
   // The registry name of the transport the connection runs over.
   const std::string& transport() const { return transport_; }
 

@@ -33,7 +33,9 @@ bool known_type(uint16_t type) {
     case MsgType::Probe:
     case MsgType::ProbeReply:
     case MsgType::Heartbeat:
-    case MsgType::HeartbeatReply: return true;
+    case MsgType::HeartbeatReply:
+    case MsgType::TensorRmaWrite:
+    case MsgType::TensorRmaRead: return true;
   }
   return false;
 }
@@ -68,6 +70,8 @@ const char* type_name(MsgType t) {
     case MsgType::Goodbye: return "Goodbye";
     case MsgType::Probe: return "Probe";
     case MsgType::ProbeReply: return "ProbeReply";
+    case MsgType::TensorRmaWrite: return "TensorRmaWrite";
+    case MsgType::TensorRmaRead: return "TensorRmaRead";
     case MsgType::Heartbeat: return "Heartbeat";
     case MsgType::HeartbeatReply: return "HeartbeatReply";
   }

@@ -58,6 +58,9 @@ enum class MsgType : uint16_t {
   ProbeReply = 51,
   Heartbeat = 52,
   HeartbeatReply = 53,
+  // Tensor bytes by RMA on data connections with an RMA transport (docs/ucx.md).
+  TensorRmaWrite = 70,
+  TensorRmaRead = 71,
 };
 
 // True for the values of MsgType above.

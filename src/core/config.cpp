@@ -76,9 +76,9 @@ void Config::apply_env() {
     role = parse_enum("GENIE_NODE_ROLE", v, names, vals);
   }
   if (const char* v = env("GENIE_BACKEND")) {
-    static const char* const names[] = {"auto", "tcp", "rdma", "dpdk", "dpdk_gpudev"};
+    static const char* const names[] = {"auto", "tcp", "rdma", "dpdk", "dpdk_gpudev", "ucx"};
     static const genie_backend_t vals[] = {GENIE_BACKEND_AUTO, GENIE_BACKEND_TCP, GENIE_BACKEND_RDMA,
-                                           GENIE_BACKEND_DPDK, GENIE_BACKEND_DPDK_GPUDEV};
+                                           GENIE_BACKEND_DPDK, GENIE_BACKEND_DPDK_GPUDEV, GENIE_BACKEND_UCX};
     backend = parse_enum("GENIE_BACKEND", v, names, vals);
   }
   if (const char* v = env("GENIE_LOG_LEVEL")) {
@@ -268,6 +268,7 @@ const char* backend_str(genie_backend_t b) {
     case GENIE_BACKEND_RDMA: return "rdma";
     case GENIE_BACKEND_DPDK: return "dpdk";
     case GENIE_BACKEND_DPDK_GPUDEV: return "dpdk_gpudev";
+    case GENIE_BACKEND_UCX: return "ucx";
     default: break;
   }
   return "?";

@@ -145,6 +145,7 @@ int discover_command(int argc, char** argv) {
                   str(p, "state").c_str(), str(p, "link_layer").c_str());
     }
   }
+  print_probe("ucx", get(j.get(), "ucx"));
   print_probe("dpdk", get(j.get(), "dpdk"));
   std::printf("  %-12s   transport plugin: %s\n", "", str(get(j.get(), "dpdk"), "transport_plugin").c_str());
   print_probe("dpdk_gpudev", get(j.get(), "dpdk_gpudev"));
@@ -156,11 +157,13 @@ int discover_command(int argc, char** argv) {
   int i = 0;
   cJSON_ArrayForEach(b, get(backends, "local")) {
     std::string line = boolean(b, "available") ? "usable" : "not usable";
-    if (!boolean(b, "transport_built")) line += " (transport not built)";
+    if (boolean(b, "probe_ok") && !boolean(b, "transport_built")) line += " (transport not built)";
     if (server) {
       const cJSON* sb = cJSON_GetArrayItem(server, i);
       line += std::string(" | ") + (sb && boolean(sb, "available") ? "usable" : "not usable");
     }
+    // Why (not): the probe's own words.
+    if (cJSON_IsString(get(b, "probe"))) line += ": " + str(b, "probe");
     std::printf("  %-12s %s\n", str(b, "backend").c_str(), line.c_str());
     ++i;
   }

@@ -28,7 +28,8 @@ assert d["dpdk"]["probed"] is True, d["dpdk"]
 assert isinstance(d["dpdk"]["reason"], str) and d["dpdk"]["reason"], d["dpdk"]
 assert "available" in d["rdma"] and d["rdma"]["reason"], d["rdma"]
 assert d["selection"]["selected"] == "tcp", d["selection"]
-assert [b["backend"] for b in d["backends"]["local"]] == ["tcp", "rdma", "dpdk", "dpdk_gpudev"]
+assert [b["backend"] for b in d["backends"]["local"]] == ["tcp", "rdma", "dpdk", "dpdk_gpudev", "ucx"]
+assert d["ucx"]["probed"] is True and d["ucx"]["reason"], d["ucx"]
 print("dpdk probe:", d["dpdk"]["reason"], "in %.0f ms" % d["dpdk"]["probe_ms"])
 PY
 GENIE_NODE_ID=master-a GENIE_LOG_LEVEL=info start_server m1 --port 0

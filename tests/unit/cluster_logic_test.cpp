@@ -162,3 +162,69 @@ TEST(ClusterEvents, MaskSelectsEvents) {
 
 }  // namespace
 }  // namespace genie
+
+namespace genie {
+namespace {
+
+// UCX's resource list (ucp_context_print_info) decides ucx and rdma.
+TEST(UcxProbe, ParsesResourcesAndTellsRdmaTransportsApart) {
+  const std::string here =
+      "#      resource 0  :  md 0  dev 0  flags -- self/memory0\n"
+      "#      resource 1  :  md 1  dev 1  flags -- tcp/lo\n"
+      "#      resource 2  :  md 3  dev 3  flags -- posix/memory\n";
+  UcxProbe p;
+  p.probed = true;
+  parse_ucx_info(here, p);
+  EXPECT_TRUE(p.ok);
+  EXPECT_EQ(p.resources, (std::vector<std::string>{"self/memory0", "tcp/lo", "posix/memory"}));
+  EXPECT_TRUE(p.rdma.empty());
+  EXPECT_NE(p.reason.find("tcp/lo"), std::string::npos);
+
+  UcxProbe ib;
+  ib.probed = true;
+  parse_ucx_info(here + "#      resource 3  :  md 4  dev 4  flags -- rc_mlx5/mlx5_0:1\n", ib);
+  EXPECT_EQ(ib.rdma, (std::vector<std::string>{"rc_mlx5/mlx5_0:1"}));
+
+  UcxProbe none;
+  parse_ucx_info("!libucp.so.0 not loaded (UCX is not installed)\n", none);
+  EXPECT_FALSE(none.ok);
+  EXPECT_EQ(none.reason, "libucp.so.0 not loaded (UCX is not installed)");
+}
+
+TEST(UcxProbe, RdmaNeedsADeviceThatUcxDrives) {
+  RdmaProbe verbs;
+  verbs.available = true;
+  verbs.reason = "1 RDMA device(s) with an ACTIVE port";
+  UcxProbe tcp_only;
+  tcp_only.probed = true;
+  parse_ucx_info("#      resource 1  :  md 1  dev 1  flags -- tcp/lo\n", tcp_only);
+  auto find = [](const std::vector<BackendAvail>& v, genie_backend_t b) {
+    for (const BackendAvail& a : v)
+      if (a.backend == b) return a;
+    return BackendAvail{};
+  };
+  const auto v = local_backends(verbs, dpdk_not_probed("-"), tcp_only);
+  EXPECT_FALSE(find(v, GENIE_BACKEND_RDMA).probe_ok);
+  EXPECT_NE(find(v, GENIE_BACKEND_RDMA).probe.find("UCX drives none of them"), std::string::npos);
+  EXPECT_TRUE(find(v, GENIE_BACKEND_UCX).probe_ok);
+  UcxProbe ib;
+  ib.probed = true;
+  parse_ucx_info("#      resource 1  :  md 1  dev 1  flags -- tcp/lo\n"
+                 "#      resource 2  :  md 2  dev 2  flags -- rc_verbs/mlx5_0:1\n",
+                 ib);
+  const auto w = local_backends(verbs, dpdk_not_probed("-"), ib);
+  EXPECT_TRUE(find(w, GENIE_BACKEND_RDMA).probe_ok);
+  EXPECT_NE(find(w, GENIE_BACKEND_RDMA).probe.find("rc_verbs/mlx5_0:1"), std::string::npos);
+  // No verbs device: UCX's word does not matter.
+  EXPECT_FALSE(find(local_backends(RdmaProbe{}, dpdk_not_probed("-"), ib), GENIE_BACKEND_RDMA).probe_ok);
+}
+
+// ucx is chosen only when asked for: auto prefers tcp to UCX over TCP.
+TEST(UcxProbe, AutoNeverPicksTheUcxBackend) {
+  std::vector<BackendAvail> v = {{GENIE_BACKEND_TCP, true, "", true}, {GENIE_BACKEND_UCX, true, "", true}};
+  EXPECT_EQ(select_backend(GENIE_BACKEND_AUTO, v, &v, "s").backend, GENIE_BACKEND_TCP);
+  EXPECT_EQ(select_backend(GENIE_BACKEND_UCX, v, &v, "s").backend, GENIE_BACKEND_UCX);
+}
+
+}  // namespace
+}  // namespace genie

@@ -226,7 +226,9 @@ TEST(ControlWire, KnownTypesAndNames) {
                          MsgType::TensorExport,
                          MsgType::TensorExportReply,
                          MsgType::TensorFetch,
-                         MsgType::TensorImport};
+                         MsgType::TensorImport,
+                         MsgType::TensorRmaWrite,
+                         MsgType::TensorRmaRead};
   int known = 0;
   for (uint32_t t = 0; t <= 0xffff; ++t) known += known_type(static_cast<uint16_t>(t)) ? 1 : 0;
   EXPECT_EQ(known, static_cast<int>(std::size(all)));

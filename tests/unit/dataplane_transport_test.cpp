@@ -1,5 +1,7 @@
 // The transport interface (dataplane/transport.hpp), run the same way over
-// every transport this build has: TCP (built in), the loopback plugin and,
+// every transport this build has: TCP (built in), the loopback plugin,
+// the UCX plugin where UCX was found (over UCX's TCP and shared memory
+// here: UCX_TLS=tcp,self,sm unless the environment says otherwise) and,
 // where DPDK is installed, the dpdk plugin over an in-process net_ring port
 // (EAL starts once per process: ctest runs each case in its own), loaded
 // by name. A listener on one loop, a connecting channel on another:
@@ -97,7 +99,15 @@ class Transports : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     testing::use_build_plugins();
     if (GetParam() == "dpdk") testing::use_dpdk_ring();
+    ::setenv("UCX_TLS", "tcp,self,sm", 0);  // no RDMA device needed; one set outside wins
+#if defined(__SANITIZE_ADDRESS__)
+    // UCX's memory hooks and LeakSanitizer's exit-time scan do not mix.
+    ::setenv("UCX_MEM_EVENTS", "no", 0);
+#endif
     TransportLookup got = lookup_transport(GetParam());
+    if (!got.transport && GetParam() == "ucx")
+      GTEST_SKIP() << "ucx is not available here (UCX not found at build time, or it does not start): "
+                   << got.reason;
     // A transport whose hardware or libraries this machine lacks says so
     // (UNSUPPORTED); the two this build always has must load.
     if (!got.transport && got.status == GENIE_ERR_UNSUPPORTED && GetParam() != "tcp" &&
@@ -449,12 +459,27 @@ TEST_P(Transports, RemoteMemoryAccessWhereCapabilitiesSaySo) {
   const auto outside = rma(true, 0, 900, 200, rd);
   EXPECT_EQ(outside.first, GENIE_ERR_INVALID_ARGUMENT);
   EXPECT_NE(outside.second.find("outside"), std::string::npos) << outside.second;
-  remote.reset();  // unregistered: its descriptor names nothing any more
+  MemoryDescriptor other = rd;
+  other.transport = GetParam() == "loopback" ? "ucx" : "loopback";
+  EXPECT_EQ(rma(true, 0, 0, 10, other).first, GENIE_ERR_INVALID_ARGUMENT);
+  // Unregistered: its descriptor names nothing any more. Only a transport
+  // that sees both ends can tell; a one-sided RMA transport (ucx) cannot,
+  // which is why the control plane checks every range against the regions
+  // it handed out before it lets a peer's bytes land (control/server/rma).
+  if (GetParam() == "ucx") {
+    MemoryDescriptor keyless = rd;  // a key is what lets the peer reach the region
+    keyless.key.clear();
+    const auto no_key = rma(true, 0, 0, 10, keyless);
+    EXPECT_EQ(no_key.first, GENIE_ERR_INVALID_ARGUMENT);
+    EXPECT_NE(no_key.second.find("no key"), std::string::npos) << no_key.second;
+    return;
+  }
+  remote.reset();
   EXPECT_EQ(rma(true, 0, 0, 10, rd).first, GENIE_ERR_INVALID_ARGUMENT);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dataplane, Transports,
-                         ::testing::Values("tcp", "loopback"
+                         ::testing::Values("tcp", "loopback", "ucx"
 #ifdef GENIE_HAVE_DPDK_TRANSPORT
                                            ,
                                            "dpdk"

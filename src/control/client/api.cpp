@@ -1,5 +1,6 @@
 // RemoteClient's methods: each builds a Call and hands it to the link.
 #include "control/client/impl.hpp"
+#include "control/client/rma.hpp"
 #include "control/wire_json.hpp"
 
 namespace genie {
@@ -53,6 +54,7 @@ uint64_t RemoteClient::tensor_alloc(DType dtype, const Shape& shape, const std::
 
 void RemoteClient::tensor_write(uint64_t id, size_t offset, const void* src, size_t nbytes) {
   check(src != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "src is NULL");
+  if (impl_->rma_transfer(true, id, offset, const_cast<void*>(src), nbytes)) return;
   wire::TensorWrite m;
   m.set_tensor_id(id);
   m.set_offset(offset);
@@ -63,6 +65,7 @@ void RemoteClient::tensor_write(uint64_t id, size_t offset, const void* src, siz
 
 void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nbytes) {
   check(dst != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "dst is NULL");
+  if (impl_->rma_transfer(false, id, offset, dst, nbytes)) return;
   wire::TensorRead m;
   m.set_tensor_id(id);
   m.set_offset(offset);

@@ -240,6 +240,10 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   void transact(const std::shared_ptr<Call>& call, std::string msg, const void* payload = nullptr,
                 uint64_t payload_len = 0);
 
+  // Moves tensor bytes by RMA where the data transport has it (rma.cpp);
+  // false: use the framed path.
+  bool rma_transfer(bool write, uint64_t id, size_t offset, void* buf, size_t nbytes);
+
   // Queues a graph submission and returns: the server's answer (GraphDone or
   // ErrorReply), or a failure, reaches call->done on the loop thread. Throws
   // only what is known before anything is sent (TOO_LARGE, not connected,

@@ -1,6 +1,7 @@
 // Frame dispatch: every frame of a connection to its handler, replies and
 // errors, closing connections, and the end of sessions.
 #include "control/server/impl.hpp"
+#include "control/server/rma.hpp"
 
 namespace genie {
 
@@ -22,6 +23,8 @@ bool is_client_request(MsgType t) {
     case MsgType::TensorExport:
     case MsgType::TensorFetch:
     case MsgType::TensorImport:
+    case MsgType::TensorRmaWrite:
+    case MsgType::TensorRmaRead:
     case MsgType::GraphSubmit:
     case MsgType::GraphSubmitDelta:
     case MsgType::ServerInfoRequest:
@@ -103,6 +106,18 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
     case MsgType::TensorRead: {
       const auto m = parse_msg<wire::TensorRead>(msg, h.type);
       return answer_errors(*p, rid, "reading the tensor", [&] { tensor_read(*p, rid, m); });
+    }
+    case MsgType::TensorRmaWrite: {
+      const auto m = parse_msg<wire::TensorRmaWrite>(msg, h.type);
+      return answer_errors(*p, rid, "writing the tensor by RMA", [&] {
+        tensor_rma(p, rid, true, m.tensor_id(), m.offset(), m.nbytes(), m.region());
+      });
+    }
+    case MsgType::TensorRmaRead: {
+      const auto m = parse_msg<wire::TensorRmaRead>(msg, h.type);
+      return answer_errors(*p, rid, "reading the tensor by RMA", [&] {
+        tensor_rma(p, rid, false, m.tensor_id(), m.offset(), m.nbytes(), m.region());
+      });
     }
     case MsgType::TensorFree: {
       const auto m = parse_msg<wire::TensorFree>(msg, h.type);

@@ -99,6 +99,9 @@ struct Server::Impl {
   PayloadSink tensor_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
                            const wire::TensorWrite& m);
   void tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m);
+  // TensorRmaWrite / TensorRmaRead (rma.cpp).
+  void tensor_rma(const std::shared_ptr<Peer>& p, uint64_t rid, bool write, uint64_t tensor_id, uint64_t offset,
+                  uint64_t nbytes, const std::string& region);
   // Direct transfers between servers (docs/multinode.md, "Direct
   // transfers"): a ticket for one fetch of a tensor of this session; the
   // fetch by whichever session presents it; and, off the loop, fetching a

@@ -1,0 +1,205 @@
+#include "dataplane/ucx/worker.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <mutex>
+
+namespace genie::dataplane::ucx {
+
+const TransportHost* g_host = nullptr;
+
+void run_logged(const std::function<void()>& fn, const char* what) {
+  try {
+    if (fn) fn();
+  } catch (const std::exception& e) {
+    say(LogLevel::Error, "ucx: ", what, " threw: ", e.what());
+  } catch (...) {
+    say(LogLevel::Error, "ucx: ", what, " threw a non-standard exception");
+  }
+}
+
+Context::Context() {
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) fail(GENIE_ERR_UNSUPPORTED, "UCX: cannot read its configuration: ", ucs_status_string(st));
+  ucp_params_t p{};
+  p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
+  p.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  // Memory is registered from any thread while workers progress.
+  p.mt_workers_shared = 1;
+  p.name = "genie";
+  st = ucp_init(&p, config, &ctx_);
+  ucp_config_release(config);
+  if (st != UCS_OK) fail(GENIE_ERR_UNSUPPORTED, "UCX: ucp_init failed: ", ucs_status_string(st));
+}
+
+Context::~Context() {
+  if (ctx_ != nullptr) ucp_cleanup(ctx_);
+}
+
+struct LoopWorker::Handles {
+  uv_poll_t poll{};
+  uv_prepare_t prepare{};
+  uv_idle_t idle{};
+  int open = 0;
+  LoopWorker* owner = nullptr;  // null once the worker is gone
+};
+
+namespace {
+
+std::mutex g_mu;
+std::map<uv_loop_t*, std::weak_ptr<LoopWorker>>& workers() {
+  static auto* m = new std::map<uv_loop_t*, std::weak_ptr<LoopWorker>>;  // never destroyed
+  return *m;
+}
+
+void handle_closed(uv_handle_t* h) {
+  auto* hs = static_cast<LoopWorker::Handles*>(h->data);
+  if (--hs->open == 0) delete hs;
+}
+
+// Every handle's callback: progress the worker, if it is still there.
+void run_pump(uv_handle_t* h) {
+  auto* hs = static_cast<LoopWorker::Handles*>(h->data);
+  if (hs->owner != nullptr) hs->owner->pump();
+}
+
+}  // namespace
+
+std::shared_ptr<LoopWorker> LoopWorker::for_loop(const std::shared_ptr<Context>& ctx, uv_loop_t* loop) {
+  std::lock_guard<std::mutex> lk(g_mu);
+  if (auto w = workers()[loop].lock()) return w;
+  std::shared_ptr<LoopWorker> w(new LoopWorker(ctx, loop));
+  w->start();
+  workers()[loop] = w;
+  return w;
+}
+
+LoopWorker::LoopWorker(std::shared_ptr<Context> ctx, uv_loop_t* loop) : ctx_(std::move(ctx)), loop_(loop) {}
+
+void LoopWorker::start() {
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // the owner's loop thread only
+  ucs_status_t st = ucp_worker_create(ctx_->get(), &wp, &worker_);
+  if (st != UCS_OK) fail(GENIE_ERR_IO, "UCX: ucp_worker_create failed: ", ucs_status_string(st));
+  for (unsigned id : {kAmWelcome, kAmFrame, kAmPayload, kAmBye}) {
+    ucp_am_handler_param_t hp{};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hp.id = id;
+    hp.cb = id == kAmWelcome ? &LoopWorker::on_am_id<kAmWelcome>
+            : id == kAmFrame ? &LoopWorker::on_am_id<kAmFrame>
+            : id == kAmPayload ? &LoopWorker::on_am_id<kAmPayload>
+                               : &LoopWorker::on_am_id<kAmBye>;
+    hp.arg = this;
+    st = ucp_worker_set_am_recv_handler(worker_, &hp);
+    if (st != UCS_OK) {
+      ucp_worker_destroy(worker_);
+      worker_ = nullptr;
+      fail(GENIE_ERR_IO, "UCX: cannot set an active message handler: ", ucs_status_string(st));
+    }
+  }
+  int fd = -1;
+  st = ucp_worker_get_efd(worker_, &fd);
+  if (st != UCS_OK) {
+    ucp_worker_destroy(worker_);
+    worker_ = nullptr;
+    fail(GENIE_ERR_IO, "UCX: ucp_worker_get_efd failed: ", ucs_status_string(st));
+  }
+  h_ = new Handles;
+  h_->owner = this;
+  uv_poll_init(loop_, &h_->poll, fd);
+  uv_prepare_init(loop_, &h_->prepare);
+  uv_idle_init(loop_, &h_->idle);
+  h_->poll.data = h_->prepare.data = h_->idle.data = h_;
+  h_->open = 3;
+  uv_poll_start(&h_->poll, UV_READABLE,
+                [](uv_poll_t* p, int, int) { run_pump(reinterpret_cast<uv_handle_t*>(p)); });
+  uv_prepare_start(&h_->prepare, [](uv_prepare_t* p) { run_pump(reinterpret_cast<uv_handle_t*>(p)); });
+  // The prepare handle alone must not keep a loop alive: channels do.
+  uv_unref(reinterpret_cast<uv_handle_t*>(&h_->prepare));
+}
+
+LoopWorker::~LoopWorker() {
+  {
+    std::lock_guard<std::mutex> lk(g_mu);
+    auto it = workers().find(loop_);
+    if (it != workers().end() && it->second.expired()) workers().erase(it);
+  }
+  if (h_ != nullptr) {
+    h_->owner = nullptr;
+    for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&h_->poll), reinterpret_cast<uv_handle_t*>(&h_->prepare),
+                           reinterpret_cast<uv_handle_t*>(&h_->idle)}) {
+      if (uv_is_closing(h)) {
+        // Swept by a loop teardown (uv_walk) without our callback.
+        if (--h_->open == 0) delete h_;
+      } else {
+        uv_close(h, handle_closed);
+      }
+    }
+  }
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+}
+
+void LoopWorker::later(std::function<void()> fn) {
+  later_.push_back(std::move(fn));
+  if (!pumping_ && h_ != nullptr && !uv_is_closing(reinterpret_cast<uv_handle_t*>(&h_->idle)))
+    uv_idle_start(&h_->idle, [](uv_idle_t* i) { run_pump(reinterpret_cast<uv_handle_t*>(i)); });
+}
+
+void LoopWorker::pump() {
+  if (pumping_) return;
+  auto self = shared_from_this();  // queued work may drop the last other reference
+  pumping_ = true;
+  for (;;) {
+    while (ucp_worker_progress(worker_) != 0) {
+    }
+    if (later_.empty()) {
+      if (ucp_worker_arm(worker_) != UCS_ERR_BUSY) break;
+      continue;  // events arrived while arming: progress them first
+    }
+    auto batch = std::exchange(later_, {});
+    for (auto& fn : batch) run_logged(fn, "queued work");
+  }
+  pumping_ = false;
+  if (h_ != nullptr && !uv_is_closing(reinterpret_cast<uv_handle_t*>(&h_->idle))) uv_idle_stop(&h_->idle);
+}
+
+bool LoopWorker::drive_until(const std::function<bool()>& done, std::chrono::milliseconds limit) {
+  auto self = shared_from_this();
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    ucp_worker_progress(worker_);
+    auto batch = std::exchange(later_, {});
+    for (auto& fn : batch) run_logged(fn, "queued work");
+  }
+  return true;
+}
+
+ucs_status_t LoopWorker::on_am(unsigned id, void* arg, const void* header, size_t header_len, void* data,
+                               size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<LoopWorker*>(arg);
+  if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) == 0) return UCS_OK;  // not ours: dropped
+  auto it = self->sinks_.find(param->reply_ep);
+  if (it == self->sinks_.end()) return UCS_OK;  // its channel has closed: dropped
+  return it->second->arrive(id, header, header_len, data, length, param);
+}
+
+std::string format_sockaddr(const struct sockaddr* sa) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (sa->sa_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(sa);
+    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
+    return cat(host, ':', ntohs(in->sin_port));
+  }
+  if (sa->sa_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
+    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
+    return cat('[', host, "]:", ntohs(in6->sin6_port));
+  }
+  return "?";
+}
+
+}  // namespace genie::dataplane::ucx

@@ -1,0 +1,170 @@
+#include "cluster/ucx_probe.hpp"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "core/error.hpp"
+
+namespace genie {
+namespace {
+
+// The prefix of ucp_params_t that ucp_init_version reads for
+// field_mask = UCP_PARAM_FIELD_FEATURES (ucp.h; no UCX headers needed).
+struct UcpParamsPrefix {
+  uint64_t field_mask;
+  uint64_t features;
+  char rest[256];  // room for fields the library never reads here
+};
+constexpr uint64_t kParamFeatures = 1u << 0;
+constexpr uint64_t kFeatureRma = 1u << 1, kFeatureAm = 1u << 6;
+
+[[noreturn]] void ucx_child(int out_fd) {
+  FILE* out = fdopen(out_fd, "w");
+  const int devnull = open("/dev/null", O_RDWR);
+  if (devnull >= 0) dup2(devnull, STDERR_FILENO);  // UCX warns on stderr
+  void* lib = dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
+  using ReadFn = int (*)(const char*, const char*, void**);
+  using InitFn = int (*)(unsigned, unsigned, const void*, const void*, void**);
+  using PrintFn = void (*)(void*, FILE*);
+  using VoidFn = void (*)(void*);
+  auto read = lib ? reinterpret_cast<ReadFn>(dlsym(lib, "ucp_config_read")) : nullptr;
+  auto init = lib ? reinterpret_cast<InitFn>(dlsym(lib, "ucp_init_version")) : nullptr;
+  auto print = lib ? reinterpret_cast<PrintFn>(dlsym(lib, "ucp_context_print_info")) : nullptr;
+  auto release = lib ? reinterpret_cast<VoidFn>(dlsym(lib, "ucp_config_release")) : nullptr;
+  if (!out) _exit(1);
+  if (!read || !init || !print || !release) {
+    std::fprintf(out, "!libucp.so.0 not loaded (UCX is not installed)\n");
+  } else {
+    void* config = nullptr;
+    void* ctx = nullptr;
+    UcpParamsPrefix p{};
+    p.field_mask = kParamFeatures;
+    p.features = kFeatureAm | kFeatureRma;
+    int st = read(nullptr, nullptr, &config);
+    if (st == 0) {
+      st = init(1, 0, &p, config, &ctx);
+      release(config);
+    }
+    if (st != 0 || ctx == nullptr)
+      std::fprintf(out, "!ucp_init failed (status %d)\n", st);
+    else
+      print(ctx, out);
+  }
+  std::fclose(out);
+  _exit(0);
+}
+
+bool is_rdma(const std::string& tl) {
+  for (const char* p : {"rc", "ud", "dc"})
+    if (tl.rfind(p, 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+UcxProbe ucx_not_probed(const std::string& why) {
+  UcxProbe p;
+  p.reason = why;
+  return p;
+}
+
+void parse_ucx_info(const std::string& text, UcxProbe& p) {
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] == '!') {
+      p.reason = line.substr(1);
+      return;
+    }
+    if (line.find("resource") == std::string::npos) continue;
+    const size_t dash = line.find("-- ");
+    if (dash == std::string::npos) continue;
+    std::string r = line.substr(dash + 3);
+    while (!r.empty() && (r.back() == ' ' || r.back() == '\r')) r.pop_back();
+    if (r.empty()) continue;
+    p.resources.push_back(r);
+    if (is_rdma(r.substr(0, r.find('/')))) p.rdma.push_back(r);
+  }
+  p.ok = !p.resources.empty();
+  std::string list;
+  for (const std::string& r : p.resources) list += (list.empty() ? "" : ", ") + r;
+  p.reason = p.ok ? cat("UCX transports: ", list) : "UCX started but found no transport";
+}
+
+UcxProbe probe_ucx(int64_t timeout_ms) {
+  UcxProbe p;
+  p.probed = true;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    p.reason = cat("pipe: ", std::strerror(errno));
+    return p;
+  }
+  const pid_t pid = fork();
+  if (pid < 0) {
+    p.reason = cat("fork: ", std::strerror(errno));
+    close(fds[0]);
+    close(fds[1]);
+    return p;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    ucx_child(fds[1]);
+  }
+  close(fds[1]);
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  bool eof = false;
+  while (!eof) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) break;
+    pollfd pf{fds[0], POLLIN, 0};
+    const int pr = poll(&pf, 1, static_cast<int>(left));
+    if (pr <= 0) continue;
+    char buf[4096];
+    const ssize_t n = read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) eof = true;
+    else text.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  if (!eof) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!eof) {
+    p.reason = cat("the UCX probe did not finish within ", timeout_ms, " ms");
+    return p;
+  }
+  if (text.empty()) {
+    p.reason = "the UCX probe process died before reporting";
+    return p;
+  }
+  parse_ucx_info(text, p);
+  return p;
+}
+
+JsonPtr ucx_to_json(const UcxProbe& p) {
+  JsonPtr o = json_object();
+  cJSON_AddBoolToObject(o.get(), "available", p.ok);
+  cJSON_AddBoolToObject(o.get(), "probed", p.probed);
+  cJSON_AddStringToObject(o.get(), "reason", p.reason.c_str());
+  JsonPtr r = json_array();
+  for (const std::string& s : p.resources) cJSON_AddItemToArray(r.get(), cJSON_CreateString(s.c_str()));
+  cJSON_AddItemToObject(o.get(), "transports", r.release());
+  JsonPtr d = json_array();
+  for (const std::string& s : p.rdma) cJSON_AddItemToArray(d.get(), cJSON_CreateString(s.c_str()));
+  cJSON_AddItemToObject(o.get(), "rdma_transports", d.release());
+  return o;
+}
+
+}  // namespace genie

@@ -1,0 +1,35 @@
+// What UCX finds on this host: its transports and devices ("tcp/lo",
+// "posix/memory", "rc_mlx5/mlx5_0:1" ...), read from
+// ucp_context_print_info. UCX is loaded (dlopen libucp.so.0) and started in
+// a forked child that reports through a pipe and exits, so that this
+// process never runs UCX's memory hooks for a probe; it takes a few tens of
+// milliseconds, so genie_init runs it only when the backend asked for may
+// use UCX (see agent.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cluster/types.hpp"
+
+namespace genie {
+
+struct UcxProbe {
+  bool probed = false;
+  bool ok = false;                      // UCX started and found a transport
+  std::vector<std::string> resources;   // "transport/device"
+  std::vector<std::string> rdma;        // those over InfiniBand or RoCE (rc, ud, dc)
+  std::string reason;                   // what was found, or why not
+};
+
+UcxProbe probe_ucx(int64_t timeout_ms);
+UcxProbe ucx_not_probed(const std::string& why);
+
+// Parses ucp_context_print_info's text into `p` (resources, rdma, ok,
+// reason). Separate for tests.
+void parse_ucx_info(const std::string& text, UcxProbe& p);
+
+JsonPtr ucx_to_json(const UcxProbe& p);
+
+}  // namespace genie
