@@ -108,6 +108,7 @@ pub const genie_backend_GENIE_BACKEND_TCP: genie_backend = 1;
 pub const genie_backend_GENIE_BACKEND_RDMA: genie_backend = 2;
 pub const genie_backend_GENIE_BACKEND_DPDK: genie_backend = 3;
 pub const genie_backend_GENIE_BACKEND_DPDK_GPUDEV: genie_backend = 4;
+pub const genie_backend_GENIE_BACKEND_UCX: genie_backend = 5;
 pub const genie_backend_GENIE_BACKEND_MAX_ENUM: genie_backend = 2147483647;
 #[doc = " Data-plane backend. AUTO picks the best available on both ends."]
 pub type genie_backend = ::std::os::raw::c_uint;
@@ -236,7 +237,9 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Data-plane backend. Environment: GENIE_BACKEND"]
-    #[doc = "  (auto|tcp|rdma|dpdk|dpdk_gpudev)."]
+    #[doc = "  (auto|tcp|rdma|dpdk|dpdk_gpudev|ucx). rdma needs an InfiniBand or RoCE"]
+    #[doc = "  device that UCX drives; ucx runs the same UCX transport over whatever"]
+    #[doc = "  UCX finds (docs/ucx.md)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_backend_t)."]
     pub fn genie_config_set_backend(config: *mut genie_config_t, backend: genie_backend_t) -> genie_status_t;
 }
