@@ -7,8 +7,8 @@
 
 #include "control/client.hpp"
 #include "control/loop_thread.hpp"
-#include "control/wire_codec.hpp"
 #include "control/tls.hpp"
+#include "control/wire_codec.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
@@ -54,23 +54,18 @@ ClusterAgent::ClusterAgent(const Config& cfg, std::string node_id, double config
   self_.gpus = gpu_.gpus();
   self_.gpu_reason = gpu_.reason();
   add_phase("local_node", ms_since(t0),
-            cat("node ", self_.id, " on ", self_.host, ", role ", role_str(cfg_.role), ", ", self_.gpus.size(),
-                " GPU(s)", self_.gpu_reason.empty() ? "" : " (" + self_.gpu_reason + ")"));
+            cat("node ", self_.id, " on ", self_.host, ", role ", role_str(cfg_.role), ", ",
+                self_.gpus.size(), " GPU(s)", self_.gpu_reason.empty() ? "" : " (" + self_.gpu_reason + ")"));
 
   // --- network discovery ---
   t0 = Clock::now();
   rdma_ = probe_rdma();
   const bool want_dpdk = cfg_.backend == GENIE_BACKEND_DPDK || cfg_.backend == GENIE_BACKEND_DPDK_GPUDEV;
   dpdk_ = want_dpdk ? probe_dpdk(std::min<int64_t>(cfg_.timeout_ms, 10000))
-                    : dpdk_not_probed("EAL not probed at init (about 0.5 s in a child process: `genie discover` "
-                                      "runs it); GENIE_TRANSPORT=dpdk uses the dpdk transport plugin regardless");
-  // UCX (a child process, tens of ms) only where it may be used: asked for,
-  // or an RDMA device that auto would pick it for.
-  const bool want_ucx = cfg_.backend == GENIE_BACKEND_UCX || cfg_.backend == GENIE_BACKEND_RDMA ||
-                        (cfg_.backend == GENIE_BACKEND_AUTO && rdma_.available);
-  ucx_ = want_ucx ? probe_ucx(std::min<int64_t>(cfg_.timeout_ms, 10000))
-                  : ucx_not_probed("UCX not probed at init (the backend asked for does not use it; `genie "
-                                   "discover` runs it)");
+                    : dpdk_not_probed(
+                          "EAL not probed at init (about 0.5 s in a child process: `genie discover` "
+                          "runs it); GENIE_TRANSPORT=dpdk uses the dpdk transport plugin regardless");
+  ucx_ = probe_ucx_if_used(cfg_, rdma_.available);
   local_backends_ = local_backends(rdma_, dpdk_, ucx_);
   const bool remote = !cfg_.master_addr.empty();
   if (remote) {
@@ -87,8 +82,9 @@ ClusterAgent::ClusterAgent(const Config& cfg, std::string node_id, double config
 
   // --- backend ---
   t0 = Clock::now();
-  selection_ = select_backend(cfg_.backend, local_backends_, remote && tcp_.has_backends ? &tcp_.server_backends : nullptr,
-                              tcp_.server_node_id);
+  selection_ =
+      select_backend(cfg_.backend, local_backends_,
+                     remote && tcp_.has_backends ? &tcp_.server_backends : nullptr, tcp_.server_node_id);
   self_.backend = backend_str(selection_.backend);
   add_phase("backend", ms_since(t0), cat(backend_str(selection_.backend), ": ", selection_.reason));
 }
@@ -127,7 +123,8 @@ ClusterAgent::Tick* ClusterAgent::every(uint64_t ms, void (ClusterAgent::*fn)())
 void ClusterAgent::close_ticks() {
   stopped_ = true;
   for (Tick* t : ticks_)
-    uv_close(reinterpret_cast<uv_handle_t*>(&t->timer), [](uv_handle_t* h) { delete static_cast<Tick*>(h->data); });
+    uv_close(reinterpret_cast<uv_handle_t*>(&t->timer),
+             [](uv_handle_t* h) { delete static_cast<Tick*>(h->data); });
   ticks_.clear();
   if (close_hook_) {
     loop()->remove_close_hook(close_hook_);
@@ -181,13 +178,14 @@ void ClusterAgent::start(std::shared_ptr<RemoteClient> client) {
   });
   if (first_reply.wait_for(std::chrono::milliseconds(cfg_.timeout_ms) + std::chrono::seconds(1)) !=
       std::future_status::ready) {
-    fail(GENIE_ERR_TIMEOUT, "no first heartbeat reply from master ", master_name(), " within ", cfg_.timeout_ms,
-         " ms");
+    fail(GENIE_ERR_TIMEOUT, "no first heartbeat reply from master ", master_name(), " within ",
+         cfg_.timeout_ms, " ms");
   }
   std::string detail;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    detail = cat("GPU poll every ", cfg_.gpu_poll_interval_ms, " ms, health every ", cfg_.health_interval_ms, " ms",
+    detail = cat("GPU poll every ", cfg_.gpu_poll_interval_ms, " ms, health every ", cfg_.health_interval_ms,
+                 " ms",
                  remote ? cat(", heartbeat every ", cfg_.heartbeat_interval_ms, " ms (timeout ",
                               cfg_.heartbeat_timeout_ms, " ms); ", view_.size(), " other node(s) in the view")
                         : std::string());
@@ -254,8 +252,7 @@ void ClusterAgent::publish(std::vector<Pending>& events) {
 }
 
 void ClusterAgent::check_master_lost(std::vector<Pending>& out) {
-  const auto silent =
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_ok_).count();
+  const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_ok_).count();
   if (master_lost_ || silent <= cfg_.heartbeat_timeout_ms) return;
   master_lost_ = true;
   NodeStatus m = master_node();
@@ -374,20 +371,24 @@ void ClusterAgent::on_heartbeat_reply(genie_status_t st, std::string&& reply) {
       seen[node.id] = true;
       auto it = view_.find(node.id);
       if (it == view_.end()) {
-        if (node.alive) events.push_back({GENIE_EVENT_NODE_JOINED, node_event(GENIE_EVENT_NODE_JOINED, node, "reported by the master")});
+        if (node.alive)
+          events.push_back(
+              {GENIE_EVENT_NODE_JOINED, node_event(GENIE_EVENT_NODE_JOINED, node, "reported by the master")});
         view_[node.id] = node;
         continue;
       }
       const bool before = it->second.alive;
       it->second = node;
       if (!before && node.alive)
-        events.push_back({GENIE_EVENT_NODE_RECOVERED,
-                          node_event(GENIE_EVENT_NODE_RECOVERED, node,
-                                     node.id == master_id_ && was_lost ? "the master answers heartbeats again"
-                                                                      : "heartbeats again (reported by the master)")});
+        events.push_back(
+            {GENIE_EVENT_NODE_RECOVERED,
+             node_event(GENIE_EVENT_NODE_RECOVERED, node,
+                        node.id == master_id_ && was_lost ? "the master answers heartbeats again"
+                                                          : "heartbeats again (reported by the master)")});
       else if (before && !node.alive)
-        events.push_back({GENIE_EVENT_NODE_LOST,
-                          node_event(GENIE_EVENT_NODE_LOST, node, "silent past the timeout (reported by the master)")});
+        events.push_back(
+            {GENIE_EVENT_NODE_LOST,
+             node_event(GENIE_EVENT_NODE_LOST, node, "silent past the timeout (reported by the master)")});
     }
     for (auto& [id, node] : view_) {
       if (seen.count(id) || !node.alive) continue;
@@ -434,8 +435,9 @@ void ClusterAgent::on_probe_result(const TcpProbe& p) {
     const bool known = view_.count(m.id) != 0;
     view_[m.id] = m;
     const uint32_t type = known ? GENIE_EVENT_NODE_RECOVERED : GENIE_EVENT_NODE_JOINED;
-    const std::string why = cat("master ", master_name(), " answers probes again",
-                                client_->failed() ? " (the session is gone: create a new context to use it)" : "");
+    const std::string why =
+        cat("master ", master_name(), " answers probes again",
+            client_->failed() ? " (the session is gone: create a new context to use it)" : "");
     log(LogLevel::Info, "cluster: ", why);
     events.push_back({type, node_event(type, m, why)});
   }
@@ -495,7 +497,8 @@ void ClusterAgent::health_tick() {
       cJSON_AddStringToObject(o.get(), "from", health_str(health_.level));
       cJSON_AddStringToObject(o.get(), "to", health_str(now.level));
       JsonPtr reasons = json_array();
-      for (const std::string& r : now.reasons) cJSON_AddItemToArray(reasons.get(), cJSON_CreateString(r.c_str()));
+      for (const std::string& r : now.reasons)
+        cJSON_AddItemToArray(reasons.get(), cJSON_CreateString(r.c_str()));
       cJSON_AddItemToObject(o.get(), "reasons", reasons.release());
       log(LogLevel::Info, "cluster: health ", health_str(health_.level), " -> ", health_str(now.level));
       events.push_back({GENIE_EVENT_HEALTH_CHANGED, json_text(o.get())});
@@ -549,12 +552,16 @@ std::string ClusterAgent::state_json() {
     cJSON_AddStringToObject(m.get(), "address", cat(cfg_.master_addr, ":", cfg_.master_port).c_str());
     cJSON_AddStringToObject(m.get(), "node_id", master_id_.c_str());
     cJSON_AddStringToObject(m.get(), "status", master_lost_ ? "lost" : "alive");
-    const char* session = !client_ ? "none" : client_->connected() ? "connected" : client_->failed() ? "failed" : "reconnecting";
+    const char* session = !client_               ? "none"
+                          : client_->connected() ? "connected"
+                          : client_->failed()    ? "failed"
+                                                 : "reconnecting";
     cJSON_AddStringToObject(m.get(), "session", session);
     cJSON_AddNumberToObject(m.get(), "rtt_us", rtt_us_);
     cJSON_AddNumberToObject(
         m.get(), "last_answer_ms_ago",
-        static_cast<double>(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_ok_).count()));
+        static_cast<double>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_ok_).count()));
     cJSON_AddItemToObject(o.get(), "master", m.release());
   } else {
     cJSON_AddNullToObject(o.get(), "master");
@@ -568,14 +575,16 @@ std::string ClusterAgent::state_json() {
   JsonPtr g = json_object();
   cJSON_AddBoolToObject(g.get(), "available", !self_.gpus.empty());
   cJSON_AddNumberToObject(g.get(), "count", static_cast<double>(self_.gpus.size()));
-  cJSON_AddStringToObject(g.get(), "reason", self_.gpu_reason.empty() ? cat(self_.gpus.size(), " GPU(s) via NVML").c_str()
-                                                                      : self_.gpu_reason.c_str());
+  cJSON_AddStringToObject(g.get(), "reason",
+                          self_.gpu_reason.empty() ? cat(self_.gpus.size(), " GPU(s) via NVML").c_str()
+                                                   : self_.gpu_reason.c_str());
   cJSON_AddStringToObject(g.get(), "library", gpu_.library().c_str());
   cJSON_AddItemToObject(d.get(), "gpus", g.release());
   if (remote) cJSON_AddItemToObject(d.get(), "tcp", tcp_to_json(tcp_).release());
   JsonPtr b = json_object();
   cJSON_AddItemToObject(b.get(), "local", backends_to_json(local_backends_).release());
-  if (remote && tcp_.has_backends) cJSON_AddItemToObject(b.get(), "server", backends_to_json(tcp_.server_backends).release());
+  if (remote && tcp_.has_backends)
+    cJSON_AddItemToObject(b.get(), "server", backends_to_json(tcp_.server_backends).release());
   cJSON_AddItemToObject(d.get(), "backends", b.release());
   cJSON_AddItemToObject(o.get(), "discovery", d.release());
   JsonPtr phases = json_array();
@@ -593,7 +602,8 @@ std::string ClusterAgent::state_json() {
   JsonPtr h = json_object();
   cJSON_AddStringToObject(h.get(), "level", health_str(health_.level));
   JsonPtr reasons = json_array();
-  for (const std::string& r : health_.reasons) cJSON_AddItemToArray(reasons.get(), cJSON_CreateString(r.c_str()));
+  for (const std::string& r : health_.reasons)
+    cJSON_AddItemToArray(reasons.get(), cJSON_CreateString(r.c_str()));
   cJSON_AddItemToObject(h.get(), "reasons", reasons.release());
   cJSON_AddItemToObject(o.get(), "health", h.release());
   JsonPtr iv = json_object();

@@ -1,15 +1,15 @@
 #include "cluster/master.hpp"
 
-#include <uv.h>
 #include <unistd.h>
+#include <uv.h>
 
 #include <algorithm>
 
 #include "control/client.hpp"
 #include "control/loop_thread.hpp"
+#include "control/tls.hpp"
 #include "control/wire.hpp"
 #include "control/wire_codec.hpp"
-#include "control/tls.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
@@ -37,10 +37,11 @@ struct ClusterMaster::Tick {
 };
 
 ClusterMaster::ClusterMaster(const Config& cfg) : cfg_(cfg) {
-  backends_json_ = json_text(backends_to_json(local_backends(
-                                 probe_rdma(), dpdk_not_probed("EAL not probed by the server"),
-                                 probe_ucx(std::min<int64_t>(cfg.timeout_ms, 10000))))
-                                 .get());
+  const RdmaProbe rdma = probe_rdma();
+  backends_json_ =
+      json_text(backends_to_json(local_backends(rdma, dpdk_not_probed("EAL not probed by the server"),
+                                                probe_ucx_if_used(cfg, rdma.available)))
+                    .get());
   char host[256] = {};
   host_ = gethostname(host, sizeof host - 1) == 0 ? host : "localhost";
   gpu_.poll();
@@ -58,8 +59,8 @@ void ClusterMaster::install(ServerOptions& opts) {
     r.set_abi_version(GENIE_ABI_VERSION);
     r.set_backends_json(backends_json_);
   };
-  opts.on_heartbeat = [this](const std::string& peer, const std::string& session_node, const wire::Heartbeat& hb,
-                             wire::HeartbeatReply& reply) {
+  opts.on_heartbeat = [this](const std::string& peer, const std::string& session_node,
+                             const wire::Heartbeat& hb, wire::HeartbeatReply& reply) {
     check(hb.node_json().size() <= kMaxNodeStatusBytes, GENIE_ERR_TOO_LARGE, "a node status of ",
           hb.node_json().size(), " bytes (at most ", kMaxNodeStatusBytes, ")");
     JsonPtr j = json_parse(hb.node_json(), "the heartbeat's node status");
@@ -72,8 +73,10 @@ void ClusterMaster::install(ServerOptions& opts) {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = members_.find(n.id);
     if (it == members_.end()) {
-      check(members_.size() < kMaxNodes, GENIE_ERR_TOO_LARGE, "this master already tracks ", kMaxNodes, " nodes");
-      log(LogLevel::Info, "cluster: node ", n.id, " (", role_str(n.role), ", ", n.host, " at ", peer, ") joined");
+      check(members_.size() < kMaxNodes, GENIE_ERR_TOO_LARGE, "this master already tracks ", kMaxNodes,
+            " nodes");
+      log(LogLevel::Info, "cluster: node ", n.id, " (", role_str(n.role), ", ", n.host, " at ", peer,
+          ") joined");
       it = members_.emplace(n.id, Member{}).first;
       view_.clear();
     } else if (!it->second.status.alive) {
@@ -166,7 +169,8 @@ void ClusterMaster::worker_joined(const std::string& node, const std::string& ho
   auto it = members_.find(node);
   if (it == members_.end()) {
     if (members_.size() >= kMaxNodes) {
-      log(LogLevel::Error, "cluster: worker ", node, " not tracked: this master already tracks ", kMaxNodes, " nodes");
+      log(LogLevel::Error, "cluster: worker ", node, " not tracked: this master already tracks ", kMaxNodes,
+          " nodes");
       return;
     }
     log(LogLevel::Info, "cluster: node ", node, " (worker at ", host, ":", port, ") joined");
@@ -174,7 +178,8 @@ void ClusterMaster::worker_joined(const std::string& node, const std::string& ho
     it->second.status.id = node;
     it->second.status.host = host;
   } else if (!it->second.status.alive) {
-    log(LogLevel::Info, "cluster: node ", node, " recovered (worker registered again from ", host, ":", port, ")");
+    log(LogLevel::Info, "cluster: node ", node, " recovered (worker registered again from ", host, ":", port,
+        ")");
   }
   NodeStatus& st = it->second.status;
   st.role = GENIE_NODE_ROLE_WORKER;
@@ -309,7 +314,8 @@ void ClusterMaster::start(LoopThread& loop) {
 
 void ClusterMaster::stop() {
   for (Tick* t : ticks_)
-    uv_close(reinterpret_cast<uv_handle_t*>(&t->timer), [](uv_handle_t* h) { delete static_cast<Tick*>(h->data); });
+    uv_close(reinterpret_cast<uv_handle_t*>(&t->timer),
+             [](uv_handle_t* h) { delete static_cast<Tick*>(h->data); });
   ticks_.clear();
   if (loop_ && close_hook_) {
     loop_->remove_close_hook(close_hook_);
@@ -321,7 +327,8 @@ void ClusterMaster::sweep() {
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lk(mu_);
   for (auto it = members_.begin(); it != members_.end();) {
-    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.last_seen).count();
+    const auto silent =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.last_seen).count();
     if (it->second.status.alive && silent > cfg_.heartbeat_timeout_ms) {
       it->second.status.alive = false;
       it->second.json.clear();

@@ -125,7 +125,8 @@ UcxProbe probe_ucx(int64_t timeout_ms) {
   bool eof = false;
   while (!eof) {
     const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now())
+            .count();
     if (left <= 0) break;
     pollfd pf{fds[0], POLLIN, 0};
     const int pr = poll(&pf, 1, static_cast<int>(left));
@@ -133,8 +134,10 @@ UcxProbe probe_ucx(int64_t timeout_ms) {
     char buf[4096];
     const ssize_t n = read(fds[0], buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) eof = true;
-    else text.append(buf, static_cast<size_t>(n));
+    if (n <= 0)
+      eof = true;
+    else
+      text.append(buf, static_cast<size_t>(n));
   }
   close(fds[0]);
   if (!eof) kill(pid, SIGKILL);
@@ -165,6 +168,15 @@ JsonPtr ucx_to_json(const UcxProbe& p) {
   for (const std::string& s : p.rdma) cJSON_AddItemToArray(d.get(), cJSON_CreateString(s.c_str()));
   cJSON_AddItemToObject(o.get(), "rdma_transports", d.release());
   return o;
+}
+
+UcxProbe probe_ucx_if_used(const Config& cfg, bool rdma_device) {
+  const bool used = cfg.backend == GENIE_BACKEND_UCX || cfg.backend == GENIE_BACKEND_RDMA ||
+                    (cfg.backend == GENIE_BACKEND_AUTO && rdma_device);
+  if (!used)
+    return ucx_not_probed(
+        "UCX not probed at start (the backend asked for does not use it; `genie discover` runs it)");
+  return probe_ucx(std::min<int64_t>(cfg.timeout_ms, 10000));
 }
 
 }  // namespace genie

@@ -12,19 +12,27 @@
 #include <vector>
 
 #include "cluster/types.hpp"
+#include "core/config.hpp"
 
 namespace genie {
 
 struct UcxProbe {
   bool probed = false;
-  bool ok = false;                      // UCX started and found a transport
-  std::vector<std::string> resources;   // "transport/device"
-  std::vector<std::string> rdma;        // those over InfiniBand or RoCE (rc, ud, dc)
-  std::string reason;                   // what was found, or why not
+  bool ok = false;                     // UCX started and found a transport
+  std::vector<std::string> resources;  // "transport/device"
+  std::vector<std::string> rdma;       // those over InfiniBand or RoCE (rc, ud, dc)
+  std::string reason;                  // what was found, or why not
 };
 
 UcxProbe probe_ucx(int64_t timeout_ms);
 UcxProbe ucx_not_probed(const std::string& why);
+
+// probe_ucx only where the backend `cfg` asks for may use UCX (ucx, rdma,
+// or auto with `rdma_device`: an RDMA device found); otherwise "not probed". The
+// probe forks, and a fork while other libraries' threads run is not free
+// (OpenBLAS, for one, joins its threads in a fork handler): a process that
+// will not use UCX does not pay for it.
+UcxProbe probe_ucx_if_used(const Config& cfg, bool rdma_device);
 
 // Parses ucp_context_print_info's text into `p` (resources, rdma, ok,
 // reason). Separate for tests.

@@ -183,6 +183,9 @@ TEST_P(Transports, CapabilitiesSayWhatTheTransportDoes) {
   } else if (GetParam() == "loopback") {
     EXPECT_TRUE(c.zero_copy);  // sender's buffer straight into the sink
     EXPECT_TRUE(c.rma);
+  } else if (GetParam() == "ucx") {
+    EXPECT_TRUE(c.zero_copy);  // rendezvous data lands in the sink; put/get in registered memory
+    EXPECT_TRUE(c.rma);
   } else {
     EXPECT_FALSE(c.zero_copy);  // dpdk: received fragments are reassembled, then copied into the sink
     EXPECT_FALSE(c.rma);
