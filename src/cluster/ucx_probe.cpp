@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -171,7 +172,9 @@ JsonPtr ucx_to_json(const UcxProbe& p) {
 }
 
 UcxProbe probe_ucx_if_used(const Config& cfg, bool rdma_device) {
-  const bool used = cfg.backend == GENIE_BACKEND_UCX || cfg.backend == GENIE_BACKEND_RDMA ||
+  const bool offered = std::find(cfg.serve_transports.begin(), cfg.serve_transports.end(), "ucx") !=
+                       cfg.serve_transports.end();
+  const bool used = offered || cfg.backend == GENIE_BACKEND_UCX || cfg.backend == GENIE_BACKEND_RDMA ||
                     (cfg.backend == GENIE_BACKEND_AUTO && rdma_device);
   if (!used)
     return ucx_not_probed(

@@ -27,8 +27,9 @@ struct UcxProbe {
 UcxProbe probe_ucx(int64_t timeout_ms);
 UcxProbe ucx_not_probed(const std::string& why);
 
-// probe_ucx only where the backend `cfg` asks for may use UCX (ucx, rdma,
-// or auto with `rdma_device`: an RDMA device found); otherwise "not probed". The
+// probe_ucx only where UCX may be used: a server offering the ucx transport
+// (serve_transports), or the backend `cfg` asks for (ucx, rdma, or auto
+// with `rdma_device`: an RDMA device found); otherwise "not probed". The
 // probe forks, and a fork while other libraries' threads run is not free
 // (OpenBLAS, for one, joins its threads in a fork handler): a process that
 // will not use UCX does not pay for it.
