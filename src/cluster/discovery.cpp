@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "cluster/child_probe.hpp"
 #include "control/wire.hpp"
 #include "control/wire_codec.hpp"
 #include "core/config.hpp"
@@ -96,8 +97,9 @@ RdmaProbe probe_rdma() {
   ibv_device** list = get_list(&n);
   if (!list) {
     const int err = errno;
-    p.reason = err == ENOSYS ? "no RDMA support in this kernel (ibv_get_device_list: Function not implemented)"
-                             : cat("ibv_get_device_list failed: ", std::strerror(err));
+    p.reason = err == ENOSYS
+                   ? "no RDMA support in this kernel (ibv_get_device_list: Function not implemented)"
+                   : cat("ibv_get_device_list failed: ", std::strerror(err));
     return p;
   }
   for (int i = 0; i < n; ++i) {
@@ -183,7 +185,8 @@ struct DpdkChildResult {
     char* argv[] = {a0, a1, lcore, a3, a4, a5, a6, nullptr};
     if (init(7, argv) < 0) {
       r.stage = 1;
-      std::snprintf(r.detail, sizeof r.detail, "rte_eal_init failed (no hugepages, no permission, or no usable CPU)");
+      std::snprintf(r.detail, sizeof r.detail,
+                    "rte_eal_init failed (no hugepages, no permission, or no usable CPU)");
     } else {
       r.stage = 2;
       r.ports = count();
@@ -201,53 +204,19 @@ DpdkProbe probe_dpdk(int64_t timeout_ms) {
   DpdkProbe p;
   p.probed = true;
   const auto t0 = Clock::now();
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    p.reason = cat("pipe: ", std::strerror(errno));
-    return p;
-  }
-  const pid_t pid = fork();
-  if (pid < 0) {
-    p.reason = cat("fork: ", std::strerror(errno));
-    close(fds[0]);
-    close(fds[1]);
-    return p;
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    dpdk_child(fds[1]);
-  }
-  close(fds[1]);
-  DpdkChildResult r{};
-  size_t got = 0;
-  const auto deadline = t0 + std::chrono::milliseconds(timeout_ms);
-  bool timed_out = false;
-  while (got < sizeof r) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd pf{fds[0], POLLIN, 0};
-    const int pr = poll(&pf, 1, static_cast<int>(left));
-    if (pr < 0 && errno == EINTR) continue;
-    if (pr <= 0) continue;
-    const ssize_t n = read(fds[0], reinterpret_cast<char*>(&r) + got, sizeof r - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  close(fds[0]);
-  if (got < sizeof r) kill(pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  const ChildReport c = run_child_probe(timeout_ms, [](int fd) { dpdk_child(fd); });
   p.probe_ms = us_since(t0) / 1000.0;
-  if (got < sizeof r) {
-    p.reason = timed_out ? cat("the DPDK probe did not finish within ", timeout_ms, " ms")
-                         : "the DPDK probe process died before reporting";
+  if (!c.error.empty()) {
+    p.reason = c.error;
     return p;
   }
+  DpdkChildResult r{};
+  if (c.bytes.size() < sizeof r) {
+    p.reason = !c.finished ? cat("the DPDK probe did not finish within ", timeout_ms, " ms")
+                           : "the DPDK probe process died before reporting";
+    return p;
+  }
+  std::memcpy(&r, c.bytes.data(), sizeof r);
   r.detail[sizeof r.detail - 1] = '\0';
   p.gpudev_lib = r.gpudev_lib != 0;
   if (r.stage < 2) {
@@ -302,7 +271,8 @@ void read_all(int fd, void* buf, size_t n, Clock::time_point deadline, const std
     }
     if (r == 0) fail(GENIE_ERR_CONNECTION, where, " closed the connection");
     if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) fail(GENIE_ERR_CONNECTION, where, ": ", std::strerror(errno));
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      fail(GENIE_ERR_CONNECTION, where, ": ", std::strerror(errno));
     if (!wait_fd(fd, POLLIN, deadline)) fail(GENIE_ERR_TIMEOUT, "no answer from ", where);
   }
 }
@@ -343,14 +313,16 @@ struct ProbeStream {
       if (r > 0) {
         const auto res = tls->feed(buf, static_cast<size_t>(r), &plain);
         flush();
-        if (res != dataplane::tcp::TlsSession::Result::Ok) fail(GENIE_ERR_CONNECTION, where, ": ", tls->error());
+        if (res != dataplane::tcp::TlsSession::Result::Ok)
+          fail(GENIE_ERR_CONNECTION, where, ": ", tls->error());
         return;
       }
       if (r == 0)
         fail(GENIE_ERR_CONNECTION, where, " closed the connection",
              tls->handshake_done() ? "" : " during the TLS handshake (does it serve TLS?)");
       if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) fail(GENIE_ERR_CONNECTION, where, ": ", std::strerror(errno));
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        fail(GENIE_ERR_CONNECTION, where, ": ", std::strerror(errno));
       if (!wait_fd(fd, POLLIN, deadline)) fail(GENIE_ERR_TIMEOUT, "no answer from ", where);
     }
   }
@@ -402,7 +374,8 @@ TcpProbe probe_tcp(const std::string& host, int port, int64_t timeout_ms, int ro
     setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     const auto c0 = Clock::now();
     if (connect(s.fd, res->ai_addr, res->ai_addrlen) != 0) {
-      if (errno != EINPROGRESS) fail(GENIE_ERR_CONNECTION, "cannot connect to ", where, ": ", std::strerror(errno));
+      if (errno != EINPROGRESS)
+        fail(GENIE_ERR_CONNECTION, "cannot connect to ", where, ": ", std::strerror(errno));
       if (!wait_fd(s.fd, POLLOUT, deadline))
         fail(GENIE_ERR_TIMEOUT, "no answer from ", where, " within ", timeout_ms, " ms");
       int err = 0;
@@ -461,7 +434,8 @@ TcpProbe probe_tcp(const std::string& host, int port, int64_t timeout_ms, int ro
     p.reason = cat("Genie server ", p.server_node_id, " answered ", p.rounds, " probe(s)");
   } catch (const Error& e) {
     p.reachable = false;
-    p.status = e.code() == GENIE_ERR_TIMEOUT || e.code() == GENIE_ERR_PROTOCOL ? e.code() : GENIE_ERR_CONNECTION;
+    p.status =
+        e.code() == GENIE_ERR_TIMEOUT || e.code() == GENIE_ERR_PROTOCOL ? e.code() : GENIE_ERR_CONNECTION;
     p.reason = e.detail();
   }
   return p;
@@ -489,9 +463,10 @@ bool transport_present(genie_backend_t b, bool probe_ok) {
 BackendAvail rdma_backend(const RdmaProbe& rdma, const UcxProbe& ucx) {
   if (!rdma.available || !ucx.probed) return {GENIE_BACKEND_RDMA, rdma.available, rdma.reason, false};
   if (ucx.rdma.empty())
-    return {GENIE_BACKEND_RDMA, false,
-            cat(rdma.reason, ", but UCX drives none of them (", ucx.ok ? ucx.reason : "UCX: " + ucx.reason, ")"),
-            false};
+    return {
+        GENIE_BACKEND_RDMA, false,
+        cat(rdma.reason, ", but UCX drives none of them (", ucx.ok ? ucx.reason : "UCX: " + ucx.reason, ")"),
+        false};
   std::string list;
   for (const std::string& r : ucx.rdma) list += (list.empty() ? "" : ", ") + r;
   return {GENIE_BACKEND_RDMA, true, cat(rdma.reason, "; UCX drives them: ", list), false};
@@ -503,14 +478,17 @@ std::vector<BackendAvail> local_backends(const RdmaProbe& rdma, const DpdkProbe&
   std::vector<BackendAvail> v;
   v.push_back({GENIE_BACKEND_TCP, true, "always available", true});
   v.push_back(rdma_backend(rdma, ucx));
-  v.push_back({GENIE_BACKEND_DPDK, dpdk.eal_ok && dpdk.ports > 0,
-               dpdk.probed && dpdk.eal_ok && dpdk.ports == 0 ? "EAL initialised but no ethdev port" : dpdk.reason,
-               false});
+  v.push_back(
+      {GENIE_BACKEND_DPDK, dpdk.eal_ok && dpdk.ports > 0,
+       dpdk.probed && dpdk.eal_ok && dpdk.ports == 0 ? "EAL initialised but no ethdev port" : dpdk.reason,
+       false});
   std::string gpu_reason = dpdk.reason;
-  if (dpdk.eal_ok && !dpdk.gpudev_lib) gpu_reason = "librte_gpudev.so.23 not loaded";
+  if (dpdk.eal_ok && !dpdk.gpudev_lib)
+    gpu_reason = "librte_gpudev.so.23 not loaded";
   else if (dpdk.eal_ok && dpdk.gpus == 0)
     gpu_reason = "EAL initialised but no gpudev device (Debian's DPDK has no CUDA gpudev driver)";
-  else if (dpdk.eal_ok && dpdk.ports == 0) gpu_reason = "no ethdev port";
+  else if (dpdk.eal_ok && dpdk.ports == 0)
+    gpu_reason = "no ethdev port";
   v.push_back({GENIE_BACKEND_DPDK_GPUDEV, dpdk.eal_ok && dpdk.gpus > 0 && dpdk.ports > 0, gpu_reason, false});
   v.push_back({GENIE_BACKEND_UCX, ucx.ok, ucx.reason, false});
   for (BackendAvail& a : v)
@@ -550,8 +528,8 @@ Selection select_backend(genie_backend_t requested, const std::vector<BackendAva
     const std::string l = why_not(find(local, requested), "this node");
     const std::string r = remote ? why_not(find(*remote, requested), remote_end) : std::string();
     if (!l.empty() || !r.empty())
-      fail(GENIE_ERR_UNSUPPORTED, "backend ", backend_str(requested), " was requested but is not available: ", l,
-           !l.empty() && !r.empty() ? "; " : "", r);
+      fail(GENIE_ERR_UNSUPPORTED, "backend ", backend_str(requested),
+           " was requested but is not available: ", l, !l.empty() && !r.empty() ? "; " : "", r);
     s.backend = requested;
     s.reason = cat(backend_str(requested), " requested explicitly; available on ",
                    remote ? "both ends" : "this node");
@@ -671,7 +649,8 @@ JsonPtr tcp_to_json(const TcpProbe& p) {
     cJSON_AddNumberToObject(rtt.get(), "rounds", p.rounds);
     cJSON_AddItemToObject(o.get(), "rtt_us", rtt.release());
     cJSON_AddStringToObject(o.get(), "server_node_id", p.server_node_id.c_str());
-    if (p.has_backends) cJSON_AddItemToObject(o.get(), "server_backends", backends_to_json(p.server_backends).release());
+    if (p.has_backends)
+      cJSON_AddItemToObject(o.get(), "server_backends", backends_to_json(p.server_backends).release());
   }
   return o;
 }

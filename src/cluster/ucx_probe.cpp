@@ -13,6 +13,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "cluster/child_probe.hpp"
 #include "core/error.hpp"
 
 namespace genie {
@@ -104,56 +105,20 @@ void parse_ucx_info(const std::string& text, UcxProbe& p) {
 UcxProbe probe_ucx(int64_t timeout_ms) {
   UcxProbe p;
   p.probed = true;
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    p.reason = cat("pipe: ", std::strerror(errno));
+  const ChildReport c = run_child_probe(timeout_ms, [](int fd) { ucx_child(fd); });
+  if (!c.error.empty()) {
+    p.reason = c.error;
     return p;
   }
-  const pid_t pid = fork();
-  if (pid < 0) {
-    p.reason = cat("fork: ", std::strerror(errno));
-    close(fds[0]);
-    close(fds[1]);
-    return p;
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    ucx_child(fds[1]);
-  }
-  close(fds[1]);
-  std::string text;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  bool eof = false;
-  while (!eof) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now())
-            .count();
-    if (left <= 0) break;
-    pollfd pf{fds[0], POLLIN, 0};
-    const int pr = poll(&pf, 1, static_cast<int>(left));
-    if (pr <= 0) continue;
-    char buf[4096];
-    const ssize_t n = read(fds[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      eof = true;
-    else
-      text.append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  if (!eof) kill(pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!eof) {
+  if (!c.finished) {
     p.reason = cat("the UCX probe did not finish within ", timeout_ms, " ms");
     return p;
   }
-  if (text.empty()) {
+  if (c.bytes.empty()) {
     p.reason = "the UCX probe process died before reporting";
     return p;
   }
-  parse_ucx_info(text, p);
+  parse_ucx_info(c.bytes, p);
   return p;
 }
 
