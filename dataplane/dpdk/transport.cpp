@@ -103,6 +103,7 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
 
   bool closed() const override { return closing_; }
   std::string peer() const override { return peer_; }
+  void set_max_message(uint32_t bytes) override { max_message_ = bytes; }
 
   // The loop is being torn down: whatever is left of it is swept right
   // after the close hooks, so the close completes here. The session ends
@@ -228,7 +229,7 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
   uv_loop_t* loop_;
   std::shared_ptr<Session> session_;
   std::shared_ptr<Mailbox> box_;
-  const uint32_t max_message_;
+  uint32_t max_message_;  // set_max_message may change it (loop thread)
   ChannelHandlers handlers_;
   const std::string peer_;
   uv_async_t async_{};

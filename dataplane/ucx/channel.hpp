@@ -59,6 +59,7 @@ class Endpoint final : public Channel, public AmSink, public std::enable_shared_
   void close(genie_status_t status, const std::string& detail) override;
   bool closed() const override { return closing_; }
   std::string peer() const override { return peer_; }
+  void set_max_message(uint32_t bytes) override { max_message_ = bytes; }
   void put(const std::shared_ptr<MemoryRegion>& local, uint64_t local_offset, const MemoryDescriptor& remote,
            uint64_t remote_offset, uint64_t length, RmaDone done) override;
   void get(const std::shared_ptr<MemoryRegion>& local, uint64_t local_offset, const MemoryDescriptor& remote,
@@ -103,7 +104,7 @@ class Endpoint final : public Channel, public AmSink, public std::enable_shared_
   static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
 
   std::shared_ptr<LoopWorker> worker_;  // until finished
-  const uint32_t max_message_;
+  uint32_t max_message_;  // set_max_message may change it (loop thread)
   ChannelHandlers handlers_;
   const std::string peer_;
   ucp_ep_h ep_ = nullptr;
