@@ -30,9 +30,12 @@ test-build: deps
 	@cmake -S . -B $(TEST_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DGENIE_SANITIZE=ON >/dev/null
 	@cmake --build $(TEST_BUILD) -j $(JOBS)
 
+# UCX's memory hooks (UCX_MEM_EVENTS) and LeakSanitizer's exit-time scan
+# do not mix: the sanitized run turns the hooks off (tests/lsan.supp).
 test: test-build
 	@cd $(TEST_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UCX_MEM_EVENTS=no \
 	  ctest --output-on-failure -j $(JOBS)
 
 # The same tests against an optimised build (-O3, no sanitizers): warnings
