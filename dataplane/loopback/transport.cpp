@@ -128,7 +128,7 @@ class Endpoint final : public Channel, public std::enable_shared_from_this<Endpo
     self_ = shared_from_this();
     std::weak_ptr<Endpoint> weak = self_;
     hook_ = g_host->add_close_hook(loop_, [weak] {
-      if (auto e = weak.lock()) e->close(GENIE_ERR_SHUTDOWN, "event loop stopped");
+      if (auto e = weak.lock()) e->shut_down();
     });
     std::lock_guard<std::mutex> lk(link_->mu);
     link_->side[me_].ep = this;
@@ -374,6 +374,17 @@ class Endpoint final : public Channel, public std::enable_shared_from_this<Endpo
     }
     std::memcpy(sink.dst, f.payload, f.h.payload_len);
     if (sink.done && !guarded([&] { sink.done(); }, &st, &detail, "payload done")) close(st, detail);
+  }
+
+  // The owner's loop is being torn down: close, take the acks already here,
+  // and finish without waiting for the rest, which would come back to a
+  // loop that no longer runs (the teardown closes every handle left, and an
+  // endpoint whose handle closed without it would never let go of itself).
+  void shut_down() {
+    close(GENIE_ERR_SHUTDOWN, "event loop stopped");
+    process();
+    inflight_ = 0;
+    maybe_finish();
   }
 
   // Closing: once every frame this side sent has come back, the handle
