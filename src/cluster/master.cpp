@@ -119,7 +119,8 @@ const std::string& ClusterMaster::view() {
   const auto now = std::chrono::steady_clock::now();
   if (!view_.empty() && now - view_built_ < kViewRefresh) return view_;
   const size_t cap = std::min<size_t>(kMaxViewBytes, static_cast<size_t>(cfg_.max_message_bytes) / 2);
-  std::string v = "[" + json_text(node_to_json(self_status()).get());
+  std::string v = "[";
+  v += json_text(node_to_json(self_status()).get());
   size_t left_out = 0;
   // Alive nodes first: if the view is full, lost ones are left out first.
   for (bool alive : {true, false}) {

@@ -18,7 +18,9 @@ std::string generate_node_id(const std::string& kind) {
   std::random_device rd;
   char suffix[32];
   std::snprintf(suffix, sizeof suffix, "-%d-%04x", static_cast<int>(getpid()), rd() & 0xffffu);
-  return h.substr(0, 200) + (kind.empty() ? "" : "-" + kind.substr(0, 16)) + suffix;
+  std::string id = h.substr(0, 200);
+  if (!kind.empty()) id.append("-").append(kind, 0, 16);
+  return id.append(suffix);
 }
 
 }  // namespace genie

@@ -527,7 +527,7 @@ std::vector<OpSchema> build_table() {
   std::vector<OpSchema> ops;
   auto add = [&ops](std::string name, int min_in, int max_in, std::vector<AttrSpec> attrs, InferFn fn,
                     int max_out = 1) {
-    OpSchema s{std::move(name), min_in, max_in, 1, max_out, std::move(attrs), nullptr};
+    OpSchema s{std::move(name), min_in, max_in, 1, max_out, std::move(attrs), nullptr, false, nullptr};
     s.infer = guarded(s, std::move(fn));
     ops.push_back(std::move(s));
   };
