@@ -114,6 +114,21 @@ struct Call {
     }
     cv.notify_all();
   }
+  // The last payload byte of a read: its reply, and the end of the
+  // connection's use of the caller's buffer, at once, so that a waiting
+  // caller wakes once (settle() then release() woke it twice, the first
+  // time for nothing).
+  void settle_released(genie_status_t st) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      released = true;
+      if (!replied) {
+        replied = true;
+        status = st;
+      }
+    }
+    cv.notify_all();
+  }
   void set_in_use() {
     std::lock_guard<std::mutex> lk(mu);
     released = false;
