@@ -564,12 +564,21 @@ uint64_t resident_bytes() {
   return uint64_t{resident} * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
-TEST_F(ControlServer, ManyReadsInFlightOnOneConnectionAnswerInOrder) {
-  Server server(options());
-  Raw c(server.port());
-  const wire::Welcome w = handshake(c);
+// A server, a session's control connection `c` and a big tensor `id` on
+// it whose bytes are `bytes`.
+struct BigTensorSession {
+  explicit BigTensorSession(const ServerOptions& o = options())
+      : server(o), c(server.port()), w(handshake(c)), id(big_tensor(c, &bytes)) {}
+  Server server;
+  Raw c;
+  wire::Welcome w;
   std::string bytes;
-  const uint64_t id = big_tensor(c, &bytes);
+  uint64_t id;
+};
+
+TEST_F(ControlServer, ManyReadsInFlightOnOneConnectionAnswerInOrder) {
+  BigTensorSession b;
+  auto& [server, c, w, bytes, id] = b;
   Raw d(server.port());
   data_handshake(d, w);
   // Small reads, one larger than the window among them, all sent before
@@ -588,11 +597,8 @@ TEST_F(ControlServer, ManyReadsInFlightOnOneConnectionAnswerInOrder) {
 }
 
 TEST_F(ControlServer, ReadsWaitingBehindAStalledReadDoNotHoldTheirTensors) {
-  Server server(options());
-  Raw c(server.port());
-  const wire::Welcome w = handshake(c);
-  std::string bytes;
-  const uint64_t big = big_tensor(c, &bytes);
+  BigTensorSession b;
+  auto& [server, c, w, bytes, big] = b;
   std::vector<uint64_t> small;
   for (int i = 0; i < 3; ++i) small.push_back(alloc(c, {1 << 18}));  // 1 MiB each
   const uint64_t kept = alloc(c, {4});
@@ -628,11 +634,8 @@ TEST_F(ControlServer, ReadsWaitingBehindAStalledReadDoNotHoldTheirTensors) {
 TEST_F(ControlServer, WaitingReadsCountAgainstTheReplyCap) {
   ServerOptions o = options();
   o.max_queued_reply_bytes = 4096;  // about a hundred waiting reads
-  Server server(o);
-  Raw c(server.port());
-  const wire::Welcome w = handshake(c);
-  std::string bytes;
-  const uint64_t big = big_tensor(c, &bytes);
+  BigTensorSession b(o);
+  auto& [server, c, w, bytes, big] = b;
   Raw d(server.port(), 64 << 10);
   data_handshake(d, w);
   d.send(MsgType::TensorRead, 500, read_msg(big, 0, bytes.size()));
@@ -643,11 +646,8 @@ TEST_F(ControlServer, WaitingReadsCountAgainstTheReplyCap) {
 }
 
 TEST_F(ControlServer, ReadCutOffByDisconnectReleasesItsFreedTensor) {
-  Server server(options());
-  Raw c(server.port());
-  const wire::Welcome w = handshake(c);
-  std::string bytes;
-  const uint64_t big = big_tensor(c, &bytes);
+  BigTensorSession b;
+  auto& [server, c, w, bytes, big] = b;
   bytes = std::string();  // only the server's copy stays resident
   const uint64_t before_free = resident_bytes();
   {
