@@ -25,8 +25,8 @@ constexpr uint64_t kWaitingReadBytes = wire::kHeaderSize;
 
 }  // namespace
 
-void Server::Impl::read_or_wait(Peer& p, uint64_t rid, uint64_t tensor_id, const TensorPtr& t, uint64_t offset,
-                                uint64_t nbytes) {
+void Server::Impl::read_or_wait(Peer& p, uint64_t rid, uint64_t tensor_id, const TensorPtr& t,
+                                uint64_t offset, uint64_t nbytes) {
   const bool fits = p.read_bytes_in_flight == 0 || p.read_bytes_in_flight + nbytes <= kReadWindow;
   if (p.reads_waiting.empty() && fits) {
     start_read(p, rid, t, offset, nbytes);
