@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -442,6 +443,39 @@ TEST_F(ClientTest, PipelinesCallsFromManyThreads) {
   EXPECT_EQ(failures.load(), 0);
   c->server_info_json();
   EXPECT_EQ(server->stats().tensors(), 0u);
+}
+
+TEST_F(ClientTest, ReadsFromManyThreadsShareTheDataLinkAcrossTheServersReadWindow) {
+  auto server = start_server();
+  auto c = RemoteClient::connect(client_config(server->port(), 20000), "client-a");
+  // 24 MiB: one read of it is more than the server's 16 MiB read window,
+  // so the small reads of the other threads wait behind it or pass with it.
+  const size_t n = size_t{24} << 20;
+  const auto src = random_bytes(n, 99);
+  const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");
+  c->tensor_write(id, 0, src.data(), n);
+  constexpr int kThreads = 6, kRounds = 12;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        for (int r = 0; r < kRounds; ++r) {
+          // Thread 0 reads the whole tensor; the others read 64 KiB pieces.
+          const size_t len = t == 0 ? n : size_t{64} << 10;
+          const size_t off = t == 0 ? 0 : (static_cast<size_t>(t * 7919 + r * 104729) << 6) % (n - len);
+          std::vector<uint8_t> back(len);
+          c->tensor_read(id, off, back.data(), len);
+          if (!std::equal(back.begin(), back.end(), src.begin() + static_cast<ptrdiff_t>(off))) ++failures;
+        }
+      } catch (const Error& e) {
+        ADD_FAILURE() << "thread " << t << ": " << e.detail();
+        ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 Graph add_graph() {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -53,8 +54,11 @@ struct Frame {
 // One TCP connection to the server, blocking, with a receive timeout.
 class Raw {
  public:
-  explicit Raw(int port) {
+  // `rcvbuf` > 0: that receive buffer (set before connecting), so that a
+  // test that stops reading stalls the server's writes early.
+  explicit Raw(int port, int rcvbuf = 0) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
@@ -518,6 +522,148 @@ TEST_F(ControlServer, WriteAndReadOneMebibyte) {
 
   // A zero-byte read at the very end is in range.
   EXPECT_EQ(read(c, id, 1 << 20, 0).h.type, MsgType::Ok);
+}
+
+// Tensor reads through the per-connection window
+// (src/control/server/read_window.cpp).
+
+wire::TensorRead read_msg(uint64_t id, uint64_t offset, uint64_t nbytes) {
+  wire::TensorRead r;
+  r.set_tensor_id(id);
+  r.set_offset(offset);
+  r.set_nbytes(nbytes);
+  return r;
+}
+
+wire::TensorFree free_msg(uint64_t id) {
+  wire::TensorFree f;
+  f.set_tensor_id(id);
+  return f;
+}
+
+// A 32 MiB tensor (more than the read window and the socket buffers) whose
+// bytes are `bytes`, written in 1 MiB pieces.
+uint64_t big_tensor(Raw& c, std::string* bytes) {
+  const uint64_t id = alloc(c, {8 << 20});
+  bytes->assign(32 << 20, '\0');
+  for (size_t i = 0; i < bytes->size(); ++i) (*bytes)[i] = static_cast<char>((i * 2654435761u) >> 13);
+  for (size_t off = 0; off < bytes->size(); off += 1 << 20) {
+    const Frame f = write(c, id, off, bytes->substr(off, 1 << 20));
+    EXPECT_EQ(f.h.type, MsgType::Ok) << (f.is_error() ? f.error().detail() : "");
+  }
+  return id;
+}
+
+// Resident memory of this process (the server runs in it), in bytes.
+uint64_t resident_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  unsigned long size = 0, resident = 0;
+  if (f == nullptr) return 0;
+  if (std::fscanf(f, "%lu %lu", &size, &resident) != 2) resident = 0;
+  std::fclose(f);
+  return uint64_t{resident} * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// A server, a session's control connection `c` and a big tensor `id` on
+// it whose bytes are `bytes`.
+struct BigTensorSession {
+  explicit BigTensorSession(const ServerOptions& o = options())
+      : server(o), c(server.port()), w(handshake(c)), id(big_tensor(c, &bytes)) {}
+  Server server;
+  Raw c;
+  wire::Welcome w;
+  std::string bytes;
+  uint64_t id;
+};
+
+TEST_F(ControlServer, ManyReadsInFlightOnOneConnectionAnswerInOrder) {
+  BigTensorSession b;
+  auto& [server, c, w, bytes, id] = b;
+  Raw d(server.port());
+  data_handshake(d, w);
+  // Small reads, one larger than the window among them, all sent before
+  // any reply is read.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // offset, length
+  for (uint64_t i = 0; i < 40; ++i) ranges.push_back({i * 70001, 64 << 10});
+  ranges.insert(ranges.begin() + 20, {0, bytes.size()});
+  ranges.push_back({bytes.size() - 3, 3});
+  for (size_t i = 0; i < ranges.size(); ++i)
+    d.send(MsgType::TensorRead, 1000 + i, read_msg(id, ranges[i].first, ranges[i].second));
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const Frame f = d.reply(1000 + i);
+    ASSERT_EQ(f.h.type, MsgType::Ok) << "read " << i << ": " << (f.is_error() ? f.error().detail() : "");
+    EXPECT_TRUE(f.payload == bytes.substr(ranges[i].first, ranges[i].second)) << "read " << i;
+  }
+}
+
+TEST_F(ControlServer, ReadsWaitingBehindAStalledReadDoNotHoldTheirTensors) {
+  BigTensorSession b;
+  auto& [server, c, w, bytes, big] = b;
+  std::vector<uint64_t> small;
+  for (int i = 0; i < 3; ++i) small.push_back(alloc(c, {1 << 18}));  // 1 MiB each
+  const uint64_t kept = alloc(c, {4});
+  ASSERT_EQ(write(c, kept, 0, "0123456789abcdef").h.type, MsgType::Ok);
+
+  // A client that stops reading (a small receive buffer): the big read
+  // stalls in flight; each small tensor is read, then freed, behind it.
+  Raw d(server.port(), 64 << 10);
+  data_handshake(d, w);
+  d.send(MsgType::TensorRead, 500, read_msg(big, 0, bytes.size()));
+  for (size_t i = 0; i < small.size(); ++i) {
+    d.send(MsgType::TensorRead, 501 + i, read_msg(small[i], 0, 1 << 20));
+    d.send(MsgType::TensorFree, 600 + i, free_msg(small[i]));
+  }
+  d.send(MsgType::TensorRead, 510, read_msg(kept, 0, 16));
+  ASSERT_TRUE(eventually([&] { return server.stats().tensors() == 2; }));  // the frees arrived
+
+  Frame f = d.reply(500);
+  ASSERT_EQ(f.h.type, MsgType::Ok);
+  EXPECT_TRUE(f.payload == bytes);
+  for (size_t i = 0; i < small.size(); ++i) {
+    // Freed while it waited: the waiting read did not keep the tensor.
+    f = d.reply(501 + i);
+    ASSERT_TRUE(f.is_error()) << "read " << i << " was answered from a freed tensor";
+    EXPECT_EQ(f.error().status(), GENIE_ERR_NOT_FOUND);
+    EXPECT_NE(f.error().detail().find("freed before its read"), std::string::npos) << f.error().detail();
+  }
+  f = d.reply(510);
+  ASSERT_EQ(f.h.type, MsgType::Ok);
+  EXPECT_EQ(f.payload, "0123456789abcdef");
+}
+
+TEST_F(ControlServer, WaitingReadsCountAgainstTheReplyCap) {
+  ServerOptions o = options();
+  o.max_queued_reply_bytes = 4096;  // about a hundred waiting reads
+  BigTensorSession b(o);
+  auto& [server, c, w, bytes, big] = b;
+  Raw d(server.port(), 64 << 10);
+  data_handshake(d, w);
+  d.send(MsgType::TensorRead, 500, read_msg(big, 0, bytes.size()));
+  for (uint64_t i = 0; i < 1000; ++i) d.send(MsgType::TensorRead, 501 + i, read_msg(big, i, 16));
+  EXPECT_TRUE(d.closed_by_server(10000)) << "a client that never reads had 1000 reads queued";
+  // Only that connection went: the session still reads.
+  EXPECT_EQ(read(c, big, 5, 3).payload, bytes.substr(5, 3));
+}
+
+TEST_F(ControlServer, ReadCutOffByDisconnectReleasesItsFreedTensor) {
+  BigTensorSession b;
+  auto& [server, c, w, bytes, big] = b;
+  bytes = std::string();  // only the server's copy stays resident
+  const uint64_t before_free = resident_bytes();
+  {
+    Raw d(server.port(), 64 << 10);
+    data_handshake(d, w);
+    d.send(MsgType::TensorRead, 500, read_msg(big, 0, 32 << 20));
+    d.send(MsgType::TensorFree, 501, free_msg(big));
+    ASSERT_TRUE(eventually([&] { return server.stats().tensors() == 0; }));
+    // The read in flight still sends from the tensor: its memory stays.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_GT(resident_bytes() + (24 << 20), before_free);
+  }  // the client goes without reading
+  EXPECT_TRUE(eventually([&] { return resident_bytes() + (24 << 20) < before_free; }))
+      << "resident " << (resident_bytes() >> 20) << " MiB, " << (before_free >> 20) << " MiB before";
+  EXPECT_EQ(server.stats().sessions(), 1u);
+  EXPECT_EQ(read(c, big, 0, 4).error().status(), GENIE_ERR_NOT_FOUND);
 }
 
 TEST_F(ControlServer, AllocRefusesBadRequests) {

@@ -251,8 +251,7 @@ PayloadSink RemoteClient::Impl::on_frame(Link link, const wire::FrameHeader& fh,
       s.dst = call->dst;
       s.done = [this, call, id = fh.request_id] {
         pending.erase(id);
-        call->settle(GENIE_OK, {});
-        call->release();
+        call->settle_released(GENIE_OK);
       };
       return s;
     }

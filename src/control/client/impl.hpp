@@ -102,7 +102,12 @@ struct Call {
   bool submission() const { return type == MsgType::GraphSubmit; }
   bool finished() const { return replied && released; }
 
+  // The waiting caller needs both the reply and its buffer back
+  // (finished()): each of settle() and release() wakes it only when it
+  // completes the pair, so that it is never woken for nothing (a large
+  // write's buffer comes back before its reply, a read's with it).
   void settle(genie_status_t st, std::string why, MsgType rtype = MsgType::Ok, std::string msg = {}) {
+    bool wake;
     {
       std::lock_guard<std::mutex> lk(mu);
       if (replied) return;
@@ -111,6 +116,19 @@ struct Call {
       detail = std::move(why);
       reply_type = rtype;
       reply = std::move(msg);
+      wake = released;
+    }
+    if (wake) cv.notify_all();
+  }
+  // The last payload byte of a read: its reply and its buffer at once.
+  void settle_released(genie_status_t st) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      released = true;
+      if (!replied) {
+        replied = true;
+        status = st;
+      }
     }
     cv.notify_all();
   }
@@ -119,11 +137,13 @@ struct Call {
     released = false;
   }
   void release() {
+    bool wake;
     {
       std::lock_guard<std::mutex> lk(mu);
       released = true;
+      wake = replied;
     }
-    cv.notify_all();
+    if (wake) cv.notify_all();
   }
   bool in_use() {
     std::lock_guard<std::mutex> lk(mu);

@@ -198,6 +198,10 @@ void RemoteClient::Impl::open_data_link() {
   o.max_message = max_message;
   // Before the SYN, so that the window scale can use the whole buffer.
   o.buffer_bytes = kDataSocketBuffer;
+  // Requests on the data link are small frames too (a TensorRead, the tail
+  // of a write): one sent while another is unacknowledged must not wait for
+  // the server's delayed ACK, as it would with several reads in flight.
+  o.nodelay = true;
   if (data_endpoint.transport == "tcp") o.tls = tls;
   try {
     data = Connection::connect(*dataplane::find_transport(data_endpoint.transport), loop->loop(),

@@ -237,33 +237,40 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
 // Sending and closing
 // ---------------------------------------------------------------------------
 
-void Server::Impl::send(Peer& p, MsgType type, uint64_t rid, const google::protobuf::Message& msg,
-                        const void* payload, uint64_t payload_len, std::shared_ptr<void> keep) {
-  if (p.conn->closed()) return;
+bool Server::Impl::reply_room(Peer& p, uint64_t size) {
   if (p.pending_writes >= kMaxQueuedReplies) {
     p.conn->close(GENIE_ERR_PROTOCOL,
                   cat(p.pending_writes, " replies queued: the client does not read them"));
-    return;
+    return false;
   }
-  std::string bytes = wire::encode_msg(msg);
-  // Messages are the server's own copies; a payload is tensor memory that
-  // exists anyway (a client may have several large reads in flight).
-  const uint64_t size = wire::kHeaderSize + bytes.size();
   if (p.pending_writes > 0 && p.pending_bytes + size > opts.max_queued_reply_bytes) {
     p.conn->close(GENIE_ERR_PROTOCOL,
                   cat(p.pending_bytes, " bytes of replies queued: the client does not read them"));
-    return;
+    return false;
   }
+  return true;
+}
+
+void Server::Impl::send(Peer& p, MsgType type, uint64_t rid, const google::protobuf::Message& msg,
+                        const void* payload, uint64_t payload_len, std::shared_ptr<void> keep,
+                        std::function<void(Peer&)> sent) {
+  if (p.conn->closed()) return;
+  std::string bytes = wire::encode_msg(msg);
+  // Messages are the server's own copies; a payload is tensor memory that
+  // exists anyway (reads are bounded by their window, read_window.cpp).
+  const uint64_t size = wire::kHeaderSize + bytes.size();
+  if (!reply_room(p, size)) return;
   const uint32_t flags = type == MsgType::ErrorReply ? wire::kFlagError : 0;
   ++p.pending_writes;
   p.pending_bytes += size;
   std::weak_ptr<Peer> wp = p.weak_from_this();
   p.conn->send(type, rid, flags, std::move(bytes), payload, payload_len, std::move(keep),
-               [this, wp, size](genie_status_t) {
+               [this, wp, size, sent = std::move(sent)](genie_status_t) {
                  auto peer = wp.lock();
                  if (!peer) return;
                  --peer->pending_writes;
                  peer->pending_bytes -= size;
+                 if (sent) sent(*peer);
                  if (peer->closing && peer->pending_writes == 0 && !peer->conn->closed())
                    peer->conn->close(GENIE_OK, peer->close_detail);
                });

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <future>
 #include <map>
 #include <mutex>
@@ -72,6 +73,17 @@ struct Peer : std::enable_shared_from_this<Peer> {
   std::unique_ptr<Timer> handshake_timer;
   int pending_writes = 0;  // frames handed to the connection, not yet written
   uint64_t pending_bytes = 0;  // their header and message bytes
+  // Tensor reads on this connection (read_window.cpp): payload bytes of the
+  // read replies handed to the connection and not yet taken by the kernel,
+  // and the reads waiting for room in the window (counted in
+  // pending_writes and pending_bytes, so the reply caps bound them too).
+  struct WaitingRead {
+    uint64_t rid, tensor_id, offset, nbytes;
+    std::weak_ptr<TensorData> tensor;  // a waiting read does not keep its tensor
+  };
+  uint64_t read_bytes_in_flight = 0;
+  std::deque<WaitingRead> reads_waiting;
+  bool pumping_reads = false;
   // Once set, further frames are ignored and the connection closes as soon as
   // its queued replies are written (so an ErrorReply reaches the client).
   bool closing = false;
@@ -154,8 +166,19 @@ struct Server::Impl {
   void off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, std::function<void()> task);
   void worker_session_gone(const Session& s);
 
+  // `sent` runs on the loop thread once the kernel has taken the frame (or
+  // the write failed), while the peer still exists.
   void send(Peer& p, MsgType type, uint64_t rid, const google::protobuf::Message& msg,
-            const void* payload = nullptr, uint64_t payload_len = 0, std::shared_ptr<void> keep = nullptr);
+            const void* payload = nullptr, uint64_t payload_len = 0, std::shared_ptr<void> keep = nullptr,
+            std::function<void(Peer&)> sent = nullptr);
+  // False (and the connection closed) when one more queued reply of `size`
+  // header and message bytes would pass the reply caps.
+  bool reply_room(Peer& p, uint64_t size);
+  // Tensor reads through the per-connection window (read_window.cpp).
+  void read_or_wait(Peer& p, uint64_t rid, uint64_t tensor_id, const TensorPtr& t, uint64_t offset,
+                    uint64_t nbytes);
+  void start_read(Peer& p, uint64_t rid, const TensorPtr& t, uint64_t offset, uint64_t nbytes);
+  void pump_reads(Peer& p);
   void send_error(Peer& p, uint64_t rid, genie_status_t status, const std::string& detail);
   // Replies ErrorReply (when `reply`) and closes the connection once it is
   // written; `status` is what the log line and on_close report.

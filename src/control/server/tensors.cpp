@@ -91,8 +91,7 @@ void Server::Impl::tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m)
   check(m.offset() <= t->nbytes() && m.nbytes() <= t->nbytes() - m.offset(), GENIE_ERR_SIZE_MISMATCH,
         "reading ", m.nbytes(), " bytes at offset ", m.offset(), " overruns tensor ", m.tensor_id(), " of ",
         t->nbytes(), " bytes");
-  const std::byte* src = t->bytes() + m.offset();
-  send(p, MsgType::Ok, rid, wire::Ok(), src, m.nbytes(), t);
+  read_or_wait(p, rid, m.tensor_id(), t, m.offset(), m.nbytes());
 }
 
 }  // namespace genie

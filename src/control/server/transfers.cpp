@@ -48,7 +48,8 @@ void Server::Impl::tensor_fetch(Peer& p, uint64_t rid, const wire::TensorFetch& 
   check(m.nbytes() == t->nbytes(), GENIE_ERR_SIZE_MISMATCH, "fetching ", m.nbytes(), " bytes of exported tensor ",
         e.tensor_id, " of ", t->nbytes(), " bytes");
   counters.peer_export_bytes.fetch_add(t->nbytes(), std::memory_order_relaxed);
-  send(p, MsgType::Ok, rid, wire::Ok(), t->bytes(), t->nbytes(), t);
+  // Through the read window, as a TensorRead (read_window.cpp).
+  read_or_wait(p, rid, e.tensor_id, t, 0, t->nbytes());
 }
 
 void Server::Impl::tensor_import(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::TensorImport& m) {
