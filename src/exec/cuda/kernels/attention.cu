@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "exec/cuda/kernels/device_util.cuh"
+#include "exec/cuda/kernels/online_softmax.hpp"
 
 namespace genie::cuda {
 
@@ -78,8 +79,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention(AttentionParams<T
     }
     for (int i = threadIdx.x; i < kQueryTile * p.dv; i += blockDim.x) acc[i] = 0.f;
 
-    float m[kRowsPerWarp], l[kRowsPerWarp];
-    for (int rr = 0; rr < kRowsPerWarp; ++rr) m[rr] = kNegInf, l[rr] = 0.f;
+    OnlineSoftmax row[kRowsPerWarp];
 
     const int64_t tiles = key_tiles(q0, rows, p.sq, p.sk, p.causal, kKeyTile);
     for (int64_t t = 0; t < tiles; ++t) {
@@ -118,12 +118,11 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention(AttentionParams<T
             }
           }
         }
-        const float m_new = fmaxf(m[rr], warp_reduce(s, MaxOp{}));
-        if (m_new == kNegInf) continue;  // every key so far masked: nothing to add
-        const float alpha = expf(m[rr] - m_new);  // 0 on the first visible tile
-        const float pj = s == kNegInf ? 0.f : expf(s - m_new);
-        l[rr] = l[rr] * alpha + warp_reduce(pj, SumOp{});
-        m[rr] = m_new;
+        // The tile max is the same in every lane, so the whole warp skips or not.
+        float alpha;
+        if (!row[rr].begin_tile(warp_reduce(s, MaxOp{}), alpha)) continue;
+        const float pj = row[rr].weight(s);
+        row[rr].add(warp_reduce(pj, SumOp{}));
         probs[warp][lane] = pj;
         __syncwarp();
         float* arow = acc + r * p.dv;
@@ -140,8 +139,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention(AttentionParams<T
     for (int rr = 0; rr < kRowsPerWarp; ++rr) {
       const int r = warp * kRowsPerWarp + rr;
       if (r >= rows) break;
-      // A row with every key masked gives zeros.
-      const float inv = l[rr] > 0.f ? 1.f / l[rr] : 0.f;
+      const float inv = row[rr].finish();  // 0 for a row with every key masked
       T* orow = p.out + (b * p.sq + q0 + r) * p.dv;
       for (int c = lane; c < p.dv; c += 32) orow[c] = from_f32<T>(acc[r * p.dv + c] * inv);
     }
