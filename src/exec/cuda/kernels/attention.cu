@@ -78,6 +78,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_attention(AttentionParams<T
       qs[i] = r < rows ? to_f32(qb[static_cast<int64_t>(i)]) : 0.f;
     }
     for (int i = threadIdx.x; i < kQueryTile * p.dv; i += blockDim.x) acc[i] = 0.f;
+    __syncthreads();  // zeroed by other threads than the lanes that own the rows (even with no key tile)
 
     OnlineSoftmax row[kRowsPerWarp];
 
