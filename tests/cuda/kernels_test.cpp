@@ -10,6 +10,8 @@
 //
 // Runs through the loaded plugin (device_backend("cuda")); where it cannot
 // load (no GPU, no driver) every test skips and prints why.
+#include "exec/cpu/kernels.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,7 +27,6 @@
 #include "core/tensor_data.hpp"
 #include "exec/backend.hpp"
 #include "exec/backend_loader.hpp"
-#include "exec/cpu/kernels.hpp"
 
 namespace genie {
 namespace {
@@ -36,14 +37,10 @@ constexpr DType kFloats[] = {DType::F32, DType::F16, DType::BF16};
 
 double tolerance(DType t) {
   switch (t) {
-    case DType::F16:
-      return 1e-2;
-    case DType::BF16:
-      return 2e-2;
-    case DType::F32:
-      return 1e-5;
-    default:
-      return 0;
+    case DType::F16: return 1e-2;
+    case DType::BF16: return 2e-2;
+    case DType::F32: return 1e-5;
+    default: return 0;
   }
 }
 
@@ -53,14 +50,18 @@ DType compute_type(DType t) { return is_reduced_float(t) ? DType::F32 : t; }
 Host make(DType dtype, const Shape& shape, const std::vector<double>& values) {
   auto f = std::make_shared<TensorData>(DType::F32, shape);
   EXPECT_EQ(static_cast<int64_t>(values.size()), f->numel()) << "test bug: values for " << shape_str(shape);
-  for (int64_t i = 0; i < f->numel(); ++i) f->data<float>()[i] = static_cast<float>(values[static_cast<size_t>(i)]);
+  for (int64_t i = 0; i < f->numel(); ++i)
+    f->data<float>()[i] = static_cast<float>(values[static_cast<size_t>(i)]);
   if (dtype == DType::F32) return f;
   if (dtype == DType::I32 || dtype == DType::I64 || dtype == DType::Bool) {
     auto t = std::make_shared<TensorData>(dtype, shape);
     for (int64_t i = 0; i < t->numel(); ++i) {
       // Integers from doubles without undefined behaviour: NaN as 0, saturated.
       const double d = values[static_cast<size_t>(i)];
-      const int64_t v = std::isnan(d) ? 0 : d >= 9.2e18 ? INT64_MAX : d <= -9.2e18 ? INT64_MIN : static_cast<int64_t>(d);
+      const int64_t v = std::isnan(d)  ? 0
+                        : d >= 9.2e18  ? INT64_MAX
+                        : d <= -9.2e18 ? INT64_MIN
+                                       : static_cast<int64_t>(d);
       if (dtype == DType::I32) t->data<int32_t>()[i] = static_cast<int32_t>(v);
       if (dtype == DType::I64) t->data<int64_t>()[i] = v;
       if (dtype == DType::Bool) t->data<uint8_t>()[i] = v != 0;
@@ -172,7 +173,8 @@ class CudaKernels : public ::testing::Test {
     ASSERT_EQ(got.shape(), want.shape());
     const DType t = got.dtype();
     if (!is_float(t)) {
-      ASSERT_EQ(std::memcmp(got.bytes(), want.bytes(), got.nbytes()), 0) << dtype_name(t) << " results differ";
+      ASSERT_EQ(std::memcmp(got.bytes(), want.bytes(), got.nbytes()), 0)
+          << dtype_name(t) << " results differ";
       return;
     }
     const Host g = convert(got, DType::F32);
@@ -186,8 +188,8 @@ class CudaKernels : public ::testing::Test {
       if (a == b) continue;  // infinities
       if (!(std::fabs(a - b) <= tol * std::max(1.0, std::fabs(static_cast<double>(b))))) {
         if (++bad <= 5)
-          ADD_FAILURE() << dtype_name(t) << " element " << i << " of " << shape_str(got.shape()) << ": gpu " << a
-                        << ", cpu " << b;
+          ADD_FAILURE() << dtype_name(t) << " element " << i << " of " << shape_str(got.shape()) << ": gpu "
+                        << a << ", cpu " << b;
       }
     }
     ASSERT_EQ(bad, 0) << "elements outside the " << dtype_name(t) << " tolerance " << tol;
@@ -224,7 +226,7 @@ TEST_F(CudaKernels, ArithmeticBroadcastsEveryDtype) {
     for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64}) {
       for (const auto& [sa, sb] : shapes) {
         Host a = random(t, sa, rng_, -50, 50);
-        // Divisors away from zero (integers: 1..9 with either sign).
+        // Divisors away from zero (1..9).
         Host b = std::string(op) == "div" ? random(t, sb, rng_, 1, 9) : random(t, sb, rng_, -50, 50);
         Shape out = sa.size() >= sb.size() ? sa : sb;
         for (size_t i = 0; i < out.size(); ++i) {
@@ -232,7 +234,8 @@ TEST_F(CudaKernels, ArithmeticBroadcastsEveryDtype) {
           const int64_t da = ia < sa.size() ? sa[ia] : 1, db = ib < sb.size() ? sb[ib] : 1;
           out[i] = std::max(da, db);
         }
-        expect_same(op, {}, {a, b}, {{t, out}}, std::string(dtype_name(t)) + " " + shape_str(sa) + shape_str(sb));
+        expect_same(op, {}, {a, b}, {{t, out}},
+                    std::string(dtype_name(t)) + " " + shape_str(sa) + shape_str(sb));
       }
     }
   }
@@ -271,7 +274,8 @@ TEST_F(CudaKernels, UnaryMaps) {
   }
   for (DType t : {DType::I32, DType::I64}) {
     Host x = random(t, {777}, rng_, -100, 100);
-    for (const char* op : {"relu", "neg", "abs", "dropout"}) expect_same(op, {}, {x}, {{t, {777}}}, dtype_name(t));
+    for (const char* op : {"relu", "neg", "abs", "dropout"})
+      expect_same(op, {}, {x}, {{t, {777}}}, dtype_name(t));
   }
   expect_error("gelu", attrs({{"approximate", std::string("cubic")}}), {random(DType::F32, {4}, rng_)},
                {{DType::F32, {4}}}, GENIE_ERR_INVALID_ATTRIBUTE);
@@ -307,7 +311,8 @@ TEST_F(CudaKernels, WhereAndMaskedFillBroadcast) {
 TEST_F(CudaKernels, CastBetweenEveryPair) {
   const DType all[] = {DType::F32, DType::F16, DType::BF16, DType::I32, DType::I64, DType::Bool};
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  const std::vector<double> special = {0, -0.0, 3.7, -3.7, 0.5, -0.5, 1e10, -1e10, 65504, 70000, nan, 255, -129, 1};
+  const std::vector<double> special = {0,     -0.0,  3.7,   -3.7, 0.5, -0.5, 1e10,
+                                       -1e10, 65504, 70000, nan,  255, -129, 1};
   for (DType from : all) {
     Host x = make(from, {static_cast<int64_t>(special.size())}, special);
     Host r = random(from, {4099}, rng_, -300, 300);
@@ -318,8 +323,8 @@ TEST_F(CudaKernels, CastBetweenEveryPair) {
       for (const Host& in : {x, r}) {
         SCOPED_TRACE(std::string(dtype_name(from)) + " -> " + dtype_name(to));
         const std::vector<Host> got = run_gpu("cast", a, {in}, {{to, in->shape()}});
-        const std::vector<Host> want = run_cpu("cast", attrs({{"dtype", std::string(dtype_name(compute_type(to)))}}),
-                                               {in}, {{to, in->shape()}});
+        const std::vector<Host> want = run_cpu(
+            "cast", attrs({{"dtype", std::string(dtype_name(compute_type(to)))}}), {in}, {{to, in->shape()}});
         ASSERT_EQ(got.size(), 1u);
         // Conversions are exact operations: compare bit for bit (NaN as NaN).
         const Host g = is_float(to) ? convert(*got[0], DType::F32) : got[0];
@@ -327,10 +332,12 @@ TEST_F(CudaKernels, CastBetweenEveryPair) {
         for (int64_t i = 0; i < g->numel(); ++i) {
           if (is_float(to)) {
             const float gv = g->data<float>()[i], wv = w->data<float>()[i];
-            ASSERT_TRUE(gv == wv || (std::isnan(gv) && std::isnan(wv))) << i << ": gpu " << gv << ", cpu " << wv;
+            ASSERT_TRUE(gv == wv || (std::isnan(gv) && std::isnan(wv)))
+                << i << ": gpu " << gv << ", cpu " << wv;
           } else {
-            ASSERT_EQ(std::memcmp(g->bytes() + i * dtype_size(to), w->bytes() + i * dtype_size(to), dtype_size(to)),
-                      0)
+            ASSERT_EQ(
+                std::memcmp(g->bytes() + i * dtype_size(to), w->bytes() + i * dtype_size(to), dtype_size(to)),
+                0)
                 << "element " << i;
           }
         }
@@ -392,8 +399,8 @@ TEST_F(CudaKernels, LayoutOpsEveryElementSize) {
                 {{t, {2, 3, 1, 5}}, {t, {2, 3, 3, 5}}});
   }
   Host big = random(DType::F16, {33, 1025, 7}, rng_);
-  expect_same("permute", attrs({{"perm", std::vector<int64_t>{2, 0, 1}}}), {big}, {{DType::F16, {7, 33, 1025}}},
-              "large");
+  expect_same("permute", attrs({{"perm", std::vector<int64_t>{2, 0, 1}}}), {big},
+              {{DType::F16, {7, 33, 1025}}}, "large");
 }
 
 TEST_F(CudaKernels, EmbeddingLooksUpRows) {
@@ -401,7 +408,8 @@ TEST_F(CudaKernels, EmbeddingLooksUpRows) {
     for (DType t : kFloats) {
       Host w = random(t, {50, 33}, rng_);
       Host ids = random(ids_t, {3, 7}, rng_, 0, 49);
-      expect_same("embedding", {}, {ids, w}, {{t, {3, 7, 33}}}, std::string(dtype_name(ids_t)) + dtype_name(t));
+      expect_same("embedding", {}, {ids, w}, {{t, {3, 7, 33}}},
+                  std::string(dtype_name(ids_t)) + dtype_name(t));
     }
     Host w = random(DType::F32, {50, 8}, rng_);
     for (double bad : {50.0, -1.0}) {
@@ -519,12 +527,12 @@ TEST_F(CudaKernels, ZeroSizeTensorsLaunchNothing) {
   expect_same("reduce_sum", attrs({{"axes", std::vector<int64_t>{0}}}), {e}, {{t, {5}}});
   expect_same("reduce_sum", attrs({{"axes", std::vector<int64_t>{1}}}), {e}, {{t, {0}}});
   expect_same("embedding", {}, {random(DType::I64, {0}, rng_), random(t, {4, 3}, rng_)}, {{t, {0, 3}}});
-  expect_same("attention", {}, {random(t, {2, 0, 8}, rng_), random(t, {2, 4, 8}, rng_), random(t, {2, 4, 8}, rng_),
-                                nullptr},
+  expect_same("attention", {},
+              {random(t, {2, 0, 8}, rng_), random(t, {2, 4, 8}, rng_), random(t, {2, 4, 8}, rng_), nullptr},
               {{t, {2, 0, 8}}});
   // No keys: every row attends to nothing and gives zeros.
-  expect_same("attention", {}, {random(t, {1, 3, 8}, rng_), random(t, {1, 0, 8}, rng_), random(t, {1, 0, 8}, rng_),
-                                nullptr},
+  expect_same("attention", {},
+              {random(t, {1, 3, 8}, rng_), random(t, {1, 0, 8}, rng_), random(t, {1, 0, 8}, rng_), nullptr},
               {{t, {1, 3, 8}}});
 }
 

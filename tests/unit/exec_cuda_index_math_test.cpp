@@ -38,7 +38,7 @@ TEST(CudaIndexMath, BroadcastStridesRightAligned) {
 
 TEST(CudaIndexMath, IndexerMatchesBruteForceForBroadcasts) {
   const std::vector<std::pair<Shape, Shape>> cases = {
-      {{2, 3, 4}, {2, 3, 4}}, {{1, 3, 1}, {2, 3, 4}}, {{4}, {5, 1, 4}}, {{7, 1}, {7, 9}},
+      {{2, 3, 4}, {2, 3, 4}}, {{1, 3, 1}, {2, 3, 4}},       {{4}, {5, 1, 4}}, {{7, 1}, {7, 9}},
       {{1}, {3, 5, 7}},       {{2, 1, 5, 1}, {2, 3, 5, 2}}, {{}, {4}}};
   for (const auto& [in, out] : cases) {
     const std::vector<int64_t> bs = broadcast_strides(in, out);
@@ -110,7 +110,8 @@ TEST(CudaIndexMath, ReducePlanSumsMatchBruteForce) {
   const Shape s = {3, 4, 5, 2};
   std::vector<int64_t> x(static_cast<size_t>(numel(s)));
   for (auto& v : x) v = static_cast<int64_t>(rng() % 100);
-  const std::vector<std::vector<int64_t>> axes_cases = {{}, {0}, {1}, {-1}, {0, 2}, {1, 3}, {3, 0, 1}, {0, 1, 2, 3}};
+  const std::vector<std::vector<int64_t>> axes_cases = {{},     {0},    {1},       {-1},
+                                                        {0, 2}, {1, 3}, {3, 0, 1}, {0, 1, 2, 3}};
   for (const auto& axes : axes_cases) {
     std::vector<bool> red(s.size(), axes.empty());
     for (int64_t a : axes) red[static_cast<size_t>(normalize_axis(a, 4))] = true;
@@ -132,7 +133,8 @@ TEST(CudaIndexMath, ReducePlanSumsMatchBruteForce) {
     ASSERT_EQ(p.outputs * p.count, numel(s));
     for (int64_t o = 0; o < p.outputs; ++o) {
       int64_t sum = 0;
-      for (int64_t j = 0; j < p.count; ++j) sum += x[static_cast<size_t>(p.kept.offset(o) + p.reduced.offset(j))];
+      for (int64_t j = 0; j < p.count; ++j)
+        sum += x[static_cast<size_t>(p.kept.offset(o) + p.reduced.offset(j))];
       ASSERT_EQ(sum, want[static_cast<size_t>(o)]) << "axes of size " << axes.size() << ", output " << o;
     }
   }

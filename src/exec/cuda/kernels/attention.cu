@@ -159,8 +159,9 @@ void launch(const KernelArgs& k, const AttentionParams<T>& p) {
          " bytes of shared memory per block; the device offers ", optin);
   auto kernel = flash_attention<T, kMask>;
   if (bytes > 48 * 1024)
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-               "attention: shared memory size");
+    check_cuda(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+        "attention: shared memory size");
   kernel<<<blocks_for(p.batches * p.q_tiles, 1), kWarps * 32, bytes, stream_of(k)>>>(p);
   check_launch("attention");
 }
@@ -213,7 +214,8 @@ void attention(const KernelArgs& k) {
     p.mask = mask->bytes();
     p.mask_row = st[r - 2];
     p.mask_col = st[r - 1];
-    p.mask_batch = make_indexer<1>(Shape(qs.begin(), qs.end() - 2), {std::vector<int64_t>(st.begin(), st.end() - 2)});
+    p.mask_batch =
+        make_indexer<1>(Shape(qs.begin(), qs.end() - 2), {std::vector<int64_t>(st.begin(), st.end() - 2)});
     if (mask->dtype() == DType::Bool) return launch<T, MaskKind::Bool>(k, p);
     launch<T, MaskKind::Add>(k, p);
   });

@@ -57,14 +57,10 @@ __device__ __forceinline__ T from_f32(float v) {
 template <class F>
 void visit_float(const KernelArgs& a, DType t, F&& f) {
   switch (t) {
-    case DType::F32:
-      return f(float{});
-    case DType::F16:
-      return f(__half{});
-    case DType::BF16:
-      return f(__nv_bfloat16{});
-    default:
-      unsupported(a, t);
+    case DType::F32: return f(float{});
+    case DType::F16: return f(__half{});
+    case DType::BF16: return f(__nv_bfloat16{});
+    default: unsupported(a, t);
   }
 }
 
@@ -72,12 +68,9 @@ void visit_float(const KernelArgs& a, DType t, F&& f) {
 template <class F>
 void visit_numeric(const KernelArgs& a, DType t, F&& f) {
   switch (t) {
-    case DType::I32:
-      return f(int32_t{});
-    case DType::I64:
-      return f(int64_t{});
-    default:
-      return visit_float(a, t, f);
+    case DType::I32: return f(int32_t{});
+    case DType::I64: return f(int64_t{});
+    default: return visit_float(a, t, f);
   }
 }
 

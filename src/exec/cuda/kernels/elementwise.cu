@@ -123,8 +123,8 @@ struct Ge {
 
 // out[i] = f(a[.], b[.], i) over the broadcast shape; out is contiguous.
 template <class R, class T, class F>
-__global__ void binary_kernel(const T* __restrict__ a, const T* __restrict__ b, R* __restrict__ out, int64_t n,
-                              Indexer<2> ix, F f) {
+__global__ void binary_kernel(const T* __restrict__ a, const T* __restrict__ b, R* __restrict__ out,
+                              int64_t n, Indexer<2> ix, F f) {
   for (int64_t i = grid_start(); i < n; i += grid_stride()) {
     int64_t off[2];
     ix.offsets(i, off);
@@ -138,9 +138,10 @@ void launch_binary(const KernelArgs& k, F f) {
   const TensorData& b = *k.in[1];
   TensorData& out = *k.out[0];
   const Shape& s = out.shape();
-  const Indexer<2> ix = make_indexer<2>(s, {broadcast_strides(a.shape(), s), broadcast_strides(b.shape(), s)});
-  binary_kernel<R, T><<<blocks_for(out.numel()), kThreads, 0, stream_of(k)>>>(dev<T>(a), dev<T>(b), dev<R>(out),
-                                                                             out.numel(), ix, f);
+  const Indexer<2> ix =
+      make_indexer<2>(s, {broadcast_strides(a.shape(), s), broadcast_strides(b.shape(), s)});
+  binary_kernel<R, T><<<blocks_for(out.numel()), kThreads, 0, stream_of(k)>>>(
+      dev<T>(a), dev<T>(b), dev<R>(out), out.numel(), ix, f);
   check_launch(k.op.c_str());
 }
 
@@ -272,8 +273,8 @@ void gelu(const KernelArgs& k) {
 void dropout(const KernelArgs& k) {
   expect_dtype(k, *k.out[0], k.in[0]->dtype());
   if (k.out[0]->nbytes() == 0) return;
-  check_cuda(cudaMemcpyAsync(k.out[0]->bytes(), k.in[0]->bytes(), k.out[0]->nbytes(), cudaMemcpyDeviceToDevice,
-                             stream_of(k)),
+  check_cuda(cudaMemcpyAsync(k.out[0]->bytes(), k.in[0]->bytes(), k.out[0]->nbytes(),
+                             cudaMemcpyDeviceToDevice, stream_of(k)),
              "dropout");
 }
 
@@ -360,8 +361,8 @@ void where(const KernelArgs& k) {
 }
 
 template <class T>
-__global__ void masked_fill_kernel(const T* __restrict__ x, const uint8_t* __restrict__ mask, T* __restrict__ out,
-                                   int64_t n, Indexer<1> ix, T value) {
+__global__ void masked_fill_kernel(const T* __restrict__ x, const uint8_t* __restrict__ mask,
+                                   T* __restrict__ out, int64_t n, Indexer<1> ix, T value) {
   for (int64_t i = grid_start(); i < n; i += grid_stride()) out[i] = mask[ix.offset(i)] ? value : x[i];
 }
 
@@ -388,15 +389,15 @@ void masked_fill(const KernelArgs& k) {
     } else if constexpr (std::is_same_v<T, uint8_t>) {
       v = value != 0.0 ? 1 : 0;
     } else if constexpr (std::is_integral_v<T>) {
-      v = value != value                                                  ? T(0)
+      v = value != value                                                ? T(0)
           : value <= static_cast<double>(std::numeric_limits<T>::min()) ? std::numeric_limits<T>::min()
           : value >= static_cast<double>(std::numeric_limits<T>::max()) ? std::numeric_limits<T>::max()
-                                                                          : static_cast<T>(value);
+                                                                        : static_cast<T>(value);
     } else {
       v = static_cast<T>(value);
     }
-    masked_fill_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(k)>>>(dev<T>(x), dev<uint8_t>(mask),
-                                                                         dev<T>(out), n, ix, v);
+    masked_fill_kernel<T>
+        <<<blocks_for(n), kThreads, 0, stream_of(k)>>>(dev<T>(x), dev<uint8_t>(mask), dev<T>(out), n, ix, v);
     check_launch("masked_fill");
   });
 }

@@ -69,8 +69,8 @@ inline std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out)
   for (size_t i = 0; i < in.size(); ++i) {
     const size_t di = in.size() - 1 - i;
     const size_t dout = out.size() - 1 - i;
-    check(in[di] == out[dout] || in[di] == 1, GENIE_ERR_SHAPE_MISMATCH, shape_str(in), " does not broadcast to ",
-          shape_str(out));
+    check(in[di] == out[dout] || in[di] == 1, GENIE_ERR_SHAPE_MISMATCH, shape_str(in),
+          " does not broadcast to ", shape_str(out));
     st[dout] = in[di] == 1 ? 0 : stride;
     stride *= in[di];
   }
@@ -106,7 +106,8 @@ Indexer<N> make_indexer(const Shape& dims, const std::array<std::vector<int64_t>
   for (size_t d = 0; d < dims.size(); ++d) {
     if (dims[d] == 1) continue;
     bool mergeable = ix.rank > 0;
-    for (int k = 0; k < N && mergeable; ++k) mergeable = ix.strides[k][ix.rank - 1] == strides[k][d] * dims[d];
+    for (int k = 0; k < N && mergeable; ++k)
+      mergeable = ix.strides[k][ix.rank - 1] == strides[k][d] * dims[d];
     if (mergeable) {
       ix.dims[ix.rank - 1] *= dims[d];
       for (int k = 0; k < N; ++k) ix.strides[k][ix.rank - 1] = strides[k][d];
@@ -215,8 +216,8 @@ inline AxisTiling tile_axis(const Shape& whole, const std::vector<Shape>& parts,
   for (const Shape& p : parts) {
     bool fits = p.size() == whole.size();
     for (size_t d = 0; fits && d < whole.size(); ++d) fits = d == axis || p[d] == whole[d];
-    check(fits, GENIE_ERR_SHAPE_MISMATCH, shape_str(p), " is not a piece of ", shape_str(whole), " along axis ",
-          axis);
+    check(fits, GENIE_ERR_SHAPE_MISMATCH, shape_str(p), " is not a piece of ", shape_str(whole),
+          " along axis ", axis);
     total += p[axis];
     t.part_rows.push_back(p[axis] * inner);
   }

@@ -13,16 +13,11 @@ namespace {
 template <class F>
 void visit_size(const KernelArgs& a, DType t, F&& f) {
   switch (dtype_size(t)) {
-    case 1:
-      return f(uint8_t{});
-    case 2:
-      return f(uint16_t{});
-    case 4:
-      return f(uint32_t{});
-    case 8:
-      return f(uint64_t{});
-    default:
-      unsupported(a, t);
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    case 8: return f(uint64_t{});
+    default: unsupported(a, t);
   }
 }
 
@@ -32,7 +27,8 @@ void copy_bytes(const KernelArgs& k) {
   TensorData& out = *k.out[0];
   expect_dtype(k, out, x.dtype());
   if (out.nbytes() != x.nbytes())
-    fail(GENIE_ERR_SHAPE_MISMATCH, k.op, ": cannot view ", shape_str(x.shape()), " as ", shape_str(out.shape()));
+    fail(GENIE_ERR_SHAPE_MISMATCH, k.op, ": cannot view ", shape_str(x.shape()), " as ",
+         shape_str(out.shape()));
   if (x.nbytes() == 0) return;
   check_cuda(cudaMemcpyAsync(out.bytes(), x.bytes(), x.nbytes(), cudaMemcpyDeviceToDevice, stream_of(k)),
              k.op.c_str());
@@ -54,7 +50,8 @@ void gather(const KernelArgs& k, const std::vector<int64_t>& src_strides, int64_
   const Indexer<1> ix = make_indexer<1>(out.shape(), {src_strides});
   visit_size(k, x.dtype(), [&](auto tag) {
     using E = decltype(tag);
-    gather_kernel<E><<<blocks_for(n), kThreads, 0, stream_of(k)>>>(dev<E>(x) + src_offset, dev<E>(out), n, ix);
+    gather_kernel<E>
+        <<<blocks_for(n), kThreads, 0, stream_of(k)>>>(dev<E>(x) + src_offset, dev<E>(out), n, ix);
     check_launch(k.op.c_str());
   });
 }
@@ -66,7 +63,8 @@ void permute_by(const KernelArgs& k, const std::vector<int64_t>& perm) {
   bool fits = os.size() == xs.size();
   for (size_t i = 0; fits && i < perm.size(); ++i) fits = os[i] == xs[static_cast<size_t>(perm[i])];
   if (!fits)
-    fail(GENIE_ERR_SHAPE_MISMATCH, k.op, ": output ", shape_str(os), " is not a permutation of ", shape_str(xs));
+    fail(GENIE_ERR_SHAPE_MISMATCH, k.op, ": output ", shape_str(os), " is not a permutation of ",
+         shape_str(xs));
   gather(k, st, 0);
 }
 
@@ -89,13 +87,15 @@ void slice(const KernelArgs& k) {
   const Shape& xs = k.in[0]->shape();
   const Shape& os = k.out[0]->shape();
   if (!k.attrs.has("axis")) fail(GENIE_ERR_INVALID_ATTRIBUTE, "slice: attribute 'axis' is required");
-  const auto axis = static_cast<size_t>(normalize_axis(k.attrs.get_int("axis", 0), static_cast<int64_t>(xs.size())));
+  const auto axis =
+      static_cast<size_t>(normalize_axis(k.attrs.get_int("axis", 0), static_cast<int64_t>(xs.size())));
   const int64_t len = xs[axis];
   const int64_t step = k.attrs.get_int("step", 1);
   const SliceRange r = slice_range(len, k.attrs.get_int("start", 0), k.attrs.get_int("end", len), step);
   Shape want = xs;
   want[axis] = r.count;
-  if (os != want) fail(GENIE_ERR_SHAPE_MISMATCH, "slice: output ", shape_str(os), " should be ", shape_str(want));
+  if (os != want)
+    fail(GENIE_ERR_SHAPE_MISMATCH, "slice: output ", shape_str(os), " should be ", shape_str(want));
   std::vector<int64_t> st = strides_of(xs);
   const int64_t offset = r.start * st[axis];
   st[axis] *= step;
@@ -117,8 +117,8 @@ __global__ void copy_rows(const E* __restrict__ src, int64_t src_row, E* __restr
 }
 
 template <class E>
-void launch_copy_rows(const KernelArgs& k, const E* src, int64_t src_row, E* dst, int64_t dst_row, int64_t rows,
-                      int64_t len) {
+void launch_copy_rows(const KernelArgs& k, const E* src, int64_t src_row, E* dst, int64_t dst_row,
+                      int64_t rows, int64_t len) {
   if (rows * len == 0) return;
   copy_rows<E><<<blocks_for(rows * len), kThreads, 0, stream_of(k)>>>(src, src_row, dst, dst_row, rows, len);
   check_launch(k.op.c_str());
@@ -169,8 +169,9 @@ void split(const KernelArgs& k) {
 // d == 0: the ids are still checked, nothing is written); an id outside
 // [0, vocab) reports its position r to the error word and leaves zeros.
 template <class Id, class E>
-__global__ void embedding_kernel(const Id* __restrict__ ids, const E* __restrict__ weight, E* __restrict__ out,
-                                 int64_t n_ids, int64_t d, int64_t cols, int64_t vocab, unsigned long long* error) {
+__global__ void embedding_kernel(const Id* __restrict__ ids, const E* __restrict__ weight,
+                                 E* __restrict__ out, int64_t n_ids, int64_t d, int64_t cols, int64_t vocab,
+                                 unsigned long long* error) {
   const int64_t n = n_ids * cols;
   for (int64_t i = grid_start(); i < n; i += grid_stride()) {
     const int64_t r = i / cols;
@@ -211,8 +212,8 @@ void embedding(const KernelArgs& k) {
   });
   const unsigned long long at = word.read();
   if (at != DeviceErrorWord::kNone)
-    fail(GENIE_ERR_INVALID_ARGUMENT, "embedding: the id at index ", at, " is outside the vocabulary [0, ", vocab,
-         ")");
+    fail(GENIE_ERR_INVALID_ARGUMENT, "embedding: the id at index ", at, " is outside the vocabulary [0, ",
+         vocab, ")");
 }
 
 }  // namespace

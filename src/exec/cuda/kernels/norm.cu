@@ -38,7 +38,8 @@ __global__ void softmax_rows(const T* __restrict__ x, T* __restrict__ y, int64_t
     for (int64_t j = threadIdx.x; j < len; j += blockDim.x) s += expf(to_f32(xr[j]) - m);
     s = block_reduce(s, SumOp{}, 0.f, scratch);
     const float inv = 1.f / s;
-    for (int64_t j = threadIdx.x; j < len; j += blockDim.x) yr[j] = from_f32<T>(expf(to_f32(xr[j]) - m) * inv);
+    for (int64_t j = threadIdx.x; j < len; j += blockDim.x)
+      yr[j] = from_f32<T>(expf(to_f32(xr[j]) - m) * inv);
   }
 }
 
@@ -74,9 +75,10 @@ void softmax(const KernelArgs& k) {
     using T = decltype(tag);
     if (s.inner == 1) {
       softmax_rows<T><<<blocks_for(s.outer, 1), row_threads(s.len), 0, stream_of(k)>>>(dev<T>(x), dev<T>(out),
-                                                                                        s.outer, s.len);
+                                                                                       s.outer, s.len);
     } else {
-      softmax_columns<T><<<blocks_for(s.outer * s.inner), kThreads, 0, stream_of(k)>>>(dev<T>(x), dev<T>(out), s);
+      softmax_columns<T>
+          <<<blocks_for(s.outer * s.inner), kThreads, 0, stream_of(k)>>>(dev<T>(x), dev<T>(out), s);
     }
     check_launch("softmax");
   });
@@ -143,7 +145,8 @@ void norm(const KernelArgs& k) {
   visit_float(k, x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     row_norm<T, kLayer><<<blocks_for(rows, 1), row_threads(d), 0, stream_of(k)>>>(
-        dev<T>(x), dev<T>(out), weight ? dev<T>(*weight) : nullptr, bias ? dev<T>(*bias) : nullptr, rows, d, eps);
+        dev<T>(x), dev<T>(out), weight ? dev<T>(*weight) : nullptr, bias ? dev<T>(*bias) : nullptr, rows, d,
+        eps);
     check_launch(k.op.c_str());
   });
 }

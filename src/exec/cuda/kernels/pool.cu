@@ -61,8 +61,8 @@ void launch(const KernelArgs& k, const PoolGeometry& g) {
   if (n == 0) return;
   visit_float(k, k.in[0]->dtype(), [&](auto tag) {
     using T = decltype(tag);
-    pool_kernel<T, kMax, kAdaptive><<<blocks_for(n), kThreads, 0, stream_of(k)>>>(dev<T>(*k.in[0]),
-                                                                                    dev<T>(*k.out[0]), g);
+    pool_kernel<T, kMax, kAdaptive>
+        <<<blocks_for(n), kThreads, 0, stream_of(k)>>>(dev<T>(*k.in[0]), dev<T>(*k.out[0]), g);
     check_launch(k.op.c_str());
   });
 }
@@ -87,7 +87,8 @@ void adaptive_pool2d(const KernelArgs& k) {
     fail(GENIE_ERR_INVALID_ATTRIBUTE, k.op, ": attribute 'output_size' is required");
   const auto size = pair_attr(k, "output_size", {1, 1});
   if (size[0] != g.oh || size[1] != g.ow)
-    fail(GENIE_ERR_SHAPE_MISMATCH, k.op, ": output ", shape_str(k.out[0]->shape()), " does not match output_size");
+    fail(GENIE_ERR_SHAPE_MISMATCH, k.op, ": output ", shape_str(k.out[0]->shape()),
+         " does not match output_size");
   launch<kMax, true>(k, g);
 }
 
