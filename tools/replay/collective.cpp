@@ -12,120 +12,12 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "buffer_pool.hpp"
+#include "pattern.hpp"
 
 namespace genie::replay {
 
 namespace {
-
-uint64_t mix(uint64_t x) {  // splitmix64's finaliser
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// The patterns are cheap per element (one multiply, or one add and a
-// modulo) so that filling and checking stay small beside the transfer: a
-// hash of (source, collective, chunk) sets them apart, the element index
-// varies them along the buffer.
-uint64_t base_of(uint64_t src, uint64_t seq, uint64_t chunk) {
-  return mix(mix(src * 0x9e3779b97f4a7c15ull + 1) ^ mix(seq * 0x100000001b3ull + chunk + 7));
-}
-// Fills n elements starting at element e0, and counts those that differ.
-void fill_u(uint32_t* p, uint64_t n, uint64_t src, uint64_t seq, uint64_t chunk, uint64_t e0) {
-  const uint32_t b = static_cast<uint32_t>(base_of(src, seq, chunk));
-  for (uint64_t i = 0; i < n; ++i) p[i] = b ^ static_cast<uint32_t>((e0 + i) * 0x9e3779b1u);
-}
-uint64_t wrong_u(const uint32_t* p, uint64_t n, uint64_t src, uint64_t seq, uint64_t chunk, uint64_t e0) {
-  const uint32_t b = static_cast<uint32_t>(base_of(src, seq, chunk));
-  uint64_t w = 0;
-  for (uint64_t i = 0; i < n; ++i) w += p[i] != (b ^ static_cast<uint32_t>((e0 + i) * 0x9e3779b1u));
-  return w;
-}
-// The float pattern repeats every 255 elements: one period, then copies.
-void fill_f(float* p, uint64_t n, uint64_t src, uint64_t seq, uint64_t chunk) {
-  const uint64_t b = base_of(src, seq, chunk) % 255;
-  for (uint64_t i = 0; i < n; ++i) p[i] = static_cast<float>(static_cast<int>((b + i) % 255) - 127);
-}
-// Counts the elements of p[off, off + n) that differ from the sum over
-// `group` of their patterns (periodic too: one period is summed).
-uint64_t wrong_sum(const float* p, uint64_t off, uint64_t n, const std::vector<int>& group, uint64_t seq,
-                   uint64_t chunk) {
-  float period[255] = {};
-  for (int r : group) {
-    const uint64_t b = base_of(r, seq, chunk) % 255;
-    for (uint64_t j = 0; j < 255; ++j) period[j] += static_cast<float>(static_cast<int>((b + j) % 255) - 127);
-  }
-  uint64_t w = 0, j = off % 255;
-  for (uint64_t i = off; i < off + n; ++i) {
-    w += p[i] != period[j];
-    if (++j == 255) j = 0;
-  }
-  return w;
-}
-
-// Buffers of collectives come from a pool and are not zeroed: a
-// collective's buffers are as large as its data, so allocating (and having
-// the kernel zero) fresh ones for each collective would cost more than the
-// transfer on a busy host. Every element is written before it is read;
-// leftovers of an earlier collective carry another pattern and fail the
-// check.
-class Pool {
- public:
-  static Pool& get() {
-    static Pool* p = new Pool;  // never destroyed: rank threads may outlive statics
-    return *p;
-  }
-  std::pair<std::unique_ptr<char[]>, size_t> take(size_t bytes) {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto it = free_.lower_bound(bytes);
-    if (it == free_.end()) return {std::unique_ptr<char[]>(new char[std::max<size_t>(bytes, 1)]), bytes};
-    auto out = std::make_pair(std::move(it->second), it->first);
-    held_ -= it->first;
-    free_.erase(it);
-    return out;
-  }
-  void give(std::unique_ptr<char[]> p, size_t cap) {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (held_ + cap > (size_t{1} << 30)) return;  // keep at most 1 GiB idle
-    held_ += cap;
-    free_.emplace(cap, std::move(p));
-  }
-
- private:
-  std::mutex mu_;
-  std::multimap<size_t, std::unique_ptr<char[]>> free_;
-  size_t held_ = 0;
-};
-
-template <class T>
-class Scratch {
- public:
-  Scratch() = default;
-  explicit Scratch(uint64_t n) { resize(n); }
-  ~Scratch() {
-    if (mem_) Pool::get().give(std::move(mem_), cap_);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  // Room for n elements; the contents are not kept.
-  void resize(uint64_t n) {
-    if (n * sizeof(T) > cap_ || !mem_) {
-      if (mem_) Pool::get().give(std::move(mem_), cap_);
-      std::tie(mem_, cap_) = Pool::get().take(n * sizeof(T));
-    }
-    n_ = n;
-  }
-  T* data() { return reinterpret_cast<T*>(mem_.get()); }
-  uint64_t size() const { return n_; }
-  T& operator[](uint64_t i) { return data()[i]; }
-
- private:
-  std::unique_ptr<char[]> mem_;
-  size_t cap_ = 0;
-  uint64_t n_ = 0;
-};
 
 uint64_t split(uint64_t off, uint64_t len, uint64_t k, uint64_t j) { return off + len * j / k; }
 
@@ -196,10 +88,6 @@ class ChunkRun {
                                    p.recv ? "recv" : "send", t0, env_.timeline.now_ns() - t0, env_.lane});
   }
 
-  static void reduce_into(float* dst, const float* src, uint64_t n) {
-    for (uint64_t i = 0; i < n; ++i) dst[i] += src[i];
-  }
-
   // The span of communication (and reduction): from the first step to
   // end_comm(), before the check.
   void end_comm() {
@@ -207,7 +95,19 @@ class ChunkRun {
   }
   std::pair<int64_t, int64_t> span() const { return {begin_, end_}; }
 
-  uint64_t key(uint32_t stage, uint32_t s) const { return coll_key(spec_.seq, chunk_, stage, s); }
+  uint64_t key(uint32_t stage, uint32_t s, uint32_t seg = 0) const { return coll_key(spec_.seq, chunk_, stage, s, seg); }
+
+  // A ring step's block moves in segments of about kSegment bytes (at most
+  // kMaxSegments), so that a rank forwards (and reduces) one segment while
+  // the next is still arriving instead of waiting for the whole block.
+  static constexpr uint64_t kSegment = 512 << 10;
+  static constexpr uint32_t kMaxSegments = 256;
+  static uint32_t segments(uint64_t elems) {
+    return static_cast<uint32_t>(std::clamp<uint64_t>((elems * 4 + kSegment - 1) / kSegment, 1, kMaxSegments));
+  }
+  static Range segment(const Range& r, uint32_t n, uint32_t g) {
+    return Range{split(r.off, r.len, n, g), split(r.off, r.len, n, g + 1) - split(r.off, r.len, n, g)};
+  }
 
   // Reduce-scatter of `r` among `m` (this rank is m[i]); returns its part.
   Range reduce_scatter(float* buf, Range r, const std::vector<int>& m, int i, Algo algo, uint32_t stage) {
@@ -247,20 +147,37 @@ class ChunkRun {
     }
     // Ring (also the reduce-scatter of a double binary tree dimension and
     // of halving-doubling on a group size that is not a power of two).
-    // Step s sends the part reduced in step s - 1; every receive is posted
-    // first, each into its own staging slot.
+    // Step s sends the part reduced in step s - 1, pipelined by segment:
+    // segment g goes on as soon as it is reduced, while the next one is
+    // still arriving. Every receive is posted first, each into its own
+    // staging slot.
     const int right = m[(i + 1) % k], left = m[(i - 1 + k) % k];
     uint64_t slot = 0;
     for (int j = 0; j < k; ++j) slot = std::max(slot, part(j).len);
     Scratch<float> tmp(slot * (k - 1));
+    auto rpart = [&](int s) { return part((i - s - 2 + 2 * k) % k); };  // received (and reduced) in step s
     std::vector<Posted> recvs, sends;
-    for (int s = 0; s < k - 1; ++s)
-      recvs.push_back(post({left, tmp.data() + slot * s, part((i - s - 2 + 2 * k) % k).len, key(stage, s)}, true));
     for (int s = 0; s < k - 1; ++s) {
-      const Range sb = part((i - s - 1 + 2 * k) % k), rb = part((i - s - 2 + 2 * k) % k);
-      sends.push_back(post({right, buf + sb.off, sb.len, key(stage, s)}, false));
-      wait(recvs[s]);
-      reduce_into(buf + rb.off, tmp.data() + slot * s, rb.len);
+      const Range rb = rpart(s);
+      for (uint32_t g = 0, S = segments(rb.len); g < S; ++g) {
+        const Range sg = segment(rb, S, g);
+        recvs.push_back(post({left, tmp.data() + slot * s + (sg.off - rb.off), sg.len, key(stage, s, g)}, true));
+      }
+    }
+    const Range first = part((i - 1 + k) % k);
+    for (uint32_t g = 0, S = segments(first.len); g < S; ++g) {
+      const Range sg = segment(first, S, g);
+      sends.push_back(post({right, buf + sg.off, sg.len, key(stage, 0, g)}, false));
+    }
+    size_t n = 0;
+    for (int s = 0; s < k - 1; ++s) {
+      const Range rb = rpart(s);
+      for (uint32_t g = 0, S = segments(rb.len); g < S; ++g, ++n) {
+        const Range sg = segment(rb, S, g);
+        wait(recvs[n]);
+        reduce_into(buf + sg.off, tmp.data() + slot * s + (sg.off - rb.off), sg.len);
+        if (s + 1 < k - 1) sends.push_back(post({right, buf + sg.off, sg.len, key(stage, s + 1, g)}, false));
+      }
     }
     for (const Posted& p : sends) wait(p);
     return part(i);
@@ -291,20 +208,30 @@ class ChunkRun {
       }
       return;
     }
-    // Ring: step s forwards the part received in step s - 1; every receive
-    // lands in its final place, posted first.
+    // Ring: step s forwards the part received in step s - 1, segment by
+    // segment as each arrives; every receive lands in its final place,
+    // posted first.
     const int right = m[(i + 1) % k], left = m[(i - 1 + k) % k];
+    auto blk = [&](int j) { return Range{b(j), b(j + 1) - b(j)}; };
+    auto seg_xf = [&](int peer, const Range& blk_r, uint32_t S, uint32_t g, uint32_t s) {
+      const Range sg = segment(blk_r, S, g);
+      return Xfer{peer, buf + sg.off, sg.len, key(stage, s, g)};
+    };
     std::vector<Posted> recvs, sends;
     for (int s = 0; s < k - 1; ++s) {
-      const int rb = (i - s - 1 + 2 * k) % k;
-      recvs.push_back(post(xf(left, rb, rb + 1, s), true));
+      const Range rb = blk((i - s - 1 + 2 * k) % k);
+      for (uint32_t g = 0, S = segments(rb.len); g < S; ++g) recvs.push_back(post(seg_xf(left, rb, S, g, s), true));
     }
+    const Range mine = blk(i);
+    for (uint32_t g = 0, S = segments(mine.len); g < S; ++g) sends.push_back(post(seg_xf(right, mine, S, g, 0), false));
+    size_t n = 0;
     for (int s = 0; s < k - 1; ++s) {
-      const int sb = (i - s + 2 * k) % k;
-      if (s > 0) wait(recvs[s - 1]);
-      sends.push_back(post(xf(right, sb, sb + 1, s), false));
+      const Range rb = blk((i - s - 1 + 2 * k) % k);
+      for (uint32_t g = 0, S = segments(rb.len); g < S; ++g, ++n) {
+        wait(recvs[n]);
+        if (s + 1 < k - 1) sends.push_back(post(seg_xf(right, rb, S, g, s + 1), false));
+      }
     }
-    wait(recvs[k - 2]);
     for (const Posted& p : sends) wait(p);
   }
 
@@ -533,14 +460,14 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
           std::vector<Xfer> recvs;
           for (int j = 1; j < G; ++j) recvs.push_back({group[j], all.data() + (j - 1) * E, E, run.key(0, 0)});
           run.step({}, recvs);
-          for (int j = 0; j < G - 1; ++j) ChunkRun::reduce_into(buf.data(), all.data() + j * E, E);
+          for (int j = 0; j < G - 1; ++j) reduce_into(buf.data(), all.data() + j * E, E);
         } else {
           run.step({{group[0], buf.data(), E, run.key(0, 0)}}, {});
         }
       } else if (a == Algo::Ring) {  // a chain towards member 0
         if (me < G - 1) {
           run.step({}, {{group[me + 1], tmp.data(), E, run.key(0, 0)}});
-          ChunkRun::reduce_into(buf.data(), tmp.data(), E);
+          reduce_into(buf.data(), tmp.data(), E);
         }
         if (me > 0) run.step({{group[me - 1], buf.data(), E, run.key(0, 0)}}, {});
       } else {  // a binomial tree
@@ -552,7 +479,7 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
           }
           if (me + mask < G) {
             run.step({}, {{group[me + mask], tmp.data(), E, run.key(0, s)}});
-            ChunkRun::reduce_into(buf.data(), tmp.data(), E);
+            reduce_into(buf.data(), tmp.data(), E);
           }
         }
       }
@@ -590,9 +517,9 @@ int64_t covered(std::vector<std::pair<int64_t, int64_t>> v) {
 
 }  // namespace
 
-uint64_t coll_key(uint32_t seq, uint32_t chunk, uint32_t stage, uint32_t step) {
-  return (1ull << 62) | (static_cast<uint64_t>(seq & 0xfffff) << 40) | (static_cast<uint64_t>(chunk & 0xfff) << 28) |
-         (static_cast<uint64_t>(stage & 0xff) << 20) | (step & 0xfffff);
+uint64_t coll_key(uint32_t seq, uint32_t chunk, uint32_t stage, uint32_t step, uint32_t segment) {
+  return (1ull << 62) | (static_cast<uint64_t>(seq & 0xfffff) << 40) | (static_cast<uint64_t>(chunk & 0x3ff) << 30) |
+         (static_cast<uint64_t>(stage & 0x3f) << 24) | (static_cast<uint64_t>(step & 0xffff) << 8) | (segment & 0xff);
 }
 
 uint64_t p2p_key(uint32_t tag, uint32_t occurrence) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <future>
 
+#include "buffer_pool.hpp"
 #include "core/error.hpp"
 #include "dataplane/registry.hpp"
 
@@ -207,7 +208,7 @@ void Fabric::on_data(int src, const dataplane::FrameHeader& h, dataplane::Payloa
     p->direct = true;
     sink->dst = p->dst;
   } else {
-    p->held = std::shared_ptr<char[]>(new char[std::max<uint64_t>(h.payload_len, 1)]);
+    p->held = pooled_bytes(h.payload_len);
     p->held_len = h.payload_len;
     sink->dst = p->held.get();
     sink->keep = p->held;
@@ -259,7 +260,7 @@ Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t l
     }
   }
   if (peer == rank_) {  // to itself: a copy, matched like any other
-    std::shared_ptr<char[]> r(new char[std::max<uint64_t>(len, 1)]);
+    std::shared_ptr<char[]> r = pooled_bytes(len);
     if (len) std::memcpy(r.get(), data, len);
     std::lock_guard<std::mutex> lk(mu_);
     auto& slot = pending_[std::make_pair(peer, key)];
