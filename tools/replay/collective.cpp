@@ -49,6 +49,7 @@ class ChunkRun {
     for (const Xfer& r : recvs) ops.emplace_back(env_.fabric.irecv(r.peer, r.key, r.ptr, r.elems * 4), &r);
     const size_t nrecv = ops.size();
     for (const Xfer& s : sends) ops.emplace_back(env_.fabric.isend(s.peer, s.key, s.ptr, s.elems * 4), &s);
+    mark_issued();
     for (size_t n = 0; n < ops.size(); ++n) {
       const bool is_recv = n < nrecv;
       const Xfer* x = ops[n].second;
@@ -72,9 +73,11 @@ class ChunkRun {
   };
   Posted post(const Xfer& x, bool recv) {
     if (begin_ < 0) begin_ = env_.timeline.now_ns();
-    return Posted{recv ? env_.fabric.irecv(x.peer, x.key, x.ptr, x.elems * 4)
-                       : env_.fabric.isend(x.peer, x.key, x.ptr, x.elems * 4),
-                  x, recv};
+    Posted p{recv ? env_.fabric.irecv(x.peer, x.key, x.ptr, x.elems * 4)
+                  : env_.fabric.isend(x.peer, x.key, x.ptr, x.elems * 4),
+             x, recv};
+    mark_issued();
+    return p;
   }
   void wait(const Posted& p) {
     const bool ev = env_.timeline.events();
@@ -86,6 +89,12 @@ class ChunkRun {
     if (ev)
       env_.timeline.add(TraceEvent{cat(p.recv ? "wait recv from " : "wait send to ", p.x.peer, " ", p.x.elems * 4, " B"),
                                    p.recv ? "recv" : "send", t0, env_.timeline.now_ns() - t0, env_.lane});
+  }
+
+  void mark_issued() {
+    if (issued_) return;
+    issued_ = true;
+    if (env_.issued) env_.issued();
   }
 
   // The span of communication (and reduction): from the first step to
@@ -279,6 +288,7 @@ class ChunkRun {
   const CollSpec& spec_;
   uint32_t chunk_;
   int64_t begin_ = -1, end_ = -1;
+  bool issued_ = false;
 
  public:
   const std::vector<int>& group_;
@@ -524,6 +534,12 @@ uint64_t coll_key(uint32_t seq, uint32_t chunk, uint32_t stage, uint32_t step, u
 
 uint64_t p2p_key(uint32_t tag, uint32_t occurrence) {
   return (2ull << 62) | (static_cast<uint64_t>(tag) << 20) | (occurrence & 0xfffff);
+}
+
+std::string describe_key(uint64_t key) {
+  if (key >> 62 == 2) return cat("tag ", (key >> 20) & 0xffffffffull, " (message ", (key & 0xfffff) + 1, " with that tag)");
+  return cat("collective #", (key >> 40) & 0xfffff, " chunk ", (key >> 30) & 0x3ff, " stage ", (key >> 24) & 0x3f,
+             " step ", (key >> 8) & 0xffff, " segment ", key & 0xff);
 }
 
 void fill_p2p(std::vector<uint32_t>& buf, int src, uint32_t tag, uint32_t occurrence) {

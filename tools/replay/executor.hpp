@@ -36,7 +36,8 @@ struct RankReport {
   uint64_t p2p_messages = 0;
   uint64_t p2p_bytes = 0;
   uint64_t bytes_sent = 0;
-  std::vector<CollRecord> colls;  // issue order
+  std::vector<CollRecord> colls;  // by seq (file order)
+  std::vector<uint32_t> issue_order;  // seqs in the order the scheduling policy issued them
   std::vector<TraceEvent> events;
   std::string error;  // empty on success
 };

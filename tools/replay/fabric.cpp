@@ -13,10 +13,13 @@ namespace genie::replay {
 namespace {
 
 constexpr uint16_t kHello = 1;  // request_id: the sender's rank
-constexpr uint16_t kData = 2;   // request_id: the match key; payload: the bytes
+constexpr uint16_t kData = 2;   // request_id: the match key; message: the sender's label; payload: the bytes
+constexpr uint16_t kEnd = 3;    // the sender's last frame
 
-bool accepts(uint16_t t) { return t == kHello || t == kData; }
-const char* type_name(uint16_t t) { return t == kHello ? "Hello" : t == kData ? "Data" : "unknown"; }
+bool accepts(uint16_t t) { return t == kHello || t == kData || t == kEnd; }
+const char* type_name(uint16_t t) {
+  return t == kHello ? "Hello" : t == kData ? "Data" : t == kEnd ? "End" : "unknown";
+}
 
 }  // namespace
 
@@ -55,6 +58,7 @@ struct Fabric::Pending {
   bool direct = false;       // the payload goes straight to dst
   std::shared_ptr<char[]> held;  // not zeroed: every byte is overwritten
   uint64_t held_len = 0;
+  std::string label;         // the sender's, for an unclaimed message
 };
 
 Fabric::Fabric(const std::string& transport, int rank, int size, const std::string& bind_host,
@@ -78,7 +82,7 @@ Fabric::Fabric(const std::string& transport, int rank, int size, const std::stri
         dataplane::ChannelHandlers h = handlers(-1);
         auto ch_holder = std::make_shared<std::weak_ptr<dataplane::Channel>>();
         // Incoming channels say who they are first (kHello).
-        h.on_frame = [this, peer, ch_holder](const dataplane::FrameHeader& fh, std::string&&) {
+        h.on_frame = [this, peer, ch_holder](const dataplane::FrameHeader& fh, std::string&& msg) {
           dataplane::PayloadSink sink;
           if (fh.type == kHello) {
             const int r = static_cast<int>(fh.request_id);
@@ -92,7 +96,14 @@ Fabric::Fabric(const std::string& transport, int rank, int size, const std::stri
             return sink;
           }
           if (*peer < 0) fail(GENIE_ERR_PROTOCOL, "data before the peer said which rank it is");
-          on_data(*peer, fh, &sink);
+          if (fh.type == kEnd) {
+            std::lock_guard<std::mutex> lk(mu_);
+            progress();
+            ++ends_;
+            cv_.notify_all();
+            return sink;
+          }
+          on_data(*peer, fh, std::move(msg), &sink);
           return sink;
         };
         *ch_holder = l.accept(std::move(h));
@@ -180,7 +191,7 @@ void Fabric::connect_all(const std::vector<std::string>& addrs) {
 void Fabric::progress() { last_progress_ = std::chrono::steady_clock::now(); }
 
 // Loop thread.
-void Fabric::on_data(int src, const dataplane::FrameHeader& h, dataplane::PayloadSink* sink) {
+void Fabric::on_data(int src, const dataplane::FrameHeader& h, std::string&& label, dataplane::PayloadSink* sink) {
   std::lock_guard<std::mutex> lk(mu_);
   progress();
   const auto key = std::make_pair(src, h.request_id);
@@ -189,6 +200,7 @@ void Fabric::on_data(int src, const dataplane::FrameHeader& h, dataplane::Payloa
   std::shared_ptr<Pending> p = slot;
   if (p->arriving) fail(GENIE_ERR_PROTOCOL, "rank ", src, " sent key ", h.request_id, " twice");
   p->arriving = true;
+  p->label = std::move(label);
   auto finish = [this, key, p, src, len = h.payload_len] {
     // mu_ held by the caller.
     received_ += len;
@@ -247,7 +259,7 @@ Fabric::OpPtr Fabric::irecv(int peer, uint64_t key, void* dst, uint64_t len) {
   return op;
 }
 
-Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t len) {
+Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t len, std::string label) {
   auto op = std::make_shared<Op>();
   std::shared_ptr<std::vector<char>> copy;
   {
@@ -269,6 +281,7 @@ Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t l
     p.arriving = p.arrived = true;
     p.held = r;
     p.held_len = len;
+    p.label = std::move(label);
     if (p.op) {
       if (p.len == len) {
         if (len) std::memcpy(p.dst, r.get(), len);
@@ -284,7 +297,7 @@ Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t l
     cv_.notify_all();
     return op;
   }
-  send_loop_->post([this, op, peer, key, data, len, copy] {
+  send_loop_->post([this, op, peer, key, data, len, copy, label = std::move(label)]() mutable {
     std::shared_ptr<dataplane::Channel> ch;
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -303,7 +316,7 @@ Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t l
       done(GENIE_ERR_CONNECTION);
       return;
     }
-    ch->send(kData, key, 0, std::string(), data, len, copy, done);
+    ch->send(kData, key, 0, std::move(label), data, len, copy, done);
   });
   return op;
 }
@@ -319,6 +332,38 @@ void Fabric::wait(const OpPtr& op, const std::function<std::string()>& what) {
   }
   if (op->status != GENIE_OK)
     fail(op->status, "rank ", rank_, ": ", what(), ": ", op->detail);
+}
+
+void Fabric::send_end() {
+  send_loop_->post([this] {
+    for (int r = 0; r < size_; ++r) {
+      std::shared_ptr<dataplane::Channel> ch;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        ch = out_[r];
+      }
+      if (ch) ch->send(kEnd, 0, 0, std::string());
+    }
+  });
+}
+
+std::vector<Fabric::Unclaimed> Fabric::drain() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (ends_ < size_ - 1) {
+    if (!abort_reason_.empty())
+      fail(GENIE_ERR_CANCELLED, abort_reason_, " (rank ", rank_, " was waiting for the other ranks to finish)");
+    cv_.wait_for(lk, std::chrono::milliseconds(200));
+    // A peer stuck in a wait of its own gives up after stall_timeout and
+    // then sends its end: allow for that before giving up here.
+    const auto limit = 2 * stall_timeout_ + std::chrono::seconds(1);
+    if (ends_ < size_ - 1 && std::chrono::steady_clock::now() - last_progress_ > limit)
+      fail(GENIE_ERR_TIMEOUT, "rank ", rank_, " waited ", std::chrono::duration<double>(limit).count(), " s for ",
+           size_ - 1 - ends_, " other rank(s) to finish, with no data moving");
+  }
+  std::vector<Unclaimed> out;
+  for (const auto& [key, p] : pending_)
+    if (p->arriving && !p->op) out.push_back(Unclaimed{key.first, key.second, p->held_len, p->label});
+  return out;
 }
 
 void Fabric::abort(const std::string& reason) {

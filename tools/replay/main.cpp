@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <iterator>
 #include <cstdio>
@@ -175,6 +176,21 @@ Topology topology_for(const Options& o, int ranks) {
   return t;
 }
 
+// The error for messages that arrived at `rank` and that no receive took,
+// or "" when there are none.
+std::string unclaimed_error(const std::vector<Fabric::Unclaimed>& left, int rank) {
+  if (left.empty()) return {};
+  std::string out = cat("GENIE_ERR_PROTOCOL: ", left.size(), " unmatched send", left.size() > 1 ? "s" : "", ": ");
+  constexpr size_t kShown = 4;
+  for (size_t n = 0; n < left.size() && n < kShown; ++n) {
+    const Fabric::Unclaimed& u = left[n];
+    out += cat(n ? "; " : "", "rank ", u.src, " sent rank ", rank, " ", u.len, " bytes under ", describe_key(u.key),
+               u.label.empty() ? std::string() : cat(" (", u.label, ")"), " and no receive took them");
+  }
+  if (left.size() > kShown) out += cat("; and ", left.size() - kShown, " more");
+  return out;
+}
+
 int rank_main(const Options& o, const Experiment& x, const Trace& trace, int rank, int size, const std::string& rdv,
               bool progress) {
   std::unique_ptr<RendezvousClient> rc;
@@ -193,8 +209,12 @@ int rank_main(const Options& o, const Experiment& x, const Trace& trace, int ran
     started = true;
     Timeline timeline(o.trace.empty() ? TraceLevel::Off : o.trace_level);
     timeline.start();
-    RunEnv env{fabric, x.system, x.topology, timeline, 0};
+    RunEnv env{fabric, x.system, x.topology, timeline, 0, nullptr};
     RankReport rep = execute(trace, env, ExecOptions{o.compute_scale, progress});
+    // Every rank, failed or not, tells its peers it is done; one that
+    // finished then learns whether a message for it was never received.
+    fabric.send_end();
+    if (rep.error.empty()) rep.error = unclaimed_error(fabric.drain(), rank);
     rc->report(report_to_json(rep));
     return rep.error.empty() ? kExitOk : kExitFailure;
   } catch (const std::exception& ex) {
@@ -220,6 +240,22 @@ int rank_main(const Options& o, const Experiment& x, const Trace& trace, int ran
     std::fprintf(stderr, "genie replay: rank %d: %s\n", rank, msg.c_str());
     return kExitFailure;
   }
+}
+
+// The transport plugins are installed beside this program. The registry
+// looks beside the object it is linked into, which for a statically linked
+// program is named by argv[0] (no directory when started through `genie
+// replay` or PATH), so the program's real directory is added to
+// GENIE_TRANSPORT_PATH, after any the user set.
+void add_plugin_dir() {
+  char exe[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return;
+  std::string dir(exe, static_cast<size_t>(n));
+  dir = dir.substr(0, dir.rfind('/'));
+  const char* cur = std::getenv("GENIE_TRANSPORT_PATH");
+  const std::string path = cur && *cur ? cat(cur, ":", dir) : dir;
+  setenv("GENIE_TRANSPORT_PATH", path.c_str(), 1);
 }
 
 // Prints the outcome; returns the exit status.
@@ -396,6 +432,7 @@ int run_mpi(const Options& o) {
 int main(int argc, char** argv) {
   using namespace genie::replay;
   const Options o = parse(argc, argv);
+  add_plugin_dir();
   try {
     return o.launch == "mpi" ? run_mpi(o) : run_local(o);
   } catch (const genie::Error& e) {

@@ -110,6 +110,8 @@ std::string report_to_json(const RankReport& r) {
     cJSON_AddNumberToObject(o, "elements", static_cast<double>(c.elements));
     cJSON_AddItemToArray(colls, o);
   }
+  cJSON* order = cJSON_AddArrayToObject(j.get(), "issue_order");
+  for (uint32_t q : r.issue_order) cJSON_AddItemToArray(order, cJSON_CreateNumber(q));
   cJSON* evs = cJSON_AddArrayToObject(j.get(), "events");
   for (const auto& e : r.events) {
     cJSON* o = cJSON_CreateObject();
@@ -143,6 +145,9 @@ RankReport report_from_json(const std::string& json) {
                                  static_cast<uint64_t>(num(c, "bytes")), static_cast<int>(num(c, "group")),
                                  static_cast<int64_t>(num(c, "time_ns")), static_cast<uint64_t>(num(c, "wrong")),
                                  static_cast<uint64_t>(num(c, "elements"))});
+  }
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j.get(), "issue_order")) {
+    if (cJSON_IsNumber(c)) r.issue_order.push_back(static_cast<uint32_t>(c->valuedouble));
   }
   cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j.get(), "events")) {
     r.events.push_back(TraceEvent{str(c, "name"), str(c, "cat"), static_cast<int64_t>(num(c, "ts")),
@@ -210,6 +215,8 @@ std::string summary_json(const std::vector<RankReport>& reports, const RunInfo& 
     cJSON_AddNumberToObject(o, "wrong", static_cast<double>(r.wrong));
     cJSON_AddNumberToObject(o, "bytes_sent", static_cast<double>(r.bytes_sent));
     cJSON_AddNumberToObject(o, "p2p_messages", static_cast<double>(r.p2p_messages));
+    cJSON* order = cJSON_AddArrayToObject(o, "issue_order");  // collective seqs, as the policy issued them
+    for (uint32_t q : r.issue_order) cJSON_AddItemToArray(order, cJSON_CreateNumber(q));
     if (!r.error.empty()) cJSON_AddStringToObject(o, "error", r.error.c_str());
     cJSON_AddItemToArray(ranks, o);
   }
