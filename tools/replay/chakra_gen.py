@@ -114,7 +114,8 @@ def coll_nodes(rank, a):
     nodes, prev, nid = [], None, 1
     for i in range(a.iters):
         if a.compute:
-            nodes.append(node(nid, f"compute_{i}", COMP, [prev] if prev else [], a.compute, [("is_cpu_op", False)]))
+            cattrs = [("is_cpu_op", False)] + ([("num_ops", a.num_ops)] if a.num_ops else [])
+            nodes.append(node(nid, f"compute_{i}", COMP, [prev] if prev else [], a.compute, cattrs))
             prev, nid = nid, nid + 1
         if a.barrier:  # lines the ranks up, as a benchmark's barrier does
             bid = nid + 1000 * rank
@@ -158,6 +159,7 @@ def main():
     p.add_argument("--iters", type=int, default=1)
     p.add_argument("--involved", default="")
     p.add_argument("--compute", type=int, default=0)
+    p.add_argument("--num-ops", type=int, default=0, help="num_ops of each compute node")
     p.add_argument("--gzip", action="store_true")
     p.add_argument("--barrier", action="store_true", help="a barrier before each collective")
     p.add_argument("--independent", action="store_true", help="collectives that depend on nothing")

@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "compute.hpp"
 #include "core/error.hpp"
 
 namespace genie::replay {
@@ -156,8 +157,16 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
       case NodeType::Comp:
       case NodeType::MemLoad:
       case NodeType::MemStore: {
-        const auto d = std::chrono::nanoseconds(static_cast<int64_t>(node.duration_micros * 1000.0 * opts.compute_scale));
-        if (d.count() > 0) std::this_thread::sleep_for(d);
+        const double micros = node.duration_micros * opts.compute_scale;
+        if (opts.real && node.type == NodeType::Comp) {
+          if (const int64_t side = opts.real->side_for(node.attr_int("num_ops", 0), micros); side > 0) {
+            opts.real->run(side);
+            std::lock_guard<std::mutex> lk(mu);
+            rep.compute_flops += 2.0 * static_cast<double>(side) * static_cast<double>(side) * static_cast<double>(side);
+          }
+        } else if (const auto d = std::chrono::nanoseconds(static_cast<int64_t>(micros * 1000.0)); d.count() > 0) {
+          std::this_thread::sleep_for(d);
+        }
         env.timeline.interval(false, t0, env.timeline.now_ns());
         break;
       }

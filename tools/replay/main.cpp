@@ -20,6 +20,7 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
+#include "compute.hpp"
 #include "core/error.hpp"
 #include "executor.hpp"
 #include "fabric.hpp"
@@ -40,6 +41,7 @@ struct Options {
   std::string backend = "tcp";
   double timeout_s = 30;
   double compute_scale = 1;
+  bool compute_real = false;
   std::string json, trace;
   TraceLevel trace_level = TraceLevel::Node;
   bool quiet = false;
@@ -77,6 +79,9 @@ void usage(std::FILE* out) {
                "  --timeout S          a wait with no byte moving for S seconds is a\n"
                "                       deadlock, reported with the waiting ranks (default 30)\n"
                "  --compute-scale X    multiply compute durations by X (default 1; 0 skips)\n"
+               "  --compute timed|real compute nodes as timed waits of their duration (default)\n"
+               "                       or as real matrix products on Genie's embedded executor\n"
+               "                       (side from num_ops, else from the duration)\n"
                "  --json FILE          write the report as JSON\n"
                "  --trace FILE         write a Chrome/Perfetto trace, every rank on one clock:\n"
                "                       --trace-level node (each Chakra node, default) or event\n"
@@ -122,7 +127,7 @@ Options parse(int argc, char** argv) {
       static const char* const kValued[] = {
           "--workload", "--workload-configuration", "--system", "--system-configuration", "--logical-topology",
           "--logical-topology-configuration", "--memory", "--remote-memory-configuration", "--network-configuration",
-          "--ranks", "--launch", "--rendezvous", "--bind", "--backend", "--timeout", "--compute-scale", "--json",
+          "--ranks", "--launch", "--rendezvous", "--bind", "--backend", "--timeout", "--compute-scale", "--compute", "--json",
           "--trace", "--trace-level"};
       if (std::none_of(std::begin(kValued), std::end(kValued), [&](const char* k) { return a == k; }))
         usage_error("unknown option '" + a + "'");
@@ -146,6 +151,10 @@ Options parse(int argc, char** argv) {
       o.backend = value;
     } else if (flag == "--timeout") o.timeout_s = parse_num(flag, value.c_str(), 0.1, 86400);
     else if (flag == "--compute-scale") o.compute_scale = parse_num(flag, value.c_str(), 0, 1e6);
+    else if (flag == "--compute") {
+      if (value != "timed" && value != "real") usage_error("--compute takes timed or real, got '" + value + "'");
+      o.compute_real = value == "real";
+    }
     else if (flag == "--json") o.json = value;
     else if (flag == "--trace") o.trace = value;
     else if (flag == "--trace-level") {
@@ -205,12 +214,15 @@ int rank_main(const Options& o, const Experiment& x, const Trace& trace, int ran
     // Test hook: this rank flips one byte of its first data message.
     if (const char* c = std::getenv("GENIE_REPLAY_TEST_CORRUPT"); c && std::atoi(c) == rank)
       fabric.corrupt_next_send([](int, uint64_t) { return true; });
+    // Started (and its rate measured) before the common clock starts.
+    std::unique_ptr<RealCompute> real;
+    if (o.compute_real) real = std::make_unique<RealCompute>();
     rc->ready();
     started = true;
     Timeline timeline(o.trace.empty() ? TraceLevel::Off : o.trace_level);
     timeline.start();
     RunEnv env{fabric, x.system, x.topology, timeline, 0, nullptr};
-    RankReport rep = execute(trace, env, ExecOptions{o.compute_scale, progress});
+    RankReport rep = execute(trace, env, ExecOptions{o.compute_scale, progress, real.get()});
     // Every rank, failed or not, tells its peers it is done; one that
     // finished then learns whether a message for it was never received.
     fabric.send_end();

@@ -96,6 +96,7 @@ std::string report_to_json(const RankReport& r) {
   cJSON_AddNumberToObject(j.get(), "p2p_messages", static_cast<double>(r.p2p_messages));
   cJSON_AddNumberToObject(j.get(), "p2p_bytes", static_cast<double>(r.p2p_bytes));
   cJSON_AddNumberToObject(j.get(), "bytes_sent", static_cast<double>(r.bytes_sent));
+  cJSON_AddNumberToObject(j.get(), "compute_flops", r.compute_flops);
   cJSON_AddStringToObject(j.get(), "error", r.error.c_str());
   cJSON* colls = cJSON_AddArrayToObject(j.get(), "collectives");
   for (const auto& c : r.colls) {
@@ -137,6 +138,7 @@ RankReport report_from_json(const std::string& json) {
   r.p2p_messages = static_cast<uint64_t>(num(j.get(), "p2p_messages"));
   r.p2p_bytes = static_cast<uint64_t>(num(j.get(), "p2p_bytes"));
   r.bytes_sent = static_cast<uint64_t>(num(j.get(), "bytes_sent"));
+  r.compute_flops = num(j.get(), "compute_flops");
   r.error = str(j.get(), "error");
   const cJSON* c;
   cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j.get(), "collectives")) {
@@ -215,6 +217,7 @@ std::string summary_json(const std::vector<RankReport>& reports, const RunInfo& 
     cJSON_AddNumberToObject(o, "wrong", static_cast<double>(r.wrong));
     cJSON_AddNumberToObject(o, "bytes_sent", static_cast<double>(r.bytes_sent));
     cJSON_AddNumberToObject(o, "p2p_messages", static_cast<double>(r.p2p_messages));
+    cJSON_AddNumberToObject(o, "compute_flops", r.compute_flops);
     cJSON* order = cJSON_AddArrayToObject(o, "issue_order");  // collective seqs, as the policy issued them
     for (uint32_t q : r.issue_order) cJSON_AddItemToArray(order, cJSON_CreateNumber(q));
     if (!r.error.empty()) cJSON_AddStringToObject(o, "error", r.error.c_str());

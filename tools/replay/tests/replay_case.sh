@@ -13,6 +13,7 @@
 #   unmatched_send a send no receive takes: reported with rank, peer, tag, node
 #   policy         the system file's scheduling policy orders ready collectives
 #   pipelined      ring steps of large blocks move in segments (all verified)
+#   compute_real   --compute real: compute nodes run matrix products on Genie
 #   ucx            a trace over the ucx plugin (--backend rdma; skipped unbuilt)
 #   mpi            --launch mpi under mpirun (skipped without Open MPI)
 #   bench          bench/replay_vs_gloo.py once on tiny sizes (no timing asserted)
@@ -224,6 +225,24 @@ PY
     GENIE_REPLAY_TEST_CORRUPT=1 replay_fails "a flipped byte in a segmented all-reduce" \
       'genie replay: [1-9][0-9]* wrong elements received' --workload big_all_reduce --ranks 4
     ;;
+  compute_real)
+    # num_ops 2 * 768^3: a product of side 768 per compute node, 3 per rank;
+    # timed: none. Without num_ops the side comes from the duration.
+    $GEN coll cr --ranks 4 --type all_reduce --size 65536 --iters 3 --compute 1 --num-ops 905969664
+    $GEN coll cd --ranks 4 --type all_reduce --size 65536 --iters 2 --compute 5000
+    replay_ok "--compute real from num_ops" --workload cr --ranks 4 --compute real --json real.json
+    replay_ok "--compute timed" --workload cr --ranks 4 --compute timed --json timed.json
+    replay_ok "--compute real from the duration" --workload cd --ranks 4 --compute real --json dur.json
+    /usr/bin/python3 - <<'PY' || fail "compute_real: the products run do not match the nodes"
+import json
+f = lambda n: [x["compute_flops"] for x in json.load(open(n))["rank_reports"]]
+assert f("real.json") == [3 * 905969664] * 4, f("real.json")
+assert f("timed.json") == [0] * 4, f("timed.json")
+assert all(v > 0 for v in f("dur.json")), f("dur.json")
+PY
+    "$GENIE" replay --workload cr --ranks 4 --compute fast >/dev/null 2>err.txt
+    [ $? -eq 2 ] && grep -q -- '--compute takes timed or real' err.txt || fail "--compute fast: not a usage error"
+    ;;
   ucx)
     [ -e "$BUILD/libgenie_transport_ucx.so" ] || { echo "SKIP: the ucx transport plugin was not built (no libucx-dev)"; exit 77; }
     export UCX_TLS=${UCX_TLS:-tcp,self,sm} UCX_WARN_UNUSED_ENV_VARS=n
@@ -265,7 +284,7 @@ PY
     fi
     ;;
   *)
-    echo "usage: replay_case.sh testdata|algo|p2p|corrupt|outputs|bad|deadlock|unmatched_send|policy|pipelined|ucx|mpi|bench ..." >&2
+    echo "usage: replay_case.sh testdata|algo|p2p|corrupt|outputs|bad|deadlock|unmatched_send|policy|pipelined|compute_real|ucx|mpi|bench ..." >&2
     exit 2
     ;;
 esac
