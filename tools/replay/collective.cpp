@@ -106,13 +106,13 @@ class ChunkRun {
 
   uint64_t key(uint32_t stage, uint32_t s, uint32_t seg = 0) const { return coll_key(spec_.seq, chunk_, stage, s, seg); }
 
-  // A ring step's block moves in segments of about kSegment bytes (at most
+  // A ring step's block moves in segments of about segment_bytes (at most
   // kMaxSegments), so that a rank forwards (and reduces) one segment while
   // the next is still arriving instead of waiting for the whole block.
-  static constexpr uint64_t kSegment = 512 << 10;
   static constexpr uint32_t kMaxSegments = 256;
-  static uint32_t segments(uint64_t elems) {
-    return static_cast<uint32_t>(std::clamp<uint64_t>((elems * 4 + kSegment - 1) / kSegment, 1, kMaxSegments));
+  uint32_t segments(uint64_t elems) const {
+    const uint64_t seg = env_.system.segment_bytes;
+    return static_cast<uint32_t>(std::clamp<uint64_t>((elems * 4 + seg - 1) / seg, 1, kMaxSegments));
   }
   static Range segment(const Range& r, uint32_t n, uint32_t g) {
     return Range{split(r.off, r.len, n, g), split(r.off, r.len, n, g + 1) - split(r.off, r.len, n, g)};
@@ -528,7 +528,7 @@ int64_t covered(std::vector<std::pair<int64_t, int64_t>> v) {
 }  // namespace
 
 uint64_t coll_key(uint32_t seq, uint32_t chunk, uint32_t stage, uint32_t step, uint32_t segment) {
-  return (1ull << 62) | (static_cast<uint64_t>(seq & 0xfffff) << 40) | (static_cast<uint64_t>(chunk & 0x3ff) << 30) |
+  return (1ull << 62) | (static_cast<uint64_t>(seq & 0x3ffff) << 42) | (static_cast<uint64_t>(chunk & 0xfff) << 30) |
          (static_cast<uint64_t>(stage & 0x3f) << 24) | (static_cast<uint64_t>(step & 0xffff) << 8) | (segment & 0xff);
 }
 
@@ -538,7 +538,7 @@ uint64_t p2p_key(uint32_t tag, uint32_t occurrence) {
 
 std::string describe_key(uint64_t key) {
   if (key >> 62 == 2) return cat("tag ", (key >> 20) & 0xffffffffull, " (message ", (key & 0xfffff) + 1, " with that tag)");
-  return cat("collective #", (key >> 40) & 0xfffff, " chunk ", (key >> 30) & 0x3ff, " stage ", (key >> 24) & 0x3f,
+  return cat("collective #", (key >> 42) & 0x3ffff, " chunk ", (key >> 30) & 0xfff, " stage ", (key >> 24) & 0x3f,
              " step ", (key >> 8) & 0xffff, " segment ", key & 0xff);
 }
 

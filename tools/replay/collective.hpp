@@ -66,11 +66,12 @@ std::vector<int> collective_group(const Topology& topo, int rank, const std::vec
 // Bus bandwidth factor (nccl-tests conventions) for a group of n.
 double bus_factor(CollType t, int n);
 
-// Message keys: collectives by (seq, chunk, stage, step, segment), in 20,
-// 10, 6, 16 and 8 bits (fields wrap: keys only need to differ among the
-// messages in flight at once, and a ring's steps are all posted at once,
-// so a ring has at most 65536 ranks); sends and receives by (tag,
-// occurrence of that tag between the two ranks).
+// Message keys: collectives by (seq, chunk, stage, step, segment), in 18,
+// 12, 6, 16 and 8 bits (fields wrap: keys only need to differ among the
+// messages in flight at once: at most 256 nodes run at once, chunks are at
+// most 4096, and a ring's steps are all posted at once, so a ring has at
+// most 65536 ranks); sends and receives by (tag, occurrence of that tag
+// between the two ranks).
 uint64_t coll_key(uint32_t seq, uint32_t chunk, uint32_t stage, uint32_t step, uint32_t segment = 0);
 uint64_t p2p_key(uint32_t tag, uint32_t occurrence);
 // What a key names, for reports: "tag T (its Nth message)" or

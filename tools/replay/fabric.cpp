@@ -5,6 +5,7 @@
 #include <future>
 
 #include "buffer_pool.hpp"
+#include "cluster/discovery.hpp"
 #include "core/error.hpp"
 #include "dataplane/registry.hpp"
 
@@ -28,16 +29,18 @@ std::string resolve_backend(const std::string& backend, std::string* why) {
   if (backend == "dpdk") return "dpdk";
   if (backend == "rdma" || backend == "ucx") return "ucx";
   if (backend != "auto") fail(GENIE_ERR_INVALID_ARGUMENT, "--backend ", backend, ": expected tcp, dpdk, rdma or auto");
-  std::string skipped;
-  for (const char* name : {"ucx", "dpdk"}) {
-    const dataplane::TransportLookup t = dataplane::lookup_transport(name);
-    if (t.transport) {
-      if (why) *why = skipped;
-      return name;
-    }
-    skipped += cat(skipped.empty() ? "" : "; ", t.reason);
+  // UCX only where it drives an RDMA device: elsewhere its channels run
+  // over TCP on loopback (UCX 1.13 wires sockaddr endpoints over TCP lanes
+  // only, never shared memory), measured slower than Genie's own TCP. DPDK
+  // needs a port bound to it and hugepages, so it is never guessed.
+  const RdmaProbe rdma = probe_rdma();
+  if (rdma.available) {
+    const dataplane::TransportLookup t = dataplane::lookup_transport("ucx");
+    if (t.transport) return "ucx";
+    if (why) *why = t.reason;
+  } else if (why) {
+    *why = cat("no RDMA device: ", rdma.reason);
   }
-  if (why) *why = skipped;
   return "tcp";
 }
 

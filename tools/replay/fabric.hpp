@@ -25,9 +25,9 @@
 
 namespace genie::replay {
 
-// Maps --backend to a transport name: tcp, dpdk, rdma (ucx), or auto (the
-// first of ucx, dpdk that loads here, else tcp). `why` says what auto
-// skipped. Throws Error(INVALID_ARGUMENT) for an unknown backend and the
+// Maps --backend to a transport name: tcp, dpdk, rdma (ucx), or auto (ucx
+// where an RDMA device has an active port and the plugin loads, else tcp).
+// `why` says what auto skipped. Throws Error(INVALID_ARGUMENT) for an unknown backend and the
 // registry's error for an explicit one that cannot be had.
 std::string resolve_backend(const std::string& backend, std::string* why);
 
