@@ -217,31 +217,53 @@ class ChunkRun {
       }
       return;
     }
-    // Ring: step s forwards the part received in step s - 1, segment by
-    // segment as each arrives; every receive lands in its final place,
-    // posted first.
-    const int right = m[(i + 1) % k], left = m[(i - 1 + k) % k];
-    auto blk = [&](int j) { return Range{b(j), b(j + 1) - b(j)}; };
-    auto seg_xf = [&](int peer, const Range& blk_r, uint32_t S, uint32_t g, uint32_t s) {
-      const Range sg = segment(blk_r, S, g);
-      return Xfer{peer, buf + sg.off, sg.len, key(stage, s, g)};
-    };
-    std::vector<Posted> recvs, sends;
+    ring_gather(buf, r, m, i, stage, ring_gather_recvs(buf, r, m, i, stage));
+  }
+
+  // A ring all-gather of `r` among `m` in two halves: posting every
+  // receive (each segment into its final place), then forwarding segment
+  // by segment as each arrives (step s forwards the part received in step
+  // s - 1). A one-dimension ring all-reduce posts the receives of its
+  // all-gather before its reduce-scatter starts, so that a neighbour that
+  // is ahead never has its segments wait in the data plane's buffers: a
+  // segment of part p reaches this rank only after the whole ring has
+  // reduced part p, which includes this rank's reduce and send of it.
+  std::vector<Posted> ring_gather_recvs(uint32_t* buf, Range r, const std::vector<int>& m, int i, uint32_t stage) {
+    const int k = static_cast<int>(m.size());
+    const int left = m[(i - 1 + k) % k];
+    std::vector<Posted> recvs;
     for (int s = 0; s < k - 1; ++s) {
-      const Range rb = blk((i - s - 1 + 2 * k) % k);
-      for (uint32_t g = 0, S = segments(rb.len); g < S; ++g) recvs.push_back(post(seg_xf(left, rb, S, g, s), true));
+      const Range rb = ring_block(r, k, (i - s - 1 + 2 * k) % k);
+      for (uint32_t g = 0, S = segments(rb.len); g < S; ++g) {
+        const Range sg = segment(rb, S, g);
+        recvs.push_back(post(Xfer{left, buf + sg.off, sg.len, key(stage, s, g)}, true));
+      }
     }
-    const Range mine = blk(i);
-    for (uint32_t g = 0, S = segments(mine.len); g < S; ++g) sends.push_back(post(seg_xf(right, mine, S, g, 0), false));
+    return recvs;
+  }
+  void ring_gather(uint32_t* buf, Range r, const std::vector<int>& m, int i, uint32_t stage,
+                   const std::vector<Posted>& recvs) {
+    const int k = static_cast<int>(m.size());
+    const int right = m[(i + 1) % k];
+    auto seg_xf = [&](const Range& blk_r, uint32_t S, uint32_t g, uint32_t s) {
+      const Range sg = segment(blk_r, S, g);
+      return Xfer{right, buf + sg.off, sg.len, key(stage, s, g)};
+    };
+    std::vector<Posted> sends;
+    const Range mine = ring_block(r, k, i);
+    for (uint32_t g = 0, S = segments(mine.len); g < S; ++g) sends.push_back(post(seg_xf(mine, S, g, 0), false));
     size_t n = 0;
     for (int s = 0; s < k - 1; ++s) {
-      const Range rb = blk((i - s - 1 + 2 * k) % k);
+      const Range rb = ring_block(r, k, (i - s - 1 + 2 * k) % k);
       for (uint32_t g = 0, S = segments(rb.len); g < S; ++g, ++n) {
         wait(recvs[n]);
-        if (s + 1 < k - 1) sends.push_back(post(seg_xf(right, rb, S, g, s + 1), false));
+        if (s + 1 < k - 1) sends.push_back(post(seg_xf(rb, S, g, s + 1), false));
       }
     }
     for (const Posted& p : sends) wait(p);
+  }
+  static Range ring_block(Range r, int k, int j) {
+    return Range{split(r.off, r.len, k, j), split(r.off, r.len, k, j + 1) - split(r.off, r.len, k, j)};
   }
 
   // All-reduce of `r` among `m` by a double binary tree: each half of the
@@ -342,6 +364,13 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
       std::vector<std::pair<Range, bool>> done;  // each stage's range, and whether it was a tree all-reduce
       Range r{0, E};
       uint32_t st = 0;
+      // One ring dimension: the all-gather's receives go first (see ring_gather_recvs).
+      const bool early = ar && stages.size() == 1 && stages[0].members.size() > 1 &&
+                         sys.algo(sys.all_reduce, stages[0].dim) == Algo::Ring;
+      std::vector<ChunkRun::Posted> gather_recvs;
+      if (early)
+        gather_recvs = run.ring_gather_recvs(reinterpret_cast<uint32_t*>(buf.data()), r, stages[0].members,
+                                             stages[0].index, 1);
       for (const Stage& s : stages) {
         const Algo a = sys.algo(ar ? sys.all_reduce : sys.reduce_scatter, s.dim);
         if (ar && a == Algo::DoubleBinaryTree) {
@@ -352,7 +381,11 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
           r = run.reduce_scatter(buf.data(), r, s.members, s.index, a, st++);
         }
       }
-      if (ar) {
+      if (early) {
+        run.ring_gather(reinterpret_cast<uint32_t*>(buf.data()), done[0].first, stages[0].members, stages[0].index,
+                        st++, gather_recvs);
+        r = Range{0, E};
+      } else if (ar) {
         for (size_t n = stages.size(); n-- > 0;) {
           if (done[n].second) continue;
           const Stage& s = stages[n];
