@@ -114,12 +114,15 @@ def coll_nodes(rank, a):
     nodes, prev, nid = [], None, 1
     for i in range(a.iters):
         if a.compute:
-            nodes.append(node(nid, f"compute_{i}", COMP, [prev] if prev else [], a.compute, [("is_cpu_op", False)]))
+            cattrs = [("is_cpu_op", False)] + ([("num_ops", a.num_ops)] if a.num_ops else [])
+            nodes.append(node(nid, f"compute_{i}", COMP, [prev] if prev else [], a.compute, cattrs))
             prev, nid = nid, nid + 1
         if a.barrier:  # lines the ranks up, as a benchmark's barrier does
             bid = nid + 1000 * rank
             nodes.append(node(bid, f"barrier_{i}", COLLN, [prev] if prev else [], 0, [("comm_type", COLL["barrier"])]))
             prev, nid = bid, nid + 1
+        if a.independent:  # every collective ready at once
+            prev = None
         attrs = [("is_cpu_op", False), ("comm_type", COLL[a.type]), ("comm_size", a.size)]
         if a.involved:
             attrs.append(("involved_dim", [bool(int(x)) for x in a.involved.split(",")]))
@@ -148,7 +151,7 @@ def p2p_nodes(rank, n, size):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("kind", choices=["coll", "p2p", "unmatched", "badtype", "truncated"])
+    p.add_argument("kind", choices=["coll", "p2p", "unmatched", "unmatched_send", "badtype", "truncated"])
     p.add_argument("prefix")
     p.add_argument("--ranks", type=int, required=True)
     p.add_argument("--type", default="all_reduce", choices=sorted(COLL))
@@ -156,8 +159,10 @@ def main():
     p.add_argument("--iters", type=int, default=1)
     p.add_argument("--involved", default="")
     p.add_argument("--compute", type=int, default=0)
+    p.add_argument("--num-ops", type=int, default=0, help="num_ops of each compute node")
     p.add_argument("--gzip", action="store_true")
     p.add_argument("--barrier", action="store_true", help="a barrier before each collective")
+    p.add_argument("--independent", action="store_true", help="collectives that depend on nothing")
     p.add_argument("--mixed-ints", action="store_true", help="integer attributes in every member of the oneof")
     a = p.parse_args()
     MIXED[0] = a.mixed_ints
@@ -170,6 +175,16 @@ def main():
             nodes = [node(1, "compute", COMP, [], 100)]
             if r == 1:
                 nodes.append(node(2, "lonely_recv", RECV, [1], 0, [("comm_src", 0), ("comm_tag", 99), ("comm_size", 64)]))
+            write(a.prefix, r, nodes)
+        elif a.kind == "unmatched_send":
+            # Rank 2 sends to rank 3 under a tag rank 3 never receives; the
+            # ranks also exchange one matched message.
+            nodes = [node(1, "compute", COMP, [], 100)]
+            if r == 2:
+                nodes.append(node(2, "stray_send", SEND, [1], 0, [("comm_dst", 3), ("comm_tag", 5), ("comm_size", 4096)]))
+                nodes.append(node(3, "good_send", SEND, [1], 0, [("comm_dst", 3), ("comm_tag", 6), ("comm_size", 64)]))
+            if r == 3:
+                nodes.append(node(2, "good_recv", RECV, [1], 0, [("comm_src", 2), ("comm_tag", 6), ("comm_size", 64)]))
             write(a.prefix, r, nodes)
         elif a.kind == "badtype":
             nodes = [node(1, "compute", COMP, [], 100)]

@@ -12,120 +12,12 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "buffer_pool.hpp"
+#include "pattern.hpp"
 
 namespace genie::replay {
 
 namespace {
-
-uint64_t mix(uint64_t x) {  // splitmix64's finaliser
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-// The patterns are cheap per element (one multiply, or one add and a
-// modulo) so that filling and checking stay small beside the transfer: a
-// hash of (source, collective, chunk) sets them apart, the element index
-// varies them along the buffer.
-uint64_t base_of(uint64_t src, uint64_t seq, uint64_t chunk) {
-  return mix(mix(src * 0x9e3779b97f4a7c15ull + 1) ^ mix(seq * 0x100000001b3ull + chunk + 7));
-}
-// Fills n elements starting at element e0, and counts those that differ.
-void fill_u(uint32_t* p, uint64_t n, uint64_t src, uint64_t seq, uint64_t chunk, uint64_t e0) {
-  const uint32_t b = static_cast<uint32_t>(base_of(src, seq, chunk));
-  for (uint64_t i = 0; i < n; ++i) p[i] = b ^ static_cast<uint32_t>((e0 + i) * 0x9e3779b1u);
-}
-uint64_t wrong_u(const uint32_t* p, uint64_t n, uint64_t src, uint64_t seq, uint64_t chunk, uint64_t e0) {
-  const uint32_t b = static_cast<uint32_t>(base_of(src, seq, chunk));
-  uint64_t w = 0;
-  for (uint64_t i = 0; i < n; ++i) w += p[i] != (b ^ static_cast<uint32_t>((e0 + i) * 0x9e3779b1u));
-  return w;
-}
-// The float pattern repeats every 255 elements: one period, then copies.
-void fill_f(float* p, uint64_t n, uint64_t src, uint64_t seq, uint64_t chunk) {
-  const uint64_t b = base_of(src, seq, chunk) % 255;
-  for (uint64_t i = 0; i < n; ++i) p[i] = static_cast<float>(static_cast<int>((b + i) % 255) - 127);
-}
-// Counts the elements of p[off, off + n) that differ from the sum over
-// `group` of their patterns (periodic too: one period is summed).
-uint64_t wrong_sum(const float* p, uint64_t off, uint64_t n, const std::vector<int>& group, uint64_t seq,
-                   uint64_t chunk) {
-  float period[255] = {};
-  for (int r : group) {
-    const uint64_t b = base_of(r, seq, chunk) % 255;
-    for (uint64_t j = 0; j < 255; ++j) period[j] += static_cast<float>(static_cast<int>((b + j) % 255) - 127);
-  }
-  uint64_t w = 0, j = off % 255;
-  for (uint64_t i = off; i < off + n; ++i) {
-    w += p[i] != period[j];
-    if (++j == 255) j = 0;
-  }
-  return w;
-}
-
-// Buffers of collectives come from a pool and are not zeroed: a
-// collective's buffers are as large as its data, so allocating (and having
-// the kernel zero) fresh ones for each collective would cost more than the
-// transfer on a busy host. Every element is written before it is read;
-// leftovers of an earlier collective carry another pattern and fail the
-// check.
-class Pool {
- public:
-  static Pool& get() {
-    static Pool* p = new Pool;  // never destroyed: rank threads may outlive statics
-    return *p;
-  }
-  std::pair<std::unique_ptr<char[]>, size_t> take(size_t bytes) {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto it = free_.lower_bound(bytes);
-    if (it == free_.end()) return {std::unique_ptr<char[]>(new char[std::max<size_t>(bytes, 1)]), bytes};
-    auto out = std::make_pair(std::move(it->second), it->first);
-    held_ -= it->first;
-    free_.erase(it);
-    return out;
-  }
-  void give(std::unique_ptr<char[]> p, size_t cap) {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (held_ + cap > (size_t{1} << 30)) return;  // keep at most 1 GiB idle
-    held_ += cap;
-    free_.emplace(cap, std::move(p));
-  }
-
- private:
-  std::mutex mu_;
-  std::multimap<size_t, std::unique_ptr<char[]>> free_;
-  size_t held_ = 0;
-};
-
-template <class T>
-class Scratch {
- public:
-  Scratch() = default;
-  explicit Scratch(uint64_t n) { resize(n); }
-  ~Scratch() {
-    if (mem_) Pool::get().give(std::move(mem_), cap_);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  // Room for n elements; the contents are not kept.
-  void resize(uint64_t n) {
-    if (n * sizeof(T) > cap_ || !mem_) {
-      if (mem_) Pool::get().give(std::move(mem_), cap_);
-      std::tie(mem_, cap_) = Pool::get().take(n * sizeof(T));
-    }
-    n_ = n;
-  }
-  T* data() { return reinterpret_cast<T*>(mem_.get()); }
-  uint64_t size() const { return n_; }
-  T& operator[](uint64_t i) { return data()[i]; }
-
- private:
-  std::unique_ptr<char[]> mem_;
-  size_t cap_ = 0;
-  uint64_t n_ = 0;
-};
 
 uint64_t split(uint64_t off, uint64_t len, uint64_t k, uint64_t j) { return off + len * j / k; }
 
@@ -157,6 +49,7 @@ class ChunkRun {
     for (const Xfer& r : recvs) ops.emplace_back(env_.fabric.irecv(r.peer, r.key, r.ptr, r.elems * 4), &r);
     const size_t nrecv = ops.size();
     for (const Xfer& s : sends) ops.emplace_back(env_.fabric.isend(s.peer, s.key, s.ptr, s.elems * 4), &s);
+    mark_issued();
     for (size_t n = 0; n < ops.size(); ++n) {
       const bool is_recv = n < nrecv;
       const Xfer* x = ops[n].second;
@@ -180,9 +73,11 @@ class ChunkRun {
   };
   Posted post(const Xfer& x, bool recv) {
     if (begin_ < 0) begin_ = env_.timeline.now_ns();
-    return Posted{recv ? env_.fabric.irecv(x.peer, x.key, x.ptr, x.elems * 4)
-                       : env_.fabric.isend(x.peer, x.key, x.ptr, x.elems * 4),
-                  x, recv};
+    Posted p{recv ? env_.fabric.irecv(x.peer, x.key, x.ptr, x.elems * 4)
+                  : env_.fabric.isend(x.peer, x.key, x.ptr, x.elems * 4),
+             x, recv};
+    mark_issued();
+    return p;
   }
   void wait(const Posted& p) {
     const bool ev = env_.timeline.events();
@@ -196,8 +91,10 @@ class ChunkRun {
                                    p.recv ? "recv" : "send", t0, env_.timeline.now_ns() - t0, env_.lane});
   }
 
-  static void reduce_into(float* dst, const float* src, uint64_t n) {
-    for (uint64_t i = 0; i < n; ++i) dst[i] += src[i];
+  void mark_issued() {
+    if (issued_) return;
+    issued_ = true;
+    if (env_.issued) env_.issued();
   }
 
   // The span of communication (and reduction): from the first step to
@@ -207,7 +104,19 @@ class ChunkRun {
   }
   std::pair<int64_t, int64_t> span() const { return {begin_, end_}; }
 
-  uint64_t key(uint32_t stage, uint32_t s) const { return coll_key(spec_.seq, chunk_, stage, s); }
+  uint64_t key(uint32_t stage, uint32_t s, uint32_t seg = 0) const { return coll_key(spec_.seq, chunk_, stage, s, seg); }
+
+  // A ring step's block moves in segments of about segment_bytes (at most
+  // kMaxSegments), so that a rank forwards (and reduces) one segment while
+  // the next is still arriving instead of waiting for the whole block.
+  static constexpr uint32_t kMaxSegments = 256;
+  uint32_t segments(uint64_t elems) const {
+    const uint64_t seg = env_.system.segment_bytes;
+    return static_cast<uint32_t>(std::clamp<uint64_t>((elems * 4 + seg - 1) / seg, 1, kMaxSegments));
+  }
+  static Range segment(const Range& r, uint32_t n, uint32_t g) {
+    return Range{split(r.off, r.len, n, g), split(r.off, r.len, n, g + 1) - split(r.off, r.len, n, g)};
+  }
 
   // Reduce-scatter of `r` among `m` (this rank is m[i]); returns its part.
   Range reduce_scatter(float* buf, Range r, const std::vector<int>& m, int i, Algo algo, uint32_t stage) {
@@ -247,20 +156,37 @@ class ChunkRun {
     }
     // Ring (also the reduce-scatter of a double binary tree dimension and
     // of halving-doubling on a group size that is not a power of two).
-    // Step s sends the part reduced in step s - 1; every receive is posted
-    // first, each into its own staging slot.
+    // Step s sends the part reduced in step s - 1, pipelined by segment:
+    // segment g goes on as soon as it is reduced, while the next one is
+    // still arriving. Every receive is posted first, each into its own
+    // staging slot.
     const int right = m[(i + 1) % k], left = m[(i - 1 + k) % k];
     uint64_t slot = 0;
     for (int j = 0; j < k; ++j) slot = std::max(slot, part(j).len);
     Scratch<float> tmp(slot * (k - 1));
+    auto rpart = [&](int s) { return part((i - s - 2 + 2 * k) % k); };  // received (and reduced) in step s
     std::vector<Posted> recvs, sends;
-    for (int s = 0; s < k - 1; ++s)
-      recvs.push_back(post({left, tmp.data() + slot * s, part((i - s - 2 + 2 * k) % k).len, key(stage, s)}, true));
     for (int s = 0; s < k - 1; ++s) {
-      const Range sb = part((i - s - 1 + 2 * k) % k), rb = part((i - s - 2 + 2 * k) % k);
-      sends.push_back(post({right, buf + sb.off, sb.len, key(stage, s)}, false));
-      wait(recvs[s]);
-      reduce_into(buf + rb.off, tmp.data() + slot * s, rb.len);
+      const Range rb = rpart(s);
+      for (uint32_t g = 0, S = segments(rb.len); g < S; ++g) {
+        const Range sg = segment(rb, S, g);
+        recvs.push_back(post({left, tmp.data() + slot * s + (sg.off - rb.off), sg.len, key(stage, s, g)}, true));
+      }
+    }
+    const Range first = part((i - 1 + k) % k);
+    for (uint32_t g = 0, S = segments(first.len); g < S; ++g) {
+      const Range sg = segment(first, S, g);
+      sends.push_back(post({right, buf + sg.off, sg.len, key(stage, 0, g)}, false));
+    }
+    size_t n = 0;
+    for (int s = 0; s < k - 1; ++s) {
+      const Range rb = rpart(s);
+      for (uint32_t g = 0, S = segments(rb.len); g < S; ++g, ++n) {
+        const Range sg = segment(rb, S, g);
+        wait(recvs[n]);
+        reduce_into(buf + sg.off, tmp.data() + slot * s + (sg.off - rb.off), sg.len);
+        if (s + 1 < k - 1) sends.push_back(post({right, buf + sg.off, sg.len, key(stage, s + 1, g)}, false));
+      }
     }
     for (const Posted& p : sends) wait(p);
     return part(i);
@@ -291,21 +217,53 @@ class ChunkRun {
       }
       return;
     }
-    // Ring: step s forwards the part received in step s - 1; every receive
-    // lands in its final place, posted first.
-    const int right = m[(i + 1) % k], left = m[(i - 1 + k) % k];
-    std::vector<Posted> recvs, sends;
+    ring_gather(buf, r, m, i, stage, ring_gather_recvs(buf, r, m, i, stage));
+  }
+
+  // A ring all-gather of `r` among `m` in two halves: posting every
+  // receive (each segment into its final place), then forwarding segment
+  // by segment as each arrives (step s forwards the part received in step
+  // s - 1). A one-dimension ring all-reduce posts the receives of its
+  // all-gather before its reduce-scatter starts, so that a neighbour that
+  // is ahead never has its segments wait in the data plane's buffers: a
+  // segment of part p reaches this rank only after the whole ring has
+  // reduced part p, which includes this rank's reduce and send of it.
+  std::vector<Posted> ring_gather_recvs(uint32_t* buf, Range r, const std::vector<int>& m, int i, uint32_t stage) {
+    const int k = static_cast<int>(m.size());
+    const int left = m[(i - 1 + k) % k];
+    std::vector<Posted> recvs;
     for (int s = 0; s < k - 1; ++s) {
-      const int rb = (i - s - 1 + 2 * k) % k;
-      recvs.push_back(post(xf(left, rb, rb + 1, s), true));
+      const Range rb = ring_block(r, k, (i - s - 1 + 2 * k) % k);
+      for (uint32_t g = 0, S = segments(rb.len); g < S; ++g) {
+        const Range sg = segment(rb, S, g);
+        recvs.push_back(post(Xfer{left, buf + sg.off, sg.len, key(stage, s, g)}, true));
+      }
     }
+    return recvs;
+  }
+  void ring_gather(uint32_t* buf, Range r, const std::vector<int>& m, int i, uint32_t stage,
+                   const std::vector<Posted>& recvs) {
+    const int k = static_cast<int>(m.size());
+    const int right = m[(i + 1) % k];
+    auto seg_xf = [&](const Range& blk_r, uint32_t S, uint32_t g, uint32_t s) {
+      const Range sg = segment(blk_r, S, g);
+      return Xfer{right, buf + sg.off, sg.len, key(stage, s, g)};
+    };
+    std::vector<Posted> sends;
+    const Range mine = ring_block(r, k, i);
+    for (uint32_t g = 0, S = segments(mine.len); g < S; ++g) sends.push_back(post(seg_xf(mine, S, g, 0), false));
+    size_t n = 0;
     for (int s = 0; s < k - 1; ++s) {
-      const int sb = (i - s + 2 * k) % k;
-      if (s > 0) wait(recvs[s - 1]);
-      sends.push_back(post(xf(right, sb, sb + 1, s), false));
+      const Range rb = ring_block(r, k, (i - s - 1 + 2 * k) % k);
+      for (uint32_t g = 0, S = segments(rb.len); g < S; ++g, ++n) {
+        wait(recvs[n]);
+        if (s + 1 < k - 1) sends.push_back(post(seg_xf(rb, S, g, s + 1), false));
+      }
     }
-    wait(recvs[k - 2]);
     for (const Posted& p : sends) wait(p);
+  }
+  static Range ring_block(Range r, int k, int j) {
+    return Range{split(r.off, r.len, k, j), split(r.off, r.len, k, j + 1) - split(r.off, r.len, k, j)};
   }
 
   // All-reduce of `r` among `m` by a double binary tree: each half of the
@@ -352,6 +310,7 @@ class ChunkRun {
   const CollSpec& spec_;
   uint32_t chunk_;
   int64_t begin_ = -1, end_ = -1;
+  bool issued_ = false;
 
  public:
   const std::vector<int>& group_;
@@ -405,6 +364,13 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
       std::vector<std::pair<Range, bool>> done;  // each stage's range, and whether it was a tree all-reduce
       Range r{0, E};
       uint32_t st = 0;
+      // One ring dimension: the all-gather's receives go first (see ring_gather_recvs).
+      const bool early = ar && stages.size() == 1 && stages[0].members.size() > 1 &&
+                         sys.algo(sys.all_reduce, stages[0].dim) == Algo::Ring;
+      std::vector<ChunkRun::Posted> gather_recvs;
+      if (early)
+        gather_recvs = run.ring_gather_recvs(reinterpret_cast<uint32_t*>(buf.data()), r, stages[0].members,
+                                             stages[0].index, 1);
       for (const Stage& s : stages) {
         const Algo a = sys.algo(ar ? sys.all_reduce : sys.reduce_scatter, s.dim);
         if (ar && a == Algo::DoubleBinaryTree) {
@@ -415,7 +381,11 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
           r = run.reduce_scatter(buf.data(), r, s.members, s.index, a, st++);
         }
       }
-      if (ar) {
+      if (early) {
+        run.ring_gather(reinterpret_cast<uint32_t*>(buf.data()), done[0].first, stages[0].members, stages[0].index,
+                        st++, gather_recvs);
+        r = Range{0, E};
+      } else if (ar) {
         for (size_t n = stages.size(); n-- > 0;) {
           if (done[n].second) continue;
           const Stage& s = stages[n];
@@ -533,14 +503,14 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
           std::vector<Xfer> recvs;
           for (int j = 1; j < G; ++j) recvs.push_back({group[j], all.data() + (j - 1) * E, E, run.key(0, 0)});
           run.step({}, recvs);
-          for (int j = 0; j < G - 1; ++j) ChunkRun::reduce_into(buf.data(), all.data() + j * E, E);
+          for (int j = 0; j < G - 1; ++j) reduce_into(buf.data(), all.data() + j * E, E);
         } else {
           run.step({{group[0], buf.data(), E, run.key(0, 0)}}, {});
         }
       } else if (a == Algo::Ring) {  // a chain towards member 0
         if (me < G - 1) {
           run.step({}, {{group[me + 1], tmp.data(), E, run.key(0, 0)}});
-          ChunkRun::reduce_into(buf.data(), tmp.data(), E);
+          reduce_into(buf.data(), tmp.data(), E);
         }
         if (me > 0) run.step({{group[me - 1], buf.data(), E, run.key(0, 0)}}, {});
       } else {  // a binomial tree
@@ -552,7 +522,7 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
           }
           if (me + mask < G) {
             run.step({}, {{group[me + mask], tmp.data(), E, run.key(0, s)}});
-            ChunkRun::reduce_into(buf.data(), tmp.data(), E);
+            reduce_into(buf.data(), tmp.data(), E);
           }
         }
       }
@@ -590,13 +560,19 @@ int64_t covered(std::vector<std::pair<int64_t, int64_t>> v) {
 
 }  // namespace
 
-uint64_t coll_key(uint32_t seq, uint32_t chunk, uint32_t stage, uint32_t step) {
-  return (1ull << 62) | (static_cast<uint64_t>(seq & 0xfffff) << 40) | (static_cast<uint64_t>(chunk & 0xfff) << 28) |
-         (static_cast<uint64_t>(stage & 0xff) << 20) | (step & 0xfffff);
+uint64_t coll_key(uint32_t seq, uint32_t chunk, uint32_t stage, uint32_t step, uint32_t segment) {
+  return (1ull << 62) | (static_cast<uint64_t>(seq & 0x3ffff) << 42) | (static_cast<uint64_t>(chunk & 0xfff) << 30) |
+         (static_cast<uint64_t>(stage & 0x3f) << 24) | (static_cast<uint64_t>(step & 0xffff) << 8) | (segment & 0xff);
 }
 
 uint64_t p2p_key(uint32_t tag, uint32_t occurrence) {
   return (2ull << 62) | (static_cast<uint64_t>(tag) << 20) | (occurrence & 0xfffff);
+}
+
+std::string describe_key(uint64_t key) {
+  if (key >> 62 == 2) return cat("tag ", (key >> 20) & 0xffffffffull, " (message ", (key & 0xfffff) + 1, " with that tag)");
+  return cat("collective #", (key >> 42) & 0x3ffff, " chunk ", (key >> 30) & 0xfff, " stage ", (key >> 24) & 0x3f,
+             " step ", (key >> 8) & 0xffff, " segment ", key & 0xff);
 }
 
 void fill_p2p(std::vector<uint32_t>& buf, int src, uint32_t tag, uint32_t occurrence) {

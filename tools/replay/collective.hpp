@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,11 @@ struct RunEnv {
   const Topology& topology;
   Timeline& timeline;
   int lane = 0;
+  // Called (perhaps more than once, from any thread) once the collective
+  // has posted its first transfer, or has none: the executor issues the
+  // next ready collective only then, so that the scheduling policy decides
+  // the order their messages enter the data plane.
+  std::function<void()> issued;
 };
 
 // Runs one collective on this rank; returns what it verified. Throws the
@@ -60,10 +66,17 @@ std::vector<int> collective_group(const Topology& topo, int rank, const std::vec
 // Bus bandwidth factor (nccl-tests conventions) for a group of n.
 double bus_factor(CollType t, int n);
 
-// Message keys: collectives by (seq, chunk, stage, step); sends and
-// receives by (tag, occurrence of that tag between the two ranks).
-uint64_t coll_key(uint32_t seq, uint32_t chunk, uint32_t stage, uint32_t step);
+// Message keys: collectives by (seq, chunk, stage, step, segment), in 18,
+// 12, 6, 16 and 8 bits (fields wrap: keys only need to differ among the
+// messages in flight at once: at most 256 nodes run at once, chunks are at
+// most 4096, and a ring's steps are all posted at once, so a ring has at
+// most 65536 ranks); sends and receives by (tag, occurrence of that tag
+// between the two ranks).
+uint64_t coll_key(uint32_t seq, uint32_t chunk, uint32_t stage, uint32_t step, uint32_t segment = 0);
 uint64_t p2p_key(uint32_t tag, uint32_t occurrence);
+// What a key names, for reports: "tag T (its Nth message)" or
+// "collective #S chunk C stage G step P segment M".
+std::string describe_key(uint64_t key);
 
 // The pattern of a point-to-point message, and its check (wrong elements).
 void fill_p2p(std::vector<uint32_t>& buf, int src, uint32_t tag, uint32_t occurrence);

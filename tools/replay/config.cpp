@@ -92,6 +92,12 @@ SystemConfig load_system(const std::string& path) {
       fail(GENIE_ERR_PARSE, "system file ", path, ": scheduling-policy must be \"LIFO\" or \"FIFO\"");
     s.scheduling_policy = p->valuestring;
   }
+  if (cJSON* g = cJSON_GetObjectItemCaseSensitive(j.get(), "genie-segment-bytes")) {
+    if (!cJSON_IsNumber(g) || g->valuedouble < 4096 || g->valuedouble > double(1 << 30) ||
+        g->valuedouble != std::floor(g->valuedouble))
+      fail(GENIE_ERR_PARSE, "system file ", path, ": genie-segment-bytes must be an integer in 4096..1073741824");
+    s.segment_bytes = static_cast<uint64_t>(g->valuedouble);
+  }
   if (cJSON* d = cJSON_GetObjectItemCaseSensitive(j.get(), "endpoint-delay"); cJSON_IsNumber(d))
     s.endpoint_delay_ns = d->valuedouble;
   return s;

@@ -4,6 +4,7 @@
 // key with a wrong value is an error naming the file and the key.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,10 @@ struct SystemConfig {
   int chunks = 1;          // preferred-dataset-splits: chunks per collective
   int active_chunks = 1;   // active-chunks-per-dimension: chunks in flight
   std::string scheduling_policy = "LIFO";
+  // Replay's own: a ring step's block moves in segments of this many bytes
+  // (genie-segment-bytes), so that a rank forwards one while the next
+  // arrives.
+  uint64_t segment_bytes = 512 << 10;
   double endpoint_delay_ns = 0;  // reported only; real endpoints have their own
 
   Algo algo(const std::vector<Algo>& v, size_t dim) const { return v[dim < v.size() ? dim : v.size() - 1]; }

@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "compute.hpp"
 #include "core/error.hpp"
 
 namespace genie::replay {
@@ -138,17 +139,34 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
   std::unordered_map<size_t, std::thread> threads;  // joined as they finish
   const bool ev_node = env.timeline.level() != TraceLevel::Off;
 
+  constexpr size_t kNone = SIZE_MAX;
+  size_t issuing = kNone;  // the collective whose first transfer is not posted yet
+  auto issued = [&](size_t i) {
+    std::lock_guard<std::mutex> g(mu);
+    if (issuing == i) {
+      issuing = kNone;
+      cv.notify_all();
+    }
+  };
   auto run_node = [&](size_t i, int lane) {
     const Node& node = t.nodes[i];
     const int64_t t0 = env.timeline.now_ns();
     bool comm = false;
-    RunEnv local{env.fabric, env.system, env.topology, env.timeline, lane};
+    RunEnv local{env.fabric, env.system, env.topology, env.timeline, lane, [&issued, i] { issued(i); }};
     switch (node.type) {
       case NodeType::Comp:
       case NodeType::MemLoad:
       case NodeType::MemStore: {
-        const auto d = std::chrono::nanoseconds(static_cast<int64_t>(node.duration_micros * 1000.0 * opts.compute_scale));
-        if (d.count() > 0) std::this_thread::sleep_for(d);
+        const double micros = node.duration_micros * opts.compute_scale;
+        if (opts.real && node.type == NodeType::Comp) {
+          if (const int64_t side = opts.real->side_for(node.attr_int("num_ops", 0), micros); side > 0) {
+            opts.real->run(side);
+            std::lock_guard<std::mutex> lk(mu);
+            rep.compute_flops += 2.0 * static_cast<double>(side) * static_cast<double>(side) * static_cast<double>(side);
+          }
+        } else if (const auto d = std::chrono::nanoseconds(static_cast<int64_t>(micros * 1000.0)); d.count() > 0) {
+          std::this_thread::sleep_for(d);
+        }
         env.timeline.interval(false, t0, env.timeline.now_ns());
         break;
       }
@@ -162,7 +180,7 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
         std::vector<uint32_t> buf((bytes + 3) / 4);
         if (send) fill_p2p(buf, rank, tag, occurrence[i]);
         const uint64_t key = p2p_key(tag, occurrence[i]);
-        auto op = send ? env.fabric.isend(peer, key, buf.data(), buf.size() * 4)
+        auto op = send ? env.fabric.isend(peer, key, buf.data(), buf.size() * 4, cat(t.path, ": ", node.label()))
                        : env.fabric.irecv(peer, key, buf.data(), buf.size() * 4);
         env.fabric.wait(op, [&] {
           return cat(send ? "a send to rank " : "a receive from rank ", peer, " tag ", tag, " (", t.path, ": ",
@@ -207,18 +225,38 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
     if (ev_node) env.timeline.add(TraceEvent{node.name.empty() ? node.label() : node.name, comm ? "comm" : "comp", t0, t1 - t0, lane});
   };
 
+  // Ready nodes: collectives apart, issued one at a time in the system
+  // file's scheduling policy among those ready (FIFO: the first in issue
+  // order, LIFO: the last), each once the previous one has posted its
+  // first transfer; other nodes start at once, in file order.
   std::priority_queue<size_t, std::vector<size_t>, std::greater<size_t>> ready;
+  std::set<size_t> ready_colls;
+  const bool lifo = env.system.scheduling_policy == "LIFO";
+  auto make_ready = [&](size_t i) {
+    if (t.nodes[i].type == NodeType::CommColl) ready_colls.insert(i);
+    else ready.push(i);
+  };
   for (size_t i = 0; i < n; ++i)
-    if (!indeg[i]) ready.push(i);
+    if (!indeg[i]) make_ready(i);
   size_t done = 0, running = 0;
   constexpr size_t kMaxInFlight = 256;
   auto last_progress = std::chrono::steady_clock::now();
   const bool tty = opts.progress && isatty(STDERR_FILENO);
   std::unique_lock<std::mutex> lk(mu);
   while (done < n) {
-    while (errors.empty() && !ready.empty() && running < kMaxInFlight) {
-      const size_t i = ready.top();
-      ready.pop();
+    while (errors.empty() && running < kMaxInFlight &&
+           (!ready.empty() || (!ready_colls.empty() && issuing == kNone))) {
+      size_t i;
+      if (!ready.empty()) {
+        i = ready.top();
+        ready.pop();
+      } else {
+        auto it = lifo ? std::prev(ready_colls.end()) : ready_colls.begin();
+        i = *it;
+        ready_colls.erase(it);
+        issuing = i;
+        rep.issue_order.push_back(seq[i]);
+      }
       int lane = 0;
       while (lane < static_cast<int>(lanes.size()) && lanes[lane]) ++lane;
       if (lane == static_cast<int>(lanes.size())) lanes.push_back(false);
@@ -252,7 +290,9 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
       });
     }
     if (running == 0) break;  // only after a failure: nothing ready, nothing running
-    cv.wait_for(lk, std::chrono::milliseconds(250), [&] { return !finished.empty(); });
+    cv.wait_for(lk, std::chrono::milliseconds(250), [&] {
+      return !finished.empty() || (issuing == kNone && !ready_colls.empty());
+    });
     while (!finished.empty()) {
       const size_t i = finished.front();
       finished.pop_front();
@@ -260,9 +300,10 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
       threads.erase(i);
       --running;
       ++done;
+      if (issuing == i) issuing = kNone;  // a collective with nothing to post
       if (errors.empty())
         for (size_t u : users[i])
-          if (--indeg[u] == 0) ready.push(u);
+          if (--indeg[u] == 0) make_ready(u);
     }
     if (tty && std::chrono::steady_clock::now() - last_progress > std::chrono::milliseconds(500)) {
       last_progress = std::chrono::steady_clock::now();

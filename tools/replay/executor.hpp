@@ -36,14 +36,19 @@ struct RankReport {
   uint64_t p2p_messages = 0;
   uint64_t p2p_bytes = 0;
   uint64_t bytes_sent = 0;
-  std::vector<CollRecord> colls;  // issue order
+  double compute_flops = 0;  // FLOPs of the matrix products --compute real ran
+  std::vector<CollRecord> colls;  // by seq (file order)
+  std::vector<uint32_t> issue_order;  // seqs in the order the scheduling policy issued them
   std::vector<TraceEvent> events;
   std::string error;  // empty on success
 };
 
+class RealCompute;
+
 struct ExecOptions {
   double compute_scale = 1.0;  // duration_micros is multiplied by it
   bool progress = false;       // a progress line on stderr
+  RealCompute* real = nullptr;  // COMP_NODEs run matrix products on it (compute.hpp), else timed waits
 };
 
 // Checks the trace against the run (node types, attributes, peers in

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <future>
 
+#include "buffer_pool.hpp"
+#include "cluster/discovery.hpp"
 #include "core/error.hpp"
 #include "dataplane/registry.hpp"
 
@@ -12,10 +14,13 @@ namespace genie::replay {
 namespace {
 
 constexpr uint16_t kHello = 1;  // request_id: the sender's rank
-constexpr uint16_t kData = 2;   // request_id: the match key; payload: the bytes
+constexpr uint16_t kData = 2;   // request_id: the match key; message: the sender's label; payload: the bytes
+constexpr uint16_t kEnd = 3;    // the sender's last frame
 
-bool accepts(uint16_t t) { return t == kHello || t == kData; }
-const char* type_name(uint16_t t) { return t == kHello ? "Hello" : t == kData ? "Data" : "unknown"; }
+bool accepts(uint16_t t) { return t == kHello || t == kData || t == kEnd; }
+const char* type_name(uint16_t t) {
+  return t == kHello ? "Hello" : t == kData ? "Data" : t == kEnd ? "End" : "unknown";
+}
 
 }  // namespace
 
@@ -24,16 +29,18 @@ std::string resolve_backend(const std::string& backend, std::string* why) {
   if (backend == "dpdk") return "dpdk";
   if (backend == "rdma" || backend == "ucx") return "ucx";
   if (backend != "auto") fail(GENIE_ERR_INVALID_ARGUMENT, "--backend ", backend, ": expected tcp, dpdk, rdma or auto");
-  std::string skipped;
-  for (const char* name : {"ucx", "dpdk"}) {
-    const dataplane::TransportLookup t = dataplane::lookup_transport(name);
-    if (t.transport) {
-      if (why) *why = skipped;
-      return name;
-    }
-    skipped += cat(skipped.empty() ? "" : "; ", t.reason);
+  // UCX only where it drives an RDMA device: elsewhere its channels run
+  // over TCP on loopback (UCX 1.13 wires sockaddr endpoints over TCP lanes
+  // only, never shared memory), measured slower than Genie's own TCP. DPDK
+  // needs a port bound to it and hugepages, so it is never guessed.
+  const RdmaProbe rdma = probe_rdma();
+  if (rdma.available) {
+    const dataplane::TransportLookup t = dataplane::lookup_transport("ucx");
+    if (t.transport) return "ucx";
+    if (why) *why = t.reason;
+  } else if (why) {
+    *why = cat("no RDMA device: ", rdma.reason);
   }
-  if (why) *why = skipped;
   return "tcp";
 }
 
@@ -54,6 +61,7 @@ struct Fabric::Pending {
   bool direct = false;       // the payload goes straight to dst
   std::shared_ptr<char[]> held;  // not zeroed: every byte is overwritten
   uint64_t held_len = 0;
+  std::string label;         // the sender's, for an unclaimed message
 };
 
 Fabric::Fabric(const std::string& transport, int rank, int size, const std::string& bind_host,
@@ -77,7 +85,7 @@ Fabric::Fabric(const std::string& transport, int rank, int size, const std::stri
         dataplane::ChannelHandlers h = handlers(-1);
         auto ch_holder = std::make_shared<std::weak_ptr<dataplane::Channel>>();
         // Incoming channels say who they are first (kHello).
-        h.on_frame = [this, peer, ch_holder](const dataplane::FrameHeader& fh, std::string&&) {
+        h.on_frame = [this, peer, ch_holder](const dataplane::FrameHeader& fh, std::string&& msg) {
           dataplane::PayloadSink sink;
           if (fh.type == kHello) {
             const int r = static_cast<int>(fh.request_id);
@@ -91,7 +99,14 @@ Fabric::Fabric(const std::string& transport, int rank, int size, const std::stri
             return sink;
           }
           if (*peer < 0) fail(GENIE_ERR_PROTOCOL, "data before the peer said which rank it is");
-          on_data(*peer, fh, &sink);
+          if (fh.type == kEnd) {
+            std::lock_guard<std::mutex> lk(mu_);
+            progress();
+            ++ends_;
+            cv_.notify_all();
+            return sink;
+          }
+          on_data(*peer, fh, std::move(msg), &sink);
           return sink;
         };
         *ch_holder = l.accept(std::move(h));
@@ -179,7 +194,7 @@ void Fabric::connect_all(const std::vector<std::string>& addrs) {
 void Fabric::progress() { last_progress_ = std::chrono::steady_clock::now(); }
 
 // Loop thread.
-void Fabric::on_data(int src, const dataplane::FrameHeader& h, dataplane::PayloadSink* sink) {
+void Fabric::on_data(int src, const dataplane::FrameHeader& h, std::string&& label, dataplane::PayloadSink* sink) {
   std::lock_guard<std::mutex> lk(mu_);
   progress();
   const auto key = std::make_pair(src, h.request_id);
@@ -188,6 +203,7 @@ void Fabric::on_data(int src, const dataplane::FrameHeader& h, dataplane::Payloa
   std::shared_ptr<Pending> p = slot;
   if (p->arriving) fail(GENIE_ERR_PROTOCOL, "rank ", src, " sent key ", h.request_id, " twice");
   p->arriving = true;
+  p->label = std::move(label);
   auto finish = [this, key, p, src, len = h.payload_len] {
     // mu_ held by the caller.
     received_ += len;
@@ -207,7 +223,7 @@ void Fabric::on_data(int src, const dataplane::FrameHeader& h, dataplane::Payloa
     p->direct = true;
     sink->dst = p->dst;
   } else {
-    p->held = std::shared_ptr<char[]>(new char[std::max<uint64_t>(h.payload_len, 1)]);
+    p->held = pooled_bytes(h.payload_len);
     p->held_len = h.payload_len;
     sink->dst = p->held.get();
     sink->keep = p->held;
@@ -246,7 +262,7 @@ Fabric::OpPtr Fabric::irecv(int peer, uint64_t key, void* dst, uint64_t len) {
   return op;
 }
 
-Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t len) {
+Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t len, std::string label) {
   auto op = std::make_shared<Op>();
   std::shared_ptr<std::vector<char>> copy;
   {
@@ -259,7 +275,7 @@ Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t l
     }
   }
   if (peer == rank_) {  // to itself: a copy, matched like any other
-    std::shared_ptr<char[]> r(new char[std::max<uint64_t>(len, 1)]);
+    std::shared_ptr<char[]> r = pooled_bytes(len);
     if (len) std::memcpy(r.get(), data, len);
     std::lock_guard<std::mutex> lk(mu_);
     auto& slot = pending_[std::make_pair(peer, key)];
@@ -268,6 +284,7 @@ Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t l
     p.arriving = p.arrived = true;
     p.held = r;
     p.held_len = len;
+    p.label = std::move(label);
     if (p.op) {
       if (p.len == len) {
         if (len) std::memcpy(p.dst, r.get(), len);
@@ -283,7 +300,7 @@ Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t l
     cv_.notify_all();
     return op;
   }
-  send_loop_->post([this, op, peer, key, data, len, copy] {
+  send_loop_->post([this, op, peer, key, data, len, copy, label = std::move(label)]() mutable {
     std::shared_ptr<dataplane::Channel> ch;
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -302,7 +319,7 @@ Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t l
       done(GENIE_ERR_CONNECTION);
       return;
     }
-    ch->send(kData, key, 0, std::string(), data, len, copy, done);
+    ch->send(kData, key, 0, std::move(label), data, len, copy, done);
   });
   return op;
 }
@@ -318,6 +335,38 @@ void Fabric::wait(const OpPtr& op, const std::function<std::string()>& what) {
   }
   if (op->status != GENIE_OK)
     fail(op->status, "rank ", rank_, ": ", what(), ": ", op->detail);
+}
+
+void Fabric::send_end() {
+  send_loop_->post([this] {
+    for (int r = 0; r < size_; ++r) {
+      std::shared_ptr<dataplane::Channel> ch;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        ch = out_[r];
+      }
+      if (ch) ch->send(kEnd, 0, 0, std::string());
+    }
+  });
+}
+
+std::vector<Fabric::Unclaimed> Fabric::drain() {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (ends_ < size_ - 1) {
+    if (!abort_reason_.empty())
+      fail(GENIE_ERR_CANCELLED, abort_reason_, " (rank ", rank_, " was waiting for the other ranks to finish)");
+    cv_.wait_for(lk, std::chrono::milliseconds(200));
+    // A peer stuck in a wait of its own gives up after stall_timeout and
+    // then sends its end: allow for that before giving up here.
+    const auto limit = 2 * stall_timeout_ + std::chrono::seconds(1);
+    if (ends_ < size_ - 1 && std::chrono::steady_clock::now() - last_progress_ > limit)
+      fail(GENIE_ERR_TIMEOUT, "rank ", rank_, " waited ", std::chrono::duration<double>(limit).count(), " s for ",
+           size_ - 1 - ends_, " other rank(s) to finish, with no data moving");
+  }
+  std::vector<Unclaimed> out;
+  for (const auto& [key, p] : pending_)
+    if (p->arriving && !p->op) out.push_back(Unclaimed{key.first, key.second, p->held_len, p->label});
+  return out;
 }
 
 void Fabric::abort(const std::string& reason) {

@@ -25,9 +25,9 @@
 
 namespace genie::replay {
 
-// Maps --backend to a transport name: tcp, dpdk, rdma (ucx), or auto (the
-// first of ucx, dpdk that loads here, else tcp). `why` says what auto
-// skipped. Throws Error(INVALID_ARGUMENT) for an unknown backend and the
+// Maps --backend to a transport name: tcp, dpdk, rdma (ucx), or auto (ucx
+// where an RDMA device has an active port and the plugin loads, else tcp).
+// `why` says what auto skipped. Throws Error(INVALID_ARGUMENT) for an unknown backend and the
 // registry's error for an explicit one that cannot be had.
 std::string resolve_backend(const std::string& backend, std::string* why);
 
@@ -52,12 +52,30 @@ class Fabric {
   void connect_all(const std::vector<std::string>& addrs);
 
   // Starts a send of [data, data + len) to `peer` under `key`; the bytes
-  // must stay untouched until wait() returns.
-  OpPtr isend(int peer, uint64_t key, const void* data, uint64_t len);
+  // must stay untouched until wait() returns. `label` travels with the
+  // bytes, so that the receiver can name the sender's node should no
+  // receive take them.
+  OpPtr isend(int peer, uint64_t key, const void* data, uint64_t len, std::string label = {});
   // Posts a receive of exactly `len` bytes from `peer` under `key` into dst.
   OpPtr irecv(int peer, uint64_t key, void* dst, uint64_t len);
   // Waits for an op; `what` describes it for a deadlock or failure report.
   void wait(const OpPtr& op, const std::function<std::string()>& what);
+
+  // The end of a run. send_end() tells every peer that nothing more comes
+  // from this rank (after every send: channels are ordered, so the peer has
+  // seen all of this rank's messages once it sees the end); drain() waits
+  // for every peer's end (failing on abort, or after twice the stall
+  // timeout with nothing moving: a peer stuck in a wait reports its own
+  // deadlock first) and returns the messages that arrived and that no
+  // receive took.
+  struct Unclaimed {
+    int src;
+    uint64_t key;
+    uint64_t len;
+    std::string label;  // the sender's
+  };
+  void send_end();
+  std::vector<Unclaimed> drain();
 
   // Makes every present and future wait fail with `reason`.
   void abort(const std::string& reason);
@@ -72,7 +90,7 @@ class Fabric {
 
  private:
   struct Pending;
-  void on_data(int src, const dataplane::FrameHeader& h, dataplane::PayloadSink* sink);
+  void on_data(int src, const dataplane::FrameHeader& h, std::string&& label, dataplane::PayloadSink* sink);
   void progress();
   dataplane::ChannelHandlers handlers(int peer_hint);
 
@@ -100,6 +118,7 @@ class Fabric {
   std::chrono::steady_clock::time_point last_progress_;
   std::string abort_reason_;
   uint64_t sent_ = 0, received_ = 0;
+  int ends_ = 0;  // peers whose end arrived
   std::function<bool(int, uint64_t)> corrupt_;
 };
 

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <chrono>
 #include <iterator>
 #include <cstdio>
@@ -19,6 +20,7 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
+#include "compute.hpp"
 #include "core/error.hpp"
 #include "executor.hpp"
 #include "fabric.hpp"
@@ -39,6 +41,7 @@ struct Options {
   std::string backend = "tcp";
   double timeout_s = 30;
   double compute_scale = 1;
+  bool compute_real = false;
   std::string json, trace;
   TraceLevel trace_level = TraceLevel::Node;
   bool quiet = false;
@@ -71,11 +74,14 @@ void usage(std::FILE* out) {
                "                       prints the report\n"
                "  --bind HOST          address the data plane listens on and publishes\n"
                "                       (default 127.0.0.1)\n"
-               "  --backend B          tcp (default), dpdk, rdma, or auto (the best transport\n"
-               "                       that loads here, else tcp)\n"
+               "  --backend B          tcp (default), dpdk, rdma, or auto (rdma where an RDMA\n"
+               "                       device is up and the ucx plugin loads, else tcp)\n"
                "  --timeout S          a wait with no byte moving for S seconds is a\n"
                "                       deadlock, reported with the waiting ranks (default 30)\n"
                "  --compute-scale X    multiply compute durations by X (default 1; 0 skips)\n"
+               "  --compute timed|real compute nodes as timed waits of their duration (default)\n"
+               "                       or as real matrix products on Genie's embedded executor\n"
+               "                       (side from num_ops, else from the duration)\n"
                "  --json FILE          write the report as JSON\n"
                "  --trace FILE         write a Chrome/Perfetto trace, every rank on one clock:\n"
                "                       --trace-level node (each Chakra node, default) or event\n"
@@ -121,7 +127,7 @@ Options parse(int argc, char** argv) {
       static const char* const kValued[] = {
           "--workload", "--workload-configuration", "--system", "--system-configuration", "--logical-topology",
           "--logical-topology-configuration", "--memory", "--remote-memory-configuration", "--network-configuration",
-          "--ranks", "--launch", "--rendezvous", "--bind", "--backend", "--timeout", "--compute-scale", "--json",
+          "--ranks", "--launch", "--rendezvous", "--bind", "--backend", "--timeout", "--compute-scale", "--compute", "--json",
           "--trace", "--trace-level"};
       if (std::none_of(std::begin(kValued), std::end(kValued), [&](const char* k) { return a == k; }))
         usage_error("unknown option '" + a + "'");
@@ -145,6 +151,10 @@ Options parse(int argc, char** argv) {
       o.backend = value;
     } else if (flag == "--timeout") o.timeout_s = parse_num(flag, value.c_str(), 0.1, 86400);
     else if (flag == "--compute-scale") o.compute_scale = parse_num(flag, value.c_str(), 0, 1e6);
+    else if (flag == "--compute") {
+      if (value != "timed" && value != "real") usage_error("--compute takes timed or real, got '" + value + "'");
+      o.compute_real = value == "real";
+    }
     else if (flag == "--json") o.json = value;
     else if (flag == "--trace") o.trace = value;
     else if (flag == "--trace-level") {
@@ -175,6 +185,21 @@ Topology topology_for(const Options& o, int ranks) {
   return t;
 }
 
+// The error for messages that arrived at `rank` and that no receive took,
+// or "" when there are none.
+std::string unclaimed_error(const std::vector<Fabric::Unclaimed>& left, int rank) {
+  if (left.empty()) return {};
+  std::string out = cat("GENIE_ERR_PROTOCOL: ", left.size(), " unmatched send", left.size() > 1 ? "s" : "", ": ");
+  constexpr size_t kShown = 4;
+  for (size_t n = 0; n < left.size() && n < kShown; ++n) {
+    const Fabric::Unclaimed& u = left[n];
+    out += cat(n ? "; " : "", "rank ", u.src, " sent rank ", rank, " ", u.len, " bytes under ", describe_key(u.key),
+               u.label.empty() ? std::string() : cat(" (", u.label, ")"), " and no receive took them");
+  }
+  if (left.size() > kShown) out += cat("; and ", left.size() - kShown, " more");
+  return out;
+}
+
 int rank_main(const Options& o, const Experiment& x, const Trace& trace, int rank, int size, const std::string& rdv,
               bool progress) {
   std::unique_ptr<RendezvousClient> rc;
@@ -189,12 +214,19 @@ int rank_main(const Options& o, const Experiment& x, const Trace& trace, int ran
     // Test hook: this rank flips one byte of its first data message.
     if (const char* c = std::getenv("GENIE_REPLAY_TEST_CORRUPT"); c && std::atoi(c) == rank)
       fabric.corrupt_next_send([](int, uint64_t) { return true; });
+    // Started (and its rate measured) before the common clock starts.
+    std::unique_ptr<RealCompute> real;
+    if (o.compute_real) real = std::make_unique<RealCompute>();
     rc->ready();
     started = true;
     Timeline timeline(o.trace.empty() ? TraceLevel::Off : o.trace_level);
     timeline.start();
-    RunEnv env{fabric, x.system, x.topology, timeline, 0};
-    RankReport rep = execute(trace, env, ExecOptions{o.compute_scale, progress});
+    RunEnv env{fabric, x.system, x.topology, timeline, 0, nullptr};
+    RankReport rep = execute(trace, env, ExecOptions{o.compute_scale, progress, real.get()});
+    // Every rank, failed or not, tells its peers it is done; one that
+    // finished then learns whether a message for it was never received.
+    fabric.send_end();
+    if (rep.error.empty()) rep.error = unclaimed_error(fabric.drain(), rank);
     rc->report(report_to_json(rep));
     return rep.error.empty() ? kExitOk : kExitFailure;
   } catch (const std::exception& ex) {
@@ -220,6 +252,22 @@ int rank_main(const Options& o, const Experiment& x, const Trace& trace, int ran
     std::fprintf(stderr, "genie replay: rank %d: %s\n", rank, msg.c_str());
     return kExitFailure;
   }
+}
+
+// The transport plugins are installed beside this program. The registry
+// looks beside the object it is linked into, which for a statically linked
+// program is named by argv[0] (no directory when started through `genie
+// replay` or PATH), so the program's real directory is added to
+// GENIE_TRANSPORT_PATH, after any the user set.
+void add_plugin_dir() {
+  char exe[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return;
+  std::string dir(exe, static_cast<size_t>(n));
+  dir = dir.substr(0, dir.rfind('/'));
+  const char* cur = std::getenv("GENIE_TRANSPORT_PATH");
+  const std::string path = cur && *cur ? cat(cur, ":", dir) : dir;
+  setenv("GENIE_TRANSPORT_PATH", path.c_str(), 1);
 }
 
 // Prints the outcome; returns the exit status.
@@ -396,6 +444,7 @@ int run_mpi(const Options& o) {
 int main(int argc, char** argv) {
   using namespace genie::replay;
   const Options o = parse(argc, argv);
+  add_plugin_dir();
   try {
     return o.launch == "mpi" ? run_mpi(o) : run_local(o);
   } catch (const genie::Error& e) {

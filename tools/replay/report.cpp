@@ -96,6 +96,7 @@ std::string report_to_json(const RankReport& r) {
   cJSON_AddNumberToObject(j.get(), "p2p_messages", static_cast<double>(r.p2p_messages));
   cJSON_AddNumberToObject(j.get(), "p2p_bytes", static_cast<double>(r.p2p_bytes));
   cJSON_AddNumberToObject(j.get(), "bytes_sent", static_cast<double>(r.bytes_sent));
+  cJSON_AddNumberToObject(j.get(), "compute_flops", r.compute_flops);
   cJSON_AddStringToObject(j.get(), "error", r.error.c_str());
   cJSON* colls = cJSON_AddArrayToObject(j.get(), "collectives");
   for (const auto& c : r.colls) {
@@ -110,6 +111,8 @@ std::string report_to_json(const RankReport& r) {
     cJSON_AddNumberToObject(o, "elements", static_cast<double>(c.elements));
     cJSON_AddItemToArray(colls, o);
   }
+  cJSON* order = cJSON_AddArrayToObject(j.get(), "issue_order");
+  for (uint32_t q : r.issue_order) cJSON_AddItemToArray(order, cJSON_CreateNumber(q));
   cJSON* evs = cJSON_AddArrayToObject(j.get(), "events");
   for (const auto& e : r.events) {
     cJSON* o = cJSON_CreateObject();
@@ -135,6 +138,7 @@ RankReport report_from_json(const std::string& json) {
   r.p2p_messages = static_cast<uint64_t>(num(j.get(), "p2p_messages"));
   r.p2p_bytes = static_cast<uint64_t>(num(j.get(), "p2p_bytes"));
   r.bytes_sent = static_cast<uint64_t>(num(j.get(), "bytes_sent"));
+  r.compute_flops = num(j.get(), "compute_flops");
   r.error = str(j.get(), "error");
   const cJSON* c;
   cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j.get(), "collectives")) {
@@ -143,6 +147,9 @@ RankReport report_from_json(const std::string& json) {
                                  static_cast<uint64_t>(num(c, "bytes")), static_cast<int>(num(c, "group")),
                                  static_cast<int64_t>(num(c, "time_ns")), static_cast<uint64_t>(num(c, "wrong")),
                                  static_cast<uint64_t>(num(c, "elements"))});
+  }
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j.get(), "issue_order")) {
+    if (cJSON_IsNumber(c)) r.issue_order.push_back(static_cast<uint32_t>(c->valuedouble));
   }
   cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j.get(), "events")) {
     r.events.push_back(TraceEvent{str(c, "name"), str(c, "cat"), static_cast<int64_t>(num(c, "ts")),
@@ -210,6 +217,9 @@ std::string summary_json(const std::vector<RankReport>& reports, const RunInfo& 
     cJSON_AddNumberToObject(o, "wrong", static_cast<double>(r.wrong));
     cJSON_AddNumberToObject(o, "bytes_sent", static_cast<double>(r.bytes_sent));
     cJSON_AddNumberToObject(o, "p2p_messages", static_cast<double>(r.p2p_messages));
+    cJSON_AddNumberToObject(o, "compute_flops", r.compute_flops);
+    cJSON* order = cJSON_AddArrayToObject(o, "issue_order");  // collective seqs, as the policy issued them
+    for (uint32_t q : r.issue_order) cJSON_AddItemToArray(order, cJSON_CreateNumber(q));
     if (!r.error.empty()) cJSON_AddStringToObject(o, "error", r.error.c_str());
     cJSON_AddItemToArray(ranks, o);
   }

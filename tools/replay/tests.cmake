@@ -14,7 +14,8 @@ set(replay_cases
   "testdata_genie_allgather_replayonly|testdata:genie_allgather/ALL_GATHER:genie_allgather/system_2chunk_replayonly.json:genie_allgather/logical_topology_4.json"
   "algo_ring|algo:ring" "algo_direct|algo:direct" "algo_halving_doubling|algo:halvingDoubling"
   "algo_double_binary_tree|algo:doubleBinaryTree"
-  "p2p|p2p" "corrupt|corrupt" "outputs|outputs" "bad_input|bad" "deadlock|deadlock" "mpi|mpi" "bench_quick|bench")
+  "p2p|p2p" "corrupt|corrupt" "outputs|outputs" "bad_input|bad" "deadlock|deadlock"
+  "unmatched_send|unmatched_send" "policy|policy" "pipelined|pipelined" "compute_real|compute_real" "ucx|ucx" "mpi|mpi" "bench_quick|bench")
 foreach(c ${replay_cases})
   string(REPLACE "|" ";" parts "${c}")
   string(REPLACE ":" ";" parts "${parts}")
@@ -22,5 +23,5 @@ foreach(c ${replay_cases})
   list(REMOVE_AT parts 0)
   add_test(NAME replay.${name} COMMAND bash ${replay_script} ${parts})
   set_tests_properties(replay.${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
-    ENVIRONMENT "GENIE_BUILD_DIR=${PROJECT_BINARY_DIR};GENIE_SOURCE_DIR=${PROJECT_SOURCE_DIR};CHAKRA_TESTDATA=${GENIE_CHAKRA_TESTDATA}")
+    ENVIRONMENT "GENIE_BUILD_DIR=${PROJECT_BINARY_DIR};GENIE_SOURCE_DIR=${PROJECT_SOURCE_DIR};CHAKRA_TESTDATA=${GENIE_CHAKRA_TESTDATA};GENIE_SANITIZE=$<BOOL:${GENIE_SANITIZE}>")
 endforeach()

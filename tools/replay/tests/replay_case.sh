@@ -10,6 +10,11 @@
 #   outputs        --json and --trace (node and event level) are valid
 #   bad            bad input: clear errors naming the file and node
 #   deadlock       a receive with no send: reported with the waiting rank
+#   unmatched_send a send no receive takes: reported with rank, peer, tag, node
+#   policy         the system file's scheduling policy orders ready collectives
+#   pipelined      ring steps of large blocks move in segments (all verified)
+#   compute_real   --compute real: compute nodes run matrix products on Genie
+#   ucx            a trace over the ucx plugin (--backend rdma; skipped unbuilt)
 #   mpi            --launch mpi under mpirun (skipped without Open MPI)
 #   bench          bench/replay_vs_gloo.py once on tiny sizes (no timing asserted)
 # Env: GENIE_BUILD_DIR, GENIE_SOURCE_DIR, CHAKRA_TESTDATA. Exit 0 pass, 77 skip.
@@ -174,6 +179,80 @@ PY
     [ $(($(date +%s) - start)) -lt 60 ] || fail "deadlock: not detected within the timeout"
     [ "$(grep -c '^sys\[' out.txt)" -eq 3 ] || fail "deadlock: the three other ranks should have finished"
     ;;
+  unmatched_send)
+    $GEN unmatched_send us --ranks 4
+    replay_fails "send without a receive" \
+      "rank 3: GENIE_ERR_PROTOCOL: 1 unmatched send: rank 2 sent rank 3 4096 bytes under tag 5 .*\(us\.2\.et: node 2 'stray_send'\)" \
+      --workload us --ranks 4 --timeout 5
+    [ "$(grep -c '^sys\[' out.txt)" -eq 3 ] || fail "unmatched send: the three other ranks should have finished"
+    ;;
+  policy)
+    # Four collectives ready at once: FIFO issues them in file order, LIFO
+    # the last first, on every rank.
+    $GEN coll ind --ranks 4 --type all_reduce --size 65536 --iters 4 --independent
+    for pol in FIFO LIFO; do
+      echo "{\"scheduling-policy\": \"$pol\", \"preferred-dataset-splits\": 2}" >pol.json
+      replay_ok "scheduling-policy $pol" --workload ind --ranks 4 --system pol.json --json pol_$pol.json
+      /usr/bin/python3 - "$pol" <<'PY' || fail "policy $pol: issue order"
+import json, sys
+want = [0, 1, 2, 3] if sys.argv[1] == "FIFO" else [3, 2, 1, 0]
+got = [r["issue_order"] for r in json.load(open(f"pol_{sys.argv[1]}.json"))["rank_reports"]]
+assert got == [want] * 4, got
+PY
+    done
+    ;;
+  pipelined)
+    # Blocks of several 512 KiB segments (uneven), on [4] and [2,2], one
+    # chunk and 3 chunks with 2 in flight: every element verified.
+    systems
+    echo '{"preferred-dataset-splits": 3, "active-chunks-per-dimension": 2}' >sys_chunks.json
+    for t in all_reduce all_gather reduce_scatter; do
+      $GEN coll big_$t --ranks 4 --type $t --size 3145740 --iters 2
+      replay_ok "$t 3 MiB ring [4]" --workload big_$t --system sys_ring.json --logical-topology topo4.json
+      replay_ok "$t 3 MiB ring [2,2]" --workload big_$t --system sys_ring.json --logical-topology topo22.json
+      replay_ok "$t 3 MiB 3 chunks" --workload big_$t --system sys_chunks.json --ranks 4
+    done
+    # The segments are real: a ring all-gather of 3 MiB blocks waits for
+    # 3 steps x 7 segments per rank.
+    replay_ok "segment events" --workload big_all_gather --ranks 4 --trace seg.json --trace-level event
+    /usr/bin/python3 - <<'PY' || fail "pipelined: a ring step was not split into segments"
+import collections, json
+ev = [e for e in json.load(open("seg.json"))["traceEvents"] if e["ph"] == "X" and e["cat"] == "recv"]
+n = collections.Counter(e["pid"] for e in ev)
+assert sorted(n) == [0, 1, 2, 3] and all(v == 2 * 21 for v in n.values()), n
+PY
+    # A byte flipped in a segmented all-reduce is counted.
+    GENIE_REPLAY_TEST_CORRUPT=1 replay_fails "a flipped byte in a segmented all-reduce" \
+      'genie replay: [1-9][0-9]* wrong elements received' --workload big_all_reduce --ranks 4
+    ;;
+  compute_real)
+    # num_ops 2 * 768^3: a product of side 768 per compute node, 3 per rank;
+    # timed: none. Without num_ops the side comes from the duration.
+    $GEN coll cr --ranks 4 --type all_reduce --size 65536 --iters 3 --compute 1 --num-ops 905969664
+    $GEN coll cd --ranks 4 --type all_reduce --size 65536 --iters 2 --compute 5000
+    replay_ok "--compute real from num_ops" --workload cr --ranks 4 --compute real --json real.json
+    replay_ok "--compute timed" --workload cr --ranks 4 --compute timed --json timed.json
+    replay_ok "--compute real from the duration" --workload cd --ranks 4 --compute real --json dur.json
+    /usr/bin/python3 - <<'PY' || fail "compute_real: the products run do not match the nodes"
+import json
+f = lambda n: [x["compute_flops"] for x in json.load(open(n))["rank_reports"]]
+assert f("real.json") == [3 * 905969664] * 4, f("real.json")
+assert f("timed.json") == [0] * 4, f("timed.json")
+assert all(v > 0 for v in f("dur.json")), f("dur.json")
+PY
+    "$GENIE" replay --workload cr --ranks 4 --compute fast >/dev/null 2>err.txt
+    [ $? -eq 2 ] && grep -q -- '--compute takes timed or real' err.txt || fail "--compute fast: not a usage error"
+    ;;
+  ucx)
+    [ -e "$BUILD/libgenie_transport_ucx.so" ] || { echo "SKIP: the ucx transport plugin was not built (no libucx-dev)"; exit 77; }
+    export UCX_TLS=${UCX_TLS:-tcp,self,sm} UCX_WARN_UNUSED_ENV_VARS=n
+    [ "${GENIE_SANITIZE:-0}" = 1 ] && export UCX_MEM_EVENTS=no
+    $GEN coll uc --ranks 4 --type all_reduce --size 1048580 --iters 2
+    replay_ok "all-reduce over ucx" --workload uc --ranks 4 --backend rdma
+    grep -q '^# 4 ranks over ucx' out.txt || fail "ucx: the run did not use the ucx transport"
+    $GEN p2p up --ranks 4 --size 65536
+    replay_ok "sends and receives over ucx" --workload up --ranks 4 --backend rdma
+    ;;
   mpi)
     command -v mpirun >/dev/null || { echo "SKIP: mpirun (Open MPI) is not installed"; exit 77; }
     $GEN coll m --ranks 4 --type all_reduce --size 65536 --iters 2
@@ -205,7 +284,7 @@ PY
     fi
     ;;
   *)
-    echo "usage: replay_case.sh testdata|algo|p2p|corrupt|outputs|bad|deadlock|mpi|bench ..." >&2
+    echo "usage: replay_case.sh testdata|algo|p2p|corrupt|outputs|bad|deadlock|unmatched_send|policy|pipelined|compute_real|ucx|mpi|bench ..." >&2
     exit 2
     ;;
 esac
