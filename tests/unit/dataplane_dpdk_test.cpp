@@ -278,6 +278,31 @@ TEST_F(Dpdk, ConnectToAnEndpointNobodyListensOnIsRefused) {
                Error);
 }
 
+// genie_dpdk_rx_pool of the plugin (see transport.cpp).
+std::vector<uint64_t> rx_pool() {
+  std::vector<uint64_t> out(6, 0);
+  void* h =
+      dlopen((std::string(GENIE_PLUGIN_DIR) + "/libgenie_transport_dpdk.so").c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) return out;
+  if (auto fn = reinterpret_cast<void (*)(uint64_t*)>(dlsym(h, "genie_dpdk_rx_pool"))) fn(out.data());
+  dlclose(h);
+  return out;
+}
+
+TEST_F(Dpdk, ReceiveBuffersComeFromAnExtbufPoolOverRegisteredMemory) {
+  start({});
+  ASSERT_TRUE(open()) << connect_result_.second;
+  exchange(client_loop_, client_, server_, {3u << 20, 10}, 2);
+  const std::vector<uint64_t> p = rx_pool();
+  EXPECT_EQ(p[0], 1u) << "a receive mbuf's buffer is not a pinned external buffer in memory EAL registered";
+  EXPECT_GE(p[1], p[2] * 2048) << "every mbuf has room for a packet";
+  EXPECT_GT(p[2], 1024u) << "more mbufs than the port's receive ring holds";
+  // net_ring hands over the sender's own mbufs, so nothing lands in the
+  // pool here (memif and af_packet write into it: sh.dpdk_memif).
+  const Stats s = stats();
+  EXPECT_GT(s.rx, 0u);
+}
+
 TEST_F(Dpdk, CapabilitiesAndDeviceMemorySayWhyNoGpu) {
   start({});
   EXPECT_FALSE(t_->capabilities().gpu_memory);
