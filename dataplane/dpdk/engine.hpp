@@ -91,7 +91,7 @@ struct ListenBox {
 
 struct EngineConfig {
   uint32_t mtu = 1500;  // Genie header + fragment
-  uint32_t window = 256;
+  uint32_t window = 512;
   uint32_t rto_ms = 20;
   uint32_t retries = 12;
   uint32_t connect_ms = 3000;

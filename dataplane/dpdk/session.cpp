@@ -49,8 +49,9 @@ uint32_t Session::advertised_window() const {
   if (box->backlog.load(std::memory_order_relaxed) + ready_bytes_ >= eng.config().backlog_limit ||
       eng.rx_pool_full())
     return 0;
-  const uint32_t w = eng.config().window;
-  return w - std::min<uint32_t>(w, win_.held());
+  // Counted from the cumulative ack, as the sender counts what it has in
+  // flight: packets held behind a gap are inside it already.
+  return eng.config().window;
 }
 
 void Session::send_control(PacketType type, uint16_t flags, uint64_t sack, const uint8_t* extra,
