@@ -63,6 +63,7 @@ struct Event {
   // its payload; the channel copies them out and gives them back
   // (Engine::give_back). `size` is their payload bytes.
   std::vector<rte_mbuf*> mbufs;
+  std::vector<SemanticTag> tags;  // of each tensor that starts in mbufs, in order
   uint64_t size = 0;
   Channel::Done done;
   std::shared_ptr<void> keep;

@@ -166,6 +166,10 @@ void Session::send_fragment(TxPkt& p, uint32_t seq, bool retransmit) {
   h.frag_offset = off;
   h.frag_index = p.frag;
   h.frag_count = m.frags;
+  h.dtype = m.tag.dtype;
+  h.phase = m.tag.phase;
+  h.role = m.tag.role;
+  h.layer = m.tag.layer;
   p.sent_ns = eng.now_ns();
   // Bytes of the frame header and message, then payload bytes, each
   // attached where they lie (no copy); an mbuf short is as if lost, and the
@@ -310,10 +314,30 @@ bool Session::on_data(const PacketHeader& h, rte_mbuf* m, uint32_t at) {
   if (rte_pktmbuf_adj(m, static_cast<uint16_t>(at)) == nullptr) return false;
   if (m->pkt_len > h.payload_len && rte_pktmbuf_trim(m, static_cast<uint16_t>(m->pkt_len - h.payload_len)) != 0)
     return false;
+  // The tag rides in the mbuf until the packet's turn comes: every packet
+  // of a tensor must carry the tag its first one did.
+  m->hash.fdir.lo = uint32_t{h.dtype} | uint32_t{h.phase} << 8 | uint32_t{h.role} << 16;
+  m->hash.fdir.hi = uint32_t{h.layer} | (h.frag_offset == 0 ? 1u << 16 : 0u);
   win_.put(h.seq, m);
   while (rte_mbuf* x = win_.pop_front()) {
+    SemanticTag tag;
+    tag.dtype = static_cast<uint8_t>(x->hash.fdir.lo);
+    tag.phase = static_cast<uint8_t>(x->hash.fdir.lo >> 8);
+    tag.role = static_cast<uint8_t>(x->hash.fdir.lo >> 16);
+    tag.layer = static_cast<uint16_t>(x->hash.fdir.hi);
     ready_.push_back(x);
     ready_bytes_ += x->pkt_len;
+    if (x->hash.fdir.hi >> 16) {
+      rx_tag_ = tag;
+      ready_tags_.push_back(tag);
+    } else if (!(tag == rx_tag_)) {
+      fail(GENIE_ERR_PROTOCOL,
+           cat("DPDK data packet from ", peer_name, " carries another semantic tag than its tensor's first (phase ",
+               int{tag.phase}, " role ", int{tag.role}, " layer ", tag.layer, " instead of phase ",
+               int{rx_tag_.phase}, " role ", int{rx_tag_.role}, " layer ", rx_tag_.layer, ")"),
+           true);
+      return true;  // m is in ready_, which the failure freed
+    }
   }
   if (win_.held() > 0) {
     const uint64_t now = eng.now_ns();
@@ -344,6 +368,7 @@ void Session::post_received() {
   eng.held_mbufs().fetch_add(ready_.size(), std::memory_order_relaxed);
   box->backlog.fetch_add(ready_bytes_, std::memory_order_relaxed);
   e.mbufs.swap(ready_);
+  e.tags.swap(ready_tags_);
   ready_.reserve(64);
   ready_bytes_ = 0;
   box->post(std::move(e));
@@ -448,6 +473,7 @@ void Session::drop_all() {
   win_.drain([](rte_mbuf* m) { rte_pktmbuf_free(m); });
   for (rte_mbuf* m : ready_) rte_pktmbuf_free(m);
   ready_.clear();
+  ready_tags_.clear();
   ready_bytes_ = 0;
 }
 

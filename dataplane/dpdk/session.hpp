@@ -20,6 +20,7 @@ struct TxMsg {
   std::string prefix;                // the encoded frame header and the message
   const uint8_t* payload = nullptr;  // the caller's, attached to mbufs (no copy)
   uint64_t payload_len = 0;
+  SemanticTag tag;  // on every packet of it
   std::shared_ptr<void> keep;
   Channel::Done done;
   uint64_t size = 0;
@@ -110,6 +111,8 @@ struct Session : std::enable_shared_from_this<Session> {
   SeqWindow<rte_mbuf> win_;       // packets ahead of a gap; base() is the next one expected
   std::vector<rte_mbuf*> ready_;  // in sequence, for the channel at the end of the burst
   uint64_t ready_bytes_ = 0;
+  std::vector<SemanticTag> ready_tags_;  // of the tensors starting in ready_, in order
+  SemanticTag rx_tag_;                   // of the tensor being received in sequence
   bool ack_due_ = false;
   bool advertised_zero_ = false;
   uint64_t nack_ns_ = 0;

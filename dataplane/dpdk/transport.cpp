@@ -81,6 +81,14 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
 
   void send(uint16_t type, uint64_t request_id, uint32_t flags, std::string msg, const void* payload,
             uint64_t payload_len, std::shared_ptr<void> keep, Done done) override {
+    send_tagged(SemanticTag(), type, request_id, flags, std::move(msg), payload, payload_len, std::move(keep),
+                std::move(done));
+  }
+
+  SemanticTag received_tag() const override { return cur_tag_; }
+
+  void send_tagged(const SemanticTag& tag, uint16_t type, uint64_t request_id, uint32_t flags, std::string msg,
+                   const void* payload, uint64_t payload_len, std::shared_ptr<void> keep, Done done) override {
     auto refuse = [&](genie_status_t st) {
       if (done) guarded_log([&] { done(st); }, "send done");
     };
@@ -98,6 +106,7 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
     std::memcpy(m->prefix.data() + kFrameHeaderSize, msg.data(), msg.size());
     m->payload = static_cast<const uint8_t*>(payload);
     m->payload_len = payload_len;
+    m->tag = tag;
     m->keep = std::move(keep);
     m->done = std::move(done);
     eng_.run([s = session_, m = std::move(m)]() mutable { s->enqueue(std::move(m)); });
@@ -157,6 +166,7 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
         case Event::ConnectFailed: connect_failed_ = e.detail; break;
         case Event::Data:
           box_->backlog.fetch_sub(e.size, std::memory_order_relaxed);
+          tags_.insert(tags_.end(), e.tags.begin(), e.tags.end());
           for (rte_mbuf* m : e.mbufs)
             for (const rte_mbuf* seg = m; seg != nullptr && !closing_; seg = seg->next)
               consume(rte_pktmbuf_mtod(seg, const uint8_t*), seg->data_len);
@@ -186,6 +196,10 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
     std::string detail;
     while (n > 0 && !closing_) {
       if (phase_ == Phase::Header) {
+        if (hdr_got_ == 0) {  // a tensor starts: its tag came with its first packet
+          cur_tag_ = tags_.empty() ? SemanticTag() : tags_.front();
+          if (!tags_.empty()) tags_.pop_front();
+        }
         const size_t k = std::min(n, kFrameHeaderSize - hdr_got_);
         std::memcpy(hdr_ + hdr_got_, p, k);
         hdr_got_ += k, p += k, n -= k;
@@ -299,6 +313,8 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
   size_t msg_got_ = 0;
   PayloadSink sink_;
   uint64_t payload_got_ = 0;
+  std::deque<SemanticTag> tags_;  // of the tensors whose bytes are arriving, in order
+  SemanticTag cur_tag_;           // of the frame being received
 };
 
 class DpdkListener final : public Listener, public std::enable_shared_from_this<DpdkListener> {
