@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include <rte_memory.h>
 
+#include "dataplane/async_channel.hpp"
 #include "dataplane/dpdk/session.hpp"
 #include "dataplane/guarded.hpp"
 #include "dataplane/plugin.hpp"
@@ -26,14 +27,6 @@ namespace {
 constexpr const char* kName = "dpdk";
 const TransportHost* g_host = nullptr;
 
-template <class Fn>
-void guarded_log(Fn&& fn, const char* what) {
-  genie_status_t st = GENIE_OK;
-  std::string detail;
-  if (!guarded(std::forward<Fn>(fn), &st, &detail, what) && g_host != nullptr)
-    g_host->log(LogLevel::Error, cat("dpdk: ", what, ": ", detail));
-}
-
 // "host:endpoint" as listen() reports it ("[v6]:endpoint" for a v6 host).
 std::string canonical(const std::string& address, int* endpoint) {
   std::string host;
@@ -42,17 +35,15 @@ std::string canonical(const std::string& address, int* endpoint) {
   return host.find(':') != std::string::npos ? cat('[', host, "]:", *endpoint) : cat(host, ':', *endpoint);
 }
 
-class DpdkChannel final : public Channel, public std::enable_shared_from_this<DpdkChannel> {
+class DpdkChannel final : public AsyncChannel<DpdkChannel> {
  public:
   DpdkChannel(Engine& eng, uv_loop_t* loop, std::shared_ptr<Session> s, uint32_t max_message,
               ChannelHandlers handlers, std::string peer)
-      : eng_(eng),
-        loop_(loop),
+      : AsyncChannel(g_host, kName, loop, std::move(handlers), std::move(peer)),
+        eng_(eng),
         session_(std::move(s)),
         box_(session_->box),
-        max_message_(max_message),
-        handlers_(std::move(handlers)),
-        peer_(std::move(peer)) {}
+        max_message_(max_message) {}
 
   ~DpdkChannel() override {
     // Received buffers nobody will read (the channel finished before the
@@ -65,15 +56,7 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
   void start(bool established, Transport::ConnectFn on_connected) {
     established_ = established;
     connect_cb_ = std::move(on_connected);
-    const int rc =
-        uv_async_init(loop_, &async_, [](uv_async_t* a) { static_cast<DpdkChannel*>(a->data)->process(); });
-    if (rc != 0) fail(GENIE_ERR_INTERNAL, "uv_async_init: ", uv_strerror(rc));
-    async_.data = this;
-    self_ = shared_from_this();
-    std::weak_ptr<DpdkChannel> weak = self_;
-    hook_ = g_host->add_close_hook(loop_, [weak] {
-      if (auto c = weak.lock()) c->shutdown();
-    });
+    open_handle();
     std::lock_guard<std::mutex> lk(box_->mu);
     box_->async = &async_;
     if (!box_->events.empty()) uv_async_send(&async_);
@@ -90,7 +73,7 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
   void send_tagged(const SemanticTag& tag, uint16_t type, uint64_t request_id, uint32_t flags, std::string msg,
                    const void* payload, uint64_t payload_len, std::shared_ptr<void> keep, Done done) override {
     auto refuse = [&](genie_status_t st) {
-      if (done) guarded_log([&] { done(st); }, "send done");
+      if (done) log_guarded([&] { done(st); }, "send done");
     };
     if (closing_ || !established_) return refuse(GENIE_ERR_CONNECTION);
     if (payload_len > 0 && payload == nullptr) return refuse(GENIE_ERR_INVALID_ARGUMENT);
@@ -120,15 +103,13 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
     eng_.run([s = session_, status, detail] { s->close(status, detail); });
   }
 
-  bool closed() const override { return closing_; }
-  std::string peer() const override { return peer_; }
   void set_max_message(uint32_t bytes) override { max_message_ = bytes; }
 
   // The loop is being torn down: whatever is left of it is swept right
   // after the close hooks, so the close completes here. The session ends
   // without lingering (SHUTDOWN resets it); its last events are awaited
   // briefly and handled now.
-  void shutdown() {
+  void on_teardown() {
     close(GENIE_ERR_SHUTDOWN, "event loop stopped");
     if (finished_) return;
     {
@@ -148,6 +129,9 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
     }
   }
 
+  void on_wake() { process(); }
+  void release_before_close() { sink_ = PayloadSink(); }  // an unfinished payload's: done not run
+
  private:
   void process() {
     std::deque<Event> events;
@@ -161,7 +145,7 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
           if (closing_) break;
           established_ = true;
           if (auto cb = std::exchange(connect_cb_, nullptr))
-            guarded_log([&] { cb(GENIE_OK, {}); }, "connect callback");
+            log_guarded([&] { cb(GENIE_OK, {}); }, "connect callback");
           break;
         case Event::ConnectFailed: connect_failed_ = e.detail; break;
         case Event::Data:
@@ -173,7 +157,7 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
           eng_.give_back(e.mbufs);
           break;
         case Event::SendDone:
-          if (e.done) guarded_log([&] { e.done(e.status); }, "send done");
+          if (e.done) log_guarded([&] { e.done(e.status); }, "send done");
           break;
         case Event::Closed:
           if (!closing_) {
@@ -265,45 +249,13 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
       std::lock_guard<std::mutex> lk(box_->mu);
       box_->async = nullptr;
     }
-    g_host->remove_close_hook(loop_, hook_);
-    uv_close(reinterpret_cast<uv_handle_t*>(&async_), [](uv_handle_t* h) {
-      auto* c = static_cast<DpdkChannel*>(h->data);
-      std::shared_ptr<DpdkChannel> self = std::move(c->self_);  // may die at the end of this callback
-      c->closed_cb();
-    });
-  }
-
-  void closed_cb() {
-    if (auto cb = std::exchange(connect_cb_, nullptr)) {
-      const std::string why =
-          !connect_failed_.empty()
-              ? connect_failed_
-              : cat("cannot connect to ", peer_, ": closed before it was established (", close_detail_, ")");
-      guarded_log([&] { cb(GENIE_ERR_CONNECTION, why); }, "connect callback");
-    }
-    sink_ = PayloadSink();  // an unfinished payload's sink: released, its done not run
-    ChannelHandlers h = std::move(handlers_);
-    handlers_ = ChannelHandlers();
-    if (h.on_close) guarded_log([&] { h.on_close(close_status_, close_detail_); }, "on_close");
+    close_handle();
   }
 
   Engine& eng_;
-  uv_loop_t* loop_;
   std::shared_ptr<Session> session_;
   std::shared_ptr<Mailbox> box_;
   uint32_t max_message_;  // set_max_message may change it (loop thread)
-  ChannelHandlers handlers_;
-  const std::string peer_;
-  uv_async_t async_{};
-  std::shared_ptr<DpdkChannel> self_;  // until the handle has closed
-  uint64_t hook_ = 0;
-  Transport::ConnectFn connect_cb_;
-  std::string connect_failed_;
-  bool established_ = false;
-  bool closing_ = false;
-  bool finished_ = false;
-  genie_status_t close_status_ = GENIE_OK;
-  std::string close_detail_;
   // the frame being received
   enum class Phase { Header, Message, Payload } phase_ = Phase::Header;
   uint8_t hdr_[kFrameHeaderSize] = {};
