@@ -15,7 +15,8 @@
 //   GENIE_DPDK_MTU    bytes of Genie header and fragment per packet
 //                     (default: 9000 on net_ring and net_memif, which pass
 //                     chained buffers of any length; the port's MTU else).
-//   GENIE_DPDK_WINDOW packets in flight per session (default 256).
+//   GENIE_DPDK_WINDOW packets in flight per session, counted from the
+//                     cumulative ack (default 512, at most 4096).
 //   GENIE_DPDK_BACKLOG_MB  received bytes a channel's owner has not taken
 //                     yet before the window closes (default 256).
 //   GENIE_DPDK_RTO_MS first retransmission timeout (default 20; doubles per
