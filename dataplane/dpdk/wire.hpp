@@ -61,8 +61,8 @@ struct PacketHeader {
 // CRC-32C (rte_hash_crc: Castagnoli, initial value 0xFFFFFFFF, no final
 // XOR) continued over `len` bytes. Long runs go through three independent
 // crc32 instruction chains combined at the end (the instruction's latency,
-// not its throughput, bounds one chain), so a 9 KB packet costs about a
-// third of rte_hash_crc's single chain.
+// not its throughput, bounds one chain), so a 9 KB packet costs a half
+// to a third of rte_hash_crc's single chain.
 uint32_t crc32c(const void* data, size_t len, uint32_t crc);
 // The same, one chain (rte_hash_crc's way): the reference crc32c is checked
 // against.
