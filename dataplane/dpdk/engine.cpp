@@ -360,8 +360,9 @@ void Engine::transmit(const PacketHeader& h, const rte_ether_addr& dst, const ui
       hdr[40] ^= 0x10;  // tensor_size: only the CRC can tell
     }
     if (roll(cfg_.dup)) {
-      rte_pktmbuf_refcnt_update(m, 1);
-      txq_.push_back(m);
+      // A clone (indirect mbufs over the same bytes), not the same mbuf
+      // twice: a receiver trims the mbufs it keeps to their payload.
+      if (rte_mbuf* twin = rte_pktmbuf_clone(m, ext_pool_)) txq_.push_back(twin);
     }
     if (roll(cfg_.reorder) && held_ == nullptr) {
       held_ = m;
