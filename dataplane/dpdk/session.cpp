@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <new>
 
 #include "core/error.hpp"
 #include "dataplane/frame.hpp"
