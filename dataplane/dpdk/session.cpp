@@ -10,6 +10,7 @@ namespace genie::dataplane::dpdk {
 namespace {
 
 constexpr uint64_t kMaxTensor = 1ull << 40;  // a larger tensor_size is a malformed packet
+constexpr uint64_t kInlineMax = 256;         // fragments up to this size are copied, not attached
 
 rte_ether_addr broadcast() {
   rte_ether_addr a;
@@ -174,6 +175,17 @@ void Session::send_fragment(TxPkt& p, uint32_t seq, bool retransmit) {
   // attached where they lie (no copy); an mbuf short is as if lost, and the
   // timer sends the packet again.
   const uint64_t pre = m.prefix.size();
+  if (len <= kInlineMax) {
+    // A small fragment is cheaper copied into the header mbuf than attached
+    // (an mbuf fewer to allocate, free and count).
+    uint8_t bytes[kInlineMax];
+    const uint64_t head = off < pre ? std::min(off + len, pre) - off : 0;
+    if (head > 0) std::memcpy(bytes, m.prefix.data() + off, head);
+    if (head < len) std::memcpy(bytes + head, m.payload + (off + head - pre), len - head);
+    eng.transmit(h, peer_mac, bytes, static_cast<uint16_t>(len), nullptr);
+    if (retransmit) eng.stats().retransmits++;
+    return;
+  }
   rte_mbuf* segs[2] = {nullptr, nullptr};
   int n = 0;
   if (off < pre) {
