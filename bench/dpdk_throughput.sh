@@ -38,7 +38,7 @@ EAL="-l 0 --no-huge -m 256 --no-pci --no-telemetry --log-level=*:error"
 serve() {  # NAME [ENV...]: a server offering dpdk on memif socket $TMP/NAME.sock; sets its port in PORT_NAME
   local name=$1; shift
   env "$@" GENIE_SERVE_TRANSPORTS=dpdk \
-    GENIE_DPDK_EAL="$EAL --file-prefix=gb-$name-$$ --vdev=net_memif0,role=server,socket=$TMP/$name.sock" \
+    GENIE_DPDK_EAL="$EAL --file-prefix=gb-$name-$$ --vdev=net_memif0,role=server,socket=$TMP/$name.sock,bsize=9216" \
     "$B/genie" serve --port 0 >"$TMP/$name.out" 2>"$TMP/$name.err" &
   PIDS+=($!)
   for _ in $(seq 1 200); do
@@ -65,7 +65,7 @@ run() {  # KIND: prints write+read median MB/s averaged, as Gbit/s
       local name=clean port=$PORT_clean extra=()
       [ "$kind" = lossy ] && { name=lossy; port=$PORT_lossy; extra=(GENIE_DPDK_TEST_DROP=10); }
       out=$(env "${extra[@]}" GENIE_TRANSPORT=dpdk GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$port \
-            GENIE_DPDK_EAL="$EAL --file-prefix=gb-c$n-$$ --vdev=net_memif0,role=client,socket=$TMP/$name.sock" \
+            GENIE_DPDK_EAL="$EAL --file-prefix=gb-c$n-$$ --vdev=net_memif0,role=client,socket=$TMP/$name.sock,bsize=9216" \
             "$TOOL" throughput "$MIB" "$REPS") ;;
     iperf3) iperf3 -c 127.0.0.1 -p "$IPORT" -t 1 -J | /usr/bin/python3 -c \
               'import json,sys; print("%.3f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e9))'

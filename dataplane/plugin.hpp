@@ -31,7 +31,7 @@
 
 namespace genie::dataplane {
 
-constexpr uint32_t kTransportAbiVersion = 2;
+constexpr uint32_t kTransportAbiVersion = 3;  // 3: Channel::send_tagged, received_tag
 constexpr const char* kPluginEntrySymbol = "genie_transport_plugin";
 
 // libgenie's services for a plugin; valid until the process exits.

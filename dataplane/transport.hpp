@@ -93,6 +93,19 @@ class MemoryRegion {
   MemoryDescriptor desc_;
 };
 
+// What a frame's payload is, for transports that carry it with the bytes
+// (the DPDK header has room for it; others ignore it): the graph's semantic
+// annotations of the tensor (graph/graph.hpp: Phase, TensorRole, the layer
+// index) and its element type. Zero / kNoLayer where unknown.
+struct SemanticTag {
+  static constexpr uint16_t kNoLayer = 0xFFFF;
+  uint8_t dtype = 0;  // genie_dtype_t + 1; 0: unknown
+  uint8_t phase = 0;  // graph::Phase
+  uint8_t role = 0;   // graph::TensorRole
+  uint16_t layer = kNoLayer;
+  bool operator==(const SemanticTag&) const = default;
+};
+
 // Where the payload of an incoming frame goes.
 struct PayloadSink {
   void* dst = nullptr;         // payload_len bytes are written here
@@ -200,6 +213,20 @@ class Channel {
   virtual void send(uint16_t type, uint64_t request_id, uint32_t flags, std::string msg,
                     const void* payload = nullptr, uint64_t payload_len = 0,
                     std::shared_ptr<void> keep = nullptr, Done done = nullptr) = 0;
+
+  // send() with the payload's semantic tag, which a transport that carries
+  // tags (dpdk) puts on every packet of the frame and the receiver's
+  // received_tag() reports; the default ignores the tag.
+  virtual void send_tagged(const SemanticTag& tag, uint16_t type, uint64_t request_id, uint32_t flags,
+                           std::string msg, const void* payload, uint64_t payload_len, std::shared_ptr<void> keep,
+                           Done done) {
+    (void)tag;
+    send(type, request_id, flags, std::move(msg), payload, payload_len, std::move(keep), std::move(done));
+  }
+
+  // Inside on_frame: the tag the frame was sent with (send_tagged), where
+  // the transport carries tags; a default SemanticTag elsewhere.
+  virtual SemanticTag received_tag() const { return {}; }
 
   // Closes the channel (idempotent: the first status wins); on_close runs
   // with `status` from the loop after close() returned, never inside it.

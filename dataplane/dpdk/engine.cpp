@@ -3,12 +3,17 @@
 #include <pthread.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
+#include <rte_devargs.h>
 #include <rte_ethdev.h>
 #include <rte_gpudev.h>
 #include <rte_lcore.h>
+#include <rte_memory.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -55,19 +60,6 @@ std::vector<std::string> eal_args() {
   return args;
 }
 
-// The external buffer of a payload mbuf: released(arg) when the driver lets go.
-struct ExtHold {
-  rte_mbuf_ext_shared_info shinfo;
-  void (*released)(void*);
-  void* arg;
-};
-
-void ext_free(void*, void* opaque) {
-  auto* h = static_cast<ExtHold*>(opaque);
-  h->released(h->arg);
-  delete h;
-}
-
 }  // namespace
 
 void Mailbox::post(Event e) {
@@ -107,7 +99,7 @@ Engine& Engine::get(const TransportHost* host) {
 Engine::Engine(const TransportHost* host) : host_(host) {}
 
 void Engine::start() {
-  cfg_.window = env_u32("GENIE_DPDK_WINDOW", 256, 1, 65536);
+  cfg_.window = env_u32("GENIE_DPDK_WINDOW", 512, 1, 4096);
   cfg_.rto_ms = env_u32("GENIE_DPDK_RTO_MS", 20, 1, 60000);
   cfg_.retries = env_u32("GENIE_DPDK_RETRIES", 12, 1, 1000);
   cfg_.nack_us = env_u32("GENIE_DPDK_NACK_US", 200, 1, 1000000);
@@ -170,22 +162,38 @@ void Engine::start() {
   loopback_port_ = std::strcmp(info.driver_name, "net_ring") == 0;
   uint16_t mtu = 1500;
   rte_eth_dev_get_mtu(port_, &mtu);
+  // Virtual ports take jumbo packets, so the fixed cost of a packet is
+  // spread over six times the bytes: a ring passes pointers (any length);
+  // memif copies into slots of its ring (bsize=, 2048 bytes by default) and
+  // chains slots slowly, so a packet fills one slot, up to 9000 bytes
+  // (docs/dpdk.md: give memif bsize=9216).
+  if (loopback_port_) mtu = 9000;
+  if (std::strcmp(info.driver_name, "net_memif") == 0) {
+    uint32_t bsize = 2048;
+    const rte_devargs* da = info.device != nullptr ? rte_dev_devargs(info.device) : nullptr;
+    if (da != nullptr && da->args != nullptr)
+      if (const char* b = std::strstr(da->args, "bsize=")) bsize = static_cast<uint32_t>(std::strtoul(b + 6, nullptr, 10));
+    mtu = static_cast<uint16_t>(std::clamp<uint32_t>(bsize, 1024 + kEthHeaderSize, 9000 + kEthHeaderSize) - kEthHeaderSize);
+  }
   cfg_.mtu = env_u32("GENIE_DPDK_MTU", mtu, kPacketHeaderSize + 64, 9600);
 
   const int socket =
       static_cast<int>(rte_socket_id()) == SOCKET_ID_ANY ? 0 : static_cast<int>(rte_socket_id());
-  const uint16_t room =
-      static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(2048, cfg_.mtu + kEthHeaderSize));
-  pool_ = rte_pktmbuf_pool_create("genie_pkt", 8191, 256, 0, room, socket);
-  ext_pool_ = rte_pktmbuf_pool_create("genie_ext", 8191, 256, 0, 0, socket);
+  // Header mbufs hold the Ethernet and Genie headers and a Nack's ranges;
+  // every fragment byte leaves from an external buffer.
+  const uint16_t hdr_room = static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + 1024);
+  pool_ = rte_pktmbuf_pool_create("genie_pkt", 8191, 256, 0, hdr_room, socket);
+  ext_pool_ = rte_pktmbuf_pool_create("genie_ext", 16383, 256, 0, 0, socket);
   if (pool_ == nullptr || ext_pool_ == nullptr)
     fail(GENIE_ERR_UNSUPPORTED, "cannot create DPDK mbuf pools (", rte_strerror(rte_errno),
          "): give EAL more memory (-m in GENIE_DPDK_EAL)");
+  const uint32_t rx_room = (RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(2048, cfg_.mtu + kEthHeaderSize) + 63) & ~63u;
+  setup_rx_pool(socket, static_cast<uint16_t>(rx_room));
   rte_eth_conf conf{};
   if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS)
     conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
   int rc = rte_eth_dev_configure(port_, 1, 1, &conf);
-  if (rc == 0) rc = rte_eth_rx_queue_setup(port_, 0, kRingSize, socket, nullptr, pool_);
+  if (rc == 0) rc = rte_eth_rx_queue_setup(port_, 0, kRingSize, socket, nullptr, rx_pool_);
   if (rc == 0) rc = rte_eth_tx_queue_setup(port_, 0, kRingSize, socket, nullptr);
   if (rc == 0) rc = rte_eth_dev_start(port_);
   if (rc != 0) fail(GENIE_ERR_UNSUPPORTED, "cannot start DPDK port ", name, ": ", rte_strerror(-rc));
@@ -200,6 +208,54 @@ void Engine::start() {
       g_engine->thread_.join();
     }
   });
+}
+
+void Engine::setup_rx_pool(int socket, uint16_t room) {
+  constexpr uint32_t kRxMbufs = 8191;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  RxMemory& r = rx_mem_;
+  r.mbufs = kRxMbufs;
+  r.elt_size = room;
+  r.length = (size_t{kRxMbufs} * room + page - 1) / page * page;
+  void* mem = mmap(nullptr, r.length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (mem == MAP_FAILED)
+    fail(GENIE_ERR_UNSUPPORTED, "cannot map ", r.length, " bytes for the DPDK receive pool: ", std::strerror(errno));
+  r.base = static_cast<uint8_t*>(mem);
+  // In IOVA-as-VA mode (no hugepages, or an IOMMU) a page's IOVA is its
+  // address; otherwise the pages get no IOVA and only virtual devices (which
+  // copy by address) can receive into them.
+  r.iova_va = rte_eal_iova_mode() == RTE_IOVA_VA;
+  std::vector<rte_iova_t> iovas;
+  if (r.iova_va)
+    for (size_t off = 0; off < r.length; off += page) iovas.push_back(reinterpret_cast<uintptr_t>(r.base + off));
+  if (rte_extmem_register(r.base, r.length, r.iova_va ? iovas.data() : nullptr,
+                          static_cast<unsigned>(iovas.size()), page) != 0)
+    fail(GENIE_ERR_UNSUPPORTED, "rte_extmem_register of the DPDK receive pool failed: ", rte_strerror(rte_errno));
+  rte_eth_dev_info info{};
+  if (rte_eth_dev_info_get(port_, &info) == 0 && info.device != nullptr && r.iova_va)
+    r.dma_mapped = rte_dev_dma_map(info.device, r.base, reinterpret_cast<uintptr_t>(r.base), r.length) == 0;
+  rte_pktmbuf_extmem ext{};
+  ext.buf_ptr = r.base;
+  ext.buf_iova = r.iova_va ? reinterpret_cast<uintptr_t>(r.base) : RTE_BAD_IOVA;
+  ext.buf_len = r.length;
+  ext.elt_size = room;
+  rx_pool_ = rte_pktmbuf_pool_create_extbuf("genie_rx", kRxMbufs, 256, 0, room, socket, &ext, 1);
+  if (rx_pool_ == nullptr)
+    fail(GENIE_ERR_UNSUPPORTED, "cannot create the DPDK receive pool over registered memory (",
+         rte_strerror(rte_errno), ")");
+  // The port's ring holds kRingSize of them; the per-lcore caches up to 256
+  // each; the rest may wait in sessions' windows and channels' mailboxes.
+  held_limit_ = kRxMbufs - kRingSize - 2 * 256 - 64;
+}
+
+void Engine::give_back(std::vector<rte_mbuf*>& mbufs) {
+  std::lock_guard<std::mutex> lk(back_mu_);
+  if (back_.empty()) {
+    back_.swap(mbufs);
+  } else {
+    back_.insert(back_.end(), mbufs.begin(), mbufs.end());
+    mbufs.clear();
+  }
 }
 
 uint64_t Engine::now_ns() const {
@@ -247,18 +303,13 @@ void Engine::adopt(const std::shared_ptr<Session>& s) {
 
 void Engine::forget(uint32_t id) { sessions_.erase(id); }
 
-rte_mbuf* Engine::attach(const void* data, uint16_t len, void (*released)(void*), void* arg) {
+rte_mbuf* Engine::attach(const void* data, uint16_t len, rte_mbuf_ext_shared_info* shinfo) {
   rte_mbuf* m = rte_pktmbuf_alloc(ext_pool_);
   if (m == nullptr) return nullptr;
-  auto* h = new ExtHold{};
-  h->released = released;
-  h->arg = arg;
-  h->shinfo.free_cb = ext_free;
-  h->shinfo.fcb_opaque = h;
-  rte_mbuf_ext_refcnt_set(&h->shinfo, 1);
+  rte_mbuf_ext_refcnt_update(shinfo, 1);
   // Virtual devices copy from the virtual address; a NIC that DMAs needs
   // the memory registered with rte_extmem_register and its IOVA here.
-  rte_pktmbuf_attach_extbuf(m, const_cast<void*>(data), RTE_BAD_IOVA, len, &h->shinfo);
+  rte_pktmbuf_attach_extbuf(m, const_cast<void*>(data), RTE_BAD_IOVA, len, shinfo);
   m->data_len = len;
   m->pkt_len = len;
   return m;
@@ -309,8 +360,9 @@ void Engine::transmit(const PacketHeader& h, const rte_ether_addr& dst, const ui
       hdr[40] ^= 0x10;  // tensor_size: only the CRC can tell
     }
     if (roll(cfg_.dup)) {
-      rte_pktmbuf_refcnt_update(m, 1);
-      txq_.push_back(m);
+      // A clone (indirect mbufs over the same bytes), not the same mbuf
+      // twice: a receiver trims the mbufs it keeps to their payload.
+      if (rte_mbuf* twin = rte_pktmbuf_clone(m, ext_pool_)) txq_.push_back(twin);
     }
     if (roll(cfg_.reorder) && held_ == nullptr) {
       held_ = m;
@@ -347,30 +399,30 @@ void Engine::send_rst(uint32_t dst_session, uint32_t src_session, const rte_ethe
   transmit(h, dst, nullptr, 0, nullptr);
 }
 
-void Engine::handle(rte_mbuf* m) {
+bool Engine::handle(rte_mbuf* m) {
   constexpr uint32_t kAt = kEthHeaderSize + kPacketHeaderSize;
   uint8_t copy[kAt];
   stats_.rx_packets++;
-  if (m->pkt_len < kAt) return;
+  if (m->pkt_len < kAt) return false;
   const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, kAt, copy));
   const auto* eth = reinterpret_cast<const rte_ether_hdr*>(p);
-  if (eth->ether_type != rte_cpu_to_be_16(kEtherType)) return;
-  if (!loopback_port_ && rte_is_same_ether_addr(&eth->src_addr, &mac_)) return;  // our own, echoed
+  if (eth->ether_type != rte_cpu_to_be_16(kEtherType)) return false;
+  if (!loopback_port_ && rte_is_same_ether_addr(&eth->src_addr, &mac_)) return false;  // our own, echoed
   uint8_t hdr[kPacketHeaderSize];
   std::memcpy(hdr, p + kEthHeaderSize, kPacketHeaderSize);
   PacketHeader h;
   const char* why = nullptr;
-  if (!decode_header(hdr, &h, &why)) return;
+  if (!decode_header(hdr, &h, &why)) return false;
   if (h.payload_len > m->pkt_len - kAt || packet_crc(hdr, m, kAt, h.payload_len) != h.crc) {
     stats_.crc_drops++;
-    return;
+    return false;
   }
   const rte_ether_addr src = eth->src_addr;
   if (h.type == PacketType::Syn) {
     for (auto& [id, s] : sessions_)
       if (s->accepted_side && s->peer_id == h.src_session && rte_is_same_ether_addr(&s->peer_mac, &src)) {
         s->send_control(PacketType::SynAck, 0);  // our SynAck was lost
-        return;
+        return false;
       }
     std::shared_ptr<ListenBox> box;
     {
@@ -378,23 +430,30 @@ void Engine::handle(rte_mbuf* m) {
       auto it = listeners_.find(static_cast<uint16_t>(h.tensor_id));
       if (h.tensor_id <= 0xFFFF && it != listeners_.end()) box = it->second;
     }
-    if (!box) return send_rst(h.src_session, 0, src);
+    if (!box) {
+      send_rst(h.src_session, 0, src);
+      return false;
+    }
     auto s = std::make_shared<Session>(*this);
     adopt(s);
     s->accept_syn(h, src);
     std::lock_guard<std::mutex> lk(box->mu);
     box->incoming.push_back(s);
     if (box->async != nullptr) uv_async_send(box->async);
-    return;
+    return false;
   }
   auto it = sessions_.find(h.dst_session);
   if (it == sessions_.end() ||
       (it->second->peer_id != h.src_session && !(h.type == PacketType::SynAck && it->second->peer_id == 0))) {
     if (h.type != PacketType::Rst && h.type != PacketType::Ack) send_rst(h.src_session, h.dst_session, src);
-    return;
+    return false;
   }
-  std::shared_ptr<Session> s = it->second;
-  s->on_packet(h, src, m, kAt);
+  if (h.type == PacketType::Data && rx_mem_.holds(rte_pktmbuf_mtod(m, const uint8_t*))) stats_.rx_registered++;
+  // The session may keep the mbuf past this call: it must not keep a
+  // reference into the map's node, which a Fin or Rst may erase.
+  Session& s = *it->second;
+  std::shared_ptr<Session> hold = it->second;
+  return s.on_packet(h, src, m, kAt);
 }
 
 void Engine::poll() {
@@ -402,6 +461,7 @@ void Engine::poll() {
   rte_mbuf* pkts[kBurst];
   std::vector<std::function<void()>> cmds;
   std::vector<std::shared_ptr<Session>> live;
+  std::vector<rte_mbuf*> back;
   uint64_t last_timer = 0;
   uint32_t idle = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
@@ -418,11 +478,20 @@ void Engine::poll() {
     }
     const bool had_cmds = !cmds.empty();
     cmds.clear();
-    const uint16_t n = rte_eth_rx_burst(port_, 0, pkts, kBurst);
-    for (uint16_t i = 0; i < n; ++i) {
-      handle(pkts[i]);
-      rte_pktmbuf_free(pkts[i]);
+    {
+      std::lock_guard<std::mutex> lk(back_mu_);
+      back.swap(back_);
     }
+    if (!back.empty()) {
+      rx_held_.fetch_sub(back.size(), std::memory_order_relaxed);
+      rte_pktmbuf_free_bulk(back.data(), static_cast<unsigned>(back.size()));
+      back.clear();
+    }
+    const uint16_t n = rte_eth_rx_burst(port_, 0, pkts, kBurst);
+    unsigned dropped = 0;
+    for (uint16_t i = 0; i < n; ++i)
+      if (!handle(pkts[i])) pkts[dropped++] = pkts[i];
+    if (dropped > 0) rte_pktmbuf_free_bulk(pkts, dropped);
     const uint64_t now = now_ns();
     const bool timers = now - last_timer >= 1000000;
     if (timers) last_timer = now;

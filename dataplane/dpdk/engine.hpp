@@ -13,8 +13,10 @@
 //                     or a NIC bound to DPDK.
 //   GENIE_DPDK_PORT   the ethdev name to use (default: the first port).
 //   GENIE_DPDK_MTU    bytes of Genie header and fragment per packet
-//                     (default: the port's MTU).
-//   GENIE_DPDK_WINDOW packets in flight per session (default 256).
+//                     (default: 9000 on net_ring and net_memif, which pass
+//                     chained buffers of any length; the port's MTU else).
+//   GENIE_DPDK_WINDOW packets in flight per session, counted from the
+//                     cumulative ack (default 512, at most 4096).
 //   GENIE_DPDK_BACKLOG_MB  received bytes a channel's owner has not taken
 //                     yet before the window closes (default 256).
 //   GENIE_DPDK_RTO_MS first retransmission timeout (default 20; doubles per
@@ -53,11 +55,16 @@ namespace genie::dataplane::dpdk {
 
 // What the polling thread hands a channel or listener (on its loop).
 struct Event {
-  enum Kind { Connected, ConnectFailed, Frame, SendDone, Closed } kind;
+  enum Kind { Connected, ConnectFailed, Data, SendDone, Closed } kind;
   explicit Event(Kind k) : kind(k) {}
   genie_status_t status = GENIE_OK;
   std::string detail;
-  std::unique_ptr<char[]> bytes;  // Frame: the whole tensor (frame header, message, payload)
+  // Data: the next packets of the session's byte stream (the frames sent
+  // one after another), in sequence order, each an mbuf chain trimmed to
+  // its payload; the channel copies them out and gives them back
+  // (Engine::give_back). `size` is their payload bytes.
+  std::vector<rte_mbuf*> mbufs;
+  std::vector<SemanticTag> tags;  // of each tensor that starts in mbufs, in order
   uint64_t size = 0;
   Channel::Done done;
   std::shared_ptr<void> keep;
@@ -69,7 +76,7 @@ struct Mailbox {
   std::condition_variable cv;   // an event arrived (a loop being torn down waits for Closed)
   uv_async_t* async = nullptr;  // while the channel's handle is open
   std::deque<Event> events;
-  std::atomic<uint64_t> backlog{0};  // bytes of Frame events not yet taken
+  std::atomic<uint64_t> backlog{0};  // payload bytes of Data events not yet taken
 
   void post(Event e);
 };
@@ -86,7 +93,7 @@ struct ListenBox {
 
 struct EngineConfig {
   uint32_t mtu = 1500;  // Genie header + fragment
-  uint32_t window = 256;
+  uint32_t window = 512;
   uint32_t rto_ms = 20;
   uint32_t retries = 12;
   uint32_t connect_ms = 3000;
@@ -99,6 +106,24 @@ struct EngineConfig {
 struct EngineStats {
   std::atomic<uint64_t> tx_packets{0}, rx_packets{0}, retransmits{0}, crc_drops{0}, duplicates{0},
       nacks_sent{0}, test_dropped{0}, test_corrupted{0};
+  std::atomic<uint64_t> rx_registered{0};  // Data packets whose payload the port wrote into rx_mem
+  std::atomic<uint64_t> probes{0};         // tail-loss probes sent
+};
+
+// The receive pool's memory: anonymous pages registered with EAL
+// (rte_extmem_register, and rte_dev_dma_map where the device supports it)
+// that back every receive mbuf (rte_pktmbuf_pool_create_extbuf), so that a
+// payload lands in registered memory and is copied once, into the sink.
+struct RxMemory {
+  uint8_t* base = nullptr;
+  size_t length = 0;
+  uint32_t mbufs = 0;
+  uint16_t elt_size = 0;
+  bool iova_va = false;     // IOVAs are the virtual addresses (IOVA-as-VA mode)
+  bool dma_mapped = false;  // rte_dev_dma_map accepted it for the port's device
+  bool holds(const void* p) const {
+    return static_cast<const uint8_t*>(p) >= base && static_cast<const uint8_t*>(p) < base + length;
+  }
 };
 
 class Engine {
@@ -137,14 +162,27 @@ class Engine {
   // An mbuf over [data, data + len) of the caller's memory (an external
   // buffer: no copy); released(arg) runs when the driver lets go of it.
   // nullptr when the pool is empty.
-  rte_mbuf* attach(const void* data, uint16_t len, void (*released)(void*), void* arg);
+  // shinfo's reference count goes up by one; its free_cb runs on the
+  // polling thread when the last mbuf over it is freed.
+  rte_mbuf* attach(const void* data, uint16_t len, rte_mbuf_ext_shared_info* shinfo);
+  // Received mbufs a channel is done with (any thread): freed on the
+  // polling thread, where the mempool caches and free callbacks live.
+  void give_back(std::vector<rte_mbuf*>& mbufs);
+  // Receive mbufs held by channels across the process, and the most before
+  // every session advertises a closed window (the pool must keep room for
+  // the port's receive ring).
+  std::atomic<uint64_t>& held_mbufs() { return rx_held_; }
+  bool rx_pool_full() const { return rx_held_.load(std::memory_order_relaxed) >= held_limit_; }
+  const RxMemory& rx_memory() const { return rx_mem_; }
+  rte_mempool* rx_pool() const { return rx_pool_; }
   void send_rst(uint32_t dst_session, uint32_t src_session, const rte_ether_addr& dst);
 
  private:
   Engine(const TransportHost* host);
   void start();
   void poll();
-  void handle(rte_mbuf* m);
+  bool handle(rte_mbuf* m);  // true: a session kept m
+  void setup_rx_pool(int socket, uint16_t room);
   void flush();
 
   const TransportHost* host_;
@@ -156,6 +194,12 @@ class Engine {
   rte_ether_addr mac_{};
   rte_mempool* pool_ = nullptr;
   rte_mempool* ext_pool_ = nullptr;
+  rte_mempool* rx_pool_ = nullptr;
+  RxMemory rx_mem_;
+  std::atomic<uint64_t> rx_held_{0};
+  uint64_t held_limit_ = 0;
+  std::mutex back_mu_;
+  std::vector<rte_mbuf*> back_;  // given back by channels, freed by the polling thread
   uint16_t gpus_ = 0;
   std::string gpu_reason_;
 

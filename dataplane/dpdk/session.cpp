@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <new>
 
 #include "core/error.hpp"
 #include "dataplane/frame.hpp"
@@ -11,6 +10,7 @@ namespace genie::dataplane::dpdk {
 namespace {
 
 constexpr uint64_t kMaxTensor = 1ull << 40;  // a larger tensor_size is a malformed packet
+constexpr uint64_t kInlineMax = 256;         // fragments up to this size are copied, not attached
 
 rte_ether_addr broadcast() {
   rte_ether_addr a;
@@ -20,7 +20,20 @@ rte_ether_addr broadcast() {
 
 bool before(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) < 0; }
 
+// shinfo's free callback: the last mbuf over a message went back to its pool.
+void tx_released(void*, void* opaque) {
+  auto* m = static_cast<TxMsg*>(opaque);
+  m->released = true;
+  std::shared_ptr<TxMsg> self = std::move(m->self);  // m lives until the end of this call
+  if (m->owner) m->owner->released(*m);
+}
+
 }  // namespace
+
+Session::~Session() {
+  win_.drain([](rte_mbuf* m) { rte_pktmbuf_free(m); });
+  for (rte_mbuf* m : ready_) rte_pktmbuf_free(m);
+}
 
 uint64_t Session::rto_ns(uint32_t tries) const {
   // GENIE_DPDK_RTO_MS until the first sample, then 4 round trips
@@ -33,24 +46,29 @@ uint64_t Session::rto_ns(uint32_t tries) const {
 }
 
 uint32_t Session::advertised_window() const {
-  if (box->backlog.load(std::memory_order_relaxed) >= eng.config().backlog_limit) return 0;
-  const uint32_t w = eng.config().window;
-  return w - std::min<uint32_t>(w, static_cast<uint32_t>(ooo_.size()));
+  if (box->backlog.load(std::memory_order_relaxed) + ready_bytes_ >= eng.config().backlog_limit ||
+      eng.rx_pool_full())
+    return 0;
+  // Counted from the cumulative ack, as the sender counts what it has in
+  // flight: packets held behind a gap are inside it already.
+  return eng.config().window;
 }
 
-void Session::send_control(PacketType type, uint16_t flags, uint64_t sack) {
+void Session::send_control(PacketType type, uint16_t flags, uint64_t sack, const uint8_t* extra,
+                           uint16_t extra_len) {
   PacketHeader h;
   h.type = type;
   h.flags = flags;
   h.dst_session = peer_id;
   h.src_session = id;
   h.seq = snd_nxt_;
-  h.ack = rcv_nxt_;
+  h.ack = win_.base();
   h.window = advertised_window();
   h.sack = sack;
+  h.payload_len = extra_len;
   if (type == PacketType::Syn) h.tensor_id = endpoint_;
   advertised_zero_ = h.window == 0;
-  eng.transmit(h, state == State::Connecting ? broadcast() : peer_mac, nullptr, 0, nullptr);
+  eng.transmit(h, state == State::Connecting ? broadcast() : peer_mac, extra, extra_len, nullptr);
 }
 
 void Session::connect(uint16_t endpoint, uint32_t max_msg, std::string target) {
@@ -80,6 +98,10 @@ void Session::accept_syn(const PacketHeader& syn, const rte_ether_addr& src) {
 void Session::enqueue(std::shared_ptr<TxMsg> msg) {
   if (state == State::Closing || state == State::Done) {
     msg->owner = shared_from_this();
+    msg->self = msg;
+    msg->shinfo.free_cb = tx_released;
+    msg->shinfo.fcb_opaque = msg.get();
+    rte_mbuf_ext_refcnt_set(&msg->shinfo, 1);
     return finish_msg(*msg, GENIE_ERR_CONNECTION);
   }
   msg->tid = next_tid_++;
@@ -87,11 +109,15 @@ void Session::enqueue(std::shared_ptr<TxMsg> msg) {
   const uint64_t p = eng.fragment_bytes();
   msg->frags = static_cast<uint32_t>((msg->size + p - 1) / p);
   msg->owner = shared_from_this();
+  msg->self = msg;
+  msg->shinfo.free_cb = tx_released;
+  msg->shinfo.fcb_opaque = msg.get();
+  rte_mbuf_ext_refcnt_set(&msg->shinfo, 1);  // the session's own reference, until finished
   queue_.push_back(std::move(msg));
 }
 
 void Session::maybe_post(TxMsg& m) {
-  if (!m.finished || m.posted || m.mbufs > 0) return;
+  if (!m.finished || m.posted || !m.released) return;
   m.posted = true;
   Event e(Event::SendDone);
   e.status = m.result;
@@ -107,13 +133,13 @@ void Session::finish_msg(TxMsg& m, genie_status_t st) {
   m.finished = true;
   m.result = st;
   ++unposted_;
-  maybe_post(m);
+  // The session's reference: the last one unless mbufs over m are still
+  // with the driver or a receiver (then their release posts the done).
+  std::shared_ptr<TxMsg> hold = m.self;
+  if (rte_mbuf_ext_refcnt_update(&m.shinfo, -1) == 0) tx_released(nullptr, &m);
 }
 
-void Session::released(TxMsg& m) {
-  --m.mbufs;
-  maybe_post(m);
-}
+void Session::released(TxMsg& m) { maybe_post(m); }
 
 void Session::ack_packet(TxPkt& p) {
   if (p.acked) return;
@@ -132,7 +158,7 @@ void Session::send_fragment(TxPkt& p, uint32_t seq, bool retransmit) {
   h.dst_session = peer_id;
   h.src_session = id;
   h.seq = seq;
-  h.ack = rcv_nxt_;
+  h.ack = win_.base();
   h.window = advertised_window();
   h.payload_len = static_cast<uint16_t>(len);
   h.tensor_id = m.tid;
@@ -140,39 +166,50 @@ void Session::send_fragment(TxPkt& p, uint32_t seq, bool retransmit) {
   h.frag_offset = off;
   h.frag_index = p.frag;
   h.frag_count = m.frags;
-  // Bytes of the frame header and message go inline (copied into the
-  // header mbuf); payload bytes are attached where they lie.
+  h.dtype = m.tag.dtype;
+  h.phase = m.tag.phase;
+  h.role = m.tag.role;
+  h.layer = m.tag.layer;
+  p.sent_ns = eng.now_ns();
+  // Bytes of the frame header and message, then payload bytes, each
+  // attached where they lie (no copy); an mbuf short is as if lost, and the
+  // timer sends the packet again.
   const uint64_t pre = m.prefix.size();
-  const uint64_t inline_end = std::min(off + len, pre);
-  const uint16_t inline_len = off < pre ? static_cast<uint16_t>(inline_end - off) : 0;
-  rte_mbuf* tail = nullptr;
+  if (len <= kInlineMax) {
+    // A small fragment is cheaper copied into the header mbuf than attached
+    // (an mbuf fewer to allocate, free and count).
+    uint8_t bytes[kInlineMax];
+    const uint64_t head = off < pre ? std::min(off + len, pre) - off : 0;
+    if (head > 0) std::memcpy(bytes, m.prefix.data() + off, head);
+    if (head < len) std::memcpy(bytes + head, m.payload + (off + head - pre), len - head);
+    eng.transmit(h, peer_mac, bytes, static_cast<uint16_t>(len), nullptr);
+    if (retransmit) eng.stats().retransmits++;
+    return;
+  }
+  rte_mbuf* segs[2] = {nullptr, nullptr};
+  int n = 0;
+  if (off < pre) {
+    const uint16_t l = static_cast<uint16_t>(std::min(off + len, pre) - off);
+    if ((segs[n++] = eng.attach(m.prefix.data() + off, l, &m.shinfo)) == nullptr) return;
+  }
   if (off + len > pre) {
     const uint64_t start = std::max(off, pre) - pre;
-    const uint16_t plen = static_cast<uint16_t>(off + len - std::max(off, pre));
-    auto* hold = new std::shared_ptr<TxMsg>(p.msg);
-    tail = eng.attach(
-        m.payload + start, plen,
-        [](void* arg) {
-          auto* held = static_cast<std::shared_ptr<TxMsg>*>(arg);
-          std::shared_ptr<TxMsg> msg = std::move(*held);
-          delete held;
-          if (msg->owner) msg->owner->released(*msg);
-        },
-        hold);
-    if (tail == nullptr) {
-      delete hold;  // no mbuf: as if lost, the timer sends it again
-      p.sent_ns = eng.now_ns();
+    const uint16_t l = static_cast<uint16_t>(off + len - std::max(off, pre));
+    if ((segs[n++] = eng.attach(m.payload + start, l, &m.shinfo)) == nullptr) {
+      if (n == 2) rte_pktmbuf_free(segs[0]);
       return;
     }
-    ++m.mbufs;
   }
-  eng.transmit(h, peer_mac, inline_len ? reinterpret_cast<const uint8_t*>(m.prefix.data()) + off : nullptr,
-               inline_len, tail);
-  p.sent_ns = eng.now_ns();
+  if (n == 2 && rte_pktmbuf_chain(segs[0], segs[1]) != 0) {
+    rte_pktmbuf_free(segs[0]);
+    rte_pktmbuf_free(segs[1]);
+    return;
+  }
+  eng.transmit(h, peer_mac, nullptr, 0, segs[0]);
   if (retransmit) eng.stats().retransmits++;
 }
 
-void Session::on_packet(const PacketHeader& h, const rte_ether_addr& src, const rte_mbuf* m, uint32_t at) {
+bool Session::on_packet(const PacketHeader& h, const rte_ether_addr& src, rte_mbuf* m, uint32_t at) {
   switch (h.type) {
     case PacketType::SynAck:
       if (state == State::Connecting) {
@@ -182,38 +219,45 @@ void Session::on_packet(const PacketHeader& h, const rte_ether_addr& src, const 
         state = State::Open;
         box->post(Event(Event::Connected));
       }
-      return;
-    case PacketType::Data: return on_data(h, src, m, at);
+      return false;
+    case PacketType::Data: return on_data(h, m, at);
     case PacketType::Ack:
       if (h.flags & kFlagProbe) ack_due_ = true;
       [[fallthrough]];
-    case PacketType::Nack: return on_ack(h);
+    case PacketType::Nack: on_ack(h, m, at); return false;
     case PacketType::Fin:
-      if (state == State::Connecting || state == State::Done) return;
+      if (state == State::Connecting || state == State::Done) return false;
       send_control(PacketType::Ack, kFlagFinAck);
-      if (state == State::Closing) return end(close_st_, close_detail_);
-      return fail(GENIE_ERR_CONNECTION, cat("connection to ", peer_name, " closed by the peer"), false);
+      if (state == State::Closing) {
+        end(close_st_, close_detail_);
+        return false;
+      }
+      fail(GENIE_ERR_CONNECTION, cat("connection to ", peer_name, " closed by the peer"), false);
+      return false;
     case PacketType::Rst:
       if (state == State::Connecting) {
         Event e(Event::ConnectFailed);
         e.detail = cat("cannot connect to ", peer_name, ": refused (no DPDK listener at endpoint ", endpoint_,
                        " behind port ", eng.port_name(), ")");
         box->post(std::move(e));
-        return end(GENIE_ERR_CONNECTION, cat("cannot connect to ", peer_name, ": refused"));
+        end(GENIE_ERR_CONNECTION, cat("cannot connect to ", peer_name, ": refused"));
+      } else if (state == State::Closing) {
+        end(close_st_, close_detail_);
+      } else {
+        fail(GENIE_ERR_CONNECTION, cat("connection to ", peer_name, " reset by the peer"), false);
       }
-      if (state == State::Closing) return end(close_st_, close_detail_);
-      return fail(GENIE_ERR_CONNECTION, cat("connection to ", peer_name, " reset by the peer"), false);
-    default: return;
+      return false;
+    default: return false;
   }
 }
 
-void Session::on_ack(const PacketHeader& h) {
+void Session::on_ack(const PacketHeader& h, const rte_mbuf* m, uint32_t at) {
   if (state != State::Open && state != State::Closing) return;
   peer_window_ = h.window;
   const int32_t d = static_cast<int32_t>(h.ack - snd_una_);
   if (d > 0 && static_cast<size_t>(d) <= unacked_.size()) {
     const TxPkt& last = unacked_[d - 1];
-    if (last.tries == 0 && !last.nacked) {
+    if (last.tries == 0 && !last.nacked && !last.probed) {
       const uint64_t sample = eng.now_ns() - last.sent_ns;
       srtt_ns_ = srtt_ns_ == 0 ? sample : (7 * srtt_ns_ + sample) / 8;
     }
@@ -224,93 +268,121 @@ void Session::on_ack(const PacketHeader& h) {
     snd_una_ = h.ack;
   }
   const uint64_t now = eng.now_ns();
-  for (uint32_t i = 0; i < 64; ++i) {
-    if (!(h.sack >> i & 1)) continue;
-    const uint32_t seq = h.type == PacketType::Ack ? h.ack + 1 + i : h.ack + i;
-    const uint32_t idx = seq - snd_una_;
-    if (before(seq, snd_una_) || idx >= unacked_.size()) continue;
-    TxPkt& p = unacked_[idx];
-    if (h.type == PacketType::Ack) {
-      ack_packet(p);
-    } else if (!p.acked && !p.msg->finished &&
-               (!p.nacked ||
-                now - p.sent_ns > std::max<uint64_t>(uint64_t{eng.config().nack_us} * 1000, 2 * srtt_ns_))) {
-      p.nacked = true;
-      send_fragment(p, seq, true);  // the peer saw a later packet: this one, at once
+  if (h.type == PacketType::Ack) {
+    for (uint64_t bits = h.sack; bits != 0; bits &= bits - 1) {
+      const uint32_t seq = h.ack + 1 + static_cast<uint32_t>(__builtin_ctzll(bits));
+      const uint32_t idx = seq - snd_una_;
+      if (!before(seq, snd_una_) && idx < unacked_.size()) ack_packet(unacked_[idx]);
     }
+  } else if (h.payload_len > 0) {
+    uint8_t buf[kMaxNackRanges * kNackRangeBytes];
+    SeqRange ranges[kMaxNackRanges];
+    size_t n = 0;
+    const auto* bytes = h.payload_len <= sizeof buf
+                            ? static_cast<const uint8_t*>(rte_pktmbuf_read(m, at, h.payload_len, buf))
+                            : nullptr;
+    if (bytes != nullptr && decode_ranges(bytes, h.payload_len, ranges, &n)) retransmit_ranges(ranges, n, now);
   }
   if ((h.flags & kFlagFinAck) && state == State::Closing && fin_sent_) end(close_st_, close_detail_);
 }
 
-void Session::on_data(const PacketHeader& h, const rte_ether_addr&, const rte_mbuf* m, uint32_t at) {
-  if (state != State::Open && state != State::Closing) return;
-  const int32_t d = static_cast<int32_t>(h.seq - rcv_nxt_);
-  if (d < 0 || ooo_.count(h.seq) != 0) {
+// The peer saw later packets but not these: each goes again at once, unless
+// it was re-sent so recently that the repair may still be on its way.
+void Session::retransmit_ranges(const SeqRange* r, size_t n, uint64_t now) {
+  const uint64_t fresh = std::max<uint64_t>(uint64_t{eng.config().nack_us} * 1000, 2 * srtt_ns_);
+  for (size_t k = 0; k < n; ++k) {
+    for (uint32_t i = 0; i < r[k].count; ++i) {
+      const uint32_t seq = r[k].first + i;
+      const uint32_t idx = seq - snd_una_;
+      if (before(seq, snd_una_)) continue;
+      if (idx >= unacked_.size()) return;
+      TxPkt& p = unacked_[idx];
+      if (p.acked || p.msg->finished || ((p.nacked || p.probed) && now - p.sent_ns <= fresh)) continue;
+      p.nacked = true;
+      send_fragment(p, seq, true);
+    }
+  }
+}
+
+bool Session::on_data(const PacketHeader& h, rte_mbuf* m, uint32_t at) {
+  if (state != State::Open && state != State::Closing) return false;
+  if (before(h.seq, win_.base()) || win_.has(h.seq)) {
     eng.stats().duplicates++;
     ack_due_ = true;  // its ack may have been lost
-    return;
+    return false;
   }
-  if (static_cast<uint32_t>(d) >= eng.config().window) return;  // beyond the window: sent again later
-  if (h.tensor_id < next_deliver_ || h.tensor_size < kFrameHeaderSize || h.tensor_size > kMaxTensor ||
-      h.frag_offset > h.tensor_size || h.payload_len > h.tensor_size - h.frag_offset) {
-    return fail(GENIE_ERR_PROTOCOL,
-                cat("malformed DPDK data packet from ", peer_name, ": tensor ", h.tensor_id, " of ",
-                    h.tensor_size, " bytes, fragment at ", h.frag_offset, " of ", h.payload_len, " bytes"),
-                true);
+  if (!win_.in_window(h.seq)) return false;  // beyond the window: sent again later
+  if (h.tensor_size < kFrameHeaderSize || h.tensor_size > kMaxTensor || h.frag_offset > h.tensor_size ||
+      h.payload_len > h.tensor_size - h.frag_offset || h.payload_len == 0 ||
+      h.payload_len > eng.fragment_bytes()) {
+    fail(GENIE_ERR_PROTOCOL,
+         cat("malformed DPDK data packet from ", peer_name, ": tensor ", h.tensor_id, " of ", h.tensor_size,
+             " bytes, fragment at ", h.frag_offset, " of ", h.payload_len, " bytes"),
+         true);
+    return false;
   }
-  RxTensor& t = rx_[h.tensor_id];
-  if (!t.buf) {
-    t.buf.reset(new (std::nothrow) char[h.tensor_size]);
-    t.size = h.tensor_size;
-    if (!t.buf) {
-      return fail(GENIE_ERR_OUT_OF_MEMORY,
-                  cat("cannot allocate ", h.tensor_size, " bytes for a tensor from ", peer_name), true);
+  // Keep the payload only: the chain starts at it and ends with it.
+  if (rte_pktmbuf_adj(m, static_cast<uint16_t>(at)) == nullptr) return false;
+  if (m->pkt_len > h.payload_len && rte_pktmbuf_trim(m, static_cast<uint16_t>(m->pkt_len - h.payload_len)) != 0)
+    return false;
+  // The tag rides in the mbuf until the packet's turn comes: every packet
+  // of a tensor must carry the tag its first one did.
+  m->hash.fdir.lo = uint32_t{h.dtype} | uint32_t{h.phase} << 8 | uint32_t{h.role} << 16;
+  m->hash.fdir.hi = uint32_t{h.layer} | (h.frag_offset == 0 ? 1u << 16 : 0u);
+  win_.put(h.seq, m);
+  while (rte_mbuf* x = win_.pop_front()) {
+    SemanticTag tag;
+    tag.dtype = static_cast<uint8_t>(x->hash.fdir.lo);
+    tag.phase = static_cast<uint8_t>(x->hash.fdir.lo >> 8);
+    tag.role = static_cast<uint8_t>(x->hash.fdir.lo >> 16);
+    tag.layer = static_cast<uint16_t>(x->hash.fdir.hi);
+    ready_.push_back(x);
+    ready_bytes_ += x->pkt_len;
+    if (x->hash.fdir.hi >> 16) {
+      rx_tag_ = tag;
+      ready_tags_.push_back(tag);
+    } else if (!(tag == rx_tag_)) {
+      fail(GENIE_ERR_PROTOCOL,
+           cat("DPDK data packet from ", peer_name, " carries another semantic tag than its tensor's first (phase ",
+               int{tag.phase}, " role ", int{tag.role}, " layer ", tag.layer, " instead of phase ",
+               int{rx_tag_.phase}, " role ", int{rx_tag_.role}, " layer ", rx_tag_.layer, ")"),
+           true);
+      return true;  // m is in ready_, which the failure freed
     }
-  } else if (t.size != h.tensor_size) {
-    return fail(GENIE_ERR_PROTOCOL, cat("DPDK tensor ", h.tensor_id, " from ", peer_name, " changed size"),
-                true);
   }
-  char* dst = t.buf.get() + h.frag_offset;
-  const void* src = rte_pktmbuf_read(m, at, h.payload_len, dst);
-  if (src != dst) std::memcpy(dst, src, h.payload_len);
-  t.got += h.payload_len;
-  if (d == 0) {
-    ++rcv_nxt_;
-    while (!ooo_.empty() && *ooo_.begin() == rcv_nxt_) {
-      ooo_.erase(ooo_.begin());
-      ++rcv_nxt_;
-    }
-  } else {
-    ooo_.insert(h.seq);
+  if (win_.held() > 0) {
     const uint64_t now = eng.now_ns();
     if (now - nack_ns_ > uint64_t{eng.config().nack_us} * 1000) send_nack(now);
   }
   ack_due_ = true;
-  deliver();
+  return true;
 }
 
-// Names what is missing below the highest sequence number held.
+// Names the runs missing below the highest sequence number held.
 void Session::send_nack(uint64_t now) {
-  const uint32_t top = *ooo_.rbegin();
-  uint64_t missing = 0;
-  for (uint32_t i = 0; i < 64 && before(rcv_nxt_ + i, top); ++i)
-    if (ooo_.count(rcv_nxt_ + i) == 0) missing |= uint64_t{1} << i;
+  SeqRange ranges[kMaxNackRanges];
+  const size_t n = win_.missing(ranges, kMaxNackRanges);
+  if (n == 0) return;
+  uint8_t bytes[kMaxNackRanges * kNackRangeBytes];
+  const size_t len = encode_ranges(ranges, n, bytes);
   nack_ns_ = now;
   eng.stats().nacks_sent++;
-  send_control(PacketType::Nack, 0, missing);
+  send_control(PacketType::Nack, 0, 0, bytes, static_cast<uint16_t>(len));
 }
 
-void Session::deliver() {
-  while (!rx_.empty() && rx_.begin()->first == next_deliver_ &&
-         rx_.begin()->second.got == rx_.begin()->second.size) {
-    Event e(Event::Frame);
-    e.size = rx_.begin()->second.size;
-    e.bytes = std::move(rx_.begin()->second.buf);
-    box->backlog.fetch_add(e.size, std::memory_order_relaxed);
-    box->post(std::move(e));
-    rx_.erase(rx_.begin());
-    ++next_deliver_;
-  }
+// What arrived in sequence during this burst goes to the channel as one
+// event (one lock and one wake-up for up to a burst of packets).
+void Session::post_received() {
+  if (ready_.empty()) return;
+  Event e(Event::Data);
+  e.size = ready_bytes_;
+  eng.held_mbufs().fetch_add(ready_.size(), std::memory_order_relaxed);
+  box->backlog.fetch_add(ready_bytes_, std::memory_order_relaxed);
+  e.mbufs.swap(ready_);
+  e.tags.swap(ready_tags_);
+  ready_.reserve(64);
+  ready_bytes_ = 0;
+  box->post(std::move(e));
 }
 
 void Session::pump(uint64_t now, bool timers) {
@@ -344,6 +416,21 @@ void Session::pump(uint64_t now, bool timers) {
       probe_ns_ = now;
       send_control(PacketType::Ack, kFlagProbe);
     }
+    // Tail-loss probe: a packet unacknowledged for a few round trips with
+    // nothing after it to reveal the gap (the last ones of a burst) goes
+    // again once, long before its RTO; its Ack (or the Nack it causes)
+    // repairs the tail within a round trip.
+    const uint64_t pto = std::max<uint64_t>(4 * srtt_ns_, 2 * uint64_t{eng.config().nack_us} * 1000);
+    int probes = 0;
+    for (size_t i = 0; i < unacked_.size() && probes < 4; ++i) {
+      TxPkt& p = unacked_[i];
+      if (p.acked || p.msg->finished || p.probed || p.tries > 0 || now - p.sent_ns < pto) continue;
+      if (i + 1 < unacked_.size() && !unacked_[i + 1].acked && now - unacked_[i + 1].sent_ns < pto) break;
+      p.probed = true;
+      ++probes;
+      eng.stats().probes++;
+      send_fragment(p, snd_una_ + static_cast<uint32_t>(i), true);
+    }
     // At most 16 re-sends a tick: after a stall every packet looks late, and
     // the receiver's Nacks name the ones really missing.
     int resent = 0;
@@ -362,14 +449,14 @@ void Session::pump(uint64_t now, bool timers) {
     }
   }
   // A hole still open: name it again (the Nack or its repair may be lost).
-  if (!ooo_.empty() && now - nack_ns_ > 4 * uint64_t{eng.config().nack_us} * 1000) send_nack(now);
+  if (win_.held() > 0 && now - nack_ns_ > 4 * uint64_t{eng.config().nack_us} * 1000) send_nack(now);
+  post_received();
   if (ack_due_ || (advertised_zero_ && advertised_window() > 0)) {
     ack_due_ = false;
     uint64_t sack = 0;
-    for (uint32_t s : ooo_) {
-      const uint32_t i = s - rcv_nxt_ - 1;
-      if (i < 64) sack |= uint64_t{1} << i;
-    }
+    if (win_.held() > 0)
+      for (uint32_t i = 0; i < 64; ++i)
+        if (win_.has(win_.base() + 1 + i)) sack |= uint64_t{1} << i;
     send_control(PacketType::Ack, 0, sack);
   }
   if (state == State::Closing) {
@@ -394,8 +481,11 @@ void Session::drop_all() {
   for (TxPkt& p : unacked_) finish_msg(*p.msg, GENIE_ERR_CONNECTION);
   queue_.clear();
   unacked_.clear();
-  rx_.clear();
-  ooo_.clear();
+  win_.drain([](rte_mbuf* m) { rte_pktmbuf_free(m); });
+  for (rte_mbuf* m : ready_) rte_pktmbuf_free(m);
+  ready_.clear();
+  ready_tags_.clear();
+  ready_bytes_ = 0;
 }
 
 void Session::close(genie_status_t st, const std::string& detail) {

@@ -5,30 +5,35 @@
 // docs/dpdk.md describes the protocol.
 #pragma once
 
-#include <map>
-#include <set>
-
 #include "dataplane/dpdk/engine.hpp"
+#include "dataplane/dpdk/seq_window.hpp"
 
 namespace genie::dataplane::dpdk {
 
 // One tensor (a frame: frame header + message, then the payload) to send.
+// Its fragments leave as external-buffer mbufs over `prefix` and the
+// caller's payload, all sharing `shinfo`: its count is one per mbuf plus
+// one the session holds until the message is finished, and its free
+// callback (the last mbuf released) lets the send complete.
 struct TxMsg {
   uint64_t tid = 0;
   std::string prefix;                // the encoded frame header and the message
   const uint8_t* payload = nullptr;  // the caller's, attached to mbufs (no copy)
   uint64_t payload_len = 0;
+  SemanticTag tag;  // on every packet of it
   std::shared_ptr<void> keep;
   Channel::Done done;
   uint64_t size = 0;
   uint32_t frags = 0;
   uint32_t acked = 0;     // fragments acknowledged
   uint32_t packed = 0;    // fragments given a sequence number
-  int mbufs = 0;          // payload mbufs not yet released by the driver
-  bool finished = false;  // done posted (or to be posted once mbufs == 0)
+  bool finished = false;  // done posted (or to be posted once every mbuf is released)
+  bool released = false;  // shinfo's count reached zero
   genie_status_t result = GENIE_OK;
   std::shared_ptr<Session> owner;  // until released: its Closed waits for every done
+  std::shared_ptr<TxMsg> self;     // until released: mbufs point into this object
   bool posted = false;
+  rte_mbuf_ext_shared_info shinfo{};
 };
 
 struct TxPkt {
@@ -37,19 +42,15 @@ struct TxPkt {
   uint64_t sent_ns = 0;
   uint32_t tries = 0;
   bool acked = false;
-  bool nacked = false;  // re-sent once on a Nack already
-};
-
-struct RxTensor {
-  std::unique_ptr<char[]> buf;  // uninitialised: every byte is written by a fragment
-  uint64_t size = 0;
-  uint64_t got = 0;
+  bool nacked = false;  // re-sent on a Nack already
+  bool probed = false;  // re-sent as a tail-loss probe already
 };
 
 struct Session : std::enable_shared_from_this<Session> {
   enum class State { Connecting, Open, Closing, Done };
 
-  explicit Session(Engine& e) : eng(e) {}
+  explicit Session(Engine& e) : eng(e), win_(e.config().window) {}
+  ~Session();
 
   // Commands from the channel (polling thread).
   void connect(uint16_t endpoint, uint32_t max_message, std::string target);
@@ -57,12 +58,14 @@ struct Session : std::enable_shared_from_this<Session> {
   void close(genie_status_t st, const std::string& detail);
   void reset(const std::string& detail);  // a listener did not take it
   void accept_syn(const PacketHeader& syn, const rte_ether_addr& src);
-  void send_control(PacketType type, uint16_t flags, uint64_t sack = 0);
-  // A payload mbuf of `m` was released by the driver.
+  void send_control(PacketType type, uint16_t flags, uint64_t sack = 0, const uint8_t* extra = nullptr,
+                    uint16_t extra_len = 0);
+  // Every mbuf over `m` was released (shinfo's free callback).
   void released(TxMsg& m);
 
-  // Packets and time (polling thread).
-  void on_packet(const PacketHeader& h, const rte_ether_addr& src, const rte_mbuf* m, uint32_t payload_at);
+  // Packets and time (polling thread). on_packet returns true when the
+  // session kept `m` (a Data packet waiting in the window or the mailbox).
+  bool on_packet(const PacketHeader& h, const rte_ether_addr& src, rte_mbuf* m, uint32_t payload_at);
   void pump(uint64_t now, bool timers);
 
   Engine& eng;
@@ -76,13 +79,14 @@ struct Session : std::enable_shared_from_this<Session> {
   bool accepted_side = false;
 
  private:
-  void on_ack(const PacketHeader& h);
-  void on_data(const PacketHeader& h, const rte_ether_addr& src, const rte_mbuf* m, uint32_t at);
+  void on_ack(const PacketHeader& h, const rte_mbuf* m, uint32_t at);
+  bool on_data(const PacketHeader& h, rte_mbuf* m, uint32_t at);
+  void retransmit_ranges(const SeqRange* r, size_t n, uint64_t now);
+  void post_received();
   void send_fragment(TxPkt& p, uint32_t seq, bool retransmit);
   void ack_packet(TxPkt& p);
   void finish_msg(TxMsg& m, genie_status_t st);
   void maybe_post(TxMsg& m);
-  void deliver();
   void drop_all();
   void fail(genie_status_t st, const std::string& detail, bool tell_peer);
   void end(genie_status_t st, const std::string& detail);
@@ -104,10 +108,11 @@ struct Session : std::enable_shared_from_this<Session> {
   uint64_t srtt_ns_ = 0;  // smoothed round trip of first transmissions; 0: no sample yet
   uint64_t probe_ns_ = 0;
   // receive
-  uint32_t rcv_nxt_ = 1;
-  std::set<uint32_t> ooo_;
-  std::map<uint64_t, RxTensor> rx_;
-  uint64_t next_deliver_ = 1;
+  SeqWindow<rte_mbuf> win_;       // packets ahead of a gap; base() is the next one expected
+  std::vector<rte_mbuf*> ready_;  // in sequence, for the channel at the end of the burst
+  uint64_t ready_bytes_ = 0;
+  std::vector<SemanticTag> ready_tags_;  // of the tensors starting in ready_, in order
+  SemanticTag rx_tag_;                   // of the tensor being received in sequence
   bool ack_due_ = false;
   bool advertised_zero_ = false;
   uint64_t nack_ns_ = 0;

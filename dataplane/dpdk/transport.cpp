@@ -14,6 +14,9 @@
 #include <limits>
 
 #include "core/error.hpp"
+#include <rte_memory.h>
+
+#include "dataplane/async_channel.hpp"
 #include "dataplane/dpdk/session.hpp"
 #include "dataplane/guarded.hpp"
 #include "dataplane/plugin.hpp"
@@ -24,14 +27,6 @@ namespace {
 constexpr const char* kName = "dpdk";
 const TransportHost* g_host = nullptr;
 
-template <class Fn>
-void guarded_log(Fn&& fn, const char* what) {
-  genie_status_t st = GENIE_OK;
-  std::string detail;
-  if (!guarded(std::forward<Fn>(fn), &st, &detail, what) && g_host != nullptr)
-    g_host->log(LogLevel::Error, cat("dpdk: ", what, ": ", detail));
-}
-
 // "host:endpoint" as listen() reports it ("[v6]:endpoint" for a v6 host).
 std::string canonical(const std::string& address, int* endpoint) {
   std::string host;
@@ -40,30 +35,28 @@ std::string canonical(const std::string& address, int* endpoint) {
   return host.find(':') != std::string::npos ? cat('[', host, "]:", *endpoint) : cat(host, ':', *endpoint);
 }
 
-class DpdkChannel final : public Channel, public std::enable_shared_from_this<DpdkChannel> {
+class DpdkChannel final : public AsyncChannel<DpdkChannel> {
  public:
   DpdkChannel(Engine& eng, uv_loop_t* loop, std::shared_ptr<Session> s, uint32_t max_message,
               ChannelHandlers handlers, std::string peer)
-      : eng_(eng),
-        loop_(loop),
+      : AsyncChannel(g_host, kName, loop, std::move(handlers), std::move(peer)),
+        eng_(eng),
         session_(std::move(s)),
         box_(session_->box),
-        max_message_(max_message),
-        handlers_(std::move(handlers)),
-        peer_(std::move(peer)) {}
+        max_message_(max_message) {}
+
+  ~DpdkChannel() override {
+    // Received buffers nobody will read (the channel finished before the
+    // engine's last events were handled) go back to the pool.
+    std::lock_guard<std::mutex> lk(box_->mu);
+    for (Event& e : box_->events)
+      if (e.kind == Event::Data) eng_.give_back(e.mbufs);
+  }
 
   void start(bool established, Transport::ConnectFn on_connected) {
     established_ = established;
     connect_cb_ = std::move(on_connected);
-    const int rc =
-        uv_async_init(loop_, &async_, [](uv_async_t* a) { static_cast<DpdkChannel*>(a->data)->process(); });
-    if (rc != 0) fail(GENIE_ERR_INTERNAL, "uv_async_init: ", uv_strerror(rc));
-    async_.data = this;
-    self_ = shared_from_this();
-    std::weak_ptr<DpdkChannel> weak = self_;
-    hook_ = g_host->add_close_hook(loop_, [weak] {
-      if (auto c = weak.lock()) c->shutdown();
-    });
+    open_handle();
     std::lock_guard<std::mutex> lk(box_->mu);
     box_->async = &async_;
     if (!box_->events.empty()) uv_async_send(&async_);
@@ -71,8 +64,16 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
 
   void send(uint16_t type, uint64_t request_id, uint32_t flags, std::string msg, const void* payload,
             uint64_t payload_len, std::shared_ptr<void> keep, Done done) override {
+    send_tagged(SemanticTag(), type, request_id, flags, std::move(msg), payload, payload_len, std::move(keep),
+                std::move(done));
+  }
+
+  SemanticTag received_tag() const override { return cur_tag_; }
+
+  void send_tagged(const SemanticTag& tag, uint16_t type, uint64_t request_id, uint32_t flags, std::string msg,
+                   const void* payload, uint64_t payload_len, std::shared_ptr<void> keep, Done done) override {
     auto refuse = [&](genie_status_t st) {
-      if (done) guarded_log([&] { done(st); }, "send done");
+      if (done) log_guarded([&] { done(st); }, "send done");
     };
     if (closing_ || !established_) return refuse(GENIE_ERR_CONNECTION);
     if (payload_len > 0 && payload == nullptr) return refuse(GENIE_ERR_INVALID_ARGUMENT);
@@ -88,6 +89,7 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
     std::memcpy(m->prefix.data() + kFrameHeaderSize, msg.data(), msg.size());
     m->payload = static_cast<const uint8_t*>(payload);
     m->payload_len = payload_len;
+    m->tag = tag;
     m->keep = std::move(keep);
     m->done = std::move(done);
     eng_.run([s = session_, m = std::move(m)]() mutable { s->enqueue(std::move(m)); });
@@ -101,15 +103,13 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
     eng_.run([s = session_, status, detail] { s->close(status, detail); });
   }
 
-  bool closed() const override { return closing_; }
-  std::string peer() const override { return peer_; }
   void set_max_message(uint32_t bytes) override { max_message_ = bytes; }
 
   // The loop is being torn down: whatever is left of it is swept right
   // after the close hooks, so the close completes here. The session ends
   // without lingering (SHUTDOWN resets it); its last events are awaited
   // briefly and handled now.
-  void shutdown() {
+  void on_teardown() {
     close(GENIE_ERR_SHUTDOWN, "event loop stopped");
     if (finished_) return;
     {
@@ -129,6 +129,9 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
     }
   }
 
+  void on_wake() { process(); }
+  void release_before_close() { sink_ = PayloadSink(); }  // an unfinished payload's: done not run
+
  private:
   void process() {
     std::deque<Event> events;
@@ -142,15 +145,19 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
           if (closing_) break;
           established_ = true;
           if (auto cb = std::exchange(connect_cb_, nullptr))
-            guarded_log([&] { cb(GENIE_OK, {}); }, "connect callback");
+            log_guarded([&] { cb(GENIE_OK, {}); }, "connect callback");
           break;
         case Event::ConnectFailed: connect_failed_ = e.detail; break;
-        case Event::Frame:
+        case Event::Data:
           box_->backlog.fetch_sub(e.size, std::memory_order_relaxed);
-          if (!closing_) deliver(e.bytes.get(), e.size);
+          tags_.insert(tags_.end(), e.tags.begin(), e.tags.end());
+          for (rte_mbuf* m : e.mbufs)
+            for (const rte_mbuf* seg = m; seg != nullptr && !closing_; seg = seg->next)
+              consume(rte_pktmbuf_mtod(seg, const uint8_t*), seg->data_len);
+          eng_.give_back(e.mbufs);
           break;
         case Event::SendDone:
-          if (e.done) guarded_log([&] { e.done(e.status); }, "send done");
+          if (e.done) log_guarded([&] { e.done(e.status); }, "send done");
           break;
         case Event::Closed:
           if (!closing_) {
@@ -164,36 +171,74 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
     }
   }
 
-  // One tensor from the peer: a whole frame, checked as the TCP transport
-  // checks one, its payload copied into the owner's sink.
-  void deliver(const char* bytes, uint64_t size) {
-    const auto* b = reinterpret_cast<const uint8_t*>(bytes);
-    FrameHeader h;
+  // The session's byte stream (the frames the peer sent, one after
+  // another) parsed as the TCP transport parses its socket's: a frame's
+  // header and message are gathered and checked, then its payload is
+  // copied from the receive buffers straight into the owner's sink.
+  void consume(const uint8_t* p, size_t n) {
     genie_status_t st = GENIE_OK;
     std::string detail;
-    if (!guarded(
-            [&] {
-              check(size >= kFrameHeaderSize, GENIE_ERR_PROTOCOL, "DPDK tensor of ", size,
-                    " bytes has no frame");
-              h = decode_frame_header(b, max_message_, handlers_.types);
-              check(kFrameHeaderSize + uint64_t{h.msg_len} + h.payload_len == size, GENIE_ERR_PROTOCOL,
-                    "DPDK tensor of ", size, " bytes holds a frame of another size");
-              verify_frame_crc(b, b + kFrameHeaderSize, h.msg_len, handlers_.types);
-            },
-            &st, &detail, "frame"))
+    while (n > 0 && !closing_) {
+      if (phase_ == Phase::Header) {
+        if (hdr_got_ == 0) {  // a tensor starts: its tag came with its first packet
+          cur_tag_ = tags_.empty() ? SemanticTag() : tags_.front();
+          if (!tags_.empty()) tags_.pop_front();
+        }
+        const size_t k = std::min(n, kFrameHeaderSize - hdr_got_);
+        std::memcpy(hdr_ + hdr_got_, p, k);
+        hdr_got_ += k, p += k, n -= k;
+        if (hdr_got_ < kFrameHeaderSize) break;
+        if (!guarded([&] { cur_ = decode_frame_header(hdr_, max_message_, handlers_.types); }, &st, &detail,
+                     "frame"))
+          return close(st, detail);
+        msg_.resize(cur_.msg_len);
+        msg_got_ = 0;
+        phase_ = Phase::Message;
+        if (cur_.msg_len == 0) message_complete();
+      } else if (phase_ == Phase::Message) {
+        const size_t k = std::min<size_t>(n, cur_.msg_len - msg_got_);
+        std::memcpy(msg_.data() + msg_got_, p, k);
+        msg_got_ += k, p += k, n -= k;
+        if (msg_got_ == cur_.msg_len) message_complete();
+      } else {
+        const size_t k = std::min<uint64_t>(n, cur_.payload_len - payload_got_);
+        std::memcpy(static_cast<uint8_t*>(sink_.dst) + payload_got_, p, k);
+        payload_got_ += k, p += k, n -= k;
+        if (payload_got_ == cur_.payload_len) payload_complete();
+      }
+    }
+  }
+
+  void message_complete() {
+    genie_status_t st = GENIE_OK;
+    std::string detail;
+    hdr_got_ = 0;
+    phase_ = Phase::Header;
+    if (!guarded([&] { verify_frame_crc(hdr_, msg_.data(), msg_.size(), handlers_.types); }, &st, &detail,
+                 "frame"))
       return close(st, detail);
     PayloadSink sink;
-    std::string msg(bytes + kFrameHeaderSize, h.msg_len);
     if (handlers_.on_frame &&
-        !guarded([&] { sink = handlers_.on_frame(h, std::move(msg)); }, &st, &detail, "on_frame"))
+        !guarded([&] { sink = handlers_.on_frame(cur_, std::move(msg_)); }, &st, &detail, "on_frame"))
       return close(st, detail);
-    if (closing_ || h.payload_len == 0) return;
+    msg_.clear();
+    if (closing_ || cur_.payload_len == 0) return;
     if (sink.dst == nullptr) {
-      return close(GENIE_ERR_PROTOCOL, cat("the ", h.payload_len, "-byte payload of a ",
-                                           frame_type_label(handlers_.types, h.type), " frame (request ",
-                                           h.request_id, ") was refused"));
+      return close(GENIE_ERR_PROTOCOL, cat("the ", cur_.payload_len, "-byte payload of a ",
+                                           frame_type_label(handlers_.types, cur_.type), " frame (request ",
+                                           cur_.request_id, ") was refused"));
     }
-    std::memcpy(sink.dst, bytes + kFrameHeaderSize + h.msg_len, h.payload_len);
+    sink_ = std::move(sink);
+    payload_got_ = 0;
+    phase_ = Phase::Payload;
+  }
+
+  void payload_complete() {
+    genie_status_t st = GENIE_OK;
+    std::string detail;
+    phase_ = Phase::Header;
+    PayloadSink sink = std::move(sink_);
+    sink_ = PayloadSink();
     if (sink.done && !guarded([&] { sink.done(); }, &st, &detail, "payload done")) close(st, detail);
   }
 
@@ -204,44 +249,24 @@ class DpdkChannel final : public Channel, public std::enable_shared_from_this<Dp
       std::lock_guard<std::mutex> lk(box_->mu);
       box_->async = nullptr;
     }
-    g_host->remove_close_hook(loop_, hook_);
-    uv_close(reinterpret_cast<uv_handle_t*>(&async_), [](uv_handle_t* h) {
-      auto* c = static_cast<DpdkChannel*>(h->data);
-      std::shared_ptr<DpdkChannel> self = std::move(c->self_);  // may die at the end of this callback
-      c->closed_cb();
-    });
-  }
-
-  void closed_cb() {
-    if (auto cb = std::exchange(connect_cb_, nullptr)) {
-      const std::string why =
-          !connect_failed_.empty()
-              ? connect_failed_
-              : cat("cannot connect to ", peer_, ": closed before it was established (", close_detail_, ")");
-      guarded_log([&] { cb(GENIE_ERR_CONNECTION, why); }, "connect callback");
-    }
-    ChannelHandlers h = std::move(handlers_);
-    handlers_ = ChannelHandlers();
-    if (h.on_close) guarded_log([&] { h.on_close(close_status_, close_detail_); }, "on_close");
+    close_handle();
   }
 
   Engine& eng_;
-  uv_loop_t* loop_;
   std::shared_ptr<Session> session_;
   std::shared_ptr<Mailbox> box_;
   uint32_t max_message_;  // set_max_message may change it (loop thread)
-  ChannelHandlers handlers_;
-  const std::string peer_;
-  uv_async_t async_{};
-  std::shared_ptr<DpdkChannel> self_;  // until the handle has closed
-  uint64_t hook_ = 0;
-  Transport::ConnectFn connect_cb_;
-  std::string connect_failed_;
-  bool established_ = false;
-  bool closing_ = false;
-  bool finished_ = false;
-  genie_status_t close_status_ = GENIE_OK;
-  std::string close_detail_;
+  // the frame being received
+  enum class Phase { Header, Message, Payload } phase_ = Phase::Header;
+  uint8_t hdr_[kFrameHeaderSize] = {};
+  size_t hdr_got_ = 0;
+  FrameHeader cur_;
+  std::string msg_;
+  size_t msg_got_ = 0;
+  PayloadSink sink_;
+  uint64_t payload_got_ = 0;
+  std::deque<SemanticTag> tags_;  // of the tensors whose bytes are arriving, in order
+  SemanticTag cur_tag_;           // of the frame being received
 };
 
 class DpdkListener final : public Listener, public std::enable_shared_from_this<DpdkListener> {
@@ -351,9 +376,10 @@ class DpdkTransport final : public Transport {
     caps_.name = kName;
     caps_.reliable = true;  // acks, retransmission, a CRC on every packet
     caps_.ordered = true;   // tensors are delivered in send order
-    // Payloads leave from the caller's memory (external-buffer mbufs), but
-    // arrive through a reassembly buffer (docs/dpdk.md): not zero-copy.
-    caps_.zero_copy = false;
+    // Payloads leave from the caller's memory (external-buffer mbufs) and
+    // are copied once on arrival, from the registered receive buffer the
+    // port wrote into straight into the sink (docs/dpdk.md).
+    caps_.zero_copy = true;
     caps_.gpu_memory = false;
     caps_.rma = false;
     caps_.max_message = std::numeric_limits<uint32_t>::max();
@@ -418,3 +444,26 @@ extern "C" __attribute__((visibility("default"))) void genie_dpdk_stats(uint64_t
 }
 
 GENIE_TRANSPORT_PLUGIN("dpdk", genie::dataplane::dpdk::create)
+
+// For tests and benchmarks: the receive pool over registered memory.
+// out: [0] 1 when every receive mbuf's buffer lies in the registered area
+// (checked on one taken from the pool) and EAL knows the area as external
+// memory, [1] its bytes, [2] its mbufs, [3] Data packets whose payload the
+// port wrote there, [4] 1 when the port's device accepted a DMA mapping of
+// it, [5] tail-loss probes sent. All zero before the engine started.
+extern "C" __attribute__((visibility("default"))) void genie_dpdk_rx_pool(uint64_t out[6]) {
+  for (int i = 0; i < 6; ++i) out[i] = 0;
+  genie::dataplane::dpdk::Engine* e = genie::dataplane::dpdk::Engine::started();
+  if (e == nullptr) return;
+  const auto& r = e->rx_memory();
+  rte_mbuf* m = rte_pktmbuf_alloc(e->rx_pool());
+  const rte_memseg_list* msl = rte_mem_virt2memseg_list(r.base);
+  out[0] = m != nullptr && r.holds(m->buf_addr) && r.holds(static_cast<uint8_t*>(m->buf_addr) + m->buf_len - 1) &&
+           RTE_MBUF_HAS_PINNED_EXTBUF(m) && msl != nullptr && msl->external;
+  if (m != nullptr) rte_pktmbuf_free(m);
+  out[1] = r.length;
+  out[2] = r.mbufs;
+  out[3] = e->stats().rx_registered.load();
+  out[4] = r.dma_mapped;
+  out[5] = e->stats().probes.load();
+}

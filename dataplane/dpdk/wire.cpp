@@ -3,7 +3,10 @@
 #include <rte_byteorder.h>
 #include <rte_hash_crc.h>
 
+#include <nmmintrin.h>
+
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 namespace genie::dataplane::dpdk {
@@ -39,9 +42,62 @@ uint64_t get64(const uint8_t* p) {
   return rte_be_to_cpu_64(v);
 }
 
+// The three chains of crc32c each take kBlock bytes of a 3 * kBlock run;
+// a chain's register is moved past the next chain's bytes by multiplying
+// it with x^(8 * kBlock) mod P, done with four tables of 256 entries (the
+// "zeros operator" of Mark Adler's crc32c.c).
+constexpr size_t kBlock = 256;
+constexpr uint32_t kPoly = 0x82f63b78u;  // Castagnoli, reflected
+
+uint32_t gf2_times(const uint32_t mat[32], uint32_t vec) {
+  uint32_t sum = 0;
+  for (int i = 0; vec != 0; ++i, vec >>= 1)
+    if (vec & 1) sum ^= mat[i];
+  return sum;
+}
+
+struct ShiftTables {
+  std::array<std::array<uint32_t, 256>, 4> t{};
+  ShiftTables() {
+    // op: the operator that feeds one zero bit into the register; squared
+    // repeatedly it feeds 2, 4, 8 ... zero bits. Combined for 8 * kBlock bits.
+    uint32_t op[32], sq[32], acc[32];
+    op[0] = kPoly;
+    for (int i = 1; i < 32; ++i) op[i] = 1u << (i - 1);
+    for (int i = 0; i < 32; ++i) acc[i] = 1u << i;  // identity
+    uint64_t bits = 8 * kBlock;
+    while (bits != 0) {
+      if (bits & 1) {
+        uint32_t next[32];
+        for (int i = 0; i < 32; ++i) next[i] = gf2_times(op, acc[i]);
+        std::memcpy(acc, next, sizeof acc);
+      }
+      bits >>= 1;
+      for (int i = 0; i < 32; ++i) sq[i] = gf2_times(op, op[i]);
+      std::memcpy(op, sq, sizeof op);
+    }
+    for (int k = 0; k < 4; ++k)
+      for (uint32_t b = 0; b < 256; ++b) t[k][b] = gf2_times(acc, b << (8 * k));
+  }
+  uint32_t shift(uint32_t crc) const {
+    return t[0][crc & 0xff] ^ t[1][(crc >> 8) & 0xff] ^ t[2][(crc >> 16) & 0xff] ^ t[3][crc >> 24];
+  }
+};
+
+const ShiftTables& shift_tables() {
+  static const ShiftTables tables;
+  return tables;
+}
+
+uint64_t load64(const uint8_t* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
 }  // namespace
 
-uint32_t crc32c(const void* data, size_t len, uint32_t crc) {
+uint32_t crc32c_reference(const void* data, size_t len, uint32_t crc) {
   // rte_hash_crc loads 8 bytes at a time through a cast: start it aligned.
   const auto* p = static_cast<const uint8_t*>(data);
   while (len > 0 && reinterpret_cast<uintptr_t>(p) % 8 != 0) {
@@ -49,6 +105,54 @@ uint32_t crc32c(const void* data, size_t len, uint32_t crc) {
     --len;
   }
   return rte_hash_crc(p, static_cast<uint32_t>(len), crc);
+}
+
+uint32_t crc32c(const void* data, size_t len, uint32_t crc) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (len >= 3 * kBlock) {
+    const ShiftTables& st = shift_tables();
+    uint64_t c0 = crc;
+    while (len >= 3 * kBlock) {
+      uint64_t c1 = 0, c2 = 0;
+      for (size_t i = 0; i < kBlock; i += 8) {
+        c0 = _mm_crc32_u64(c0, load64(p + i));
+        c1 = _mm_crc32_u64(c1, load64(p + kBlock + i));
+        c2 = _mm_crc32_u64(c2, load64(p + 2 * kBlock + i));
+      }
+      // The register is linear in its start value: reg(A||B, r) =
+      // shift(reg(A, r), |B|) ^ reg(B, 0).
+      c0 = st.shift(static_cast<uint32_t>(c0)) ^ c1;
+      c0 = st.shift(static_cast<uint32_t>(c0)) ^ c2;
+      p += 3 * kBlock;
+      len -= 3 * kBlock;
+    }
+    crc = static_cast<uint32_t>(c0);
+  }
+  uint64_t c = crc;
+  for (; len >= 8; p += 8, len -= 8) c = _mm_crc32_u64(c, load64(p));
+  crc = static_cast<uint32_t>(c);
+  for (; len > 0; --len) crc = _mm_crc32_u8(crc, *p++);
+  return crc;
+}
+
+size_t encode_ranges(const SeqRange* r, size_t n, uint8_t* out) {
+  n = std::min(n, kMaxNackRanges);
+  for (size_t i = 0; i < n; ++i) {
+    put32(out + i * kNackRangeBytes, r[i].first);
+    put32(out + i * kNackRangeBytes + 4, r[i].count);
+  }
+  return n * kNackRangeBytes;
+}
+
+bool decode_ranges(const uint8_t* in, size_t len, SeqRange* out, size_t* n) {
+  if (len % kNackRangeBytes != 0 || len / kNackRangeBytes > kMaxNackRanges) return false;
+  *n = len / kNackRangeBytes;
+  for (size_t i = 0; i < *n; ++i) {
+    out[i].first = get32(in + i * kNackRangeBytes);
+    out[i].count = get32(in + i * kNackRangeBytes + 4);
+    if (out[i].count == 0 || out[i].count > (1u << 30)) return false;
+  }
+  return true;
 }
 
 void encode_header(const PacketHeader& h, uint8_t out[kPacketHeaderSize]) {

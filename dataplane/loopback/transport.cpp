@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "dataplane/async_channel.hpp"
 #include "dataplane/guarded.hpp"
 #include "dataplane/plugin.hpp"
 
@@ -107,29 +108,19 @@ std::string canonical(const std::string& address, int* port_out = nullptr) {
 
 void wake(Link::Side& s);
 
-class Endpoint final : public Channel, public std::enable_shared_from_this<Endpoint> {
+class Endpoint final : public AsyncChannel<Endpoint> {
  public:
   Endpoint(uv_loop_t* loop, std::shared_ptr<Link> link, int me, uint32_t max_message,
            ChannelHandlers handlers, std::string peer)
-      : loop_(loop),
+      : AsyncChannel(g_host, "loopback", loop, std::move(handlers), std::move(peer)),
         link_(std::move(link)),
         me_(me),
-        max_message_(max_message),
-        handlers_(std::move(handlers)),
-        peer_(std::move(peer)) {}
+        max_message_(max_message) {}
 
   // Loop thread: opens the wake-up handle and takes the self reference.
   void start(bool established) {
     established_ = established;
-    const int rc =
-        uv_async_init(loop_, &async_, [](uv_async_t* a) { static_cast<Endpoint*>(a->data)->process(); });
-    if (rc != 0) fail(GENIE_ERR_INTERNAL, "uv_async_init: ", uv_strerror(rc));
-    async_.data = this;
-    self_ = shared_from_this();
-    std::weak_ptr<Endpoint> weak = self_;
-    hook_ = g_host->add_close_hook(loop_, [weak] {
-      if (auto e = weak.lock()) e->shut_down();
-    });
+    open_handle();
     std::lock_guard<std::mutex> lk(link_->mu);
     link_->side[me_].ep = this;
     if (!link_->side[me_].inbox.empty() || !link_->side[me_].acks.empty() ||
@@ -141,7 +132,7 @@ class Endpoint final : public Channel, public std::enable_shared_from_this<Endpo
   // The connect could not even start: closes with the reason, which
   // connect's callback reports.
   void fail_connect(const std::string& detail) {
-    connect_failed_ = true;
+    connect_failed_ = detail;
     close(GENIE_ERR_CONNECTION, detail);
   }
 
@@ -221,6 +212,9 @@ class Endpoint final : public Channel, public std::enable_shared_from_this<Endpo
   }
 
  private:
+  friend class AsyncChannel<Endpoint>;  // on_wake, on_teardown, release_before_close
+  void on_wake() { process(); }
+
   static bool fits(uint64_t offset, uint64_t length, uint64_t size) {
     return offset <= size && length <= size - offset;
   }
@@ -380,7 +374,7 @@ class Endpoint final : public Channel, public std::enable_shared_from_this<Endpo
   // and finish without waiting for the rest, which would come back to a
   // loop that no longer runs (the teardown closes every handle left, and an
   // endpoint whose handle closed without it would never let go of itself).
-  void shut_down() {
+  void on_teardown() {
     close(GENIE_ERR_SHUTDOWN, "event loop stopped");
     process();
     inflight_ = 0;
@@ -396,44 +390,17 @@ class Endpoint final : public Channel, public std::enable_shared_from_this<Endpo
       std::lock_guard<std::mutex> lk(link_->mu);
       link_->side[me_].ep = nullptr;
     }
-    g_host->remove_close_hook(loop_, hook_);
-    uv_close(reinterpret_cast<uv_handle_t*>(&async_), [](uv_handle_t* h) {
-      auto* e = static_cast<Endpoint*>(h->data);
-      std::shared_ptr<Endpoint> self = std::move(e->self_);  // may die at the end of this callback
-      e->closed_cb();
-    });
+    close_handle();
   }
 
-  void closed_cb() {
+  // Completions still waiting for a wake-up run before on_close.
+  void release_before_close() {
     for (auto& fn : std::exchange(later_, {})) fn();
-    if (auto cb = std::exchange(connect_cb_, nullptr)) {
-      const std::string why =
-          connect_failed_
-              ? close_detail_
-              : cat("cannot connect to ", peer_, ": closed before it was established (", close_detail_, ")");
-      guarded_log([&] { cb(GENIE_ERR_CONNECTION, why); }, "connect callback");
-    }
-    ChannelHandlers h = std::move(handlers_);
-    handlers_ = ChannelHandlers();
-    if (h.on_close) guarded_log([&] { h.on_close(close_status_, close_detail_); }, "on_close");
   }
 
-  uv_loop_t* loop_;
   std::shared_ptr<Link> link_;
   const int me_;
   uint32_t max_message_;  // set_max_message may change it (loop thread)
-  ChannelHandlers handlers_;
-  const std::string peer_;
-  uv_async_t async_{};
-  std::shared_ptr<Endpoint> self_;  // until the handle has closed
-  uint64_t hook_ = 0;
-  Transport::ConnectFn connect_cb_;
-  bool connect_failed_ = false;
-  bool established_ = false;
-  bool closing_ = false;
-  bool finished_ = false;
-  genie_status_t close_status_ = GENIE_OK;
-  std::string close_detail_;
   uint64_t inflight_ = 0;  // frames handed to the peer, not yet acknowledged
   int cork_depth_ = 0;
   std::vector<Frame> corked_;

@@ -53,6 +53,7 @@ struct End : std::enable_shared_from_this<End> {
   std::vector<std::pair<std::string, std::shared_ptr<std::vector<uint8_t>>>> got;
   int payloads_done = 0;
   std::vector<genie_status_t> sends;
+  std::vector<SemanticTag> tags;  // received_tag() in each on_frame
   int closes = 0;
   genie_status_t close_status = GENIE_OK;
   std::string close_detail;
@@ -72,6 +73,7 @@ struct End : std::enable_shared_from_this<End> {
       if (const int ms = self->stall_first_ms.exchange(0))
         std::this_thread::sleep_for(std::chrono::milliseconds(ms));
       std::lock_guard<std::mutex> lk(self->mu);
+      if (self->ch) self->tags.push_back(self->ch->received_tag());
       auto buf = std::make_shared<std::vector<uint8_t>>(fh.payload_len);
       self->got.emplace_back(std::move(msg), buf);
       self->cv.notify_all();
@@ -276,6 +278,53 @@ TEST_F(Dpdk, ConnectToAnEndpointNobodyListensOnIsRefused) {
   EXPECT_NE(d.find("peer:4242"), std::string::npos) << d;
   EXPECT_THROW(client_loop_.run([&] { return t_->connect(client_loop_.loop(), "peer:0", {}, {}, nullptr); }),
                Error);
+}
+
+TEST_F(Dpdk, SemanticTagsTravelOnEveryPacketAndReachTheReceiver) {
+  start({{"GENIE_DPDK_MTU", "1500"}});
+  ASSERT_TRUE(open()) << connect_result_.second;
+  SemanticTag kv;
+  kv.dtype = 1;
+  kv.phase = 2;  // decode
+  kv.role = 3;   // KV cache
+  kv.layer = 11;
+  auto big = std::make_shared<std::vector<uint8_t>>(pattern(300000, 5));  // about 210 packets
+  client_loop_.run([&] {
+    client_->ch->send_tagged(kv, 7, 1, 0, "kv", big->data(), big->size(), big, nullptr);
+    client_->ch->send(7, 2, 0, "untagged", big->data(), 1000, big, nullptr);
+  });
+  ASSERT_TRUE(server_->wait([&] { return server_->payloads_done == 2; }));
+  std::lock_guard<std::mutex> lk(server_->mu);
+  ASSERT_EQ(server_->tags.size(), 2u);
+  EXPECT_TRUE(server_->tags[0] == kv) << "phase " << int{server_->tags[0].phase} << " role "
+                                      << int{server_->tags[0].role} << " layer " << server_->tags[0].layer;
+  EXPECT_TRUE(server_->tags[1] == SemanticTag()) << "a frame sent without a tag has none";
+  EXPECT_EQ(*server_->got[0].second, *big);
+}
+
+// genie_dpdk_rx_pool of the plugin (see transport.cpp).
+std::vector<uint64_t> rx_pool() {
+  std::vector<uint64_t> out(6, 0);
+  void* h =
+      dlopen((std::string(GENIE_PLUGIN_DIR) + "/libgenie_transport_dpdk.so").c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (h == nullptr) return out;
+  if (auto fn = reinterpret_cast<void (*)(uint64_t*)>(dlsym(h, "genie_dpdk_rx_pool"))) fn(out.data());
+  dlclose(h);
+  return out;
+}
+
+TEST_F(Dpdk, ReceiveBuffersComeFromAnExtbufPoolOverRegisteredMemory) {
+  start({});
+  ASSERT_TRUE(open()) << connect_result_.second;
+  exchange(client_loop_, client_, server_, {3u << 20, 10}, 2);
+  const std::vector<uint64_t> p = rx_pool();
+  EXPECT_EQ(p[0], 1u) << "a receive mbuf's buffer is not a pinned external buffer in memory EAL registered";
+  EXPECT_GE(p[1], p[2] * 2048) << "every mbuf has room for a packet";
+  EXPECT_GT(p[2], 1024u) << "more mbufs than the port's receive ring holds";
+  // net_ring hands over the sender's own mbufs, so nothing lands in the
+  // pool here (memif and af_packet write into it: sh.dpdk_memif).
+  const Stats s = stats();
+  EXPECT_GT(s.rx, 0u);
 }
 
 TEST_F(Dpdk, CapabilitiesAndDeviceMemorySayWhyNoGpu) {
