@@ -1,5 +1,5 @@
 // conv2d through cuDNN (NCHW; stride, padding, dilation, groups; the bias
-// added with cudnnAddTensor). f16 and bf16 accumulate in f32 on tensor
+// added by a kernel of the backend's own, bias.cu). f16 and bf16 accumulate in f32 on tensor
 // cores; f32 uses them (TF32) only when GENIE_CUDA_ALLOW_TF32=1.
 #include <cudnn.h>
 
@@ -9,6 +9,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "exec/cuda/bias.hpp"
 #include "exec/cuda/blas.hpp"
 #include "exec/cuda/cuda_kernels.hpp"
 #include "exec/cuda/plugin_util.hpp"
@@ -56,13 +57,12 @@ cudnnDataType_t dnn_type(DType t) {
 }
 
 struct Descs {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr, b = nullptr;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   ~Descs() {
     if (x) cudnnDestroyTensorDescriptor(x);
     if (y) cudnnDestroyTensorDescriptor(y);
-    if (b) cudnnDestroyTensorDescriptor(b);
     if (w) cudnnDestroyFilterDescriptor(w);
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
   }
@@ -179,12 +179,7 @@ void conv2d(const KernelArgs& args) {
                                       &zero, d.y, out.bytes()),
               "cudnnConvolutionForward");
   }
-  if (bias) {
-    check_dnn(cudnnCreateTensorDescriptor(&d.b), "cudnnCreateTensorDescriptor");
-    check_dnn(cudnnSetTensor4dDescriptor(d.b, CUDNN_TENSOR_NCHW, type, 1, as_int(sw[0], "O"), 1, 1),
-              "bias descriptor");
-    check_dnn(cudnnAddTensor(h, &one, d.b, bias->bytes(), &one, d.y, out.bytes()), "cudnnAddTensor (bias)");
-  }
+  if (bias) launch_channel_bias(out.bytes(), bias->bytes(), dt, so[0], so[1], so[2] * so[3], s);
 }
 
 }  // namespace

@@ -58,10 +58,13 @@ void Event::wait_host() { check_cuda(cudaEventSynchronize(e_), "cudaEventSynchro
 
 Lane::Lane(int device) : stream(std::make_shared<Stream>(device)) {}
 Lane::~Lane() {
-  if (workspace_) {
-    DeviceGuard g(stream->device);
-    (void)cudaFreeAsync(workspace_, stream->handle);
-  }
+  if (workspace_ == nullptr) return;
+  // No DeviceGuard: a destructor must not throw (at exit the runtime may
+  // already be unloading), and a failed free only leaves memory to the process's end.
+  int prev = -1;
+  if (cudaGetDevice(&prev) == cudaSuccess && prev != stream->device) (void)cudaSetDevice(stream->device);
+  if (cudaFreeAsync(workspace_, stream->handle) != cudaSuccess) (void)cudaGetLastError();
+  if (prev >= 0 && prev != stream->device) (void)cudaSetDevice(prev);
 }
 
 void* Lane::workspace(size_t bytes) {
