@@ -13,3 +13,12 @@ foreach(t cuda_backend_test cuda_gpu_test)
   add_dependencies(${t} genie_backend_cuda)
   gtest_discover_tests(${t} TEST_PREFIX "cuda." DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES PROPERTIES TIMEOUT 600)
 endforeach()
+
+# Models on cuda:0 against the CPU through the C API (exit 77 = skipped).
+add_executable(cuda_models_test ${CMAKE_CURRENT_SOURCE_DIR}/cuda/cuda_models_test.c)
+target_compile_options(cuda_models_test PRIVATE -Wall -Wextra -Werror -Wno-unused-function)
+target_link_libraries(cuda_models_test PRIVATE genie m Threads::Threads)
+add_dependencies(cuda_models_test genie_backend_cuda)
+add_test(NAME cuda.models_test COMMAND cuda_models_test)
+set_tests_properties(cuda.models_test PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+  ENVIRONMENT "GENIE_DEVICE_BACKEND_PATH=${PROJECT_BINARY_DIR}")
