@@ -48,6 +48,7 @@ void Server::Impl::tensor_fetch(Peer& p, uint64_t rid, const wire::TensorFetch& 
   check(m.nbytes() == t->nbytes(), GENIE_ERR_SIZE_MISMATCH, "fetching ", m.nbytes(), " bytes of exported tensor ",
         e.tensor_id, " of ", t->nbytes(), " bytes");
   counters.peer_export_bytes.fetch_add(t->nbytes(), std::memory_order_relaxed);
+  if (!t->host_accessible()) t = host_bytes(*t, 0, t->nbytes());  // device memory: through the host
   send(p, MsgType::Ok, rid, wire::Ok(), t->bytes(), t->nbytes(), t);
 }
 
