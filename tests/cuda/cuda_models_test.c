@@ -4,7 +4,8 @@
  * weights resident on the GPU, whose plan places the block's heavy nodes
  * there (genie_plan_explain_bound), and the decode loop of
  * samples/c/gpt2_decode.h with every layer's weights and KV caches on the
- * GPU, token by token. Exits 77 with the reason where cuda:0 is
+ * GPU, token by token, and the block again through a GPU server over
+ * loopback (its weights on the server's cuda:0). Exits 77 with the reason where cuda:0 is
  * unavailable (no driver, no device).
  */
 #include <math.h>
@@ -66,6 +67,51 @@ static float *run_block(genie_context_t *ctx, const genie_graph_t *g, genie_tens
   return v;
 }
 
+/* The same block through a GPU server over loopback (genie_server_create in
+ * this process): the weights on remote:1, the server's cuda:0. */
+static void remote_block(const genie_graph_t *g, genie_tensor_t *const *cpu, const float *want, size_t n_want) {
+  genie_server_t *srv = NULL;
+  genie_config_t *cfg = NULL;
+  genie_context_t *rctx = NULL;
+  genie_tensor_t *in[TB_NUM_INPUTS] = {NULL};
+  int32_t port = 0;
+  float *got;
+  size_t n_got;
+  int i;
+  must(genie_server_create(NULL, "127.0.0.1", 0, &srv), "genie_server_create");
+  must(genie_server_port(srv, &port), "genie_server_port");
+  must(genie_config_create(&cfg), "genie_config_create");
+  must(genie_config_set_use_env(cfg, 0), "genie_config_set_use_env");
+  must(genie_config_set_master_addr(cfg, "127.0.0.1"), "genie_config_set_master_addr");
+  must(genie_config_set_master_port(cfg, port), "genie_config_set_master_port");
+  must(genie_init(cfg, &rctx), "genie_init (remote)");
+  for (i = 0; i < TB_NUM_INPUTS; ++i) {
+    genie_dtype_t dt;
+    int64_t shape[GENIE_MAX_DIMS];
+    size_t nd, nbytes;
+    void *bytes;
+    must(genie_tensor_info(cpu[i], &dt, shape, &nd, &nbytes), "genie_tensor_info");
+    bytes = malloc(nbytes);
+    must(genie_tensor_read(cpu[i], 0, bytes, nbytes), "genie_tensor_read");
+    must(genie_tensor_alloc(rctx, dt, shape, nd, i == 0 ? "remote:0" : "remote:1", &in[i]), "remote alloc");
+    must(genie_tensor_write(in[i], 0, bytes, nbytes), "remote write");
+    free(bytes);
+  }
+  expect(strcmp(genie_tensor_device(in[1]), "remote:1") == 0, "a weight lives on remote:1 (the server's GPU)");
+  got = run_block(rctx, g, in, &n_got);
+  expect(n_got == n_want, "the remote block's output has the CPU's size");
+  if (n_got == n_want) {
+    const double r = rel_diff(want, got, n_want);
+    printf("remote block: max relative difference %.2e\n", r);
+    expect(r < 1e-3, "the block on a GPU server over loopback matches the CPU");
+  }
+  free(got);
+  for (i = 0; i < TB_NUM_INPUTS; ++i) genie_tensor_destroy(in[i]);
+  genie_shutdown(rctx);
+  genie_config_destroy(cfg);
+  genie_server_destroy(srv);
+}
+
 static void transformer_block(genie_context_t *ctx) {
   tb_dims_t d = tb_gpt2_dims(32);
   genie_graph_t *g = NULL;
@@ -103,8 +149,9 @@ static void transformer_block(genie_context_t *ctx) {
     printf("block: max relative difference %.2e\n", r);
     expect(r < 1e-3, "the block on cuda:0 matches the CPU");
   }
-  free(want);
   free(got);
+  remote_block(g, cpu, want, n_want);
+  free(want);
   for (i = 0; i < TB_NUM_INPUTS; ++i) {
     genie_tensor_destroy(cpu[i]);
     genie_tensor_destroy(gpu[i]);
