@@ -22,7 +22,7 @@ void Server::Impl::find_devices() {
   }
   std::string list = "cpu:0";
   for (const ServedDevice& d : devices) list += ", " + d.name;
-  log(LogLevel::Info, "server ", node_id, ": serves ", list);
+  log(devices.empty() ? LogLevel::Debug : LogLevel::Info, "server ", node_id, ": serves ", list);
 }
 
 const Server::Impl::ServedDevice* Server::Impl::served_device(const std::string& name) const {
