@@ -48,6 +48,33 @@ static double rel_diff(const float *a, const float *b, size_t n) {
   return d / s;
 }
 
+/* A new tensor of `ctx` on `device` holding `src`'s bytes. */
+static genie_tensor_t *copy_to(genie_context_t *ctx, genie_tensor_t *src, const char *device) {
+  genie_tensor_t *t = NULL;
+  genie_dtype_t dt;
+  int64_t shape[GENIE_MAX_DIMS];
+  size_t nd, nbytes;
+  void *bytes;
+  must(genie_tensor_info(src, &dt, shape, &nd, &nbytes), "genie_tensor_info");
+  bytes = malloc(nbytes ? nbytes : 1);
+  must(genie_tensor_read(src, 0, bytes, nbytes), "genie_tensor_read");
+  must(genie_tensor_alloc(ctx, dt, shape, nd, device, &t), "genie_tensor_alloc");
+  must(genie_tensor_write(t, 0, bytes, nbytes), "genie_tensor_write");
+  free(bytes);
+  return t;
+}
+
+/* Expects `got` (n_got values) to match `want` within 1e-3. */
+static void expect_match(const float *want, size_t n_want, const float *got, size_t n_got, const char *what) {
+  char msg[160];
+  snprintf(msg, sizeof msg, "%s: the output has the CPU's size", what);
+  expect(n_want == n_got, msg);
+  if (n_want != n_got) return;
+  printf("%s: max relative difference %.2e\n", what, rel_diff(want, got, n_want));
+  snprintf(msg, sizeof msg, "%s matches the CPU", what);
+  expect(rel_diff(want, got, n_want) < 1e-3, msg);
+}
+
 static float *run_block(genie_context_t *ctx, const genie_graph_t *g, genie_tensor_t *const *in, size_t *n) {
   genie_future_t *f = NULL;
   genie_tensor_t *out = NULL;
@@ -85,26 +112,10 @@ static void remote_block(const genie_graph_t *g, genie_tensor_t *const *cpu, con
   must(genie_config_set_master_addr(cfg, "127.0.0.1"), "genie_config_set_master_addr");
   must(genie_config_set_master_port(cfg, port), "genie_config_set_master_port");
   must(genie_init(cfg, &rctx), "genie_init (remote)");
-  for (i = 0; i < TB_NUM_INPUTS; ++i) {
-    genie_dtype_t dt;
-    int64_t shape[GENIE_MAX_DIMS];
-    size_t nd, nbytes;
-    void *bytes;
-    must(genie_tensor_info(cpu[i], &dt, shape, &nd, &nbytes), "genie_tensor_info");
-    bytes = malloc(nbytes);
-    must(genie_tensor_read(cpu[i], 0, bytes, nbytes), "genie_tensor_read");
-    must(genie_tensor_alloc(rctx, dt, shape, nd, i == 0 ? "remote:0" : "remote:1", &in[i]), "remote alloc");
-    must(genie_tensor_write(in[i], 0, bytes, nbytes), "remote write");
-    free(bytes);
-  }
+  for (i = 0; i < TB_NUM_INPUTS; ++i) in[i] = copy_to(rctx, cpu[i], i == 0 ? "remote:0" : "remote:1");
   expect(strcmp(genie_tensor_device(in[1]), "remote:1") == 0, "a weight lives on remote:1 (the server's GPU)");
   got = run_block(rctx, g, in, &n_got);
-  expect(n_got == n_want, "the remote block's output has the CPU's size");
-  if (n_got == n_want) {
-    const double r = rel_diff(want, got, n_want);
-    printf("remote block: max relative difference %.2e\n", r);
-    expect(r < 1e-3, "the block on a GPU server over loopback matches the CPU");
-  }
+  expect_match(want, n_want, got, n_got, "the block on a GPU server over loopback");
   free(got);
   for (i = 0; i < TB_NUM_INPUTS; ++i) genie_tensor_destroy(in[i]);
   genie_shutdown(rctx);
@@ -125,30 +136,16 @@ static void transformer_block(genie_context_t *ctx) {
   d.mlp = 1024;
   must(tb_build_graph(&d, &g), "building the block");
   for (i = 0; i < TB_NUM_INPUTS; ++i) {
-    genie_dtype_t dt;
-    int64_t shape[GENIE_MAX_DIMS];
-    size_t nd, nbytes;
-    void *bytes;
     must(genie_seed_tensor(ctx, g, tb_input_names[i], &cpu[i]), "seeding an input");
-    must(genie_tensor_info(cpu[i], &dt, shape, &nd, &nbytes), "genie_tensor_info");
-    bytes = malloc(nbytes);
-    must(genie_tensor_read(cpu[i], 0, bytes, nbytes), "genie_tensor_read");
     /* x stays in host memory, as a client's input; the weights live on the GPU. */
-    must(genie_tensor_alloc(ctx, dt, shape, nd, i == 0 ? "cpu" : "cuda:0", &gpu[i]), "genie_tensor_alloc");
-    must(genie_tensor_write(gpu[i], 0, bytes, nbytes), "genie_tensor_write");
-    free(bytes);
+    gpu[i] = copy_to(ctx, cpu[i], i == 0 ? "cpu" : "cuda:0");
   }
   must(genie_plan_explain_bound(ctx, g, tb_input_names, gpu, TB_NUM_INPUTS, &plan), "genie_plan_explain_bound");
   expect(strstr(plan, "cuda:0") != NULL, "the block's plan places nodes on cuda:0");
   genie_free(plan);
   want = run_block(ctx, g, cpu, &n_want);
   got = run_block(ctx, g, gpu, &n_got);
-  expect(n_want == n_got, "the block's output has the same size on cuda:0");
-  if (n_want == n_got) {
-    const double r = rel_diff(want, got, n_want);
-    printf("block: max relative difference %.2e\n", r);
-    expect(r < 1e-3, "the block on cuda:0 matches the CPU");
-  }
+  expect_match(want, n_want, got, n_got, "the block on cuda:0");
   free(got);
   remote_block(g, cpu, want, n_want);
   free(want);
