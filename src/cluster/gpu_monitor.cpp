@@ -2,11 +2,14 @@
 
 #include <dlfcn.h>
 
+#include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "exec/backend_loader.hpp"
 
 namespace genie {
 
@@ -20,6 +23,11 @@ struct nvmlMemory_t {
 };
 struct nvmlUtilization_t {
   unsigned int gpu, memory;
+};
+struct nvmlPciInfo_t {  // nvmlPciInfo_st as of NVML 11 (nvmlDeviceGetPciInfo_v3)
+  char bus_id_legacy[16];
+  unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
 };
 constexpr int kNvmlTemperatureGpu = 0;
 constexpr int kNvmlSuccess = 0;
@@ -35,6 +43,7 @@ struct GpuMonitor::Fns {
   nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t*);
   nvmlReturn_t (*utilization)(nvmlDevice_t, nvmlUtilization_t*);
   nvmlReturn_t (*temperature)(nvmlDevice_t, int, unsigned int*);
+  nvmlReturn_t (*pci)(nvmlDevice_t, nvmlPciInfo_t*) = nullptr;  // optional
 };
 
 namespace {
@@ -72,6 +81,7 @@ GpuMonitor::GpuMonitor() {
     lib_ = nullptr;
     return;
   }
+  sym(lib_, "nvmlDeviceGetPciInfo_v3", f->pci);  // optional: readings then match no device
   fns_ = f;
   const nvmlReturn_t rc = fns_->init();
   if (rc != kNvmlSuccess) {
@@ -120,6 +130,16 @@ std::vector<GpuEvent> GpuMonitor::poll() {
     if (fns_->utilization(d, &util) == kNvmlSuccess) g.utilization = util.gpu;
     unsigned int temp = 0;
     if (fns_->temperature(d, kNvmlTemperatureGpu, &temp) == kNvmlSuccess) g.temperature_c = static_cast<int32_t>(temp);
+    nvmlPciInfo_t pci{};
+    if (fns_->pci && fns_->pci(d, &pci) == kNvmlSuccess) {
+      g.pci_bus_id = normalize_pci_bus_id(cat(std::hex, pci.domain, ":", pci.bus, ":", pci.device, ".0"));
+      if (!locals_loaded_) {
+        locals_ = local_gpu_bus_ids();
+        locals_loaded_ = true;
+      }
+      for (const auto& [bus, dev] : locals_)
+        if (bus == g.pci_bus_id) g.device = dev;
+    }
     g.available = g.utilization <= kGpuBusyPercent;
     g.overheated = g.temperature_c > kGpuHotCelsius;
     const GpuInfo* before = nullptr;
@@ -135,6 +155,36 @@ std::vector<GpuEvent> GpuMonitor::poll() {
   gpus_ = std::move(now);
   first_ = false;
   return events;
+}
+
+std::string normalize_pci_bus_id(const std::string& text) {
+  for (char c : text)  // hex digits and separators only (scanf would take "0x" too)
+    if (!std::isxdigit(static_cast<unsigned char>(c)) && c != ':' && c != '.') return "";
+  unsigned int domain = 0, bus = 0, device = 0, function = 0;
+  char tail = 0;
+  if (std::sscanf(text.c_str(), "%x:%x:%x.%x%c", &domain, &bus, &device, &function, &tail) != 4) return "";
+  if (domain > 0xffff || bus > 0xff || device > 0x1f || function > 7) return "";
+  char out[16];
+  std::snprintf(out, sizeof out, "%04x:%02x:%02x.%x", domain, bus, device, function);
+  return out;
+}
+
+std::string pci_bus_id_of(const std::string& description) {
+  const size_t at = description.rfind("PCI ");
+  if (at == std::string::npos) return "";
+  const size_t end = description.find_first_of(",) ", at + 4);
+  return normalize_pci_bus_id(description.substr(at + 4, end == std::string::npos ? std::string::npos : end - at - 4));
+}
+
+std::vector<std::pair<std::string, std::string>> local_gpu_bus_ids() {
+  std::vector<std::pair<std::string, std::string>> r;
+  const LoadedBackend& b = device_backend("cuda");
+  if (!b.backend) return r;
+  for (const DeviceDesc& d : b.backend->devices()) {
+    std::string bus = pci_bus_id_of(d.description);
+    if (!bus.empty()) r.emplace_back(std::move(bus), d.id.str());
+  }
+  return r;
 }
 
 }  // namespace genie

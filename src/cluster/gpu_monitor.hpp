@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cluster/types.hpp"
@@ -51,6 +52,19 @@ class GpuMonitor {
   std::string poll_error_;
   std::vector<GpuInfo> gpus_;
   bool first_ = true;
+  // This process's GPUs by bus id, read once when NVML first reports one.
+  std::vector<std::pair<std::string, std::string>> locals_;
+  bool locals_loaded_ = false;
 };
+
+// "0000:65:00.0" from any spelling of a PCI address NVML or CUDA gives
+// ("00000000:65:00.0", "0000:65:00.0", upper or lower case); "" if it is none.
+std::string normalize_pci_bus_id(const std::string& text);
+// The bus id in a CUDA device's description ("NVIDIA H100 (..., PCI
+// 0000:65:00.0)", exec/cuda/backend.cpp), normalised; "" if it has none.
+std::string pci_bus_id_of(const std::string& description);
+// This process's CUDA devices as (bus id, "cuda:N"), through the cuda device
+// backend (loaded on first use; none when it is unavailable).
+std::vector<std::pair<std::string, std::string>> local_gpu_bus_ids();
 
 }  // namespace genie

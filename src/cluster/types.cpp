@@ -101,6 +101,8 @@ JsonPtr gpu_to_json(const GpuInfo& g) {
   add_num(o.get(), "temperature_c", g.temperature_c);
   add_bool(o.get(), "available", g.available);
   add_bool(o.get(), "overheated", g.overheated);
+  if (!g.pci_bus_id.empty()) add_str(o.get(), "pci_bus_id", g.pci_bus_id);
+  if (!g.device.empty()) add_str(o.get(), "device", g.device);
   return o;
 }
 
@@ -172,6 +174,8 @@ NodeStatus node_from_json(const cJSON* j) {
       gi.temperature_c = static_cast<int32_t>(get_num(g, "temperature_c"));
       gi.available = get_bool(g, "available", true);
       gi.overheated = get_bool(g, "overheated", false);
+      gi.pci_bus_id = get_str(g, "pci_bus_id", false).substr(0, 64);
+      gi.device = get_str(g, "device", false).substr(0, 64);
       n.gpus.push_back(std::move(gi));
     }
   }

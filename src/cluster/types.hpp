@@ -39,6 +39,8 @@ struct GpuInfo {
   int32_t temperature_c = 0;
   bool available = true;    // utilisation <= 90 %
   bool overheated = false;  // temperature > 85 C
+  std::string pci_bus_id;   // "0000:65:00.0" (NVML's pciInfo); "" if unknown
+  std::string device;       // the local device it is ("cuda:1", matched by bus id); "" if none
 };
 
 // The C enum's values: GENIE_HEALTH_*.

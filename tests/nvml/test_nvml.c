@@ -4,7 +4,10 @@
  * by GENIE_TEST_NVML_FILE, read again at every call, so a test changes
  * utilisation or temperature while a process runs. One GPU per line:
  *
- *   NAME UTILIZATION_PERCENT TEMPERATURE_C MEMORY_TOTAL_MIB MEMORY_USED_MIB
+ *   NAME UTILIZATION_PERCENT TEMPERATURE_C MEMORY_TOTAL_MIB MEMORY_USED_MIB [PCI_BUS_ID]
+ *
+ * PCI_BUS_ID ("0000:65:00.0"; default 0000:0N:00.0 for GPU N-1) is what
+ * nvmlDeviceGetPciInfo_v3 reports.
  *
  * Without the variable nvmlInit fails like a machine without a driver. */
 #include <stdio.h>
@@ -26,6 +29,7 @@ typedef struct {
   char name[64];
   unsigned int util, temp;
   unsigned long long total_mib, used_mib;
+  unsigned int domain, bus, device;
 } gpu_t;
 
 /* Reads GPU `index` (or only counts when index < 0); returns the count, or
@@ -41,7 +45,11 @@ static int read_gpus(int index, gpu_t *out) {
   while (fgets(line, sizeof line, f)) {
     gpu_t g;
     memset(&g, 0, sizeof g);
-    if (sscanf(line, "%63s %u %u %llu %llu", g.name, &g.util, &g.temp, &g.total_mib, &g.used_mib) != 5) continue;
+    char pci[64] = "";
+    if (sscanf(line, "%63s %u %u %llu %llu %63s", g.name, &g.util, &g.temp, &g.total_mib, &g.used_mib, pci) < 5)
+      continue;
+    g.bus = (unsigned int)n + 1;
+    if (pci[0]) sscanf(pci, "%x:%x:%x", &g.domain, &g.bus, &g.device);
     if (n == index && out) *out = g;
     ++n;
   }
@@ -111,5 +119,24 @@ EXPORT int nvmlDeviceGetTemperature(void *device, int sensor, unsigned int *temp
   if (rc != OK) return rc;
   if (sensor != 0 || !temp) return ERR_INVALID_ARGUMENT;
   *temp = g.temp;
+  return OK;
+}
+
+typedef struct {
+  char bus_id_legacy[16];
+  unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+} nvmlPciInfo_t;
+EXPORT int nvmlDeviceGetPciInfo_v3(void *device, nvmlPciInfo_t *p) {
+  gpu_t g;
+  int rc = lookup(device, &g);
+  if (rc != OK) return rc;
+  if (!p) return ERR_INVALID_ARGUMENT;
+  memset(p, 0, sizeof *p);
+  p->domain = g.domain;
+  p->bus = g.bus;
+  p->device = g.device;
+  snprintf(p->bus_id, sizeof p->bus_id, "%08x:%02x:%02x.0", g.domain, g.bus, g.device);
+  snprintf(p->bus_id_legacy, sizeof p->bus_id_legacy, "%04x:%02x:%02x.0", g.domain, g.bus, g.device);
   return OK;
 }

@@ -61,6 +61,21 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
   }
   const GraphCache::Entry e = graphs.get(json, names, descs);
   const uint64_t num_outputs = e.graph->outputs().size();
+  // Inputs in a device's memory run the graph on that device (host inputs
+  // move there); two devices at once are not planned here yet.
+  DeviceRef where{};
+  for (const TensorPtr& t : tensors) {
+    if (!t || t->host_accessible()) continue;
+    const DeviceRef r = device_ref(*t);
+    check(where.backend == nullptr || where == r, GENIE_ERR_UNSUPPORTED, "graph '", e.graph->name(),
+          "' binds tensors on two devices of ", node_id, " (", t->device().str(),
+          " and another): move them to one device first");
+    where = r;
+  }
+  if (where.backend != nullptr)
+    check(remote.empty() && !(workers && workers->has_workers()), GENIE_ERR_UNSUPPORTED, "graph '",
+          e.graph->name(), "' binds tensors on ", node_id, "'s devices while it plans across workers: ",
+          "keep them in its host memory");
   if (!remote.empty() || (workers && workers->has_workers())) {
     // The plan checks each device's peak against its budget; here, the
     // session's graphs in flight and tensors.
@@ -102,7 +117,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
   if (Executor::is_tiny(*e.graph, inputs)) {
     // Microseconds of work: handing it to a worker and its completion back
     // to this loop would cost more than running it here.
-    ExecResult r = exec.run_inline(e.graph, std::move(inputs));
+    ExecResult r = exec.run_inline(e.graph, std::move(inputs), where);
     reservation->release();
     ++graphs_in_flight;  // graph_done counts it out
     graph_done(wp, ws, rid, e.graph, r);
@@ -117,7 +132,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
         reservation->release();
         graph_done(wp, ws, rid, graph, *result);
       });
-    });
+    }, where);
   } catch (...) {
     --graphs_in_flight;
     throw;
@@ -132,8 +147,10 @@ static DType dtype_of(const TensorPtr& t) { return t->dtype(); }
 static DType dtype_of(const Held& t) { return t.dtype(); }
 static const Shape& shape_of(const TensorPtr& t) { return t->shape(); }
 static const Shape& shape_of(const Held& t) { return t.shape(); }
-static std::string device_of(const TensorPtr&) { return "cpu:0"; }
-static std::string device_of(const Held& t) { return t.local ? "cpu:0" : t.remote->device; }
+static std::string device_of(const TensorPtr& t) { return served_device_name(*t); }
+static std::string device_of(const Held& t) {
+  return t.local ? served_device_name(*t.local) : t.remote->device;
+}
 
 template <class Result, class Store>
 void Server::Impl::report_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,

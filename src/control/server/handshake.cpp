@@ -195,6 +195,7 @@ wire::Welcome Server::Impl::welcome(const Session& s, bool resumed, bool control
   w.set_protocol_version(wire::kProtocolVersion);
   w.set_abi_version(GENIE_ABI_VERSION);
   w.add_devices("cpu:0");
+  for (const ServedDevice& d : devices) w.add_devices(d.name);
   w.set_resumed(resumed);
   for (const Listening& l : listeners) {
     wire::DataEndpoint* e = w.add_data_endpoints();

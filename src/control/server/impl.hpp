@@ -91,6 +91,11 @@ struct Peer : std::enable_shared_from_this<Peer> {
   std::string close_detail;
 };
 
+// A server tensor's device as clients see it ("cpu:0", "cuda:0").
+inline std::string served_device_name(const TensorData& t) {
+  return t.host_accessible() ? "cpu:0" : t.device().str();
+}
+
 struct Server::Impl {
   explicit Impl(ServerOptions o);
   ~Impl();
@@ -218,6 +223,22 @@ struct Server::Impl {
   int bound_port = 0;
 
   Executor exec;
+  // Devices offered besides cpu:0 (devices.cpp): those of the device
+  // backends loaded in this process ("cuda:0", ...), in the order the
+  // Welcome lists them after cpu:0.
+  struct ServedDevice {
+    std::string name;
+    DeviceRef ref;
+  };
+  std::vector<ServedDevice> devices;
+  void find_devices();
+  // The served device named `name` (canonical or an alias); nullptr for cpu:0.
+  // Throws Error(UNSUPPORTED) listing what is served when there is none.
+  const ServedDevice* served_device(const std::string& name) const;
+  // Where a tensor of this server lives: {} for host memory.
+  DeviceRef device_ref(const TensorData& t) const;
+  // A copy of t's bytes [offset, offset + n) in host memory.
+  TensorPtr host_bytes(const TensorData& t, uint64_t offset, uint64_t n) const;
   // A Config for connections this server opens, with its credentials.
   Config client_config() const;
   // At construction: refuses an unauthenticated server beyond loopback

@@ -39,8 +39,25 @@ void Server::Impl::read_or_wait(Peer& p, uint64_t rid, uint64_t tensor_id, const
 }
 
 void Server::Impl::start_read(Peer& p, uint64_t rid, const TensorPtr& t, uint64_t offset, uint64_t nbytes) {
+  // Device memory goes through a host copy, made only now that the read is
+  // in the window, so that waiting reads hold no copies. This also runs from
+  // pump_reads (a send's completion), where nothing may throw.
+  TensorPtr src = t;
+  uint64_t at = offset;
+  if (!t->host_accessible()) {
+    try {
+      src = host_bytes(*t, offset, nbytes);
+      at = 0;
+    } catch (const Error& e) {
+      send_error(p, rid, e.code(), e.detail());
+      return;
+    } catch (const std::bad_alloc&) {
+      send_error(p, rid, GENIE_ERR_OUT_OF_MEMORY, cat("no host memory to stage a ", nbytes, "-byte device read"));
+      return;
+    }
+  }
   p.read_bytes_in_flight += nbytes;
-  send(p, MsgType::Ok, rid, wire::Ok(), t->bytes() + offset, nbytes, t, [this, nbytes](Peer& peer) {
+  send(p, MsgType::Ok, rid, wire::Ok(), src->bytes() + at, nbytes, src, [this, nbytes](Peer& peer) {
     peer.read_bytes_in_flight -= nbytes;
     pump_reads(peer);
   });

@@ -55,6 +55,7 @@ Server::Impl::Impl(ServerOptions o)
       node_id(opts.node_id.empty() ? generate_node_id("serve") : opts.node_id),
       gate(opts.memory_budget, opts.quota, counters.tensor_bytes, cat("server ", node_id)),
       exec(opts.num_threads) {
+  find_devices();
   {
     const Config c = client_config();
     if (opts.orchestrator) workers = opts.orchestrator(node_id, c, exec, {opts.node_alive, opts.measure_rtt});

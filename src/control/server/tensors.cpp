@@ -26,11 +26,18 @@ void Server::Impl::tensor_alloc(Peer& p, uint64_t rid, const wire::TensorAlloc& 
       return;
     }
   }
-  check(dev.empty() || dev == "cpu" || dev == "cpu:0", GENIE_ERR_UNSUPPORTED, "device '", m.device(),
-        "' is not served by ", node_id, ": it serves cpu:0");
+  const ServedDevice* on = served_device(dev);
   const size_t bytes = byte_size(shape, dtype_size(dtype));  // TOO_LARGE on overflow
   gate.admit(*p.session, bytes, 1, false, cat("tensor ", dtype_name(dtype), shape_str(shape), " of ", bytes, " bytes"));
-  const uint64_t id = p.session->add(std::make_shared<TensorData>(dtype, std::move(shape)));
+  TensorPtr t;
+  if (on == nullptr) {
+    t = std::make_shared<TensorData>(dtype, std::move(shape));
+  } else {
+    // Zeroed as host tensors are: a client may read before it writes.
+    t = on->ref.backend->make_tensor(on->ref.index, dtype, shape);
+    on->ref.backend->fill_zero(t->buffer(), t->nbytes(), nullptr);
+  }
+  const uint64_t id = p.session->add(std::move(t));
   wire::TensorAllocReply r;
   r.set_tensor_id(id);
   send(p, MsgType::TensorAllocReply, rid, r);
@@ -70,9 +77,27 @@ PayloadSink Server::Impl::tensor_write(const std::shared_ptr<Peer>& p, const wir
     return {};
   }
   PayloadSink sink;
+  std::weak_ptr<Peer> wp = p;
+  if (!t->host_accessible()) {
+    // Device memory: the payload lands in host memory, then moves.
+    auto staging = std::make_shared<TensorData>(DType::Bool, Shape{static_cast<int64_t>(n)},
+                                                TensorData::Uninitialized{});
+    sink.dst = staging->bytes();
+    sink.keep = staging;
+    sink.done = [this, wp, rid, t, staging, offset = m.offset(), n] {
+      auto peer = wp.lock();
+      try {
+        device_ref(*t).backend->copy_from_host(staging->bytes(), t->buffer(), offset, n, nullptr);
+      } catch (const Error& e) {
+        if (peer && !peer->closing) send_error(*peer, rid, e.code(), e.detail());
+        return;
+      }
+      if (peer && !peer->closing) send(*peer, MsgType::Ok, rid, wire::Ok());
+    };
+    return sink;
+  }
   sink.dst = t->bytes() + m.offset();
   sink.keep = t;
-  std::weak_ptr<Peer> wp = p;
   sink.done = [this, wp, rid] {
     if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::Ok, rid, wire::Ok());
   };

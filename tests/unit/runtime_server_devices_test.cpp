@@ -1,0 +1,113 @@
+// A server offers the devices of its device backends (here the test
+// backend's fake devices, as a GPU server offers cuda:N): they follow
+// cpu:0 in its device list, clients allocate there as remote:i, writes and
+// reads go through the backend, and a graph bound to a tensor there runs
+// on that device, its outputs staying there.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "exec/backend_loader.hpp"
+#include "graph/graph.hpp"
+#include "graph_test_util.hpp"
+#include "runtime/context.hpp"
+#include "runtime/node_server.hpp"
+#include "test_backend.hpp"
+
+namespace genie {
+namespace {
+
+std::vector<float> values(int n, float scale) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = std::sin(static_cast<float>(i) * scale);
+  return v;
+}
+
+TEST(ServerDevices, AServerOffersItsBackendsDevicesAndRunsGraphsThere) {
+  ::setenv("GENIE_DEVICE_BACKEND_PATH", testing::kTestBackendDir.c_str(), 1);
+  ::setenv("GENIE_DEVICE_BACKENDS", "test", 1);
+  Config scfg;
+  scfg.use_env = false;
+  scfg.num_threads = 2;
+  NodeServer server(scfg, "127.0.0.1", 0);
+  ::unsetenv("GENIE_DEVICE_BACKENDS");
+  ASSERT_NE(device_backend("test").backend, nullptr) << device_backend("test").why_unavailable;
+
+  Config cfg;
+  cfg.use_env = false;
+  cfg.num_threads = 2;
+  cfg.master_addr = "127.0.0.1";
+  cfg.master_port = server.port();
+  auto ctx = std::make_shared<Context>(cfg);
+
+  // remote:0 is the server's CPU, remote:1 and remote:2 its test devices.
+  std::string canonical;
+  TensorRef w = ctx->alloc(DType::F32, {16, 8}, "remote:1", &canonical);
+  EXPECT_EQ(canonical, "remote:1");
+  ASSERT_TRUE(w.is_remote());
+  EXPECT_EQ(w.remote()->device, "remote:1");  // the server's test:0, as this client names it
+  std::vector<float> back(16 * 8, 1.f);
+  w.read(0, back.data(), back.size() * sizeof(float));  // zero-filled on the device
+  for (float v : back) ASSERT_EQ(v, 0.f);
+  const std::vector<float> wv = values(16 * 8, 0.21f), xv = values(4 * 16, 0.37f);
+  w.write(0, wv.data(), wv.size() * sizeof(float));
+  w.read(0, back.data(), back.size() * sizeof(float));
+  EXPECT_EQ(back, wv);
+  const float patch = 42.f;  // a partial write at an offset
+  w.write(8, &patch, sizeof patch);
+  float one = 0.f;
+  w.read(8, &one, sizeof one);
+  EXPECT_EQ(one, 42.f);
+  w.write(8, &wv[2], sizeof(float));
+
+  TensorRef x = ctx->alloc(DType::F32, {4, 16}, "remote:0", &canonical);
+  x.write(0, xv.data(), xv.size() * sizeof(float));
+  Graph g("mm");
+  g.add_input("x", DType::F32, {4, 16});
+  g.add_input("w", DType::F32, {16, 8});
+  g.add_node("matmul", "mm", {"x", "w"}, {"h"});
+  g.add_node("relu", "act", {"h"}, {"y"});
+  g.mark_output("y");
+  const uint64_t k0 = testing::test_backend_kernels(0);
+  std::shared_ptr<FutureState> f = ctx->submit(g, {"x", "w"}, {x, w});
+  ASSERT_EQ(f->wait(30000), GENIE_OK);
+  TensorRef y = f->output(0);
+  ASSERT_TRUE(y.is_remote());
+  EXPECT_EQ(y.remote()->device, "remote:1");  // produced and kept on the device
+  EXPECT_EQ(testing::test_backend_kernels(0) - k0, 2u);
+  std::vector<float> got(4 * 8);
+  y.read(0, got.data(), got.size() * sizeof(float));
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 8; ++j) {
+      float s = 0;
+      for (int k = 0; k < 16; ++k) s += xv[static_cast<size_t>(i * 16 + k)] * wv[static_cast<size_t>(k * 8 + j)];
+      EXPECT_NEAR(got[static_cast<size_t>(i * 8 + j)], std::max(s, 0.f), 1e-5) << i << "," << j;
+    }
+
+  // Tensors on two devices at once are refused with the reason.
+  TensorRef w2 = ctx->alloc(DType::F32, {16, 8}, "remote:2", &canonical);
+  EXPECT_EQ(w2.remote()->device, "remote:2");
+  Graph g2("two");
+  g2.add_input("a", DType::F32, {16, 8});
+  g2.add_input("b", DType::F32, {16, 8});
+  g2.add_node("add", "s", {"a", "b"}, {"c"});
+  g2.mark_output("c");
+  genie_status_t st = GENIE_OK;
+  try {
+    st = ctx->submit(g2, {"a", "b"}, {w2, w})->wait(30000);
+  } catch (const Error& e) {
+    st = e.code();
+  }
+  EXPECT_EQ(st, GENIE_ERR_UNSUPPORTED);
+  // A device the server does not have: the list of those it has.
+  EXPECT_TRUE(testing::fails_with([&] { ctx->alloc(DType::F32, {2}, "remote:9", &canonical); },
+                                  GENIE_ERR_UNSUPPORTED, "remote:1 = test:0"));
+  ctx->shutdown();
+}
+
+}  // namespace
+}  // namespace genie
