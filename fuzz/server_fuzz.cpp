@@ -177,7 +177,7 @@ bool authenticate(int fd, const std::string& node, int wait_ms, uint64_t rid) {
     genie::wire::Challenge c;
     if (!c.ParseFromString(msg)) return false;
     genie::wire::AuthResponse r;
-    r.set_mac(genie::hmac_sha256(kToken, c.nonce() + node));
+    r.set_mac(genie::token_proof(kToken, c.nonce(), node, ""));
     return send_frame(fd, MsgType::AuthResponse, rid, genie::wire::encode_msg(r), "");
   }
   return false;
