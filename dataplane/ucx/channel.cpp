@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "dataplane/guarded.hpp"
+#include "dataplane/ucx/rkey.hpp"
 
 namespace genie::dataplane::ucx {
 namespace {
@@ -472,10 +473,24 @@ void Endpoint::rma(bool put, const std::shared_ptr<MemoryRegion>& local, uint64_
   if (it != rkeys_.end()) {
     rkey = it->second;
   } else {
+    // UCX unpacks without a length: the layout is walked within the key first.
+    if (const std::string why = check_packed_key(remote.key); !why.empty())
+      return refuse(GENIE_ERR_INVALID_ARGUMENT, cat("ucx ", op, ": the remote key is malformed: ", why));
     const ucs_status_t st = ucp_ep_rkey_unpack(ep_, remote.key.data(), &rkey);
     if (st != UCS_OK)
       return refuse(GENIE_ERR_INVALID_ARGUMENT,
                     cat("ucx ", op, ": the remote key does not unpack: ", ucs_status_string(st)));
+    // A key that maps the peer's memory into this process (a shared-memory
+    // segment) makes UCX copy at the address the peer names, unchecked
+    // against the segment: a forged range would reach this process's own
+    // memory. Registrations of this transport never make such keys.
+    void* direct = nullptr;
+    if (ucp_rkey_ptr(rkey, remote.address, &direct) == UCS_OK) {
+      ucp_rkey_destroy(rkey);
+      return refuse(GENIE_ERR_INVALID_ARGUMENT,
+                    cat("ucx ", op, ": the remote key maps the peer's memory into this process (a shared-memory "
+                        "segment), whose bounds cannot be checked: refused"));
+    }
     rkeys_[remote.key] = rkey;
   }
   Op* o = new Op;
