@@ -109,15 +109,20 @@ bool recv_all(int fd, void* data, size_t n, int wait_ms) {
   return true;
 }
 
-bool send_frame(int fd, MsgType type, uint64_t rid, const std::string& msg, const std::string& payload) {
+// Builds a frame with a correct CRC.
+std::string frame(MsgType type, uint64_t rid, const std::string& msg, const std::string& payload) {
   genie::wire::FrameHeader h;
   h.type = type;
   h.request_id = rid;
   h.payload_len = payload.size();
   uint8_t hdr[genie::wire::kHeaderSize];
   genie::wire::encode_header(h, msg.data(), msg.size(), hdr);
-  return send_all(fd, hdr, sizeof hdr) && send_all(fd, msg.data(), msg.size()) &&
-         send_all(fd, payload.data(), payload.size());
+  return std::string(reinterpret_cast<const char*>(hdr), sizeof hdr) + msg + payload;
+}
+
+bool send_frame(int fd, MsgType type, uint64_t rid, const std::string& msg, const std::string& payload) {
+  const std::string f = frame(type, rid, msg, payload);
+  return send_all(fd, f.data(), f.size());
 }
 
 // One reply frame (type and message; the payload is read and dropped).
@@ -214,17 +219,6 @@ void check_alive() {
     std::abort();
   }
   finish(fd);
-}
-
-// Builds a frame with a correct CRC.
-std::string frame(MsgType type, uint64_t rid, const std::string& msg, const std::string& payload) {
-  genie::wire::FrameHeader h;
-  h.type = type;
-  h.request_id = rid;
-  h.payload_len = payload.size();
-  uint8_t hdr[genie::wire::kHeaderSize];
-  genie::wire::encode_header(h, msg.data(), msg.size(), hdr);
-  return std::string(reinterpret_cast<const char*>(hdr), sizeof hdr) + msg + payload;
 }
 
 // Runs one script against the server, on its loop thread.
