@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dataplane/frame.hpp"
 #include "genie.h"
@@ -242,6 +243,13 @@ class Channel {
   // for TCP with TLS, "sha256:" and the hex SHA-256 of the certificate it
   // presented. Empty: no certificate (or a transport without TLS).
   virtual std::string peer_identity() const { return {}; }
+  // The names in that certificate ("CN:..." and "URI:..." entries, see
+  // tcp::TlsSession::peer_names); empty without one.
+  virtual std::vector<std::string> peer_names() const { return {}; }
+  // A value both ends of this channel share and no other channel has (TLS:
+  // the RFC 9266 tls-exporter), to bind authentication answers to the
+  // channel they travel on. Empty: the transport has none.
+  virtual std::string channel_binding() const { return {}; }
 
   // Hints a transport may ignore (the defaults do nothing). Between cork()
   // and the matching uncork(), sent frames may be held and written together

@@ -1,6 +1,11 @@
 // libFuzzer harness: a real `genie serve` server (control/server.hpp) in
-// this process, on 127.0.0.1, with an auth token and small quotas, fed one
-// connection per input. The input is a script of records:
+// this process, with an auth token and small quotas, fed one connection per
+// input. The connection is in memory (mem_channel.hpp): the input's bytes
+// are decoded as a TCP connection decodes them and handed to the server's
+// connection state machine on its loop thread (Server::adopt and
+// run_in_loop), so an input costs no socket, no thread and no waiting, and
+// the server (sessions, tensors, quotas, back-off records) carries over
+// from one input to the next. The input is a script of records:
 //
 //   0 T LL MSG...        a frame of type kScriptTypes[T % N] (server_script.hpp) carrying MSG (LL bytes,
 //                        little-endian), with a correct CRC, so the fuzzer
@@ -8,16 +13,14 @@
 //                        with bit 7 of the first byte set, PP bytes of
 //                        payload follow MSG (u16 PP, then the bytes)
 //   1 LL BYTES...        raw bytes (frame decoding, CRCs, lengths)
-//   2                    answer the server's Challenge correctly (the HMAC
-//                        of the nonce and the Hello's node id), so requests
-//                        after the handshake are reached (nothing unless a
-//                        Hello went since the last one)
-//   3                    read one reply, if one comes within a few ms
+//   2                    answer the server's last Challenge correctly (the
+//                        HMAC of the nonce and the Hello's node id), so
+//                        requests after the handshake are reached
+//   3                    take one reply the server sent
 //
-// then half-closes and reads until the server closes (libFuzzer's -timeout
-// reports a server that does not). Whatever the bytes,
-// the server must answer or close the connection, and keep serving: the
-// harness checks that it still completes a handshake every 256 inputs.
+// then the peer hangs up. Whatever the bytes, the server must answer or
+// close, and keep serving: every 4096 inputs the harness completes a
+// handshake with it over real TCP.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -42,6 +45,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
+#include "mem_channel.hpp"
 #include "server_script.hpp"
 
 namespace {
@@ -105,15 +109,20 @@ bool recv_all(int fd, void* data, size_t n, int wait_ms) {
   return true;
 }
 
-bool send_frame(int fd, MsgType type, uint64_t rid, const std::string& msg, const std::string& payload) {
+// Builds a frame with a correct CRC.
+std::string frame(MsgType type, uint64_t rid, const std::string& msg, const std::string& payload) {
   genie::wire::FrameHeader h;
   h.type = type;
   h.request_id = rid;
   h.payload_len = payload.size();
   uint8_t hdr[genie::wire::kHeaderSize];
   genie::wire::encode_header(h, msg.data(), msg.size(), hdr);
-  return send_all(fd, hdr, sizeof hdr) && send_all(fd, msg.data(), msg.size()) &&
-         send_all(fd, payload.data(), payload.size());
+  return std::string(reinterpret_cast<const char*>(hdr), sizeof hdr) + msg + payload;
+}
+
+bool send_frame(int fd, MsgType type, uint64_t rid, const std::string& msg, const std::string& payload) {
+  const std::string f = frame(type, rid, msg, payload);
+  return send_all(fd, f.data(), f.size());
 }
 
 // One reply frame (type and message; the payload is read and dropped).
@@ -177,14 +186,13 @@ bool authenticate(int fd, const std::string& node, int wait_ms, uint64_t rid) {
     genie::wire::Challenge c;
     if (!c.ParseFromString(msg)) return false;
     genie::wire::AuthResponse r;
-    r.set_mac(genie::hmac_sha256(kToken, c.nonce() + node));
+    r.set_mac(genie::token_proof(kToken, c.nonce(), node, ""));
     return send_frame(fd, MsgType::AuthResponse, rid, genie::wire::encode_msg(r), "");
   }
   return false;
 }
 
-// Half-closes and reads until the server closes. A server that never does
-// is reported by libFuzzer's -timeout (scripts/fuzz.sh: 30 s) with the input.
+// Half-closes and reads until the server closes.
 void finish(int fd) {
   ::shutdown(fd, SHUT_WR);
   char buf[65536];
@@ -213,6 +221,73 @@ void check_alive() {
   finish(fd);
 }
 
+// Runs one script against the server, on its loop thread.
+void run_script(const uint8_t* data, size_t size, uint64_t input) {
+  // Sources rotate over a few addresses, so that one input's failed
+  // authentications back off only some of the inputs after it.
+  genie::fuzz::MemListener listener("127.0.0." + std::to_string(1 + input % 8) + ":4000");
+  g_server->adopt(listener, "tcp");
+  const std::shared_ptr<genie::fuzz::MemChannel> ch = listener.channel;
+  if (ch == nullptr) return;
+  Reader in{data, size};
+  std::string node;  // the node id of the last Hello sent
+  std::string nonce;  // of the last Challenge the server sent
+  uint64_t rid = 1;
+  const auto note_replies = [&] {
+    for (const auto& r : ch->sent())
+      if (r.type == static_cast<uint16_t>(MsgType::Challenge)) {
+        genie::wire::Challenge c;
+        if (c.ParseFromString(r.msg)) nonce = c.nonce();
+      }
+  };
+  for (int records = 0; records < 64 && !ch->closed(); ++records) {
+    uint8_t op;
+    if (!in.u8(&op)) break;
+    switch (op & 3) {
+      case genie::fuzz::kOpFrame: {
+        uint8_t t;
+        uint16_t len, plen = 0;
+        const uint8_t *msg = nullptr, *payload = nullptr;
+        if (!in.u8(&t) || !in.u16(&len) || !in.take(len, &msg)) break;
+        if ((op & genie::fuzz::kWithPayload) && (!in.u16(&plen) || !in.take(plen, &payload))) break;
+        const MsgType type = kScriptTypes[t % kNumScriptTypes];
+        const std::string m(reinterpret_cast<const char*>(msg), len);
+        if (type == MsgType::Hello) {
+          genie::wire::Hello h;
+          google::protobuf::LogSilencer quiet;  // the harness's own parse: the server's must be quiet by itself
+          if (h.ParseFromString(m)) node = h.node_id();
+        }
+        const std::string f =
+            frame(type, rid++, m, std::string(reinterpret_cast<const char*>(payload ? payload : msg), plen));
+        ch->feed(f.data(), f.size());
+        break;
+      }
+      case genie::fuzz::kOpRaw: {
+        uint16_t len;
+        const uint8_t* raw;
+        if (!in.u16(&len) || !in.take(len, &raw)) break;
+        ch->feed(raw, len);
+        break;
+      }
+      case genie::fuzz::kOpAuth: {
+        note_replies();
+        if (nonce.empty()) break;
+        genie::wire::AuthResponse r;
+        r.set_mac(genie::token_proof(kToken, nonce, node, ""));
+        nonce.clear();
+        const std::string f = frame(MsgType::AuthResponse, rid++, genie::wire::encode_msg(r), "");
+        ch->feed(f.data(), f.size());
+        break;
+      }
+      case genie::fuzz::kOpRead:
+        note_replies();
+        ch->sent().clear();
+        break;
+    }
+  }
+  ch->peer_closed();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -234,55 +309,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static uint64_t runs = 0;
-  if (++runs % 256 == 0) check_alive();
-  const int fd = connect_server();
-  Reader in{data, size};
-  std::string node;  // the node id of the last Hello sent
-  bool hello_sent = false;  // since the last answered challenge: one may come
-  uint64_t rid = 1;
-  for (int records = 0; records < 64; ++records) {
-    uint8_t op;
-    if (!in.u8(&op)) break;
-    bool sent = true;
-    switch (op & 3) {
-      case genie::fuzz::kOpFrame: {
-        uint8_t t;
-        uint16_t len, plen = 0;
-        const uint8_t *msg = nullptr, *payload = nullptr;
-        if (!in.u8(&t) || !in.u16(&len) || !in.take(len, &msg)) break;
-        if ((op & genie::fuzz::kWithPayload) && (!in.u16(&plen) || !in.take(plen, &payload))) break;
-        const MsgType type = kScriptTypes[t % kNumScriptTypes];
-        const std::string m(reinterpret_cast<const char*>(msg), len);
-        if (type == MsgType::Hello) {
-          genie::wire::Hello h;
-          google::protobuf::LogSilencer quiet;  // the harness's own parse: the server's must be quiet by itself
-          if (h.ParseFromString(m)) node = h.node_id();
-          hello_sent = true;
-        }
-        sent = send_frame(fd, type, rid++, m,
-                          std::string(reinterpret_cast<const char*>(payload ? payload : msg), plen));
-        break;
-      }
-      case genie::fuzz::kOpRaw: {
-        uint16_t len;
-        const uint8_t* raw;
-        if (!in.u16(&len) || !in.take(len, &raw)) break;
-        sent = send_all(fd, raw, len);
-        break;
-      }
-      case genie::fuzz::kOpAuth:
-        // Waiting makes sense only for a challenge that may still come.
-        if (std::exchange(hello_sent, false)) sent = authenticate(fd, node, 50, rid++);
-        break;
-      case genie::fuzz::kOpRead: {
-        MsgType type;
-        std::string msg;
-        read_frame(fd, 2, &type, &msg);
-        break;
-      }
-    }
-    if (!sent) break;  // the server closed the connection
-  }
-  finish(fd);
+  if (++runs % 4096 == 0) check_alive();
+  g_server->run_in_loop([&] { run_script(data, size, runs); });
   return 0;
 }

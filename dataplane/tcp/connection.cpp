@@ -866,6 +866,14 @@ std::string Connection::peer_identity() const {
   return impl_->tls ? impl_->tls->peer_fingerprint() : std::string();
 }
 
+std::vector<std::string> Connection::peer_names() const {
+  return impl_->tls ? impl_->tls->peer_names() : std::vector<std::string>();
+}
+
+std::string Connection::channel_binding() const {
+  return impl_->tls ? impl_->tls->channel_binding() : std::string();
+}
+
 size_t Connection::write_queue_size() const { return impl_->tcp.write_queue_size; }
 
 }  // namespace genie::dataplane::tcp

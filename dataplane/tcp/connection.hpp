@@ -122,6 +122,8 @@ class Connection : public Channel, public std::enable_shared_from_this<Connectio
   // Peer address "ip:port" (empty if unknown).
   std::string peer() const override;
   std::string peer_identity() const override;
+  std::vector<std::string> peer_names() const override;
+  std::string channel_binding() const override;
   // Bytes queued in libuv but not yet written to the kernel.
   size_t write_queue_size() const;
 

@@ -239,6 +239,39 @@ std::string TlsSession::peer_fingerprint() const {
   return s;
 }
 
+std::vector<std::string> TlsSession::peer_names() const {
+  std::vector<std::string> names;
+  X509* cert = done_ ? SSL_get0_peer_certificate(ssl_) : nullptr;
+  if (cert == nullptr) return names;
+  const auto text = [](const ASN1_STRING* s) {
+    return std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
+                       static_cast<size_t>(ASN1_STRING_length(s)));
+  };
+  X509_NAME* subject = X509_get_subject_name(cert);
+  for (int i = X509_NAME_get_index_by_NID(subject, NID_commonName, -1); i >= 0;
+       i = X509_NAME_get_index_by_NID(subject, NID_commonName, i))
+    names.push_back("CN:" + text(X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i))));
+  auto* alt = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  for (int i = 0; alt != nullptr && i < sk_GENERAL_NAME_num(alt); ++i) {
+    const GENERAL_NAME* g = sk_GENERAL_NAME_value(alt, i);
+    if (g->type == GEN_URI) names.push_back("URI:" + text(g->d.uniformResourceIdentifier));
+  }
+  GENERAL_NAMES_free(alt);
+  return names;
+}
+
+std::string TlsSession::channel_binding() const {
+  if (!done_) return {};
+  static const char kLabel[] = "EXPORTER-Channel-Binding";
+  std::string out(32, '\0');
+  if (SSL_export_keying_material(ssl_, reinterpret_cast<unsigned char*>(out.data()), out.size(), kLabel,
+                                 sizeof kLabel - 1, nullptr, 0, 0) != 1) {
+    ERR_clear_error();
+    return {};
+  }
+  return out;
+}
+
 std::string TlsSession::take_output() {
   BIO* out = SSL_get_wbio(ssl_);
   const size_t pending = BIO_ctrl_pending(out);

@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "genie.h"
 
@@ -89,6 +90,15 @@ class TlsSession {
   // "sha256:<hex>" of the certificate the peer presented and this side
   // verified; empty when it presented none.
   std::string peer_fingerprint() const;
+  // The names the peer's verified certificate gives its subject: "CN:" and
+  // each common name, then "URI:" and each subjectAltName URI. Empty when
+  // it presented none.
+  std::vector<std::string> peer_names() const;
+  // The tls-exporter channel binding (RFC 9266): 32 bytes exported with the
+  // label "EXPORTER-Channel-Binding" and an empty context, the same on both
+  // ends of this TLS connection and on no other. Empty before the handshake
+  // is done.
+  std::string channel_binding() const;
   // Why the session failed, for a close detail: the certificate check's
   // reason, the peer's alert, or OpenSSL's error.
   const std::string& error() const { return error_; }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "dataplane/guarded.hpp"
+#include "dataplane/ucx/rkey.hpp"
 
 namespace genie::dataplane::ucx {
 namespace {
@@ -69,9 +70,13 @@ struct Endpoint::Op {
   }
 };
 
-Endpoint::Endpoint(std::shared_ptr<LoopWorker> worker, uint32_t max_message, ChannelHandlers handlers,
-                   std::string peer)
-    : worker_(std::move(worker)), max_message_(max_message), handlers_(std::move(handlers)), peer_(std::move(peer)) {}
+Endpoint::Endpoint(std::shared_ptr<LoopWorker> worker, uint32_t max_message, std::shared_ptr<MessageBudget> budget,
+                   ChannelHandlers handlers, std::string peer)
+    : worker_(std::move(worker)),
+      max_message_(max_message),
+      budget_(std::move(budget)),
+      handlers_(std::move(handlers)),
+      peer_(std::move(peer)) {}
 
 Endpoint::~Endpoint() = default;
 
@@ -209,12 +214,28 @@ ucs_status_t Endpoint::arrive(unsigned id, const void* header, size_t header_len
   if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
     in.desc = data;
     keep = UCS_INPROGRESS;
-  } else if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) != 0 && id == kAmPayload) {
-    in.desc = data;  // UCX's buffer, copied into the sink later
-    in.persistent = true;
-    keep = UCS_INPROGRESS;
-  } else if (length > 0) {
-    in.data.assign(static_cast<const char*>(data), length);
+  } else {
+    // Eager bytes held until the message is handled (while a rendezvous
+    // receive runs, any number may queue): charged to the budget.
+    if (budget_ && length > 0) {
+      if (!budget_->take(length)) {
+        // Dropped; pump() closes the channel (not from inside UCX's progress).
+        if (over_budget_.empty())
+          over_budget_ = cat("messages still arriving already hold ", budget_->used(), " bytes (limit ",
+                             budget_->limit(), "): a ", length, "-byte message from ", peer_, " was refused");
+        auto self = shared_from_this();
+        worker_->later([self] { self->pump(); });
+        return UCS_OK;
+      }
+      in.charged = length;
+    }
+    if ((param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) != 0 && id == kAmPayload) {
+      in.desc = data;  // UCX's buffer, copied into the sink later
+      in.persistent = true;
+      keep = UCS_INPROGRESS;
+    } else if (length > 0) {
+      in.data.assign(static_cast<const char*>(data), length);
+    }
   }
   inbox_.push_back(std::move(in));
   auto self = shared_from_this();
@@ -225,9 +246,19 @@ ucs_status_t Endpoint::arrive(unsigned id, const void* header, size_t header_len
 void Endpoint::release(Incoming& in) {
   if (in.desc != nullptr) ucp_am_data_release(worker_->get(), in.desc);
   in.desc = nullptr;
+  if (in.charged > 0) budget_->give(in.charged);
+  in.charged = 0;
+}
+
+void Endpoint::charge(uint64_t n, const char* what) {
+  if (!budget_ || n == 0) return;
+  if (!budget_->take(n))
+    fail(GENIE_ERR_TOO_LARGE, "messages still arriving already hold ", budget_->used(), " bytes (limit ",
+         budget_->limit(), "): ", what, " of ", n, " bytes from ", peer_, " was refused");
 }
 
 void Endpoint::pump() {
+  if (!over_budget_.empty() && !closing_) return close(GENIE_ERR_TOO_LARGE, over_budget_);
   while (!closing_ && !receiving_ && !inbox_.empty()) {
     Incoming in = std::move(inbox_.front());
     inbox_.pop_front();
@@ -237,6 +268,7 @@ void Endpoint::pump() {
       release(in);
       close(st, detail);
     }
+    release(in);  // handled: its bytes were handed over (or are UCX's to receive)
   }
 }
 
@@ -262,10 +294,19 @@ void Endpoint::handle(Incoming& in) {
       const FrameHeader h = decode_frame_header(hb, max_message_, handlers_.types);
       if (in.length != h.msg_len)
         fail(GENIE_ERR_PROTOCOL, "a frame carries ", in.length, " bytes of message, its header says ", h.msg_len);
-      if (in.desc == nullptr) return deliver_frame(h, in.header, std::move(in.data));
-      // A large message by rendezvous: into a buffer of its own.
+      if (in.desc == nullptr) {
+        release(in);  // the charge: the message is handed over now
+        return deliver_frame(h, in.header, std::move(in.data));
+      }
+      // A large message by rendezvous: into a buffer of its own, charged
+      // to the budget until it is handed over (or the receive fails).
+      charge(in.length, "a rendezvous message");
+      std::shared_ptr<void> held(nullptr, [b = budget_, n = in.length](void*) {
+        if (b) b->give(n);
+      });
       auto buf = std::make_shared<std::string>(in.length, '\0');
-      return receive(in, buf->data(), "a message", [this, h, header = in.header, buf] {
+      return receive(in, buf->data(), "a message", [this, h, header = in.header, buf, held]() mutable {
+        held.reset();  // handed over now
         deliver_frame(h, header, std::move(*buf));
       });
     }
@@ -432,10 +473,24 @@ void Endpoint::rma(bool put, const std::shared_ptr<MemoryRegion>& local, uint64_
   if (it != rkeys_.end()) {
     rkey = it->second;
   } else {
+    // UCX unpacks without a length: the layout is walked within the key first.
+    if (const std::string why = check_packed_key(remote.key); !why.empty())
+      return refuse(GENIE_ERR_INVALID_ARGUMENT, cat("ucx ", op, ": the remote key is malformed: ", why));
     const ucs_status_t st = ucp_ep_rkey_unpack(ep_, remote.key.data(), &rkey);
     if (st != UCS_OK)
       return refuse(GENIE_ERR_INVALID_ARGUMENT,
                     cat("ucx ", op, ": the remote key does not unpack: ", ucs_status_string(st)));
+    // A key that maps the peer's memory into this process (a shared-memory
+    // segment) makes UCX copy at the address the peer names, unchecked
+    // against the segment: a forged range would reach this process's own
+    // memory. Registrations of this transport never make such keys.
+    void* direct = nullptr;
+    if (ucp_rkey_ptr(rkey, remote.address, &direct) == UCS_OK) {
+      ucp_rkey_destroy(rkey);
+      return refuse(GENIE_ERR_INVALID_ARGUMENT,
+                    cat("ucx ", op, ": the remote key maps the peer's memory into this process (a shared-memory "
+                        "segment), whose bounds cannot be checked: refused"));
+    }
     rkeys_[remote.key] = rkey;
   }
   Op* o = new Op;

@@ -45,7 +45,11 @@ class Region final : public MemoryRegion {
 
 class Endpoint final : public Channel, public AmSink, public std::enable_shared_from_this<Endpoint> {
  public:
-  Endpoint(std::shared_ptr<LoopWorker> worker, uint32_t max_message, ChannelHandlers handlers, std::string peer);
+  // `budget` (may be null): where messages still arriving are charged
+  // (ChannelOptions::budget): the copies of eager messages waiting in the
+  // inbox, and a rendezvous message's buffer until it is handed over.
+  Endpoint(std::shared_ptr<LoopWorker> worker, uint32_t max_message, std::shared_ptr<MessageBudget> budget,
+           ChannelHandlers handlers, std::string peer);
   ~Endpoint() override;
 
   // Connecting side: creates the endpoint to `addr`; connected on welcome.
@@ -76,6 +80,7 @@ class Endpoint final : public Channel, public AmSink, public std::enable_shared_
     void* desc = nullptr;    // rendezvous descriptor, or UCX's data (persistent)
     bool persistent = false;  // desc is eager data UCX keeps until released
     size_t length = 0;
+    uint64_t charged = 0;  // to the budget, while it waits
   };
   struct Op;  // one send or RMA operation: its UCX requests and its callback
 
@@ -100,11 +105,15 @@ class Endpoint final : public Channel, public AmSink, public std::enable_shared_
   void issued(Op* op);
   void op_finished(Op* op);
   void release(Incoming& in);
+  // Takes n bytes from the budget, or throws Error(TOO_LARGE) naming `what`.
+  void charge(uint64_t n, const char* what);
   void maybe_finish();
   static void on_error(void* arg, ucp_ep_h ep, ucs_status_t status);
 
   std::shared_ptr<LoopWorker> worker_;  // until finished
   uint32_t max_message_;  // set_max_message may change it (loop thread)
+  std::shared_ptr<MessageBudget> budget_;
+  std::string over_budget_;  // why a message was refused by the budget: close with it
   ChannelHandlers handlers_;
   const std::string peer_;
   ucp_ep_h ep_ = nullptr;

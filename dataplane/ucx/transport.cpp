@@ -90,7 +90,8 @@ class UcxListener final : public Listener, public std::enable_shared_from_this<U
     a.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
     if (ucp_conn_request_query(req, &a) == UCS_OK)
       peer = format_sockaddr(reinterpret_cast<const sockaddr*>(&a.client_address));
-    auto ep = std::make_shared<Endpoint>(worker_, options_.max_message, std::move(handlers), std::move(peer));
+    auto ep = std::make_shared<Endpoint>(worker_, options_.max_message, options_.budget, std::move(handlers),
+                                         std::move(peer));
     ep->start_accept(req);
     return ep;
   }
@@ -174,7 +175,8 @@ class UcxTransport final : public Transport {
                                    ChannelHandlers handlers, ConnectFn on_connected) override {
     const Resolved r = resolve(address, false);
     const std::string target = format_sockaddr(reinterpret_cast<const sockaddr*>(&r.addr));
-    auto ep = std::make_shared<Endpoint>(LoopWorker::for_loop(ctx_, loop), options.max_message, std::move(handlers),
+    auto ep = std::make_shared<Endpoint>(LoopWorker::for_loop(ctx_, loop), options.max_message, options.budget,
+                                         std::move(handlers),
                                          target);
     ep->start_connect(reinterpret_cast<const sockaddr*>(&r.addr), r.len, std::move(on_connected));
     return ep;

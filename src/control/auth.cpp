@@ -21,28 +21,39 @@ std::string hmac_sha256(const std::string& key, const std::string& data) {
 namespace {
 
 // What a proof covers: a label saying what for, then the fields, each
-// length-prefixed so that no two different contexts encode alike.
+// length-prefixed so that no two different contexts encode alike; the
+// channel binding last, and only on a channel that has one (so a proof
+// without TLS is what protocol 3 always had).
 std::string context(const char* label, const std::string& nonce, uint64_t session_id,
-                    const std::string& extra) {
+                    const std::string& extra, const std::string& binding) {
   std::string s = label;
   s.push_back('\0');
   s += nonce;
   for (int i = 7; i >= 0; --i) s.push_back(static_cast<char>(session_id >> (8 * i)));
   s.push_back(static_cast<char>(extra.size() & 0xff));
   s += extra;
+  if (!binding.empty()) s.append("\0tls-exporter", 13).append(binding);
   return s;
 }
 
 }  // namespace
 
+std::string token_proof(const std::string& token, const std::string& nonce, const std::string& node_id,
+                        const std::string& binding) {
+  // The nonce and node id as protocol 3 always had them, then the binding.
+  std::string data = nonce + node_id;
+  if (!binding.empty()) data.append("\0tls-exporter", 13).append(binding);
+  return hmac_sha256(token, data);
+}
+
 std::string data_proof(const std::string& secret, const std::string& nonce, uint64_t session_id,
-                       const std::string& transport) {
-  return hmac_sha256(secret, context("genie data connection v3", nonce, session_id, transport));
+                       const std::string& transport, const std::string& binding) {
+  return hmac_sha256(secret, context("genie data connection v3", nonce, session_id, transport, binding));
 }
 
 std::string resume_proof(const std::string& secret, const std::string& nonce, uint64_t session_id,
-                         const std::string& node_id) {
-  return hmac_sha256(secret, context("genie session resumption v3", nonce, session_id, node_id));
+                         const std::string& node_id, const std::string& binding) {
+  return hmac_sha256(secret, context("genie session resumption v3", nonce, session_id, node_id, binding));
 }
 
 bool mac_equal(const std::string& a, const std::string& b) {

@@ -12,15 +12,20 @@ namespace genie {
 // if libcrypto fails.
 std::string hmac_sha256(const std::string& key, const std::string& data);
 
-// The proofs of a session's secret (docs/protocol.md, "Sessions"), each
-// bound to a fresh nonce of the server's and to what the connection is for,
-// so that an answer captured on one connection proves nothing on another:
-// a data connection joining session `session_id` over `transport`, and a
-// control connection of node `node_id` resuming it.
+// The proofs (docs/protocol.md, "Authentication" and "Sessions"), each
+// bound to a fresh nonce of the server's, to what the connection is for, and
+// to the channel it travels on (`binding`: Channel::channel_binding, the TLS
+// exporter; empty without TLS), so that an answer captured on one
+// connection, or relayed from another TLS connection, proves nothing:
+// node `node_id` holding the shared token; a data connection joining session
+// `session_id` over `transport`; a control connection of node `node_id`
+// resuming it.
+std::string token_proof(const std::string& token, const std::string& nonce, const std::string& node_id,
+                        const std::string& binding);
 std::string data_proof(const std::string& secret, const std::string& nonce, uint64_t session_id,
-                       const std::string& transport);
+                       const std::string& transport, const std::string& binding);
 std::string resume_proof(const std::string& secret, const std::string& nonce, uint64_t session_id,
-                         const std::string& node_id);
+                         const std::string& node_id, const std::string& binding);
 
 // Constant-time comparison of two MACs (false for different lengths).
 bool mac_equal(const std::string& a, const std::string& b);

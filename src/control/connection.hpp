@@ -57,6 +57,8 @@ class Connection {
   bool closed() const { return channel_->closed(); }
   std::string peer() const { return channel_->peer(); }
   std::string peer_identity() const { return channel_->peer_identity(); }
+  std::vector<std::string> peer_names() const { return channel_->peer_names(); }
+  std::string channel_binding() const { return channel_->channel_binding(); }
   void cork() { channel_->cork(); }
   void uncork() { channel_->uncork(); }
   void set_buffer_sizes(int bytes) { channel_->set_buffer_sizes(bytes); }

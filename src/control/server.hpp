@@ -29,6 +29,10 @@
 
 namespace genie {
 
+namespace dataplane {
+class Listener;
+}
+
 class LoopThread;
 class RemoteClient;
 
@@ -167,6 +171,16 @@ class Server {
 
   // Thread-safe.
   ServerStats stats() const;
+
+  // For in-process harnesses (fuzz/server_fuzz.cpp), which feed frames to
+  // the server without sockets or threads per input. run_in_loop runs `fn`
+  // on the server's loop thread and returns once it has (false: the server
+  // is stopping, fn did not run). From there, adopt takes the connection
+  // `listener` hands over (Listener::accept) as if one of the server's own
+  // listeners of `transport` had announced it: the same admission,
+  // handshake and limits as any other connection.
+  bool run_in_loop(const std::function<void()>& fn);
+  void adopt(dataplane::Listener& listener, const std::string& transport);
 
  private:
   struct Impl;

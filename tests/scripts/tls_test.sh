@@ -7,6 +7,8 @@
 #   2. without a client certificate, with a certificate of another CA, and
 #      in plaintext, genie_init fails naming the reason, and the server
 #      keeps serving;
+#   2b. under mutual TLS a node id must be named by the client certificate
+#      (its CN, or a URI genie:<node-id>): another id is refused;
 #   3. `genie serve` refuses TLS half-configured (--tls-cert without
 #      --tls-key) and, beyond loopback, TLS without --tls-ca or a token.
 set -euo pipefail
@@ -28,7 +30,7 @@ cert() {  # NAME CA SAN
 ca ca
 ca other
 cert server ca "IP:127.0.0.1"
-cert client ca "DNS:client"
+cert client ca "DNS:client,URI:genie:tls-client"
 cert stranger other "DNS:stranger"
 
 checksum() { awk '$1 == "checksum" { print $3; exit }'; }
@@ -38,7 +40,7 @@ export GENIE_TIMEOUT=20000
 # --- 1. a round trip over mutual TLS -----------------------------------------
 start_server tls --tls-cert "$P/server.pem" --tls-key "$P/server.key" --tls-ca "$P/ca.pem"
 emb=$("$GENIE" run "$GRAPH" | checksum)
-rem=$(GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$PORT GENIE_TLS_CA="$P/ca.pem" \
+rem=$(GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$PORT GENIE_TLS_CA="$P/ca.pem" GENIE_NODE_ID=tls-client \
       GENIE_TLS_CERT="$P/client.pem" GENIE_TLS_KEY="$P/client.key" "$GENIE" run "$GRAPH" | checksum)
 [ -n "$emb" ] && [ "$emb" = "$rem" ] || fail "checksum over TLS '$rem' != embedded '$emb'"
 echo "ok 1: over mutual TLS, the same checksum as embedded ($rem)"
@@ -57,10 +59,14 @@ refused "TLS" GENIE_TLS_CA="$P/ca.pem" GENIE_TLS_CERT="$P/stranger.pem" GENIE_TL
 refused "certificate was refused" GENIE_TLS_CA="$P/other.pem" GENIE_TLS_CERT="$P/client.pem" \
   GENIE_TLS_KEY="$P/client.key"
 refused "this server requires TLS" GENIE_NODE_ID=plain
-rem=$(GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$PORT GENIE_TLS_CA="$P/ca.pem" \
+refused "is not named by the client certificate" GENIE_TLS_CA="$P/ca.pem" GENIE_TLS_CERT="$P/client.pem" \
+  GENIE_TLS_KEY="$P/client.key" GENIE_NODE_ID=worker-1
+grep -q "node id 'worker-1' is not named by the client certificate" "$TMP/tls.err" ||
+  fail "the server did not log the refused node id: $(tail -5 "$TMP/tls.err")"
+rem=$(GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$PORT GENIE_TLS_CA="$P/ca.pem" GENIE_NODE_ID=client \
       GENIE_TLS_CERT="$P/client.pem" GENIE_TLS_KEY="$P/client.key" "$GENIE" run "$GRAPH" | checksum)
 [ "$emb" = "$rem" ] || fail "the server stopped serving after the refusals"
-echo "ok 2: no client certificate, a foreign one, a foreign CA and plaintext are refused with the reason"
+echo "ok 2: no client certificate, a foreign one, a foreign CA, plaintext and a node id the certificate does not name are refused with the reason"
 
 # --- 3. settings the server refuses --------------------------------------------
 if out=$("$GENIE" serve --port 0 --tls-cert "$P/server.pem" 2>&1); then fail "--tls-cert alone accepted"; fi

@@ -297,8 +297,10 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
                                   "(genie_config_set_auth_token or GENIE_AUTH_TOKEN)"),
                               false);
       wire::AuthResponse r;
-      if (c.token()) r.set_mac(hmac_sha256(cfg.auth_token, c.nonce() + node_id));
-      if (resuming) r.set_session_mac(resume_proof(token, c.nonce(), session_id, node_id));
+      // Bound to this TLS connection: an answer relayed onto another one fails.
+      const std::string binding = ctrl->channel_binding();
+      if (c.token()) r.set_mac(token_proof(cfg.auth_token, c.nonce(), node_id, binding));
+      if (resuming) r.set_session_mac(resume_proof(token, c.nonce(), session_id, node_id, binding));
       ctrl->send(MsgType::AuthResponse, next_id.fetch_add(1), 0, wire::encode_msg(r));
       return;
     }
@@ -340,7 +342,7 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
     // transport (the secret itself is never sent).
     const auto c = wire::parse_msg<wire::Challenge>(msg, fh.type);
     wire::AuthResponse r;
-    r.set_session_mac(data_proof(token, c.nonce(), session_id, data_endpoint.transport));
+    r.set_session_mac(data_proof(token, c.nonce(), session_id, data_endpoint.transport, data->channel_binding()));
     data->send(MsgType::AuthResponse, next_id.fetch_add(1), 0, wire::encode_msg(r));
     return;
   } else if (link == Link::Data && hs == Handshake::DataHello && fh.type == MsgType::Welcome) {

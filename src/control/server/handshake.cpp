@@ -32,7 +32,8 @@ void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHe
     const auto m = parse_msg<wire::AuthResponse>(msg, h.type);
     if (p->data_session != 0) return admit_data(p, h.request_id, m);
     if (!opts.auth_token.empty()) {
-      const bool ok = mac_equal(m.mac(), hmac_sha256(opts.auth_token, p->nonce + p->hello.node_id()));
+      const bool ok = mac_equal(
+          m.mac(), token_proof(opts.auth_token, p->nonce, p->hello.node_id(), p->conn->channel_binding()));
       if (!ok) auth_failed(*p);
       check(ok, GENIE_ERR_AUTH, "the AuthResponse of node '", p->hello.node_id(),
             "' does not prove it holds this server's token (check GENIE_AUTH_TOKEN on both sides)");
@@ -81,6 +82,7 @@ void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHe
         " bytes) is not 0..255 bytes of [A-Za-z0-9._-]");
   check(hello.resume_token().empty(), GENIE_ERR_PROTOCOL,
         "a Hello that presents a session token: resuming a session answers a challenge instead (protocol 3)");
+  if (tls != nullptr && tls->requires_client_cert()) check_certificate_names(*p);
   if (opts.auth_token.empty() && hello.resume_session() == 0) {
     admit(p);
     return;
@@ -93,6 +95,28 @@ void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHe
   send(*p, MsgType::Challenge, h.request_id, c);
 }
 
+// Under mutual TLS a node id belongs to the certificates that name it: the
+// Hello's node id must be the client certificate's common name or one of
+// its subjectAltName URIs "genie:<node-id>". So a node cannot claim another
+// node's id (a worker's, to take over its registration or heartbeats, or a
+// client's, to resume its session) with a certificate of its own, even
+// where every node holds the shared token.
+void Server::Impl::check_certificate_names(Peer& p) {
+  const std::string& id = p.hello.node_id();
+  const std::vector<std::string> names = p.conn->peer_names();
+  for (const std::string& n : names)
+    if (n == "CN:" + id || n == "URI:genie:" + id) return;
+  std::string listed;
+  for (const std::string& n : names) listed += (listed.empty() ? "" : ", ") + n.substr(0, 80);
+  const std::string detail =
+      cat("node id '", id, "' is not named by the client certificate (", listed.empty() ? "no names" : listed,
+          "): under mutual TLS a node's id must be its certificate's common name or a subjectAltName URI "
+          "genie:<node-id>");
+  refusal_log.write(LogLevel::Warn, cat("server: refused ", p.name, ": ", detail));
+  auth_failed(p);
+  fail(GENIE_ERR_AUTH, detail);
+}
+
 // A data connection answered its challenge: it joins the session if the
 // answer proves the session's secret for this nonce and transport, and it
 // presented the same client certificate as the session's owner.
@@ -101,7 +125,8 @@ void Server::Impl::admit_data(const std::shared_ptr<Peer>& p, uint64_t rid, cons
   check(s != nullptr && s->control != nullptr, GENIE_ERR_NOT_FOUND, "no connected session ", p->data_session,
         " (it ended, or its grace period expired)");
   const bool proved =
-      mac_equal(m.session_mac(), data_proof(s->token(), p->nonce, s->serial(), p->conn->transport()));
+      mac_equal(m.session_mac(), data_proof(s->token(), p->nonce, s->serial(), p->conn->transport(),
+                                            p->conn->channel_binding()));
   if (!proved) auth_failed(*p);
   check(proved, GENIE_ERR_AUTH, "the data connection does not prove it holds the secret of session ",
         s->serial());
@@ -137,7 +162,8 @@ void Server::Impl::admit(const std::shared_ptr<Peer>& p) {
   bool resumed = false;
   if (const uint64_t id = p->hello.resume_session(); id != 0) {
     if (std::shared_ptr<Session> old = session_by_id(id)) {
-      check(mac_equal(p->session_mac, resume_proof(old->token(), p->nonce, id, p->hello.node_id())),
+      check(mac_equal(p->session_mac,
+                      resume_proof(old->token(), p->nonce, id, p->hello.node_id(), p->conn->channel_binding())),
             GENIE_ERR_AUTH, "the Hello resuming session ", id,
             " does not prove it holds the session's secret");
       // The secret alone is not enough: only the identity that opened the

@@ -195,6 +195,7 @@ struct Server::Impl {
   // A session by its id (Session::serial), or null.
   std::shared_ptr<Session> session_by_id(uint64_t id) const;
   void admit_data(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::AuthResponse& m);
+  void check_certificate_names(Peer& p);
 
   // The peer's handshake succeeded: it may send messages up to
   // max_message_bytes from now on.

@@ -409,4 +409,24 @@ void Server::wait() {
 
 ServerStats Server::stats() const { return impl_->server_info(); }
 
+bool Server::run_in_loop(const std::function<void()>& fn) {
+  std::promise<void> ran;
+  std::future<void> done = ran.get_future();
+  if (!impl_->loop.post([&fn, &ran] {
+        try {
+          fn();
+          ran.set_value();
+        } catch (...) {
+          ran.set_exception(std::current_exception());
+        }
+      }))
+    return false;
+  done.get();  // fn's exception, if it threw
+  return true;
+}
+
+void Server::adopt(dataplane::Listener& listener, const std::string& transport) {
+  impl_->on_accept(listener, transport);
+}
+
 }  // namespace genie
