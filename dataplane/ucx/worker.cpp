@@ -24,21 +24,25 @@ void run_logged(const std::function<void()>& fn, const char* what) {
 namespace {
 
 // Channels ask for peer-failure handling (UCP_ERR_HANDLING_MODE_PEER: a
-// peer that dies must fail its channel, not hang it). UCX 1.13's shared
-// memory transports (posix, sysv) only advertise that capability when
-// UCX_{POSIX,SYSV}_ERROR_HANDLING=y, which defaults to n, so between two
-// processes on one host UCX wires every lane over TCP. Turning it on makes
-// the mm transports detect a dead peer by UCX's keepalive (its process is
-// checked) and lets UCX put the active-message lane on shared memory. A
-// user who set either variable keeps their choice.
+// peer that dies must fail its channel, not hang it). With that mode UCX
+// 1.13 wires bulk (rendezvous) lanes only over transports whose memory
+// domain can invalidate registrations, and cma (process_vm_readv/writev,
+// one copy between two processes on a host) claims that only with
+// UCX_CMA_MEMORY_INVALIDATE=y (default n): so between local processes
+// every byte went over TCP (`ucx_info -e -u rmwe -P intra` shows it).
+// Turning it on gives up nothing: cma registers nothing, and any process
+// of the same user may read another's memory that way anyway. Rendezvous
+// payloads then move by cma; active messages and software RMA stay on TCP
+// (posix/sysv would take them with UCX_{POSIX,SYSV}_ERROR_HANDLING=y, but
+// measured slower here, see docs/ucx.md). Peers on other hosts are
+// unaffected: cma is never reachable there. A user who set the variable
+// keeps their choice.
 void allow_shared_memory_lanes(ucp_config_t* config) {
-  if (std::getenv("UCX_POSIX_ERROR_HANDLING") != nullptr || std::getenv("UCX_SYSV_ERROR_HANDLING") != nullptr)
-    return;
-  // "MM_" is the prefix the posix and sysv interface settings share.
-  const ucs_status_t st = ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
+  if (std::getenv("UCX_CMA_MEMORY_INVALIDATE") != nullptr) return;
+  // The name relative to the memory domain's prefix: only cma has it.
+  const ucs_status_t st = ucp_config_modify(config, "MEMORY_INVALIDATE", "y");
   if (st != UCS_OK)
-    say(LogLevel::Debug, "ucx: cannot enable shared-memory error handling (", ucs_status_string(st),
-        "): local peers use TCP");
+    say(LogLevel::Debug, "ucx: cannot enable cma for local peers (", ucs_status_string(st), "): they use TCP");
 }
 
 }  // namespace
