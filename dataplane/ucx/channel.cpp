@@ -278,6 +278,8 @@ void Endpoint::handle(Incoming& in) {
       release(in);
       if (!established_) {
         established_ = true;
+        // Which transports UCX chose (shared memory between local peers).
+        say(LogLevel::Debug, "ucx: channel to ", peer_, " lanes: ", describe_lanes(ep_));
         if (auto cb = std::exchange(connect_cb_, nullptr)) run_logged([&] { cb(GENIE_OK, {}); }, "connect callback");
       }
       return;

@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <cstdlib>
+#include <cstdio>
 #include <mutex>
 
 namespace genie::dataplane::ucx {
@@ -19,10 +21,37 @@ void run_logged(const std::function<void()>& fn, const char* what) {
   }
 }
 
+namespace {
+
+// Channels ask for peer-failure handling (UCP_ERR_HANDLING_MODE_PEER: a
+// peer that dies must fail its channel, not hang it). With that mode UCX
+// 1.13 wires bulk (rendezvous) lanes only over transports whose memory
+// domain can invalidate registrations, and cma (process_vm_readv/writev,
+// one copy between two processes on a host) claims that only with
+// UCX_CMA_MEMORY_INVALIDATE=y (default n): so between local processes
+// every byte went over TCP (`ucx_info -e -u rmwe -P intra` shows it).
+// Turning it on gives up nothing: cma registers nothing, and any process
+// of the same user may read another's memory that way anyway. Rendezvous
+// payloads then move by cma; active messages and software RMA stay on TCP
+// (posix/sysv would take them with UCX_{POSIX,SYSV}_ERROR_HANDLING=y, but
+// measured slower here, see docs/ucx.md). Peers on other hosts are
+// unaffected: cma is never reachable there. A user who set the variable
+// keeps their choice.
+void allow_shared_memory_lanes(ucp_config_t* config) {
+  if (std::getenv("UCX_CMA_MEMORY_INVALIDATE") != nullptr) return;
+  // The name relative to the memory domain's prefix: only cma has it.
+  const ucs_status_t st = ucp_config_modify(config, "MEMORY_INVALIDATE", "y");
+  if (st != UCS_OK)
+    say(LogLevel::Debug, "ucx: cannot enable cma for local peers (", ucs_status_string(st), "): they use TCP");
+}
+
+}  // namespace
+
 Context::Context() {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) fail(GENIE_ERR_UNSUPPORTED, "UCX: cannot read its configuration: ", ucs_status_string(st));
+  allow_shared_memory_lanes(config);
   ucp_params_t p{};
   p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
   p.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
@@ -185,6 +214,39 @@ ucs_status_t LoopWorker::on_am(unsigned id, void* arg, const void* header, size_
   auto it = self->sinks_.find(param->reply_ep);
   if (it == self->sinks_.end()) return UCS_OK;  // its channel has closed: dropped
   return it->second->arrive(id, header, header_len, data, length, param);
+}
+
+std::string describe_lanes(ucp_ep_h ep) {
+  // UCX 1.13's ucp_ep_query cannot name an endpoint's transports; its
+  // printout can: "lane[1]:  3:sysv/memory.0 md[2] -> ... am am_bw#0".
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* f = open_memstream(&text, &size);
+  if (f == nullptr) return "?";
+  ucp_ep_print_info(ep, f);
+  std::fclose(f);
+  std::string out;
+  const std::string all(text, size);
+  std::free(text);
+  for (size_t at = all.find("lane["); at != std::string::npos; at = all.find("lane[", at + 1)) {
+    const size_t colon = all.find(": ", at);
+    const size_t eol = all.find('\n', at);
+    if (colon == std::string::npos || colon > eol) continue;
+    std::string line = all.substr(colon + 2, eol - colon - 2);
+    const size_t arrow = line.find("-> ");
+    std::string tl = line.substr(0, line.find(" md["));
+    tl.erase(0, tl.find_first_not_of(' '));
+    if (const size_t idx = tl.find(':'); idx != std::string::npos && tl.rfind("cm ", 0) != 0) tl.erase(0, idx + 1);
+    if (const size_t dot = tl.rfind('.'); dot != std::string::npos && tl.find('/') != std::string::npos)
+      tl.erase(dot);  // "tcp/lo.0" -> "tcp/lo"
+    std::string roles;
+    if (arrow != std::string::npos) {
+      const size_t sp = line.find(' ', arrow + 3);
+      if (sp != std::string::npos) roles = line.substr(sp + 1);
+    }
+    out += cat(out.empty() ? "" : ", ", tl, roles.empty() ? "" : cat(" (", roles, ")"));
+  }
+  return out.empty() ? "?" : out;
 }
 
 std::string format_sockaddr(const struct sockaddr* sa) {

@@ -112,6 +112,10 @@ class LoopWorker : public std::enable_shared_from_this<LoopWorker> {
   std::map<ucp_ep_h, AmSink*> sinks_;
 };
 
+// The transports of an endpoint's lanes and what each carries, e.g.
+// "cm rdmacm, sysv/memory (am am_bw#0 keepalive), tcp/lo (rma_bw#0 wireup)".
+std::string describe_lanes(ucp_ep_h ep);
+
 // "a.b.c.d:port" or "[v6]:port" for a socket address.
 std::string format_sockaddr(const struct sockaddr* sa);
 

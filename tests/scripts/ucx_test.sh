@@ -8,6 +8,7 @@
 #      embedded;
 #   1b. the large ones moved by RMA (the server's get/put into the
 #      client's registered buffer), the small ones framed;
+#   1c. local peers' rendezvous payloads move by UCX shared memory (cma);
 #   4. GENIE_BACKEND=ucx selects the ucx backend (genie discover says it
 #      is usable and why rdma is not) and carries the data over ucx;
 #   3. a client demanding ucx from a server that does not offer it is
@@ -33,6 +34,19 @@ for tls in "tcp,self,sm" "tcp"; do
         "$TOOL" 1 4096 100000 $((8 << 20)) $((64 << 20)) 2>"$TMP/tool.err") || fail "transfer over ucx ($tls): $(cat "$TMP/tool.err")"
   [ "$(grep -c ' ok$' <<<"$out")" = 5 ] || fail "not every size came back over ucx ($tls): $out"
   echo "ok 1: 1 B .. 64 MiB intact over ucx (UCX_TLS=$tls)"
+  # Local peers: with shared memory allowed, UCX moves rendezvous payloads
+  # by cma (one copy between the processes), not TCP; with UCX_TLS=tcp every
+  # lane is TCP.
+  lanes=$(grep -m1 "lanes: " "$TMP/tool.err" || true)
+  if [ "$tls" = tcp ]; then
+    [ -n "$lanes" ] && ! grep -Eq '(sysv|posix|cma)/memory' <<<"$lanes" || fail "UCX_TLS=tcp but lanes: $lanes"
+    echo "ok 1c: ${lanes#*ucx: }"
+  elif ! ucx_info -d 2>/dev/null | grep -q 'Transport: cma'; then
+    echo "skip 1c: UCX offers no cma here (ptrace restrictions?): ${lanes#*ucx: }"
+  else
+    grep -Eq 'cma/memory \(rma_bw' <<<"$lanes" || fail "local peers' bulk lanes not on shared memory: $lanes"
+    echo "ok 1c: ${lanes#*ucx: }"
+  fi
   # By RMA: 100000 B written and read (its 50000 B slice is framed), 8 MiB and
   # 64 MiB written whole, as a slice, and read.
   rma=$(grep -c "by RMA over ucx" "$TMP/tool.err" || true)
