@@ -17,6 +17,7 @@
 
 #include "control/client.hpp"
 #include "control/server.hpp"
+#include "control_testing.hpp"
 #include "dataplane/registry.hpp"
 #include "dataplane_testing.hpp"
 
@@ -24,15 +25,6 @@ namespace genie {
 namespace {
 
 using dataplane::SemanticTag;
-
-std::unique_ptr<Server> start_server(std::vector<std::string> data_transports) {
-  ServerOptions o;
-  o.port = 0;
-  o.num_threads = 1;
-  o.node_id = "tag-server";
-  o.data_transports = std::move(data_transports);
-  return std::make_unique<Server>(o);
-}
 
 Config client_config(int port, const std::string& transport) {
   Config c;
@@ -81,7 +73,7 @@ TEST(ControlDpdkTags, TaggedTensorWriteAndReadArriveWithTheirTag) {
   const dataplane::TransportLookup got = dataplane::lookup_transport("dpdk");
   if (!got.transport) GTEST_SKIP() << "dpdk is not available here: " << got.reason;
 
-  auto server = start_server({"dpdk"});
+  auto server = start_server_offering("tag-server", {"dpdk"});
   auto c = RemoteClient::connect(client_config(server->port(), "dpdk"), "tag-client");
   ASSERT_EQ(c->data_transport(), "dpdk");
   const size_t n = 300000;
@@ -95,7 +87,7 @@ TEST(ControlDpdkTags, TaggedTensorWriteAndReadArriveWithTheirTag) {
 }
 
 TEST(ControlDpdkTags, TcpIgnoresTags) {
-  auto server = start_server({});
+  auto server = start_server_offering("tag-server", {});
   auto c = RemoteClient::connect(client_config(server->port(), ""), "tag-client");
   ASSERT_EQ(c->data_transport(), "tcp");
   write_and_read(*c, 300000, decode_kv_layer3());
