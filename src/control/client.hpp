@@ -26,6 +26,7 @@
 #include "core/config.hpp"
 #include "core/dtype.hpp"
 #include "core/shape.hpp"
+#include "dataplane/transport.hpp"
 #include "genie.h"
 #include "sched/plan.hpp"
 
@@ -64,8 +65,13 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   void close();
 
   uint64_t tensor_alloc(DType dtype, const Shape& shape, const std::string& device);
-  void tensor_write(uint64_t id, size_t offset, const void* src, size_t nbytes);
-  void tensor_read(uint64_t id, size_t offset, void* dst, size_t nbytes);
+  // `tag`: the tensor's semantic tag (control/semantic_tag.hpp), which a
+  // data transport that carries tags (dpdk) puts on every packet of the
+  // write, and of the read's request and reply (the server answers a read
+  // with the tag it came with); the others ignore it. Not sent by RMA.
+  void tensor_write(uint64_t id, size_t offset, const void* src, size_t nbytes,
+                    const dataplane::SemanticTag& tag = {});
+  void tensor_read(uint64_t id, size_t offset, void* dst, size_t nbytes, const dataplane::SemanticTag& tag = {});
   // Moving a tensor between two servers without this client relaying it
   // (docs/multinode.md, "Direct transfers"). tensor_export: a ticket (32
   // bytes) for one fetch of tensor `id` by any session of the server within

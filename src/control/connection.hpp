@@ -51,6 +51,16 @@ class Connection {
     channel_->send(static_cast<uint16_t>(type), request_id, flags, std::move(msg), payload, payload_len,
                    std::move(keep), std::move(done));
   }
+  // Channel::send_tagged: the payload's semantic tag goes with it where the
+  // transport carries tags (dpdk); the others send as send() does.
+  void send_tagged(const dataplane::SemanticTag& tag, wire::MsgType type, uint64_t request_id, uint32_t flags,
+                   std::string msg, const void* payload = nullptr, uint64_t payload_len = 0,
+                   std::shared_ptr<void> keep = nullptr, std::function<void(genie_status_t)> done = nullptr) {
+    channel_->send_tagged(tag, static_cast<uint16_t>(type), request_id, flags, std::move(msg), payload,
+                          payload_len, std::move(keep), std::move(done));
+  }
+  // Inside on_frame: the tag the frame came with (Channel::received_tag).
+  dataplane::SemanticTag received_tag() const { return channel_->received_tag(); }
   void close(genie_status_t status = GENIE_OK, const std::string& detail = "closed") {
     channel_->close(status, detail);
   }

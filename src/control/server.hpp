@@ -141,6 +141,11 @@ struct ServerOptions {
   // Timeout of this server's own client calls (to its master, or as a
   // master to its workers).
   int64_t client_timeout_ms = 30000;
+  // The data transport of the sessions this server opens (to its master,
+  // as a master to its workers, to peers), demanded as Config::transport
+  // (GENIE_TRANSPORT of `genie serve`); empty: TCP. With dpdk, the values a
+  // master moves to and from its workers carry their semantic tags.
+  std::string link_transport;
 };
 
 // A server's statistics are its ServerInfo message (proto/genie.proto):

@@ -7,6 +7,7 @@
 #include <future>
 
 #include "core/error.hpp"
+#include "control/semantic_tag.hpp"
 #include "core/log.hpp"
 #include "exec/overhead.hpp"
 #include "graph/split.hpp"
@@ -353,9 +354,14 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
         h.at[h.home] = inputs[k].remote;
       }
     }
-    const auto role_of = [&](ValueId v) -> std::string {
+    const auto is_kv = [&](ValueId v) {
       const size_t i = static_cast<size_t>(v);
-      if (i < plan.analysis.value_kv.size() && plan.analysis.value_kv[i] >= 0) return "kv_cache";
+      return i < plan.analysis.value_kv.size() && plan.analysis.value_kv[i] >= 0;
+    };
+    // What a transport that carries tags (dpdk) puts on the value's packets.
+    const auto tag_of = [&](ValueId v) { return semantic_tag(g, v, is_kv(v)); };
+    const auto role_of = [&](ValueId v) -> std::string {
+      if (is_kv(v)) return "kv_cache";
       const Value& val = g.value(v);
       switch (val.kind) {
         case ValueKind::Constant: return "constant";
@@ -371,7 +377,7 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       const RemoteTensorPtr& src = h.at.begin()->second;
       // Read whole before anyone sees it: no zeroing.
       auto t = std::make_shared<TensorData>(src->dtype, src->shape, TensorData::Uninitialized{});
-      src->client->tensor_read(src->id, 0, t->bytes(), t->nbytes());
+      src->client->tensor_read(src->id, 0, t->bytes(), t->nbytes(), tag_of(v));
       count(role_of(v), t->nbytes());
       h.local = t;
       return t;
@@ -395,7 +401,7 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
           return wt->id;
         }
         TensorPtr t = here(v);
-        client->tensor_write(wt->id, 0, t->bytes(), t->nbytes());
+        client->tensor_write(wt->id, 0, t->bytes(), t->nbytes(), tag_of(v));
         count(role_of(v), t->nbytes());
         h.at[node] = wt;
         return wt->id;
@@ -404,7 +410,7 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       const uint64_t id = client->tensor_alloc(t->dtype(), t->shape(), device);
       auto wt =
           std::make_shared<RemoteTensor>(client, node, id, t->dtype(), t->shape(), cat(node, "/", device));
-      client->tensor_write(id, 0, t->bytes(), t->nbytes());
+      client->tensor_write(id, 0, t->bytes(), t->nbytes(), tag_of(v));
       count(role_of(v), t->nbytes());
       h.at[node] = wt;
       return id;

@@ -35,6 +35,7 @@ NodeServer::NodeServer(Config cfg, const std::string& host, int port) {
   opts.join_port = join_port;
   opts.client_timeout_ms = cfg.timeout_ms;
   opts.data_transports = cfg.serve_transports;
+  opts.link_transport = cfg.transport;
   opts.orchestrator = [](const std::string& node_id, const Config& c, Executor& exec,
                          OrchestratorHooks hooks) {
     return std::make_unique<MultiNode>(node_id, c, exec, std::move(hooks));

@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "control/server.hpp"
 #include "core/error.hpp"
 
 namespace genie {
@@ -23,6 +26,18 @@ std::string expect_error(genie_status_t code, F&& f) {
   }
   ADD_FAILURE() << "expected " << status_name(code) << ", nothing was thrown";
   return {};
+}
+
+// A server on a free port of 127.0.0.1 with one executor thread, offering
+// `data_transports` besides TCP.
+inline std::unique_ptr<Server> start_server_offering(const std::string& node_id,
+                                                     std::vector<std::string> data_transports) {
+  ServerOptions o;
+  o.port = 0;
+  o.num_threads = 1;
+  o.node_id = node_id;
+  o.data_transports = std::move(data_transports);
+  return std::make_unique<Server>(o);
 }
 
 }  // namespace genie

@@ -12,6 +12,7 @@
 
 #include "control/client.hpp"
 #include "control/server.hpp"
+#include "control_testing.hpp"
 #include "core/error.hpp"
 #include "dataplane_testing.hpp"
 
@@ -19,12 +20,7 @@ namespace genie {
 namespace {
 
 std::unique_ptr<Server> start_server(std::vector<std::string> data_transports) {
-  ServerOptions o;
-  o.port = 0;
-  o.num_threads = 1;
-  o.node_id = "transport-server";
-  o.data_transports = std::move(data_transports);
-  return std::make_unique<Server>(o);
+  return start_server_offering("transport-server", std::move(data_transports));
 }
 
 Config client_config(int port) {

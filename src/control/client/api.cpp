@@ -52,18 +52,21 @@ uint64_t RemoteClient::tensor_alloc(DType dtype, const Shape& shape, const std::
   return wire::parse_msg<wire::TensorAllocReply>(call->reply, call->reply_type).tensor_id();
 }
 
-void RemoteClient::tensor_write(uint64_t id, size_t offset, const void* src, size_t nbytes) {
+void RemoteClient::tensor_write(uint64_t id, size_t offset, const void* src, size_t nbytes,
+                                const dataplane::SemanticTag& tag) {
   check(src != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "src is NULL");
   if (impl_->rma_transfer(true, id, offset, const_cast<void*>(src), nbytes)) return;
   wire::TensorWrite m;
   m.set_tensor_id(id);
   m.set_offset(offset);
   auto call = std::make_shared<Call>(MsgType::TensorWrite, Link::Data);
+  call->tag = tag;
   // The caller blocks until the reply, so its buffer can be the payload.
   impl_->transact(call, wire::encode_msg(m), src, nbytes);
 }
 
-void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nbytes) {
+void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nbytes,
+                               const dataplane::SemanticTag& tag) {
   check(dst != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "dst is NULL");
   if (impl_->rma_transfer(false, id, offset, dst, nbytes)) return;
   wire::TensorRead m;
@@ -71,6 +74,7 @@ void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nby
   m.set_offset(offset);
   m.set_nbytes(nbytes);
   auto call = std::make_shared<Call>(MsgType::TensorRead, Link::Data);
+  call->tag = tag;
   call->dst = dst;
   call->nbytes = nbytes;
   impl_->transact(call, wire::encode_msg(m));

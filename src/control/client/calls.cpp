@@ -85,7 +85,8 @@ void RemoteClient::Impl::start(const std::shared_ptr<Call>& call, uint64_t id, s
     call->set_in_use();
     sent = [call](genie_status_t) { call->release(); };
   }
-  conn->send(call->send_type, id, 0, std::move(msg), payload, payload_len, nullptr, std::move(sent));
+  conn->send_tagged(call->tag, call->send_type, id, 0, std::move(msg), payload, payload_len, nullptr,
+                    std::move(sent));
   if (control) conn->uncork();
 }
 

@@ -81,6 +81,8 @@ struct Call {
   std::string detail;
   MsgType reply_type = MsgType::Ok;
   std::string reply;  // the encoded reply message
+  // Tensor writes and reads: the tensor's semantic tag, sent with the frame.
+  dataplane::SemanticTag tag;
   // tensor_read: where the payload goes.
   void* dst = nullptr;
   uint64_t nbytes = 0;

@@ -1,5 +1,6 @@
 // Frame dispatch: every frame of a connection to its handler, replies and
 // errors, closing connections, and the end of sessions.
+#include "control/semantic_tag.hpp"
 #include "control/server/impl.hpp"
 #include "control/server/rma.hpp"
 
@@ -253,7 +254,7 @@ bool Server::Impl::reply_room(Peer& p, uint64_t size) {
 
 void Server::Impl::send(Peer& p, MsgType type, uint64_t rid, const google::protobuf::Message& msg,
                         const void* payload, uint64_t payload_len, std::shared_ptr<void> keep,
-                        std::function<void(Peer&)> sent) {
+                        std::function<void(Peer&)> sent, const dataplane::SemanticTag& tag) {
   if (p.conn->closed()) return;
   std::string bytes = wire::encode_msg(msg);
   // Messages are the server's own copies; a payload is tensor memory that
@@ -264,16 +265,26 @@ void Server::Impl::send(Peer& p, MsgType type, uint64_t rid, const google::proto
   ++p.pending_writes;
   p.pending_bytes += size;
   std::weak_ptr<Peer> wp = p.weak_from_this();
-  p.conn->send(type, rid, flags, std::move(bytes), payload, payload_len, std::move(keep),
-               [this, wp, size, sent = std::move(sent)](genie_status_t) {
-                 auto peer = wp.lock();
-                 if (!peer) return;
-                 --peer->pending_writes;
-                 peer->pending_bytes -= size;
-                 if (sent) sent(*peer);
-                 if (peer->closing && peer->pending_writes == 0 && !peer->conn->closed())
-                   peer->conn->close(GENIE_OK, peer->close_detail);
-               });
+  p.conn->send_tagged(tag, type, rid, flags, std::move(bytes), payload, payload_len, std::move(keep),
+                      [this, wp, size, sent = std::move(sent)](genie_status_t) {
+                        auto peer = wp.lock();
+                        if (!peer) return;
+                        --peer->pending_writes;
+                        peer->pending_bytes -= size;
+                        if (sent) sent(*peer);
+                        if (peer->closing && peer->pending_writes == 0 && !peer->conn->closed())
+                          peer->conn->close(GENIE_OK, peer->close_detail);
+                      });
+}
+
+void Server::Impl::count_tagged(const char* dir, const dataplane::SemanticTag& tag, uint64_t bytes) {
+  if (tag == dataplane::SemanticTag() || bytes == 0) return;
+  // A peer picks its tags: the keys it can make the server hold are bounded.
+  constexpr size_t kMaxKeys = 1024;
+  std::string key = cat(dir, " ", tag_name(tag));
+  std::lock_guard<std::mutex> lk(data_mu);
+  if (tagged_bytes.size() >= kMaxKeys && tagged_bytes.count(key) == 0) key = cat(dir, " other");
+  tagged_bytes[key] += bytes;
 }
 
 void Server::Impl::send_error(Peer& p, uint64_t rid, genie_status_t status, const std::string& detail) {

@@ -212,6 +212,7 @@ wire::ServerInfo Server::Impl::server_info() const {
   {
     std::lock_guard<std::mutex> lk(data_mu);
     for (const auto& [transport, n] : data_connections) (*i.mutable_data_connections())[transport] = n;
+    for (const auto& [key, n] : tagged_bytes) (*i.mutable_tagged_bytes())[key] = n;
     for (const std::string& t : data_transports_offered) i.add_data_transports(t);
   }
   return i;

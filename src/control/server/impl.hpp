@@ -80,6 +80,7 @@ struct Peer : std::enable_shared_from_this<Peer> {
   struct WaitingRead {
     uint64_t rid, tensor_id, offset, nbytes;
     std::weak_ptr<TensorData> tensor;  // a waiting read does not keep its tensor
+    dataplane::SemanticTag tag;        // the request's, for the reply
   };
   uint64_t read_bytes_in_flight = 0;
   std::deque<WaitingRead> reads_waiting;
@@ -155,9 +156,9 @@ struct Server::Impl {
   void forward_alloc(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& node,
                      const std::string& device, DType dtype, Shape shape);
   PayloadSink forward_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
-                            const RemoteTensorPtr& t, uint64_t offset);
+                            const RemoteTensorPtr& t, uint64_t offset, const dataplane::SemanticTag& tag);
   void forward_read(const std::shared_ptr<Peer>& p, uint64_t rid, const RemoteTensorPtr& t, uint64_t offset,
-                    uint64_t nbytes);
+                    uint64_t nbytes, const dataplane::SemanticTag& tag);
   // Bindings resolved: each graph input's tensor (here or on a worker), the
   // validated graph and the bound shapes of its inputs.
   struct Resolved {
@@ -175,14 +176,19 @@ struct Server::Impl {
   // the write failed), while the peer still exists.
   void send(Peer& p, MsgType type, uint64_t rid, const google::protobuf::Message& msg,
             const void* payload = nullptr, uint64_t payload_len = 0, std::shared_ptr<void> keep = nullptr,
-            std::function<void(Peer&)> sent = nullptr);
+            std::function<void(Peer&)> sent = nullptr, const dataplane::SemanticTag& tag = {});
+  // Counts `bytes` of tensor payload that went `dir` ("write", "read") with
+  // a semantic tag (ServerInfo.tagged_bytes); untagged bytes are not counted.
+  void count_tagged(const char* dir, const dataplane::SemanticTag& tag, uint64_t bytes);
   // False (and the connection closed) when one more queued reply of `size`
   // header and message bytes would pass the reply caps.
   bool reply_room(Peer& p, uint64_t size);
   // Tensor reads through the per-connection window (read_window.cpp).
+  // The reply carries `tag` (the request's).
   void read_or_wait(Peer& p, uint64_t rid, uint64_t tensor_id, const TensorPtr& t, uint64_t offset,
-                    uint64_t nbytes);
-  void start_read(Peer& p, uint64_t rid, const TensorPtr& t, uint64_t offset, uint64_t nbytes);
+                    uint64_t nbytes, const dataplane::SemanticTag& tag = {});
+  void start_read(Peer& p, uint64_t rid, const TensorPtr& t, uint64_t offset, uint64_t nbytes,
+                  const dataplane::SemanticTag& tag);
   void pump_reads(Peer& p);
   void send_error(Peer& p, uint64_t rid, genie_status_t status, const std::string& detail);
   // Replies ErrorReply (when `reply`) and closes the connection once it is
@@ -260,6 +266,7 @@ struct Server::Impl {
   // thread).
   mutable std::mutex data_mu;
   std::map<std::string, uint64_t> data_connections;
+  std::map<std::string, uint64_t> tagged_bytes;  // ServerInfo.tagged_bytes
   std::vector<std::string> data_transports_offered;  // the transports of `listeners`
   std::unordered_map<Peer*, std::shared_ptr<Peer>> peers;
   std::unordered_map<std::string, std::shared_ptr<Session>> sessions;  // by token

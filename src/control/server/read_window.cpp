@@ -26,19 +26,20 @@ constexpr uint64_t kWaitingReadBytes = wire::kHeaderSize;
 }  // namespace
 
 void Server::Impl::read_or_wait(Peer& p, uint64_t rid, uint64_t tensor_id, const TensorPtr& t,
-                                uint64_t offset, uint64_t nbytes) {
+                                uint64_t offset, uint64_t nbytes, const dataplane::SemanticTag& tag) {
   const bool fits = p.read_bytes_in_flight == 0 || p.read_bytes_in_flight + nbytes <= kReadWindow;
   if (p.reads_waiting.empty() && fits) {
-    start_read(p, rid, t, offset, nbytes);
+    start_read(p, rid, t, offset, nbytes, tag);
     return;
   }
   if (!reply_room(p, kWaitingReadBytes)) return;
   ++p.pending_writes;
   p.pending_bytes += kWaitingReadBytes;
-  p.reads_waiting.push_back(Peer::WaitingRead{rid, tensor_id, offset, nbytes, t});
+  p.reads_waiting.push_back(Peer::WaitingRead{rid, tensor_id, offset, nbytes, t, tag});
 }
 
-void Server::Impl::start_read(Peer& p, uint64_t rid, const TensorPtr& t, uint64_t offset, uint64_t nbytes) {
+void Server::Impl::start_read(Peer& p, uint64_t rid, const TensorPtr& t, uint64_t offset, uint64_t nbytes,
+                              const dataplane::SemanticTag& tag) {
   // Device memory goes through a host copy, made only now that the read is
   // in the window, so that waiting reads hold no copies. This also runs from
   // pump_reads (a send's completion), where nothing may throw.
@@ -57,10 +58,14 @@ void Server::Impl::start_read(Peer& p, uint64_t rid, const TensorPtr& t, uint64_
     }
   }
   p.read_bytes_in_flight += nbytes;
-  send(p, MsgType::Ok, rid, wire::Ok(), src->bytes() + at, nbytes, src, [this, nbytes](Peer& peer) {
-    peer.read_bytes_in_flight -= nbytes;
-    pump_reads(peer);
-  });
+  count_tagged("read", tag, nbytes);
+  send(
+      p, MsgType::Ok, rid, wire::Ok(), src->bytes() + at, nbytes, src,
+      [this, nbytes](Peer& peer) {
+        peer.read_bytes_in_flight -= nbytes;
+        pump_reads(peer);
+      },
+      tag);
 }
 
 void Server::Impl::pump_reads(Peer& p) {
@@ -77,7 +82,7 @@ void Server::Impl::pump_reads(Peer& p) {
     p.pending_bytes -= kWaitingReadBytes;
     if (p.conn->closed()) continue;  // dropped with the connection
     if (TensorPtr t = r.tensor.lock())
-      start_read(p, r.rid, t, r.offset, r.nbytes);
+      start_read(p, r.rid, t, r.offset, r.nbytes, r.tag);
     else
       send_error(p, r.rid, GENIE_ERR_NOT_FOUND,
                  cat("tensor ", r.tensor_id, " was freed before its read could be sent"));

@@ -141,6 +141,7 @@ Config Server::Impl::client_config() const {
   Config c;
   c.auth_token = opts.auth_token;
   c.timeout_ms = opts.client_timeout_ms;
+  c.transport = opts.link_transport;
   // TLS out needs a CA to check the peer with; the server's certificate
   // is its client certificate.
   if (!opts.tls_ca.empty()) {

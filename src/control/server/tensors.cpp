@@ -47,7 +47,9 @@ PayloadSink Server::Impl::tensor_write(const std::shared_ptr<Peer>& p, const wir
                                        const wire::TensorWrite& m) {
   const uint64_t rid = h.request_id;
   const uint64_t n = h.payload_len;
-  if (RemoteTensorPtr wt = p->session->find_remote(m.tensor_id())) return forward_write(p, h, wt, m.offset());
+  const dataplane::SemanticTag tag = p->conn->received_tag();  // passed on to a worker
+  if (RemoteTensorPtr wt = p->session->find_remote(m.tensor_id()))
+    return forward_write(p, h, wt, m.offset(), tag);
   TensorPtr t = p->session->find(m.tensor_id());
   genie_status_t status = GENIE_OK;
   std::string detail;
@@ -84,8 +86,9 @@ PayloadSink Server::Impl::tensor_write(const std::shared_ptr<Peer>& p, const wir
                                                 TensorData::Uninitialized{});
     sink.dst = staging->bytes();
     sink.keep = staging;
-    sink.done = [this, wp, rid, t, staging, offset = m.offset(), n] {
+    sink.done = [this, wp, rid, t, staging, offset = m.offset(), n, tag] {
       auto peer = wp.lock();
+      count_tagged("write", tag, n);
       try {
         device_ref(*t).backend->copy_from_host(staging->bytes(), t->buffer(), offset, n, nullptr);
       } catch (const Error& e) {
@@ -98,25 +101,27 @@ PayloadSink Server::Impl::tensor_write(const std::shared_ptr<Peer>& p, const wir
   }
   sink.dst = t->bytes() + m.offset();
   sink.keep = t;
-  sink.done = [this, wp, rid] {
+  sink.done = [this, wp, rid, tag, n] {
+    count_tagged("write", tag, n);
     if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::Ok, rid, wire::Ok());
   };
   return sink;
 }
 
 void Server::Impl::tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m) {
+  const dataplane::SemanticTag tag = p.conn->received_tag();  // the reply carries it too
   if (RemoteTensorPtr wt = p.session->find_remote(m.tensor_id())) {
     check(m.offset() <= wt->nbytes && m.nbytes() <= wt->nbytes - m.offset(), GENIE_ERR_SIZE_MISMATCH,
           "reading ", m.nbytes(), " bytes at offset ", m.offset(), " overruns tensor ", m.tensor_id(), " of ",
           wt->nbytes, " bytes");
-    forward_read(p.shared_from_this(), rid, wt, m.offset(), m.nbytes());
+    forward_read(p.shared_from_this(), rid, wt, m.offset(), m.nbytes(), tag);
     return;
   }
   TensorPtr t = p.session->get(m.tensor_id());
   check(m.offset() <= t->nbytes() && m.nbytes() <= t->nbytes() - m.offset(), GENIE_ERR_SIZE_MISMATCH,
         "reading ", m.nbytes(), " bytes at offset ", m.offset(), " overruns tensor ", m.tensor_id(), " of ",
         t->nbytes(), " bytes");
-  read_or_wait(p, rid, m.tensor_id(), t, m.offset(), m.nbytes());
+  read_or_wait(p, rid, m.tensor_id(), t, m.offset(), m.nbytes(), tag);
 }
 
 }  // namespace genie

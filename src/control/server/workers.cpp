@@ -262,7 +262,8 @@ void Server::Impl::forward_alloc(const std::shared_ptr<Peer>& p, uint64_t rid, c
 }
 
 PayloadSink Server::Impl::forward_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
-                                        const RemoteTensorPtr& t, uint64_t offset) {
+                                        const RemoteTensorPtr& t, uint64_t offset,
+                                        const dataplane::SemanticTag& tag) {
   const uint64_t rid = h.request_id;
   const uint64_t n = h.payload_len;
   if (offset > t->nbytes || n > t->nbytes - offset) {
@@ -278,12 +279,14 @@ PayloadSink Server::Impl::forward_write(const std::shared_ptr<Peer>& p, const wi
   }
   // The bytes land here first, then go to the worker from the task thread.
   std::shared_ptr<std::byte[]> buf(new std::byte[n > 0 ? n : 1]);
-  auto ship = [this, wp = std::weak_ptr<Peer>(p), rid, t, offset, n, buf] {
+  // The client's tag goes on to the worker with the bytes.
+  auto ship = [this, wp = std::weak_ptr<Peer>(p), rid, t, offset, n, buf, tag] {
     auto peer = wp.lock();
     if (!peer || peer->closing) return;
+    count_tagged("write", tag, n);
     try {
-      off_loop(peer, rid, [this, wp, rid, t, offset, n, buf] {
-        t->client->tensor_write(t->id, offset, buf.get(), n);
+      off_loop(peer, rid, [this, wp, rid, t, offset, n, buf, tag] {
+        t->client->tensor_write(t->id, offset, buf.get(), n, tag);
         loop.post([this, wp, rid] {
           if (auto pe = wp.lock(); pe && !pe->closing) send(*pe, MsgType::Ok, rid, wire::Ok());
         });
@@ -304,14 +307,16 @@ PayloadSink Server::Impl::forward_write(const std::shared_ptr<Peer>& p, const wi
 }
 
 void Server::Impl::forward_read(const std::shared_ptr<Peer>& p, uint64_t rid, const RemoteTensorPtr& t,
-                                uint64_t offset, uint64_t nbytes) {
+                                uint64_t offset, uint64_t nbytes, const dataplane::SemanticTag& tag) {
   std::weak_ptr<Peer> wp = p;
-  off_loop(p, rid, [this, wp, rid, t, offset, nbytes] {
+  off_loop(p, rid, [this, wp, rid, t, offset, nbytes, tag] {
     std::shared_ptr<std::byte[]> buf(new std::byte[nbytes > 0 ? nbytes : 1]);
-    t->client->tensor_read(t->id, offset, buf.get(), nbytes);
-    loop.post([this, wp, rid, buf, nbytes] {
-      if (auto peer = wp.lock(); peer && !peer->closing)
-        send(*peer, MsgType::Ok, rid, wire::Ok(), buf.get(), nbytes, buf);
+    t->client->tensor_read(t->id, offset, buf.get(), nbytes, tag);
+    loop.post([this, wp, rid, buf, nbytes, tag] {
+      if (auto peer = wp.lock(); peer && !peer->closing) {
+        count_tagged("read", tag, nbytes);
+        send(*peer, MsgType::Ok, rid, wire::Ok(), buf.get(), nbytes, buf, nullptr, tag);
+      }
     });
   });
 }
