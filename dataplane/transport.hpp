@@ -26,6 +26,7 @@
 
 #include <uv.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -169,6 +170,25 @@ class MessageBudget {
   const uint64_t limit_;
   std::atomic<uint64_t> used_{0};
 };
+
+// Sizes a message buffer `msg` to `size` bytes (it only grows, as the bytes
+// arrive, never to what a header claims) and charges what the string
+// allocates to `budget` (null: nothing to charge), on top of `charged`,
+// which it updates. False, changing nothing, when the budget refuses.
+inline bool grow_charged(std::string& msg, size_t size, MessageBudget* budget, uint64_t& charged) {
+  if (msg.size() >= size) return true;
+  if (budget) {
+    // At most what the string allocates to grow: `size`, or double its
+    // capacity (the standard library's growth).
+    const uint64_t after = std::max<uint64_t>(size, 2 * uint64_t{msg.capacity()});
+    if (after > charged) {
+      if (!budget->take(after - charged)) return false;
+      charged = after;
+    }
+  }
+  msg.resize(size);
+  return true;
+}
 
 struct ChannelOptions {
   uint32_t max_message = kDefaultMaxMessage;  // larger messages are refused, both ways

@@ -38,14 +38,16 @@ std::string canonical(const std::string& address, int* endpoint) {
 class DpdkChannel final : public AsyncChannel<DpdkChannel> {
  public:
   DpdkChannel(Engine& eng, uv_loop_t* loop, std::shared_ptr<Session> s, uint32_t max_message,
-              ChannelHandlers handlers, std::string peer)
+              std::shared_ptr<MessageBudget> budget, ChannelHandlers handlers, std::string peer)
       : AsyncChannel(g_host, kName, loop, std::move(handlers), std::move(peer)),
         eng_(eng),
         session_(std::move(s)),
         box_(session_->box),
-        max_message_(max_message) {}
+        max_message_(max_message),
+        budget_(std::move(budget)) {}
 
   ~DpdkChannel() override {
+    release_charge();
     // Received buffers nobody will read (the channel finished before the
     // engine's last events were handled) go back to the pool.
     std::lock_guard<std::mutex> lk(box_->mu);
@@ -191,12 +193,16 @@ class DpdkChannel final : public AsyncChannel<DpdkChannel> {
         if (!guarded([&] { cur_ = decode_frame_header(hdr_, max_message_, handlers_.types); }, &st, &detail,
                      "frame"))
           return close(st, detail);
-        msg_.resize(cur_.msg_len);
+        msg_.clear();
         msg_got_ = 0;
         phase_ = Phase::Message;
         if (cur_.msg_len == 0) message_complete();
       } else if (phase_ == Phase::Message) {
         const size_t k = std::min<size_t>(n, cur_.msg_len - msg_got_);
+        if (!grow_message(msg_got_ + k))
+          return close(GENIE_ERR_TOO_LARGE, cat("messages still arriving already hold ", budget_->used(),
+                                                " bytes (limit ", budget_->limit(), "): a ", cur_.msg_len,
+                                                "-byte message from ", peer(), " was refused"));
         std::memcpy(msg_.data() + msg_got_, p, k);
         msg_got_ += k, p += k, n -= k;
         if (msg_got_ == cur_.msg_len) message_complete();
@@ -218,10 +224,14 @@ class DpdkChannel final : public AsyncChannel<DpdkChannel> {
                  "frame"))
       return close(st, detail);
     PayloadSink sink;
+    // Handed over (or dropped): its charge goes back first, as the TCP
+    // transport gives it back before the owner sees the message.
+    std::string msg = std::move(msg_);
+    msg_ = std::string();
+    release_charge();
     if (handlers_.on_frame &&
-        !guarded([&] { sink = handlers_.on_frame(cur_, std::move(msg_)); }, &st, &detail, "on_frame"))
+        !guarded([&] { sink = handlers_.on_frame(cur_, std::move(msg)); }, &st, &detail, "on_frame"))
       return close(st, detail);
-    msg_.clear();
     if (closing_ || cur_.payload_len == 0) return;
     if (sink.dst == nullptr) {
       return close(GENIE_ERR_PROTOCOL, cat("the ", cur_.payload_len, "-byte payload of a ",
@@ -231,6 +241,15 @@ class DpdkChannel final : public AsyncChannel<DpdkChannel> {
     sink_ = std::move(sink);
     payload_got_ = 0;
     phase_ = Phase::Payload;
+  }
+
+  // The message buffer grows as its bytes arrive, charged to the budget
+  // (grow_charged). False when the budget refuses.
+  bool grow_message(size_t size) { return grow_charged(msg_, size, budget_.get(), charged_); }
+
+  void release_charge() {
+    if (budget_ && charged_ > 0) budget_->give(charged_);
+    charged_ = 0;
   }
 
   void payload_complete() {
@@ -245,6 +264,8 @@ class DpdkChannel final : public AsyncChannel<DpdkChannel> {
   void finish() {
     if (finished_) return;
     finished_ = true;
+    msg_ = std::string();  // a message cut off by the close: its charge goes back
+    release_charge();
     {
       std::lock_guard<std::mutex> lk(box_->mu);
       box_->async = nullptr;
@@ -256,6 +277,10 @@ class DpdkChannel final : public AsyncChannel<DpdkChannel> {
   std::shared_ptr<Session> session_;
   std::shared_ptr<Mailbox> box_;
   uint32_t max_message_;  // set_max_message may change it (loop thread)
+  // Where the message being received is charged (null: unbounded beyond
+  // max_message), and how much of it is charged now.
+  std::shared_ptr<MessageBudget> budget_;
+  uint64_t charged_ = 0;
   // the frame being received
   enum class Phase { Header, Message, Payload } phase_ = Phase::Header;
   uint8_t hdr_[kFrameHeaderSize] = {};
@@ -305,7 +330,7 @@ class DpdkListener final : public Listener, public std::enable_shared_from_this<
     if (!current_) fail(GENIE_ERR_INVALID_ARGUMENT, "Listener::accept outside on_connection, or twice");
     std::shared_ptr<Session> s = std::move(current_);
     current_ = nullptr;
-    auto ch = std::make_shared<DpdkChannel>(eng_, loop_, s, options_.max_message, std::move(handlers),
+    auto ch = std::make_shared<DpdkChannel>(eng_, loop_, s, options_.max_message, options_.budget, std::move(handlers),
                                             cat(address_, "#", ++accepted_));
     ch->start(true, nullptr);
     return ch;
@@ -408,7 +433,8 @@ class DpdkTransport final : public Transport {
     check(endpoint > 0, GENIE_ERR_INVALID_ARGUMENT, "DPDK address '", address,
           "' names no endpoint (1..65535)");
     auto s = std::make_shared<Session>(eng_);
-    auto ch = std::make_shared<DpdkChannel>(eng_, loop, s, options.max_message, std::move(handlers), target);
+    auto ch = std::make_shared<DpdkChannel>(eng_, loop, s, options.max_message, options.budget, std::move(handlers),
+                                            target);
     ch->start(false, std::move(on_connected));
     eng_.run([this, s, endpoint, max = options.max_message, target] {
       eng_.adopt(s);

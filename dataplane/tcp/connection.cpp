@@ -220,20 +220,7 @@ struct Connection::Impl {
   // Sizes the message buffer to `size` bytes (at most msg_len), charging
   // what it allocates to the budget. False when the budget refuses: then
   // nothing changed.
-  bool grow_message(size_t size) {
-    if (msg.size() >= size) return true;
-    if (budget) {
-      // At most what the string allocates to grow: `size`, or double its
-      // capacity (the standard library's growth).
-      const uint64_t after = std::max<uint64_t>(size, 2 * uint64_t{msg.capacity()});
-      if (after > charged) {
-        if (!budget->take(after - charged)) return false;
-        charged = after;
-      }
-    }
-    msg.resize(size);
-    return true;
-  }
+  bool grow_message(size_t size) { return grow_charged(msg, size, budget.get(), charged); }
 
   // Gives the message buffer's charge back (the buffer was handed over or
   // dropped).

@@ -330,9 +330,6 @@ TEST_P(Transports, OversizeMessagesAreRefusedBySenderAndReceiver) {
 TEST_P(Transports, MessagesStillArrivingAreChargedToTheBudget) {
   if (GetParam() == "loopback")
     GTEST_SKIP() << "loopback hands over messages its peer in this process already allocated: nothing to bound";
-  if (GetParam() == "dpdk")
-    GTEST_SKIP() << "the dpdk transport does not charge its reassembly buffers to the budget yet "
-                    "(docs/security.md, \"Not yet\")";
   ChannelOptions tight;
   tight.budget = std::make_shared<MessageBudget>(256 << 10);
   Pair p = open(tight, {});
