@@ -23,6 +23,7 @@
 
 #include "control/server.hpp"
 #include "control/wire.hpp"
+#include "control_tls_testing.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
 #include "graph/delta.hpp"
@@ -30,6 +31,9 @@
 
 namespace genie {
 namespace {
+
+using tls_testing::hello;
+const char kClient[] = "test-client";
 
 using wire::MsgType;
 using Clock = std::chrono::steady_clock;
@@ -186,16 +190,6 @@ std::string hmac(const std::string& key, const std::string& data) {
   return std::string(reinterpret_cast<char*>(out), len);
 }
 
-wire::Hello hello(uint64_t resume = 0, const std::string& node = "test-client") {
-  wire::Hello h;
-  h.set_protocol_version(wire::kProtocolVersion);
-  h.set_abi_version(GENIE_ABI_VERSION);
-  h.set_node_id(node);
-  h.set_role(GENIE_NODE_ROLE_CLIENT);
-  h.set_resume_session(resume);
-  return h;
-}
-
 // The proofs of a session's secret (docs/protocol.md, "Sessions"), written
 // out here from the specification rather than taken from the server's code.
 std::string proof(const char* label, const std::string& secret, const std::string& nonce, uint64_t id,
@@ -212,7 +206,7 @@ std::string proof(const char* label, const std::string& secret, const std::strin
 // Runs the control handshake (no authentication) and returns the Welcome;
 // with `resume`, resumes that session (answering the challenge as `node`).
 wire::Welcome handshake(Raw& c, const wire::Welcome* resume = nullptr, const std::string& node = "test-client") {
-  c.send(MsgType::Hello, 1, hello(resume ? resume->session_id() : 0, node));
+  c.send(MsgType::Hello, 1, hello(node, resume ? resume->session_id() : 0));
   Frame f = c.reply(1);
   if (resume != nullptr && f.h.type == MsgType::Challenge) {
     wire::AuthResponse r;
@@ -385,7 +379,7 @@ TEST_F(ControlServer, VersionMismatchIsRefusedNamingBothVersions) {
   Server server(options());
   {
     Raw c(server.port());
-    wire::Hello h = hello();
+    wire::Hello h = hello(kClient);
     h.set_protocol_version(99);
     c.send(MsgType::Hello, 1, h);
     const Frame f = c.reply(1);
@@ -398,7 +392,7 @@ TEST_F(ControlServer, VersionMismatchIsRefusedNamingBothVersions) {
   }
   {
     Raw c(server.port());
-    wire::Hello h = hello();
+    wire::Hello h = hello(kClient);
     h.set_abi_version(GENIE_ABI_VERSION + 6);
     c.send(MsgType::Hello, 1, h);
     const auto e = c.reply(1).error();
@@ -426,7 +420,7 @@ TEST_F(ControlServer, AnythingButHelloFirstIsAProtocolError) {
 
   // A node id that could smuggle control characters into the log.
   Raw c2(server.port());
-  wire::Hello h = hello();
+  wire::Hello h = hello(kClient);
   h.set_node_id("evil\n[genie E] forged");
   c2.send(MsgType::Hello, 6, h);
   EXPECT_EQ(c2.reply(6).error().status(), GENIE_ERR_PROTOCOL);
@@ -441,7 +435,7 @@ TEST_F(ControlServer, AuthenticationByChallengeResponse) {
   Server server(o);
 
   auto challenge = [&](Raw& c) {
-    c.send(MsgType::Hello, 1, hello());
+    c.send(MsgType::Hello, 1, hello(kClient));
     const Frame f = c.reply(1);
     EXPECT_EQ(f.h.type, MsgType::Challenge);
     const std::string nonce = f.as<wire::Challenge>().nonce();
@@ -1119,7 +1113,7 @@ TEST_F(ControlServer, OnlyTheIdentityThatOpenedASessionResumesIt) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   {  // the secret, proven correctly, from another node id
     Raw c(server.port());
-    c.send(MsgType::Hello, 1, hello(first.session_id(), "intruder"));
+    c.send(MsgType::Hello, 1, hello("intruder", first.session_id()));
     const Frame ch = c.reply(1);
     ASSERT_EQ(ch.h.type, MsgType::Challenge);
     wire::AuthResponse r;
@@ -1132,7 +1126,7 @@ TEST_F(ControlServer, OnlyTheIdentityThatOpenedASessionResumesIt) {
   }
   {  // the owner's node id without the secret
     Raw c(server.port());
-    c.send(MsgType::Hello, 1, hello(first.session_id()));
+    c.send(MsgType::Hello, 1, hello(kClient, first.session_id()));
     ASSERT_EQ(c.reply(1).h.type, MsgType::Challenge);
     wire::AuthResponse r;
     r.set_session_mac(std::string(32, 'x'));
