@@ -863,6 +863,46 @@ GENIE_API genie_status_t genie_tensor_info(const genie_tensor_t *tensor,
  *  Borrowed: valid until the tensor is destroyed. NULL for a bad handle. */
 GENIE_API const char *genie_tensor_device(const genie_tensor_t *tensor);
 
+/** Annotates the tensor with what it is: the execution phase it belongs to,
+ *  its role (a weight, a KV cache ...) and its layer index (>= 0; -1:
+ *  unknown), as genie_graph_set_phase / _set_role / _set_layer annotate a
+ *  graph's values. The annotation belongs to the tensor, not the handle:
+ *  every handle of the same tensor (genie_future_output gives several) sees
+ *  it, and a later call replaces it; GENIE_PHASE_UNKNOWN,
+ *  GENIE_TENSOR_ROLE_UNSPECIFIED and -1 together clear it. Tensors start
+ *  unannotated, graph outputs included; weights made by genie_onnx_import
+ *  start as GENIE_TENSOR_ROLE_WEIGHT.
+ *  What it does: every transfer of the tensor's bytes to or from a server
+ *  by genie_tensor_write and genie_tensor_read carries the tensor's
+ *  semantic tag (its dtype, phase, role and layer): a data transport that
+ *  carries tags (dpdk) puts it on every packet, a transfer by RMA names it
+ *  in its request, and the server counts the bytes under it
+ *  (genie_context_server_info, "tagged_bytes": e.g.
+ *  "write decode/kv_cache/3"). An unannotated tensor's transfers go
+ *  untagged. Host ("cpu") tensors never cross the network on their own.
+ *  Bound as a graph input: the graph's annotations of that input (the role
+ *  set with genie_graph_set_role, the phase and layer of the nodes using
+ *  it) tag the transfers the graph makes of it (a host tensor copied to the
+ *  server, moves between a master and its workers); the tensor's own
+ *  annotation tags only its own writes and reads. Neither changes the
+ *  other.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (phase not a genie_phase_t;
+ *  role not a genie_tensor_role_t, e.g. a genie_node_role_t; layer below
+ *  -1 or above 65534, the largest a tag can carry); on error the
+ *  annotation is unchanged. Thread-safe. */
+GENIE_API genie_status_t genie_tensor_set_semantics(genie_tensor_t *tensor,
+                                                    genie_phase_t phase,
+                                                    genie_tensor_role_t role,
+                                                    int32_t layer);
+
+/** The tensor's annotation (genie_tensor_set_semantics): GENIE_PHASE_UNKNOWN,
+ *  GENIE_TENSOR_ROLE_UNSPECIFIED and -1 where it has none. Any
+ *  out-parameter may be NULL. Errors: INVALID_HANDLE. Thread-safe. */
+GENIE_API genie_status_t genie_tensor_get_semantics(const genie_tensor_t *tensor,
+                                                    genie_phase_t *phase,
+                                                    genie_tensor_role_t *role,
+                                                    int32_t *layer);
+
 /* ------------------------------------------------------------------------- */
 /* Graphs                                                                    */
 /* ------------------------------------------------------------------------- */

@@ -28,6 +28,7 @@ genie_status_t genie_graph_import_onnx(genie_context_t* ctx, const void* model, 
       auto h = std::make_unique<TensorObj>();
       h->ref = c.alloc(data->dtype(), data->shape(), device, &h->device);
       h->ctx = c.shared_from_this();
+      h->ref.set_semantics({Phase::Unknown, TensorRole::Weight, -1});
       if (data->nbytes()) h->ref.write(0, data->bytes(), data->nbytes());
       tensors.push_back(std::move(h));
     }

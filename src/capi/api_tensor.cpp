@@ -80,4 +80,30 @@ const char* genie_tensor_device(const genie_tensor_t* tensor) {
   return t == nullptr ? nullptr : t->device.c_str();
 }
 
+genie_status_t genie_tensor_set_semantics(genie_tensor_t* tensor, genie_phase_t phase, genie_tensor_role_t role,
+                                          int32_t layer) {
+  return guard([&] {
+    const TensorObj* t = live<TensorObj>(tensor);
+    check(phase >= GENIE_PHASE_UNKNOWN && phase <= GENIE_PHASE_BACKWARD, GENIE_ERR_INVALID_ARGUMENT, "phase ",
+          static_cast<int>(phase), " is not a genie_phase_t");
+    check(role >= GENIE_TENSOR_ROLE_UNSPECIFIED && role <= GENIE_TENSOR_ROLE_OUTPUT, GENIE_ERR_INVALID_ARGUMENT,
+          "role ", static_cast<int>(role), " is not a genie_tensor_role_t");
+    // The wire's layer field has 16 bits, and its largest value means "unknown".
+    check(layer >= -1 && layer < static_cast<int32_t>(dataplane::SemanticTag::kNoLayer),
+          GENIE_ERR_INVALID_ARGUMENT, "layer ", layer, " is outside -1..",
+          dataplane::SemanticTag::kNoLayer - 1);
+    t->ref.set_semantics({static_cast<Phase>(phase), static_cast<TensorRole>(role), layer});
+  });
+}
+
+genie_status_t genie_tensor_get_semantics(const genie_tensor_t* tensor, genie_phase_t* phase,
+                                          genie_tensor_role_t* role, int32_t* layer) {
+  return guard([&] {
+    const TensorSemantics s = live<TensorObj>(tensor)->ref.semantics();
+    if (phase) *phase = static_cast<genie_phase_t>(s.phase);
+    if (role) *role = static_cast<genie_tensor_role_t>(s.role);
+    if (layer) *layer = s.layer;
+  });
+}
+
 }  // extern "C"

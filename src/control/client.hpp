@@ -68,7 +68,8 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   // `tag`: the tensor's semantic tag (control/semantic_tag.hpp), which a
   // data transport that carries tags (dpdk) puts on every packet of the
   // write, and of the read's request and reply (the server answers a read
-  // with the tag it came with); the others ignore it. Not sent by RMA.
+  // with the tag it came with); the others ignore it. A transfer by RMA
+  // names it in its request instead.
   void tensor_write(uint64_t id, size_t offset, const void* src, size_t nbytes,
                     const dataplane::SemanticTag& tag = {});
   void tensor_read(uint64_t id, size_t offset, void* dst, size_t nbytes, const dataplane::SemanticTag& tag = {});
@@ -80,11 +81,15 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   // expired or never handed out). tensor_import: the server fetches the
   // tensor `ticket` names from the server at host:port into its tensor
   // `id`; returns once the bytes are there. Only a session opened with the
-  // server role may ask (UNSUPPORTED otherwise).
+  // server role may ask (UNSUPPORTED otherwise). `tag`: the semantic tag
+  // of the tensor moved, named in the request (the serving side counts the
+  // bytes under it, whatever the transport) and put on the fetch's frames
+  // (and its reply's) where the transport carries tags; tensor_import's
+  // server fetches with it.
   std::string tensor_export(uint64_t id);
-  void tensor_fetch(const std::string& ticket, void* dst, size_t nbytes);
+  void tensor_fetch(const std::string& ticket, void* dst, size_t nbytes, const dataplane::SemanticTag& tag = {});
   void tensor_import(uint64_t id, const std::string& host, int port, const std::string& ticket,
-                     const std::string& source_node);
+                     const std::string& source_node, const dataplane::SemanticTag& tag = {});
   // Fire and forget; never throws. Ignored after close(). The TensorFree
   // goes out ahead of the next request on the control connection (so that
   // request sees the tensor freed), or a few milliseconds later if no

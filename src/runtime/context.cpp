@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "control/client.hpp"
+#include "control/semantic_tag.hpp"
 #include "core/error.hpp"
 #include "core/node_id.hpp"
 #include "core/log.hpp"
@@ -320,10 +321,12 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
     TensorRef t = tensors[i];
     if (!t.is_remote()) {
       // Host memory bound in remote mode: copied to the server for this
-      // submission only (allocate on "remote:0" to keep it resident there).
+      // submission only (allocate on "remote:0" to keep it resident there),
+      // a transfer of the graph's input, tagged as the graph annotates it
+      // (a tensor's own semantics tag only its own writes and reads).
       std::string dev;
       TensorRef up = alloc(t.dtype(), t.shape(), nullptr, &dev);
-      up.write(0, t.local()->bytes(), t.nbytes());
+      up.write(0, t.local()->bytes(), t.nbytes(), semantic_tag(snapshot, snapshot.find_value(names[i])));
       t = std::move(up);
     }
     check(t.remote()->client == client_, GENIE_ERR_INVALID_ARGUMENT, "tensor bound to '", names[i],

@@ -222,7 +222,7 @@ void MultiNode::count(const std::string& role, uint64_t bytes, bool direct) {
   if (direct) direct_bytes_ += bytes;
 }
 
-bool MultiNode::move_direct(const RemoteTensor& src, const RemoteTensor& dst) {
+bool MultiNode::move_direct(const RemoteTensor& src, const RemoteTensor& dst, const dataplane::SemanticTag& tag) {
   std::string host;
   int port = 0;
   {
@@ -234,7 +234,7 @@ bool MultiNode::move_direct(const RemoteTensor& src, const RemoteTensor& dst) {
   }
   try {
     const std::string ticket = src.client->tensor_export(src.id);
-    dst.client->tensor_import(dst.id, host, port, ticket, src.node);
+    dst.client->tensor_import(dst.id, host, port, ticket, src.node, tag);
     return true;
   } catch (const Error& e) {
     // Workers that cannot reach each other (the addresses they registered
@@ -395,7 +395,7 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
         auto wt =
             std::make_shared<RemoteTensor>(client, node, client->tensor_alloc(src->dtype, src->shape, device),
                                            src->dtype, src->shape, cat(node, "/", device));
-        if (move_direct(*src, *wt)) {
+        if (move_direct(*src, *wt, tag_of(v))) {
           count(role_of(v), wt->nbytes, true);
           h.at[node] = wt;
           return wt->id;

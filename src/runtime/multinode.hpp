@@ -110,8 +110,8 @@ class MultiNode final : public Orchestrator {
   // worker to worker (TensorExport/TensorImport). False when the
   // destination cannot reach the source (the pair is then remembered and
   // not tried again until one of them joins again): relay instead. Throws
-  // other errors.
-  bool move_direct(const RemoteTensor& src, const RemoteTensor& dst);
+  // other errors. `tag`: the value's, which the destination fetches with.
+  bool move_direct(const RemoteTensor& src, const RemoteTensor& dst, const dataplane::SemanticTag& tag);
   bool alive(const std::string& node) const { return !hooks_.alive || hooks_.alive(node); }
 
   const std::string node_id_;

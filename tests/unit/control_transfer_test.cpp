@@ -14,6 +14,7 @@
 #include "control/server.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "graph/graph.hpp"
 
 namespace genie {
 namespace {
@@ -140,6 +141,47 @@ TEST_F(ControlTransfer, AServerImportsFromItsPeerWithoutTheAskerRelaying) {
             GENIE_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(status_of([&] { on_b->tensor_import(dst, "127.0.0.1", a->port(), "short", "a"); }),
             GENIE_ERR_INVALID_ARGUMENT);
+}
+
+uint64_t tagged(const Server& s, const std::string& key) {
+  const ServerStats st = s.stats();
+  auto it = st.tagged_bytes().find(key);
+  return it == st.tagged_bytes().end() ? 0 : it->second;
+}
+
+uint64_t tagged_total(const Server& s) {
+  uint64_t n = 0;
+  for (const auto& [key, bytes] : s.stats().tagged_bytes()) n += bytes;
+  return n;
+}
+
+// The tag of the value moved travels in TensorImport and TensorFetch, so
+// both servers count the bytes under it even over TCP (which drops frame
+// tags); an import without a tag counts nothing.
+TEST_F(ControlTransfer, AnImportCarriesTheTagOfTheValueMoved) {
+  auto a = start_server("node-a");
+  auto b = start_server("node-b");
+  auto on_a = session(*a, GENIE_NODE_ROLE_SERVER, "master");
+  auto on_b = session(*b, GENIE_NODE_ROLE_SERVER, "master");
+  constexpr int64_t n = 50000;
+  const uint64_t src = filled(*on_a, n);
+  const uint64_t dst = on_b->tensor_alloc(DType::F32, {n}, "cpu:0");
+  dataplane::SemanticTag tag;
+  tag.dtype = static_cast<uint8_t>(static_cast<int32_t>(DType::F32) + 1);
+  tag.phase = static_cast<uint8_t>(Phase::Prefill);
+  tag.role = static_cast<uint8_t>(TensorRole::KvCache);
+  tag.layer = 7;
+
+  on_b->tensor_import(dst, "127.0.0.1", a->port(), on_a->tensor_export(src), "node-a", tag);
+  std::vector<float> got(static_cast<size_t>(n), -1.0f);
+  on_b->tensor_read(dst, 0, got.data(), got.size() * sizeof(float));
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], static_cast<float>(i)) << "element " << i;
+  EXPECT_EQ(tagged(*b, "import prefill/kv_cache/7"), static_cast<uint64_t>(n) * 4);
+  EXPECT_EQ(tagged(*a, "read prefill/kv_cache/7"), static_cast<uint64_t>(n) * 4);
+
+  on_b->tensor_import(dst, "127.0.0.1", a->port(), on_a->tensor_export(src), "node-a");
+  EXPECT_EQ(tagged_total(*b), static_cast<uint64_t>(n) * 4) << "an untagged import counts nothing";
+  EXPECT_EQ(tagged_total(*a), static_cast<uint64_t>(n) * 4);
 }
 
 TEST_F(ControlTransfer, OnlyAServerSessionMakesTheServerDial) {

@@ -15,6 +15,7 @@
 #include "control_testing.hpp"
 #include "core/error.hpp"
 #include "dataplane_testing.hpp"
+#include "graph/graph.hpp"
 
 namespace genie {
 namespace {
@@ -132,6 +133,40 @@ TEST_F(ControlTransport, EverySessionOpensItsDataConnectionOverTheTransport) {
   auto again = RemoteClient::connect(cfg, "client-b");
   round_trip(*again);
   EXPECT_EQ(data_connections(*server, "loopback"), 2u);
+}
+
+uint64_t tagged(const Server& s, const std::string& key) {
+  const ServerStats st = s.stats();
+  auto it = st.tagged_bytes().find(key);
+  return it == st.tagged_bytes().end() ? 0 : it->second;
+}
+
+// Loopback has RMA: transfers of 64 KiB and more go by RMA, and their
+// request names the tag (no frame moves the bytes), so the server counts
+// them under it; an untagged RMA transfer counts nothing.
+TEST_F(ControlTransport, RmaTransfersCountUnderTheTagTheirRequestNames) {
+  auto server = start_server({"loopback"});
+  Config cfg = client_config(server->port());
+  cfg.transport = "loopback";
+  auto c = RemoteClient::connect(cfg, "client-rma");
+  dataplane::SemanticTag tag;
+  tag.dtype = static_cast<uint8_t>(static_cast<int32_t>(DType::F32) + 1);
+  tag.phase = static_cast<uint8_t>(Phase::Decode);
+  tag.role = static_cast<uint8_t>(TensorRole::Weight);
+  tag.layer = 12;
+  const size_t n = size_t{1} << 18;  // 1 MiB of floats: by RMA
+  std::vector<float> in(n), out(n, 0.f);
+  for (size_t i = 0; i < n; ++i) in[i] = static_cast<float>(i);
+  const uint64_t id = c->tensor_alloc(DType::F32, {static_cast<int64_t>(n)}, "cpu:0");
+  c->tensor_write(id, 0, in.data(), n * sizeof(float), tag);
+  c->tensor_read(id, 0, out.data(), n * sizeof(float), tag);
+  EXPECT_EQ(std::memcmp(in.data(), out.data(), n * sizeof(float)), 0);
+  EXPECT_EQ(tagged(*server, "write decode/weight/12"), n * sizeof(float));
+  EXPECT_EQ(tagged(*server, "read decode/weight/12"), n * sizeof(float));
+  c->tensor_write(id, 0, in.data(), n * sizeof(float));
+  c->tensor_read(id, 0, out.data(), n * sizeof(float));
+  EXPECT_EQ(server->stats().tagged_bytes_size(), 2) << "untagged RMA transfers count nothing";
+  EXPECT_EQ(tagged(*server, "write decode/weight/12"), n * sizeof(float));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "control/client/impl.hpp"
 #include "control/client/rma.hpp"
 #include "control/wire_json.hpp"
+#include "control/wire_tag.hpp"
 
 namespace genie {
 
@@ -55,7 +56,7 @@ uint64_t RemoteClient::tensor_alloc(DType dtype, const Shape& shape, const std::
 void RemoteClient::tensor_write(uint64_t id, size_t offset, const void* src, size_t nbytes,
                                 const dataplane::SemanticTag& tag) {
   check(src != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "src is NULL");
-  if (impl_->rma_transfer(true, id, offset, const_cast<void*>(src), nbytes)) return;
+  if (impl_->rma_transfer(true, id, offset, const_cast<void*>(src), nbytes, tag)) return;
   wire::TensorWrite m;
   m.set_tensor_id(id);
   m.set_offset(offset);
@@ -68,7 +69,7 @@ void RemoteClient::tensor_write(uint64_t id, size_t offset, const void* src, siz
 void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nbytes,
                                const dataplane::SemanticTag& tag) {
   check(dst != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "dst is NULL");
-  if (impl_->rma_transfer(false, id, offset, dst, nbytes)) return;
+  if (impl_->rma_transfer(false, id, offset, dst, nbytes, tag)) return;
   wire::TensorRead m;
   m.set_tensor_id(id);
   m.set_offset(offset);
@@ -88,25 +89,29 @@ std::string RemoteClient::tensor_export(uint64_t id) {
   return wire::parse_msg<wire::TensorExportReply>(call->reply, call->reply_type).ticket();
 }
 
-void RemoteClient::tensor_fetch(const std::string& ticket, void* dst, size_t nbytes) {
+void RemoteClient::tensor_fetch(const std::string& ticket, void* dst, size_t nbytes,
+                                const dataplane::SemanticTag& tag) {
   check(dst != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "dst is NULL");
   wire::TensorFetch m;
   m.set_ticket(ticket);
   m.set_nbytes(nbytes);
+  wire::put_tag(tag, &m);
   auto call = std::make_shared<Call>(MsgType::TensorFetch, Link::Data);
+  call->tag = tag;
   call->dst = dst;
   call->nbytes = nbytes;
   impl_->transact(call, wire::encode_msg(m));
 }
 
 void RemoteClient::tensor_import(uint64_t id, const std::string& host, int port, const std::string& ticket,
-                                 const std::string& source_node) {
+                                 const std::string& source_node, const dataplane::SemanticTag& tag) {
   wire::TensorImport m;
   m.set_tensor_id(id);
   m.set_host(host);
   m.set_port(port);
   m.set_ticket(ticket);
   m.set_source_node(source_node);
+  wire::put_tag(tag, &m);
   auto call = std::make_shared<Call>(MsgType::TensorImport, Link::Control);
   impl_->transact(call, wire::encode_msg(m));
 }

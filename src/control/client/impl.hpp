@@ -263,8 +263,10 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
                 uint64_t payload_len = 0);
 
   // Moves tensor bytes by RMA where the data transport has it (rma.cpp);
-  // false: use the framed path.
-  bool rma_transfer(bool write, uint64_t id, size_t offset, void* buf, size_t nbytes);
+  // false: use the framed path. The request names `tag` (the server counts
+  // the bytes under it).
+  bool rma_transfer(bool write, uint64_t id, size_t offset, void* buf, size_t nbytes,
+                    const dataplane::SemanticTag& tag = {});
 
   // Queues a graph submission and returns: the server's answer (GraphDone or
   // ErrorReply), or a failure, reaches call->done on the loop thread. Throws

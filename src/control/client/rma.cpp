@@ -1,11 +1,13 @@
 #include "control/client/rma.hpp"
 
+#include "control/wire_tag.hpp"
 #include "core/log.hpp"
 #include "dataplane/registry.hpp"
 
 namespace genie {
 
-bool RemoteClient::Impl::rma_transfer(bool write, uint64_t id, size_t offset, void* buf, size_t nbytes) {
+bool RemoteClient::Impl::rma_transfer(bool write, uint64_t id, size_t offset, void* buf, size_t nbytes,
+                                      const dataplane::SemanticTag& tag) {
   Impl& im = *this;
   if (nbytes < kRmaMinBytes) return false;
   std::string name;
@@ -31,6 +33,7 @@ bool RemoteClient::Impl::rma_transfer(bool write, uint64_t id, size_t offset, vo
     m.set_offset(offset);
     m.set_nbytes(nbytes);
     m.set_region(region->descriptor().encode());
+    wire::put_tag(tag, &m);
     msg = wire::encode_msg(m);
   } else {
     wire::TensorRmaRead m;
@@ -38,6 +41,7 @@ bool RemoteClient::Impl::rma_transfer(bool write, uint64_t id, size_t offset, vo
     m.set_offset(offset);
     m.set_nbytes(nbytes);
     m.set_region(region->descriptor().encode());
+    wire::put_tag(tag, &m);
     msg = wire::encode_msg(m);
   }
   auto call = std::make_shared<Call>(write ? MsgType::TensorRmaWrite : MsgType::TensorRmaRead, Link::Data);

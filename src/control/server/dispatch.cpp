@@ -1,6 +1,7 @@
 // Frame dispatch: every frame of a connection to its handler, replies and
 // errors, closing connections, and the end of sessions.
 #include "control/semantic_tag.hpp"
+#include "control/wire_tag.hpp"
 #include "control/server/impl.hpp"
 #include "control/server/rma.hpp"
 
@@ -111,13 +112,13 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
     case MsgType::TensorRmaWrite: {
       const auto m = parse_msg<wire::TensorRmaWrite>(msg, h.type);
       return answer_errors(*p, rid, "writing the tensor by RMA", [&] {
-        tensor_rma(p, rid, true, m.tensor_id(), m.offset(), m.nbytes(), m.region());
+        tensor_rma(p, rid, true, m.tensor_id(), m.offset(), m.nbytes(), m.region(), wire::tag_of(m));
       });
     }
     case MsgType::TensorRmaRead: {
       const auto m = parse_msg<wire::TensorRmaRead>(msg, h.type);
       return answer_errors(*p, rid, "reading the tensor by RMA", [&] {
-        tensor_rma(p, rid, false, m.tensor_id(), m.offset(), m.nbytes(), m.region());
+        tensor_rma(p, rid, false, m.tensor_id(), m.offset(), m.nbytes(), m.region(), wire::tag_of(m));
       });
     }
     case MsgType::TensorFree: {

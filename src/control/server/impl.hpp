@@ -117,9 +117,10 @@ struct Server::Impl {
   PayloadSink tensor_write(const std::shared_ptr<Peer>& p, const wire::FrameHeader& h,
                            const wire::TensorWrite& m);
   void tensor_read(Peer& p, uint64_t rid, const wire::TensorRead& m);
-  // TensorRmaWrite / TensorRmaRead (rma.cpp).
+  // TensorRmaWrite / TensorRmaRead (rma.cpp); the bytes moved are counted
+  // under the request's `tag` once they have.
   void tensor_rma(const std::shared_ptr<Peer>& p, uint64_t rid, bool write, uint64_t tensor_id, uint64_t offset,
-                  uint64_t nbytes, const std::string& region);
+                  uint64_t nbytes, const std::string& region, const dataplane::SemanticTag& tag);
   // Direct transfers between servers (docs/multinode.md, "Direct
   // transfers"): a ticket for one fetch of a tensor of this session; the
   // fetch by whichever session presents it; and, off the loop, fetching a
@@ -177,7 +178,8 @@ struct Server::Impl {
   void send(Peer& p, MsgType type, uint64_t rid, const google::protobuf::Message& msg,
             const void* payload = nullptr, uint64_t payload_len = 0, std::shared_ptr<void> keep = nullptr,
             std::function<void(Peer&)> sent = nullptr, const dataplane::SemanticTag& tag = {});
-  // Counts `bytes` of tensor payload that went `dir` ("write", "read") with
+  // Counts `bytes` of tensor payload that went `dir` ("write", "read",
+  // "import") with
   // a semantic tag (ServerInfo.tagged_bytes); untagged bytes are not counted.
   void count_tagged(const char* dir, const dataplane::SemanticTag& tag, uint64_t bytes);
   // False (and the connection closed) when one more queued reply of `size`

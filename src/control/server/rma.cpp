@@ -52,7 +52,8 @@ dataplane::MemoryDescriptor check_rma_region(const std::string& encoded, const s
 }
 
 void Server::Impl::tensor_rma(const std::shared_ptr<Peer>& p, uint64_t rid, bool write, uint64_t tensor_id,
-                              uint64_t offset, uint64_t nbytes, const std::string& region) {
+                              uint64_t offset, uint64_t nbytes, const std::string& region,
+                              const dataplane::SemanticTag& tag) {
   Impl& s = *this;
   const std::string& name = p->conn->transport();
   check(p->state == Peer::State::Data, GENIE_ERR_PROTOCOL, "RMA requests go on the data connection");
@@ -70,7 +71,8 @@ void Server::Impl::tensor_rma(const std::shared_ptr<Peer>& p, uint64_t rid, bool
   if (nbytes == 0) return s.send(*p, wire::MsgType::Ok, rid, wire::Ok());
   auto local = tensor_region(*t, tensor);
   std::weak_ptr<Peer> wp = p;
-  auto done = [&s, wp, rid, tensor, local](genie_status_t st, const std::string& why) {
+  auto done = [&s, wp, rid, tensor, local, write, tag, nbytes](genie_status_t st, const std::string& why) {
+    if (st == GENIE_OK) s.count_tagged(write ? "write" : "read", tag, nbytes);
     auto peer = wp.lock();
     if (!peer || peer->closing) return;
     if (st == GENIE_OK)

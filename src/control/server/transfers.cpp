@@ -3,6 +3,7 @@
 // "Direct transfers").
 #include "control/auth.hpp"
 #include "control/server/impl.hpp"
+#include "control/wire_tag.hpp"
 
 namespace genie {
 
@@ -35,6 +36,10 @@ void Server::Impl::tensor_export(Peer& p, uint64_t rid, const wire::TensorExport
 }
 
 void Server::Impl::tensor_fetch(Peer& p, uint64_t rid, const wire::TensorFetch& m) {
+  // The tag the request names, else the one its frame came with: counted
+  // under "read" and put on the reply as for a TensorRead.
+  dataplane::SemanticTag tag = wire::tag_of(m);
+  if (tag == dataplane::SemanticTag()) tag = p.conn->received_tag();
   auto it = exports.find(m.ticket());
   check(it != exports.end(), GENIE_ERR_NOT_FOUND,
         "no export ticket like this one: never handed out, already fetched or expired");
@@ -49,7 +54,7 @@ void Server::Impl::tensor_fetch(Peer& p, uint64_t rid, const wire::TensorFetch& 
         e.tensor_id, " of ", t->nbytes(), " bytes");
   counters.peer_export_bytes.fetch_add(t->nbytes(), std::memory_order_relaxed);
   // Through the read window, as a TensorRead (read_window.cpp).
-  read_or_wait(p, rid, e.tensor_id, t, 0, t->nbytes());
+  read_or_wait(p, rid, e.tensor_id, t, 0, t->nbytes(), tag);
 }
 
 void Server::Impl::tensor_import(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::TensorImport& m) {
@@ -62,15 +67,17 @@ void Server::Impl::tensor_import(const std::shared_ptr<Peer>& p, uint64_t rid, c
   check(m.ticket().size() == kTicketBytes, GENIE_ERR_INVALID_ARGUMENT, "an export ticket has ", kTicketBytes,
         " bytes, not ", m.ticket().size());
   TensorPtr t = p->session->get(m.tensor_id());
+  const dataplane::SemanticTag tag = wire::tag_of(m);
   std::weak_ptr<Peer> wp = p;
-  off_loop(p, rid, [this, wp, rid, t, m] {
+  off_loop(p, rid, [this, wp, rid, t, m, tag] {
     const std::string source = m.source_node().empty() ? cat(m.host(), ":", m.port()) : m.source_node();
     try {
-      peer_link(m.host(), m.port())->tensor_fetch(m.ticket(), t->bytes(), t->nbytes());
+      peer_link(m.host(), m.port())->tensor_fetch(m.ticket(), t->bytes(), t->nbytes(), tag);
     } catch (const Error& e) {
       fail(e.code(), "importing tensor ", m.tensor_id(), " from ", source, ": ", e.detail());
     }
     counters.peer_fetch_bytes.fetch_add(t->nbytes(), std::memory_order_relaxed);
+    count_tagged("import", tag, t->nbytes());
     loop.post([this, wp, rid] {
       if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::Ok, rid, wire::Ok());
     });
