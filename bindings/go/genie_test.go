@@ -280,6 +280,24 @@ func TestUnknownOp(t *testing.T) {
 	must(t, g.AddNode("relu", "r", []string{"a"}, []string{"b"}))
 }
 
+func TestTensorSemantics(t *testing.T) {
+	ctx := newContext(t, nil)
+	x, err := ctx.Alloc(genie.F16, []int64{4}, "")
+	must(t, err)
+	defer x.Close()
+	if p, r, l, err := x.Semantics(); err != nil || p != genie.PhaseUnknown || r != genie.RoleUnspecified || l != -1 {
+		t.Fatalf("a new tensor is annotated: %v %v %v %v", p, r, l, err)
+	}
+	must(t, x.SetSemantics(genie.PhaseDecode, genie.RoleKVCache, 3))
+	expectErr(t, x.SetSemantics(genie.Phase(99), genie.RoleWeight, 0), genie.ErrInvalidArgument, "genie_phase_t")
+	expectErr(t, x.SetSemantics(genie.PhaseDecode, genie.Role(0x101), 0), genie.ErrInvalidArgument,
+		"genie_tensor_role_t")
+	expectErr(t, x.SetSemantics(genie.PhaseDecode, genie.RoleWeight, 65535), genie.ErrInvalidArgument, "65534")
+	if p, r, l, err := x.Semantics(); err != nil || p != genie.PhaseDecode || r != genie.RoleKVCache || l != 3 {
+		t.Fatalf("got %v %v %v %v, want decode kv_cache 3", p, r, l, err)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	ctx := newContext(t, nil)
 	g := buildMLP(t)

@@ -111,6 +111,42 @@ func (t *Tensor) Device() string {
 	return capi.Genie_tensor_device(p)
 }
 
+// SetSemantics annotates the tensor with what it is: its phase, role and
+// layer (-1 unknown). Its writes and reads to a server carry this semantic
+// tag; PhaseUnknown, RoleUnspecified and -1 clear it. Values outside their
+// enumeration are ErrInvalidArgument and change nothing.
+func (t *Tensor) SetSemantics(phase Phase, role Role, layer int) error {
+	const op = "genie_tensor_set_semantics"
+	if layer < -1 || layer > 65534 {
+		return errorf(StatusInvalidArgument, op, "layer %d is outside -1..65534", layer)
+	}
+	p, err := t.h.acquire(op)
+	if err != nil {
+		return err
+	}
+	defer t.h.mu.RUnlock()
+	return call(op, func() int {
+		return capi.Genie_tensor_set_semantics(p, capi.Enum_SS_genie_phase(phase),
+			capi.Enum_SS_genie_tensor_role(role), int(layer))
+	})
+}
+
+// Semantics returns the tensor's annotation (SetSemantics): PhaseUnknown,
+// RoleUnspecified and -1 while it has none.
+func (t *Tensor) Semantics() (Phase, Role, int, error) {
+	const op = "genie_tensor_get_semantics"
+	p, err := t.h.acquire(op)
+	if err != nil {
+		return PhaseUnknown, RoleUnspecified, -1, err
+	}
+	defer t.h.mu.RUnlock()
+	var phase, role, layer int32
+	if err := call(op, func() int { return capi.Genie_tensor_get_semantics(p, &phase, &role, &layer) }); err != nil {
+		return PhaseUnknown, RoleUnspecified, -1, err
+	}
+	return Phase(phase), Role(role), int(layer), nil
+}
+
 // Write copies src into the tensor starting at byte offset
 // (ErrSizeMismatch if it runs past the end).
 func (t *Tensor) Write(offset int, src []byte) error {

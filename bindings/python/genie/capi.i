@@ -111,6 +111,13 @@ GENIE_OUT_HANDLE(genie_server_t)
 %typemap(argout) genie_dtype_t *dtype {
   $result = SWIG_Python_AppendOutput($result, PyLong_FromLong((long)tmp$argnum));
 }
+/* genie_tensor_get_semantics: (phase, role, layer) as ints. */
+%typemap(in, numinputs=0) genie_phase_t *phase (genie_phase_t tmp) { tmp = GENIE_PHASE_UNKNOWN; $1 = &tmp; }
+%typemap(in, numinputs=0) genie_tensor_role_t *role (genie_tensor_role_t tmp) { tmp = GENIE_TENSOR_ROLE_UNSPECIFIED; $1 = &tmp; }
+%typemap(in, numinputs=0) int32_t *layer (int32_t tmp) { tmp = -1; $1 = &tmp; }
+%typemap(argout) genie_phase_t *phase, genie_tensor_role_t *role, int32_t *layer {
+  $result = SWIG_Python_AppendOutput($result, PyLong_FromLong((long)tmp$argnum));
+}
 %typemap(in, numinputs=0) (int64_t *shape, size_t *ndim) (int64_t tmp[GENIE_MAX_DIMS], size_t n) {
   n = 0;
   $1 = tmp;

@@ -81,6 +81,13 @@ EVENT_ALL = Event.ALL
 HEALTH = {"HEALTHY": 0, "DEGRADED": 1, "UNHEALTHY": 2, "CRITICAL": 3}
 
 
+def _name_of(table, value):
+    for name, v in table.items():
+        if v == value:
+            return name
+    return value
+
+
 def _enum(table, value, what):
     if isinstance(value, str):
         try:
@@ -571,6 +578,22 @@ class Tensor(_Handle):
         if d is None:
             raise errors.InvalidHandleError("tensor is closed")
         return d
+
+    @property
+    def semantics(self):
+        """What the tensor is (genie_tensor_set_semantics): a tuple
+        (phase, role, layer), e.g. ("decode", "kv_cache", 3); ("unknown",
+        "unspecified", -1) while not annotated."""
+        phase, role, layer = capi.genie_tensor_get_semantics(self._h)
+        return (_name_of(PHASES, phase), _name_of(ROLES, role), layer)
+
+    def set_semantics(self, phase="unknown", role="unspecified", layer=-1):
+        """Annotates the tensor (names or genie_phase_t / genie_tensor_role_t
+        values; layer -1 unknown): its writes and reads to a server carry
+        this semantic tag. All defaults clear it. Bad values raise
+        InvalidArgumentError and change nothing."""
+        capi.genie_tensor_set_semantics(self._h, _enum(PHASES, phase, "phase"),
+                                        _enum(ROLES, role, "role"), int(layer))
 
     @property
     def size(self):

@@ -788,6 +788,52 @@ extern "C" {
     pub fn genie_tensor_device(tensor: *const genie_tensor_t) -> *const ::std::os::raw::c_char;
 }
 extern "C" {
+    #[doc = " Annotates the tensor with what it is: the execution phase it belongs to,"]
+    #[doc = "  its role (a weight, a KV cache ...) and its layer index (>= 0; -1:"]
+    #[doc = "  unknown), as genie_graph_set_phase / _set_role / _set_layer annotate a"]
+    #[doc = "  graph's values. The annotation belongs to the tensor, not the handle:"]
+    #[doc = "  every handle of the same tensor (genie_future_output gives several) sees"]
+    #[doc = "  it, and a later call replaces it; GENIE_PHASE_UNKNOWN,"]
+    #[doc = "  GENIE_TENSOR_ROLE_UNSPECIFIED and -1 together clear it. Tensors start"]
+    #[doc = "  unannotated, graph outputs included; weights made by genie_onnx_import"]
+    #[doc = "  start as GENIE_TENSOR_ROLE_WEIGHT."]
+    #[doc = "  What it does: every transfer of the tensor's bytes to or from a server"]
+    #[doc = "  by genie_tensor_write and genie_tensor_read carries the tensor's"]
+    #[doc = "  semantic tag (its dtype, phase, role and layer): a data transport that"]
+    #[doc = "  carries tags (dpdk) puts it on every packet, a transfer by RMA names it"]
+    #[doc = "  in its request, and the server counts the bytes under it"]
+    #[doc = "  (genie_context_server_info, \"tagged_bytes\": e.g."]
+    #[doc = "  \"write decode/kv_cache/3\"). An unannotated tensor's transfers go"]
+    #[doc = "  untagged. Host (\"cpu\") tensors never cross the network on their own."]
+    #[doc = "  Bound as a graph input: the graph's annotations of that input (the role"]
+    #[doc = "  set with genie_graph_set_role, the phase and layer of the nodes using"]
+    #[doc = "  it) tag the transfers the graph makes of it (a host tensor copied to the"]
+    #[doc = "  server, moves between a master and its workers); the tensor's own"]
+    #[doc = "  annotation tags only its own writes and reads. Neither changes the"]
+    #[doc = "  other."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (phase not a genie_phase_t;"]
+    #[doc = "  role not a genie_tensor_role_t, e.g. a genie_node_role_t; layer below"]
+    #[doc = "  -1 or above 65534, the largest a tag can carry); on error the"]
+    #[doc = "  annotation is unchanged. Thread-safe."]
+    pub fn genie_tensor_set_semantics(
+        tensor: *mut genie_tensor_t,
+        phase: genie_phase_t,
+        role: genie_tensor_role_t,
+        layer: i32,
+    ) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " The tensor's annotation (genie_tensor_set_semantics): GENIE_PHASE_UNKNOWN,"]
+    #[doc = "  GENIE_TENSOR_ROLE_UNSPECIFIED and -1 where it has none. Any"]
+    #[doc = "  out-parameter may be NULL. Errors: INVALID_HANDLE. Thread-safe."]
+    pub fn genie_tensor_get_semantics(
+        tensor: *const genie_tensor_t,
+        phase: *mut genie_phase_t,
+        role: *mut genie_tensor_role_t,
+        layer: *mut i32,
+    ) -> genie_status_t;
+}
+extern "C" {
     #[doc = " Creates an empty graph. `name` may be NULL."]
     #[doc = "  Errors: INVALID_ARGUMENT (out NULL, bad name), OUT_OF_MEMORY."]
     pub fn genie_graph_create(name: *const ::std::os::raw::c_char, out: *mut *mut genie_graph_t) -> genie_status_t;

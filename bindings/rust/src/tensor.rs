@@ -2,7 +2,7 @@ use std::ffi::CStr;
 use std::ptr::NonNull;
 
 use crate::error::check;
-use crate::{ffi, DType, Error, ErrorKind, Result};
+use crate::{ffi, DType, Error, ErrorKind, Phase, Result, Role};
 
 /// Element types a tensor can be read into or filled from as a typed slice
 /// (other dtypes: use the byte functions). Sealed.
@@ -68,6 +68,27 @@ impl Tensor {
         let dtype = DType::from_raw(dtype)
             .ok_or_else(|| Error::new(ErrorKind::Unsupported, format!("dtype {} is newer than this crate", dtype)))?;
         Ok(TensorInfo { dtype, shape: shape[..ndim].to_vec(), nbytes })
+    }
+
+    /// Annotates the tensor with what it is: its phase, role and layer (-1
+    /// unknown). Its writes and reads to a server carry this semantic tag;
+    /// `Phase::Unknown`, `Role::Unspecified` and -1 clear it. A layer
+    /// outside -1..=65534 is `InvalidArgument` and changes nothing.
+    pub fn set_semantics(&self, phase: Phase, role: Role, layer: i32) -> Result<()> {
+        // SAFETY: live tensor.
+        check(unsafe { ffi::genie_tensor_set_semantics(self.raw(), phase.raw(), role.raw(), layer) })
+    }
+
+    /// The tensor's annotation ([`Tensor::set_semantics`]): `(Phase::Unknown,
+    /// Role::Unspecified, -1)` while it has none.
+    pub fn semantics(&self) -> Result<(Phase, Role, i32)> {
+        let (mut phase, mut role, mut layer): (ffi::genie_phase_t, ffi::genie_tensor_role_t, i32) = (0, 0, -1);
+        // SAFETY: live tensor; plain out-parameters.
+        check(unsafe { ffi::genie_tensor_get_semantics(self.raw(), &mut phase, &mut role, &mut layer) })?;
+        let newer = |what: &str, v: i64| Error::new(ErrorKind::Unsupported, format!("{} {} is newer than this crate", what, v));
+        let phase = Phase::from_raw(phase).ok_or_else(|| newer("phase", phase as i64))?;
+        let role = Role::from_raw(role).ok_or_else(|| newer("role", role as i64))?;
+        Ok((phase, role, layer))
     }
 
     /// The canonical device string ("cpu:0", "remote:0" ...).

@@ -133,6 +133,19 @@ fn tensor_round_trip() {
 }
 
 #[test]
+fn tensor_semantics() {
+    let ctx = context();
+    let t = ctx.alloc(DType::F16, &[4], None).unwrap();
+    assert_eq!(t.semantics().unwrap(), (Phase::Unknown, Role::Unspecified, -1));
+    t.set_semantics(Phase::Decode, Role::KvCache, 3).unwrap();
+    assert_eq!(t.set_semantics(Phase::Prefill, Role::Weight, 65535).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(t.set_semantics(Phase::Prefill, Role::Weight, -2).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(t.semantics().unwrap(), (Phase::Decode, Role::KvCache, 3));
+    t.set_semantics(Phase::Unknown, Role::Unspecified, -1).unwrap();
+    assert_eq!(t.semantics().unwrap(), (Phase::Unknown, Role::Unspecified, -1));
+}
+
+#[test]
 fn graph_introspection_and_json() {
     let g = mlp();
     assert_eq!(g.inputs().unwrap(), ["x", "w"]);

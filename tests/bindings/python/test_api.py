@@ -65,6 +65,23 @@ def test_scalar_tensor(ctx):
         assert b.shape == () and b == np.float32(4.5)
 
 
+def test_tensor_semantics(ctx):
+    with ctx.tensor([4], "f16") as t:
+        assert t.semantics == ("unknown", "unspecified", -1)
+        t.set_semantics("decode", "kv_cache", 3)
+        assert t.semantics == ("decode", "kv_cache", 3)
+        with pytest.raises(genie.InvalidArgumentError):
+            t.set_semantics("decode", "bogus", 3)
+        with pytest.raises(genie.InvalidArgumentError) as e:
+            t.set_semantics("decode", genie.capi.GENIE_NODE_ROLE_SERVER, 3)
+        assert "genie_tensor_role_t" in e.value.detail
+        with pytest.raises(genie.InvalidArgumentError):
+            t.set_semantics("prefill", "weight", 65535)
+        assert t.semantics == ("decode", "kv_cache", 3)
+        t.set_semantics()
+        assert t.semantics == ("unknown", "unspecified", -1)
+
+
 def test_tensor_read_into_buffer_and_partial_write(ctx):
     t = ctx.tensor([8], "f32")
     out = np.full(8, 7, np.float32)
