@@ -1137,7 +1137,9 @@ GENIE_API genie_status_t genie_graph_from_json(const char *json, size_t len,
  *  say); smaller computed constants are inline graph constants.
  *  There are `*out_num_weights` of them; each is uploaded to a new
  *  tensor allocated on `device` (NULL: the context's default device; the
- *  server in remote mode) and `(*out_weights)[i]` is the tensor for graph
+ *  server in remote mode; annotated GENIE_TENSOR_ROLE_WEIGHT with
+ *  genie_tensor_set_semantics, so the upload is tagged) and
+ *  `(*out_weights)[i]` is the tensor for graph
  *  input number (number of inputs - *out_num_weights + i): bind them at
  *  genie_graph_submit and they stay resident. The caller owns the graph
  *  (genie_graph_destroy), each tensor (genie_tensor_destroy) and the array
