@@ -92,6 +92,33 @@ static void write_and_read(genie_tensor_t *t) {
   CHECK(memcmp(g_in, g_out, sizeof g_in) == 0);
 }
 
+/* A graph's output starts unannotated; its annotation is the tensor's, seen
+ * through every handle genie_future_output gives for it. */
+static void check_output_handles_share(genie_context_t *ctx) {
+  const int64_t shape[1] = {4};
+  const char *in[2] = {"a", "a"}, *out[1] = {"s"}, *names[1] = {"a"};
+  genie_graph_t *g = NULL;
+  genie_tensor_t *a = NULL, *s1 = NULL, *s2 = NULL;
+  genie_future_t *f = NULL;
+  REQUIRE_OK(genie_graph_create("double", &g));
+  REQUIRE_OK(genie_graph_add_input(g, "a", GENIE_DTYPE_F32, shape, 1));
+  REQUIRE_OK(genie_graph_add_node(g, "add", "dbl", in, 2, out, 1));
+  REQUIRE_OK(genie_graph_mark_output(g, "s"));
+  REQUIRE_OK(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, shape, 1, "remote:0", &a));
+  REQUIRE_OK(genie_graph_submit(ctx, g, names, &a, 1, &f));
+  EXPECT_OK(genie_future_wait(f, 20000));
+  REQUIRE_OK(genie_future_output(f, 0, &s1));
+  REQUIRE_OK(genie_future_output(f, 0, &s2));
+  expect_semantics(s1, GENIE_PHASE_UNKNOWN, GENIE_TENSOR_ROLE_UNSPECIFIED, -1);
+  EXPECT_OK(genie_tensor_set_semantics(s1, GENIE_PHASE_FORWARD, GENIE_TENSOR_ROLE_ACTIVATION, 0));
+  expect_semantics(s2, GENIE_PHASE_FORWARD, GENIE_TENSOR_ROLE_ACTIVATION, 0);
+  genie_tensor_destroy(s1);
+  genie_tensor_destroy(s2);
+  genie_tensor_destroy(a);
+  genie_future_destroy(f);
+  genie_graph_destroy(g);
+}
+
 static void use_dpdk_ring(void) {
   int cpu = 0;
   cpu_set_t set;
@@ -166,6 +193,7 @@ int main(int argc, char **argv) {
   CHECK(server_tagged(ctx, "write decode/kv_cache/3", &total) == (long)sizeof g_in);
   CHECK(total == 3 * (long)sizeof g_in);
 
+  check_output_handles_share(ctx);
   genie_tensor_destroy(kv);
   genie_tensor_destroy(plain);
   genie_shutdown(ctx);

@@ -19,8 +19,9 @@
  *       the split graph with w1 on WORKER_B and w2 on WORKER_C: what moves
  *       between the workers moves directly (the master's
  *       direct_transfer_bytes grows, by what one worker's peer_fetch_bytes
- *       and the other's peer_export_bytes grow); the result equals
- *       in-process execution.
+ *       and the other's peer_export_bytes grow, and by what they count as
+ *       imported under a semantic tag); the result equals in-process
+ *       execution.
  *
  *   survive WORKER
  *       a client that lives through the worker's death and return, driven
@@ -303,10 +304,33 @@ static double worker_number(int port, const char *key) {
   return v;
 }
 
-/* Bytes the two workers fetched from a peer and sent to one, so far. */
-static void peer_bytes(int pb, int pc, double *fetched, double *exported) {
+/* The bytes the worker at 127.0.0.1:port counted in "tagged_bytes" under
+ * keys starting with `prefix` ("import "). */
+static double worker_tagged(int port, const char *prefix) {
+  genie_context_t *wctx = connect_worker(port);
+  char *winfo = server_info(wctx);
+  double sum = 0;
+  const char *p = strstr(winfo, "\"tagged_bytes\":{");
+  if (p) p += strlen("\"tagged_bytes\":{");
+  while (p && *p == '"') {
+    const char *end = strchr(p + 1, '"');
+    if (!end) break;
+    char *after = NULL;
+    const double n = strtod(end + 2, &after);
+    if (strncmp(p + 1, prefix, strlen(prefix)) == 0) sum += n;
+    p = after + (*after == ',');
+  }
+  genie_free(winfo);
+  genie_shutdown(wctx);
+  return sum;
+}
+
+/* Bytes the two workers fetched from a peer and sent to one, and the bytes
+ * they imported with a semantic tag, so far. */
+static void peer_bytes(int pb, int pc, double *fetched, double *exported, double *tagged) {
   *fetched = worker_number(pb, "peer_fetch_bytes") + worker_number(pc, "peer_fetch_bytes");
   *exported = worker_number(pb, "peer_export_bytes") + worker_number(pc, "peer_export_bytes");
+  *tagged = worker_tagged(pb, "import ") + worker_tagged(pc, "import ");
 }
 
 /* The split graph with w1 on worker B and w2 on worker C: mm1 runs with w1
@@ -318,8 +342,8 @@ static int cmd_direct(const char *wb, int wb_port, const char *wc, int wc_port) 
   char devb[300], devc[300];
   snprintf(devb, sizeof devb, "%s/cpu:0", wb);
   snprintf(devc, sizeof devc, "%s/cpu:0", wc);
-  double fetched0, exported0;
-  peer_bytes(wb_port, wc_port, &fetched0, &exported0);
+  double fetched0, exported0, tagged0;
+  peer_bytes(wb_port, wc_port, &fetched0, &exported0, &tagged0);
   genie_context_t *ctx = connect_master();
   char *info = server_info(ctx);
   const double direct0 = info_number(info, NULL, "direct_transfer_bytes");
@@ -331,13 +355,18 @@ static int cmd_direct(const char *wb, int wb_port, const char *wc, int wc_port) 
   info = server_info(r.ctx);
   const double direct = info_number(info, NULL, "direct_transfer_bytes") - direct0;
   EXPECT(direct > 0, "no byte moved between the two workers directly: %s", info);
-  double fetched, exported;
-  peer_bytes(wb_port, wc_port, &fetched, &exported);
+  double fetched, exported, tagged;
+  peer_bytes(wb_port, wc_port, &fetched, &exported, &tagged);
   fetched -= fetched0;
   exported -= exported0;
+  tagged -= tagged0;
   EXPECT(fetched == direct && exported == direct,
          "the master moved %g bytes between %s and %s directly, but they fetched %g and sent %g bytes", direct, wb,
          wc, fetched, exported);
+  /* Every value moved goes with its graph tag (an input, a weight, an
+   * activation at least), named by the master's TensorImport. */
+  EXPECT(tagged == direct, "the workers imported %g bytes directly but counted %g under a semantic tag", direct,
+         tagged);
   printf("ok direct: %.0f bytes moved between %s and %s without the master\n", direct, wb, wc);
   genie_free(info);
   split_end(&r);
