@@ -92,10 +92,13 @@ static void write_and_read(genie_tensor_t *t) {
   CHECK(memcmp(g_in, g_out, sizeof g_in) == 0);
 }
 
-/* A graph's output starts unannotated; its annotation is the tensor's, seen
- * through every handle genie_future_output gives for it. */
-static void check_output_handles_share(genie_context_t *ctx) {
-  const int64_t shape[1] = {4};
+/* A host tensor annotated prefill / weight / 1 bound to a graph input the
+ * graph annotates decode / KV cache / 5: the upload for the submission is
+ * the graph's transfer, counted under the graph's tag. A graph's output
+ * starts unannotated; its annotation is the tensor's, seen through every
+ * handle genie_future_output gives for it. */
+static void check_graph_transfers(genie_context_t *ctx) {
+  const int64_t shape[1] = {kElems / 2}; /* f32: the same 256 KiB */
   const char *in[2] = {"a", "a"}, *out[1] = {"s"}, *names[1] = {"a"};
   genie_graph_t *g = NULL;
   genie_tensor_t *a = NULL, *s1 = NULL, *s2 = NULL;
@@ -104,8 +107,16 @@ static void check_output_handles_share(genie_context_t *ctx) {
   REQUIRE_OK(genie_graph_add_input(g, "a", GENIE_DTYPE_F32, shape, 1));
   REQUIRE_OK(genie_graph_add_node(g, "add", "dbl", in, 2, out, 1));
   REQUIRE_OK(genie_graph_mark_output(g, "s"));
-  REQUIRE_OK(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, shape, 1, "remote:0", &a));
+  REQUIRE_OK(genie_graph_set_role(g, "a", GENIE_TENSOR_ROLE_KV_CACHE));
+  REQUIRE_OK(genie_graph_set_phase(g, "dbl", GENIE_PHASE_DECODE));
+  REQUIRE_OK(genie_graph_set_layer(g, "dbl", 5));
+  REQUIRE_OK(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, shape, 1, "cpu", &a));
+  EXPECT_OK(genie_tensor_write(a, 0, g_in, sizeof g_in));
+  EXPECT_OK(genie_tensor_set_semantics(a, GENIE_PHASE_PREFILL, GENIE_TENSOR_ROLE_WEIGHT, 1));
   REQUIRE_OK(genie_graph_submit(ctx, g, names, &a, 1, &f));
+  long total = 0;
+  CHECK(server_tagged(ctx, "write decode/kv_cache/5", &total) == (long)sizeof g_in);
+  CHECK(server_tagged(ctx, "write prefill/weight/1", &total) == 0);
   EXPECT_OK(genie_future_wait(f, 20000));
   REQUIRE_OK(genie_future_output(f, 0, &s1));
   REQUIRE_OK(genie_future_output(f, 0, &s2));
@@ -193,7 +204,7 @@ int main(int argc, char **argv) {
   CHECK(server_tagged(ctx, "write decode/kv_cache/3", &total) == (long)sizeof g_in);
   CHECK(total == 3 * (long)sizeof g_in);
 
-  check_output_handles_share(ctx);
+  check_graph_transfers(ctx);
   genie_tensor_destroy(kv);
   genie_tensor_destroy(plain);
   genie_shutdown(ctx);
