@@ -209,6 +209,5 @@ int main(int argc, char **argv) {
   genie_tensor_destroy(plain);
   genie_shutdown(ctx);
   genie_server_destroy(srv);
-  printf("%d checks, %d failures (%s)\n", g_checks, g_failures, transport);
-  return g_failures == 0 ? 0 : 1;
+  return test_summary(strcmp(transport, "dpdk") == 0 ? "tensor_semantics (dpdk)" : "tensor_semantics (loopback)");
 }

@@ -151,7 +151,8 @@ uint64_t tagged(const Server& s, const std::string& key) {
 
 uint64_t tagged_total(const Server& s) {
   uint64_t n = 0;
-  for (const auto& [key, bytes] : s.stats().tagged_bytes()) n += bytes;
+  const ServerStats st = s.stats();
+  for (const auto& [key, bytes] : st.tagged_bytes()) n += bytes;
   return n;
 }
 
