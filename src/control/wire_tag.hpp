@@ -9,7 +9,8 @@
 
 namespace genie::wire {
 
-// Fills `*out` with `tag`; leaves it unset for the untagged (default) tag.
+// Names `tag` in `msg`'s tag field; leaves it unset for the untagged
+// (default) tag.
 template <class M>
 void put_tag(const dataplane::SemanticTag& tag, M* msg) {
   if (tag == dataplane::SemanticTag()) return;

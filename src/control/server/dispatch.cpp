@@ -1,9 +1,9 @@
 // Frame dispatch: every frame of a connection to its handler, replies and
 // errors, closing connections, and the end of sessions.
 #include "control/semantic_tag.hpp"
-#include "control/wire_tag.hpp"
 #include "control/server/impl.hpp"
 #include "control/server/rma.hpp"
+#include "control/wire_tag.hpp"
 
 namespace genie {
 

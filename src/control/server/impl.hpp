@@ -179,8 +179,8 @@ struct Server::Impl {
             const void* payload = nullptr, uint64_t payload_len = 0, std::shared_ptr<void> keep = nullptr,
             std::function<void(Peer&)> sent = nullptr, const dataplane::SemanticTag& tag = {});
   // Counts `bytes` of tensor payload that went `dir` ("write", "read",
-  // "import") with
-  // a semantic tag (ServerInfo.tagged_bytes); untagged bytes are not counted.
+  // "import") with a semantic tag (ServerInfo.tagged_bytes); untagged bytes
+  // are not counted.
   void count_tagged(const char* dir, const dataplane::SemanticTag& tag, uint64_t bytes);
   // False (and the connection closed) when one more queued reply of `size`
   // header and message bytes would pass the reply caps.
