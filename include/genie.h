@@ -871,8 +871,7 @@ GENIE_API const char *genie_tensor_device(const genie_tensor_t *tensor);
  *  it, and a later call replaces it; GENIE_PHASE_UNKNOWN,
  *  GENIE_TENSOR_ROLE_UNSPECIFIED and -1 together clear it. Tensors start
  *  unannotated, graph outputs included; weights made by
- *  genie_graph_import_onnx
- *  start as GENIE_TENSOR_ROLE_WEIGHT.
+ *  genie_graph_import_onnx start as GENIE_TENSOR_ROLE_WEIGHT.
  *  What it does: every transfer of the tensor's bytes to or from a server
  *  by genie_tensor_write and genie_tensor_read carries the tensor's
  *  semantic tag (its dtype, phase, role and layer): a data transport that
