@@ -70,7 +70,7 @@ static void check_bad_annotations(genie_tensor_t *t) {
                 genie_tensor_set_semantics(t, GENIE_PHASE_DECODE, (genie_tensor_role_t)GENIE_NODE_ROLE_SERVER, 1));
   EXPECT_DETAIL("not a genie_tensor_role_t");
   EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT,
-                genie_tensor_set_semantics(t, GENIE_PHASE_DECODE, (genie_tensor_role_t)-1, 1));
+                genie_tensor_set_semantics(t, GENIE_PHASE_DECODE, (genie_tensor_role_t)6, 1));
   EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT,
                 genie_tensor_set_semantics(t, GENIE_PHASE_DECODE, GENIE_TENSOR_ROLE_KV_CACHE, -2));
   EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT,
