@@ -1,0 +1,67 @@
+// Synchronous tensor writes and reads driven by the calling thread on a
+// socket of its own, with no event loop in between.
+//
+// Why: a framed call through the loop passes the caller -> client loop ->
+// server -> client loop -> caller; at 64 KiB, and on the 2-vCPU machines
+// Genie is measured on, the client loop's hand-offs (and the third thread
+// that must run for them) cost more than the bytes. So the session keeps
+// one more plaintext TCP data connection, the direct link, that no loop
+// watches: a caller holding its mutex writes the request frame, then reads
+// the reply frame straight into its own buffer, and is the only thread that
+// touches the socket while it does. Ownership is the mutex and nothing
+// else: the loop never registers the socket, so there is nothing to hand
+// over and back. A caller that finds the mutex taken (another thread's call
+// is on the direct link) uses the framed path through the loop instead, so
+// concurrent callers still pipeline there.
+//
+// The wire is unchanged: the same frames with their CRC and limits, and
+// the same handshake a data connection has (DataHello, the challenge, the
+// session proof); the server sees one more data connection of the session
+// and answers it on its loop like any other.
+//
+// Not used (the framed path runs instead): with TLS (the socket would need
+// its own TLS session: left for later), for a data transport other than
+// TCP, on the loop thread, while the session is not ready (the framed path
+// waits for a reconnect), with Config::direct_calls off, and after opening
+// the direct link failed, until the session is next re-established.
+//
+// Failures end the direct link (the next call opens a new one) and are
+// reported as the framed path reports them: TIMEOUT (no reply within the
+// timeout), CONNECTION (the server closed or the link broke), SHUTDOWN (the
+// client was closed meanwhile), PROTOCOL (a malformed reply: bad CRC, wrong
+// type, request id or length), or the server's own error, which leaves the
+// link usable.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+namespace genie {
+
+// The direct link's socket. `mu` is held by the caller driving it, for the
+// whole call; `fd_mu` only while the descriptor is opened or closed, so that
+// close() can shut a blocked call's socket down without racing with its
+// descriptor being closed and reused.
+struct DirectLink {
+  DirectLink() = default;
+  DirectLink(const DirectLink&) = delete;
+  DirectLink& operator=(const DirectLink&) = delete;
+  ~DirectLink() { reset(); }
+
+  std::mutex mu;
+  std::mutex fd_mu;
+  int fd = -1;             // written under both mutexes
+  uint64_t epoch = 0;      // the session establishment it joined (under mu)
+  uint64_t refused = 0;    // the establishment in which opening it failed (under mu)
+  bool shut = false;       // close() ran: never opened again (under fd_mu)
+  std::atomic<uint64_t> calls{0};  // transfers completed on it
+
+  // Closes the socket (under mu, or from the destructor).
+  void reset();
+  // Any thread: ends a call blocked on the socket and keeps it from being
+  // opened again.
+  void shutdown();
+};
+
+}  // namespace genie
