@@ -25,6 +25,11 @@
 // waits for a reconnect), with Config::direct_calls off, and after opening
 // the direct link failed, until the session is next re-established.
 //
+// A session opens its direct link only once it has made kDirectAfterCalls
+// synchronous transfers: one that moves a few tensors (a client that
+// writes its inputs and submits) never costs the server a connection, which
+// its per-source limit counts (ServerOptions::max_connections_per_source).
+//
 // Failures end the direct link (the next call opens a new one) and are
 // reported as the framed path reports them: TIMEOUT (no reply within the
 // timeout), CONNECTION (the server closed or the link broke), SHUTDOWN (the
@@ -38,6 +43,8 @@
 #include <mutex>
 
 namespace genie {
+
+constexpr uint64_t kDirectAfterCalls = 4;
 
 // The direct link's socket. `mu` is held by the caller driving it, for the
 // whole call; `fd_mu` only while the descriptor is opened or closed, so that
@@ -55,7 +62,8 @@ struct DirectLink {
   uint64_t epoch = 0;      // the session establishment it joined (under mu)
   uint64_t refused = 0;    // the establishment in which opening it failed (under mu)
   bool shut = false;       // close() ran: never opened again (under fd_mu)
-  std::atomic<uint64_t> calls{0};  // transfers completed on it
+  std::atomic<uint64_t> calls{0};     // transfers completed on it
+  std::atomic<uint64_t> eligible{0};  // synchronous transfers that could have used it
 
   // Closes the socket (under mu, or from the destructor).
   void reset();
