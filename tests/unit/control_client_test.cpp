@@ -2,7 +2,7 @@
 // calls, graphs, authentication, version checks, failures and reconnection.
 //
 // Connection failures are made deterministic with FrameProxy
-// (control_frame_proxy.hpp), a small TCP relay between client and server
+// (control_client_testing.hpp), a small TCP relay between client and server
 // that can hold back frames of chosen types (server -> client) and cut
 // every connection on demand.
 #include <arpa/inet.h>
@@ -28,7 +28,7 @@
 #include "control/server.hpp"
 #include "control_testing.hpp"
 #include "control/wire.hpp"
-#include "control_frame_proxy.hpp"
+#include "control_client_testing.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
@@ -40,10 +40,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using wire::MsgType;
 
-int64_t ms_since(Clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-}
-
 // Polls `cond` for up to `ms` milliseconds.
 bool eventually(const std::function<bool()>& cond, int ms = 5000) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
@@ -54,14 +50,6 @@ bool eventually(const std::function<bool()>& cond, int ms = 5000) {
   return cond();
 }
 
-Config client_config(int port, int64_t timeout_ms = 5000) {
-  Config c;
-  c.master_addr = "127.0.0.1";
-  c.master_port = port;
-  c.timeout_ms = timeout_ms;
-  return c;
-}
-
 std::unique_ptr<Server> start_server(const std::string& token = "", int64_t grace_ms = 30000) {
   ServerOptions o;
   o.port = 0;
@@ -70,16 +58,6 @@ std::unique_ptr<Server> start_server(const std::string& token = "", int64_t grac
   o.num_threads = 2;
   o.node_id = "test-server";
   return std::make_unique<Server>(o);
-}
-
-std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937_64 rng(seed);
-  for (size_t i = 0; i < n; i += 8) {
-    const uint64_t r = rng();
-    std::memcpy(v.data() + i, &r, std::min<size_t>(8, n - i));
-  }
-  return v;
 }
 
 

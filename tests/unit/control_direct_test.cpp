@@ -9,13 +9,12 @@
 #include <atomic>
 #include <chrono>
 #include <future>
-#include <random>
 #include <thread>
 
 #include "control/client.hpp"
 #include "control/client/direct.hpp"
 #include "control/server.hpp"
-#include "control_frame_proxy.hpp"
+#include "control_client_testing.hpp"
 #include "control_testing.hpp"
 #include "core/log.hpp"
 #include "graph/graph.hpp"
@@ -26,33 +25,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using wire::MsgType;
 
-int64_t ms_since(Clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-}
-
 Config config(int port, int64_t timeout_ms = 5000, bool direct = true) {
-  Config c;
-  c.master_addr = "127.0.0.1";
-  c.master_port = port;
-  c.timeout_ms = timeout_ms;
+  Config c = client_config(port, timeout_ms);
   c.direct_calls = direct;
   return c;
 }
 
-std::unique_ptr<Server> start_server() {
-  ServerOptions o;
-  o.port = 0;
-  o.num_threads = 2;
-  o.node_id = "direct-server";
-  return std::make_unique<Server>(o);
-}
-
-std::vector<uint8_t> pattern(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937 rng(seed);
-  for (auto& b : v) b = static_cast<uint8_t>(rng());
-  return v;
-}
+std::unique_ptr<Server> start_server() { return start_server_offering("direct-server", {}); }
 
 // The first synchronous transfers of a session take the loop; the direct
 // link opens after them (kDirectAfterCalls).
@@ -79,7 +58,7 @@ TEST_F(DirectTest, SynchronousTransfersTakeTheCallersOwnSocket) {
   uint64_t calls = 0;
   for (size_t n : {size_t{0}, size_t{1}, size_t{4096}, size_t{64} << 10, (size_t{3} << 20) + 5}) {
     SCOPED_TRACE(n);
-    const auto src = pattern(n, static_cast<uint32_t>(n));
+    const auto src = random_bytes(n, static_cast<uint32_t>(n));
     const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");
     c->tensor_write(id, 0, src.data(), n);
     std::vector<uint8_t> back(n, 0xee);
@@ -174,7 +153,7 @@ TEST_F(DirectTest, ConcurrentCallersShareTheLinkAndTheLoop) {
       try {
         const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(kBytes)}, "cpu:0");
         for (int r = 0; r < kRounds; ++r) {
-          const auto src = pattern(kBytes, static_cast<uint32_t>(t * 1000 + r));
+          const auto src = random_bytes(kBytes, static_cast<uint32_t>(t * 1000 + r));
           c->tensor_write(id, 0, src.data(), kBytes);
           std::vector<uint8_t> back(kBytes);
           c->tensor_read(id, 0, back.data(), kBytes);
@@ -220,7 +199,7 @@ TEST_F(DirectTest, ServerClosingMidCallFailsWithConnectionAndTheSessionResumes) 
   auto c = RemoteClient::connect(config(proxy.port(), 5000), "direct-a");
   warm_up(*c);
   const size_t n = 1 << 20;
-  const auto src = pattern(n, 9);
+  const auto src = random_bytes(n, 9);
   const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");
   c->tensor_write(id, 0, src.data(), n);
   proxy.hold(MsgType::Ok);
@@ -249,7 +228,7 @@ TEST_F(DirectTest, NoReplyWithinTheTimeoutFailsWithTimeout) {
   auto c = RemoteClient::connect(config(proxy.port(), 500), "direct-a");
   warm_up(*c);
   const uint64_t id = c->tensor_alloc(DType::Bool, {1 << 16}, "cpu:0");
-  const auto src = pattern(1 << 16, 3);
+  const auto src = random_bytes(1 << 16, 3);
   c->tensor_write(id, 0, src.data(), src.size());
   proxy.hold(MsgType::Ok);
   std::vector<uint8_t> dst(1 << 16);

@@ -1,7 +1,8 @@
-// A TCP relay for the control layer's tests, between a RemoteClient and a
-// real server: frames (server -> client) of chosen types can be held back
-// and released, or have their CRC corrupted, and every relayed connection
-// can be cut on demand; plus the raw socket and frame helpers it uses.
+// Helpers for tests of RemoteClient against a real server: a client
+// configuration, byte patterns, raw sockets and frames, and FrameProxy, a
+// TCP relay between the two whose frames (server -> client) of chosen types
+// can be held back and released, or have their CRC corrupted, and whose
+// relayed connections can all be cut on demand.
 #pragma once
 
 #include <arpa/inet.h>
@@ -14,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -24,9 +26,36 @@
 
 #include <google/protobuf/message.h>
 
+#include <random>
+
 #include "control/wire.hpp"
+#include "core/config.hpp"
 
 namespace genie {
+
+inline int64_t ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A client of the server at 127.0.0.1:port.
+inline Config client_config(int port, int64_t timeout_ms = 5000) {
+  Config c;
+  c.master_addr = "127.0.0.1";
+  c.master_port = port;
+  c.timeout_ms = timeout_ms;
+  return c;
+}
+
+// n pseudo-random bytes, the same for the same seed.
+inline std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < n; i += 8) {
+    const uint64_t r = rng();
+    std::memcpy(v.data() + i, &r, std::min<size_t>(8, n - i));
+  }
+  return v;
+}
 
 inline int listen_local(int* port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
