@@ -1,12 +1,12 @@
 // Synchronous tensor writes and reads on the caller's own socket (the
 // direct link, control/client/direct.hpp): that they take it, that the
-// bytes are right, that they mix with calls through the loop and with
-// callers on several threads, and that every failure (a bad CRC, a lost
+// bytes are right, that they mix with calls through the loop (callers on
+// several threads: control_client_test.cpp, PipelinesCallsFromManyThreads),
+// and that every failure (a bad CRC, a lost
 // server, a timeout, close() from another thread) ends the call with the
 // framed path's error and leaves the client usable.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -136,39 +136,6 @@ TEST_F(DirectTest, InterleavesWithSubmissionsThroughTheLoop) {
     c->tensor_free(r.outputs[0].tensor_id);
   }
   EXPECT_EQ(c->direct_transfers(), 150u);
-}
-
-// Callers on several threads: one at a time holds the direct link, the
-// others go through the loop at the same moment; every byte is right.
-TEST_F(DirectTest, ConcurrentCallersShareTheLinkAndTheLoop) {
-  auto server = start_server();
-  auto c = RemoteClient::connect(config(server->port(), 20000), "direct-a");
-  warm_up(*c);
-  constexpr int kThreads = 6, kRounds = 60;
-  constexpr size_t kBytes = 48 << 10;
-  std::atomic<int> bad{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      try {
-        const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(kBytes)}, "cpu:0");
-        for (int r = 0; r < kRounds; ++r) {
-          const auto src = random_bytes(kBytes, static_cast<uint32_t>(t * 1000 + r));
-          c->tensor_write(id, 0, src.data(), kBytes);
-          std::vector<uint8_t> back(kBytes);
-          c->tensor_read(id, 0, back.data(), kBytes);
-          if (back != src) ++bad;
-        }
-      } catch (const Error& e) {
-        ADD_FAILURE() << e.detail();
-        ++bad;
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(bad.load(), 0);
-  EXPECT_GT(c->direct_transfers(), 0u);
-  EXPECT_LE(c->direct_transfers(), uint64_t{2 * kThreads * kRounds});
 }
 
 TEST_F(DirectTest, AReplyWithABadCrcFailsWithProtocolAndTheNextCallWorks) {

@@ -20,10 +20,11 @@
 
 namespace genie {
 
-void DirectLink::reset() {
+bool DirectLink::reset() {
   std::lock_guard<std::mutex> lk(fd_mu);
   if (fd >= 0) ::close(fd);
   fd = -1;
+  return shut;
 }
 
 void DirectLink::shutdown() {
@@ -216,12 +217,10 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
   // Whatever breaks the link: the socket goes, the caller gets the framed
   // path's error.
   const auto lost = [&](const LinkBroken& b) -> Error {
-    direct.reset();
-    {
-      std::lock_guard<std::mutex> lk(mu);
-      if (state == State::Closed)
-        return Error(GENIE_ERR_SHUTDOWN, cat("the connection to ", addr, " has been closed (shut down)"));
-    }
+    // close() shuts the socket down before the loop marks the client
+    // closed: its flag says which of the two ended the call.
+    if (direct.reset())
+      return Error(GENIE_ERR_SHUTDOWN, cat("the connection to ", addr, " has been closed (shut down)"));
     switch (b.why) {
       case Broke::Timeout:
         return Error(GENIE_ERR_TIMEOUT, cat(what, ": no reply from ", addr, " within ", timeout.count(), " ms"));
@@ -231,6 +230,10 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
   };
 
   if (direct.fd < 0) {
+    {
+      std::lock_guard<std::mutex> lk(direct.fd_mu);
+      if (direct.shut) return false;  // closing: the framed path says SHUTDOWN
+    }
     // Joining the session as a data connection does (link.cpp): DataHello,
     // the server's challenge, the proof of the session's secret, Welcome.
     int fd = -1;

@@ -65,8 +65,9 @@ struct DirectLink {
   std::atomic<uint64_t> calls{0};     // transfers completed on it
   std::atomic<uint64_t> eligible{0};  // synchronous transfers that could have used it
 
-  // Closes the socket (under mu, or from the destructor).
-  void reset();
+  // Closes the socket (under mu, or from the destructor); true once
+  // shutdown() has run.
+  bool reset();
   // Any thread: ends a call blocked on the socket and keeps it from being
   // opened again.
   void shutdown();
