@@ -6,6 +6,7 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <google/protobuf/message.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -19,14 +20,11 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <google/protobuf/message.h>
-
-#include <random>
 
 #include "control/wire.hpp"
 #include "core/config.hpp"

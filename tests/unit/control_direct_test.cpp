@@ -176,7 +176,8 @@ TEST_F(DirectTest, ServerClosingMidCallFailsWithConnectionAndTheSessionResumes) 
     expect_error(GENIE_ERR_CONNECTION, [&] { c->tensor_read(id, 0, back.data(), n); });
     return ms_since(t0);
   });
-  for (int i = 0; i < 500 && proxy.held() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 500 && proxy.held() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(proxy.held(), 1);  // the read is in flight on the direct link
   proxy.cut();
   EXPECT_LT(pending.get(), 2000);
@@ -223,7 +224,8 @@ TEST_F(DirectTest, CloseFromAnotherThreadEndsABlockedCallWithShutdown) {
     expect_error(GENIE_ERR_SHUTDOWN, [&] { c->tensor_read(id, 0, got, sizeof got); });
     return ms_since(t0);
   });
-  for (int i = 0; i < 500 && proxy.held() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  for (int i = 0; i < 500 && proxy.held() == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(proxy.held(), 1);
   c->close();
   EXPECT_LT(pending.get(), 5000);

@@ -223,7 +223,8 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
       return Error(GENIE_ERR_SHUTDOWN, cat("the connection to ", addr, " has been closed (shut down)"));
     switch (b.why) {
       case Broke::Timeout:
-        return Error(GENIE_ERR_TIMEOUT, cat(what, ": no reply from ", addr, " within ", timeout.count(), " ms"));
+        return Error(GENIE_ERR_TIMEOUT,
+                     cat(what, ": no reply from ", addr, " within ", timeout.count(), " ms"));
       case Broke::Protocol: return Error(GENIE_ERR_PROTOCOL, cat(what, ": ", b.detail));
       default: return Error(GENIE_ERR_CONNECTION, cat("connection to ", addr, " lost: ", b.detail));
     }
@@ -263,7 +264,8 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
       return false;
     } catch (const Error& e) {
       if (fd >= 0) ::close(fd);
-      log(LogLevel::Debug, "client: direct link to ", address, " not opened (", e.detail(), "): framed transfers");
+      log(LogLevel::Debug, "client: direct link to ", address, " not opened (", e.detail(),
+          "): framed transfers");
       direct.refused = epoch;
       return false;
     }
@@ -292,7 +294,8 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
         // without reading the payload. Its error is the one to report.
         if (b.why != Broke::Closed) throw;
         try {
-          fh = recv_reply(fd, rid, max_message, &msg, std::min(deadline, Clock::now() + std::chrono::seconds(1)));
+          fh = recv_reply(fd, rid, max_message, &msg,
+                          std::min(deadline, Clock::now() + std::chrono::seconds(1)));
         } catch (const LinkBroken&) {
           throw b;
         }

@@ -58,12 +58,12 @@ struct DirectLink {
 
   std::mutex mu;
   std::mutex fd_mu;
-  int fd = -1;             // written under both mutexes
-  uint64_t epoch = 0;      // the session establishment it joined (under mu)
-  uint64_t refused = 0;    // the establishment in which opening it failed (under mu)
-  bool shut = false;       // close() ran: never opened again (under fd_mu)
+  int fd = -1;                        // written under both mutexes
+  uint64_t epoch = 0;                 // the session establishment it joined (under mu)
+  uint64_t refused = 0;               // the establishment in which opening it failed (under mu)
+  bool shut = false;                  // close() ran: never opened again (under fd_mu)
   std::atomic<uint64_t> calls{0};     // transfers completed on it
-  std::atomic<uint64_t> eligible{0};  // synchronous transfers that could have used it
+  std::atomic<uint64_t> eligible{0};  // synchronous transfers asked for (kDirectAfterCalls)
 
   // Closes the socket (under mu, or from the destructor); true once
   // shutdown() has run.
