@@ -17,10 +17,17 @@
 #include "control/auth.hpp"
 #include "control/client/impl.hpp"
 #include "core/spin.hpp"
+#include "dataplane/tcp/tls.hpp"
 
 namespace genie {
 
+DirectLink::DirectLink() = default;
+DirectLink::~DirectLink() { reset(); }
+
 bool DirectLink::reset() {
+  tls.reset();
+  plain.clear();
+  taken = 0;
   std::lock_guard<std::mutex> lk(fd_mu);
   if (fd >= 0) ::close(fd);
   fd = -1;
@@ -64,8 +71,8 @@ void wait_for(int fd, short events, Clock::time_point deadline, bool spin) {
   }
 }
 
-// Sends every byte of `iov` (modified as it goes).
-void send_all(int fd, iovec* iov, int cnt, Clock::time_point deadline) {
+// Sends every byte of `iov` (modified as it goes) on the socket.
+void send_raw(int fd, iovec* iov, int cnt, Clock::time_point deadline) {
   while (cnt > 0) {
     msghdr mh{};
     mh.msg_iov = iov;
@@ -92,9 +99,9 @@ void send_all(int fd, iovec* iov, int cnt, Clock::time_point deadline) {
   }
 }
 
-// Receives exactly n bytes into dst; `spin` for the first wait (the reply
-// is expected within microseconds).
-void recv_all(int fd, void* dst, size_t n, Clock::time_point deadline, bool spin) {
+// Receives exactly n bytes from the socket into dst; `spin` for the first
+// wait (the reply is expected within microseconds).
+void recv_raw(int fd, void* dst, size_t n, Clock::time_point deadline, bool spin) {
   char* p = static_cast<char*>(dst);
   while (n > 0) {
     const ssize_t k = ::recv(fd, p, n, MSG_DONTWAIT);
@@ -111,8 +118,75 @@ void recv_all(int fd, void* dst, size_t n, Clock::time_point deadline, bool spin
   }
 }
 
-void send_frame(int fd, MsgType type, uint64_t rid, const std::string& msg, const void* payload, uint64_t len,
-                Clock::time_point deadline) {
+// One exchange on the direct link: its socket and, with TLS, its session
+// and the plaintext decrypted but not yet taken by a frame.
+struct Io {
+  int fd;
+  dataplane::tcp::TlsSession* tls;  // null: plaintext
+  std::string* plain;
+  size_t* taken;  // bytes of *plain already taken
+  Clock::time_point deadline;
+};
+
+void send_all(Io& io, iovec* iov, int cnt) {
+  if (io.tls == nullptr) return send_raw(io.fd, iov, cnt, io.deadline);
+  for (int i = 0; i < cnt; ++i)
+    if (iov[i].iov_len > 0 && !io.tls->encrypt(static_cast<const char*>(iov[i].iov_base), iov[i].iov_len))
+      broke(Broke::Protocol, cat("TLS: ", io.tls->error()));
+  std::string out = io.tls->take_output();
+  iovec one{out.data(), out.size()};
+  send_raw(io.fd, &one, 1, io.deadline);
+}
+
+// With TLS: reads and decrypts what the socket has (waiting for it),
+// answering whatever the session has to say (handshake, alerts).
+void tls_pull(Io& io, bool spin) {
+  char buf[16 << 10];
+  for (;;) {
+    const ssize_t k = ::recv(io.fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (k == 0) broke(Broke::Closed, "the server closed the connection");
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) broke(Broke::Closed, cat("recv: ", std::strerror(errno)));
+      wait_for(io.fd, POLLIN, io.deadline, spin);
+      spin = false;
+      continue;
+    }
+    if (*io.taken == io.plain->size()) {
+      io.plain->clear();
+      *io.taken = 0;
+    }
+    const auto r = io.tls->feed(buf, static_cast<size_t>(k), io.plain);
+    std::string out = io.tls->take_output();
+    if (!out.empty()) {
+      iovec one{out.data(), out.size()};
+      send_raw(io.fd, &one, 1, io.deadline);
+    }
+    if (r != dataplane::tcp::TlsSession::Result::Ok) broke(Broke::Closed, cat("TLS: ", io.tls->error()));
+    return;
+  }
+}
+
+void recv_all(Io& io, void* dst, size_t n, bool spin) {
+  if (io.tls == nullptr) return recv_raw(io.fd, dst, n, io.deadline, spin);
+  char* p = static_cast<char*>(dst);
+  while (n > 0) {
+    const size_t have = io.plain->size() - *io.taken;
+    if (have == 0) {
+      tls_pull(io, spin);
+      spin = false;
+      continue;
+    }
+    const size_t k = std::min(n, have);
+    std::memcpy(p, io.plain->data() + *io.taken, k);
+    *io.taken += k;
+    p += k;
+    n -= k;
+  }
+}
+
+void send_frame(Io& io, MsgType type, uint64_t rid, const std::string& msg, const void* payload,
+                uint64_t len) {
   wire::FrameHeader h;
   h.type = type;
   h.request_id = rid;
@@ -122,20 +196,19 @@ void send_frame(int fd, MsgType type, uint64_t rid, const std::string& msg, cons
   iovec iov[3] = {{hdr, sizeof hdr},
                   {const_cast<char*>(msg.data()), msg.size()},
                   {const_cast<void*>(payload), static_cast<size_t>(len)}};
-  send_all(fd, iov, len > 0 ? 3 : 2, deadline);
+  send_all(io, iov, len > 0 ? 3 : 2);
 }
 
 // Reads a reply's header and message, the CRC checked. The payload, if any,
 // is the caller's to read.
-wire::FrameHeader recv_reply(int fd, uint64_t rid, uint32_t max_message, std::string* msg,
-                             Clock::time_point deadline) {
+wire::FrameHeader recv_reply(Io& io, uint64_t rid, uint32_t max_message, std::string* msg) {
   uint8_t hdr[wire::kHeaderSize];
-  recv_all(fd, hdr, sizeof hdr, deadline, true);
+  recv_all(io, hdr, sizeof hdr, true);
   wire::FrameHeader h;
   try {
     h = wire::decode_header(hdr, max_message);
     msg->resize(h.msg_len);
-    recv_all(fd, msg->data(), msg->size(), deadline, false);
+    recv_all(io, msg->data(), msg->size(), false);
     wire::verify_crc(hdr, msg->data(), msg->size());
   } catch (const Error& e) {
     broke(Broke::Protocol, e.detail());
@@ -194,7 +267,7 @@ bool idle_ok(int fd) {
 }  // namespace
 
 bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset, void* buf, size_t nbytes) {
-  if (!cfg.direct_calls || tls != nullptr || loop->on_loop_thread()) return false;
+  if (!cfg.direct_calls || loop->on_loop_thread()) return false;
   if (direct.eligible.fetch_add(1, std::memory_order_relaxed) < kDirectAfterCalls) return false;
   std::unique_lock<std::mutex> own(direct.mu, std::try_to_lock);
   if (!own.owns_lock()) return false;  // another caller's call is on it: take the loop
@@ -238,22 +311,40 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
     // Joining the session as a data connection does (link.cpp): DataHello,
     // the server's challenge, the proof of the session's secret, Welcome.
     int fd = -1;
+    std::unique_ptr<dataplane::tcp::TlsSession> session_tls;
+    std::string plain;
+    size_t taken = 0;
     try {
       fd = connect_to(address, deadline);
+      Io io{fd, nullptr, &plain, &taken, deadline};
+      if (tls != nullptr) {
+        // As the loop's data connection: TLS with this client's settings,
+        // the server's certificate checked against the host connected to.
+        std::string host;
+        int port = 0;
+        dataplane::split_address(address, &host, &port);
+        session_tls = std::make_unique<dataplane::tcp::TlsSession>(tls, host);
+        io.tls = session_tls.get();
+        session_tls->start();
+        send_all(io, nullptr, 0);  // the ClientHello
+        while (!session_tls->handshake_done()) tls_pull(io, false);
+      }
       std::string msg;
       wire::DataHello h;
       h.set_session_id(session);
       uint64_t rid = next_id.fetch_add(1);
-      send_frame(fd, MsgType::DataHello, rid, wire::encode_msg(h), nullptr, 0, deadline);
-      wire::FrameHeader fh = recv_reply(fd, rid, max_message, &msg, deadline);
+      send_frame(io, MsgType::DataHello, rid, wire::encode_msg(h), nullptr, 0);
+      wire::FrameHeader fh = recv_reply(io, rid, max_message, &msg);
       check(!is_error(fh) && fh.type == MsgType::Challenge && fh.payload_len == 0, GENIE_ERR_PROTOCOL,
             "the server answered the DataHello with ", wire::type_name(fh.type));
       const auto c = wire::parse_msg<wire::Challenge>(msg, fh.type);
       wire::AuthResponse r;
-      r.set_session_mac(data_proof(secret, c.nonce(), session, "tcp", ""));
+      // Bound to this TLS connection, as the loop's data connection's is.
+      r.set_session_mac(
+          data_proof(secret, c.nonce(), session, "tcp", session_tls ? session_tls->channel_binding() : ""));
       rid = next_id.fetch_add(1);
-      send_frame(fd, MsgType::AuthResponse, rid, wire::encode_msg(r), nullptr, 0, deadline);
-      fh = recv_reply(fd, rid, max_message, &msg, deadline);
+      send_frame(io, MsgType::AuthResponse, rid, wire::encode_msg(r), nullptr, 0);
+      fh = recv_reply(io, rid, max_message, &msg);
       check(!is_error(fh) && fh.type == MsgType::Welcome && fh.payload_len == 0, GENIE_ERR_PROTOCOL,
             "the server answered the session proof with ", wire::type_name(fh.type));
     } catch (const LinkBroken& b) {
@@ -276,9 +367,12 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
     }
     direct.fd = fd;
     direct.epoch = epoch;
+    direct.tls = std::move(session_tls);
+    direct.plain = std::move(plain);
+    direct.taken = taken;
   }
 
-  const int fd = direct.fd;
+  Io io{direct.fd, direct.tls.get(), &direct.plain, &direct.taken, deadline};
   const uint64_t rid = next_id.fetch_add(1);
   std::string msg;
   wire::FrameHeader fh;
@@ -288,14 +382,14 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
       m.set_tensor_id(id);
       m.set_offset(offset);
       try {
-        send_frame(fd, MsgType::TensorWrite, rid, wire::encode_msg(m), buf, nbytes, deadline);
+        send_frame(io, MsgType::TensorWrite, rid, wire::encode_msg(m), buf, nbytes);
       } catch (const LinkBroken& b) {
         // A refused write: the server answers with its error and closes
         // without reading the payload. Its error is the one to report.
         if (b.why != Broke::Closed) throw;
         try {
-          fh = recv_reply(fd, rid, max_message, &msg,
-                          std::min(deadline, Clock::now() + std::chrono::seconds(1)));
+          io.deadline = std::min(deadline, Clock::now() + std::chrono::seconds(1));
+          fh = recv_reply(io, rid, max_message, &msg);
         } catch (const LinkBroken&) {
           throw b;
         }
@@ -309,16 +403,16 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
       m.set_tensor_id(id);
       m.set_offset(offset);
       m.set_nbytes(nbytes);
-      send_frame(fd, MsgType::TensorRead, rid, wire::encode_msg(m), nullptr, 0, deadline);
+      send_frame(io, MsgType::TensorRead, rid, wire::encode_msg(m), nullptr, 0);
     }
-    fh = recv_reply(fd, rid, max_message, &msg, deadline);
+    fh = recv_reply(io, rid, max_message, &msg);
     if (is_error(fh)) {
       // The link stays in step: an error's payload (none is sent) is read
       // and dropped.
       std::vector<char> sink(static_cast<size_t>(std::min<uint64_t>(fh.payload_len, 1 << 16)));
       for (uint64_t left = fh.payload_len; left > 0;) {
         const size_t k = static_cast<size_t>(std::min<uint64_t>(left, sink.size()));
-        recv_all(fd, sink.data(), k, deadline, false);
+        recv_all(io, sink.data(), k, false);
         left -= k;
       }
       // A refused write's payload is never read: the server closes the
@@ -332,7 +426,7 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
     const uint64_t want = write ? 0 : nbytes;
     if (fh.payload_len != want)
       broke(Broke::Protocol, cat("reply carries ", fh.payload_len, " bytes, ", want, " were asked for"));
-    if (!write) recv_all(fd, buf, nbytes, deadline, false);
+    if (!write) recv_all(io, buf, nbytes, false);
   } catch (const LinkBroken& b) {
     throw lost(b);
   }

@@ -5,7 +5,7 @@
 // server -> client loop -> caller; at 64 KiB, and on the 2-vCPU machines
 // Genie is measured on, the client loop's hand-offs (and the third thread
 // that must run for them) cost more than the bytes. So the session keeps
-// one more plaintext TCP data connection, the direct link, that no loop
+// one more TCP data connection, the direct link, that no loop
 // watches: a caller holding its mutex writes the request frame, then reads
 // the reply frame straight into its own buffer, and is the only thread that
 // touches the socket while it does. Ownership is the mutex and nothing
@@ -17,10 +17,12 @@
 // The wire is unchanged: the same frames with their CRC and limits, and
 // the same handshake a data connection has (DataHello, the challenge, the
 // session proof); the server sees one more data connection of the session
-// and answers it on its loop like any other.
+// and answers it on its loop like any other. With TLS the link has its own
+// TLS session (dataplane/tcp/tls.hpp, driven on the socket by the caller)
+// with the client's settings and certificate, and its session proof is
+// bound to that TLS connection.
 //
-// Not used (the framed path runs instead): with TLS (the socket would need
-// its own TLS session: left for later), for a data transport other than
+// Not used (the framed path runs instead): for a data transport other than
 // TCP, on the loop thread, while the session is not ready (the framed path
 // waits for a reconnect), with Config::direct_calls off, and after opening
 // the direct link failed, until the session is next re-established.
@@ -40,7 +42,13 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <string>
+
+namespace genie::dataplane::tcp {
+class TlsSession;
+}
 
 namespace genie {
 
@@ -51,17 +59,22 @@ constexpr uint64_t kDirectAfterCalls = 4;
 // close() can shut a blocked call's socket down without racing with its
 // descriptor being closed and reused.
 struct DirectLink {
-  DirectLink() = default;
+  DirectLink();
   DirectLink(const DirectLink&) = delete;
   DirectLink& operator=(const DirectLink&) = delete;
-  ~DirectLink() { reset(); }
+  ~DirectLink();
 
   std::mutex mu;
   std::mutex fd_mu;
-  int fd = -1;                        // written under both mutexes
-  uint64_t epoch = 0;                 // the session establishment it joined (under mu)
-  uint64_t refused = 0;               // the establishment in which opening it failed (under mu)
-  bool shut = false;                  // close() ran: never opened again (under fd_mu)
+  int fd = -1;           // written under both mutexes
+  uint64_t epoch = 0;    // the session establishment it joined (under mu)
+  uint64_t refused = 0;  // the establishment in which opening it failed (under mu)
+  bool shut = false;     // close() ran: never opened again (under fd_mu)
+  // With TLS (under mu): the link's session, and the plaintext it decrypted
+  // that no frame has taken yet (from `taken` on).
+  std::unique_ptr<dataplane::tcp::TlsSession> tls;
+  std::string plain;
+  size_t taken = 0;
   std::atomic<uint64_t> calls{0};     // transfers completed on it
   std::atomic<uint64_t> eligible{0};  // synchronous transfers asked for (kDirectAfterCalls)
 
