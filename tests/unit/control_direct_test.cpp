@@ -56,7 +56,7 @@ TEST_F(DirectTest, SynchronousTransfersTakeTheCallersOwnSocket) {
   warm_up(*c);
   EXPECT_EQ(proxy.accepted(), 2);  // the first calls open nothing
   uint64_t calls = 0;
-  for (size_t n : {size_t{0}, size_t{1}, size_t{4096}, size_t{64} << 10, (size_t{3} << 20) + 5}) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{4096}, size_t{64} << 10, kDirectMaxBytes}) {
     SCOPED_TRACE(n);
     const auto src = random_bytes(n, static_cast<uint32_t>(n));
     const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");
@@ -69,6 +69,15 @@ TEST_F(DirectTest, SynchronousTransfersTakeTheCallersOwnSocket) {
   }
   // One more connection, opened once and kept.
   EXPECT_EQ(proxy.accepted(), 3);
+  // Larger transfers take the loop.
+  const size_t big = kDirectMaxBytes + 1;
+  const auto src = random_bytes(big, 5);
+  const uint64_t bid = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(big)}, "cpu:0");
+  c->tensor_write(bid, 0, src.data(), big);
+  std::vector<uint8_t> back(big);
+  c->tensor_read(bid, 0, back.data(), big);
+  EXPECT_TRUE(back == src);
+  EXPECT_EQ(c->direct_transfers(), calls);
 
   // Off: the same calls go through the loop.
   auto off = RemoteClient::connect(config(server->port(), 5000, false), "direct-b");

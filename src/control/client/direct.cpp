@@ -267,7 +267,7 @@ bool idle_ok(int fd) {
 }  // namespace
 
 bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset, void* buf, size_t nbytes) {
-  if (!cfg.direct_calls || loop->on_loop_thread()) return false;
+  if (!cfg.direct_calls || nbytes > kDirectMaxBytes || loop->on_loop_thread()) return false;
   if (direct.eligible.fetch_add(1, std::memory_order_relaxed) < kDirectAfterCalls) return false;
   std::unique_lock<std::mutex> own(direct.mu, std::try_to_lock);
   if (!own.owns_lock()) return false;  // another caller's call is on it: take the loop

@@ -22,8 +22,8 @@
 // with the client's settings and certificate, and its session proof is
 // bound to that TLS connection.
 //
-// Not used (the framed path runs instead): for a data transport other than
-// TCP, on the loop thread, while the session is not ready (the framed path
+// Not used (the framed path runs instead): above kDirectMaxBytes, for a
+// data transport other than TCP, on the loop thread, while the session is not ready (the framed path
 // waits for a reconnect), with Config::direct_calls off, and after opening
 // the direct link failed, until the session is next re-established.
 //
@@ -53,6 +53,9 @@ class TlsSession;
 namespace genie {
 
 constexpr uint64_t kDirectAfterCalls = 4;
+// Larger transfers keep the loop's path: their cost is the bytes, not the
+// hand-offs, and that path's streaming is the one measured at link speed.
+constexpr size_t kDirectMaxBytes = size_t{1} << 20;
 
 // The direct link's socket. `mu` is held by the caller driving it, for the
 // whole call; `fd_mu` only while the descriptor is opened or closed, so that
