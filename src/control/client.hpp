@@ -121,6 +121,9 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
     uint64_t bytes_sent = 0, bytes_full = 0;
   };
   GraphStats graph_stats() const;
+  // Tensor writes and reads done on the caller's own socket, without the
+  // loop (control/client/direct.hpp).
+  uint64_t direct_transfers() const;
 
   // ServerInfo as JSON text, with this client's GraphStats under "client".
   std::string server_info_json();

@@ -162,6 +162,11 @@ void Config::apply_env() {
     static const bool vals[] = {false, true};
     graph_deltas = parse_enum("GENIE_GRAPH_DELTAS", v, names, vals);
   }
+  if (const char* v = env("GENIE_DIRECT_CALLS")) {
+    static const char* const names[] = {"0", "1"};
+    static const bool vals[] = {false, true};
+    direct_calls = parse_enum("GENIE_DIRECT_CALLS", v, names, vals);
+  }
   if (const char* v = env("GENIE_TRANSPORT")) {
     check_transport_name(v, "GENIE_TRANSPORT");
     transport = v;

@@ -1,9 +1,10 @@
 // RemoteClient against a real in-process Server: byte round trips, pipelined
 // calls, graphs, authentication, version checks, failures and reconnection.
 //
-// Connection failures are made deterministic with FrameProxy, a small TCP
-// relay between client and server that can hold back frames of chosen types
-// (server -> client) and cut every connection on demand.
+// Connection failures are made deterministic with FrameProxy
+// (control_client_testing.hpp), a small TCP relay between client and server
+// that can hold back frames of chosen types (server -> client) and cut
+// every connection on demand.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -27,6 +28,7 @@
 #include "control/server.hpp"
 #include "control_testing.hpp"
 #include "control/wire.hpp"
+#include "control_client_testing.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
@@ -38,10 +40,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using wire::MsgType;
 
-int64_t ms_since(Clock::time_point t0) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
-}
-
 // Polls `cond` for up to `ms` milliseconds.
 bool eventually(const std::function<bool()>& cond, int ms = 5000) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
@@ -50,14 +48,6 @@ bool eventually(const std::function<bool()>& cond, int ms = 5000) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return cond();
-}
-
-Config client_config(int port, int64_t timeout_ms = 5000) {
-  Config c;
-  c.master_addr = "127.0.0.1";
-  c.master_port = port;
-  c.timeout_ms = timeout_ms;
-  return c;
 }
 
 std::unique_ptr<Server> start_server(const std::string& token = "", int64_t grace_ms = 30000) {
@@ -70,277 +60,6 @@ std::unique_ptr<Server> start_server(const std::string& token = "", int64_t grac
   return std::make_unique<Server>(o);
 }
 
-std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  std::mt19937_64 rng(seed);
-  for (size_t i = 0; i < n; i += 8) {
-    const uint64_t r = rng();
-    std::memcpy(v.data() + i, &r, std::min<size_t>(8, n - i));
-  }
-  return v;
-}
-
-int listen_local(int* port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 16) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  *port = ntohs(a.sin_port);
-  return fd;
-}
-
-int connect_local(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool send_all(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    const ssize_t k = ::send(fd, c, n, MSG_NOSIGNAL);
-    if (k <= 0) return false;
-    c += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
-bool recv_all(int fd, void* p, size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n > 0) {
-    const ssize_t k = ::recv(fd, c, n, 0);
-    if (k <= 0) return false;
-    c += k;
-    n -= static_cast<size_t>(k);
-  }
-  return true;
-}
-
-void send_frame(int fd, MsgType type, uint64_t rid, const google::protobuf::Message& m, uint32_t flags = 0) {
-  const std::string msg = m.SerializeAsString();
-  wire::FrameHeader h;
-  h.type = type;
-  h.flags = flags;
-  h.msg_len = static_cast<uint32_t>(msg.size());
-  h.request_id = rid;
-  uint8_t hdr[wire::kHeaderSize];
-  wire::encode_header(h, msg.data(), msg.size(), hdr);
-  ASSERT_TRUE(send_all(fd, hdr, sizeof hdr));
-  ASSERT_TRUE(send_all(fd, msg.data(), msg.size()));
-}
-
-// Reads one frame without payload.
-bool recv_frame(int fd, wire::FrameHeader* h, std::string* msg) {
-  uint8_t hdr[wire::kHeaderSize];
-  if (!recv_all(fd, hdr, sizeof hdr)) return false;
-  *h = wire::decode_header(hdr, wire::kDefaultMaxMessage);
-  msg->assign(h->msg_len, '\0');
-  return recv_all(fd, msg->data(), msg->size());
-}
-
-// A TCP relay that forwards client <-> server. Server -> client streams are
-// parsed into frames so that frames of chosen types can be held back (and
-// later released, or lost with a cut).
-class FrameProxy {
- public:
-  explicit FrameProxy(int target) : target_(target) {
-    lfd_ = listen_local(&port_);
-    EXPECT_GE(lfd_, 0);
-    EXPECT_EQ(::pipe(wake_), 0);
-    thread_ = std::thread([this] { run(); });
-  }
-  ~FrameProxy() {
-    stop_ = true;
-    poke();
-    thread_.join();
-    for (auto& p : pairs_) close_pair(p);
-    ::close(lfd_);
-    ::close(wake_[0]);
-    ::close(wake_[1]);
-  }
-  int port() const { return port_; }
-  int accepted() const { return accepted_; }
-  // Frames held back so far.
-  int held() const { return held_frames_; }
-
-  void hold(MsgType t) {
-    std::lock_guard<std::mutex> lk(mu_);
-    held_types_.insert(static_cast<uint16_t>(t));
-  }
-  // Forwards what was held and stops holding.
-  void release() { command(Cmd::Release); }
-  // Closes every relayed connection (both sides); keeps listening.
-  void cut() { command(Cmd::Cut); }
-
- private:
-  enum class Cmd { None, Release, Cut };
-  struct Pair {
-    int client = -1, server = -1;
-    // server -> client frame parsing
-    std::string header;
-    uint64_t remaining = 0;
-    bool holding = false;
-    std::string held;
-  };
-
-  void poke() {
-    const char c = 1;
-    (void)!::write(wake_[1], &c, 1);
-  }
-  void command(Cmd c) {
-    std::unique_lock<std::mutex> lk(mu_);
-    cmd_ = c;
-    poke();
-    cv_.wait(lk, [&] { return cmd_ == Cmd::None; });
-  }
-  static void close_pair(Pair& p) {
-    if (p.client >= 0) ::close(p.client);
-    if (p.server >= 0) ::close(p.server);
-    p.client = p.server = -1;
-  }
-  bool is_held(uint16_t type) {
-    std::lock_guard<std::mutex> lk(mu_);
-    return held_types_.count(type) != 0;
-  }
-
-  // Server -> client bytes: decide per frame whether to forward or hold.
-  bool relay_down(Pair& p, const char* data, size_t n) {
-    while (n > 0) {
-      if (p.remaining == 0) {
-        const size_t take = std::min(n, wire::kHeaderSize - p.header.size());
-        p.header.append(data, take);
-        data += take;
-        n -= take;
-        if (p.header.size() < wire::kHeaderSize) return true;
-        const auto* h = reinterpret_cast<const uint8_t*>(p.header.data());
-        uint16_t type;
-        uint32_t msg_len;
-        uint64_t payload_len;
-        std::memcpy(&type, h + 6, 2);
-        std::memcpy(&msg_len, h + 12, 4);
-        std::memcpy(&payload_len, h + 24, 8);
-        p.holding = is_held(type);
-        if (p.holding) ++held_frames_;
-        p.remaining = msg_len + payload_len;
-        const std::string hdr = std::move(p.header);
-        p.header.clear();
-        if (!emit(p, hdr.data(), hdr.size())) return false;
-        continue;
-      }
-      const size_t take = static_cast<size_t>(std::min<uint64_t>(n, p.remaining));
-      if (!emit(p, data, take)) return false;
-      data += take;
-      n -= take;
-      p.remaining -= take;
-    }
-    return true;
-  }
-  bool emit(Pair& p, const char* data, size_t n) {
-    if (p.holding) {
-      p.held.append(data, n);
-      return true;
-    }
-    return send_all(p.client, data, n);
-  }
-
-  void run() {
-    std::vector<char> buf(1 << 20);
-    while (!stop_) {
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        if (cmd_ != Cmd::None) {
-          for (auto& p : pairs_) {
-            if (cmd_ == Cmd::Cut) {
-              close_pair(p);
-            } else if (!p.held.empty()) {
-              send_all(p.client, p.held.data(), p.held.size());
-              p.held.clear();
-            }
-          }
-          if (cmd_ == Cmd::Cut) pairs_.clear();
-          if (cmd_ == Cmd::Release) held_types_.clear();
-          for (auto& p : pairs_) p.holding = false;
-          cmd_ = Cmd::None;
-          cv_.notify_all();
-        }
-      }
-      std::vector<pollfd> fds{{lfd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
-      for (auto& p : pairs_) {
-        fds.push_back({p.client, POLLIN, 0});
-        fds.push_back({p.server, POLLIN, 0});
-      }
-      if (::poll(fds.data(), fds.size(), 1000) <= 0) continue;
-      if (fds[1].revents) {
-        char c[64];
-        (void)!::read(wake_[0], c, sizeof c);
-      }
-      if (fds[0].revents & POLLIN) {
-        const int c = ::accept4(lfd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (c >= 0) {
-          Pair p;
-          p.client = c;
-          p.server = connect_local(target_);
-          if (p.server < 0) {
-            ::close(c);
-          } else {
-            // Frames are relayed piecewise: Nagle would delay each piece
-            // until the peer's delayed ACK.
-            const int one = 1;
-            ::setsockopt(p.client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            ::setsockopt(p.server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            pairs_.push_back(std::move(p));
-            ++accepted_;
-          }
-        }
-        continue;  // the pair list changed: poll again
-      }
-      for (size_t i = 0; i < pairs_.size(); ++i) {
-        Pair& p = pairs_[i];
-        bool ok = true;
-        if (fds[2 + 2 * i].revents) {
-          const ssize_t k = ::recv(p.client, buf.data(), buf.size(), 0);
-          ok = k > 0 && send_all(p.server, buf.data(), static_cast<size_t>(k));
-        }
-        if (ok && fds[3 + 2 * i].revents) {
-          const ssize_t k = ::recv(p.server, buf.data(), buf.size(), 0);
-          ok = k > 0 && relay_down(p, buf.data(), static_cast<size_t>(k));
-        }
-        if (!ok) close_pair(p);
-      }
-      std::erase_if(pairs_, [](const Pair& p) { return p.client < 0; });
-    }
-  }
-
-  int target_;
-  int lfd_ = -1;
-  int port_ = 0;
-  int wake_[2] = {-1, -1};
-  std::atomic<bool> stop_{false};
-  std::atomic<int> accepted_{0};
-  std::atomic<int> held_frames_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Cmd cmd_ = Cmd::None;
-  std::set<uint16_t> held_types_;
-  std::vector<Pair> pairs_;  // proxy thread only
-  std::thread thread_;
-};
 
 class ClientTest : public ::testing::Test {
  protected:
@@ -441,6 +160,10 @@ TEST_F(ClientTest, PipelinesCallsFromManyThreads) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
+  // One caller at a time drives the direct link (control/client/direct.hpp)
+  // while the others pipeline through the loop; the bytes above are right
+  // either way.
+  EXPECT_GT(c->direct_transfers(), 0u);
   c->server_info_json();
   EXPECT_EQ(server->stats().tensors(), 0u);
 }
@@ -794,7 +517,11 @@ TEST_F(ClientTest, ConnectFailuresNameTheAddressAndRespectTheTimeout) {
 TEST_F(ClientTest, RequestWithoutReplyTimesOutAndTheLateReplyIsDiscarded) {
   auto server = start_server();
   FrameProxy proxy(server->port());
-  auto c = RemoteClient::connect(client_config(proxy.port(), 500), "client-a");
+  // The framed path through the loop: its late reply must not reach the
+  // caller's buffer (the direct link: control_direct_test.cpp).
+  Config cfg = client_config(proxy.port(), 500);
+  cfg.direct_calls = false;
+  auto c = RemoteClient::connect(cfg, "client-a");
   const uint64_t id = c->tensor_alloc(DType::Bool, {1 << 16}, "cpu:0");
   const auto src = random_bytes(1 << 16, 3);
   c->tensor_write(id, 0, src.data(), src.size());
@@ -816,7 +543,11 @@ TEST_F(ClientTest, RequestWithoutReplyTimesOutAndTheLateReplyIsDiscarded) {
 TEST_F(ClientTest, ConnectionLossFailsCallsInFlightThenReconnectsWithTensorsIntact) {
   auto server = start_server("", 30000);
   FrameProxy proxy(server->port());
-  auto c = RemoteClient::connect(client_config(proxy.port(), 5000), "client-a");
+  // The framed path through the loop (the direct link:
+  // control_direct_test.cpp).
+  Config cfg = client_config(proxy.port(), 5000);
+  cfg.direct_calls = false;
+  auto c = RemoteClient::connect(cfg, "client-a");
   const size_t n = 3 << 20;
   const auto src = random_bytes(n, 11);
   const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");

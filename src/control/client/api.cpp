@@ -57,6 +57,7 @@ void RemoteClient::tensor_write(uint64_t id, size_t offset, const void* src, siz
                                 const dataplane::SemanticTag& tag) {
   check(src != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "src is NULL");
   if (impl_->rma_transfer(true, id, offset, const_cast<void*>(src), nbytes, tag)) return;
+  if (impl_->direct_transfer(true, id, offset, const_cast<void*>(src), nbytes)) return;
   wire::TensorWrite m;
   m.set_tensor_id(id);
   m.set_offset(offset);
@@ -70,6 +71,7 @@ void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nby
                                const dataplane::SemanticTag& tag) {
   check(dst != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "dst is NULL");
   if (impl_->rma_transfer(false, id, offset, dst, nbytes, tag)) return;
+  if (impl_->direct_transfer(false, id, offset, dst, nbytes)) return;
   wire::TensorRead m;
   m.set_tensor_id(id);
   m.set_offset(offset);
@@ -79,6 +81,10 @@ void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nby
   call->dst = dst;
   call->nbytes = nbytes;
   impl_->transact(call, wire::encode_msg(m));
+}
+
+uint64_t RemoteClient::direct_transfers() const {
+  return impl_->direct.calls.load(std::memory_order_relaxed);
 }
 
 std::string RemoteClient::tensor_export(uint64_t id) {

@@ -40,6 +40,7 @@
 
 #include "control/tls.hpp"
 #include "control/client.hpp"
+#include "control/client/direct.hpp"
 #include "control/connection.hpp"
 #include "control/loop_thread.hpp"
 #include "control/wire.hpp"
@@ -222,6 +223,11 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   std::atomic<uint64_t> graph_submits_full{0}, graph_submits_delta{0}, delta_fallbacks{0};
   std::atomic<uint64_t> graph_bytes_sent{0};  // submission frames as sent (fallbacks included)
   std::atomic<uint64_t> graph_bytes_full{0};  // the same submissions as full GraphSubmit frames
+  // Bumped (under mu) each time the session becomes ready: a direct link
+  // joined before a reconnect belongs to connections the server dropped.
+  uint64_t link_epoch = 0;
+  // Synchronous transfers on the caller's own socket (direct.hpp).
+  DirectLink direct;
 
   // --- loop thread only ----------------------------------------------------
   std::shared_ptr<Connection> ctrl, data;
@@ -267,6 +273,13 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   // the bytes under it).
   bool rma_transfer(bool write, uint64_t id, size_t offset, void* buf, size_t nbytes,
                     const dataplane::SemanticTag& tag = {});
+
+  // Moves tensor bytes on the direct link (direct.cpp) where it can be
+  // used; false: use the framed path through the loop. Throws what
+  // transact would (the server's error, TIMEOUT, CONNECTION, SHUTDOWN,
+  // PROTOCOL).
+  // TCP carries no semantic tags, so the direct link sends none.
+  bool direct_transfer(bool write, uint64_t id, size_t offset, void* buf, size_t nbytes);
 
   // Queues a graph submission and returns: the server's answer (GraphDone or
   // ErrorReply), or a failure, reaches call->done on the loop thread. Throws

@@ -9,6 +9,7 @@ void RemoteClient::Impl::set_state(State s, genie_status_t st, std::string detai
   {
     std::lock_guard<std::mutex> lk(mu);
     state = s;
+    if (s == State::Ready) ++link_epoch;
     if (s == State::Failed) {
       fail_status = st;
       fail_detail = std::move(detail);
@@ -360,6 +361,7 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
 void RemoteClient::Impl::close() {
   if (!loop) return;  // connect() failed before the loop existed
   std::call_once(close_once, [this] {
+    direct.shutdown();  // a call blocked on the direct link ends now
     if (loop->on_loop_thread()) {
       // The last reference went away inside a completion handler: the loop
       // cannot join itself, so another thread finishes the job.
@@ -375,6 +377,10 @@ void RemoteClient::Impl::close() {
                   [&] { return goodbye_done; });
     }
     loop->stop([this] { final_teardown(); });
+    {
+      std::lock_guard<std::mutex> lk(direct.mu);  // its call, if any, has ended (shut down above)
+      direct.reset();
+    }
     // Calls whose tasks the stopping loop dropped: nothing touches their
     // buffers any more.
     std::unordered_set<std::shared_ptr<Call>> left;
