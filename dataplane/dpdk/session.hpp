@@ -107,9 +107,11 @@ struct Session : std::enable_shared_from_this<Session> {
   uint32_t peer_window_ = 0;
   uint64_t srtt_ns_ = 0;  // smoothed round trip of first transmissions; 0: no sample yet
   uint64_t probe_ns_ = 0;
+  uint64_t progress_ns_ = 0;  // when an Ack last acknowledged a packet
   // receive
   SeqWindow<rte_mbuf> win_;       // packets ahead of a gap; base() is the next one expected
   std::vector<rte_mbuf*> ready_;  // in sequence, for the channel at the end of the burst
+  std::vector<Segment> ready_segs_;  // their payload bytes
   uint64_t ready_bytes_ = 0;
   std::vector<SemanticTag> ready_tags_;  // of the tensors starting in ready_, in order
   SemanticTag rx_tag_;                   // of the tensor being received in sequence

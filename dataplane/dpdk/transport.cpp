@@ -153,9 +153,7 @@ class DpdkChannel final : public AsyncChannel<DpdkChannel> {
         case Event::Data:
           box_->backlog.fetch_sub(e.size, std::memory_order_relaxed);
           tags_.insert(tags_.end(), e.tags.begin(), e.tags.end());
-          for (rte_mbuf* m : e.mbufs)
-            for (const rte_mbuf* seg = m; seg != nullptr && !closing_; seg = seg->next)
-              consume(rte_pktmbuf_mtod(seg, const uint8_t*), seg->data_len);
+          for (size_t i = 0; i < e.segs.size() && !closing_; ++i) consume(e.segs[i].data, e.segs[i].len);
           eng_.give_back(e.mbufs);
           break;
         case Event::SendDone:
