@@ -252,6 +252,13 @@ void Engine::setup_rx_pool(int socket, uint16_t room) {
   held_limit_ = kRxMbufs - kRingSize - 2 * 256 - 64;
 }
 
+void Engine::tx_pools(uint64_t out[4]) const {
+  out[0] = pool_->size;
+  out[1] = rte_mempool_avail_count(pool_) + hdr_stash_.held();
+  out[2] = ext_pool_->size;
+  out[3] = rte_mempool_avail_count(ext_pool_) + ext_stash_.held();
+}
+
 void Engine::give_back(std::vector<rte_mbuf*>& mbufs) {
   std::lock_guard<std::mutex> lk(back_mu_);
   if (back_.empty()) {
@@ -345,21 +352,29 @@ void Engine::transmit(const PacketHeader& h, const rte_ether_addr& dst, const ui
     if (tail != nullptr) rte_pktmbuf_free(tail);
     return;  // as if lost on the wire
   }
+  // The header is built and the CRC taken over it and the payload where
+  // they are (the stack, the sender's memory) before the mbuf is written:
+  // the mbuf's buffer was last read by another thread (the receiving
+  // channel's), and reading back bytes just stored there would wait for
+  // those cache lines to come back; plain stores do not wait.
+  uint8_t hdr[kPacketHeaderSize];
+  encode_header(h, hdr);
+  uint32_t crc = crc32c(inline_bytes, inline_len, header_crc(hdr));
+  if (tail != nullptr) crc = chain_crc(crc, tail, 0, tail->pkt_len);
+  store_crc(hdr, crc);
   auto* d =
       reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, kEthHeaderSize + kPacketHeaderSize + inline_len));
   auto* eth = reinterpret_cast<rte_ether_hdr*>(d);
   eth->dst_addr = dst;
   eth->src_addr = mac_;
   eth->ether_type = rte_cpu_to_be_16(kEtherType);
-  uint8_t* hdr = d + kEthHeaderSize;
-  encode_header(h, hdr);
-  if (inline_len > 0) std::memcpy(hdr + kPacketHeaderSize, inline_bytes, inline_len);
+  std::memcpy(d + kEthHeaderSize, hdr, kPacketHeaderSize);
+  if (inline_len > 0) std::memcpy(d + kEthHeaderSize + kPacketHeaderSize, inline_bytes, inline_len);
   if (tail != nullptr && rte_pktmbuf_chain(m, tail) != 0) {
     rte_pktmbuf_free(m);
     rte_pktmbuf_free(tail);
     return;
   }
-  store_crc(hdr, packet_crc(hdr, m, kEthHeaderSize + kPacketHeaderSize, h.payload_len));
   count(stats_.tx_packets);
   const uint64_t nth = stats_.tx_packets.load(std::memory_order_relaxed);
   if (cfg_.drop_after != 0 && nth > cfg_.drop_after) {
@@ -381,7 +396,7 @@ void Engine::transmit(const PacketHeader& h, const rte_ether_addr& dst, const ui
     }
     if (roll(cfg_.corrupt)) {
       count(stats_.test_corrupted);
-      hdr[40] ^= 0x10;  // tensor_size: only the CRC can tell
+      d[kEthHeaderSize + 40] ^= 0x10;  // tensor_size: only the CRC can tell
     }
     if (roll(cfg_.dup)) {
       // A clone (indirect mbufs over the same bytes), not the same mbuf

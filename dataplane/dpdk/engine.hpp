@@ -205,6 +205,9 @@ class Engine {
   bool rx_pool_full() const { return rx_held_.load(std::memory_order_relaxed) >= held_limit_; }
   const RxMemory& rx_memory() const { return rx_mem_; }
   rte_mempool* rx_pool() const { return rx_pool_; }
+  // Polling thread: the transmit pools' sizes and the mbufs not in use
+  // (in the pool or in hand in a stash): header pool, then attach pool.
+  void tx_pools(uint64_t out[4]) const;
   void send_rst(uint32_t dst_session, uint32_t src_session, const rte_ether_addr& dst);
 
  private:

@@ -199,13 +199,20 @@ void encode_header(const PacketHeader& h, uint8_t out[kPacketHeaderSize]) {
   put16(out + 78, h.layer);
 }
 
-uint32_t packet_crc(const uint8_t hdr[kPacketHeaderSize], const rte_mbuf* m, uint32_t skip, uint32_t len) {
-  // The header with its crc field taken as zero, read where it lies.
+uint32_t header_crc(const uint8_t hdr[kPacketHeaderSize]) {
+  // The crc field taken as zero, the bytes read where they lie.
   static_assert(kCrcAt + 8 == kPacketHeaderSize);
-  uint32_t crc = crc32c_chains(hdr, kCrcAt, 0xFFFFFFFFu);
+  const uint32_t crc = crc32c_chains(hdr, kCrcAt, 0xFFFFFFFFu);
   uint32_t after;
   std::memcpy(&after, hdr + kCrcAt + 4, 4);
-  crc = _mm_crc32_u32(_mm_crc32_u32(crc, 0), after);
+  return _mm_crc32_u32(_mm_crc32_u32(crc, 0), after);
+}
+
+uint32_t packet_crc(const uint8_t hdr[kPacketHeaderSize], const rte_mbuf* m, uint32_t skip, uint32_t len) {
+  return chain_crc(header_crc(hdr), m, skip, len);
+}
+
+uint32_t chain_crc(uint32_t crc, const rte_mbuf* m, uint32_t skip, uint32_t len) {
   for (const rte_mbuf* s = m; s != nullptr && len > 0; s = s->next) {
     if (skip >= s->data_len) {
       skip -= s->data_len;

@@ -93,6 +93,10 @@ void encode_header(const PacketHeader& h, uint8_t out[kPacketHeaderSize]);
 // The CRC of an encoded header (crc bytes taken as zero) and `payload`
 // segments of an mbuf chain starting `skip` bytes into it.
 uint32_t packet_crc(const uint8_t hdr[kPacketHeaderSize], const rte_mbuf* m, uint32_t skip, uint32_t len);
+// Its two parts: the header's CRC (crc bytes taken as zero), and a CRC
+// continued over `len` bytes of an mbuf chain from `skip` bytes into it.
+uint32_t header_crc(const uint8_t hdr[kPacketHeaderSize]);
+uint32_t chain_crc(uint32_t crc, const rte_mbuf* m, uint32_t skip, uint32_t len);
 void store_crc(uint8_t hdr[kPacketHeaderSize], uint32_t crc);
 
 // Parses a header; false (with `why` set) for a wrong magic or version.
