@@ -553,7 +553,13 @@ void Engine::poll() {
     flush();
     if (n == 0 && !had_cmds && !sent) {
       // Idle: poll less often so that a quiet process leaves its core.
-      if (++idle > 1000) ::usleep(idle > 100000 ? 500 : 20);
+      // Before that, after a few empty turns, the core goes to whatever
+      // else is runnable on it (the peer's threads, this process's loops,
+      // which copy the payloads) and comes back at once if nothing is.
+      if (++idle > 1000)
+        ::usleep(idle > 100000 ? 500 : 20);
+      else if (idle > 32)
+        sched_yield();
     } else {
       idle = 0;
     }

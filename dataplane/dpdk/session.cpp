@@ -11,8 +11,11 @@ namespace {
 
 constexpr uint64_t kMaxTensor = 1ull << 40;  // a larger tensor_size is a malformed packet
 constexpr uint64_t kInlineMax = 256;         // fragments up to this size are copied, not attached
-constexpr size_t kPostPackets = 256;         // received packets handed to the channel at once, at most
-constexpr uint64_t kPostBytes = 1u << 20;    // ... or bytes
+// Received packets handed to the channel at once while bursts keep coming:
+// small packets wait for a few bursts (a wake-up costs more than they do),
+// large ones go each burst, so that the channel's copying overlaps receipt.
+constexpr size_t kPostPackets = 128;
+constexpr uint64_t kPostBytes = 256u << 10;
 
 rte_ether_addr broadcast() {
   rte_ether_addr a;
@@ -477,8 +480,9 @@ void Session::pump(uint64_t now, bool timers) {
     send_control(PacketType::Ack, 0, sack);
   }
   if (state == State::Closing) {
-    const bool pending = std::any_of(unacked_.begin(), unacked_.end(),
-                                     [](const TxPkt& p) { return !p.acked && !p.msg->finished; });
+    bool pending = false;
+    for (size_t i = 0; i < unacked_.size() && !pending; ++i)
+      pending = !unacked_[i].acked && !unacked_[i].msg->finished;
     if (!pending && !fin_sent_) {
       fin_sent_ = true;
       fin_tries_ = 1;
@@ -495,7 +499,7 @@ void Session::pump(uint64_t now, bool timers) {
 
 void Session::drop_all() {
   for (auto& m : queue_) finish_msg(*m, GENIE_ERR_CONNECTION);
-  for (TxPkt& p : unacked_) finish_msg(*p.msg, GENIE_ERR_CONNECTION);
+  for (size_t i = 0; i < unacked_.size(); ++i) finish_msg(*unacked_[i].msg, GENIE_ERR_CONNECTION);
   queue_.clear();
   unacked_.clear();
   win_.drain([](rte_mbuf* m) { rte_pktmbuf_free(m); });

@@ -1,17 +1,19 @@
 // The DPDK transport's pieces that need no EAL: the CRC-32C (ISA-L's and
 // the three-chain one) against DPDK's one-chain rte_hash_crc, a packet's
 // CRC over an mbuf chain, the Nack ranges on the wire, the receive
-// window's bitmap (held packets, the runs a Nack names), and the mbuf
-// stash when its pool runs dry.
+// window's bitmap (held packets, the runs a Nack names), the ring of
+// packets in flight, and the mbuf stash when its pool runs dry.
 // Built where libdpdk is (its headers); the transport itself is tested
 // over a port in dataplane_dpdk_test.cpp.
 #include <gtest/gtest.h>
 
 #ifdef GENIE_HAVE_DPDK_TRANSPORT
 #include <cstring>
+#include <memory>
 #include <set>
 #include <vector>
 
+#include "dataplane/dpdk/flight_ring.hpp"
 #include "dataplane/dpdk/mbuf_stash.hpp"
 #include "dataplane/dpdk/seq_window.hpp"
 #include "dataplane/dpdk/wire.hpp"
@@ -151,6 +153,32 @@ TEST(DpdkParts, MbufStashTakesBatchesAndCopesWithAPoolRunningDry) {
     EXPECT_EQ(free.size(), 1u);
   }
   EXPECT_EQ(free.size(), 5u) << "the stash returned what it held";
+}
+
+TEST(DpdkParts, FlightRingKeepsOrderAcrossItsWrapAndLetsGoOfWhatItPops) {
+  FlightRing<std::shared_ptr<int>> r(5);
+  EXPECT_EQ(r.capacity(), 8u);
+  auto held = std::make_shared<int>(0);
+  int next = 0, first = 0;
+  for (int lap = 0; lap < 5; ++lap) {  // fill to 8, drain to 2: the head wraps
+    while (r.size() < r.capacity()) r.push_back(std::make_shared<int>(next++));
+    for (size_t i = 0; i < r.size(); ++i) ASSERT_EQ(*r[i], first + static_cast<int>(i));
+    EXPECT_EQ(*r.back(), next - 1);
+    while (r.size() > 2) {
+      ASSERT_EQ(*r.front(), first++);
+      r.pop_front();
+    }
+  }
+  r.push_back(held);
+  EXPECT_EQ(held.use_count(), 2);
+  r.pop_front();
+  r.pop_front();
+  r.pop_front();
+  EXPECT_TRUE(r.empty());
+  EXPECT_EQ(held.use_count(), 1) << "a popped slot still holds its item";
+  r.push_back(held);
+  r.clear();
+  EXPECT_EQ(held.use_count(), 1);
 }
 
 TEST(DpdkParts, NackRangesRoundTripAndBadOnesAreRefused) {
