@@ -8,6 +8,7 @@
 #include <rte_gpudev.h>
 #include <rte_lcore.h>
 #include <rte_memory.h>
+#include <rte_prefetch.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -530,8 +531,12 @@ void Engine::poll() {
     now_ = now_ns();
     const uint16_t n = rte_eth_rx_burst(port_, 0, pkts, kBurst);
     unsigned dropped = 0;
-    for (uint16_t i = 0; i < n; ++i)
+    // The next packets' headers are fetched while this one is handled.
+    for (uint16_t i = 0; i < n && i < 2; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], const void*));
+    for (uint16_t i = 0; i < n; ++i) {
+      if (i + 2 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 2], const void*));
       if (!handle(pkts[i])) pkts[dropped++] = pkts[i];
+    }
     if (dropped > 0) rte_pktmbuf_free_bulk(pkts, dropped);
     rx_busy_ = n == kBurst;
     const uint64_t now = now_ = now_ns();

@@ -335,8 +335,15 @@ bool Session::on_data(const PacketHeader& h, rte_mbuf* m, uint32_t at) {
   // of a tensor must carry the tag its first one did.
   m->hash.fdir.lo = uint32_t{h.dtype} | uint32_t{h.phase} << 8 | uint32_t{h.role} << 16;
   m->hash.fdir.hi = uint32_t{h.layer} | (h.frag_offset == 0 ? 1u << 16 : 0u);
-  win_.put(h.seq, m);
-  while (rte_mbuf* x = win_.pop_front()) {
+  // In sequence with nothing held (the usual case): straight through.
+  rte_mbuf* next = m;
+  if (h.seq != win_.base() || win_.held() > 0) {
+    win_.put(h.seq, m);
+    next = win_.pop_front();
+  } else {
+    win_.skip();
+  }
+  for (rte_mbuf* x = next; x != nullptr; x = win_.pop_front()) {
     SemanticTag tag;
     tag.dtype = static_cast<uint8_t>(x->hash.fdir.lo);
     tag.phase = static_cast<uint8_t>(x->hash.fdir.lo >> 8);

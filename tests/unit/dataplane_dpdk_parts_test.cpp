@@ -254,6 +254,16 @@ TEST(DpdkParts, WindowWorksAcrossTheSequenceNumberWrap) {
   EXPECT_EQ(w.pop_front(), &a);
   EXPECT_EQ(w.pop_front(), nullptr);
   EXPECT_EQ(w.base(), 0xFFFFFFFFu);
+  // 0xFFFFFFFF and 0 arrive in order, taken without being held; 1 waits.
+  w.skip();
+  w.skip();
+  EXPECT_EQ(w.base(), 1u);
+  EXPECT_EQ(w.pop_front(), &b);
+  EXPECT_EQ(w.base(), 2u);
+  EXPECT_EQ(w.top(), 2u);
+  w.skip();
+  EXPECT_EQ(w.top(), 3u) << "with nothing held, top follows base";
+  EXPECT_FALSE(w.has(2));
 }
 
 }  // namespace
