@@ -528,7 +528,10 @@ void Engine::poll() {
       rte_pktmbuf_free_bulk(back.data(), static_cast<unsigned>(back.size()));
       back.clear();
     }
-    now_ = now_ns();
+    // The clock is read before the receive burst, and the timers below use
+    // that reading: whatever had arrived by then (an Ack, say) has been
+    // handled when they run, even if this thread was descheduled meanwhile.
+    const uint64_t now = now_ = now_ns();
     const uint16_t n = rte_eth_rx_burst(port_, 0, pkts, kBurst);
     unsigned dropped = 0;
     // The next packets' headers are fetched while this one is handled.
@@ -539,7 +542,6 @@ void Engine::poll() {
     }
     if (dropped > 0) rte_pktmbuf_free_bulk(pkts, dropped);
     rx_busy_ = n == kBurst;
-    const uint64_t now = now_ = now_ns();
     // Timers tick once a millisecond, and only once the receive ring is
     // drained: a packet still waiting there may be the Ack that makes a
     // retransmission needless (a thread descheduled for a while finds a
