@@ -35,14 +35,23 @@ struct Stats {
   uint64_t tx, rx, retransmits, crc_drops, duplicates, nacks, test_dropped, test_corrupted;
 };
 
-Stats stats() {
-  Stats s{};
+// n counters from the loaded plugin's test hook `name` (transport.cpp);
+// zeros when there is none.
+std::vector<uint64_t> hook(const char* name, size_t n) {
+  std::vector<uint64_t> out(n, 0);
   void* h =
       dlopen((std::string(GENIE_PLUGIN_DIR) + "/libgenie_transport_dpdk.so").c_str(), RTLD_NOW | RTLD_NOLOAD);
-  if (h == nullptr) return s;
-  auto fn = reinterpret_cast<void (*)(uint64_t*)>(dlsym(h, "genie_dpdk_stats"));
-  if (fn != nullptr) fn(reinterpret_cast<uint64_t*>(&s));
+  if (h == nullptr) return out;
+  if (auto fn = reinterpret_cast<void (*)(uint64_t*)>(dlsym(h, name))) fn(out.data());
   dlclose(h);
+  return out;
+}
+
+Stats stats() {
+  static_assert(sizeof(Stats) == 8 * sizeof(uint64_t));
+  Stats s{};
+  const std::vector<uint64_t> v = hook("genie_dpdk_stats", 8);
+  std::memcpy(&s, v.data(), sizeof s);
   return s;
 }
 
@@ -303,26 +312,10 @@ TEST_F(Dpdk, SemanticTagsTravelOnEveryPacketAndReachTheReceiver) {
 }
 
 // genie_dpdk_rx_pool of the plugin (see transport.cpp).
-std::vector<uint64_t> rx_pool() {
-  std::vector<uint64_t> out(6, 0);
-  void* h =
-      dlopen((std::string(GENIE_PLUGIN_DIR) + "/libgenie_transport_dpdk.so").c_str(), RTLD_NOW | RTLD_NOLOAD);
-  if (h == nullptr) return out;
-  if (auto fn = reinterpret_cast<void (*)(uint64_t*)>(dlsym(h, "genie_dpdk_rx_pool"))) fn(out.data());
-  dlclose(h);
-  return out;
-}
+std::vector<uint64_t> rx_pool() { return hook("genie_dpdk_rx_pool", 6); }
 
 // genie_dpdk_tx_pools of the plugin: header pool size, free; attach pool size, free.
-std::vector<uint64_t> tx_pools() {
-  std::vector<uint64_t> out(4, 0);
-  void* h =
-      dlopen((std::string(GENIE_PLUGIN_DIR) + "/libgenie_transport_dpdk.so").c_str(), RTLD_NOW | RTLD_NOLOAD);
-  if (h == nullptr) return out;
-  if (auto fn = reinterpret_cast<void (*)(uint64_t*)>(dlsym(h, "genie_dpdk_tx_pools"))) fn(out.data());
-  dlclose(h);
-  return out;
-}
+std::vector<uint64_t> tx_pools() { return hook("genie_dpdk_tx_pools", 4); }
 
 TEST_F(Dpdk, LosslessLinkRetransmitsNothing) {
   // Windows full of packets queued behind each other on the ring: a long
