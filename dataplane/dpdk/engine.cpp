@@ -8,6 +8,7 @@
 #include <rte_gpudev.h>
 #include <rte_lcore.h>
 #include <rte_memory.h>
+#include <rte_prefetch.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -110,6 +111,7 @@ void Engine::start() {
   cfg_.reorder = env_u32("GENIE_DPDK_TEST_REORDER", 0, 0, 1000);
   cfg_.backlog_limit = uint64_t{env_u32("GENIE_DPDK_BACKLOG_MB", 256, 1, 1u << 20)} << 20;
   cfg_.drop_after = env_u32("GENIE_DPDK_TEST_DROP_AFTER", 0, 0, 1u << 30);
+  cfg_.tx_mbufs = env_u32("GENIE_DPDK_TEST_TX_MBUFS", 8191, 64, 8191);
 
   std::vector<std::string> args = eal_args();
   std::vector<char*> argv;
@@ -182,11 +184,14 @@ void Engine::start() {
   // Header mbufs hold the Ethernet and Genie headers and a Nack's ranges;
   // every fragment byte leaves from an external buffer.
   const uint16_t hdr_room = static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + 1024);
-  pool_ = rte_pktmbuf_pool_create("genie_pkt", 8191, 256, 0, hdr_room, socket);
-  ext_pool_ = rte_pktmbuf_pool_create("genie_ext", 16383, 256, 0, 0, socket);
+  const unsigned cache = cfg_.tx_mbufs >= 1024 ? 256 : 0;
+  pool_ = rte_pktmbuf_pool_create("genie_pkt", cfg_.tx_mbufs, cache, 0, hdr_room, socket);
+  ext_pool_ = rte_pktmbuf_pool_create("genie_ext", 2 * cfg_.tx_mbufs + 1, cache, 0, 0, socket);
   if (pool_ == nullptr || ext_pool_ == nullptr)
     fail(GENIE_ERR_UNSUPPORTED, "cannot create DPDK mbuf pools (", rte_strerror(rte_errno),
          "): give EAL more memory (-m in GENIE_DPDK_EAL)");
+  hdr_stash_.set_pool(MempoolSource{pool_});
+  ext_stash_.set_pool(MempoolSource{ext_pool_});
   const uint32_t rx_room = (RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(2048, cfg_.mtu + kEthHeaderSize) + 63) & ~63u;
   setup_rx_pool(socket, static_cast<uint16_t>(rx_room));
   rte_eth_conf conf{};
@@ -248,6 +253,13 @@ void Engine::setup_rx_pool(int socket, uint16_t room) {
   held_limit_ = kRxMbufs - kRingSize - 2 * 256 - 64;
 }
 
+void Engine::tx_pools(uint64_t out[4]) const {
+  out[0] = pool_->size;
+  out[1] = rte_mempool_avail_count(pool_) + hdr_stash_.held();
+  out[2] = ext_pool_->size;
+  out[3] = rte_mempool_avail_count(ext_pool_) + ext_stash_.held();
+}
+
 void Engine::give_back(std::vector<rte_mbuf*>& mbufs) {
   std::lock_guard<std::mutex> lk(back_mu_);
   if (back_.empty()) {
@@ -301,10 +313,29 @@ void Engine::adopt(const std::shared_ptr<Session>& s) {
   sessions_[id] = s;
 }
 
-void Engine::forget(uint32_t id) { sessions_.erase(id); }
+void Engine::forget(uint32_t id) {
+  auto it = sessions_.find(id);
+  if (it != sessions_.end()) {
+    retired_.push_back(std::move(it->second));
+    sessions_.erase(it);
+  }
+  if (last_id_ == id) {
+    last_id_ = 0;
+    last_ = nullptr;
+  }
+}
+
+Session* Engine::find(uint32_t id) {
+  if (id == last_id_ && last_ != nullptr) return last_;
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return nullptr;
+  last_id_ = id;
+  last_ = it->second.get();
+  return last_;
+}
 
 rte_mbuf* Engine::attach(const void* data, uint16_t len, rte_mbuf_ext_shared_info* shinfo) {
-  rte_mbuf* m = rte_pktmbuf_alloc(ext_pool_);
+  rte_mbuf* m = ext_stash_.take();
   if (m == nullptr) return nullptr;
   rte_mbuf_ext_refcnt_update(shinfo, 1);
   // Virtual devices copy from the virtual address; a NIC that DMAs needs
@@ -317,29 +348,38 @@ rte_mbuf* Engine::attach(const void* data, uint16_t len, rte_mbuf_ext_shared_inf
 
 void Engine::transmit(const PacketHeader& h, const rte_ether_addr& dst, const uint8_t* inline_bytes,
                       uint16_t inline_len, rte_mbuf* tail) {
-  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  rte_mbuf* m = hdr_stash_.take();
   if (m == nullptr) {
     if (tail != nullptr) rte_pktmbuf_free(tail);
     return;  // as if lost on the wire
   }
+  // The header is built and the CRC taken over it and the payload where
+  // they are (the stack, the sender's memory) before the mbuf is written:
+  // the mbuf's buffer was last read by another thread (the receiving
+  // channel's), and reading back bytes just stored there would wait for
+  // those cache lines to come back; plain stores do not wait.
+  uint8_t hdr[kPacketHeaderSize];
+  encode_header(h, hdr);
+  uint32_t crc = crc32c(inline_bytes, inline_len, header_crc(hdr));
+  if (tail != nullptr) crc = chain_crc(crc, tail, 0, tail->pkt_len);
+  store_crc(hdr, crc);
   auto* d =
       reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, kEthHeaderSize + kPacketHeaderSize + inline_len));
   auto* eth = reinterpret_cast<rte_ether_hdr*>(d);
   eth->dst_addr = dst;
   eth->src_addr = mac_;
   eth->ether_type = rte_cpu_to_be_16(kEtherType);
-  uint8_t* hdr = d + kEthHeaderSize;
-  encode_header(h, hdr);
-  if (inline_len > 0) std::memcpy(hdr + kPacketHeaderSize, inline_bytes, inline_len);
+  std::memcpy(d + kEthHeaderSize, hdr, kPacketHeaderSize);
+  if (inline_len > 0) std::memcpy(d + kEthHeaderSize + kPacketHeaderSize, inline_bytes, inline_len);
   if (tail != nullptr && rte_pktmbuf_chain(m, tail) != 0) {
     rte_pktmbuf_free(m);
     rte_pktmbuf_free(tail);
     return;
   }
-  store_crc(hdr, packet_crc(hdr, m, kEthHeaderSize + kPacketHeaderSize, h.payload_len));
-  const uint64_t nth = ++stats_.tx_packets;
+  count(stats_.tx_packets);
+  const uint64_t nth = stats_.tx_packets.load(std::memory_order_relaxed);
   if (cfg_.drop_after != 0 && nth > cfg_.drop_after) {
-    stats_.test_dropped++;
+    count(stats_.test_dropped);
     rte_pktmbuf_free(m);
     return;
   }
@@ -351,13 +391,13 @@ void Engine::transmit(const PacketHeader& h, const rte_ether_addr& dst, const ui
       return per_mille > 0 && rng_ % 1000 < per_mille;
     };
     if (roll(cfg_.drop)) {
-      stats_.test_dropped++;
+      count(stats_.test_dropped);
       rte_pktmbuf_free(m);
       return;
     }
     if (roll(cfg_.corrupt)) {
-      stats_.test_corrupted++;
-      hdr[40] ^= 0x10;  // tensor_size: only the CRC can tell
+      count(stats_.test_corrupted);
+      d[kEthHeaderSize + 40] ^= 0x10;  // tensor_size: only the CRC can tell
     }
     if (roll(cfg_.dup)) {
       // A clone (indirect mbufs over the same bytes), not the same mbuf
@@ -371,24 +411,27 @@ void Engine::transmit(const PacketHeader& h, const rte_ether_addr& dst, const ui
   }
   txq_.push_back(m);
   if (held_ != nullptr && held_ != m) txq_.push_back(std::exchange(held_, nullptr));
-  if (txq_.size() >= kBurst && !loopback_port_) flush();
+  if (txq_.size() % kBurst == 0 && !loopback_port_) flush();
 }
 
 void Engine::flush() {
   size_t sent = 0;
-  for (int spins = 0; sent < txq_.size() && spins < 64; ++spins) {
+  while (sent < txq_.size()) {
     const uint16_t n = rte_eth_tx_burst(port_, 0, txq_.data() + sent,
                                         static_cast<uint16_t>(std::min<size_t>(txq_.size() - sent, kBurst)));
     sent += n;
-    if (n == 0 && loopback_port_) {
-      // Our own ring is full and we are its reader: keep the rest for the
-      // next round, after a receive burst has made room.
-      txq_.erase(txq_.begin(), txq_.begin() + static_cast<std::ptrdiff_t>(sent));
-      return;
-    }
+    if (n == 0) break;
   }
-  for (size_t i = sent; i < txq_.size(); ++i) rte_pktmbuf_free(txq_[i]);  // lost; retransmitted later
-  txq_.clear();
+  // The port's ring is full (the peer, or on a ring port this thread, has
+  // not taken its packets yet): the rest waits for the next turn rather
+  // than being lost and sent again, and no new data joins it meanwhile
+  // (tx_backlogged). Only past twice that bound, which the windows keep
+  // it from reaching, are packets given up (the timers send them again).
+  txq_.erase(txq_.begin(), txq_.begin() + static_cast<std::ptrdiff_t>(sent));
+  if (txq_.size() > 2 * kTxBacklog) {
+    rte_pktmbuf_free_bulk(txq_.data() + 2 * kTxBacklog, static_cast<unsigned>(txq_.size() - 2 * kTxBacklog));
+    txq_.resize(2 * kTxBacklog);
+  }
 }
 
 void Engine::send_rst(uint32_t dst_session, uint32_t src_session, const rte_ether_addr& dst) {
@@ -402,7 +445,7 @@ void Engine::send_rst(uint32_t dst_session, uint32_t src_session, const rte_ethe
 bool Engine::handle(rte_mbuf* m) {
   constexpr uint32_t kAt = kEthHeaderSize + kPacketHeaderSize;
   uint8_t copy[kAt];
-  stats_.rx_packets++;
+  count(stats_.rx_packets);
   if (m->pkt_len < kAt) return false;
   const auto* p = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, kAt, copy));
   const auto* eth = reinterpret_cast<const rte_ether_hdr*>(p);
@@ -414,7 +457,7 @@ bool Engine::handle(rte_mbuf* m) {
   const char* why = nullptr;
   if (!decode_header(hdr, &h, &why)) return false;
   if (h.payload_len > m->pkt_len - kAt || packet_crc(hdr, m, kAt, h.payload_len) != h.crc) {
-    stats_.crc_drops++;
+    count(stats_.crc_drops);
     return false;
   }
   const rte_ether_addr src = eth->src_addr;
@@ -442,18 +485,16 @@ bool Engine::handle(rte_mbuf* m) {
     if (box->async != nullptr) uv_async_send(box->async);
     return false;
   }
-  auto it = sessions_.find(h.dst_session);
-  if (it == sessions_.end() ||
-      (it->second->peer_id != h.src_session && !(h.type == PacketType::SynAck && it->second->peer_id == 0))) {
+  Session* s = find(h.dst_session);
+  if (s == nullptr || (s->peer_id != h.src_session && !(h.type == PacketType::SynAck && s->peer_id == 0))) {
     if (h.type != PacketType::Rst && h.type != PacketType::Ack) send_rst(h.src_session, h.dst_session, src);
     return false;
   }
-  if (h.type == PacketType::Data && rx_mem_.holds(rte_pktmbuf_mtod(m, const uint8_t*))) stats_.rx_registered++;
-  // The session may keep the mbuf past this call: it must not keep a
-  // reference into the map's node, which a Fin or Rst may erase.
-  Session& s = *it->second;
-  std::shared_ptr<Session> hold = it->second;
-  return s.on_packet(h, src, m, kAt);
+  if (h.type == PacketType::Data && rx_mem_.holds(rte_pktmbuf_mtod(m, const uint8_t*)))
+    count(stats_.rx_registered);
+  // A Fin or Rst may end the session: forget() keeps it alive in retired_
+  // until the end of this turn of the loop.
+  return s->on_packet(h, src, m, kAt);
 }
 
 void Engine::poll() {
@@ -463,7 +504,7 @@ void Engine::poll() {
   std::vector<std::shared_ptr<Session>> live;
   std::vector<rte_mbuf*> back;
   uint64_t last_timer = 0;
-  uint32_t idle = 0;
+  uint32_t idle = 0, full_bursts = 0;
   while (!stop_.load(std::memory_order_relaxed)) {
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -487,23 +528,45 @@ void Engine::poll() {
       rte_pktmbuf_free_bulk(back.data(), static_cast<unsigned>(back.size()));
       back.clear();
     }
+    // The clock is read before the receive burst, and the timers below use
+    // that reading: whatever had arrived by then (an Ack, say) has been
+    // handled when they run, even if this thread was descheduled meanwhile.
+    const uint64_t now = now_ = now_ns();
     const uint16_t n = rte_eth_rx_burst(port_, 0, pkts, kBurst);
     unsigned dropped = 0;
-    for (uint16_t i = 0; i < n; ++i)
+    // The next packets' headers are fetched while this one is handled.
+    for (uint16_t i = 0; i < n && i < 2; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], const void*));
+    for (uint16_t i = 0; i < n; ++i) {
+      if (i + 2 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 2], const void*));
       if (!handle(pkts[i])) pkts[dropped++] = pkts[i];
+    }
     if (dropped > 0) rte_pktmbuf_free_bulk(pkts, dropped);
-    const uint64_t now = now_ns();
-    const bool timers = now - last_timer >= 1000000;
+    rx_busy_ = n == kBurst;
+    // Timers tick once a millisecond, and only once the receive ring is
+    // drained: a packet still waiting there may be the Ack that makes a
+    // retransmission needless (a thread descheduled for a while finds a
+    // full ring). A ring that never drains still gets its tick after 256
+    // full bursts in a row (counted in bursts, not time: after a stall the
+    // ring's backlog takes a few bursts whatever the stall's length).
+    full_bursts = n == kBurst ? full_bursts + 1 : 0;
+    const bool timers = now - last_timer >= 1000000 && (n < kBurst || full_bursts >= 256);
     if (timers) last_timer = now;
     live.clear();
     for (auto& [id, s] : sessions_) live.push_back(s);
     for (auto& s : live) s->pump(now, timers);
+    retired_.clear();
     if (held_ != nullptr && txq_.empty()) txq_.push_back(std::exchange(held_, nullptr));
     const bool sent = !txq_.empty();
     flush();
     if (n == 0 && !had_cmds && !sent) {
       // Idle: poll less often so that a quiet process leaves its core.
-      if (++idle > 1000) ::usleep(idle > 100000 ? 500 : 20);
+      // Before that, after a few empty turns, the core goes to whatever
+      // else is runnable on it (the peer's threads, this process's loops,
+      // which copy the payloads) and comes back at once if nothing is.
+      if (++idle > 1000)
+        ::usleep(idle > 100000 ? 500 : 20);
+      else if (idle > 32)
+        sched_yield();
     } else {
       idle = 0;
     }

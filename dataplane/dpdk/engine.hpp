@@ -48,10 +48,16 @@
 #include <thread>
 #include <vector>
 
+#include "dataplane/dpdk/mbuf_stash.hpp"
 #include "dataplane/dpdk/wire.hpp"
 #include "dataplane/plugin.hpp"
 
 namespace genie::dataplane::dpdk {
+
+struct Segment {
+  const uint8_t* data;
+  uint32_t len;
+};
 
 // What the polling thread hands a channel or listener (on its loop).
 struct Event {
@@ -64,6 +70,10 @@ struct Event {
   // its payload; the channel copies them out and gives them back
   // (Engine::give_back). `size` is their payload bytes.
   std::vector<rte_mbuf*> mbufs;
+  // Where their payload bytes lie, in order (taken on the polling thread, so
+  // that the channel's thread reads the bytes and never the mbufs' own
+  // cache lines, which the polling thread writes again when it reuses them).
+  std::vector<Segment> segs;
   std::vector<SemanticTag> tags;  // of each tensor that starts in mbufs, in order
   uint64_t size = 0;
   Channel::Done done;
@@ -101,14 +111,22 @@ struct EngineConfig {
   uint64_t backlog_limit = 256ull << 20;
   uint32_t drop = 0, corrupt = 0, dup = 0, reorder = 0;  // per mille, tests only
   uint64_t drop_after = 0;                               // tests only; 0: never
+  uint32_t tx_mbufs = 8191;  // per transmit pool (GENIE_DPDK_TEST_TX_MBUFS makes it small)
 };
 
+// Counters written by the polling thread only (count() below: no locked
+// instruction on the hot path) and read by any thread.
 struct EngineStats {
   std::atomic<uint64_t> tx_packets{0}, rx_packets{0}, retransmits{0}, crc_drops{0}, duplicates{0},
       nacks_sent{0}, test_dropped{0}, test_corrupted{0};
   std::atomic<uint64_t> rx_registered{0};  // Data packets whose payload the port wrote into rx_mem
   std::atomic<uint64_t> probes{0};         // tail-loss probes sent
 };
+
+// Adds n to a counter that only the polling thread writes.
+inline void count(std::atomic<uint64_t>& c, uint64_t n = 1) {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+}
 
 // The receive pool's memory: anonymous pages registered with EAL
 // (rte_extmem_register, and rte_dev_dma_map where the device supports it)
@@ -152,6 +170,18 @@ class Engine {
 
   // Polling thread only.
   uint64_t now_ns() const;
+  // The clock as read at this turn of the polling loop (once a turn, not per
+  // packet: timers tick in milliseconds).
+  uint64_t now() const { return now_; }
+  // True when the mbufs for one more packet (a header mbuf and two
+  // attached ones) are in hand: a new packet is given a sequence number
+  // only then, so an empty pool delays it rather than losing it.
+  bool can_send() { return hdr_stash_.ensure(1) && ext_stash_.ensure(2); }
+  // Packets waiting for room in the port's transmit ring: no new data is
+  // sent past this (the window bounds it too).
+  bool tx_backlogged() const { return txq_.size() >= kTxBacklog; }
+  // The last receive burst was full: more packets are waiting.
+  bool rx_busy() const { return rx_busy_; }
   // Gives `s` a fresh session id and enters it in the table.
   void adopt(const std::shared_ptr<Session>& s);
   void forget(uint32_t id);
@@ -175,6 +205,9 @@ class Engine {
   bool rx_pool_full() const { return rx_held_.load(std::memory_order_relaxed) >= held_limit_; }
   const RxMemory& rx_memory() const { return rx_mem_; }
   rte_mempool* rx_pool() const { return rx_pool_; }
+  // Polling thread: the transmit pools' sizes and the mbufs not in use
+  // (in the pool or in hand in a stash): header pool, then attach pool.
+  void tx_pools(uint64_t out[4]) const;
   void send_rst(uint32_t dst_session, uint32_t src_session, const rte_ether_addr& dst);
 
  private:
@@ -184,6 +217,9 @@ class Engine {
   bool handle(rte_mbuf* m);  // true: a session kept m
   void setup_rx_pool(int socket, uint16_t room);
   void flush();
+  Session* find(uint32_t id);
+
+  static constexpr size_t kTxBacklog = 1024;
 
   const TransportHost* host_;
   EngineConfig cfg_;
@@ -195,6 +231,7 @@ class Engine {
   rte_mempool* pool_ = nullptr;
   rte_mempool* ext_pool_ = nullptr;
   rte_mempool* rx_pool_ = nullptr;
+  MbufStash<MempoolSource> hdr_stash_, ext_stash_;
   RxMemory rx_mem_;
   std::atomic<uint64_t> rx_held_{0};
   uint64_t held_limit_ = 0;
@@ -209,6 +246,14 @@ class Engine {
   uint16_t next_endpoint_ = 1;
 
   std::map<uint32_t, std::shared_ptr<Session>> sessions_;  // polling thread
+  // The session the last packet went to (most packets of a burst go to the
+  // same one); a session forgotten meanwhile is kept alive in retired_
+  // until the end of the burst, as a packet being handled may be its own.
+  uint32_t last_id_ = 0;
+  Session* last_ = nullptr;
+  std::vector<std::shared_ptr<Session>> retired_;
+  uint64_t now_ = 0;
+  bool rx_busy_ = false;
   std::vector<rte_mbuf*> txq_;
   rte_mbuf* held_ = nullptr;  // test reorder: sent after the next packet
   uint64_t rng_ = 0x9e3779b97f4a7c15ull;

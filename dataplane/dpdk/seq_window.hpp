@@ -81,6 +81,13 @@ class SeqWindow {
     return n;
   }
 
+  // base() moves on past a sequence number taken without being held (it
+  // arrived in order with nothing held: put and pop_front at once).
+  void skip() {
+    ++base_;
+    if (held_ == 0) top_ = base_;
+  }
+
   // Hands every held item to fn and empties the window.
   template <class Fn>
   void drain(Fn&& fn) {

@@ -11,6 +11,11 @@ namespace {
 
 constexpr uint64_t kMaxTensor = 1ull << 40;  // a larger tensor_size is a malformed packet
 constexpr uint64_t kInlineMax = 256;         // fragments up to this size are copied, not attached
+// Received packets handed to the channel at once while bursts keep coming:
+// small packets wait for a few bursts (a wake-up costs more than they do),
+// large ones go each burst, so that the channel's copying overlaps receipt.
+constexpr size_t kPostPackets = 128;
+constexpr uint64_t kPostBytes = 256u << 10;
 
 rte_ether_addr broadcast() {
   rte_ether_addr a;
@@ -144,6 +149,7 @@ void Session::released(TxMsg& m) { maybe_post(m); }
 void Session::ack_packet(TxPkt& p) {
   if (p.acked) return;
   p.acked = true;
+  progress_ns_ = eng.now();
   if (++p.msg->acked == p.msg->frags) finish_msg(*p.msg, GENIE_OK);
 }
 
@@ -170,7 +176,7 @@ void Session::send_fragment(TxPkt& p, uint32_t seq, bool retransmit) {
   h.phase = m.tag.phase;
   h.role = m.tag.role;
   h.layer = m.tag.layer;
-  p.sent_ns = eng.now_ns();
+  p.sent_ns = eng.now();
   // Bytes of the frame header and message, then payload bytes, each
   // attached where they lie (no copy); an mbuf short is as if lost, and the
   // timer sends the packet again.
@@ -183,7 +189,7 @@ void Session::send_fragment(TxPkt& p, uint32_t seq, bool retransmit) {
     if (head > 0) std::memcpy(bytes, m.prefix.data() + off, head);
     if (head < len) std::memcpy(bytes + head, m.payload + (off + head - pre), len - head);
     eng.transmit(h, peer_mac, bytes, static_cast<uint16_t>(len), nullptr);
-    if (retransmit) eng.stats().retransmits++;
+    if (retransmit) count(eng.stats().retransmits);
     return;
   }
   rte_mbuf* segs[2] = {nullptr, nullptr};
@@ -206,7 +212,7 @@ void Session::send_fragment(TxPkt& p, uint32_t seq, bool retransmit) {
     return;
   }
   eng.transmit(h, peer_mac, nullptr, 0, segs[0]);
-  if (retransmit) eng.stats().retransmits++;
+  if (retransmit) count(eng.stats().retransmits);
 }
 
 bool Session::on_packet(const PacketHeader& h, const rte_ether_addr& src, rte_mbuf* m, uint32_t at) {
@@ -258,7 +264,7 @@ void Session::on_ack(const PacketHeader& h, const rte_mbuf* m, uint32_t at) {
   if (d > 0 && static_cast<size_t>(d) <= unacked_.size()) {
     const TxPkt& last = unacked_[d - 1];
     if (last.tries == 0 && !last.nacked && !last.probed) {
-      const uint64_t sample = eng.now_ns() - last.sent_ns;
+      const uint64_t sample = eng.now() - last.sent_ns;
       srtt_ns_ = srtt_ns_ == 0 ? sample : (7 * srtt_ns_ + sample) / 8;
     }
     for (int32_t i = 0; i < d; ++i) {
@@ -267,7 +273,7 @@ void Session::on_ack(const PacketHeader& h, const rte_mbuf* m, uint32_t at) {
     }
     snd_una_ = h.ack;
   }
-  const uint64_t now = eng.now_ns();
+  const uint64_t now = eng.now();
   if (h.type == PacketType::Ack) {
     for (uint64_t bits = h.sack; bits != 0; bits &= bits - 1) {
       const uint32_t seq = h.ack + 1 + static_cast<uint32_t>(__builtin_ctzll(bits));
@@ -307,7 +313,7 @@ void Session::retransmit_ranges(const SeqRange* r, size_t n, uint64_t now) {
 bool Session::on_data(const PacketHeader& h, rte_mbuf* m, uint32_t at) {
   if (state != State::Open && state != State::Closing) return false;
   if (before(h.seq, win_.base()) || win_.has(h.seq)) {
-    eng.stats().duplicates++;
+    count(eng.stats().duplicates);
     ack_due_ = true;  // its ack may have been lost
     return false;
   }
@@ -329,8 +335,15 @@ bool Session::on_data(const PacketHeader& h, rte_mbuf* m, uint32_t at) {
   // of a tensor must carry the tag its first one did.
   m->hash.fdir.lo = uint32_t{h.dtype} | uint32_t{h.phase} << 8 | uint32_t{h.role} << 16;
   m->hash.fdir.hi = uint32_t{h.layer} | (h.frag_offset == 0 ? 1u << 16 : 0u);
-  win_.put(h.seq, m);
-  while (rte_mbuf* x = win_.pop_front()) {
+  // In sequence with nothing held (the usual case): straight through.
+  rte_mbuf* next = m;
+  if (h.seq != win_.base() || win_.held() > 0) {
+    win_.put(h.seq, m);
+    next = win_.pop_front();
+  } else {
+    win_.skip();
+  }
+  for (rte_mbuf* x = next; x != nullptr; x = win_.pop_front()) {
     SemanticTag tag;
     tag.dtype = static_cast<uint8_t>(x->hash.fdir.lo);
     tag.phase = static_cast<uint8_t>(x->hash.fdir.lo >> 8);
@@ -338,6 +351,8 @@ bool Session::on_data(const PacketHeader& h, rte_mbuf* m, uint32_t at) {
     tag.layer = static_cast<uint16_t>(x->hash.fdir.hi);
     ready_.push_back(x);
     ready_bytes_ += x->pkt_len;
+    for (const rte_mbuf* seg = x; seg != nullptr; seg = seg->next)
+      if (seg->data_len > 0) ready_segs_.push_back(Segment{rte_pktmbuf_mtod(seg, const uint8_t*), seg->data_len});
     if (x->hash.fdir.hi >> 16) {
       rx_tag_ = tag;
       ready_tags_.push_back(tag);
@@ -351,7 +366,7 @@ bool Session::on_data(const PacketHeader& h, rte_mbuf* m, uint32_t at) {
     }
   }
   if (win_.held() > 0) {
-    const uint64_t now = eng.now_ns();
+    const uint64_t now = eng.now();
     if (now - nack_ns_ > uint64_t{eng.config().nack_us} * 1000) send_nack(now);
   }
   ack_due_ = true;
@@ -366,7 +381,7 @@ void Session::send_nack(uint64_t now) {
   uint8_t bytes[kMaxNackRanges * kNackRangeBytes];
   const size_t len = encode_ranges(ranges, n, bytes);
   nack_ns_ = now;
-  eng.stats().nacks_sent++;
+  count(eng.stats().nacks_sent);
   send_control(PacketType::Nack, 0, 0, bytes, static_cast<uint16_t>(len));
 }
 
@@ -379,8 +394,10 @@ void Session::post_received() {
   eng.held_mbufs().fetch_add(ready_.size(), std::memory_order_relaxed);
   box->backlog.fetch_add(ready_bytes_, std::memory_order_relaxed);
   e.mbufs.swap(ready_);
+  e.segs.swap(ready_segs_);
   e.tags.swap(ready_tags_);
   ready_.reserve(64);
+  ready_segs_.reserve(64);
   ready_bytes_ = 0;
   box->post(std::move(e));
 }
@@ -403,13 +420,15 @@ void Session::pump(uint64_t now, bool timers) {
     return;
   }
   if (state != State::Open && state != State::Closing) return;
-  while (state == State::Open && !queue_.empty()) {
-    const uint32_t limit = std::min(eng.config().window, peer_window_);
-    if (snd_nxt_ - snd_una_ >= limit) break;
-    std::shared_ptr<TxMsg> m = queue_.front();
-    unacked_.push_back(TxPkt{m, m->packed++});
+  const uint32_t limit = std::min(eng.config().window, peer_window_);
+  // A packet gets its sequence number only with its mbufs in hand and room
+  // to queue it: an empty pool or a full port delays it, loses nothing.
+  while (state == State::Open && !queue_.empty() && snd_nxt_ - snd_una_ < limit && !eng.tx_backlogged() &&
+         eng.can_send()) {
+    TxMsg& m = *queue_.front();
+    unacked_.push_back(TxPkt{queue_.front(), m.packed++});
     send_fragment(unacked_.back(), snd_nxt_++, false);
-    if (m->packed == m->frags) queue_.pop_front();
+    if (m.packed == m.frags) queue_.pop_front();
   }
   if (timers) {
     if (peer_window_ == 0 && !queue_.empty() && unacked_.empty() && now - probe_ns_ > rto_ns(0)) {
@@ -420,15 +439,20 @@ void Session::pump(uint64_t now, bool timers) {
     // nothing after it to reveal the gap (the last ones of a burst) goes
     // again once, long before its RTO; its Ack (or the Nack it causes)
     // repairs the tail within a round trip.
+    // Both it and the retransmission timer count from the later of the
+    // packet's sending and the last Ack that acknowledged anything: while
+    // Acks keep coming the packets behind are moving (a long queue ahead of
+    // them, not loss), and a gap is named by the receiver's Nacks.
     const uint64_t pto = std::max<uint64_t>(4 * srtt_ns_, 2 * uint64_t{eng.config().nack_us} * 1000);
+    const uint64_t quiet = now - std::min(now, progress_ns_);
     int probes = 0;
-    for (size_t i = 0; i < unacked_.size() && probes < 4; ++i) {
+    for (size_t i = 0; i < unacked_.size() && probes < 4 && quiet >= pto; ++i) {
       TxPkt& p = unacked_[i];
       if (p.acked || p.msg->finished || p.probed || p.tries > 0 || now - p.sent_ns < pto) continue;
       if (i + 1 < unacked_.size() && !unacked_[i + 1].acked && now - unacked_[i + 1].sent_ns < pto) break;
       p.probed = true;
       ++probes;
-      eng.stats().probes++;
+      count(eng.stats().probes);
       send_fragment(p, snd_una_ + static_cast<uint32_t>(i), true);
     }
     // At most 16 re-sends a tick: after a stall every packet looks late, and
@@ -436,7 +460,7 @@ void Session::pump(uint64_t now, bool timers) {
     int resent = 0;
     for (size_t i = 0; i < unacked_.size() && resent < 16; ++i) {
       TxPkt& p = unacked_[i];
-      if (p.acked || p.msg->finished || now - p.sent_ns < rto_ns(p.tries)) continue;
+      if (p.acked || p.msg->finished || now - p.sent_ns < rto_ns(p.tries) || quiet < rto_ns(p.tries)) continue;
       if (p.tries >= eng.config().retries) {
         return fail(GENIE_ERR_CONNECTION,
                     cat("connection to ", peer_name, " timed out: packet ", snd_una_ + i, " of tensor ",
@@ -450,7 +474,10 @@ void Session::pump(uint64_t now, bool timers) {
   }
   // A hole still open: name it again (the Nack or its repair may be lost).
   if (win_.held() > 0 && now - nack_ns_ > 4 * uint64_t{eng.config().nack_us} * 1000) send_nack(now);
-  post_received();
+  // While bursts keep arriving full, what arrived in sequence waits for a
+  // few more of them: every event wakes the channel's thread (a system call
+  // and a context switch), which costs more than the packets of a burst.
+  if (!eng.rx_busy() || ready_.size() >= kPostPackets || ready_bytes_ >= kPostBytes) post_received();
   if (ack_due_ || (advertised_zero_ && advertised_window() > 0)) {
     ack_due_ = false;
     uint64_t sack = 0;
@@ -460,8 +487,9 @@ void Session::pump(uint64_t now, bool timers) {
     send_control(PacketType::Ack, 0, sack);
   }
   if (state == State::Closing) {
-    const bool pending = std::any_of(unacked_.begin(), unacked_.end(),
-                                     [](const TxPkt& p) { return !p.acked && !p.msg->finished; });
+    bool pending = false;
+    for (size_t i = 0; i < unacked_.size() && !pending; ++i)
+      pending = !unacked_[i].acked && !unacked_[i].msg->finished;
     if (!pending && !fin_sent_) {
       fin_sent_ = true;
       fin_tries_ = 1;
@@ -478,12 +506,13 @@ void Session::pump(uint64_t now, bool timers) {
 
 void Session::drop_all() {
   for (auto& m : queue_) finish_msg(*m, GENIE_ERR_CONNECTION);
-  for (TxPkt& p : unacked_) finish_msg(*p.msg, GENIE_ERR_CONNECTION);
+  for (size_t i = 0; i < unacked_.size(); ++i) finish_msg(*unacked_[i].msg, GENIE_ERR_CONNECTION);
   queue_.clear();
   unacked_.clear();
   win_.drain([](rte_mbuf* m) { rte_pktmbuf_free(m); });
   for (rte_mbuf* m : ready_) rte_pktmbuf_free(m);
   ready_.clear();
+  ready_segs_.clear();
   ready_tags_.clear();
   ready_bytes_ = 0;
 }

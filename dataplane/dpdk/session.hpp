@@ -6,6 +6,7 @@
 #pragma once
 
 #include "dataplane/dpdk/engine.hpp"
+#include "dataplane/dpdk/flight_ring.hpp"
 #include "dataplane/dpdk/seq_window.hpp"
 
 namespace genie::dataplane::dpdk {
@@ -49,7 +50,7 @@ struct TxPkt {
 struct Session : std::enable_shared_from_this<Session> {
   enum class State { Connecting, Open, Closing, Done };
 
-  explicit Session(Engine& e) : eng(e), win_(e.config().window) {}
+  explicit Session(Engine& e) : eng(e), unacked_(e.config().window), win_(e.config().window) {}
   ~Session();
 
   // Commands from the channel (polling thread).
@@ -103,13 +104,15 @@ struct Session : std::enable_shared_from_this<Session> {
   std::deque<std::shared_ptr<TxMsg>> queue_;  // front may be partly packed
   uint64_t next_tid_ = 1;
   uint32_t snd_una_ = 1, snd_nxt_ = 1;
-  std::deque<TxPkt> unacked_;  // seq snd_una_ + i
+  FlightRing<TxPkt> unacked_;  // seq snd_una_ + i
   uint32_t peer_window_ = 0;
   uint64_t srtt_ns_ = 0;  // smoothed round trip of first transmissions; 0: no sample yet
   uint64_t probe_ns_ = 0;
+  uint64_t progress_ns_ = 0;  // when an Ack last acknowledged a packet
   // receive
   SeqWindow<rte_mbuf> win_;       // packets ahead of a gap; base() is the next one expected
   std::vector<rte_mbuf*> ready_;  // in sequence, for the channel at the end of the burst
+  std::vector<Segment> ready_segs_;  // their payload bytes
   uint64_t ready_bytes_ = 0;
   std::vector<SemanticTag> ready_tags_;  // of the tensors starting in ready_, in order
   SemanticTag rx_tag_;                   // of the tensor being received in sequence

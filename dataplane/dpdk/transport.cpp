@@ -9,8 +9,10 @@
 // the peer for messages only, since the port is a point-to-point link (a
 // memif or veth pair, a ring): every packet leaves through this process's
 // port (GENIE_DPDK_PORT) and a Syn is broadcast on it.
+#include <array>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <limits>
 
 #include "core/error.hpp"
@@ -153,9 +155,7 @@ class DpdkChannel final : public AsyncChannel<DpdkChannel> {
         case Event::Data:
           box_->backlog.fetch_sub(e.size, std::memory_order_relaxed);
           tags_.insert(tags_.end(), e.tags.begin(), e.tags.end());
-          for (rte_mbuf* m : e.mbufs)
-            for (const rte_mbuf* seg = m; seg != nullptr && !closing_; seg = seg->next)
-              consume(rte_pktmbuf_mtod(seg, const uint8_t*), seg->data_len);
+          for (size_t i = 0; i < e.segs.size() && !closing_; ++i) consume(e.segs[i].data, e.segs[i].len);
           eng_.give_back(e.mbufs);
           break;
         case Event::SendDone:
@@ -492,4 +492,31 @@ extern "C" __attribute__((visibility("default"))) void genie_dpdk_rx_pool(uint64
   out[3] = e->stats().rx_registered.load();
   out[4] = r.dma_mapped;
   out[5] = e->stats().probes.load();
+}
+
+// For tests: the transmit pools, read on the polling thread. out: [0] the
+// header pool's mbufs, [1] how many of them are not in use, [2] and [3]
+// the same for the pool of attached mbufs. All zero before the engine
+// started.
+extern "C" __attribute__((visibility("default"))) void genie_dpdk_tx_pools(uint64_t out[4]) {
+  for (int i = 0; i < 4; ++i) out[i] = 0;
+  genie::dataplane::dpdk::Engine* e = genie::dataplane::dpdk::Engine::started();
+  if (e == nullptr) return;
+  auto done = std::make_shared<std::promise<std::array<uint64_t, 4>>>();
+  auto f = done->get_future();
+  e->run([e, done] {
+    std::array<uint64_t, 4> got{};
+    e->tx_pools(got.data());
+    done->set_value(got);
+  });
+  if (f.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return;
+  const std::array<uint64_t, 4> got = f.get();
+  for (int i = 0; i < 4; ++i) out[i] = got[i];
+}
+
+// For benchmarks: the CRC-32C the transport computes over every packet
+// (twice: when it sends the packet and when the receiver verifies it).
+extern "C" __attribute__((visibility("default"))) uint32_t genie_dpdk_crc32c(const void* data, size_t len,
+                                                                             uint32_t crc) {
+  return genie::dataplane::dpdk::crc32c(data, len, crc);
 }

@@ -7,12 +7,20 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cstring>
+
+#ifdef GENIE_HAVE_ISAL
+#include <isa-l/crc.h>
+#endif
 
 namespace genie::dataplane::dpdk {
 namespace {
 
 constexpr size_t kCrcAt = 72;
+#ifdef GENIE_HAVE_ISAL
+constexpr size_t kFoldMin = 256;  // shorter runs: one crc32 chain is as fast
+#endif
 
 void put16(uint8_t* p, uint16_t v) {
   v = rte_cpu_to_be_16(v);
@@ -108,6 +116,17 @@ uint32_t crc32c_reference(const void* data, size_t len, uint32_t crc) {
 }
 
 uint32_t crc32c(const void* data, size_t len, uint32_t crc) {
+#ifdef GENIE_HAVE_ISAL
+  // ISA-L's crc32_iscsi (the same CRC, the same conventions) folds 64-byte
+  // blocks with carry-less multiplies (VPCLMULQDQ on AVX-512 CPUs): several
+  // times the speed of crc32 instruction chains once a run is long enough.
+  if (len >= kFoldMin && len <= INT_MAX)
+    return crc32_iscsi(static_cast<unsigned char*>(const_cast<void*>(data)), static_cast<int>(len), crc);
+#endif
+  return crc32c_chains(data, len, crc);
+}
+
+uint32_t crc32c_chains(const void* data, size_t len, uint32_t crc) {
   const auto* p = static_cast<const uint8_t*>(data);
   if (len >= 3 * kBlock) {
     const ShiftTables& st = shift_tables();
@@ -180,11 +199,20 @@ void encode_header(const PacketHeader& h, uint8_t out[kPacketHeaderSize]) {
   put16(out + 78, h.layer);
 }
 
+uint32_t header_crc(const uint8_t hdr[kPacketHeaderSize]) {
+  // The crc field taken as zero, the bytes read where they lie.
+  static_assert(kCrcAt + 8 == kPacketHeaderSize);
+  const uint32_t crc = crc32c_chains(hdr, kCrcAt, 0xFFFFFFFFu);
+  uint32_t after;
+  std::memcpy(&after, hdr + kCrcAt + 4, 4);
+  return _mm_crc32_u32(_mm_crc32_u32(crc, 0), after);
+}
+
 uint32_t packet_crc(const uint8_t hdr[kPacketHeaderSize], const rte_mbuf* m, uint32_t skip, uint32_t len) {
-  uint8_t copy[kPacketHeaderSize];
-  std::memcpy(copy, hdr, kPacketHeaderSize);
-  put32(copy + kCrcAt, 0);
-  uint32_t crc = crc32c(copy, kPacketHeaderSize, 0xFFFFFFFFu);
+  return chain_crc(header_crc(hdr), m, skip, len);
+}
+
+uint32_t chain_crc(uint32_t crc, const rte_mbuf* m, uint32_t skip, uint32_t len) {
   for (const rte_mbuf* s = m; s != nullptr && len > 0; s = s->next) {
     if (skip >= s->data_len) {
       skip -= s->data_len;

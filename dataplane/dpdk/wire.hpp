@@ -59,11 +59,15 @@ struct PacketHeader {
 };
 
 // CRC-32C (rte_hash_crc: Castagnoli, initial value 0xFFFFFFFF, no final
-// XOR) continued over `len` bytes. Long runs go through three independent
-// crc32 instruction chains combined at the end (the instruction's latency,
-// not its throughput, bounds one chain), so a 9 KB packet costs a half
-// to a third of rte_hash_crc's single chain.
+// XOR) continued over `len` bytes: ISA-L's folding crc32_iscsi for runs of
+// 256 bytes and more where ISA-L is there (Debian's libdpdk-dev brings
+// it), crc32c_chains otherwise.
 uint32_t crc32c(const void* data, size_t len, uint32_t crc);
+// The same with crc32 instructions only: long runs go through three
+// independent chains combined at the end (the instruction's latency, not
+// its throughput, bounds one chain), a half to a third of rte_hash_crc's
+// single chain on a 9 KB packet.
+uint32_t crc32c_chains(const void* data, size_t len, uint32_t crc);
 // The same, one chain (rte_hash_crc's way): the reference crc32c is checked
 // against.
 uint32_t crc32c_reference(const void* data, size_t len, uint32_t crc);
@@ -89,6 +93,10 @@ void encode_header(const PacketHeader& h, uint8_t out[kPacketHeaderSize]);
 // The CRC of an encoded header (crc bytes taken as zero) and `payload`
 // segments of an mbuf chain starting `skip` bytes into it.
 uint32_t packet_crc(const uint8_t hdr[kPacketHeaderSize], const rte_mbuf* m, uint32_t skip, uint32_t len);
+// Its two parts: the header's CRC (crc bytes taken as zero), and a CRC
+// continued over `len` bytes of an mbuf chain from `skip` bytes into it.
+uint32_t header_crc(const uint8_t hdr[kPacketHeaderSize]);
+uint32_t chain_crc(uint32_t crc, const rte_mbuf* m, uint32_t skip, uint32_t len);
 void store_crc(uint8_t hdr[kPacketHeaderSize], uint32_t crc);
 
 // Parses a header; false (with `why` set) for a wrong magic or version.
