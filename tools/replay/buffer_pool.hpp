@@ -24,29 +24,71 @@ class Pool {
     static Pool* p = new Pool;  // never destroyed: rank threads may outlive statics
     return *p;
   }
-  std::pair<std::unique_ptr<char[]>, size_t> take(size_t bytes) {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto it = free_.lower_bound(bytes);
-    // Small buffers are cheap to allocate; a much larger one is left for
-    // a request of its size.
-    if (it == free_.end() || bytes < kSmall || it->first > 2 * bytes) return {std::unique_ptr<char[]>(new char[std::max<size_t>(bytes, 1)]), bytes};
-    auto out = std::make_pair(std::move(it->second), it->first);
-    held_ -= it->first;
-    free_.erase(it);
-    return out;
+  // What a buffer is for: a collective's own buffers (Scratch), whose
+  // sizes the trace tells in advance, or a payload held until its receive
+  // is posted, which depends on timing. Each use has its own free buffers,
+  // so that a payload that came early never takes a buffer reserved for a
+  // collective.
+  enum Use { kCollective = 0, kStaging = 1 };
+
+  std::pair<std::unique_ptr<char[]>, size_t> take(size_t bytes, Use use) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      auto& free = free_[use];
+      auto it = free.lower_bound(bytes);
+      // Small buffers are cheap to allocate; a much larger one is left for
+      // a request of its size.
+      if (it != free.end() && bytes >= kSmall && it->first <= 2 * bytes) {
+        auto out = std::make_pair(std::move(it->second), it->first);
+        held_ -= it->first;
+        free.erase(it);
+        return out;
+      }
+      if (bytes >= kSmall) fresh_[use] += bytes;
+    }
+    return {std::unique_ptr<char[]>(new char[std::max<size_t>(bytes, 1)]), bytes};
   }
-  void give(std::unique_ptr<char[]> p, size_t cap) {
+  void give(std::unique_ptr<char[]> p, size_t cap, Use use) {
     if (cap < kSmall) return;
     std::lock_guard<std::mutex> lk(mu_);
-    if (held_ + cap > (size_t{1} << 30)) return;  // keep at most 1 GiB idle
+    if (held_ + cap > kMaxIdle) return;
     held_ += cap;
-    free_.emplace(cap, std::move(p));
+    free_[use].emplace(cap, std::move(p));
+  }
+
+  // Puts `count` buffers of `bytes` each in the pool, with every page
+  // touched, so that a collective that takes them later neither waits for
+  // the kernel to map and zero them nor has its transfers fault on them
+  // (the first collective of a run would otherwise be several times slower
+  // than the rest). Returns the bytes added; stops at the idle bound.
+  uint64_t reserve(size_t bytes, size_t count) {
+    if (bytes < kSmall) return 0;
+    uint64_t added = 0;
+    for (size_t n = 0; n < count; ++n) {
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (held_ + bytes > kMaxIdle) break;
+      }
+      std::unique_ptr<char[]> p(new char[bytes]);
+      for (size_t o = 0; o < bytes; o += 4096) p[o] = 0;
+      p[bytes - 1] = 0;
+      give(std::move(p), bytes, kCollective);
+      added += bytes;
+    }
+    return added;
+  }
+  // Bytes allocated afresh for `use` (buffers of at least kSmall) so far.
+  uint64_t fresh_bytes(Use use) {
+    std::lock_guard<std::mutex> lk(mu_);
+    return fresh_[use];
   }
 
  private:
   std::mutex mu_;
-  std::multimap<size_t, std::unique_ptr<char[]>> free_;
+  std::multimap<size_t, std::unique_ptr<char[]>> free_[2];  // by use
   size_t held_ = 0;
+  uint64_t fresh_[2] = {0, 0};
+  static constexpr size_t kMaxIdle = size_t{1} << 30;  // keep at most 1 GiB idle
 };
 
 template <class T>
@@ -55,15 +97,15 @@ class Scratch {
   Scratch() = default;
   explicit Scratch(uint64_t n) { resize(n); }
   ~Scratch() {
-    if (mem_) Pool::get().give(std::move(mem_), cap_);
+    if (mem_) Pool::get().give(std::move(mem_), cap_, Pool::kCollective);
   }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   // Room for n elements; the contents are not kept.
   void resize(uint64_t n) {
     if (n * sizeof(T) > cap_ || !mem_) {
-      if (mem_) Pool::get().give(std::move(mem_), cap_);
-      std::tie(mem_, cap_) = Pool::get().take(n * sizeof(T));
+      if (mem_) Pool::get().give(std::move(mem_), cap_, Pool::kCollective);
+      std::tie(mem_, cap_) = Pool::get().take(n * sizeof(T), Pool::kCollective);
     }
     n_ = n;
   }
@@ -79,8 +121,8 @@ class Scratch {
 
 // `bytes` bytes from the pool, given back when the last reference goes.
 inline std::shared_ptr<char[]> pooled_bytes(size_t bytes) {
-  auto [mem, cap] = Pool::get().take(bytes);
-  return std::shared_ptr<char[]>(mem.release(), [cap = cap](char* p) { Pool::get().give(std::unique_ptr<char[]>(p), cap); });
+  auto [mem, cap] = Pool::get().take(bytes, Pool::kStaging);
+  return std::shared_ptr<char[]>(mem.release(), [cap = cap](char* p) { Pool::get().give(std::unique_ptr<char[]>(p), cap, Pool::kStaging); });
 }
 
 }  // namespace genie::replay

@@ -607,6 +607,69 @@ double bus_factor(CollType t, int n) {
   }
 }
 
+std::vector<uint64_t> collective_buffers(const SystemConfig& sys, const Topology& topo, int rank,
+                                         const CollSpec& spec) {
+  // Mirrors the Scratch buffers of run_chunk and ChunkRun, for the largest
+  // chunk (a smaller one fits in its buffer).
+  const std::vector<int> group = collective_group(topo, rank, spec.involved);
+  const uint64_t G = group.size();
+  const uint64_t me = std::find(group.begin(), group.end(), rank) - group.begin();
+  const uint64_t elems = (spec.bytes + 3) / 4;
+  const uint64_t chunks = std::max<uint64_t>(1, std::min<uint64_t>(sys.chunks, elems));
+  const uint64_t active = std::max<uint64_t>(1, std::min<uint64_t>(chunks, sys.active_chunks));
+  const uint64_t E = (elems + chunks - 1) / chunks;
+  const std::vector<Stage> stages = stages_of(topo, rank, spec.involved);
+  const Algo flat = sys.algo(sys.all_reduce, stages.empty() ? 0 : stages[0].dim);
+  std::vector<uint64_t> one;  // elements of each buffer of one chunk
+  switch (spec.type) {
+    case CollType::AllReduce:
+    case CollType::ReduceScatter:
+    case CollType::ReduceScatterBlock: {
+      const bool ar = spec.type == CollType::AllReduce;
+      one.push_back(E);
+      Range r{0, E};
+      for (const Stage& s : stages) {
+        const int k = static_cast<int>(s.members.size()), i = s.index;
+        auto part = [&](int j) { return split(r.off, r.len, k, j + 1) - split(r.off, r.len, k, j); };
+        const Algo a = sys.algo(ar ? sys.all_reduce : sys.reduce_scatter, s.dim);
+        if (ar && a == Algo::DoubleBinaryTree) {  // each tree a buffer of its half
+          one.push_back(split(0, r.len, 2, 1));
+          one.push_back(r.len - split(0, r.len, 2, 1));
+          continue;
+        }
+        if (a == Algo::Direct) {
+          one.push_back(part(i) * (k - 1));
+        } else if (a == Algo::HalvingDoubling && pow2(k)) {  // the first step's half is the largest
+          const int mid = k / 2;
+          one.push_back(i < mid ? split(r.off, r.len, k, mid) - split(r.off, r.len, k, 0)
+                                : split(r.off, r.len, k, k) - split(r.off, r.len, k, mid));
+        } else {
+          uint64_t slot = 0;
+          for (int j = 0; j < k; ++j) slot = std::max(slot, part(j));
+          one.push_back(slot * (k - 1));
+        }
+        r = Range{split(r.off, r.len, k, i), part(i)};
+      }
+      break;
+    }
+    case CollType::AllGather: one.push_back(E * G); break;
+    case CollType::AllToAll: one.insert(one.end(), 2, (E + G - 1) / G * G); break;
+    case CollType::Broadcast: one.push_back(E); break;
+    case CollType::Scatter:
+    case CollType::Gather: one.push_back(E * G); break;
+    case CollType::Reduce:
+      one.insert(one.end(), 2, E);
+      if (flat == Algo::Direct && me == 0) one.push_back(E * (G - 1));
+      break;
+    case CollType::Barrier: break;
+  }
+  std::vector<uint64_t> out;
+  for (uint64_t c = 0; c < active; ++c)
+    for (uint64_t n : one)
+      if (n > 0) out.push_back(n * 4);
+  return out;
+}
+
 CollResult run_collective(RunEnv& env, const CollSpec& spec) {
   const int rank = env.fabric.rank();
   const std::vector<int> group = collective_group(env.topology, rank, spec.involved);

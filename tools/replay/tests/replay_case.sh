@@ -13,6 +13,9 @@
 #   unmatched_send a send no receive takes: reported with rank, peer, tag, node
 #   policy         the system file's scheduling policy orders ready collectives
 #   pipelined      ring steps of large blocks move in segments (all verified)
+#   prewarm        every collective buffer is reserved before the start: none
+#                  is allocated during the run (each type, implementation, [4]
+#                  and [2,2])
 #   compute_real   --compute real: compute nodes run matrix products on Genie
 #   ucx            a trace over the ucx plugin (--backend rdma; skipped unbuilt)
 #   mpi            --launch mpi under mpirun (skipped without Open MPI)
@@ -224,6 +227,26 @@ PY
     # A byte flipped in a segmented all-reduce is counted.
     GENIE_REPLAY_TEST_CORRUPT=1 replay_fails "a flipped byte in a segmented all-reduce" \
       'genie replay: [1-9][0-9]* wrong elements received' --workload big_all_reduce --ranks 4
+    ;;
+  prewarm)
+    # Every buffer a collective takes is at least the pool's 64 KiB here
+    # (1 MiB in 3 chunks), so each one the reservation missed is counted.
+    systems
+    for t in all_reduce reduce_scatter all_gather all_to_all broadcast reduce gather scatter; do
+      $GEN coll pw_$t --ranks 4 --type $t --size 1048576 --iters 2
+      for algo in ring direct halvingDoubling doubleBinaryTree; do
+        for topo in topo4 topo22; do
+          replay_ok "$t $algo $topo" --workload pw_$t --system sys_$algo.json --logical-topology $topo.json \
+            --json pw.json || continue
+          /usr/bin/python3 - <<'PY' || fail "prewarm: $t $algo $topo allocated collective buffers during the run"
+import json
+r = json.load(open("pw.json"))["rank_reports"]
+assert all(x["buffers_prewarmed"] > 0 for x in r), [x["buffers_prewarmed"] for x in r]
+assert all(x["buffers_allocated"] == 0 for x in r), [x["buffers_allocated"] for x in r]
+PY
+        done
+      done
+    done
     ;;
   compute_real)
     # num_ops 2 * 768^3: a product of side 768 per compute node, 3 per rank;
