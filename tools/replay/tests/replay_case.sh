@@ -208,7 +208,9 @@ PY
     # Blocks of several 512 KiB segments (uneven), on [4] and [2,2], one
     # chunk and 3 chunks with 2 in flight: every element verified.
     systems
-    echo '{"preferred-dataset-splits": 3, "active-chunks-per-dimension": 2}' >sys_chunks.json
+    echo '{"all-gather-implementation": ["ring"], "all-reduce-implementation": ["ring"], "reduce-scatter-implementation": ["ring"], "genie-segment-bytes": 524288}' >sys_ring.json
+    echo '{"preferred-dataset-splits": 3, "active-chunks-per-dimension": 2, "genie-segment-bytes": 524288}' >sys_chunks.json
+    echo '{"genie-segment-bytes": 524288}' >sys_seg.json
     for t in all_reduce all_gather reduce_scatter; do
       $GEN coll big_$t --ranks 4 --type $t --size 3145740 --iters 2
       replay_ok "$t 3 MiB ring [4]" --workload big_$t --system sys_ring.json --logical-topology topo4.json
@@ -216,13 +218,17 @@ PY
       replay_ok "$t 3 MiB 3 chunks" --workload big_$t --system sys_chunks.json --ranks 4
     done
     # The segments are real: a ring all-gather of 3 MiB blocks waits for
-    # 3 steps x 7 segments per rank.
-    replay_ok "segment events" --workload big_all_gather --ranks 4 --trace seg.json --trace-level event
+    # 3 steps x 7 segments of 512 KiB per rank, or 3 x 2 of the default
+    # 2 MiB.
+    replay_ok "segment events" --workload big_all_gather --system sys_seg.json --ranks 4 --trace seg.json \
+      --trace-level event
+    replay_ok "segment events, default size" --workload big_all_gather --ranks 4 --trace seg2.json --trace-level event
     /usr/bin/python3 - <<'PY' || fail "pipelined: a ring step was not split into segments"
 import collections, json
-ev = [e for e in json.load(open("seg.json"))["traceEvents"] if e["ph"] == "X" and e["cat"] == "recv"]
-n = collections.Counter(e["pid"] for e in ev)
-assert sorted(n) == [0, 1, 2, 3] and all(v == 2 * 21 for v in n.values()), n
+for f, per in (("seg.json", 21), ("seg2.json", 6)):
+    ev = [e for e in json.load(open(f))["traceEvents"] if e["ph"] == "X" and e["cat"] == "recv"]
+    n = collections.Counter(e["pid"] for e in ev)
+    assert sorted(n) == [0, 1, 2, 3] and all(v == 2 * per for v in n.values()), (f, n)
 PY
     # A byte flipped in a segmented all-reduce is counted.
     GENIE_REPLAY_TEST_CORRUPT=1 replay_fails "a flipped byte in a segmented all-reduce" \
