@@ -343,6 +343,7 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
   rep.finished_ns = env.timeline.now_ns();
   rep.exposed_comm_ns = env.timeline.exposed_comm_ns();
   rep.bytes_sent = env.fabric.bytes_sent();
+  rep.bytes_staged = env.fabric.bytes_staged();
   rep.events = env.timeline.take_events();
   if (!errors.empty()) rep.error = errors.front();
   return rep;

@@ -96,6 +96,7 @@ std::string report_to_json(const RankReport& r) {
   cJSON_AddNumberToObject(j.get(), "p2p_messages", static_cast<double>(r.p2p_messages));
   cJSON_AddNumberToObject(j.get(), "p2p_bytes", static_cast<double>(r.p2p_bytes));
   cJSON_AddNumberToObject(j.get(), "bytes_sent", static_cast<double>(r.bytes_sent));
+  cJSON_AddNumberToObject(j.get(), "bytes_staged", static_cast<double>(r.bytes_staged));
   cJSON_AddNumberToObject(j.get(), "compute_flops", r.compute_flops);
   cJSON_AddNumberToObject(j.get(), "buffers_prewarmed", static_cast<double>(r.buffers_prewarmed));
   cJSON_AddNumberToObject(j.get(), "buffers_allocated", static_cast<double>(r.buffers_allocated));
@@ -140,6 +141,7 @@ RankReport report_from_json(const std::string& json) {
   r.p2p_messages = static_cast<uint64_t>(num(j.get(), "p2p_messages"));
   r.p2p_bytes = static_cast<uint64_t>(num(j.get(), "p2p_bytes"));
   r.bytes_sent = static_cast<uint64_t>(num(j.get(), "bytes_sent"));
+  r.bytes_staged = static_cast<uint64_t>(num(j.get(), "bytes_staged"));
   r.compute_flops = num(j.get(), "compute_flops");
   r.buffers_prewarmed = static_cast<uint64_t>(num(j.get(), "buffers_prewarmed"));
   r.buffers_allocated = static_cast<uint64_t>(num(j.get(), "buffers_allocated"));
@@ -220,6 +222,9 @@ std::string summary_json(const std::vector<RankReport>& reports, const RunInfo& 
     cJSON_AddNumberToObject(o, "nodes", static_cast<double>(r.nodes));
     cJSON_AddNumberToObject(o, "wrong", static_cast<double>(r.wrong));
     cJSON_AddNumberToObject(o, "bytes_sent", static_cast<double>(r.bytes_sent));
+    // Of the bytes received, those that came before their receive was
+    // posted and were copied once more.
+    cJSON_AddNumberToObject(o, "bytes_staged", static_cast<double>(r.bytes_staged));
     cJSON_AddNumberToObject(o, "p2p_messages", static_cast<double>(r.p2p_messages));
     cJSON_AddNumberToObject(o, "compute_flops", r.compute_flops);
     // Bytes of collective buffers made ready before the start, and

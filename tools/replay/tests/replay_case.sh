@@ -13,6 +13,8 @@
 #   unmatched_send a send no receive takes: reported with rank, peer, tag, node
 #   policy         the system file's scheduling policy orders ready collectives
 #   pipelined      ring steps of large blocks move in segments (all verified)
+#   staged         bytes that arrive before their receive is posted are
+#                  counted (--json bytes_staged), and only those
 #   prewarm        every collective buffer is reserved before the start: none
 #                  is allocated during the run (each type, implementation, [4]
 #                  and [2,2])
@@ -233,6 +235,35 @@ PY
     # A byte flipped in a segmented all-reduce is counted.
     GENIE_REPLAY_TEST_CORRUPT=1 replay_fails "a flipped byte in a segmented all-reduce" \
       'genie replay: [1-9][0-9]* wrong elements received' --workload big_all_reduce --ranks 4
+    ;;
+  staged)
+    # Rank 1 sends rank 0 1 MiB; in `late` rank 0 computes 300 ms before
+    # posting its receive (the bytes wait in staging and are copied once
+    # more), in `early` rank 1 computes first (they land in place).
+    /usr/bin/python3 - "$SRC/tools/replay" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import chakra_gen as g
+size = [("comm_size", 1 << 20), ("comm_tag", 5)]
+for prefix, slow in (("late", 0), ("early", 1)):
+    for r in range(4):
+        nodes = []
+        if r == slow:
+            nodes.append(g.node(1, "think", g.COMP, [], 300000))
+        if r == 0:
+            nodes.append(g.node(2, "recv", g.RECV, [1] if slow == 0 else [], 0, [("comm_src", 1)] + size))
+        if r == 1:
+            nodes.append(g.node(2, "send", g.SEND, [1] if slow == 1 else [], 0, [("comm_dst", 0)] + size))
+        g.write(prefix, r, nodes)
+PY
+    replay_ok "a receive posted late" --workload late --ranks 4 --json late.json
+    replay_ok "a receive posted early" --workload early --ranks 4 --json early.json
+    /usr/bin/python3 - <<'PY' || fail "staged: bytes_staged does not count the bytes that waited"
+import json
+f = lambda n: [x["bytes_staged"] for x in sorted(json.load(open(n))["rank_reports"], key=lambda x: x["rank"])]
+assert f("late.json") == [1 << 20, 0, 0, 0], f("late.json")
+assert f("early.json") == [0, 0, 0, 0], f("early.json")
+PY
     ;;
   prewarm)
     # Every buffer a collective takes is at least the pool's 64 KiB here
