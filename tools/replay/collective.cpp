@@ -436,29 +436,25 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
       Scratch<uint32_t> buf(E * G);
       // One ring dimension: every receive is posted before this rank fills
       // its own block (they land in the other blocks).
-      if (stages.size() == 1 && sys.algo(sys.all_gather, stages[0].dim) == Algo::Ring) {
-        const Stage& s = stages[0];
-        const Range all{0, E * G};
-        const auto recvs = run.ring_gather_recvs(buf.data(), all, s.members, s.index, 0);
-        fill_u(buf.data() + me * E, E, rank, seq, c, 0);
-        run.ring_gather(buf.data(), all, s.members, s.index, 0, recvs);
-        run.end_comm();
-        for (int j = 0; j < G; ++j) res.wrong += wrong_u(buf.data() + j * E, E, group[j], seq, c, 0);
-        res.elements = E * G;
-        break;
-      }
+      const bool one_ring = stages.size() == 1 && sys.algo(sys.all_gather, stages[0].dim) == Algo::Ring;
+      std::vector<ChunkRun::Posted> recvs;
+      if (one_ring) recvs = run.ring_gather_recvs(buf.data(), Range{0, E * G}, stages[0].members, stages[0].index, 0);
       fill_u(buf.data() + me * E, E, rank, seq, c, 0);
-      // Before the stage of dimension d this rank holds the blocks whose
-      // group coordinates match its own from d on: contiguous, since the
-      // group order has dimension 0 fastest.
-      uint64_t stride = 1;  // blocks held
-      uint32_t st = 0;
-      for (const Stage& s : stages) {
-        const int k = static_cast<int>(s.members.size());
-        const uint64_t base = (me / (stride * k)) * (stride * k);
-        run.all_gather(buf.data(), Range{base * E, stride * k * E}, s.members, s.index,
-                       sys.algo(sys.all_gather, s.dim), st++);
-        stride *= k;
+      if (one_ring) {
+        run.ring_gather(buf.data(), Range{0, E * G}, stages[0].members, stages[0].index, 0, recvs);
+      } else {
+        // Before the stage of dimension d this rank holds the blocks whose
+        // group coordinates match its own from d on: contiguous, since the
+        // group order has dimension 0 fastest.
+        uint64_t stride = 1;  // blocks held
+        uint32_t st = 0;
+        for (const Stage& s : stages) {
+          const int k = static_cast<int>(s.members.size());
+          const uint64_t base = (me / (stride * k)) * (stride * k);
+          run.all_gather(buf.data(), Range{base * E, stride * k * E}, s.members, s.index,
+                         sys.algo(sys.all_gather, s.dim), st++);
+          stride *= k;
+        }
       }
       run.end_comm();
       for (int j = 0; j < G; ++j) res.wrong += wrong_u(buf.data() + j * E, E, group[j], seq, c, 0);
