@@ -12,10 +12,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <new>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -146,6 +148,16 @@ class Scratch {
   size_t cap_ = 0;
   uint64_t n_ = 0;
 };
+
+// Bytes of this process's anonymous memory backed by transparent huge
+// pages (/proc/self/smaps_rollup), 0 where the kernel does not say.
+inline uint64_t huge_page_bytes() {
+  std::ifstream f("/proc/self/smaps_rollup");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("AnonHugePages:", 0) == 0) return std::strtoull(line.c_str() + 14, nullptr, 10) * 1024;
+  return 0;
+}
 
 // `bytes` bytes from the pool, given back when the last reference goes.
 inline std::shared_ptr<char[]> pooled_bytes(size_t bytes) {

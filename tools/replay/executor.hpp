@@ -40,6 +40,7 @@ struct RankReport {
   double compute_flops = 0;  // FLOPs of the matrix products --compute real ran
   uint64_t buffers_prewarmed = 0;   // bytes of collective buffers made ready before the start
   uint64_t buffers_allocated = 0;   // bytes of collective buffers allocated during the run
+  uint64_t huge_page_bytes = 0;     // of the rank's memory, backed by huge pages at the end
   std::vector<CollRecord> colls;  // by seq (file order)
   std::vector<uint32_t> issue_order;  // seqs in the order the scheduling policy issued them
   std::vector<TraceEvent> events;

@@ -228,6 +228,7 @@ int rank_main(const Options& o, const Experiment& x, const Trace& trace, int ran
     RankReport rep = execute(trace, env, ExecOptions{o.compute_scale, progress, real.get()});
     rep.buffers_prewarmed = prewarmed;
     rep.buffers_allocated = Pool::get().fresh_bytes(Pool::kCollective) - allocated;
+    rep.huge_page_bytes = huge_page_bytes();
     // Every rank, failed or not, tells its peers it is done; one that
     // finished then learns whether a message for it was never received.
     fabric.send_end();

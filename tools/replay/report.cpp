@@ -100,6 +100,7 @@ std::string report_to_json(const RankReport& r) {
   cJSON_AddNumberToObject(j.get(), "compute_flops", r.compute_flops);
   cJSON_AddNumberToObject(j.get(), "buffers_prewarmed", static_cast<double>(r.buffers_prewarmed));
   cJSON_AddNumberToObject(j.get(), "buffers_allocated", static_cast<double>(r.buffers_allocated));
+  cJSON_AddNumberToObject(j.get(), "huge_page_bytes", static_cast<double>(r.huge_page_bytes));
   cJSON_AddStringToObject(j.get(), "error", r.error.c_str());
   cJSON* colls = cJSON_AddArrayToObject(j.get(), "collectives");
   for (const auto& c : r.colls) {
@@ -145,6 +146,7 @@ RankReport report_from_json(const std::string& json) {
   r.compute_flops = num(j.get(), "compute_flops");
   r.buffers_prewarmed = static_cast<uint64_t>(num(j.get(), "buffers_prewarmed"));
   r.buffers_allocated = static_cast<uint64_t>(num(j.get(), "buffers_allocated"));
+  r.huge_page_bytes = static_cast<uint64_t>(num(j.get(), "huge_page_bytes"));
   r.error = str(j.get(), "error");
   const cJSON* c;
   cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j.get(), "collectives")) {
@@ -231,6 +233,9 @@ std::string summary_json(const std::vector<RankReport>& reports, const RunInfo& 
     // allocated during the run (none when the reservation was complete).
     cJSON_AddNumberToObject(o, "buffers_prewarmed", static_cast<double>(r.buffers_prewarmed));
     cJSON_AddNumberToObject(o, "buffers_allocated", static_cast<double>(r.buffers_allocated));
+    // The rank's memory backed by transparent huge pages at the end (its
+    // large buffers ask for them).
+    cJSON_AddNumberToObject(o, "huge_page_bytes", static_cast<double>(r.huge_page_bytes));
     cJSON* order = cJSON_AddArrayToObject(o, "issue_order");  // collective seqs, as the policy issued them
     for (uint32_t q : r.issue_order) cJSON_AddItemToArray(order, cJSON_CreateNumber(q));
     if (!r.error.empty()) cJSON_AddStringToObject(o, "error", r.error.c_str());

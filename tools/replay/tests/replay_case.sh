@@ -17,7 +17,7 @@
 #                  counted (--json bytes_staged), and only those
 #   prewarm        every collective buffer is reserved before the start: none
 #                  is allocated during the run (each type, implementation, [4]
-#                  and [2,2])
+#                  and [2,2]); large ones are backed by huge pages
 #   compute_real   --compute real: compute nodes run matrix products on Genie
 #   ucx            a trace over the ucx plugin (--backend rdma; skipped unbuilt)
 #   mpi            --launch mpi under mpirun (skipped without Open MPI)
@@ -284,6 +284,21 @@ PY
         done
       done
     done
+    # Buffers of 2 MiB and more ask for transparent huge pages: a 16 MiB
+    # all-gather's buffer is backed by them (unless the kernel has them off).
+    thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)
+    case $thp in
+      *"[always]"*|*"[madvise]"*)
+        $GEN coll hp --ranks 4 --type all_gather --size 16777216
+        replay_ok "huge pages" --workload hp --ranks 4 --json hp.json
+        /usr/bin/python3 - <<'PY' || fail "prewarm: a 64 MiB buffer is not backed by huge pages"
+import json
+r = json.load(open("hp.json"))["rank_reports"]
+assert all(x["huge_page_bytes"] >= 32 << 20 for x in r), [x["huge_page_bytes"] for x in r]
+PY
+        ;;
+      *) echo "skip: huge pages: transparent huge pages are off here (${thp:-no /sys/kernel/mm/transparent_hugepage})" ;;
+    esac
     ;;
   compute_real)
     # num_ops 2 * 768^3: a product of side 768 per compute node, 3 per rank;
