@@ -71,8 +71,12 @@ class ChunkRun {
     Xfer x;
     bool recv;
   };
+  // A receive may be posted before the rank's own data is ready (so that
+  // a neighbour that is ahead finds it posted and its bytes land in place,
+  // not in a staging buffer); the span of communication starts with the
+  // first send or wait.
   Posted post(const Xfer& x, bool recv) {
-    if (begin_ < 0) begin_ = env_.timeline.now_ns();
+    if (begin_ < 0 && !recv) begin_ = env_.timeline.now_ns();
     Posted p{recv ? env_.fabric.irecv(x.peer, x.key, x.ptr, x.elems * 4)
                   : env_.fabric.isend(x.peer, x.key, x.ptr, x.elems * 4),
              x, recv};
@@ -80,6 +84,7 @@ class ChunkRun {
     return p;
   }
   void wait(const Posted& p) {
+    if (begin_ < 0) begin_ = env_.timeline.now_ns();
     const bool ev = env_.timeline.events();
     const int64_t t0 = ev ? env_.timeline.now_ns() : 0;
     env_.fabric.wait(p.op, [&] {
@@ -118,8 +123,31 @@ class ChunkRun {
     return Range{split(r.off, r.len, n, g), split(r.off, r.len, n, g + 1) - split(r.off, r.len, n, g)};
   }
 
+  // The receives of a ring reduce-scatter, posted, and their staging slots.
+  struct RingRecvs {
+    Scratch<float> tmp;
+    uint64_t slot = 0;  // elements per step
+    std::vector<Posted> recvs;
+  };
+  void ring_rs_recvs(RingRecvs& out, Range r, const std::vector<int>& m, int i, uint32_t stage) {
+    const int k = static_cast<int>(m.size());
+    const int left = m[(i - 1 + k) % k];
+    for (int j = 0; j < k; ++j) out.slot = std::max(out.slot, ring_block(r, k, j).len);
+    out.tmp.resize(out.slot * (k - 1));
+    for (int s = 0; s < k - 1; ++s) {
+      const Range rb = ring_block(r, k, (i - s - 2 + 2 * k) % k);
+      for (uint32_t g = 0, S = segments(rb.len); g < S; ++g) {
+        const Range sg = segment(rb, S, g);
+        out.recvs.push_back(
+            post({left, out.tmp.data() + out.slot * s + (sg.off - rb.off), sg.len, key(stage, s, g)}, true));
+      }
+    }
+  }
+
   // Reduce-scatter of `r` among `m` (this rank is m[i]); returns its part.
-  Range reduce_scatter(float* buf, Range r, const std::vector<int>& m, int i, Algo algo, uint32_t stage) {
+  // `pre`: the receives of a ring, already posted (ring_rs_recvs).
+  Range reduce_scatter(float* buf, Range r, const std::vector<int>& m, int i, Algo algo, uint32_t stage,
+                       RingRecvs* pre = nullptr) {
     const int k = static_cast<int>(m.size());
     auto part = [&](int j) { return Range{split(r.off, r.len, k, j), split(r.off, r.len, k, j + 1) - split(r.off, r.len, k, j)}; };
     if (k == 1) return r;
@@ -158,21 +186,19 @@ class ChunkRun {
     // of halving-doubling on a group size that is not a power of two).
     // Step s sends the part reduced in step s - 1, pipelined by segment:
     // segment g goes on as soon as it is reduced, while the next one is
-    // still arriving. Every receive is posted first, each into its own
-    // staging slot.
-    const int right = m[(i + 1) % k], left = m[(i - 1 + k) % k];
-    uint64_t slot = 0;
-    for (int j = 0; j < k; ++j) slot = std::max(slot, part(j).len);
-    Scratch<float> tmp(slot * (k - 1));
-    auto rpart = [&](int s) { return part((i - s - 2 + 2 * k) % k); };  // received (and reduced) in step s
-    std::vector<Posted> recvs, sends;
-    for (int s = 0; s < k - 1; ++s) {
-      const Range rb = rpart(s);
-      for (uint32_t g = 0, S = segments(rb.len); g < S; ++g) {
-        const Range sg = segment(rb, S, g);
-        recvs.push_back(post({left, tmp.data() + slot * s + (sg.off - rb.off), sg.len, key(stage, s, g)}, true));
-      }
+    // still arriving. Every receive is posted first (here, or by the
+    // caller through ring_rs_recvs), each into its own staging slot.
+    const int right = m[(i + 1) % k];
+    RingRecvs own;
+    if (!pre) {
+      ring_rs_recvs(own, r, m, i, stage);
+      pre = &own;
     }
+    const uint64_t slot = pre->slot;
+    Scratch<float>& tmp = pre->tmp;
+    const std::vector<Posted>& recvs = pre->recvs;
+    auto rpart = [&](int s) { return part((i - s - 2 + 2 * k) % k); };  // received (and reduced) in step s
+    std::vector<Posted> sends;
     const Range first = part((i - 1 + k) % k);
     for (uint32_t g = 0, S = segments(first.len); g < S; ++g) {
       const Range sg = segment(first, S, g);
@@ -360,7 +386,6 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
     case CollType::ReduceScatterBlock: {
       const bool ar = spec.type == CollType::AllReduce;
       Scratch<float> buf(E);
-      fill_f(buf.data(), E, rank, seq, c);
       std::vector<std::pair<Range, bool>> done;  // each stage's range, and whether it was a tree all-reduce
       Range r{0, E};
       uint32_t st = 0;
@@ -371,6 +396,13 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
       if (early)
         gather_recvs = run.ring_gather_recvs(reinterpret_cast<uint32_t*>(buf.data()), r, stages[0].members,
                                              stages[0].index, 1);
+      // A first ring stage posts its receives before this rank fills its
+      // buffer: they land in staging slots, never in buf.
+      ChunkRun::RingRecvs first;
+      const bool rs_early = !stages.empty() && stages[0].members.size() > 1 &&
+                            sys.algo(ar ? sys.all_reduce : sys.reduce_scatter, stages[0].dim) == Algo::Ring;
+      if (rs_early) run.ring_rs_recvs(first, r, stages[0].members, stages[0].index, 0);
+      fill_f(buf.data(), E, rank, seq, c);
       for (const Stage& s : stages) {
         const Algo a = sys.algo(ar ? sys.all_reduce : sys.reduce_scatter, s.dim);
         if (ar && a == Algo::DoubleBinaryTree) {
@@ -378,7 +410,8 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
           done.push_back({r, true});
         } else {
           done.push_back({r, false});
-          r = run.reduce_scatter(buf.data(), r, s.members, s.index, a, st++);
+          const bool pre = rs_early && st == 0;
+          r = run.reduce_scatter(buf.data(), r, s.members, s.index, a, st++, pre ? &first : nullptr);
         }
       }
       if (early) {
@@ -401,18 +434,27 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
     }
     case CollType::AllGather: {
       Scratch<uint32_t> buf(E * G);
+      // One ring dimension: every receive is posted before this rank fills
+      // its own block (they land in the other blocks).
+      const bool one_ring = stages.size() == 1 && sys.algo(sys.all_gather, stages[0].dim) == Algo::Ring;
+      std::vector<ChunkRun::Posted> recvs;
+      if (one_ring) recvs = run.ring_gather_recvs(buf.data(), Range{0, E * G}, stages[0].members, stages[0].index, 0);
       fill_u(buf.data() + me * E, E, rank, seq, c, 0);
-      // Before the stage of dimension d this rank holds the blocks whose
-      // group coordinates match its own from d on: contiguous, since the
-      // group order has dimension 0 fastest.
-      uint64_t stride = 1;  // blocks held
-      uint32_t st = 0;
-      for (const Stage& s : stages) {
-        const int k = static_cast<int>(s.members.size());
-        const uint64_t base = (me / (stride * k)) * (stride * k);
-        run.all_gather(buf.data(), Range{base * E, stride * k * E}, s.members, s.index,
-                       sys.algo(sys.all_gather, s.dim), st++);
-        stride *= k;
+      if (one_ring) {
+        run.ring_gather(buf.data(), Range{0, E * G}, stages[0].members, stages[0].index, 0, recvs);
+      } else {
+        // Before the stage of dimension d this rank holds the blocks whose
+        // group coordinates match its own from d on: contiguous, since the
+        // group order has dimension 0 fastest.
+        uint64_t stride = 1;  // blocks held
+        uint32_t st = 0;
+        for (const Stage& s : stages) {
+          const int k = static_cast<int>(s.members.size());
+          const uint64_t base = (me / (stride * k)) * (stride * k);
+          run.all_gather(buf.data(), Range{base * E, stride * k * E}, s.members, s.index,
+                         sys.algo(sys.all_gather, s.dim), st++);
+          stride *= k;
+        }
       }
       run.end_comm();
       for (int j = 0; j < G; ++j) res.wrong += wrong_u(buf.data() + j * E, E, group[j], seq, c, 0);
@@ -605,6 +647,69 @@ double bus_factor(CollType t, int n) {
     case CollType::AllToAll: return static_cast<double>(n - 1) / n;
     default: return 1.0;
   }
+}
+
+std::vector<uint64_t> collective_buffers(const SystemConfig& sys, const Topology& topo, int rank,
+                                         const CollSpec& spec) {
+  // Mirrors the Scratch buffers of run_chunk and ChunkRun, for the largest
+  // chunk (a smaller one fits in its buffer).
+  const std::vector<int> group = collective_group(topo, rank, spec.involved);
+  const uint64_t G = group.size();
+  const uint64_t me = std::find(group.begin(), group.end(), rank) - group.begin();
+  const uint64_t elems = (spec.bytes + 3) / 4;
+  const uint64_t chunks = std::max<uint64_t>(1, std::min<uint64_t>(sys.chunks, elems));
+  const uint64_t active = std::max<uint64_t>(1, std::min<uint64_t>(chunks, sys.active_chunks));
+  const uint64_t E = (elems + chunks - 1) / chunks;
+  const std::vector<Stage> stages = stages_of(topo, rank, spec.involved);
+  const Algo flat = sys.algo(sys.all_reduce, stages.empty() ? 0 : stages[0].dim);
+  std::vector<uint64_t> one;  // elements of each buffer of one chunk
+  switch (spec.type) {
+    case CollType::AllReduce:
+    case CollType::ReduceScatter:
+    case CollType::ReduceScatterBlock: {
+      const bool ar = spec.type == CollType::AllReduce;
+      one.push_back(E);
+      Range r{0, E};
+      for (const Stage& s : stages) {
+        const int k = static_cast<int>(s.members.size()), i = s.index;
+        auto part = [&](int j) { return split(r.off, r.len, k, j + 1) - split(r.off, r.len, k, j); };
+        const Algo a = sys.algo(ar ? sys.all_reduce : sys.reduce_scatter, s.dim);
+        if (ar && a == Algo::DoubleBinaryTree) {  // each tree a buffer of its half
+          one.push_back(split(0, r.len, 2, 1));
+          one.push_back(r.len - split(0, r.len, 2, 1));
+          continue;
+        }
+        if (a == Algo::Direct) {
+          one.push_back(part(i) * (k - 1));
+        } else if (a == Algo::HalvingDoubling && pow2(k)) {  // the first step's half is the largest
+          const int mid = k / 2;
+          one.push_back(i < mid ? split(r.off, r.len, k, mid) - split(r.off, r.len, k, 0)
+                                : split(r.off, r.len, k, k) - split(r.off, r.len, k, mid));
+        } else {
+          uint64_t slot = 0;
+          for (int j = 0; j < k; ++j) slot = std::max(slot, part(j));
+          one.push_back(slot * (k - 1));
+        }
+        r = Range{split(r.off, r.len, k, i), part(i)};
+      }
+      break;
+    }
+    case CollType::AllGather: one.push_back(E * G); break;
+    case CollType::AllToAll: one.insert(one.end(), 2, (E + G - 1) / G * G); break;
+    case CollType::Broadcast: one.push_back(E); break;
+    case CollType::Scatter:
+    case CollType::Gather: one.push_back(E * G); break;
+    case CollType::Reduce:
+      one.insert(one.end(), 2, E);
+      if (flat == Algo::Direct && me == 0) one.push_back(E * (G - 1));
+      break;
+    case CollType::Barrier: break;
+  }
+  std::vector<uint64_t> out;
+  for (uint64_t c = 0; c < active; ++c)
+    for (uint64_t n : one)
+      if (n > 0) out.push_back(n * 4);
+  return out;
 }
 
 CollResult run_collective(RunEnv& env, const CollSpec& spec) {

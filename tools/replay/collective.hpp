@@ -59,6 +59,13 @@ struct RunEnv {
 // Fabric's errors (deadlock, lost peer) with the node named by the caller.
 CollResult run_collective(RunEnv& env, const CollSpec& spec);
 
+// The buffers, in bytes each, that run_collective takes for `spec` on this
+// rank (every chunk that runs at once), so that they can be made ready
+// before the run starts (Pool::reserve). Staging for payloads that arrive
+// before their receive is not included: that depends on timing.
+std::vector<uint64_t> collective_buffers(const SystemConfig& sys, const Topology& topo, int rank,
+                                         const CollSpec& spec);
+
 // The ranks a collective with `involved` dimensions runs over, with this
 // rank's; in group order (dimension 0 fastest).
 std::vector<int> collective_group(const Topology& topo, int rank, const std::vector<bool>& involved);

@@ -13,6 +13,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "buffer_pool.hpp"
 #include "compute.hpp"
 #include "core/error.hpp"
 
@@ -27,6 +28,22 @@ int64_t need_int(const Trace& t, const Node& n, const char* key) {
   if (it == n.attrs.end() || !it->second.has_int)
     fail(GENIE_ERR_PARSE, where(t, n), ": ", node_type_name(n.type), " without the integer attribute ", key);
   return it->second.i;
+}
+
+// The collective a COMM_COLL_NODE runs, `seq`-th in issue order.
+CollSpec coll_spec(const Trace& t, const Node& node, uint32_t seq, const Topology& topo) {
+  CollSpec spec;
+  spec.type = static_cast<CollType>(node.attr_int("comm_type", 0));
+  spec.bytes = static_cast<uint64_t>(node.attr_int("comm_size", 0));
+  spec.seq = seq;
+  spec.name = node.name;
+  if (auto it = node.attrs.find("involved_dim"); it != node.attrs.end()) {
+    if (it->second.list.size() > topo.dims.size())
+      fail(GENIE_ERR_INVALID_ARGUMENT, where(t, node), ": involved_dim names ", it->second.list.size(),
+           " dimensions, the logical topology (", topo.path, ") has ", topo.dims.size());
+    for (int64_t v : it->second.list) spec.involved.push_back(v != 0);
+  }
+  return spec;
 }
 
 // Positions of each node's dependencies (data and control), deduplicated.
@@ -100,6 +117,22 @@ void validate_trace(const Trace& t, int rank, int size) {
     for (size_t i = 0; i < indeg.size(); ++i)
       if (indeg[i]) fail(GENIE_ERR_PARSE, where(t, t.nodes[i]), ": is part of a dependency cycle");
   (void)rank;
+}
+
+uint64_t prewarm_buffers(const Trace& t, const SystemConfig& sys, const Topology& topo, int rank) {
+  // Per size, as many buffers as the collective that needs the most of
+  // them: collectives one after another reuse them.
+  std::map<uint64_t, size_t> need;
+  uint32_t seq = 0;
+  for (const Node& node : t.nodes) {
+    if (node.type != NodeType::CommColl) continue;
+    std::map<uint64_t, size_t> mine;
+    for (uint64_t b : collective_buffers(sys, topo, rank, coll_spec(t, node, seq++, topo))) ++mine[b];
+    for (const auto& [b, n] : mine) need[b] = std::max(need[b], n);
+  }
+  uint64_t added = 0;
+  for (const auto& [b, n] : need) added += Pool::get().reserve(b, n);
+  return added;
 }
 
 RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
@@ -195,17 +228,7 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
       }
       case NodeType::CommColl: {
         comm = true;
-        CollSpec spec;
-        spec.type = static_cast<CollType>(node.attr_int("comm_type", 0));
-        spec.bytes = static_cast<uint64_t>(node.attr_int("comm_size", 0));
-        spec.seq = seq[i];
-        spec.name = node.name;
-        if (auto it = node.attrs.find("involved_dim"); it != node.attrs.end()) {
-          if (it->second.list.size() > env.topology.dims.size())
-            fail(GENIE_ERR_INVALID_ARGUMENT, where(t, node), ": involved_dim names ", it->second.list.size(),
-                 " dimensions, the logical topology (", env.topology.path, ") has ", env.topology.dims.size());
-          for (int64_t v : it->second.list) spec.involved.push_back(v != 0);
-        }
+        const CollSpec spec = coll_spec(t, node, seq[i], env.topology);
         CollResult r;
         try {
           r = run_collective(local, spec);
@@ -320,6 +343,7 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
   rep.finished_ns = env.timeline.now_ns();
   rep.exposed_comm_ns = env.timeline.exposed_comm_ns();
   rep.bytes_sent = env.fabric.bytes_sent();
+  rep.bytes_staged = env.fabric.bytes_staged();
   rep.events = env.timeline.take_events();
   if (!errors.empty()) rep.error = errors.front();
   return rep;

@@ -36,7 +36,11 @@ struct RankReport {
   uint64_t p2p_messages = 0;
   uint64_t p2p_bytes = 0;
   uint64_t bytes_sent = 0;
+  uint64_t bytes_staged = 0;  // received before their receive was posted (copied once more)
   double compute_flops = 0;  // FLOPs of the matrix products --compute real ran
+  uint64_t buffers_prewarmed = 0;   // bytes of collective buffers made ready before the start
+  uint64_t buffers_allocated = 0;   // bytes of collective buffers allocated during the run
+  uint64_t huge_page_bytes = 0;     // of the rank's memory, backed by huge pages at the end
   std::vector<CollRecord> colls;  // by seq (file order)
   std::vector<uint32_t> issue_order;  // seqs in the order the scheduling policy issued them
   std::vector<TraceEvent> events;
@@ -55,6 +59,12 @@ struct ExecOptions {
 // range, dependencies that exist, no cycle); throws Error(PARSE or
 // INVALID_ARGUMENT) naming the file and the node.
 void validate_trace(const Trace& trace, int rank, int size);
+
+// Makes the buffers the trace's collectives will take ready in the pool,
+// every page mapped (Pool::reserve), as a program allocates its buffers
+// before it starts; returns the bytes reserved. Run before the common
+// clock starts.
+uint64_t prewarm_buffers(const Trace& trace, const SystemConfig& sys, const Topology& topo, int rank);
 
 // Replays the trace; throws the first failure with the node named.
 RankReport execute(const Trace& trace, RunEnv& env, const ExecOptions& opts);

@@ -209,7 +209,10 @@ void Fabric::on_data(int src, const dataplane::FrameHeader& h, std::string&& lab
     received_ += len;
     p->arrived = true;
     if (p->op) {
-      if (!p->direct && len == p->len && len > 0) std::memcpy(p->dst, p->held.get(), len);
+      if (!p->direct && len == p->len && len > 0) {
+        std::memcpy(p->dst, p->held.get(), len);
+        staged_ += len;
+      }
       if (len != p->len) {
         p->op->status = GENIE_ERR_SIZE_MISMATCH;
         p->op->detail = cat("rank ", src, " sent ", len, " bytes, the receive expects ", p->len);
@@ -252,6 +255,7 @@ Fabric::OpPtr Fabric::irecv(int peer, uint64_t key, void* dst, uint64_t len) {
   if (p.arrived) {
     if (p.held_len == len) {
       if (len) std::memcpy(dst, p.held.get(), len);
+      if (peer != rank_) staged_ += len;
     } else {
       op->status = GENIE_ERR_SIZE_MISMATCH;
       op->detail = cat("rank ", peer, " sent ", p.held_len, " bytes, the receive expects ", len);
@@ -378,6 +382,10 @@ void Fabric::abort(const std::string& reason) {
 uint64_t Fabric::bytes_sent() const {
   std::lock_guard<std::mutex> lk(mu_);
   return sent_;
+}
+uint64_t Fabric::bytes_staged() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return staged_;
 }
 uint64_t Fabric::bytes_received() const {
   std::lock_guard<std::mutex> lk(mu_);

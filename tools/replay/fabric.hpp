@@ -82,6 +82,9 @@ class Fabric {
 
   // Bytes sent and received so far.
   uint64_t bytes_sent() const;
+  // Bytes that arrived before their receive was posted: held, then copied
+  // into the receive's buffer (one copy more than the rest).
+  uint64_t bytes_staged() const;
   uint64_t bytes_received() const;
 
   // Test hook: the next send whose key satisfies `match` has one byte of
@@ -117,7 +120,7 @@ class Fabric {
   std::map<std::pair<int, uint64_t>, std::shared_ptr<Pending>> pending_;
   std::chrono::steady_clock::time_point last_progress_;
   std::string abort_reason_;
-  uint64_t sent_ = 0, received_ = 0;
+  uint64_t sent_ = 0, received_ = 0, staged_ = 0;
   int ends_ = 0;  // peers whose end arrived
   std::function<bool(int, uint64_t)> corrupt_;
 };

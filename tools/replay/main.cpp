@@ -20,6 +20,7 @@
 #include <sanitizer/lsan_interface.h>
 #endif
 
+#include "buffer_pool.hpp"
 #include "compute.hpp"
 #include "core/error.hpp"
 #include "executor.hpp"
@@ -217,12 +218,17 @@ int rank_main(const Options& o, const Experiment& x, const Trace& trace, int ran
     // Started (and its rate measured) before the common clock starts.
     std::unique_ptr<RealCompute> real;
     if (o.compute_real) real = std::make_unique<RealCompute>();
+    const uint64_t prewarmed = prewarm_buffers(trace, x.system, x.topology, rank);
+    const uint64_t allocated = Pool::get().fresh_bytes(Pool::kCollective);
     rc->ready();
     started = true;
     Timeline timeline(o.trace.empty() ? TraceLevel::Off : o.trace_level);
     timeline.start();
     RunEnv env{fabric, x.system, x.topology, timeline, 0, nullptr};
     RankReport rep = execute(trace, env, ExecOptions{o.compute_scale, progress, real.get()});
+    rep.buffers_prewarmed = prewarmed;
+    rep.buffers_allocated = Pool::get().fresh_bytes(Pool::kCollective) - allocated;
+    rep.huge_page_bytes = huge_page_bytes();
     // Every rank, failed or not, tells its peers it is done; one that
     // finished then learns whether a message for it was never received.
     fabric.send_end();

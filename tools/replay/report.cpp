@@ -96,7 +96,11 @@ std::string report_to_json(const RankReport& r) {
   cJSON_AddNumberToObject(j.get(), "p2p_messages", static_cast<double>(r.p2p_messages));
   cJSON_AddNumberToObject(j.get(), "p2p_bytes", static_cast<double>(r.p2p_bytes));
   cJSON_AddNumberToObject(j.get(), "bytes_sent", static_cast<double>(r.bytes_sent));
+  cJSON_AddNumberToObject(j.get(), "bytes_staged", static_cast<double>(r.bytes_staged));
   cJSON_AddNumberToObject(j.get(), "compute_flops", r.compute_flops);
+  cJSON_AddNumberToObject(j.get(), "buffers_prewarmed", static_cast<double>(r.buffers_prewarmed));
+  cJSON_AddNumberToObject(j.get(), "buffers_allocated", static_cast<double>(r.buffers_allocated));
+  cJSON_AddNumberToObject(j.get(), "huge_page_bytes", static_cast<double>(r.huge_page_bytes));
   cJSON_AddStringToObject(j.get(), "error", r.error.c_str());
   cJSON* colls = cJSON_AddArrayToObject(j.get(), "collectives");
   for (const auto& c : r.colls) {
@@ -138,7 +142,11 @@ RankReport report_from_json(const std::string& json) {
   r.p2p_messages = static_cast<uint64_t>(num(j.get(), "p2p_messages"));
   r.p2p_bytes = static_cast<uint64_t>(num(j.get(), "p2p_bytes"));
   r.bytes_sent = static_cast<uint64_t>(num(j.get(), "bytes_sent"));
+  r.bytes_staged = static_cast<uint64_t>(num(j.get(), "bytes_staged"));
   r.compute_flops = num(j.get(), "compute_flops");
+  r.buffers_prewarmed = static_cast<uint64_t>(num(j.get(), "buffers_prewarmed"));
+  r.buffers_allocated = static_cast<uint64_t>(num(j.get(), "buffers_allocated"));
+  r.huge_page_bytes = static_cast<uint64_t>(num(j.get(), "huge_page_bytes"));
   r.error = str(j.get(), "error");
   const cJSON* c;
   cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j.get(), "collectives")) {
@@ -216,8 +224,18 @@ std::string summary_json(const std::vector<RankReport>& reports, const RunInfo& 
     cJSON_AddNumberToObject(o, "nodes", static_cast<double>(r.nodes));
     cJSON_AddNumberToObject(o, "wrong", static_cast<double>(r.wrong));
     cJSON_AddNumberToObject(o, "bytes_sent", static_cast<double>(r.bytes_sent));
+    // Of the bytes received, those that came before their receive was
+    // posted and were copied once more.
+    cJSON_AddNumberToObject(o, "bytes_staged", static_cast<double>(r.bytes_staged));
     cJSON_AddNumberToObject(o, "p2p_messages", static_cast<double>(r.p2p_messages));
     cJSON_AddNumberToObject(o, "compute_flops", r.compute_flops);
+    // Bytes of collective buffers made ready before the start, and
+    // allocated during the run (none when the reservation was complete).
+    cJSON_AddNumberToObject(o, "buffers_prewarmed", static_cast<double>(r.buffers_prewarmed));
+    cJSON_AddNumberToObject(o, "buffers_allocated", static_cast<double>(r.buffers_allocated));
+    // The rank's memory backed by transparent huge pages at the end (its
+    // large buffers ask for them).
+    cJSON_AddNumberToObject(o, "huge_page_bytes", static_cast<double>(r.huge_page_bytes));
     cJSON* order = cJSON_AddArrayToObject(o, "issue_order");  // collective seqs, as the policy issued them
     for (uint32_t q : r.issue_order) cJSON_AddItemToArray(order, cJSON_CreateNumber(q));
     if (!r.error.empty()) cJSON_AddStringToObject(o, "error", r.error.c_str());

@@ -13,6 +13,11 @@
 #   unmatched_send a send no receive takes: reported with rank, peer, tag, node
 #   policy         the system file's scheduling policy orders ready collectives
 #   pipelined      ring steps of large blocks move in segments (all verified)
+#   staged         bytes that arrive before their receive is posted are
+#                  counted (--json bytes_staged), and only those
+#   prewarm        every collective buffer is reserved before the start: none
+#                  is allocated during the run (each type, implementation, [4]
+#                  and [2,2]); large ones are backed by huge pages
 #   compute_real   --compute real: compute nodes run matrix products on Genie
 #   ucx            a trace over the ucx plugin (--backend rdma; skipped unbuilt)
 #   mpi            --launch mpi under mpirun (skipped without Open MPI)
@@ -205,7 +210,9 @@ PY
     # Blocks of several 512 KiB segments (uneven), on [4] and [2,2], one
     # chunk and 3 chunks with 2 in flight: every element verified.
     systems
-    echo '{"preferred-dataset-splits": 3, "active-chunks-per-dimension": 2}' >sys_chunks.json
+    echo '{"all-gather-implementation": ["ring"], "all-reduce-implementation": ["ring"], "reduce-scatter-implementation": ["ring"], "genie-segment-bytes": 524288}' >sys_ring.json
+    echo '{"preferred-dataset-splits": 3, "active-chunks-per-dimension": 2, "genie-segment-bytes": 524288}' >sys_chunks.json
+    echo '{"genie-segment-bytes": 524288}' >sys_seg.json
     for t in all_reduce all_gather reduce_scatter; do
       $GEN coll big_$t --ranks 4 --type $t --size 3145740 --iters 2
       replay_ok "$t 3 MiB ring [4]" --workload big_$t --system sys_ring.json --logical-topology topo4.json
@@ -213,17 +220,85 @@ PY
       replay_ok "$t 3 MiB 3 chunks" --workload big_$t --system sys_chunks.json --ranks 4
     done
     # The segments are real: a ring all-gather of 3 MiB blocks waits for
-    # 3 steps x 7 segments per rank.
-    replay_ok "segment events" --workload big_all_gather --ranks 4 --trace seg.json --trace-level event
+    # 3 steps x 7 segments of 512 KiB per rank, or 3 x 2 of the default
+    # 2 MiB.
+    replay_ok "segment events" --workload big_all_gather --system sys_seg.json --ranks 4 --trace seg.json \
+      --trace-level event
+    replay_ok "segment events, default size" --workload big_all_gather --ranks 4 --trace seg2.json --trace-level event
     /usr/bin/python3 - <<'PY' || fail "pipelined: a ring step was not split into segments"
 import collections, json
-ev = [e for e in json.load(open("seg.json"))["traceEvents"] if e["ph"] == "X" and e["cat"] == "recv"]
-n = collections.Counter(e["pid"] for e in ev)
-assert sorted(n) == [0, 1, 2, 3] and all(v == 2 * 21 for v in n.values()), n
+for f, per in (("seg.json", 21), ("seg2.json", 6)):
+    ev = [e for e in json.load(open(f))["traceEvents"] if e["ph"] == "X" and e["cat"] == "recv"]
+    n = collections.Counter(e["pid"] for e in ev)
+    assert sorted(n) == [0, 1, 2, 3] and all(v == 2 * per for v in n.values()), (f, n)
 PY
     # A byte flipped in a segmented all-reduce is counted.
     GENIE_REPLAY_TEST_CORRUPT=1 replay_fails "a flipped byte in a segmented all-reduce" \
       'genie replay: [1-9][0-9]* wrong elements received' --workload big_all_reduce --ranks 4
+    ;;
+  staged)
+    # Rank 1 sends rank 0 1 MiB; in `late` rank 0 computes 300 ms before
+    # posting its receive (the bytes wait in staging and are copied once
+    # more), in `early` rank 1 computes first (they land in place).
+    /usr/bin/python3 - "$SRC/tools/replay" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+import chakra_gen as g
+size = [("comm_size", 1 << 20), ("comm_tag", 5)]
+for prefix, slow in (("late", 0), ("early", 1)):
+    for r in range(4):
+        nodes = []
+        if r == slow:
+            nodes.append(g.node(1, "think", g.COMP, [], 300000))
+        if r == 0:
+            nodes.append(g.node(2, "recv", g.RECV, [1] if slow == 0 else [], 0, [("comm_src", 1)] + size))
+        if r == 1:
+            nodes.append(g.node(2, "send", g.SEND, [1] if slow == 1 else [], 0, [("comm_dst", 0)] + size))
+        g.write(prefix, r, nodes)
+PY
+    replay_ok "a receive posted late" --workload late --ranks 4 --json late.json
+    replay_ok "a receive posted early" --workload early --ranks 4 --json early.json
+    /usr/bin/python3 - <<'PY' || fail "staged: bytes_staged does not count the bytes that waited"
+import json
+f = lambda n: [x["bytes_staged"] for x in sorted(json.load(open(n))["rank_reports"], key=lambda x: x["rank"])]
+assert f("late.json") == [1 << 20, 0, 0, 0], f("late.json")
+assert f("early.json") == [0, 0, 0, 0], f("early.json")
+PY
+    ;;
+  prewarm)
+    # Every buffer a collective takes is at least the pool's 64 KiB here
+    # (1 MiB in 3 chunks), so each one the reservation missed is counted.
+    systems
+    for t in all_reduce reduce_scatter all_gather all_to_all broadcast reduce gather scatter; do
+      $GEN coll pw_$t --ranks 4 --type $t --size 1048576 --iters 2
+      for algo in ring direct halvingDoubling doubleBinaryTree; do
+        for topo in topo4 topo22; do
+          replay_ok "$t $algo $topo" --workload pw_$t --system sys_$algo.json --logical-topology $topo.json \
+            --json pw.json || continue
+          /usr/bin/python3 - <<'PY' || fail "prewarm: $t $algo $topo allocated collective buffers during the run"
+import json
+r = json.load(open("pw.json"))["rank_reports"]
+assert all(x["buffers_prewarmed"] > 0 for x in r), [x["buffers_prewarmed"] for x in r]
+assert all(x["buffers_allocated"] == 0 for x in r), [x["buffers_allocated"] for x in r]
+PY
+        done
+      done
+    done
+    # Buffers of 2 MiB and more ask for transparent huge pages: a 16 MiB
+    # all-gather's buffer is backed by them (unless the kernel has them off).
+    thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)
+    case $thp in
+      *"[always]"*|*"[madvise]"*)
+        $GEN coll hp --ranks 4 --type all_gather --size 16777216
+        replay_ok "huge pages" --workload hp --ranks 4 --json hp.json
+        /usr/bin/python3 - <<'PY' || fail "prewarm: a 64 MiB buffer is not backed by huge pages"
+import json
+r = json.load(open("hp.json"))["rank_reports"]
+assert all(x["huge_page_bytes"] >= 32 << 20 for x in r), [x["huge_page_bytes"] for x in r]
+PY
+        ;;
+      *) echo "skip: huge pages: transparent huge pages are off here (${thp:-no /sys/kernel/mm/transparent_hugepage})" ;;
+    esac
     ;;
   compute_real)
     # num_ops 2 * 768^3: a product of side 768 per compute node, 3 per rank;
