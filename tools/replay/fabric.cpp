@@ -24,17 +24,19 @@ const char* type_name(uint16_t t) {
 
 }  // namespace
 
-std::string resolve_backend(const std::string& backend, std::string* why) {
+std::string resolve_backend(const std::string& backend, bool same_host, std::string* why) {
   if (backend == "tcp") return "tcp";
   if (backend == "dpdk") return "dpdk";
   if (backend == "rdma" || backend == "ucx") return "ucx";
   if (backend != "auto") fail(GENIE_ERR_INVALID_ARGUMENT, "--backend ", backend, ": expected tcp, dpdk, rdma or auto");
-  // UCX only where it drives an RDMA device: elsewhere its channels run
-  // over TCP on loopback (UCX 1.13 wires sockaddr endpoints over TCP lanes
-  // only, never shared memory), measured slower than Genie's own TCP. DPDK
-  // needs a port bound to it and hugepages, so it is never guessed.
-  const RdmaProbe rdma = probe_rdma();
-  if (rdma.available) {
+  // UCX where it drives an RDMA device, or where every rank is on this host:
+  // there it moves the ranks' rendezvous payloads by cma (one copy, against
+  // loopback TCP's two), measured about twice Genie's own TCP
+  // (docs/benchmarks.md, "Replay"). Across hosts without an RDMA device its
+  // channels would run over TCP, no faster than Genie's own. DPDK needs a
+  // port bound to it and hugepages, so it is never guessed.
+  const RdmaProbe rdma = same_host ? RdmaProbe{} : probe_rdma();
+  if (same_host || rdma.available) {
     const dataplane::TransportLookup t = dataplane::lookup_transport("ucx");
     if (t.transport) return "ucx";
     if (why) *why = t.reason;

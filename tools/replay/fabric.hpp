@@ -26,10 +26,11 @@
 namespace genie::replay {
 
 // Maps --backend to a transport name: tcp, dpdk, rdma (ucx), or auto (ucx
-// where an RDMA device has an active port and the plugin loads, else tcp).
-// `why` says what auto skipped. Throws Error(INVALID_ARGUMENT) for an unknown backend and the
+// where the plugin loads and either every rank runs on this host
+// (`same_host`: the local launch) or an RDMA device has an active port; else
+// tcp). `why` says what auto skipped. Throws Error(INVALID_ARGUMENT) for an unknown backend and the
 // registry's error for an explicit one that cannot be had.
-std::string resolve_backend(const std::string& backend, std::string* why);
+std::string resolve_backend(const std::string& backend, bool same_host, std::string* why);
 
 class Fabric {
  public:

@@ -75,8 +75,9 @@ void usage(std::FILE* out) {
                "                       prints the report\n"
                "  --bind HOST          address the data plane listens on and publishes\n"
                "                       (default 127.0.0.1)\n"
-               "  --backend B          tcp (default), dpdk, rdma, or auto (rdma where an RDMA\n"
-               "                       device is up and the ucx plugin loads, else tcp)\n"
+               "  --backend B          tcp (default), dpdk, rdma, or auto (rdma where the ucx\n"
+               "                       plugin loads and the ranks are local or an RDMA\n"
+               "                       device is up, else tcp)\n"
                "  --timeout S          a wait with no byte moving for S seconds is a\n"
                "                       deadlock, reported with the waiting ranks (default 30)\n"
                "  --compute-scale X    multiply compute durations by X (default 1; 0 skips)\n"
@@ -206,7 +207,7 @@ int rank_main(const Options& o, const Experiment& x, const Trace& trace, int ran
   std::unique_ptr<RendezvousClient> rc;
   bool started = false;
   try {
-    const std::string transport = resolve_backend(o.backend, nullptr);
+    const std::string transport = resolve_backend(o.backend, o.launch != "mpi", nullptr);
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
     Fabric fabric(transport, rank, size, o.bind, timeout);
     rc = std::make_unique<RendezvousClient>(rdv, std::max(timeout, std::chrono::milliseconds(10000)));
@@ -396,7 +397,7 @@ int run_local(const Options& o) {
       exits.push_back(cat("rank ", r, " reported success but exited with status ", WEXITSTATUS(st)));
   }
   if (!err.empty()) fail(GENIE_ERR_INVALID_ARGUMENT, err);
-  int rc = finish(o, results, resolve_backend(o.backend, nullptr), wall);
+  int rc = finish(o, results, resolve_backend(o.backend, o.launch != "mpi", nullptr), wall);
   for (const auto& e : exits) std::fprintf(stderr, "genie replay: %s\n", e.c_str());
   return exits.empty() ? rc : kExitFailure;
 }
@@ -441,7 +442,7 @@ int run_mpi(const Options& o) {
   serving.join();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!err.empty()) fail(GENIE_ERR_INVALID_ARGUMENT, err);
-  return finish(o, results, resolve_backend(o.backend, nullptr), wall);
+  return finish(o, results, resolve_backend(o.backend, o.launch != "mpi", nullptr), wall);
 }
 
 }  // namespace

@@ -327,6 +327,9 @@ PY
     grep -q '^# 4 ranks over ucx' out.txt || fail "ucx: the run did not use the ucx transport"
     $GEN p2p up --ranks 4 --size 65536
     replay_ok "sends and receives over ucx" --workload up --ranks 4 --backend rdma
+    # auto: local ranks take ucx (cma between the processes) when it loads.
+    replay_ok "all-reduce, auto on local ranks" --workload uc --ranks 4 --backend auto
+    grep -q '^# 4 ranks over ucx' out.txt || fail "ucx: --backend auto on local ranks did not pick ucx"
     ;;
   mpi)
     command -v mpirun >/dev/null || { echo "SKIP: mpirun (Open MPI) is not installed"; exit 77; }
