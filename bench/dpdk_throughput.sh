@@ -37,6 +37,9 @@ EAL="-l 0 --no-huge -m 256 --no-pci --no-telemetry --log-level=*:error"
 
 serve() {  # NAME [ENV...]: a server offering dpdk on memif socket $TMP/NAME.sock; sets its port in PORT_NAME
   local name=$1; shift
+  # Created here, not by the background job's redirection, so that the
+  # first look below cannot run before the file exists (set -e).
+  : >"$TMP/$name.out"
   env "$@" GENIE_SERVE_TRANSPORTS=dpdk \
     GENIE_DPDK_EAL="$EAL --file-prefix=gb-$name-$$ --vdev=net_memif0,role=server,socket=$TMP/$name.sock,bsize=9216" \
     "$B/genie" serve --port 0 >"$TMP/$name.out" 2>"$TMP/$name.err" &
