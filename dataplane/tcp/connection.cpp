@@ -15,6 +15,7 @@
 #include "core/log.hpp"
 #include "dataplane/guarded.hpp"
 #include "dataplane/loop_hooks.hpp"
+#include "dataplane/tcp/socket_buffers.hpp"
 #include "dataplane/tcp/tls.hpp"
 
 namespace genie::dataplane::tcp {
@@ -151,7 +152,7 @@ struct Connection::Impl {
   // through `tls` to land(), every frame written through it.
   std::shared_ptr<const TlsContext> tls_ctx;
   std::unique_ptr<TlsSession> tls;
-  std::string tls_host;                // the host connected to, for the server's certificate
+  std::string tls_host;               // the host connected to, for the server's certificate
   std::vector<OutFrame> tls_waiting;  // sent before the handshake finished
 
   Impl(Connection* o, uv_loop_t* l, uint32_t max, Handlers h)
@@ -160,14 +161,14 @@ struct Connection::Impl {
   uv_stream_t* stream() { return reinterpret_cast<uv_stream_t*>(&tcp); }
   uv_handle_t* handle() { return reinterpret_cast<uv_handle_t*>(&tcp); }
 
+  // Connected: a peer on this host gets a smaller pipe (socket_buffers.hpp).
   void apply_buffer_sizes() {
     if (buffer_bytes <= 0) return;
-    int v = buffer_bytes;
-    int rc = uv_send_buffer_size(handle(), &v);
-    if (rc != 0) log(LogLevel::Debug, "connection: SO_SNDBUF ", buffer_bytes, ": ", uv_strerror(rc));
-    v = buffer_bytes;
-    rc = uv_recv_buffer_size(handle(), &v);
-    if (rc != 0) log(LogLevel::Debug, "connection: SO_RCVBUF ", buffer_bytes, ": ", uv_strerror(rc));
+    uv_os_fd_t fd;
+    if (uv_fileno(handle(), &fd) != 0) return;
+    const int bytes = set_socket_buffers(fd, buffer_bytes, true);
+    if (bytes != buffer_bytes)
+      log(LogLevel::Debug, "connection: ", peer, " is on this host: ", bytes, "-byte buffers");
   }
 
   void finish_connect(genie_status_t status, const std::string& detail) {
@@ -187,6 +188,7 @@ struct Connection::Impl {
   int start_reading() {
     established = true;
     if (peer.empty()) peer = peer_of(&tcp);
+    apply_buffer_sizes();
     if (tls_ctx) tls = std::make_unique<TlsSession>(tls_ctx, tls_host);
     return uv_read_start(stream(), on_alloc, on_read);
   }
@@ -200,10 +202,7 @@ struct Connection::Impl {
           cat("cannot connect to ", target, ": socket: ", uv_strerror(uv_translate_sys_error(errno))));
       return;
     }
-    if (buffer_bytes > 0) {
-      ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
-      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
-    }
+    if (buffer_bytes > 0) set_socket_buffers(fd, buffer_bytes, false);
     int rc = uv_tcp_open(&tcp, fd);
     if (rc != 0) {
       ::close(fd);

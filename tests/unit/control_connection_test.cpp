@@ -26,6 +26,7 @@
 #include "control/wire.hpp"
 #include "core/error.hpp"
 #include "dataplane/tcp/connection.hpp"
+#include "dataplane/tcp/socket_buffers.hpp"
 
 // ---------------------------------------------------------------------------
 // Global allocation watch: the largest single operator new request since the
@@ -408,6 +409,47 @@ TEST_F(ControlConnection, FramesOfManySizesLandInCallerBuffersBothWays) {
   }
   on_loop(lt_, [&] { return 0; });  // the send callbacks ran before the echoes were read
   for (size_t i = 0; i < dones.size(); ++i) EXPECT_EQ(dones[i], GENIE_OK) << i;
+}
+
+// Both ends of a data connection over 127.0.0.1 (set_buffer_sizes(4 MiB)
+// on each) end up with the same-host pipe (dataplane/tcp/socket_buffers.hpp),
+// found among this process's sockets by the listener's port.
+TEST_F(ControlConnection, DataConnectionsOnThisHostGetTheSameHostPipe) {
+  const int probe = ::socket(AF_INET, SOCK_STREAM, 0);
+  int v = dataplane::tcp::kSameHostBufferBytes;
+  ::setsockopt(probe, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+  socklen_t len = sizeof v;
+  ::getsockopt(probe, SOL_SOCKET, SO_RCVBUF, &v, &len);
+  const int same_host_rcvbuf = v;
+  v = 4 << 20;
+  ::setsockopt(probe, SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+  ::getsockopt(probe, SOL_SOCKET, SO_RCVBUF, &v, &len);
+  const int asked_rcvbuf = v;
+  ::close(probe);
+  if (asked_rcvbuf <= same_host_rcvbuf)
+    GTEST_SKIP() << "net.core.rmem_max caps socket buffers at " << asked_rcvbuf
+                 << " bytes, no more than the same-host pipe: nothing to shrink";
+
+  Connected c = connect_client();
+  ASSERT_NE(c.conn, nullptr);
+  ASSERT_NE(server_peer(0), nullptr);  // accepted, its buffers set (on_connection)
+  int found = 0;
+  for (int fd = 0; fd < 1024; ++fd) {
+    sockaddr_in local{}, peer{};
+    socklen_t l1 = sizeof local, l2 = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &l1) != 0 || local.sin_family != AF_INET)
+      continue;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &l2) != 0) continue;
+    if (ntohs(local.sin_port) != port_ && ntohs(peer.sin_port) != port_) continue;
+    int rcv = 0;
+    len = sizeof rcv;
+    ASSERT_EQ(0, ::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, &len));
+    EXPECT_EQ(rcv, same_host_rcvbuf) << "fd " << fd << " ("
+                                     << (ntohs(local.sin_port) == port_ ? "server" : "client")
+                                     << " end): not the same-host pipe";
+    ++found;
+  }
+  EXPECT_EQ(found, 2) << "the client's and the server's end of the connection";
 }
 
 TEST_F(ControlConnection, KeepHoldsThePayloadUntilDone) {
