@@ -3,7 +3,9 @@
 
 For all-gather and all-reduce at each size per rank, a Chakra trace of
 ITERS collectives (each after a barrier, as Gloo's side barriers before each
-iteration) replays on 4 local ranks over Genie's TCP transport, and
+iteration) replays on 4 local ranks over the transport `--backend` names
+(default `auto`: what `genie replay` picks by itself, printed per row;
+`--backend tcp` gives Genie's own TCP transport), and
 gloo_collectives_peer runs the same collective with Gloo's ring over its
 TCP transport on 127.0.0.1. Runs are interleaved (Genie, Gloo, Genie, ...)
 after one warm-up pair; each run's figure is the mean over its iterations
@@ -13,7 +15,8 @@ medians, min-max and the median of the per-pair ratios Genie/Gloo, and the
 wrong elements Genie's ranks counted (Gloo's side checks its result too).
 
 usage: replay_vs_gloo.py [--build DIR] [--pairs N] [--iters K] [--system FILE]
-                         [--sizes 1048576,16777216] [--quick] [--json FILE]
+                         [--backend auto|tcp|rdma|dpdk] [--sizes 1048576,16777216]
+                         [--quick] [--json FILE]
 """
 import argparse
 import json
@@ -53,7 +56,7 @@ def main():
     p.add_argument("--pairs", type=int, default=5)
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--sizes", default="1048576,16777216")
-    p.add_argument("--backend", default="tcp")
+    p.add_argument("--backend", default="auto", help="genie replay's --backend (default auto)")
     p.add_argument("--system", default="", help="an ASTRA-sim system file (default: ring, one chunk)")
     p.add_argument("--quick", action="store_true", help="tiny sizes, one pair (for make test)")
     p.add_argument("--json", default="")
@@ -88,14 +91,15 @@ def main():
                              "gloo_busbw_gbps": ref, "ratio": ratios, "genie_wrong": wrong})
     print(f"# {RANKS} local ranks, {a.iters} collectives per run, {a.pairs} interleaved pairs; busbw in GB/s,"
           " median (min-max); ratio = median of per-pair Genie/Gloo")
-    print(f"{'collective':<11} {'size/rank':>10} {'genie busbw':>22} {'gloo busbw':>22} {'ratio':>6} {'#wrong':>7}")
+    print(f"{'collective':<11} {'size/rank':>10} {'genie transport':>15} {'genie busbw':>22} {'gloo busbw':>22}"
+          f" {'ratio':>6} {'#wrong':>7}")
 
     def fmt(v):
         return f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})" if v else "-"
 
     for r in rows:
         ratio = f"{statistics.median(r['ratio']):.2f}" if r["ratio"] else "-"
-        print(f"{r['collective']:<11} {r['bytes_per_rank']:>10} {fmt(r['genie_busbw_gbps']):>22} "
+        print(f"{r['collective']:<11} {r['bytes_per_rank']:>10} {r['transport']:>15} {fmt(r['genie_busbw_gbps']):>22} "
               f"{fmt(r['gloo_busbw_gbps']):>22} {ratio:>6} {r['genie_wrong']:>7}")
     if a.json:
         with open(a.json, "w") as f:
