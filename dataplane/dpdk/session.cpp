@@ -426,7 +426,7 @@ void Session::pump(uint64_t now, bool timers) {
   while (state == State::Open && !queue_.empty() && snd_nxt_ - snd_una_ < limit && !eng.tx_backlogged() &&
          eng.can_send()) {
     TxMsg& m = *queue_.front();
-    unacked_.push_back(TxPkt{queue_.front(), m.packed++});
+    unacked_.push_back(TxPkt{MsgRef(queue_.front()), m.packed++});
     send_fragment(unacked_.back(), snd_nxt_++, false);
     if (m.packed == m.frags) queue_.pop_front();
   }
