@@ -2,7 +2,8 @@
 // the three-chain one) against DPDK's one-chain rte_hash_crc, a packet's
 // CRC over an mbuf chain, the Nack ranges on the wire, the receive
 // window's bitmap (held packets, the runs a Nack names), the ring of
-// packets in flight, and the mbuf stash when its pool runs dry.
+// packets in flight and their hold on their message, and the mbuf stash
+// when its pool runs dry.
 // Built where libdpdk is (its headers); the transport itself is tested
 // over a port in dataplane_dpdk_test.cpp.
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include "dataplane/dpdk/flight_ring.hpp"
 #include "dataplane/dpdk/mbuf_stash.hpp"
 #include "dataplane/dpdk/seq_window.hpp"
+#include "dataplane/dpdk/session.hpp"
 #include "dataplane/dpdk/wire.hpp"
 
 namespace genie::dataplane::dpdk {
@@ -179,6 +181,34 @@ TEST(DpdkParts, FlightRingKeepsOrderAcrossItsWrapAndLetsGoOfWhatItPops) {
   r.push_back(held);
   r.clear();
   EXPECT_EQ(held.use_count(), 1);
+}
+
+// Packets in flight keep their message alive through one shared reference
+// for all of them, taken by the first and given back by the last.
+TEST(DpdkParts, PacketsInFlightHoldTheirMessageUntilTheLastIsPopped) {
+  FlightRing<TxPkt> r(8);
+  auto a = std::make_shared<TxMsg>();
+  auto b = std::make_shared<TxMsg>();
+  std::weak_ptr<TxMsg> wa = a, wb = b;
+  for (uint32_t f = 0; f < 3; ++f) r.push_back(TxPkt{MsgRef(a), f});
+  r.push_back(TxPkt{MsgRef(b), 0});
+  EXPECT_EQ(a->flight_refs, 3u);
+  EXPECT_EQ(a.use_count(), 2) << "one reference for all three packets";
+  EXPECT_EQ(b->flight_refs, 1u);
+  EXPECT_EQ(&*r[2].msg, a.get());
+  EXPECT_EQ(r[3].msg->flight_refs, 1u);
+  a.reset();
+  b.reset();
+  EXPECT_FALSE(wa.expired()) << "packets in flight still point at it";
+  r.pop_front();
+  r.pop_front();
+  EXPECT_FALSE(wa.expired());
+  EXPECT_EQ(wa.lock()->flight_refs, 1u);
+  r.pop_front();
+  EXPECT_TRUE(wa.expired()) << "its last packet popped: the message goes";
+  EXPECT_FALSE(wb.expired());
+  r.clear();
+  EXPECT_TRUE(wb.expired());
 }
 
 TEST(DpdkParts, NackRangesRoundTripAndBadOnesAreRefused) {
