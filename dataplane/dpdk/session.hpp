@@ -73,7 +73,8 @@ class MsgRef {
  private:
   void reset() {
     TxMsg* m = std::exchange(m_, nullptr);
-    if (m != nullptr && --m->flight_refs == 0) std::shared_ptr<TxMsg> last = std::move(m->flight_hold);
+    if (m == nullptr || --m->flight_refs > 0) return;
+    std::shared_ptr<TxMsg> last = std::move(m->flight_hold);  // may be the last reference: m goes with it
   }
 
   TxMsg* m_ = nullptr;

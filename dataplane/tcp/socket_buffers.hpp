@@ -8,7 +8,7 @@
 // in between are still in the CPUs' caches when the receiver copies them.
 // A pipe of a few hundred KiB keeps them there; megabytes in flight push
 // them out to memory and each copy then runs at memory speed (measured:
-// docs/benchmarks.md, "Socket buffers between processes on one host").
+// docs/benchmarks.md, "Same-host pipe, and a fork in the benchmark").
 #pragma once
 
 #include <sys/socket.h>
