@@ -14,9 +14,13 @@ namespace {
 
 CudaBackend* g_backend = nullptr;
 
-// Below this size a host copy goes straight to the driver: staging would
-// only add a memcpy to the launch cost.
-constexpr size_t kDirectCopyBytes = size_t{64} << 10;
+// Up to these sizes a copy of pageable memory goes straight to the driver.
+// Device to host, staging pays from 64 KiB on. Host to device, a copy of
+// one staging chunk or less has nothing to overlap, and the driver's own
+// pipelined path was faster there (1 MiB on an H100 host: 14.7 GB/s
+// against 6.7 staged; docs/cuda.md).
+constexpr size_t kDirectToHostBytes = size_t{64} << 10;
+constexpr size_t kDirectToDeviceBytes = Staging::kChunk;
 
 uint64_t env_bytes(const char* name, uint64_t dflt) {
   const char* v = std::getenv(name);
@@ -185,7 +189,7 @@ void CudaBackend::copy_from_host(const void* src, Buffer& dst, size_t offset, si
   DeviceGuard g(dev);
   const auto issue = [&](Lane& lane) {
     note_use(dst, lane.stream);
-    if (n <= kDirectCopyBytes || is_pinned(src))
+    if (n <= kDirectToDeviceBytes || is_pinned(src))
       check_cuda(cudaMemcpyAsync(p, src, n, cudaMemcpyHostToDevice, lane.stream->handle), "cudaMemcpyAsync");
     else
       lane.stager().to_device(p, src, n, lane.stream->handle);
@@ -208,7 +212,7 @@ void CudaBackend::copy_to_host(const Buffer& src, size_t offset, void* dst, size
   // Staged copies return complete; direct ones are waited for without a queue.
   const auto issue = [&](Lane& lane) {
     note_use(src, lane.stream);
-    if (n <= kDirectCopyBytes || is_pinned(dst)) {
+    if (n <= kDirectToHostBytes || is_pinned(dst)) {
       check_cuda(cudaMemcpyAsync(dst, p, n, cudaMemcpyDeviceToHost, lane.stream->handle), "cudaMemcpyAsync");
       return true;
     }

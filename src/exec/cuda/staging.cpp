@@ -1,9 +1,9 @@
 #include "exec/cuda/staging.hpp"
 
 #include <algorithm>
-#include <cstring>
 
 #include "exec/cuda/cuda_kernels.hpp"
+#include "exec/cuda/parallel_copy.hpp"
 
 namespace genie::cuda {
 
@@ -26,7 +26,7 @@ void Staging::to_device(void* dst, const void* src, size_t n, cudaStream_t s) {
   for (size_t off = 0; off < n; off += kChunk, i ^= 1) {
     const size_t len = std::min(kChunk, n - off);
     done_[i].wait_host();  // the DMA that last read this chunk is done
-    std::memcpy(chunk_[i], h + off, len);
+    parallel_memcpy(chunk_[i], h + off, len);
     check_cuda(cudaMemcpyAsync(d + off, chunk_[i], len, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync (to device)");
     done_[i].record(s);
   }
@@ -48,7 +48,7 @@ void Staging::to_host(void* dst, const void* src, size_t n, cudaStream_t s) {
     if (c + 1 < chunks) issue(c + 1);
     done_[c & 1].wait_host();
     const size_t off = c * kChunk;
-    std::memcpy(h + off, chunk_[c & 1], std::min(kChunk, n - off));
+    parallel_memcpy(h + off, chunk_[c & 1], std::min(kChunk, n - off));
   }
 }
 

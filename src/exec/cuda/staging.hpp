@@ -2,7 +2,9 @@
 // chunks: while the DMA engine moves one chunk, the CPU fills (or drains)
 // the other. The driver's own path for pageable memory synchronises the
 // stream first and stages through buffers of its choosing; this one keeps
-// the copy ordered on the caller's stream and overlaps both halves.
+// the copy ordered on the caller's stream and overlaps both halves. The
+// CPU's half is the slower one, so several threads copy each chunk
+// (parallel_copy.hpp, GENIE_CUDA_COPY_THREADS).
 #pragma once
 
 #include <cuda_runtime.h>

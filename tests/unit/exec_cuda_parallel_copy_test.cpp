@@ -1,0 +1,91 @@
+// The CPU's half of the CUDA backend's staged copies (exec/cuda/
+// parallel_copy.hpp): a memcpy split across helper threads. Host-only, so
+// it runs on every machine, GPU or not.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "exec/cuda/parallel_copy.hpp"
+
+namespace genie::cuda {
+namespace {
+
+std::vector<unsigned char> random_bytes(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<unsigned char> v(n);
+  for (unsigned char& b : v) b = static_cast<unsigned char>(rng());
+  return v;
+}
+
+// Copies n bytes with `crew` (or alone where it is busy) into a buffer with
+// poisoned guard bytes after it; checks every byte and the guard.
+void check_copy(CopyCrew& crew, size_t n, unsigned seed) {
+  constexpr size_t kGuard = 256;
+  const std::vector<unsigned char> src = random_bytes(n, seed);
+  std::vector<unsigned char> dst(n + kGuard, 0xab);
+  if (!crew.copy(dst.data(), src.data(), n)) std::memcpy(dst.data(), src.data(), n);
+  ASSERT_EQ(std::memcmp(dst.data(), src.data(), n), 0) << n << " bytes";
+  for (size_t i = n; i < n + kGuard; ++i) ASSERT_EQ(dst[i], 0xab) << "byte " << i << " past " << n;
+}
+
+TEST(CudaParallelCopy, CopiesEveryByteOfAnySize) {
+  // Sizes that do and do not divide into whole cache-line slices.
+  const size_t sizes[] = {
+      0, 1, 63, 64, 65, 255, 4099, (size_t{1} << 20) + 3, size_t{4} << 20, (size_t{4} << 20) - 1};
+  for (int helpers : {0, 1, 3, 7}) {
+    CopyCrew crew(helpers);
+    unsigned seed = 1;
+    for (size_t n : sizes) {
+      SCOPED_TRACE(testing::Message() << helpers << " helpers");
+      check_copy(crew, n, seed++);
+    }
+  }
+}
+
+TEST(CudaParallelCopy, CallersAtOnceEachGetTheirBytes) {
+  CopyCrew crew(3);
+  std::vector<std::thread> callers;
+  std::vector<int> failures(4, 0);
+  for (int t = 0; t < 4; ++t)
+    callers.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const size_t n = (size_t{1} << 18) + static_cast<size_t>(t * 1000 + i);
+        const std::vector<unsigned char> src = random_bytes(n, static_cast<unsigned>(t * 100 + i));
+        std::vector<unsigned char> dst(n, 0);
+        if (!crew.copy(dst.data(), src.data(), n)) std::memcpy(dst.data(), src.data(), n);
+        if (dst != src) ++failures[static_cast<size_t>(t)];
+      }
+    });
+  for (std::thread& c : callers) c.join();
+  for (int f : failures) EXPECT_EQ(f, 0);
+}
+
+TEST(CudaParallelCopy, TheProcessCopyMatchesMemcpy) {
+  for (size_t n : {size_t{100}, kParallelCopyBytes - 1, kParallelCopyBytes, (size_t{3} << 20) + 17}) {
+    const std::vector<unsigned char> src = random_bytes(n, static_cast<unsigned>(n));
+    std::vector<unsigned char> dst(n, 0);
+    parallel_memcpy(dst.data(), src.data(), n);
+    EXPECT_EQ(dst, src) << n << " bytes";
+  }
+}
+
+TEST(CudaParallelCopy, ThreadCountFromTheEnvironment) {
+  const char* saved = std::getenv("GENIE_CUDA_COPY_THREADS");
+  const std::string keep = saved ? saved : "";
+  const std::pair<const char*, int> cases[] = {{"", 4},   {"1", 1},   {"8", 8},  {"64", 64},  {"0", 4},
+                                               {"-2", 4}, {"abc", 4}, {"3x", 4}, {"1000", 64}};
+  for (const auto& [value, want] : cases) {
+    setenv("GENIE_CUDA_COPY_THREADS", value, 1);
+    EXPECT_EQ(copy_threads(), want) << "GENIE_CUDA_COPY_THREADS='" << value << "'";
+  }
+  unsetenv("GENIE_CUDA_COPY_THREADS");
+  EXPECT_EQ(copy_threads(), 4);
+  if (saved) setenv("GENIE_CUDA_COPY_THREADS", keep.c_str(), 1);
+}
+
+}  // namespace
+}  // namespace genie::cuda
