@@ -126,7 +126,7 @@ std::shared_ptr<Executor::Run> Executor::prepare(std::shared_ptr<const Graph> gr
 }
 
 void Executor::run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs, Done done,
-                   DeviceRef device) {
+                   DeviceRef device, Issue issue) {
   std::shared_ptr<Run> run = prepare(std::move(graph), std::move(inputs), &par_, device);
   run->done = std::move(done);
   {
@@ -135,6 +135,13 @@ void Executor::run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> in
   }
   const Graph& g = *run->g;
   if (g.nodes().empty()) {
+    pool_.post([this, run] { finish(run); });
+    return;
+  }
+  if (issue == Issue::Here && run->issue_mu) {
+    // Issued in order here (one queue: no concurrency is lost); a worker
+    // waits for the queue.
+    for (NodeId n : g.topo_order()) run_node(*run, n);
     pool_.post([this, run] { finish(run); });
     return;
   }

@@ -18,8 +18,9 @@
 //
 // On a device whose memory host code cannot reach, graph inputs and
 // constants in host memory are copied to the device first, a run's kernels
-// are issued on one queue of the device (one worker at a time), and the run
-// completes after that queue is synchronised. Inputs in another device's
+// are issued on one queue of the device (one thread at a time: a worker, or
+// the caller that asks for Issue::Here), and the run completes after that
+// queue is synchronised. Inputs in another device's
 // memory are refused: moving tensors between devices is the caller's job
 // (exec/plan_runner.hpp).
 #pragma once
@@ -73,8 +74,17 @@ class Executor {
   // exactly once, on a worker thread, after the last node has finished.
   // Never throws for execution errors: they arrive in ExecResult. `device`:
   // where the graph runs (backend nullptr: this executor's CPU backend);
-  // its outputs live there.
-  void run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs, Done done, DeviceRef device = {});
+  // its outputs live there. With Issue::Here, a run on a device whose memory
+  // host code cannot reach has its kernels issued on the calling thread
+  // before run() returns (they only queue work, as a CUDA launch does) and
+  // only the wait for its queue goes to a worker: the worker's wake-up
+  // (tens of microseconds on a VM) then overlaps the device's work instead
+  // of delaying its start. For callers whose thread is theirs to block for
+  // that long (an embedded submit), not an event loop's. Runs on the host
+  // ignore it.
+  enum class Issue { OnWorker, Here };
+  void run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs, Done done, DeviceRef device = {},
+           Issue issue = Issue::OnWorker);
 
   // Executes `graph` on the calling thread, nodes in topological order, and
   // returns its result: the same kernels, freeing and error handling as

@@ -299,7 +299,8 @@ void Context::submit_planned(const std::shared_ptr<const Graph>& snapshot, std::
   for (int d : r.input_device) inputs_there &= d == only;
   if (one_device && inputs_there) {
     // Everything on one device: no stages, no copies.
-    exec_->run(snapshot, std::move(bound), std::move(done), devices_[static_cast<size_t>(only)].ref);
+    exec_->run(snapshot, std::move(bound), std::move(done), devices_[static_cast<size_t>(only)].ref,
+               Executor::Issue::Here);
     return;
   }
   for (const LocalDevice& d : devices_) r.devices.push_back(d.ref);

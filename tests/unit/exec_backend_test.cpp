@@ -9,6 +9,7 @@
 #include <cstring>
 #include <future>
 #include <string>
+#include <thread>
 
 #include "core/error.hpp"
 #include "exec/backend_loader.hpp"
@@ -284,6 +285,68 @@ TEST(DeviceExecutor, RunsAGraphOnADeviceThroughItsBackend) {
   // A tensor on another device is the caller's to move first.
   TensorPtr on0 = copy_tensor(x, DeviceRef{&ex.cpu_backend(), 0}, DeviceRef{lb.backend.get(), 0});
   EXPECT_THROW(run_sync(ex, g, {on0}, t1), Error);
+}
+
+TEST(DeviceExecutor, IssueHereIssuesEveryKernelBeforeRunReturns) {
+  const LoadedBackend& lb = test_backend();
+  ASSERT_NE(lb.backend, nullptr) << lb.why_unavailable;
+  auto g = std::make_shared<Graph>("here");
+  g->add_input("x", DType::F32, {4});
+  g->add_node("relu", "r", {"x"}, {"y"});
+  g->add_node("neg", "n", {"y"}, {"z"});
+  g->add_node("add", "a", {"z", "x"}, {"w"});
+  g->mark_output("w");
+  ASSERT_NO_THROW(g->validate());
+  Executor ex(2);
+  const DeviceRef t0{lb.backend.get(), 0};
+  const uint64_t k0 = test_kernels(0);
+  std::promise<ExecResult> p;
+  std::thread::id done_on;
+  ex.run(
+      g, {host_f32({4}, {-2, -1, 1, 2})},
+      [&](ExecResult&& r) {
+        done_on = std::this_thread::get_id();
+        p.set_value(std::move(r));
+      },
+      t0, Executor::Issue::Here);
+  // Issued on this thread before run() returned; completed on a worker.
+  EXPECT_EQ(test_kernels(0), k0 + 3);
+  ExecResult r = p.get_future().get();
+  ex.wait_idle();
+  EXPECT_NE(done_on, std::this_thread::get_id());
+  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_EQ(r.outputs[0]->device().str(), "test:0");
+  EXPECT_EQ(read_f32(t0, *r.outputs[0]), (std::vector<float>{-2, -1, 0, 0}));  // x - relu(x)
+
+  // A kernel that fails, issued here, still completes the run once, with
+  // the node's error; the nodes after it are not issued.
+  auto bad = std::make_shared<Graph>("bad");
+  bad->add_input("a", DType::I32, {2});
+  bad->add_input("b", DType::I32, {2});
+  bad->add_node("div", "d", {"a", "b"}, {"q"});
+  bad->add_node("neg", "n", {"q"}, {"o"});
+  bad->mark_output("o");
+  ASSERT_NO_THROW(bad->validate());
+  auto a = std::make_shared<TensorData>(DType::I32, Shape{2});
+  auto b = std::make_shared<TensorData>(DType::I32, Shape{2});
+  a->data<int32_t>()[0] = 6, a->data<int32_t>()[1] = 7;
+  b->data<int32_t>()[0] = 2, b->data<int32_t>()[1] = 0;
+  std::promise<ExecResult> pb;
+  int calls = 0;
+  ex.run(
+      bad, {a, b},
+      [&](ExecResult&& res) {
+        ++calls;
+        pb.set_value(std::move(res));
+      },
+      t0, Executor::Issue::Here);
+  ExecResult rb = pb.get_future().get();
+  ex.wait_idle();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(rb.status, GENIE_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(rb.detail.find("division by zero"), std::string::npos) << rb.detail;
+  EXPECT_TRUE(rb.outputs.empty());
 }
 
 }  // namespace
