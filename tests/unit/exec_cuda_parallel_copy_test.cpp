@@ -3,6 +3,7 @@
 // it runs on every machine, GPU or not.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -76,14 +77,19 @@ TEST(CudaParallelCopy, TheProcessCopyMatchesMemcpy) {
 TEST(CudaParallelCopy, ThreadCountFromTheEnvironment) {
   const char* saved = std::getenv("GENIE_CUDA_COPY_THREADS");
   const std::string keep = saved ? saved : "";
-  const std::pair<const char*, int> cases[] = {{"", 4},   {"1", 1},   {"8", 8},  {"64", 64},  {"0", 4},
-                                               {"-2", 4}, {"abc", 4}, {"3x", 4}, {"1000", 64}};
+  // Unset or invalid: 4, or the CPUs there are where they are fewer.
+  const unsigned cpus = std::thread::hardware_concurrency();
+  const int dflt = cpus == 0 ? 4 : static_cast<int>(std::min(4u, cpus));
+  EXPECT_EQ(default_copy_threads(), dflt);
+  const std::pair<const char*, int> cases[] = {{"", dflt},    {"1", 1},     {"8", 8},
+                                               {"64", 64},    {"0", dflt},  {"-2", dflt},
+                                               {"abc", dflt}, {"3x", dflt}, {"1000", 64}};
   for (const auto& [value, want] : cases) {
     setenv("GENIE_CUDA_COPY_THREADS", value, 1);
     EXPECT_EQ(copy_threads(), want) << "GENIE_CUDA_COPY_THREADS='" << value << "'";
   }
   unsetenv("GENIE_CUDA_COPY_THREADS");
-  EXPECT_EQ(copy_threads(), 4);
+  EXPECT_EQ(copy_threads(), dflt);
   if (saved) setenv("GENIE_CUDA_COPY_THREADS", keep.c_str(), 1);
 }
 

@@ -94,13 +94,19 @@ class CopyCrew {
 };
 
 // Threads a staged copy uses, the caller included: GENIE_CUDA_COPY_THREADS
-// (1 to 64), else 4.
+// (1 to 64); unset or not a number in that range, 4, or the CPUs there are
+// where they are fewer.
+inline int default_copy_threads() {
+  const unsigned cpus = std::thread::hardware_concurrency();
+  return cpus == 0 ? 4 : static_cast<int>(std::min(4u, cpus));
+}
+
 inline int copy_threads() {
   const char* v = std::getenv("GENIE_CUDA_COPY_THREADS");
-  if (v == nullptr || *v == '\0') return 4;
+  if (v == nullptr || *v == '\0') return default_copy_threads();
   char* end = nullptr;
   const long n = std::strtol(v, &end, 10);
-  return *end == '\0' && n >= 1 ? static_cast<int>(std::min<long>(n, 64)) : 4;
+  return *end == '\0' && n >= 1 ? static_cast<int>(std::min<long>(n, 64)) : default_copy_threads();
 }
 
 // memcpy through the process's crew of copy_threads() - 1 helpers. Copies
