@@ -29,7 +29,7 @@ void check_copy(CopyCrew& crew, size_t n, unsigned seed) {
   const std::vector<unsigned char> src = random_bytes(n, seed);
   std::vector<unsigned char> dst(n + kGuard, 0xab);
   if (!crew.copy(dst.data(), src.data(), n)) std::memcpy(dst.data(), src.data(), n);
-  ASSERT_EQ(std::memcmp(dst.data(), src.data(), n), 0) << n << " bytes";
+  ASSERT_TRUE(std::equal(src.begin(), src.end(), dst.begin())) << n << " bytes";
   for (size_t i = n; i < n + kGuard; ++i) ASSERT_EQ(dst[i], 0xab) << "byte " << i << " past " << n;
 }
 

@@ -39,6 +39,7 @@ class CopyCrew {
   // Copies n bytes with the helpers and returns true, or returns false at
   // once, having copied nothing, while another caller has them.
   bool copy(void* dst, const void* src, size_t n) {
+    if (n == 0) return true;  // nothing to copy (and memcpy takes no null pointer)
     std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
     if (!busy.owns_lock()) return false;
     const size_t parts = threads_.size() + 1;
@@ -115,6 +116,7 @@ inline int copy_threads() {
 constexpr size_t kParallelCopyBytes = size_t{512} << 10;
 
 inline void parallel_memcpy(void* dst, const void* src, size_t n) {
+  if (n == 0) return;
   static const int threads = copy_threads();
   if (threads > 1 && n >= kParallelCopyBytes) {
     // Never destroyed: copies may still run while the process exits.
