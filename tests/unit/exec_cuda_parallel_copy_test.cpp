@@ -1,5 +1,5 @@
 // The CPU's half of the CUDA backend's staged copies (exec/cuda/
-// parallel_copy.hpp): a memcpy split across helper threads. Host-only, so
+// parallel_copy.hpp): a memcpy split across a pool's threads. Host-only, so
 // it runs on every machine, GPU or not.
 #include <gtest/gtest.h>
 
@@ -22,13 +22,13 @@ std::vector<unsigned char> random_bytes(size_t n, unsigned seed) {
   return v;
 }
 
-// Copies n bytes with `crew` (or alone where it is busy) into a buffer with
-// poisoned guard bytes after it; checks every byte and the guard.
-void check_copy(CopyCrew& crew, size_t n, unsigned seed) {
+// Copies n bytes through `par` into a buffer with poisoned guard bytes
+// after it; checks every byte and the guard.
+void check_copy(const Parallel& par, size_t n, unsigned seed) {
   constexpr size_t kGuard = 256;
   const std::vector<unsigned char> src = random_bytes(n, seed);
   std::vector<unsigned char> dst(n + kGuard, 0xab);
-  if (!crew.copy(dst.data(), src.data(), n)) std::memcpy(dst.data(), src.data(), n);
+  parallel_memcpy(par, dst.data(), src.data(), n);
   ASSERT_TRUE(std::equal(src.begin(), src.end(), dst.begin())) << n << " bytes";
   for (size_t i = n; i < n + kGuard; ++i) ASSERT_EQ(dst[i], 0xab) << "byte " << i << " past " << n;
 }
@@ -37,27 +37,30 @@ TEST(CudaParallelCopy, CopiesEveryByteOfAnySize) {
   // Sizes that do and do not divide into whole cache-line slices.
   const size_t sizes[] = {
       0, 1, 63, 64, 65, 255, 4099, (size_t{1} << 20) + 3, size_t{4} << 20, (size_t{4} << 20) - 1};
-  for (int helpers : {0, 1, 3, 7}) {
-    CopyCrew crew(helpers);
+  for (int threads : {1, 2, 4, 8}) {
+    ThreadPool pool(threads);
+    const Parallel par(&pool);
     unsigned seed = 1;
     for (size_t n : sizes) {
-      SCOPED_TRACE(testing::Message() << helpers << " helpers");
-      check_copy(crew, n, seed++);
+      SCOPED_TRACE(testing::Message() << threads << " threads");
+      check_copy(par, n, seed++);
     }
+    if (threads > 1) EXPECT_GT(par.stats().splits, 0u) << "no copy was split over the pool";
   }
 }
 
 TEST(CudaParallelCopy, CallersAtOnceEachGetTheirBytes) {
-  CopyCrew crew(3);
+  ThreadPool pool(4);
+  const Parallel par(&pool);
   std::vector<std::thread> callers;
   std::vector<int> failures(4, 0);
   for (int t = 0; t < 4; ++t)
     callers.emplace_back([&, t] {
-      for (int i = 0; i < 50; ++i) {
-        const size_t n = (size_t{1} << 18) + static_cast<size_t>(t * 1000 + i);
+      for (int i = 0; i < 20; ++i) {
+        const size_t n = (size_t{1} << 20) + static_cast<size_t>(t * 1000 + i);
         const std::vector<unsigned char> src = random_bytes(n, static_cast<unsigned>(t * 100 + i));
         std::vector<unsigned char> dst(n, 0);
-        if (!crew.copy(dst.data(), src.data(), n)) std::memcpy(dst.data(), src.data(), n);
+        parallel_memcpy(par, dst.data(), src.data(), n);
         if (dst != src) ++failures[static_cast<size_t>(t)];
       }
     });
@@ -66,7 +69,7 @@ TEST(CudaParallelCopy, CallersAtOnceEachGetTheirBytes) {
 }
 
 TEST(CudaParallelCopy, TheProcessCopyMatchesMemcpy) {
-  for (size_t n : {size_t{100}, kParallelCopyBytes - 1, kParallelCopyBytes, (size_t{3} << 20) + 17}) {
+  for (size_t n : {size_t{0}, size_t{100}, 2 * kCopyGrain - 1, 2 * kCopyGrain, (size_t{3} << 20) + 17}) {
     const std::vector<unsigned char> src = random_bytes(n, static_cast<unsigned>(n));
     std::vector<unsigned char> dst(n, 0);
     parallel_memcpy(dst.data(), src.data(), n);
