@@ -17,6 +17,7 @@
 #include "control/auth.hpp"
 #include "control/client/impl.hpp"
 #include "core/spin.hpp"
+#include "dataplane/tcp/socket_buffers.hpp"
 #include "dataplane/tcp/tls.hpp"
 
 namespace genie {
@@ -236,9 +237,8 @@ int connect_to(const std::string& address, Clock::time_point deadline) {
   check(fd >= 0, GENIE_ERR_CONNECTION, "socket: ", std::strerror(errno));
   // As the loop's data connection: buffers set before the SYN (window
   // scale), requests never held back by Nagle.
-  const int buf = kDataSocketBuffer, one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  const int one = 1;
+  dataplane::tcp::set_socket_buffers(fd, kDataSocketBuffer, false);
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   try {
     if (::connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
