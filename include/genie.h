@@ -1361,12 +1361,15 @@ GENIE_API genie_status_t genie_op_set_error(genie_op_ctx_t *ctx,
 /* ------------------------------------------------------------------------- */
 
 /** Completion callback. Runs once, on a Genie thread (an executor worker in
- *  embedded mode, the context's loop thread in remote mode) — or on the
- *  registering thread if the future had already completed. `status` is the
- *  future's final status. Must not block for long, and must not call
- *  genie_shutdown or genie_future_destroy on this future. In remote mode the
- *  loop thread is the one that talks to the server, so functions that wait
- *  for the server (tensor alloc, read and write of server tensors, submit,
+ *  embedded mode; in remote mode the context's loop thread, or the thread
+ *  that read the completion off the connection: another Genie thread, or a
+ *  thread inside genie_future_wait or genie_future_poll on a future of the
+ *  same context) — or on the registering thread if the future had already
+ *  completed. `status` is the future's final status. Must not block for
+ *  long (no genie_future_wait in it), and must not call genie_shutdown or
+ *  genie_future_destroy on this future. In remote mode the loop thread is
+ *  the one that talks to the server, so functions that wait for the server
+ *  (tensor alloc, read and write of server tensors, submit,
  *  genie_context_server_info) fail there with GENIE_ERR_UNSUPPORTED instead
  *  of deadlocking; genie_future_output and genie_tensor_destroy are fine. */
 typedef void (*genie_future_callback_t)(genie_future_t *future,

@@ -16,6 +16,7 @@
 // the timeout) and then fail with GENIE_ERR_CONNECTION.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -110,8 +111,28 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   // runs `done`, only for what is known before sending: TOO_LARGE,
   // UNSUPPORTED on the loop thread, CONNECTION or SHUTDOWN when not
   // connected (after waiting up to the timeout for a reconnect).
-  void submit(const std::string& graph_json, const std::vector<std::pair<std::string, uint64_t>>& bindings,
-              std::function<void(RemoteResult&&)> done);
+  //
+  // Returns null, or, when the submission went on the direct link
+  // (client/direct.hpp, "Submissions"), a handle for collect() and
+  // watch(): its `done` then runs on whichever thread reads its completion
+  // there (a collect() of any submission, a transfer on the link, or the
+  // watcher thread). A caller waits for it with collect(); watch(), or
+  // dropping the last handle, leaves it to the watcher thread.
+  struct Submission;
+  std::shared_ptr<Submission> submit(const std::string& graph_json,
+                                     const std::vector<std::pair<std::string, uint64_t>>& bindings,
+                                     std::function<void(RemoteResult&&)> done);
+  // Returns once `s`'s done has run or at `deadline`, reading the direct
+  // link on this thread while no other thread does. Returns at once on a
+  // thread running a completion read off the link (the reader goes on).
+  void collect(const Submission& s, std::chrono::steady_clock::time_point deadline);
+  // Nobody will wait for `s`: its completion is collected in the background.
+  void watch(const Submission& s);
+  // Every completion the direct link owes is collected in the background
+  // from now on (before closing).
+  void drain();
+  // Submissions sent on the direct link so far.
+  uint64_t direct_submits() const;
 
   // Graph submissions so far: full and as deltas (Config::graph_deltas), the
   // deltas sent again in full because the server did not hold their base,

@@ -67,9 +67,10 @@ struct Config {
   static constexpr int64_t kDefaultSessionMaxTensors = 65536;
   static constexpr int64_t kDefaultSessionMaxGraphs = 256;
   bool graph_deltas = true;  // remote mode: send graph deltas (GENIE_GRAPH_DELTAS=0 turns them off)
-  // Remote mode: synchronous tensor writes and reads on the calling thread's
-  // own data connection (control/client/direct.hpp); GENIE_DIRECT_CALLS=0
-  // sends them through the client's event loop instead.
+  // Remote mode: synchronous tensor writes and reads, and graph submissions
+  // whose completion the waiting thread reads, on the calling thread's own
+  // data connection (control/client/direct.hpp); GENIE_DIRECT_CALLS=0 sends
+  // them through the client's event loop instead.
   bool direct_calls = true;
   bool use_env = true;
   // Cluster monitoring (docs/cluster.md).

@@ -379,11 +379,23 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
     state->complete(std::move(fr));
     ctx->remote_graph_done();
   };
+  std::shared_ptr<RemoteClient::Submission> direct;
   try {
-    client_->submit(prepared.json, bindings, std::move(done));
+    direct = client_->submit(prepared.json, bindings, std::move(done));
   } catch (...) {
     remote_graph_done();
     throw;
+  }
+  if (direct) {
+    // On the client's direct link: whoever waits for the future reads its
+    // completion there; once nobody can, the client's watcher does.
+    state->set_collector(
+        [weak_client, direct](FutureState::Deadline deadline) {
+          if (auto c = weak_client.lock()) c->collect(*direct, deadline);
+        },
+        [weak_client, direct] {
+          if (auto c = weak_client.lock()) c->watch(*direct);
+        });
   }
   return state;
 }
@@ -412,6 +424,7 @@ void Context::shutdown() {
   if (cluster_) cluster_->stop();  // no event after this; timers gone from the loop
   exec_.reset();                   // waits for graphs in flight; their futures complete normally
   if (client_) {
+    client_->drain();  // completions owed on the direct link that nobody waits for
     const auto grace = std::chrono::milliseconds(cfg_.timeout_ms);
     std::unique_lock<std::mutex> il(inflight_mu_);
     if (!inflight_cv_.wait_for(il, grace, [this] { return inflight_ == 0; }))

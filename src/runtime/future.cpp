@@ -38,7 +38,17 @@ void FutureState::complete(FutureResult&& r) {
   }
 }
 
+void FutureState::set_collector(std::function<void(Deadline)> collect, std::function<void()> watch) {
+  collect_ = std::move(collect);
+  watch_ = std::move(watch);
+}
+
 genie_status_t FutureState::wait(int64_t timeout_ms) {
+  // A remote submission on the client's direct link: this thread reads its
+  // completion (core/spin.hpp's polling included), with no thread between.
+  if (collect_ && !done_flag_.load(std::memory_order_acquire))
+    collect_(timeout_ms < 0 ? Deadline::max()
+                            : std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
   // A remote tiny graph completes within tens of microseconds: polling
   // first spares the completing thread a wake-up (core/spin.hpp).
   if (timeout_ms != 0)
@@ -56,6 +66,8 @@ genie_status_t FutureState::wait(int64_t timeout_ms) {
 }
 
 genie_status_t FutureState::poll() {
+  // Whatever completion has arrived, without waiting for one.
+  if (collect_ && !done_flag_.load(std::memory_order_acquire)) collect_(std::chrono::steady_clock::now());
   std::lock_guard<std::mutex> lk(mu_);
   if (!done_) return GENIE_IN_PROGRESS;
   if (result_.status != GENIE_OK) throw Error(result_.status, result_.detail);
@@ -71,7 +83,10 @@ void FutureState::set_callback(genie_future_callback_t cb, void* user, genie_fut
     cb_ = cb;
     user_ = user;
     handle_ = handle;
-    if (!done_) return;
+    if (!done_) {
+      if (watch_) watch_();  // the callback runs without anyone waiting
+      return;
+    }
     status = result_.status;
   }
   cb(handle, status, user);
@@ -79,6 +94,7 @@ void FutureState::set_callback(genie_future_callback_t cb, void* user, genie_fut
 
 void FutureState::detach() {
   std::unique_lock<std::mutex> lk(mu_);
+  if (!done_ && watch_) watch_();  // nobody can wait for it any more
   handle_ = nullptr;
   cb_ = nullptr;
   cv_.wait(lk, [this] { return !cb_running_; });

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -33,8 +35,17 @@ class FutureState {
       : ctx_(std::move(ctx)), names_(std::move(output_names)) {}
 
   // Called once, by an executor worker (embedded) or the client's loop
-  // thread (remote). Runs the callback (if any) outside the lock.
+  // thread (remote), or the thread that read the completion off the
+  // client's direct link. Runs the callback (if any) outside the lock.
   void complete(FutureResult&& r);
+
+  // A remote submission whose completion a waiter collects itself
+  // (RemoteClient::collect): wait() and poll() call `collect` with their
+  // deadline before waiting; `watch` hands it to the background once
+  // nobody may wait (a callback is set, the handle is destroyed). Set once,
+  // before the handle is returned.
+  using Deadline = std::chrono::steady_clock::time_point;
+  void set_collector(std::function<void(Deadline)> collect, std::function<void()> watch);
 
   genie_status_t wait(int64_t timeout_ms);
   genie_status_t poll();
@@ -66,6 +77,8 @@ class FutureState {
   genie_future_callback_t cb_ = nullptr;
   void* user_ = nullptr;
   genie_future_t* handle_ = nullptr;
+  std::function<void(Deadline)> collect_;
+  std::function<void()> watch_;
 };
 
 }  // namespace genie

@@ -26,7 +26,9 @@ RemoteResult wait_submit(RemoteClient& c, const std::string& json,
                          const std::vector<std::pair<std::string, uint64_t>>& bindings) {
   auto p = std::make_shared<std::promise<RemoteResult>>();
   std::future<RemoteResult> f = p->get_future();
-  c.submit(json, bindings, [p](RemoteResult&& r) { p->set_value(std::move(r)); });
+  // On the client's direct link, this thread reads the completion itself.
+  if (auto s = c.submit(json, bindings, [p](RemoteResult&& r) { p->set_value(std::move(r)); }))
+    c.collect(*s, std::chrono::steady_clock::time_point::max());
   return f.get();
 }
 

@@ -40,16 +40,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using wire::MsgType;
 
-// Polls `cond` for up to `ms` milliseconds.
-bool eventually(const std::function<bool()>& cond, int ms = 5000) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(ms);
-  while (Clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return cond();
-}
-
 std::unique_ptr<Server> start_server(const std::string& token = "", int64_t grace_ms = 30000) {
   ServerOptions o;
   o.port = 0;

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <set>
@@ -28,6 +29,7 @@
 
 #include "control/wire.hpp"
 #include "core/config.hpp"
+#include "genie.pb.h"
 
 namespace genie {
 
@@ -36,6 +38,16 @@ inline int64_t ms_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // A client of the server at 127.0.0.1:port.
+// Polls `cond` until it holds or `ms` milliseconds pass.
+inline bool eventually(const std::function<bool()>& cond, int ms = 5000) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return cond();
+}
+
 inline Config client_config(int port, int64_t timeout_ms = 5000) {
   Config c;
   c.master_addr = "127.0.0.1";
@@ -167,6 +179,9 @@ class FrameProxy {
   }
   // Frames corrupted so far.
   int corrupted() const { return corrupted_frames_; }
+  // Welcomes from now on say nothing of submissions on data connections
+  // (Welcome.data_submit), as a server from before them would.
+  void strip_data_submit() { strip_ = true; }
   // Forwards what was held and stops holding.
   void release() { command(Cmd::Release); }
   // Closes every relayed connection (both sides); keeps listening.
@@ -181,6 +196,9 @@ class FrameProxy {
     uint64_t remaining = 0;
     bool holding = false;
     std::string held;
+    // A Welcome being rewritten (strip_data_submit): its header and message.
+    bool rewriting = false;
+    std::string whole;
   };
 
   void poke() {
@@ -226,6 +244,13 @@ class FrameProxy {
         p.holding = is_held(type);
         if (p.holding) ++held_frames_;
         p.remaining = msg_len + payload_len;
+        if (strip_ && type == static_cast<uint16_t>(wire::MsgType::Welcome) && payload_len == 0) {
+          p.rewriting = true;
+          p.whole = std::move(p.header);
+          p.header.clear();
+          if (p.remaining == 0 && !rewrite_welcome(p)) return false;
+          continue;
+        }
         std::string hdr = std::move(p.header);
         if (is_corrupted(type)) {
           hdr[32] = static_cast<char>(hdr[32] ^ 1);  // the CRC's first byte
@@ -236,12 +261,31 @@ class FrameProxy {
         continue;
       }
       const size_t take = static_cast<size_t>(std::min<uint64_t>(n, p.remaining));
-      if (!emit(p, data, take)) return false;
+      if (p.rewriting) {
+        p.whole.append(data, take);
+      } else if (!emit(p, data, take)) {
+        return false;
+      }
       data += take;
       n -= take;
       p.remaining -= take;
+      if (p.rewriting && p.remaining == 0 && !rewrite_welcome(p)) return false;
     }
     return true;
+  }
+  // The Welcome in p.whole, without data_submit, under a header of its own.
+  bool rewrite_welcome(Pair& p) {
+    p.rewriting = false;
+    wire::FrameHeader h = wire::decode_header(reinterpret_cast<const uint8_t*>(p.whole.data()), 1 << 20);
+    wire::Welcome w;
+    EXPECT_TRUE(w.ParseFromArray(p.whole.data() + wire::kHeaderSize,
+                                 static_cast<int>(p.whole.size() - wire::kHeaderSize)));
+    w.set_data_submit(false);
+    const std::string msg = w.SerializeAsString();
+    uint8_t hdr[wire::kHeaderSize];
+    wire::encode_header(h, msg.data(), msg.size(), hdr);
+    p.whole.clear();
+    return emit(p, reinterpret_cast<const char*>(hdr), sizeof hdr) && emit(p, msg.data(), msg.size());
   }
   bool emit(Pair& p, const char* data, size_t n) {
     if (p.holding) {
@@ -323,6 +367,7 @@ class FrameProxy {
   }
 
   int target_;
+  std::atomic<bool> strip_{false};
   int lfd_ = -1;
   int port_ = 0;
   int wake_[2] = {-1, -1};

@@ -131,11 +131,14 @@ TEST_F(DirectTest, InterleavesWithSubmissionsThroughTheLoop) {
     const float in[4] = {float(i), float(-i), 0.5f, float(2 * i)};
     c->tensor_write(x, 0, in, sizeof in);
     std::promise<RemoteResult> done;
-    c->submit(json, {{"x", x}}, [&](RemoteResult&& r) { done.set_value(std::move(r)); });
-    // A direct call while the submission is in flight on the loop.
+    // On the direct link: the read below shares it, and this thread
+    // collects the completion.
+    auto s = c->submit(json, {{"x", x}}, [&](RemoteResult&& r) { done.set_value(std::move(r)); });
+    // A direct call while the submission is in flight.
     float again[4] = {};
     c->tensor_read(x, 0, again, sizeof again);
     EXPECT_EQ(again[3], float(2 * i));
+    if (s) c->collect(*s, Clock::time_point::max());
     RemoteResult r = done.get_future().get();
     ASSERT_EQ(r.status, GENIE_OK) << r.detail;
     ASSERT_EQ(r.outputs.size(), 1u);

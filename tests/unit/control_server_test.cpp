@@ -23,6 +23,7 @@
 
 #include "control/server.hpp"
 #include "control/wire.hpp"
+#include "control_testing.hpp"
 #include "control_tls_testing.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
@@ -1173,31 +1174,30 @@ TEST_F(ControlServer, DataConnectionNeedsALiveSession) {
 
   Raw c(server.port());
   const wire::Welcome w = handshake(c);
+  EXPECT_TRUE(w.data_submit());
   Raw d2(server.port());
   data_handshake(d2, w);
-  d2.send(MsgType::GraphSubmit, 4, submit_msg(add_mul_graph(), {}));
-  EXPECT_EQ(d2.reply(4).error().status(), GENIE_ERR_PROTOCOL);
+  // A graph may be submitted on a data connection of the session
+  // (Welcome.data_submit): its GraphDone comes back on that connection,
+  // and its outputs are the session's.
+  const uint64_t a = alloc(c, {2, 3});
+  ASSERT_EQ(write(d2, a, 0, floats({1, 2, 3, 4, 5, 6})).h.type, MsgType::Ok);
+  d2.send(MsgType::GraphSubmit, 4, submit_msg(add_mul_graph(), {{"a", a}, {"b", a}}));
+  const Frame f = d2.reply(4);
+  ASSERT_EQ(f.h.type, MsgType::GraphDone) << (f.is_error() ? f.error().detail() : "");
+  const auto done = f.as<wire::GraphDone>();
+  ASSERT_EQ(done.status(), GENIE_OK) << done.detail();
+  EXPECT_EQ(to_floats(read(c, done.outputs(1).tensor_id(), 0, 24).payload),
+            (std::vector<float>{2, 8, 18, 32, 50, 72}));
+  // Control-only requests still are.
+  d2.send(MsgType::Heartbeat, 5, wire::Heartbeat());
+  EXPECT_EQ(d2.reply(5).error().status(), GENIE_ERR_PROTOCOL);
   EXPECT_TRUE(d2.closed_by_server());
   // Losing the control connection closes the session's data connections.
   Raw d3(server.port());
   data_handshake(d3, w);
   c.close();
   EXPECT_TRUE(d3.closed_by_server());
-}
-
-// A chain of matrix products long enough to be still running when stop()
-// is called.
-std::string slow_graph(int n) {
-  Graph g("slow");
-  g.add_input("x", DType::F32, {256, 256});
-  std::string prev = "x";
-  for (int i = 0; i < n; ++i) {
-    const std::string next = "m" + std::to_string(i);
-    g.add_node("matmul", "mm" + std::to_string(i), {prev, "x"}, {next});
-    prev = next;
-  }
-  g.mark_output(prev);
-  return graph_to_json(g);
 }
 
 bool port_refuses(int port) {

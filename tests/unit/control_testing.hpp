@@ -9,6 +9,7 @@
 
 #include "control/server.hpp"
 #include "core/error.hpp"
+#include "graph/graph.hpp"
 
 namespace genie {
 
@@ -26,6 +27,21 @@ std::string expect_error(genie_status_t code, F&& f) {
   }
   ADD_FAILURE() << "expected " << status_name(code) << ", nothing was thrown";
   return {};
+}
+
+// x [256, 256] times itself n times over: a graph long enough to be still
+// running while a test stops a server or closes a client.
+inline std::string slow_graph(int n) {
+  Graph g("slow");
+  g.add_input("x", DType::F32, {256, 256});
+  std::string prev = "x";
+  for (int i = 0; i < n; ++i) {
+    const std::string next = "m" + std::to_string(i);
+    g.add_node("matmul", "mm" + std::to_string(i), {prev, "x"}, {next});
+    prev = next;
+  }
+  g.mark_output(prev);
+  return graph_to_json(g);
 }
 
 // A server on a free port of 127.0.0.1 with one executor thread, offering

@@ -1365,12 +1365,15 @@ extern "C" {
     pub fn genie_op_set_error(ctx: *mut genie_op_ctx_t, message: *const ::std::os::raw::c_char) -> genie_status_t;
 }
 #[doc = " Completion callback. Runs once, on a Genie thread (an executor worker in"]
-#[doc = "  embedded mode, the context's loop thread in remote mode) — or on the"]
-#[doc = "  registering thread if the future had already completed. `status` is the"]
-#[doc = "  future's final status. Must not block for long, and must not call"]
-#[doc = "  genie_shutdown or genie_future_destroy on this future. In remote mode the"]
-#[doc = "  loop thread is the one that talks to the server, so functions that wait"]
-#[doc = "  for the server (tensor alloc, read and write of server tensors, submit,"]
+#[doc = "  embedded mode; in remote mode the context's loop thread, or the thread"]
+#[doc = "  that read the completion off the connection: another Genie thread, or a"]
+#[doc = "  thread inside genie_future_wait or genie_future_poll on a future of the"]
+#[doc = "  same context) — or on the registering thread if the future had already"]
+#[doc = "  completed. `status` is the future's final status. Must not block for"]
+#[doc = "  long (no genie_future_wait in it), and must not call genie_shutdown or"]
+#[doc = "  genie_future_destroy on this future. In remote mode the loop thread is"]
+#[doc = "  the one that talks to the server, so functions that wait for the server"]
+#[doc = "  (tensor alloc, read and write of server tensors, submit,"]
 #[doc = "  genie_context_server_info) fail there with GENIE_ERR_UNSUPPORTED instead"]
 #[doc = "  of deadlocking; genie_future_output and genie_tensor_destroy are fine."]
 pub type genie_future_callback_t = ::std::option::Option<

@@ -122,28 +122,11 @@ void RemoteClient::tensor_import(uint64_t id, const std::string& host, int port,
   impl_->transact(call, wire::encode_msg(m));
 }
 
-void RemoteClient::tensor_free(uint64_t id) noexcept {
-  try {
-    Impl* im = impl_.get();
-    bool arm;
-    {
-      std::lock_guard<std::mutex> lk(im->mu);
-      if (im->state == Impl::State::Closed || im->state == Impl::State::Failed) return;
-      im->frees.push_back(id);
-      // Only the first free since the last flush wakes the loop; the next
-      // request usually takes them all before the timer fires.
-      arm = !im->free_flush_due;
-      im->free_flush_due = true;
-    }
-    if (arm) im->loop->post([im] { im->arm_free_timer(); });
-  } catch (...) {
-    // Fire and forget: at worst the server frees it with the session.
-  }
-}
+void RemoteClient::tensor_free(uint64_t id) noexcept { impl_->queue_free(id); }
 
-void RemoteClient::submit(const std::string& graph_json,
-                          const std::vector<std::pair<std::string, uint64_t>>& bindings,
-                          std::function<void(RemoteResult&&)> done) {
+std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
+    const std::string& graph_json, const std::vector<std::pair<std::string, uint64_t>>& bindings,
+    std::function<void(RemoteResult&&)> done) {
   Impl& im = *impl_;
   auto call = std::make_shared<Call>(MsgType::GraphSubmit, Link::Control);
   call->done = std::move(done);
@@ -187,10 +170,25 @@ void RemoteClient::submit(const std::string& graph_json,
   const size_t sent = wire::kHeaderSize + msg.size();
   // Read before the loop owns the call (a fallback changes its send_type).
   const bool as_delta = call->send_type == MsgType::GraphSubmitDelta;
-  im.submit(call, std::move(msg));  // throws before sending, or it is on its way
+  // Throws before sending, or it is on its way.
+  const bool direct = im.submit(call, std::move(msg));
   (as_delta ? im.graph_submits_delta : im.graph_submits_full).fetch_add(1, std::memory_order_relaxed);
   im.graph_bytes_sent.fetch_add(sent, std::memory_order_relaxed);
   im.graph_bytes_full.fetch_add(full_bytes, std::memory_order_relaxed);
+  if (!direct) return nullptr;
+  return std::make_shared<Submission>(std::move(call), impl_);
+}
+
+void RemoteClient::collect(const Submission& s, std::chrono::steady_clock::time_point deadline) {
+  impl_->direct_collect(s.call, deadline);
+}
+
+void RemoteClient::watch(const Submission& s) { impl_->direct_watch(s.call); }
+
+void RemoteClient::drain() { impl_->direct_drain(); }
+
+uint64_t RemoteClient::direct_submits() const {
+  return impl_->direct.submits.load(std::memory_order_relaxed);
 }
 
 RemoteClient::GraphStats RemoteClient::graph_stats() const {

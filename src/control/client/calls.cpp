@@ -50,17 +50,19 @@ void RemoteClient::Impl::transact(const std::shared_ptr<Call>& call, std::string
   if (call->status != GENIE_OK) throw Error(call->status, call->detail);
 }
 
-void RemoteClient::Impl::submit(const std::shared_ptr<Call>& call, std::string msg) {
+bool RemoteClient::Impl::submit(const std::shared_ptr<Call>& call, std::string msg) {
   refuse_on_loop_thread(what_of(call->type));
   check(msg.size() <= max_message, GENIE_ERR_TOO_LARGE, what_of(call->type), ": the encoded message of ",
         msg.size(), " bytes exceeds the maximum message size of ", max_message, " bytes (GENIE_MAX_MESSAGE)");
   wait_ready(Clock::now() + timeout);
+  if (direct_submit(call, msg)) return true;
   const uint64_t id = next_id.fetch_add(1);
   // A posted task always runs (LoopThread::stop runs the queue first), so
   // the completion cannot be lost once post() succeeded.
   if (!loop->post(
           [this, call, id, msg = std::move(msg)]() mutable { start(call, id, std::move(msg), nullptr, 0); }))
     fail(GENIE_ERR_SHUTDOWN, "the connection to ", addr, " has been closed (shut down)");
+  return false;
 }
 
 void RemoteClient::Impl::start(const std::shared_ptr<Call>& call, uint64_t id, std::string msg,
@@ -165,30 +167,34 @@ bool RemoteClient::Impl::unknown_base(const std::string& msg) {
   return e.ParseFromString(msg) && e.reason() == wire::REASON_UNKNOWN_BASE;
 }
 
-void RemoteClient::Impl::resend_full(const std::shared_ptr<Call>& call) {
+std::string RemoteClient::Impl::full_submission(Call& call, std::string* out) {
   delta_fallbacks.fetch_add(1, std::memory_order_relaxed);
   // The full graph goes with keep_as_base, so the server holds it again;
   // the base the delta named, if another text, it does not.
-  if (call->base_digest != call->graph_digest) encoder.forget(call->base_digest);
+  if (call.base_digest != call.graph_digest) encoder.forget(call.base_digest);
   wire::GraphSubmit m;
-  m.set_graph_json(*call->full_json);
-  for (const auto& [name, tid] : call->bindings) {
+  m.set_graph_json(*call.full_json);
+  for (const auto& [name, tid] : call.bindings) {
     wire::Binding* b = m.add_bindings();
     b->set_name(name);
     b->set_tensor_id(tid);
   }
   m.set_keep_as_base(true);
-  std::string full = wire::encode_msg(m);
-  graph_bytes_sent.fetch_add(wire::kHeaderSize + full.size(), std::memory_order_relaxed);
-  call->send_type = MsgType::GraphSubmit;
-  call->full_json.reset();
-  call->bindings.clear();
-  if (full.size() > max_message) {
-    run_done(*call, RemoteResult{GENIE_ERR_TOO_LARGE,
-                                 cat("graph submit: the encoded message of ", full.size(),
-                                     " bytes exceeds the maximum message size of ", max_message, " bytes"),
-                                 {},
-                                 0});
+  *out = wire::encode_msg(m);
+  graph_bytes_sent.fetch_add(wire::kHeaderSize + out->size(), std::memory_order_relaxed);
+  call.send_type = MsgType::GraphSubmit;
+  call.full_json.reset();
+  call.bindings.clear();
+  if (out->size() > max_message)
+    return cat("graph submit: the encoded message of ", out->size(),
+               " bytes exceeds the maximum message size of ", max_message, " bytes");
+  return {};
+}
+
+void RemoteClient::Impl::resend_full(const std::shared_ptr<Call>& call) {
+  std::string full;
+  if (std::string why = full_submission(*call, &full); !why.empty()) {
+    run_done(*call, RemoteResult{GENIE_ERR_TOO_LARGE, std::move(why), {}, 0});
     return;
   }
   start(call, next_id.fetch_add(1), std::move(full), nullptr, 0);
@@ -332,12 +338,32 @@ void RemoteClient::Impl::free_stray_outputs(const std::string& msg) {
 }
 
 void RemoteClient::Impl::send_free(uint64_t id) {
+  // A completion read off the direct link runs on the reading thread.
+  if (!loop->on_loop_thread()) return queue_free(id);
   if (state != State::Ready && state != State::Reconnecting) return;
   {
     std::lock_guard<std::mutex> lk(mu);
     frees.push_back(id);
   }
   flush_frees();
+}
+
+void RemoteClient::Impl::queue_free(uint64_t id) noexcept {
+  try {
+    bool arm;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (state == State::Closed || state == State::Failed) return;
+      frees.push_back(id);
+      // Only the first free since the last flush wakes the loop; the next
+      // request usually takes them all before the timer fires.
+      arm = !free_flush_due;
+      free_flush_due = true;
+    }
+    if (arm) loop->post([this] { arm_free_timer(); });
+  } catch (...) {
+    // Fire and forget: at worst the server frees it with the session.
+  }
 }
 
 void RemoteClient::Impl::flush_frees() {

@@ -1,5 +1,6 @@
-// Synchronous tensor writes and reads driven by the calling thread on a
-// socket of its own, with no event loop in between.
+// Synchronous tensor writes and reads, and graph submissions whose caller
+// waits, driven by the calling thread on a socket of its own, with no
+// event loop in between.
 //
 // Why: a framed call through the loop passes the caller -> client loop ->
 // server -> client loop -> caller; at 64 KiB, and on the 2-vCPU machines
@@ -38,13 +39,41 @@
 // client was closed meanwhile), PROTOCOL (a malformed reply: bad CRC, wrong
 // type, request id or length), or the server's own error, which leaves the
 // link usable.
+//
+// Submissions (direct_submit.cpp). A server that says so in its Welcome
+// (data_submit) runs a GraphSubmit sent on a data connection and answers
+// there. Once the link is open, a submission is written on it (under
+// send_mu, beside a thread that may be reading it; with TLS, whose one
+// session serves both directions, only while no thread reads) and its Call
+// is recorded as owed. Whoever holds `mu` reads the link and completes
+// every owed submission whose GraphDone it finds, running its completion
+// on that thread:
+//  - a caller waiting for its future (RemoteClient::collect): with no
+//    other thread in between, a synchronous submit and wait costs the
+//    client one write and one read. Other waiters sleep until the reader
+//    completes their call or lets the link go;
+//  - a transfer, whose reply may come after some GraphDones;
+//  - the watcher thread, started once a submission nobody will wait for
+//    is owed (a completion callback is set, the future is destroyed, the
+//    context shuts down): it reads in slices of 20 ms while such calls are
+//    owed, so that a caller's transfer finds the link between them.
+// A thread running a completion it read never takes the link again
+// (DirectReader): its calls take the loop. When the link breaks, or the
+// session is lost or closed, every owed submission completes once with the
+// failure (CONNECTION, SHUTDOWN). While submissions are owed, the loop's
+// liveness check treats the server's silence as it does for its own
+// requests. At most kDirectMaxOwed are owed at once; past it, and while the
+// link cannot be had, submissions take the loop.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <unordered_map>
 
 namespace genie::dataplane::tcp {
 class TlsSession;
@@ -52,7 +81,12 @@ class TlsSession;
 
 namespace genie {
 
+struct Call;
+
 constexpr uint64_t kDirectAfterCalls = 4;
+// Submissions whose completion the direct link may owe at once; past it,
+// submissions take the loop.
+constexpr size_t kDirectMaxOwed = 1024;
 // Larger transfers keep the loop's path: their cost is the bytes, not the
 // hand-offs, and that path's streaming is the one measured at link speed.
 constexpr size_t kDirectMaxBytes = size_t{1} << 20;
@@ -79,14 +113,43 @@ struct DirectLink {
   std::string plain;
   size_t taken = 0;
   std::atomic<uint64_t> calls{0};     // transfers completed on it
-  std::atomic<uint64_t> eligible{0};  // synchronous transfers asked for (kDirectAfterCalls)
+  std::atomic<uint64_t> eligible{0};  // synchronous calls asked for (kDirectAfterCalls)
+  std::atomic<uint64_t> submits{0};   // graph submissions sent on it
 
-  // Closes the socket (under mu, or from the destructor); true once
-  // shutdown() has run.
+  // Frames are written under send_mu (taken after mu, and held briefly):
+  // on a plaintext link a submission is sent while another thread holds mu
+  // to read. The descriptor and the TLS session change only under both.
+  std::mutex send_mu;
+  // Submissions sent on the link whose GraphDone it still owes, by request
+  // id (under owed_mu, a leaf; direct_submit.cpp). owed_count is
+  // owed.size() and `watched` the owed calls nobody waits for, readable
+  // without it.
+  std::mutex owed_mu;
+  std::unordered_map<uint64_t, std::shared_ptr<Call>> owed;
+  std::atomic<size_t> owed_count{0};
+  std::atomic<size_t> watched{0};
+  // Threads waiting for a completion while another one reads the link:
+  // `turns` is bumped (under wait_mu) whenever a reader lets the link go or
+  // completes a submission.
+  std::mutex wait_mu;
+  std::condition_variable wait_cv;
+  uint64_t turns = 0;
+  // The watcher: collects completions nobody waits for (direct_submit.cpp).
+  std::thread watcher;        // started and joined under wait_mu's protection
+  bool drain = false;         // collect every owed completion (closing; under wait_mu)
+  bool watcher_stop = false;  // under wait_mu
+
+  // Closes the socket (under mu and send_mu, or from the destructor); true
+  // once shutdown() has run.
   bool reset();
   // Any thread: ends a call blocked on the socket and keeps it from being
   // opened again.
   void shutdown();
+  // Any thread: ends a call blocked on the socket (the connection was lost);
+  // the next call opens a new one.
+  void interrupt();
+  // Wakes the threads waiting for a completion.
+  void next_turn();
 };
 
 }  // namespace genie

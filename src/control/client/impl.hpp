@@ -32,17 +32,19 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_set>
 
-#include "control/tls.hpp"
 #include "control/client.hpp"
 #include "control/client/direct.hpp"
+#include "control/client/direct_io.hpp"
 #include "control/connection.hpp"
 #include "control/loop_thread.hpp"
+#include "control/tls.hpp"
 #include "control/wire.hpp"
 #include "control/wire_codec.hpp"
 #include "control/wire_json.hpp"
@@ -102,6 +104,12 @@ struct Call {
   std::string base_digest;
   std::string graph_digest;
 
+  // A submission sent on the direct link (direct_submit.cpp): its
+  // completion has run (`completed`), and nobody waits for it, so the
+  // watcher collects it (`watched`, under mu).
+  std::atomic<bool> completed{false};
+  bool watched = false;
+
   bool submission() const { return type == MsgType::GraphSubmit; }
   bool finished() const { return replied && released; }
 
@@ -152,6 +160,19 @@ struct Call {
     std::lock_guard<std::mutex> lk(mu);
     return !released;
   }
+};
+
+// A submission on the direct link, as RemoteClient::submit hands it out.
+// When the last handle goes, nobody can wait for it: the watcher collects
+// it (direct_watch) if it has not completed.
+struct RemoteClient::Submission {
+  Submission(std::shared_ptr<Call> c, std::weak_ptr<RemoteClient::Impl> i)
+      : call(std::move(c)), im(std::move(i)) {}
+  Submission(const Submission&) = delete;
+  Submission& operator=(const Submission&) = delete;
+  ~Submission();
+  const std::shared_ptr<Call> call;
+  const std::weak_ptr<RemoteClient::Impl> im;
 };
 
 inline const char* what_of(MsgType t) {
@@ -223,6 +244,9 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   std::atomic<uint64_t> graph_submits_full{0}, graph_submits_delta{0}, delta_fallbacks{0};
   std::atomic<uint64_t> graph_bytes_sent{0};  // submission frames as sent (fallbacks included)
   std::atomic<uint64_t> graph_bytes_full{0};  // the same submissions as full GraphSubmit frames
+  // The server accepts submissions on a data connection
+  // (Welcome.data_submit). Written on the loop thread under mu.
+  bool data_submit = false;
   // Bumped (under mu) each time the session becomes ready: a direct link
   // joined before a reconnect belongs to connections the server dropped.
   uint64_t link_epoch = 0;
@@ -281,11 +305,64 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   // TCP carries no semantic tags, so the direct link sends none.
   bool direct_transfer(bool write, uint64_t id, size_t offset, void* buf, size_t nbytes);
 
+  // --- the direct link: direct.cpp, direct_submit.cpp ---------------------
+  // Holding direct.mu: the link open and joined to the current session
+  // (opened if need be; a link of an earlier one fails what it owed);
+  // false when it cannot be had (the framed path runs instead). A
+  // submission needs a server that takes it there (data_submit).
+  bool direct_open(bool submission);
+  // The framed path's error for a broken link: SHUTDOWN after close(),
+  // else TIMEOUT, PROTOCOL or CONNECTION naming `what`.
+  Error direct_error(const direct_io::LinkBroken& b, const char* what);
+  // Sends a submission (`msg`, as call->send_type) on the direct link;
+  // false when it cannot (not eligible, busy, too many owed, not sent):
+  // the loop sends it instead. Its completion runs where direct_collect,
+  // the watcher or a transfer reads it.
+  bool direct_submit(const std::shared_ptr<Call>& call, const std::string& msg);
+  // Holding direct.mu: a frame for a submission the link owes.
+  void direct_completion(const wire::FrameHeader& fh, std::string&& msg);
+  void direct_done(Call& call, RemoteResult&& r);
+  // Holding direct.mu: the link closes; every submission it owed fails.
+  void direct_failed(genie_status_t st, const std::string& detail);
+  // Holding direct.mu: reads completions until `until` or the deadline.
+  void direct_read(const std::function<bool()>& until, Clock::time_point deadline);
+  // Any thread but a reader's: until `call` completed or the deadline,
+  // reading the link when no other thread does.
+  void direct_collect(const std::shared_ptr<Call>& call, Clock::time_point deadline);
+  // Nobody will wait for `call`: the watcher collects it.
+  void direct_watch(const std::shared_ptr<Call>& call);
+  // Every completion the link owes is collected from now on (closing).
+  void direct_drain();
+  void start_watcher();
+  void watch_completions();  // the watcher's thread
+  // Loop thread: the session's connections are lost.
+  void direct_lost(const std::string& why);
+  // close(): the watcher stops; what the link owed fails with SHUTDOWN.
+  void direct_close();
+  // Marks this thread as reading the link (it holds direct.mu) while it
+  // lives, so completions it runs do not take the link again.
+  struct DirectReader {
+    explicit DirectReader(Impl& im);
+    ~DirectReader();
+    DirectReader(const DirectReader&) = delete;
+    DirectReader& operator=(const DirectReader&) = delete;
+    const void* prev;
+  };
+  bool reading_direct() const;
+
+  // Any thread: frees `id` on the server with the next request, or after
+  // kFreeFlushMs.
+  void queue_free(uint64_t id) noexcept;
+  // The full GraphSubmit of a delta submission, for a server that lacks its
+  // base: encoded into *out; else why it cannot be sent.
+  std::string full_submission(Call& call, std::string* out);
+
   // Queues a graph submission and returns: the server's answer (GraphDone or
-  // ErrorReply), or a failure, reaches call->done on the loop thread. Throws
-  // only what is known before anything is sent (TOO_LARGE, not connected,
-  // closed), and then call->done never runs.
-  void submit(const std::shared_ptr<Call>& call, std::string msg);
+  // ErrorReply), or a failure, reaches call->done on the loop thread, or,
+  // when it went on the direct link (true), on the thread that reads its
+  // completion there. Throws only what is known before anything is sent
+  // (TOO_LARGE, not connected, closed), and then call->done never runs.
+  bool submit(const std::shared_ptr<Call>& call, std::string msg);
 
   // ===== loop thread =========================================================
 

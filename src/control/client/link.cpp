@@ -81,6 +81,8 @@ void RemoteClient::Impl::init_timers() {
 }
 
 bool RemoteClient::Impl::requests_waiting() const {
+  // Completions the direct link owes: silence there is the server's too.
+  if (direct.owed_count.load(std::memory_order_relaxed) > 0) return true;
   for (const auto& [id, call] : pending)
     if (id != ping_id) return true;
   return false;
@@ -261,6 +263,7 @@ void RemoteClient::Impl::connection_lost(const std::string& why) {
   log(LogLevel::Warn, "client: ", detail, "; reconnecting");
   set_state(State::Reconnecting);
   fail_all(GENIE_ERR_CONNECTION, detail);
+  direct_lost(why);
   resuming = true;
   retry_ms = 0;
   reconnect_deadline = Clock::now() + timeout;
@@ -329,6 +332,7 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
       {
         std::lock_guard<std::mutex> lk(mu);
         data_endpoint = std::move(chosen);
+        data_submit = w.data_submit();
       }
       if (!resuming) {
         token = w.session_token();
@@ -368,6 +372,7 @@ void RemoteClient::Impl::close() {
       loop->post([this] { begin_close(); });
       std::thread([self = shared_from_this()] {
         self->loop->stop([s = self.get()] { s->final_teardown(); });
+        self->direct_close();
       }).detach();
       return;
     }
@@ -377,10 +382,7 @@ void RemoteClient::Impl::close() {
                   [&] { return goodbye_done; });
     }
     loop->stop([this] { final_teardown(); });
-    {
-      std::lock_guard<std::mutex> lk(direct.mu);  // its call, if any, has ended (shut down above)
-      direct.reset();
-    }
+    direct_close();  // its call, if any, has ended (shut down above)
     // Calls whose tasks the stopping loop dropped: nothing touches their
     // buffers any more.
     std::unordered_set<std::shared_ptr<Call>> left;

@@ -139,7 +139,8 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       return answer_errors(*p, rid, "importing the tensor", [&] { tensor_import(p, rid, m); });
     }
     case MsgType::GraphSubmit: {
-      check(control, GENIE_ERR_PROTOCOL, "GraphSubmit on a data connection (send it on the control one)");
+      // On the control connection or a data connection of the session
+      // (Welcome.data_submit): its GraphDone goes back where it came from.
       const auto m = parse_msg<wire::GraphSubmit>(msg, h.type);
       counters.graph_submits_full.fetch_add(1, std::memory_order_relaxed);
       counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
@@ -160,8 +161,6 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       return {};
     }
     case MsgType::GraphSubmitDelta: {
-      check(control, GENIE_ERR_PROTOCOL,
-            "GraphSubmitDelta on a data connection (send it on the control one)");
       const auto m = parse_msg<wire::GraphSubmitDelta>(msg, h.type);
       counters.graph_submits_delta.fetch_add(1, std::memory_order_relaxed);
       counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);

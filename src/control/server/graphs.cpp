@@ -1,5 +1,7 @@
 // The graph service: submissions (full and delta), their execution here or
 // across workers, completions, and server information.
+#include <algorithm>
+
 #include "control/server/impl.hpp"
 
 namespace genie {
@@ -159,7 +161,14 @@ void Server::Impl::report_done(const std::weak_ptr<Peer>& wp, const std::weak_pt
   counters.graphs_executed.fetch_add(1, std::memory_order_relaxed);
   auto p = wp.lock();
   auto s = ws.lock();
-  if (p && s && !p->closing && p->state == Peer::State::Control && p->session == s && s->control == p.get()) {
+  // The connection that submitted it, while it still serves the session:
+  // the control connection, or one of its data connections.
+  const bool serves = p && s && !p->closing && p->session == s &&
+                      (p->state == Peer::State::Control
+                           ? s->control == p.get()
+                           : p->state == Peer::State::Data &&
+                                 std::find(s->data.begin(), s->data.end(), p.get()) != s->data.end());
+  if (serves) {
     try {
       wire::GraphDone d;
       d.set_status(r.status);

@@ -1,0 +1,73 @@
+// The direct link's socket I/O (direct.hpp): frames sent and received by the
+// calling thread on a non-blocking socket, with poll() bounding every wait
+// by a deadline, in plaintext or through the link's TLS session. Shared by
+// the link's transfers (direct.cpp) and its submissions
+// (direct_submit.cpp).
+#pragma once
+
+#include <sys/uio.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "control/wire.hpp"
+
+namespace genie::dataplane::tcp {
+class TlsSession;
+}
+
+namespace genie::direct_io {
+
+using Clock = std::chrono::steady_clock;
+
+// Why an exchange stopped: the caller turns it into the framed path's error.
+enum class Broke { Timeout, Closed, Protocol };
+struct LinkBroken {
+  Broke why;
+  std::string detail;
+};
+
+[[noreturn]] void broke(Broke why, std::string detail);
+
+// One exchange on the direct link: its socket and, with TLS, its session
+// and the plaintext decrypted but not yet taken by a frame.
+struct Io {
+  int fd;
+  dataplane::tcp::TlsSession* tls;  // null: plaintext
+  std::string* plain;
+  size_t* taken;  // bytes of *plain already taken
+  Clock::time_point deadline;
+};
+
+// Waits until `fd` is ready for `events` or the deadline passes (Timeout).
+// With `spin`, a socket ready within microseconds is taken without sleeping
+// (core/spin.hpp).
+void wait_for(int fd, short events, Clock::time_point deadline, bool spin);
+
+// Sends every byte of `iov` (modified as it goes).
+void send_all(Io& io, iovec* iov, int cnt);
+// With TLS: reads and decrypts what the socket has (waiting for it),
+// answering whatever the session has to say (handshake, alerts).
+void tls_pull(Io& io, bool spin);
+// Receives exactly n bytes into dst; `spin` for the first wait.
+void recv_all(Io& io, void* dst, size_t n, bool spin);
+
+void send_frame(Io& io, wire::MsgType type, uint64_t rid, const std::string& msg, const void* payload,
+                uint64_t len);
+// Reads a frame's header and message, the CRC checked. The payload, if
+// any, is the caller's to read.
+wire::FrameHeader read_frame(Io& io, uint32_t max_message, std::string* msg, bool spin);
+// read_frame, for the reply to request `rid` (Protocol if it is not).
+wire::FrameHeader recv_reply(Io& io, uint64_t rid, uint32_t max_message, std::string* msg);
+
+// A blocking connect bounded by the deadline; the socket comes back
+// non-blocking, with the data connection's options. Throws
+// Error(CONNECTION).
+int connect_to(const std::string& address, Clock::time_point deadline);
+
+// True when an idle socket still looks usable: nothing to read (a peer's
+// close or stray bytes make it readable) and no error.
+bool idle_ok(int fd);
+
+}  // namespace genie::direct_io
