@@ -144,17 +144,8 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
   if (!cfg.direct_calls || nbytes > kDirectMaxBytes || loop->on_loop_thread() || reading_direct())
     return false;
   if (direct.eligible.fetch_add(1, std::memory_order_relaxed) < kDirectAfterCalls) return false;
-  // Once this call lets the link go, a thread waiting to read it may.
-  struct NextTurn {
-    DirectLink& link;
-    bool armed = false;
-    ~NextTurn() {
-      if (armed) link.next_turn();
-    }
-  } next_turn{direct};
-  std::unique_lock<std::mutex> own(direct.mu, std::try_to_lock);
-  if (!own.owns_lock()) return false;  // another thread reads it: take the loop
-  next_turn.armed = true;
+  DirectTurn turn(direct);
+  if (!turn.owns()) return false;  // another thread reads it: take the loop
   DirectReader reading(*this);
   if (!direct_open(false)) return false;
 

@@ -152,4 +152,24 @@ struct DirectLink {
   void next_turn();
 };
 
+// The reader's turn: DirectLink::mu if it is free, and, when this lets it
+// go, the threads waiting for a completion woken (one of them may read).
+class DirectTurn {
+ public:
+  explicit DirectTurn(DirectLink& link) : link_(link), own_(link.mu, std::try_to_lock) {}
+  DirectTurn(const DirectTurn&) = delete;
+  DirectTurn& operator=(const DirectTurn&) = delete;
+  ~DirectTurn() { release(); }
+  bool owns() const { return own_.owns_lock(); }
+  void release() {
+    if (!own_.owns_lock()) return;
+    own_.unlock();
+    link_.next_turn();
+  }
+
+ private:
+  DirectLink& link_;
+  std::unique_lock<std::mutex> own_;
+};
+
 }  // namespace genie

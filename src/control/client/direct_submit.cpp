@@ -38,9 +38,9 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
   // thread reading holds it, and the link is then open: on plaintext a
   // submission goes out beside the read; TLS has one session for both
   // directions, so there it takes the loop.
-  std::unique_lock<std::mutex> role(direct.mu, std::try_to_lock);
+  DirectTurn turn(direct);
   std::optional<DirectReader> reading;
-  if (role.owns_lock()) {
+  if (turn.owns()) {
     reading.emplace(*this);
     if (!direct_open(true)) return false;
   } else if (tls != nullptr) {
@@ -87,11 +87,8 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
       if (direct.owed.erase(rid) > 0) direct.owed_count.fetch_sub(1, std::memory_order_relaxed);
     }
   }
-  if (role.owns_lock()) {
-    reading.reset();
-    role.unlock();
-    direct.next_turn();  // a waiter may read now
-  }
+  reading.reset();
+  turn.release();
   if (!sent) {
     direct.interrupt();
     for (uint64_t id : ids)
@@ -212,11 +209,9 @@ void RemoteClient::Impl::direct_collect(const std::shared_ptr<Call>& call, Clock
       std::lock_guard<std::mutex> lk(direct.wait_mu);
       seen = direct.turns;
     }
-    std::unique_lock<std::mutex> own(direct.mu, std::try_to_lock);
-    if (own.owns_lock()) {
+    DirectTurn turn(direct);
+    if (turn.owns()) {
       direct_read(finished, deadline);
-      own.unlock();
-      direct.next_turn();  // another waiter may read now
       return;
     }
     // Another thread reads the link: it completes this call, or lets the
@@ -270,12 +265,12 @@ void RemoteClient::Impl::watch_completions() {
       if (direct.watcher_stop) return;
       seen = direct.turns;
     }
-    std::unique_lock<std::mutex> own(direct.mu, std::try_to_lock);
-    if (own.owns_lock()) {
-      direct_read([&] { return !wanted(); }, Clock::now() + kSlice);
-      own.unlock();
-      direct.next_turn();
-      continue;
+    {
+      DirectTurn turn(direct);
+      if (turn.owns()) {
+        direct_read([&] { return !wanted(); }, Clock::now() + kSlice);
+        continue;
+      }
     }
     std::unique_lock<std::mutex> lk(direct.wait_mu);
     direct.wait_cv.wait_for(lk, kSlice, [&] { return direct.watcher_stop || direct.turns != seen; });
@@ -283,8 +278,8 @@ void RemoteClient::Impl::watch_completions() {
 }
 
 void RemoteClient::Impl::direct_lost(const std::string& why) {
-  std::unique_lock<std::mutex> own(direct.mu, std::try_to_lock);
-  if (!own.owns_lock()) {
+  DirectTurn turn(direct);
+  if (!turn.owns()) {
     // A reader holds it: its socket breaks now, and it fails what the link
     // owes.
     direct.interrupt();
