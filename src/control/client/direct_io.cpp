@@ -145,6 +145,16 @@ void recv_all(Io& io, void* dst, size_t n, bool spin) {
   }
 }
 
+void append_frame(std::string* out, MsgType type, uint64_t rid, const std::string& msg) {
+  wire::FrameHeader h;
+  h.type = type;
+  h.request_id = rid;
+  uint8_t hdr[wire::kHeaderSize];
+  wire::encode_header(h, msg.data(), msg.size(), hdr);
+  out->append(reinterpret_cast<const char*>(hdr), sizeof hdr);
+  out->append(msg);
+}
+
 void send_frame(Io& io, MsgType type, uint64_t rid, const std::string& msg, const void* payload,
                 uint64_t len) {
   wire::FrameHeader h;

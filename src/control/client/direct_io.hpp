@@ -55,6 +55,8 @@ void recv_all(Io& io, void* dst, size_t n, bool spin);
 
 void send_frame(Io& io, wire::MsgType type, uint64_t rid, const std::string& msg, const void* payload,
                 uint64_t len);
+// A frame without payload, appended to *out (frames sent in one write).
+void append_frame(std::string* out, wire::MsgType type, uint64_t rid, const std::string& msg);
 // Reads a frame's header and message, the CRC checked. The payload, if
 // any, is the caller's to read.
 wire::FrameHeader read_frame(Io& io, uint32_t max_message, std::string* msg, bool spin);

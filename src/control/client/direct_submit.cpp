@@ -65,24 +65,28 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
       std::lock_guard<std::mutex> lk(mu);
       ids.swap(frees);
     }
+    // One write for them all: each write on loopback costs the delivery
+    // to the server's socket and a wake-up of its loop.
+    std::string frames;
+    for (uint64_t id : ids) {
+      wire::TensorFree f;
+      f.set_tensor_id(id);
+      append_frame(&frames, MsgType::TensorFree, next_id.fetch_add(1), wire::encode_msg(f));
+    }
+    append_frame(&frames, call->send_type, rid, msg);
+    {
+      std::lock_guard<std::mutex> lk(direct.owed_mu);
+      direct.owed.emplace(rid, call);
+      direct.owed_count.fetch_add(1, std::memory_order_relaxed);
+    }
     try {
-      for (size_t i = 0; i < ids.size(); ++i) {
-        wire::TensorFree f;
-        f.set_tensor_id(ids[i]);
-        send_frame(io, MsgType::TensorFree, next_id.fetch_add(1), wire::encode_msg(f), nullptr, 0);
-        ids[i] = 0;  // sent
-      }
-      {
-        std::lock_guard<std::mutex> lk(direct.owed_mu);
-        direct.owed.emplace(rid, call);
-        direct.owed_count.fetch_add(1, std::memory_order_relaxed);
-      }
-      send_frame(io, call->send_type, rid, msg, nullptr, 0);
+      iovec one{frames.data(), frames.size()};
+      send_all(io, &one, 1);
       sent = true;
     } catch (const LinkBroken&) {
       // Not sent whole, so never run: the loop sends it instead, and the
-      // frees not sent with it. The socket breaks, so that whoever reads
-      // it next fails what it owed.
+      // frees with it. The socket breaks, so that whoever reads it next
+      // fails what it owed.
       std::lock_guard<std::mutex> lk(direct.owed_mu);
       if (direct.owed.erase(rid) > 0) direct.owed_count.fetch_sub(1, std::memory_order_relaxed);
     }
@@ -91,8 +95,8 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
   turn.release();
   if (!sent) {
     direct.interrupt();
-    for (uint64_t id : ids)
-      if (id != 0) queue_free(id);
+    // The server may have had some of them: freeing twice is harmless.
+    for (uint64_t id : ids) queue_free(id);
     return false;
   }
   direct.submits.fetch_add(1, std::memory_order_relaxed);
