@@ -41,11 +41,15 @@ std::string Admission::admit(const std::string& source, genie_status_t* status, 
   return {};
 }
 
-void Admission::release(const std::string& source) {
+void Admission::vouch(const std::string& source) {
   auto it = per_source_.find(source);
   if (it == per_source_.end()) return;
   if (--it->second <= 0) per_source_.erase(it);
+}
+
+void Admission::release(const std::string& source, bool per_source) {
   if (total_ > 0) --total_;
+  if (per_source) vouch(source);
 }
 
 int64_t Admission::auth_failed(const std::string& source, Clock::time_point now) {

@@ -40,7 +40,13 @@ class Admission {
   // status in *status (GENIE_ERR_AUTH while backing off, else
   // GENIE_ERR_CONNECTION).
   std::string admit(const std::string& source, genie_status_t* status, Clock::time_point now = Clock::now());
-  void release(const std::string& source);
+  // An admitted connection proved it belongs to a session (a data
+  // connection): its source no longer answers for it, its session does
+  // (the server bounds a session's data connections); it still counts in
+  // the total.
+  void vouch(const std::string& source);
+  // A connection admitted ends: `per_source` unless vouch() ran for it.
+  void release(const std::string& source, bool per_source = true);
 
   // An authentication from `source` failed; returns how long it is refused
   // from now on, in ms (0: not yet).

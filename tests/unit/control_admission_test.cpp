@@ -36,6 +36,24 @@ TEST(Admission, LimitsConnectionsInTotalAndPerSource) {
   EXPECT_EQ(a.connections(), 3u);
 }
 
+TEST(Admission, AVouchedConnectionLeavesItsSourcesCountButNotTheTotal) {
+  Admission a(3, 1);
+  genie_status_t st = GENIE_OK;
+  EXPECT_EQ(a.admit("a", &st), "");
+  EXPECT_NE(a.admit("a", &st), "");  // the one slot of "a" is taken
+  a.vouch("a");                      // it proved its session: "a" has its slot back
+  EXPECT_EQ(a.admit("a", &st), "");
+  EXPECT_EQ(a.connections(), 2u);
+  EXPECT_EQ(a.admit("b", &st), "");
+  const std::string total = a.admit("c", &st);  // the total still counts it
+  EXPECT_NE(total.find("3 connections"), std::string::npos) << total;
+  a.release("a", false);  // the vouched one ends: the total only
+  EXPECT_NE(a.admit("a", &st), "");
+  EXPECT_EQ(a.connections(), 2u);
+  a.release("a");
+  EXPECT_EQ(a.admit("a", &st), "");
+}
+
 TEST(Admission, FailedAuthenticationsBackOffAndASuccessClears) {
   Admission a(0, 0);
   const auto t0 = Clock::now();

@@ -1051,6 +1051,36 @@ TEST_F(ControlServer, ResumeWithinGraceGetsTheTensorsBack) {
   EXPECT_EQ(read(other, id, 0, 4).error().status(), GENIE_ERR_NOT_FOUND);
 }
 
+TEST_F(ControlServer, ProvedDataConnectionsCountPerSessionNotPerAddress) {
+  ServerOptions o = options();
+  o.max_connections_per_source = 2;
+  Server server(o);
+  Raw c(server.port());
+  const wire::Welcome w = handshake(c);
+  // Data connections that proved the session's secret leave the address's
+  // two slots to sessions; a session has at most 8.
+  std::vector<std::unique_ptr<Raw>> data;
+  for (int i = 0; i < 8; ++i) {
+    data.push_back(std::make_unique<Raw>(server.port()));
+    data_handshake(*data.back(), w);
+  }
+  Raw ninth(server.port());
+  wire::AuthResponse r;
+  r.set_session_mac(
+      proof("genie data connection v3", w.session_token(), data_challenge(ninth, w), w.session_id(), "tcp"));
+  ninth.send(MsgType::AuthResponse, 3, r);
+  const auto e = ninth.reply(3).error();
+  EXPECT_EQ(e.status(), GENIE_ERR_CONNECTION);
+  EXPECT_NE(e.detail().find("data connections, the limit per session"), std::string::npos) << e.detail();
+  EXPECT_TRUE(ninth.closed_by_server());
+  // The address's second slot is free for another session...
+  Raw c2(server.port());
+  handshake(c2, nullptr, "second-client");
+  // ...and its third is refused before any handshake.
+  Raw third(server.port());
+  EXPECT_TRUE(third.closed_by_server());
+}
+
 TEST_F(ControlServer, DataConnectionsProveTheSessionSecretForTheirOwnChallenge) {
   Server server(options());
   Raw c(server.port());

@@ -132,10 +132,17 @@ void Server::Impl::admit_data(const std::shared_ptr<Peer>& p, uint64_t rid, cons
         s->serial());
   check(p->conn->peer_identity() == s->client_cert, GENIE_ERR_AUTH, "the data connection for session ",
         s->serial(), " presented another client certificate than the session's owner");
+  check(s->data.size() < kMaxDataConnections, GENIE_ERR_CONNECTION, "session ", s->serial(), " has ",
+        s->data.size(), " data connections, the limit per session");
   p->nonce.clear();
   p->state = Peer::State::Data;
   p->session = s;
   s->data.push_back(p.get());
+  // Its session answers for it now, not its source: a client's data
+  // connections do not take the slots its address has for sessions
+  // (docs/security.md, "Defaults and settings").
+  if (p->admitted && !p->vouched) admission.vouch(p->source);
+  p->vouched = true;
   p->handshake_timer.reset();
   p->conn->set_buffer_sizes(4 << 20);
   authenticated(*p);

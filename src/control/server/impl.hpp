@@ -53,6 +53,11 @@ namespace genie {
 using wire::MsgType;
 using wire::parse_msg;
 
+// Data connections one session may have at once: the client's own two
+// (the loop's and the direct link), and those of a reconnect while the
+// old ones are still closing.
+constexpr size_t kMaxDataConnections = 8;
+
 // One accepted connection: in its handshake, a session's control
 // connection, or one of its data connections.
 struct Peer : std::enable_shared_from_this<Peer> {
@@ -62,6 +67,7 @@ struct Peer : std::enable_shared_from_this<Peer> {
   std::string name;    // "ip:port", for logs
   std::string source;  // the address part of `name`, counted by Admission
   bool admitted = false;  // counted by Admission until on_close
+  bool vouched = false;   // a data connection of a session: not counted per source
   std::shared_ptr<Session> session;
   std::string nonce;       // the challenge sent (AwaitAuth)
   // AwaitAuth on a data connection: the session its DataHello named (a

@@ -264,7 +264,7 @@ void Server::Impl::on_close(const std::shared_ptr<Peer>& p, genie_status_t statu
   }
   const bool refused =
       status != GENIE_OK && status != GENIE_ERR_SHUTDOWN && (status != GENIE_ERR_CONNECTION || !p->admitted);
-  if (p->admitted) admission.release(p->source);
+  if (p->admitted) admission.release(p->source, !p->vouched);
   p->admitted = false;
   if (refused) {
     counters.connections_refused.fetch_add(1, std::memory_order_relaxed);
