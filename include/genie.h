@@ -1422,7 +1422,9 @@ GENIE_API void genie_future_destroy(genie_future_t *future);
 /** Waits until the future completes or `timeout_ms` passes (< 0: no limit).
  *  Returns GENIE_OK if it completed successfully, the execution error if it
  *  failed, or GENIE_ERR_TIMEOUT if it is still running (the future stays
- *  valid). Errors: INVALID_HANDLE. */
+ *  valid). In remote mode the waiting thread may read the completion from
+ *  the server itself (and so run completion callbacks of other futures of
+ *  the context). Errors: INVALID_HANDLE. */
 GENIE_API genie_status_t genie_future_wait(genie_future_t *future,
                                            int64_t timeout_ms);
 

@@ -1431,7 +1431,9 @@ extern "C" {
     #[doc = " Waits until the future completes or `timeout_ms` passes (< 0: no limit)."]
     #[doc = "  Returns GENIE_OK if it completed successfully, the execution error if it"]
     #[doc = "  failed, or GENIE_ERR_TIMEOUT if it is still running (the future stays"]
-    #[doc = "  valid). Errors: INVALID_HANDLE."]
+    #[doc = "  valid). In remote mode the waiting thread may read the completion from"]
+    #[doc = "  the server itself (and so run completion callbacks of other futures of"]
+    #[doc = "  the context). Errors: INVALID_HANDLE."]
     pub fn genie_future_wait(future: *mut genie_future_t, timeout_ms: i64) -> genie_status_t;
 }
 extern "C" {
