@@ -44,21 +44,25 @@ void FutureState::set_collector(std::function<void(Deadline)> collect, std::func
 }
 
 genie_status_t FutureState::wait(int64_t timeout_ms) {
-  // A remote submission on the client's direct link: this thread reads its
-  // completion (core/spin.hpp's polling included), with no thread between.
-  if (collect_ && !done_flag_.load(std::memory_order_acquire))
-    collect_(timeout_ms < 0 ? Deadline::max()
-                            : std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
-  // A remote tiny graph completes within tens of microseconds: polling
-  // first spares the completing thread a wake-up (core/spin.hpp).
-  if (timeout_ms != 0)
+  // One deadline for every stage below: together they wait timeout_ms.
+  const Deadline deadline =
+      timeout_ms < 0 ? Deadline::max() : std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  if (collect_ && !done_flag_.load(std::memory_order_acquire)) {
+    // A remote submission on the client's direct link: this thread reads
+    // its completion (core/spin.hpp's polling included), with no thread
+    // between.
+    collect_(deadline);
+  } else if (timeout_ms != 0) {
+    // A remote tiny graph completes within tens of microseconds: polling
+    // first spares the completing thread a wake-up (core/spin.hpp).
     spin_until([this] { return done_flag_.load(std::memory_order_acquire); },
                timeout_ms < 0 ? kReplySpin
                               : std::min<std::chrono::microseconds>(kReplySpin, std::chrono::milliseconds(timeout_ms)));
+  }
   std::unique_lock<std::mutex> lk(mu_);
   if (timeout_ms < 0) {
     cv_.wait(lk, [this] { return done_; });
-  } else if (!cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms), [this] { return done_; })) {
+  } else if (!cv_.wait_until(lk, deadline, [this] { return done_; })) {
     throw Error(GENIE_ERR_TIMEOUT, cat("future still running after ", timeout_ms, " ms"));
   }
   if (result_.status != GENIE_OK) throw Error(result_.status, result_.detail);
