@@ -205,6 +205,7 @@ class Engine {
   bool rx_pool_full() const { return rx_held_.load(std::memory_order_relaxed) >= held_limit_; }
   const RxMemory& rx_memory() const { return rx_mem_; }
   rte_mempool* rx_pool() const { return rx_pool_; }
+  rte_mempool* tx_pool() const { return pool_; }  // header mbufs
   // Polling thread: the transmit pools' sizes and the mbufs not in use
   // (in the pool or in hand in a stash): header pool, then attach pool.
   void tx_pools(uint64_t out[4]) const;
@@ -215,11 +216,13 @@ class Engine {
   void start();
   void poll();
   bool handle(rte_mbuf* m);  // true: a session kept m
+  void prefer_lifo_pools();
   void setup_rx_pool(int socket, uint16_t room);
   void flush();
   Session* find(uint32_t id);
 
   static constexpr size_t kTxBacklog = 1024;
+  static constexpr const char* kLifoPoolOps = "stack";
 
   const TransportHost* host_;
   EngineConfig cfg_;

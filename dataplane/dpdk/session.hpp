@@ -127,6 +127,7 @@ struct Session : std::enable_shared_from_this<Session> {
   bool on_data(const PacketHeader& h, rte_mbuf* m, uint32_t at);
   void retransmit_ranges(const SeqRange* r, size_t n, uint64_t now);
   void post_received();
+  void prefetch_payload(const TxMsg& m, uint32_t frag) const;
   void send_fragment(TxPkt& p, uint32_t seq, bool retransmit);
   void ack_packet(TxPkt& p);
   void finish_msg(TxMsg& m, genie_status_t st);

@@ -9,15 +9,16 @@
 // the peer for messages only, since the port is a point-to-point link (a
 // memif or veth pair, a ring): every packet leaves through this process's
 // port (GENIE_DPDK_PORT) and a Syn is broadcast on it.
+#include <rte_memory.h>
+
 #include <array>
 #include <chrono>
 #include <cstring>
 #include <future>
 #include <limits>
+#include <set>
 
 #include "core/error.hpp"
-#include <rte_memory.h>
-
 #include "dataplane/async_channel.hpp"
 #include "dataplane/dpdk/session.hpp"
 #include "dataplane/guarded.hpp"
@@ -512,6 +513,37 @@ extern "C" __attribute__((visibility("default"))) void genie_dpdk_tx_pools(uint6
   if (f.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return;
   const std::array<uint64_t, 4> got = f.get();
   for (int i = 0; i < 4; ++i) out[i] = got[i];
+}
+
+// For tests: whether the header pool hands out the mbufs freed last, past
+// what its per-lcore cache holds. On the polling thread, takes n mbufs,
+// frees them, takes n again and counts those of the first n among them.
+// out: [0] n (0 when the pool could not give them), [1] how many came back.
+extern "C" __attribute__((visibility("default"))) void genie_dpdk_pool_reuse(uint64_t out[2]) {
+  out[0] = out[1] = 0;
+  genie::dataplane::dpdk::Engine* e = genie::dataplane::dpdk::Engine::started();
+  if (e == nullptr) return;
+  auto done = std::make_shared<std::promise<std::array<uint64_t, 2>>>();
+  auto f = done->get_future();
+  e->run([e, done] {
+    constexpr unsigned n = 2048;
+    std::vector<rte_mbuf*> first(n), again(n);
+    std::array<uint64_t, 2> got{};
+    if (rte_pktmbuf_alloc_bulk(e->tx_pool(), first.data(), n) == 0) {
+      std::set<rte_mbuf*> seen(first.begin(), first.end());
+      rte_pktmbuf_free_bulk(first.data(), n);
+      if (rte_pktmbuf_alloc_bulk(e->tx_pool(), again.data(), n) == 0) {
+        got[0] = n;
+        for (rte_mbuf* m : again) got[1] += seen.count(m);
+        rte_pktmbuf_free_bulk(again.data(), n);
+      }
+    }
+    done->set_value(got);
+  });
+  if (f.wait_for(std::chrono::seconds(5)) != std::future_status::ready) return;
+  const std::array<uint64_t, 2> got = f.get();
+  out[0] = got[0];
+  out[1] = got[1];
 }
 
 // For benchmarks: the CRC-32C the transport computes over every packet
