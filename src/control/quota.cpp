@@ -17,33 +17,35 @@ MemoryGate::MemoryGate(uint64_t budget, SessionQuota quota, const std::atomic<ui
       where_(std::move(where)) {}
 
 void MemoryGate::admit(const Session& s, uint64_t bytes, uint64_t tensors, bool graph,
-                       const std::string& what) const {
+                       const Describe& what) const {
   const SessionUsage& u = s.usage;
   const uint64_t graphs = u.graphs.load(std::memory_order_relaxed);
-  check(!graph || graphs < quota_.max_graphs, GENIE_ERR_OUT_OF_MEMORY, what, ": session quota of graphs in flight: ",
-        "this session has ", graphs, " graphs in flight on ", where_, ", its quota is ", quota_.max_graphs,
-        " (genie serve --session-max-graphs, GENIE_SESSION_MAX_GRAPHS)");
+  if (graph && graphs >= quota_.max_graphs)
+    fail(GENIE_ERR_OUT_OF_MEMORY, what(), ": session quota of graphs in flight: ", "this session has ",
+         graphs, " graphs in flight on ", where_, ", its quota is ", quota_.max_graphs,
+         " (genie serve --session-max-graphs, GENIE_SESSION_MAX_GRAPHS)");
   const uint64_t have_tensors = s.num_tensors() + u.reserved_tensors.load(std::memory_order_relaxed);
-  check(tensors <= quota_.max_tensors && have_tensors <= quota_.max_tensors - tensors, GENIE_ERR_OUT_OF_MEMORY,
-        what, ": session tensor quota: ", tensors, " more tensors on ", where_, " with ", have_tensors,
-        " held or due, past its quota of ", quota_.max_tensors,
-        " tensors (genie serve --session-max-tensors, GENIE_SESSION_MAX_TENSORS)");
+  if (tensors > quota_.max_tensors || have_tensors > quota_.max_tensors - tensors)
+    fail(GENIE_ERR_OUT_OF_MEMORY, what(), ": session tensor quota: ", tensors, " more tensors on ", where_,
+         " with ", have_tensors, " held or due, past its quota of ", quota_.max_tensors,
+         " tensors (genie serve --session-max-tensors, GENIE_SESSION_MAX_TENSORS)");
   // The server's budget first: past it, no quota matters.
   const uint64_t held = held_.load(std::memory_order_relaxed), reserved = reserved_.load(std::memory_order_relaxed);
   const uint64_t all = held + reserved;
-  check(bytes <= budget_ && all <= budget_ - bytes, GENIE_ERR_OUT_OF_MEMORY, what, ": memory budget: ", bytes,
-        " more bytes on ", where_, " with ", held, " held by all sessions and ", reserved,
-        " reserved by graphs in flight, past its budget of ", budget_,
-        " bytes (genie serve --memory-budget, GENIE_MEMORY_BUDGET)");
+  if (bytes > budget_ || all > budget_ - bytes)
+    fail(GENIE_ERR_OUT_OF_MEMORY, what(), ": memory budget: ", bytes, " more bytes on ", where_, " with ",
+         held, " held by all sessions and ", reserved, " reserved by graphs in flight, past its budget of ",
+         budget_, " bytes (genie serve --memory-budget, GENIE_MEMORY_BUDGET)");
   const uint64_t have = u.bytes.load(std::memory_order_relaxed) + u.reserved_bytes.load(std::memory_order_relaxed);
-  check(bytes <= quota_.max_bytes && have <= quota_.max_bytes - bytes, GENIE_ERR_OUT_OF_MEMORY, what,
-        ": session byte quota: ", bytes, " more bytes on ", where_, " with ", have,
-        " held or reserved by this session, past its quota of ", quota_.max_bytes,
-        " bytes (genie serve --session-max-bytes, GENIE_SESSION_MAX_BYTES)");
+  if (bytes > quota_.max_bytes || have > quota_.max_bytes - bytes)
+    fail(GENIE_ERR_OUT_OF_MEMORY, what(), ": session byte quota: ", bytes, " more bytes on ", where_,
+         " with ", have, " held or reserved by this session, past its quota of ", quota_.max_bytes,
+         " bytes (genie serve --session-max-bytes, GENIE_SESSION_MAX_BYTES)");
 }
 
-std::shared_ptr<MemoryGate::Reservation> MemoryGate::reserve(const std::shared_ptr<Session>& s, uint64_t bytes,
-                                                             uint64_t tensors, const std::string& what) {
+std::shared_ptr<MemoryGate::Reservation> MemoryGate::reserve(const std::shared_ptr<Session>& s,
+                                                             uint64_t bytes, uint64_t tensors,
+                                                             const Describe& what) {
   admit(*s, bytes, tensors, true, what);
   return std::shared_ptr<Reservation>(new Reservation(*this, s, bytes, tensors));
 }

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -44,11 +45,16 @@ class MemoryGate {
   const SessionQuota& quota() const { return quota_; }
   uint64_t reserved() const { return reserved_.load(std::memory_order_relaxed); }
 
+  // What is being admitted, for an error's detail ("tensor f32[4, 4] of
+  // 64 bytes"): called only when something is refused, so that admitting
+  // costs no formatting.
+  using Describe = std::function<std::string()>;
+
   // Throws Error(OUT_OF_MEMORY) unless session `s` may take `bytes` more
   // bytes in `tensors` more tensors (and one more graph in flight when
-  // `graph`): the detail names `what`, the quota or budget passed, the use
+  // `graph`): the detail names what(), the quota or budget passed, the use
   // and the limit.
-  void admit(const Session& s, uint64_t bytes, uint64_t tensors, bool graph, const std::string& what) const;
+  void admit(const Session& s, uint64_t bytes, uint64_t tensors, bool graph, const Describe& what) const;
 
   // Holds bytes, tensors and one graph in flight for session `s` until
   // destroyed.
@@ -71,7 +77,7 @@ class MemoryGate {
   };
   // admit(..., graph = true), then reserve.
   std::shared_ptr<Reservation> reserve(const std::shared_ptr<Session>& s, uint64_t bytes, uint64_t tensors,
-                                       const std::string& what);
+                                       const Describe& what);
 
  private:
   const uint64_t budget_;

@@ -81,7 +81,8 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
   if (!remote.empty() || (workers && workers->has_workers())) {
     // The plan checks each device's peak against its budget; here, the
     // session's graphs in flight and tensors.
-    auto reservation = gate.reserve(p->session, 0, num_outputs, cat("graph '", e.graph->name(), "'"));
+    auto reservation =
+        gate.reserve(p->session, 0, num_outputs, [&] { return cat("graph '", e.graph->name(), "'"); });
     // Planned across this server and its workers, on the task thread.
     auto r = std::make_shared<Resolved>();
     r->entry = e;
@@ -113,7 +114,8 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
   // Nothing runs unless its outputs and intermediates fit the session's
   // quota and the server's budget; they stay reserved until it completes.
   const RunMemory need = run_memory(*e.graph);
-  auto reservation = gate.reserve(p->session, need.peak, num_outputs, need.describe(*e.graph));
+  auto reservation =
+      gate.reserve(p->session, need.peak, num_outputs, [&] { return need.describe(*e.graph); });
   std::weak_ptr<Peer> wp = p;
   std::weak_ptr<Session> ws = p->session;
   if (Executor::is_tiny(*e.graph, inputs)) {

@@ -28,7 +28,8 @@ void Server::Impl::tensor_alloc(Peer& p, uint64_t rid, const wire::TensorAlloc& 
   }
   const ServedDevice* on = served_device(dev);
   const size_t bytes = byte_size(shape, dtype_size(dtype));  // TOO_LARGE on overflow
-  gate.admit(*p.session, bytes, 1, false, cat("tensor ", dtype_name(dtype), shape_str(shape), " of ", bytes, " bytes"));
+  gate.admit(*p.session, bytes, 1, false,
+             [&] { return cat("tensor ", dtype_name(dtype), shape_str(shape), " of ", bytes, " bytes"); });
   TensorPtr t;
   if (on == nullptr) {
     t = std::make_shared<TensorData>(dtype, std::move(shape));
