@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "raw_tcp.h"
 #include "server_process.h"
 
 #ifdef GENIE_BENCH_GRPC
@@ -39,51 +40,15 @@ constexpr int kPayload = 64;
 
 // --- raw TCP ping-pong -----------------------------------------------------
 
-bool full_io(int fd, char* buf, size_t n, bool writing) {
-  size_t done = 0;
-  while (done < n) {
-    const ssize_t r = writing ? ::send(fd, buf + done, n - done, MSG_NOSIGNAL) : ::recv(fd, buf + done, n - done, 0);
-    if (r <= 0) return false;
-    done += static_cast<size_t>(r);
-  }
-  return true;
-}
-
-void nodelay(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
 // The echo side runs in a child process (forked before any thread starts).
 class RawPingPong {
  public:
   RawPingPong() {
-    const int listen_fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (::bind(listen_fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || ::listen(listen_fd, 1) != 0 ||
-        ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      std::perror("raw ping-pong: bind/listen");
-      std::exit(1);
-    }
-    child_ = ::fork();
-    if (child_ == 0) {
-      const int fd = ::accept(listen_fd, nullptr, nullptr);
-      nodelay(fd);
+    fd_ = raw_tcp::fork_peer(&child_, [](int fd) {
       char buf[kPayload];
-      while (full_io(fd, buf, kPayload, false) && full_io(fd, buf, kPayload, true)) {
+      while (raw_tcp::full_io(fd, buf, kPayload, false) && raw_tcp::full_io(fd, buf, kPayload, true)) {
       }
-      ::_exit(0);
-    }
-    ::close(listen_fd);
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (child_ < 0 || ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      std::perror("raw ping-pong: fork/connect");
-      std::exit(1);
-    }
-    nodelay(fd_);
+    });
   }
   ~RawPingPong() {
     ::shutdown(fd_, SHUT_RDWR);
@@ -91,7 +56,7 @@ class RawPingPong {
     ::waitpid(child_, nullptr, 0);
   }
   void call() {
-    if (!full_io(fd_, buf_, kPayload, true) || !full_io(fd_, buf_, kPayload, false)) {
+    if (!raw_tcp::full_io(fd_, buf_, kPayload, true) || !raw_tcp::full_io(fd_, buf_, kPayload, false)) {
       std::fprintf(stderr, "raw ping-pong: connection lost\n");
       std::exit(1);
     }

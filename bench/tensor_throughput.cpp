@@ -4,6 +4,10 @@
 // (docs/benchmarks.md, "Control path"): >= 0.9 x iperf3 from 1 MiB to
 // 1 GiB, >= 0.5 x at 64 KiB.
 //
+// Beside them, the same calls over a plain TCP connection between two
+// processes (raw TCP write/read, and Genie's figure per raw one): the
+// host's own TCP under the same pattern of calls.
+//
 // Genie side: a `genie serve` server in a child process
 // (genie_server_create) and a remote context; genie_tensor_write/read of
 // one resident tensor on "remote:0". Bytes go from the caller's buffer to
@@ -14,15 +18,18 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "bench_util.h"
+#include "raw_tcp.h"
 #include "server_process.h"
 
 namespace {
@@ -81,6 +88,89 @@ double iperf3_gbps(int seconds) {
   return gbps;
 }
 
+// The same calls over one plain TCP connection to a child process: a
+// write sends a 9-byte request (op, length) and the bytes, and waits for a
+// 1-byte reply once the peer has them all in its buffer; a read sends the
+// request and receives the bytes. Both ends use the socket buffers of
+// Genie's data connections between processes on one host (256 KiB,
+// dataplane/tcp/socket_buffers.hpp), which carry its transfers above
+// 1 MiB (smaller ones take the client's direct link, whose buffers
+// differ). Run in the same order as Genie's calls (each size's writes
+// right after the previous size's reads), it tells what of a figure
+// belongs to the host's TCP rather than to Genie.
+class RawTransfer {
+ public:
+  explicit RawTransfer(size_t max) {
+    fd_ = raw_tcp::fork_peer(&child_, [max](int fd) {
+      buffers(fd);
+      std::vector<char> mem;  // touched as it fills, like a tensor's memory
+      char req[9];
+      while (raw_tcp::full_io(fd, req, sizeof req, false)) {
+        uint64_t n;
+        std::memcpy(&n, req + 1, 8);
+        if (n > max) return;
+        if (mem.size() < n) mem.resize(n);
+        if (req[0] == 'w') {
+          char ok = 1;
+          if (!raw_tcp::full_io(fd, mem.data(), n, false) || !raw_tcp::full_io(fd, &ok, 1, true)) return;
+        } else if (!raw_tcp::full_io(fd, mem.data(), n, true)) {
+          return;
+        }
+      }
+    });
+    buffers(fd_);
+  }
+  ~RawTransfer() {
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    ::waitpid(child_, nullptr, 0);
+  }
+  // The request and the bytes in one sendmsg, as Genie writes a frame.
+  void write(char* buf, size_t n) {
+    char req[9], ok;
+    encode(req, 'w', n);
+    for (size_t done = 0; done < sizeof req + n;) {
+      iovec v[2];
+      int k = 0;
+      if (done < sizeof req) v[k++] = {req + done, sizeof req - done};
+      const size_t at = done < sizeof req ? 0 : done - sizeof req;
+      v[k++] = {buf + at, n - at};
+      msghdr m{};
+      m.msg_iov = v;
+      m.msg_iovlen = static_cast<size_t>(k);
+      const ssize_t r = ::sendmsg(fd_, &m, MSG_NOSIGNAL);
+      if (r <= 0) lost();
+      done += static_cast<size_t>(r);
+    }
+    if (!raw_tcp::full_io(fd_, &ok, 1, false)) lost();
+  }
+  void read(char* buf, size_t n) {
+    if (!request('r', n) || !raw_tcp::full_io(fd_, buf, n, false)) lost();
+  }
+
+ private:
+  static void buffers(int fd) {
+    const int bytes = 256 << 10;
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+  }
+  static void encode(char req[9], char op, uint64_t n) {
+    req[0] = op;
+    std::memcpy(req + 1, &n, 8);
+  }
+  bool request(char op, uint64_t n) {
+    char req[9];
+    encode(req, op, n);
+    return raw_tcp::full_io(fd_, req, sizeof req, true);
+  }
+  [[noreturn]] static void lost() {
+    std::fprintf(stderr, "raw tcp transfer: connection lost\n");
+    std::exit(1);
+  }
+  int fd_ = -1;
+  pid_t child_ = -1;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -89,6 +179,7 @@ int main(int argc, char** argv) {
   std::vector<size_t> sizes;
   for (size_t s = 4096; s <= (o.quick ? (size_t{1} << 20) : (size_t{1} << 30)); s *= 4) sizes.push_back(s);
 
+  RawTransfer raw(sizes.back());       // forked first: no thread yet, no large buffer touched
   bsp_server_t server = bsp_start(0);  // before this process starts a thread
   genie_config_t* cfg = nullptr;
   genie_context_t* ctx = nullptr;
@@ -107,7 +198,8 @@ int main(int argc, char** argv) {
   bu_check(genie_tensor_alloc(ctx, GENIE_DTYPE_BOOL, shape, 1, "remote:0", &t), "genie_tensor_alloc");
 
   const size_t ns = sizes.size();
-  std::vector<std::vector<double>> w_gbps(ns), r_gbps(ns), w_ratio(ns), r_ratio(ns), m_gbps(ns);
+  std::vector<std::vector<double>> w_gbps(ns), r_gbps(ns), w_ratio(ns), r_ratio(ns), m_gbps(ns), rw_gbps(ns),
+      rr_gbps(ns), w_raw(ns), r_raw(ns);
   std::vector<double> iperf;
   for (int r = 0; r < rounds; ++r) {
     // A busy machine may start the iperf3 server too late for its client.
@@ -124,6 +216,16 @@ int main(int argc, char** argv) {
       t0 = bu_now_s();
       for (int k = 0; k < reps; ++k) bu_check(genie_tensor_read(t, 0, buf.data(), n), "genie_tensor_read");
       const double rd = 8.0 * static_cast<double>(n) * reps / (bu_now_s() - t0) / 1e9;
+      t0 = bu_now_s();
+      for (int k = 0; k < reps; ++k) raw.write(buf.data(), n);
+      const double raw_w = 8.0 * static_cast<double>(n) * reps / (bu_now_s() - t0) / 1e9;
+      t0 = bu_now_s();
+      for (int k = 0; k < reps; ++k) raw.read(buf.data(), n);
+      const double raw_r = 8.0 * static_cast<double>(n) * reps / (bu_now_s() - t0) / 1e9;
+      rw_gbps[i].push_back(raw_w);
+      rr_gbps[i].push_back(raw_r);
+      w_raw[i].push_back(w / raw_w);
+      r_raw[i].push_back(rd / raw_r);
       // The memory limit: one copy of the same size (a transfer makes two,
       // through the kernel, on the same memory bus).
       t0 = bu_now_s();
@@ -148,8 +250,9 @@ int main(int argc, char** argv) {
     const bu_stats_t s = bu_stats(iperf.data(), iperf.size());
     std::printf("iperf3: median %.1f Gbit/s (min %.1f, max %.1f)\n\n", s.median, s.min, s.max);
   }
-  std::printf("%10s  %22s  %22s  %14s  %14s  %14s\n", "size", "write Gbit/s med (min)", "read Gbit/s med (min)",
-              "write/iperf3", "read/iperf3", "memcpy Gbit/s");
+  std::printf("%10s  %22s  %22s  %14s  %14s  %14s  %22s  %9s  %9s\n", "size", "write Gbit/s med (min)",
+              "read Gbit/s med (min)", "write/iperf3", "read/iperf3", "memcpy Gbit/s",
+              "raw TCP write/read Gbit/s", "write/raw", "read/raw");
   FILE* json = bu_json_open(o.json_path);
   if (json) std::fprintf(json, "{\"bench\":\"tensor_throughput\",\"rounds\":%d,\"rows\":[", rounds);
   for (size_t i = 0; i < ns; ++i) {
@@ -170,11 +273,18 @@ int main(int argc, char** argv) {
       std::printf("  %14s  %14s", "-", "-");
     }
     const double mc = bu_stats(m_gbps[i].data(), m_gbps[i].size()).median;
-    std::printf("  %14.2f", mc);
-    std::printf("\n");
+    const double rwm = bu_stats(rw_gbps[i].data(), rw_gbps[i].size()).median;
+    const double rrm = bu_stats(rr_gbps[i].data(), rr_gbps[i].size()).median;
+    const double wraw = bu_stats(w_raw[i].data(), w_raw[i].size()).median;
+    const double rraw = bu_stats(r_raw[i].data(), r_raw[i].size()).median;
+    std::printf("  %14.2f  %10.2f / %9.2f  %9.2f  %9.2f\n", mc, rwm, rrm, wraw, rraw);
     if (json)
-      std::fprintf(json, "%s{\"bytes\":%zu,\"write_gbps\":%.3f,\"read_gbps\":%.3f,\"write_ratio\":%.4f,\"read_ratio\":%.4f,\"memcpy_gbps\":%.3f}",
-                   i ? "," : "", n, w.median, rd.median, wr, rr, mc);
+      std::fprintf(
+          json,
+          "%s{\"bytes\":%zu,\"write_gbps\":%.3f,\"read_gbps\":%.3f,\"write_ratio\":%.4f,\"read_ratio\":%.4f,"
+          "\"memcpy_gbps\":%.3f,\"raw_write_gbps\":%.3f,\"raw_read_gbps\":%.3f,\"write_per_raw\":%.4f,"
+          "\"read_per_raw\":%.4f}",
+          i ? "," : "", n, w.median, rd.median, wr, rr, mc, rwm, rrm, wraw, rraw);
   }
   if (json) std::fprintf(json, "]}\n");
   bu_json_close(json, o.json_path);
