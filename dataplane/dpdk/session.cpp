@@ -17,8 +17,10 @@ constexpr uint64_t kInlineMax = 256;         // fragments up to this size are co
 // small packets wait for a few bursts (a wake-up costs more than they do),
 // large ones go each burst, so that the channel's copying overlaps receipt.
 constexpr size_t kPostPackets = 128;
-constexpr uint32_t kPrefetchAhead = 4;  // fragments
 constexpr uint64_t kPostBytes = 256u << 10;
+// A sender fetches the bytes of the fragment this many ahead of the one it
+// builds (prefetch_payload).
+constexpr uint32_t kPrefetchAhead = 4;
 
 rte_ether_addr broadcast() {
   rte_ether_addr a;

@@ -145,24 +145,31 @@ void recv_all(Io& io, void* dst, size_t n, bool spin) {
   }
 }
 
-void append_frame(std::string* out, MsgType type, uint64_t rid, const std::string& msg) {
+namespace {
+
+// A frame's header, its CRC over the header and `msg`.
+void frame_header(MsgType type, uint64_t rid, const std::string& msg, uint64_t payload_len,
+                  uint8_t out[wire::kHeaderSize]) {
   wire::FrameHeader h;
   h.type = type;
   h.request_id = rid;
+  h.payload_len = payload_len;
+  wire::encode_header(h, msg.data(), msg.size(), out);
+}
+
+}  // namespace
+
+void append_frame(std::string* out, MsgType type, uint64_t rid, const std::string& msg) {
   uint8_t hdr[wire::kHeaderSize];
-  wire::encode_header(h, msg.data(), msg.size(), hdr);
+  frame_header(type, rid, msg, 0, hdr);
   out->append(reinterpret_cast<const char*>(hdr), sizeof hdr);
   out->append(msg);
 }
 
 void send_frame(Io& io, MsgType type, uint64_t rid, const std::string& msg, const void* payload,
                 uint64_t len) {
-  wire::FrameHeader h;
-  h.type = type;
-  h.request_id = rid;
-  h.payload_len = len;
   uint8_t hdr[wire::kHeaderSize];
-  wire::encode_header(h, msg.data(), msg.size(), hdr);
+  frame_header(type, rid, msg, len, hdr);
   iovec iov[3] = {{hdr, sizeof hdr},
                   {const_cast<char*>(msg.data()), msg.size()},
                   {const_cast<void*>(payload), static_cast<size_t>(len)}};
