@@ -8,7 +8,8 @@
 // (BackendHost::cpu_kernel), called through one trampoline that first
 // checks every tensor lives on the device the kernel was issued for, and
 // counts the kernels each device ran (genie_test_backend_kernels), so that
-// a test can tell where a plan really ran its nodes.
+// a test can tell where a plan really ran its nodes, and records the thread
+// that issued each device's last kernel (genie_test_backend_last_issuer).
 //
 // Environment, read when the backend is created:
 //   GENIE_TEST_BACKEND_DEVICES  number of devices (default 2; 0 = none,
@@ -18,6 +19,8 @@
 //
 // Built with -Wl,--no-undefined against the headers only: a plugin needs
 // nothing of libgenie but what BackendHost passes.
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +41,7 @@ constexpr int kMaxDevices = 8;
 const BackendHost* g_host = nullptr;
 std::atomic<uint64_t> g_kernels[kMaxDevices];
 std::atomic<uint64_t> g_live[kMaxDevices];
+std::atomic<long> g_issuer[kMaxDevices];
 
 std::string device_name(int d) { return "test:" + std::to_string(d); }
 
@@ -69,6 +73,7 @@ void run_kernel(const KernelArgs& a) {
   KernelFn fn = g_host->cpu_kernel(a.op);
   check(fn != nullptr, GENIE_ERR_UNSUPPORTED, "test backend: no kernel for op '", a.op, "'");
   fn(a);
+  g_issuer[dev].store(static_cast<long>(::gettid()));
   g_kernels[dev].fetch_add(1);
 }
 
@@ -237,6 +242,11 @@ __attribute__((visibility("default"))) const genie::DeviceBackendEntry* genie_de
 // dlsym).
 __attribute__((visibility("default"))) uint64_t genie_test_backend_kernels(int device) {
   return device >= 0 && device < kMaxDevices ? g_kernels[device].load() : 0;
+}
+
+// The thread id (gettid) that issued the last kernel on test:`device`, or 0.
+__attribute__((visibility("default"))) long genie_test_backend_last_issuer(int device) {
+  return device >= 0 && device < kMaxDevices ? g_issuer[device].load() : 0;
 }
 
 // Bytes of test:`device` memory allocated now.

@@ -109,5 +109,69 @@ TEST(ServerDevices, AServerOffersItsBackendsDevicesAndRunsGraphsThere) {
   ctx->shutdown();
 }
 
+// A small graph on a device is issued by the server's event loop (kernels
+// only queue work there; the worker that waits for the device wakes while
+// it runs), as a tiny one runs there; a graph of more nodes than the loop
+// issues itself goes to a worker.
+TEST(ServerDevices, TheLoopIssuesASmallDeviceGraphAndAWorkerALargeOne) {
+  ::setenv("GENIE_DEVICE_BACKEND_PATH", testing::kTestBackendDir.c_str(), 1);
+  ::setenv("GENIE_DEVICE_BACKENDS", "test", 1);
+  Config scfg;
+  scfg.use_env = false;
+  scfg.num_threads = 2;
+  NodeServer server(scfg, "127.0.0.1", 0);
+  ::unsetenv("GENIE_DEVICE_BACKENDS");
+  ASSERT_NE(device_backend("test").backend, nullptr) << device_backend("test").why_unavailable;
+  Config cfg;
+  cfg.use_env = false;
+  cfg.num_threads = 2;
+  cfg.master_addr = "127.0.0.1";
+  cfg.master_port = server.port();
+  auto ctx = std::make_shared<Context>(cfg);
+  std::string canonical;
+  TensorRef x = ctx->alloc(DType::F32, {4, 16}, "remote:1", &canonical);
+  TensorRef w = ctx->alloc(DType::F32, {16, 8}, "remote:1", &canonical);
+  const std::vector<float> xv = values(4 * 16, 0.37f), wv = values(16 * 8, 0.21f);
+  x.write(0, xv.data(), xv.size() * sizeof(float));
+  w.write(0, wv.data(), wv.size() * sizeof(float));
+  const auto run = [&](const Graph& g, const std::vector<std::string>& names,
+                       const std::vector<TensorRef>& in, uint64_t kernels) {
+    const uint64_t k0 = testing::test_backend_kernels(0);
+    std::shared_ptr<FutureState> f = ctx->submit(g, names, in);
+    EXPECT_EQ(f->wait(30000), GENIE_OK) << g.name();
+    EXPECT_EQ(testing::test_backend_kernels(0) - k0, kernels) << g.name();
+    return testing::test_backend_last_issuer(0);
+  };
+
+  // Tiny (no product, few elements): run on the loop, inline.
+  Graph tiny("tiny");
+  tiny.add_input("x", DType::F32, {4, 16});
+  tiny.add_node("relu", "act", {"x"}, {"y"});
+  tiny.mark_output("y");
+  const long loop = run(tiny, {"x"}, {x}, 1);
+  ASSERT_NE(loop, 0);
+
+  // Not tiny (a product), two nodes: issued by the same thread.
+  Graph small("small");
+  small.add_input("x", DType::F32, {4, 16});
+  small.add_input("w", DType::F32, {16, 8});
+  small.add_node("matmul", "mm", {"x", "w"}, {"h0"});
+  small.add_node("relu", "act", {"h0"}, {"y"});
+  small.mark_output("y");
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(run(small, {"x", "w"}, {x, w}, 2), loop);
+
+  // The product and 80 more nodes: issued on a worker.
+  Graph large("large");
+  large.add_input("x", DType::F32, {4, 16});
+  large.add_input("w", DType::F32, {16, 8});
+  large.add_node("matmul", "mm", {"x", "w"}, {"h0"});
+  for (int i = 0; i < 80; ++i)
+    large.add_node("relu", "act" + std::to_string(i), {"h" + std::to_string(i)},
+                   {"h" + std::to_string(i + 1)});
+  large.mark_output("h80");
+  for (int i = 0; i < 3; ++i) EXPECT_NE(run(large, {"x", "w"}, {x, w}, 81), loop);
+  ctx->shutdown();
+}
+
 }  // namespace
 }  // namespace genie

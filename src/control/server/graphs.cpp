@@ -127,16 +127,27 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     graph_done(wp, ws, rid, e.graph, r);
     return;
   }
+  // On a device whose kernels only queue work (a CUDA launch), this loop
+  // issues a graph of a few nodes itself and only the wait for the device
+  // goes to a worker, whose wake-up then overlaps the device's work instead
+  // of delaying its start. A larger graph is issued on a worker, so that no
+  // client's requests wait behind a long issue.
+  const Executor::Issue issue = where.backend != nullptr && e.graph->nodes().size() <= kIssueOnLoopNodes
+                                    ? Executor::Issue::Here
+                                    : Executor::Issue::OnWorker;
   ++graphs_in_flight;  // before run(): the completion may be posted at once
   try {
-    exec.run(e.graph, std::move(inputs), [this, wp, ws, rid, graph = e.graph, reservation](ExecResult&& r) {
-      auto result = std::make_shared<ExecResult>(std::move(r));
-      // Cannot fail: stop() keeps the loop running until every graph is done.
-      loop.post([this, wp, ws, rid, graph, result, reservation] {
-        reservation->release();
-        graph_done(wp, ws, rid, graph, *result);
-      });
-    }, where);
+    exec.run(
+        e.graph, std::move(inputs),
+        [this, wp, ws, rid, graph = e.graph, reservation](ExecResult&& r) {
+          auto result = std::make_shared<ExecResult>(std::move(r));
+          // Cannot fail: stop() keeps the loop running until every graph is done.
+          loop.post([this, wp, ws, rid, graph, result, reservation] {
+            reservation->release();
+            graph_done(wp, ws, rid, graph, *result);
+          });
+        },
+        where, issue);
   } catch (...) {
     --graphs_in_flight;
     throw;

@@ -58,6 +58,10 @@ using wire::parse_msg;
 // old ones are still closing.
 constexpr size_t kMaxDataConnections = 8;
 
+// The most nodes of a device graph the event loop issues itself (each
+// node's kernels take microseconds to queue); larger ones go to a worker.
+constexpr size_t kIssueOnLoopNodes = 64;
+
 // One accepted connection: in its handshake, a session's control
 // connection, or one of its data connections.
 struct Peer : std::enable_shared_from_this<Peer> {
