@@ -16,17 +16,21 @@
 //                               create() then fails with a reason)
 //   GENIE_TEST_BACKEND_MEMORY   bytes of memory per device (default 1 GiB);
 //                               allocations beyond it fail OUT_OF_MEMORY
+// and, read at each call, GENIE_TEST_BACKEND_SYNC_MS: milliseconds a queue's
+// synchronize() takes (a device still busy with the work issued on it).
 //
 // Built with -Wl,--no-undefined against the headers only: a plugin needs
 // nothing of libgenie but what BackendHost passes.
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
@@ -49,8 +53,12 @@ class TestQueue final : public Queue {
  public:
   explicit TestQueue(int device) : device_(device) {}
   int device() const override { return device_; }
-  // Work is done when issued; a real stream would wait here.
-  void synchronize() override {}
+  // Work is done when issued; a real stream would wait here. A device busy
+  // with earlier work: GENIE_TEST_BACKEND_SYNC_MS, read at each call.
+  void synchronize() override {
+    const char* ms = std::getenv("GENIE_TEST_BACKEND_SYNC_MS");
+    if (ms != nullptr && *ms != '\0') std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
+  }
 
  private:
   int device_;

@@ -112,7 +112,8 @@ TEST(ServerDevices, AServerOffersItsBackendsDevicesAndRunsGraphsThere) {
 // A small graph on a device is issued by the server's event loop (kernels
 // only queue work there; the worker that waits for the device wakes while
 // it runs), as a tiny one runs there; a graph of more nodes than the loop
-// issues itself goes to a worker.
+// issues itself, or one submitted while another is in flight, goes to a
+// worker.
 TEST(ServerDevices, TheLoopIssuesASmallDeviceGraphAndAWorkerALargeOne) {
   ::setenv("GENIE_DEVICE_BACKEND_PATH", testing::kTestBackendDir.c_str(), 1);
   ::setenv("GENIE_DEVICE_BACKENDS", "test", 1);
@@ -159,6 +160,19 @@ TEST(ServerDevices, TheLoopIssuesASmallDeviceGraphAndAWorkerALargeOne) {
   small.add_node("relu", "act", {"h0"}, {"y"});
   small.mark_output("y");
   for (int i = 0; i < 5; ++i) EXPECT_EQ(run(small, {"x", "w"}, {x, w}, 2), loop);
+
+  // While a device graph is in flight (its device busy for 300 ms), the
+  // next one goes to a worker: a launch behind queued work may block.
+  ::setenv("GENIE_TEST_BACKEND_SYNC_MS", "300", 1);
+  const uint64_t k0 = testing::test_backend_kernels(0);
+  std::shared_ptr<FutureState> first = ctx->submit(small, {"x", "w"}, {x, w});
+  std::shared_ptr<FutureState> second = ctx->submit(small, {"x", "w"}, {x, w});
+  EXPECT_EQ(first->wait(30000), GENIE_OK);
+  EXPECT_EQ(second->wait(30000), GENIE_OK);
+  ::unsetenv("GENIE_TEST_BACKEND_SYNC_MS");
+  EXPECT_EQ(testing::test_backend_kernels(0) - k0, 4u);
+  EXPECT_NE(testing::test_backend_last_issuer(0), loop);
+  EXPECT_EQ(run(small, {"x", "w"}, {x, w}, 2), loop);  // idle again: the loop issues
 
   // The product and 80 more nodes: issued on a worker.
   Graph large("large");

@@ -130,26 +130,33 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
   // On a device whose kernels only queue work (a CUDA launch), this loop
   // issues a graph of a few nodes itself and only the wait for the device
   // goes to a worker, whose wake-up then overlaps the device's work instead
-  // of delaying its start. A larger graph is issued on a worker, so that no
+  // of delaying its start. Only while no other device graph is in flight:
+  // behind queued work a launch can block until the device drains, and the
+  // loop must not. A larger graph is issued on a worker, so that no
   // client's requests wait behind a long issue.
-  const Executor::Issue issue = where.backend != nullptr && e.graph->nodes().size() <= kIssueOnLoopNodes
-                                    ? Executor::Issue::Here
-                                    : Executor::Issue::OnWorker;
+  const bool on_device = where.backend != nullptr;
+  const Executor::Issue issue =
+      on_device && device_graphs_in_flight == 0 && e.graph->nodes().size() <= kIssueOnLoopNodes
+          ? Executor::Issue::Here
+          : Executor::Issue::OnWorker;
   ++graphs_in_flight;  // before run(): the completion may be posted at once
+  if (on_device) ++device_graphs_in_flight;
   try {
     exec.run(
         e.graph, std::move(inputs),
-        [this, wp, ws, rid, graph = e.graph, reservation](ExecResult&& r) {
+        [this, wp, ws, rid, graph = e.graph, reservation, on_device](ExecResult&& r) {
           auto result = std::make_shared<ExecResult>(std::move(r));
           // Cannot fail: stop() keeps the loop running until every graph is done.
-          loop.post([this, wp, ws, rid, graph, result, reservation] {
+          loop.post([this, wp, ws, rid, graph, result, reservation, on_device] {
             reservation->release();
+            if (on_device) --device_graphs_in_flight;
             graph_done(wp, ws, rid, graph, *result);
           });
         },
         where, issue);
   } catch (...) {
     --graphs_in_flight;
+    if (on_device) --device_graphs_in_flight;
     throw;
   }
 }

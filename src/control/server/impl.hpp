@@ -293,6 +293,7 @@ struct Server::Impl {
   delta::BaseTable bases;  // graph texts deltas may name, by SHA-256
   uint64_t next_session_serial = 1;
   int graphs_in_flight = 0;
+  int device_graphs_in_flight = 0;  // of which run on a device backend's device
   bool stopping = false;     // loop: stop() has begun
   bool closing_all = false;  // loop: graphs are done, connections are closing
   std::unique_ptr<Timer> stop_timer;
