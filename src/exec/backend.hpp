@@ -96,6 +96,14 @@ class DeviceBackend {
   // Whether kernels compute in f32 only: then the executor has f16/bf16
   // values converted (convert below) around each kernel call.
   virtual bool f32_compute() const { return true; }
+  // Whether `op`'s kernel may wait for its queue before it returns (it
+  // reads a result back, as a check for data-dependent errors does): its
+  // caller then waits for the work issued before it. False: kernels only
+  // queue work.
+  virtual bool kernel_waits(const std::string& op) const {
+    (void)op;
+    return false;
+  }
   // Element conversion on the device: `dst` (same element count, allocated
   // by this backend on src's device) receives src's values as dst's dtype.
   virtual void convert(const TensorData& src, TensorData& dst, Queue* q) = 0;
@@ -144,7 +152,7 @@ namespace genie {
 
 // Bumped whenever DeviceBackend, DeviceBackendEntry, BackendHost or a type
 // they pass changes.
-constexpr uint32_t kDeviceBackendAbi = 1;
+constexpr uint32_t kDeviceBackendAbi = 2;  // 2: DeviceBackend::kernel_waits
 
 // What libgenie offers a plugin.
 struct BackendHost {

@@ -112,8 +112,8 @@ TEST(ServerDevices, AServerOffersItsBackendsDevicesAndRunsGraphsThere) {
 // A small graph on a device is issued by the server's event loop (kernels
 // only queue work there; the worker that waits for the device wakes while
 // it runs), as a tiny one runs there; a graph of more nodes than the loop
-// issues itself, or one submitted while another is in flight, goes to a
-// worker.
+// issues itself, one submitted while another is in flight, or one with a
+// kernel that waits for its queue goes to a worker.
 TEST(ServerDevices, TheLoopIssuesASmallDeviceGraphAndAWorkerALargeOne) {
   ::setenv("GENIE_DEVICE_BACKEND_PATH", testing::kTestBackendDir.c_str(), 1);
   ::setenv("GENIE_DEVICE_BACKENDS", "test", 1);
@@ -173,6 +173,21 @@ TEST(ServerDevices, TheLoopIssuesASmallDeviceGraphAndAWorkerALargeOne) {
   EXPECT_EQ(testing::test_backend_kernels(0) - k0, 4u);
   EXPECT_NE(testing::test_backend_last_issuer(0), loop);
   EXPECT_EQ(run(small, {"x", "w"}, {x, w}, 2), loop);  // idle again: the loop issues
+
+  // A kernel that waits for its queue (the test backend's embedding, as
+  // CUDA's): the graph is issued on a worker, so the loop never waits.
+  TensorRef ids = ctx->alloc(DType::I64, {3}, "remote:1", &canonical);
+  const int64_t idv[3] = {2, 0, 15};
+  ids.write(0, idv, sizeof idv);
+  Graph lookup("lookup");
+  lookup.add_input("ids", DType::I64, {3});
+  lookup.add_input("x", DType::F32, {4, 16});
+  lookup.add_input("w", DType::F32, {16, 8});
+  lookup.add_node("matmul", "mm", {"x", "w"}, {"h0"});
+  lookup.add_node("embedding", "emb", {"ids", "w"}, {"e"});
+  lookup.mark_output("h0");
+  lookup.mark_output("e");
+  for (int i = 0; i < 3; ++i) EXPECT_NE(run(lookup, {"ids", "x", "w"}, {ids, x, w}, 2), loop);
 
   // The product and 80 more nodes: issued on a worker.
   Graph large("large");

@@ -6,6 +6,15 @@
 
 namespace genie {
 
+// Whether the loop may issue `g` on the device `where` itself (graph_submit):
+// a few nodes, none of whose kernels waits for its queue.
+static bool loop_may_issue(const Graph& g, const DeviceRef& where) {
+  if (g.nodes().size() > kIssueOnLoopNodes) return false;
+  for (const Node& n : g.nodes())
+    if (where.backend->kernel_waits(n.op)) return false;
+  return true;
+}
+
 std::string Server::Impl::base_key(const Session& s, const std::string& digest) {
   return cat(s.serial(), "/", digest);
 }
@@ -130,15 +139,15 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
   // On a device whose kernels only queue work (a CUDA launch), this loop
   // issues a graph of a few nodes itself and only the wait for the device
   // goes to a worker, whose wake-up then overlaps the device's work instead
-  // of delaying its start. Only while no other device graph is in flight:
-  // behind queued work a launch can block until the device drains, and the
-  // loop must not. A larger graph is issued on a worker, so that no
-  // client's requests wait behind a long issue.
+  // of delaying its start. The loop must never wait for the device itself,
+  // so only while no other device graph is in flight (behind queued work a
+  // launch can block until the device drains) and when no kernel of the
+  // graph waits for its queue. A larger graph is issued on a worker, so
+  // that no client's requests wait behind a long issue.
   const bool on_device = where.backend != nullptr;
-  const Executor::Issue issue =
-      on_device && device_graphs_in_flight == 0 && e.graph->nodes().size() <= kIssueOnLoopNodes
-          ? Executor::Issue::Here
-          : Executor::Issue::OnWorker;
+  const Executor::Issue issue = on_device && device_graphs_in_flight == 0 && loop_may_issue(*e.graph, where)
+                                    ? Executor::Issue::Here
+                                    : Executor::Issue::OnWorker;
   ++graphs_in_flight;  // before run(): the completion may be posted at once
   if (on_device) ++device_graphs_in_flight;
   try {

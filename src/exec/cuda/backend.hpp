@@ -41,6 +41,9 @@ class CudaBackend final : public DeviceBackend {
   KernelFn find_kernel(const std::string& op) const override;
   // Kernels compute f16 and bf16 themselves.
   bool f32_compute() const override { return false; }
+  // Embedding ids out of range and integer division by zero are raised by
+  // the node that met them: those kernels read an error word back.
+  bool kernel_waits(const std::string& op) const override { return op == "embedding" || op == "div"; }
   void convert(const TensorData& src, TensorData& dst, Queue* q) override;
 
   std::unique_ptr<Queue> create_queue(int device) override;
