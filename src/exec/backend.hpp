@@ -100,10 +100,7 @@ class DeviceBackend {
   // reads a result back, as a check for data-dependent errors does): its
   // caller then waits for the work issued before it. False: kernels only
   // queue work.
-  virtual bool kernel_waits(const std::string& op) const {
-    (void)op;
-    return false;
-  }
+  virtual bool kernel_waits(const std::string& /*op*/) const { return false; }
   // Element conversion on the device: `dst` (same element count, allocated
   // by this backend on src's device) receives src's values as dst's dtype.
   virtual void convert(const TensorData& src, TensorData& dst, Queue* q) = 0;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,23 +28,34 @@ std::vector<float> values(int n, float scale) {
   return v;
 }
 
-TEST(ServerDevices, AServerOffersItsBackendsDevicesAndRunsGraphsThere) {
-  ::setenv("GENIE_DEVICE_BACKEND_PATH", testing::kTestBackendDir.c_str(), 1);
-  ::setenv("GENIE_DEVICE_BACKENDS", "test", 1);
-  Config scfg;
-  scfg.use_env = false;
-  scfg.num_threads = 2;
-  NodeServer server(scfg, "127.0.0.1", 0);
-  ::unsetenv("GENIE_DEVICE_BACKENDS");
-  ASSERT_NE(device_backend("test").backend, nullptr) << device_backend("test").why_unavailable;
+// A server offering the test backend's devices, and a client of it.
+class ServerDevices : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::setenv("GENIE_DEVICE_BACKEND_PATH", testing::kTestBackendDir.c_str(), 1);
+    ::setenv("GENIE_DEVICE_BACKENDS", "test", 1);
+    Config scfg;
+    scfg.use_env = false;
+    scfg.num_threads = 2;
+    server = std::make_unique<NodeServer>(scfg, "127.0.0.1", 0);
+    ::unsetenv("GENIE_DEVICE_BACKENDS");
+    ASSERT_NE(device_backend("test").backend, nullptr) << device_backend("test").why_unavailable;
+    Config cfg;
+    cfg.use_env = false;
+    cfg.num_threads = 2;
+    cfg.master_addr = "127.0.0.1";
+    cfg.master_port = server->port();
+    ctx = std::make_shared<Context>(cfg);
+  }
+  void TearDown() override {
+    if (ctx) ctx->shutdown();
+  }
 
-  Config cfg;
-  cfg.use_env = false;
-  cfg.num_threads = 2;
-  cfg.master_addr = "127.0.0.1";
-  cfg.master_port = server.port();
-  auto ctx = std::make_shared<Context>(cfg);
+  std::unique_ptr<NodeServer> server;
+  std::shared_ptr<Context> ctx;  // destroyed before the server
+};
 
+TEST_F(ServerDevices, AServerOffersItsBackendsDevicesAndRunsGraphsThere) {
   // remote:0 is the server's CPU, remote:1 and remote:2 its test devices.
   std::string canonical;
   TensorRef w = ctx->alloc(DType::F32, {16, 8}, "remote:1", &canonical);
@@ -106,7 +118,6 @@ TEST(ServerDevices, AServerOffersItsBackendsDevicesAndRunsGraphsThere) {
   // A device the server does not have: the list of those it has.
   EXPECT_TRUE(testing::fails_with([&] { ctx->alloc(DType::F32, {2}, "remote:9", &canonical); },
                                   GENIE_ERR_UNSUPPORTED, "remote:1 = test:0"));
-  ctx->shutdown();
 }
 
 // A small graph on a device is issued by the server's event loop (kernels
@@ -114,21 +125,7 @@ TEST(ServerDevices, AServerOffersItsBackendsDevicesAndRunsGraphsThere) {
 // it runs), as a tiny one runs there; a graph of more nodes than the loop
 // issues itself, one submitted while another is in flight, or one with a
 // kernel that waits for its queue goes to a worker.
-TEST(ServerDevices, TheLoopIssuesASmallDeviceGraphAndAWorkerALargeOne) {
-  ::setenv("GENIE_DEVICE_BACKEND_PATH", testing::kTestBackendDir.c_str(), 1);
-  ::setenv("GENIE_DEVICE_BACKENDS", "test", 1);
-  Config scfg;
-  scfg.use_env = false;
-  scfg.num_threads = 2;
-  NodeServer server(scfg, "127.0.0.1", 0);
-  ::unsetenv("GENIE_DEVICE_BACKENDS");
-  ASSERT_NE(device_backend("test").backend, nullptr) << device_backend("test").why_unavailable;
-  Config cfg;
-  cfg.use_env = false;
-  cfg.num_threads = 2;
-  cfg.master_addr = "127.0.0.1";
-  cfg.master_port = server.port();
-  auto ctx = std::make_shared<Context>(cfg);
+TEST_F(ServerDevices, TheLoopIssuesASmallDeviceGraphAndAWorkerALargeOne) {
   std::string canonical;
   TensorRef x = ctx->alloc(DType::F32, {4, 16}, "remote:1", &canonical);
   TensorRef w = ctx->alloc(DType::F32, {16, 8}, "remote:1", &canonical);
@@ -199,7 +196,6 @@ TEST(ServerDevices, TheLoopIssuesASmallDeviceGraphAndAWorkerALargeOne) {
                    {"h" + std::to_string(i + 1)});
   large.mark_output("h80");
   for (int i = 0; i < 3; ++i) EXPECT_NE(run(large, {"x", "w"}, {x, w}, 81), loop);
-  ctx->shutdown();
 }
 
 }  // namespace
