@@ -6,11 +6,14 @@
 #include <condition_variable>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <queue>
 #include <set>
+#include <system_error>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "buffer_pool.hpp"
@@ -163,22 +166,35 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
   RankReport rep;
   rep.rank = rank;
   rep.colls.resize(colls);
+  const bool ev_node = env.timeline.level() != TraceLevel::Off;
+
+  // Nodes run on worker threads: one per node in flight, since a node may
+  // block (a wait for bytes, a timed compute), kept for later nodes. The
+  // thread that finishes a node runs the next one that may start itself,
+  // so that a chain (a barrier, then a collective, then a barrier) runs on
+  // one thread with no other thread to wake in between; only nodes that
+  // start beside it go to an idle worker or a new one. Everything below is
+  // guarded by mu.
   std::mutex mu;
-  std::condition_variable cv;
-  std::deque<size_t> finished;
+  std::condition_variable idle_cv;  // idle workers wait for a hand-off
+  std::condition_variable end_cv;   // the calling thread waits for the end
   std::vector<std::string> errors;  // the first real failure first
   bool cancelled_only = true;
   std::vector<bool> lanes;
-  std::unordered_map<size_t, std::thread> threads;  // joined as they finish
-  const bool ev_node = env.timeline.level() != TraceLevel::Off;
+  std::deque<std::pair<size_t, int>> handed;  // (node, lane) for idle workers
+  int idle = 0;
+  bool stopping = false;
+  std::vector<std::thread> workers;
+  size_t done = 0, running = 0;
 
   constexpr size_t kNone = SIZE_MAX;
   size_t issuing = kNone;  // the collective whose first transfer is not posted yet
+  std::function<void()> dispatch;
   auto issued = [&](size_t i) {
     std::lock_guard<std::mutex> g(mu);
     if (issuing == i) {
       issuing = kNone;
-      cv.notify_all();
+      dispatch();
     }
   };
   auto run_node = [&](size_t i, int lane) {
@@ -261,83 +277,120 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
   };
   for (size_t i = 0; i < n; ++i)
     if (!indeg[i]) make_ready(i);
-  size_t done = 0, running = 0;
   constexpr size_t kMaxInFlight = 256;
-  auto last_progress = std::chrono::steady_clock::now();
-  const bool tty = opts.progress && isatty(STDERR_FILENO);
-  std::unique_lock<std::mutex> lk(mu);
-  while (done < n) {
-    while (errors.empty() && running < kMaxInFlight &&
-           (!ready.empty() || (!ready_colls.empty() && issuing == kNone))) {
-      size_t i;
-      if (!ready.empty()) {
-        i = ready.top();
-        ready.pop();
-      } else {
-        auto it = lifo ? std::prev(ready_colls.end()) : ready_colls.begin();
-        i = *it;
-        ready_colls.erase(it);
-        issuing = i;
-        rep.issue_order.push_back(seq[i]);
+
+  // The next node that may start, with a lane of the trace for it.
+  auto take = [&](size_t& i, int& lane) {
+    if (!errors.empty() || running >= kMaxInFlight) return false;
+    if (!ready.empty()) {
+      i = ready.top();
+      ready.pop();
+    } else if (!ready_colls.empty() && issuing == kNone) {
+      auto it = lifo ? std::prev(ready_colls.end()) : ready_colls.begin();
+      i = *it;
+      ready_colls.erase(it);
+      issuing = i;
+      rep.issue_order.push_back(seq[i]);
+    } else {
+      return false;
+    }
+    lane = 0;
+    while (lane < static_cast<int>(lanes.size()) && lanes[lane]) ++lane;
+    if (lane == static_cast<int>(lanes.size())) lanes.push_back(false);
+    lanes[lane] = true;
+    ++running;
+    return true;
+  };
+  // A failure stops the run: nothing more starts.
+  auto record = [&](const std::string& err, bool cancelled) {
+    if (!cancelled && cancelled_only) {
+      errors.insert(errors.begin(), err);
+      cancelled_only = false;
+    } else {
+      errors.push_back(err);
+    }
+  };
+  // A node's end: its successors become ready.
+  auto finish = [&](size_t i, int lane, const std::string& err, bool cancelled) {
+    if (!err.empty()) record(err, cancelled);
+    lanes[lane] = false;
+    --running;
+    ++done;
+    if (issuing == i) issuing = kNone;  // a collective with nothing to post
+    if (errors.empty())
+      for (size_t u : users[i])
+        if (--indeg[u] == 0) make_ready(u);
+    if (done == n || running == 0) end_cv.notify_all();
+  };
+  // A worker's life: node i, then whatever it takes or is handed.
+  auto work = [&](size_t i, int lane) {
+    for (;;) {
+      std::string err;
+      bool cancelled = false;
+      try {
+        run_node(i, lane);
+      } catch (const Error& e) {
+        err = cat(genie_status_str(e.code()), ": ", e.detail());
+        cancelled = e.code() == GENIE_ERR_CANCELLED;
+        if (err.find(t.path) == std::string::npos) err += cat(" [", t.path, ": ", t.nodes[i].label(), "]");
+      } catch (const std::exception& e) {
+        err = cat("GENIE_ERR_INTERNAL: ", e.what(), " [", t.path, ": ", t.nodes[i].label(), "]");
       }
-      int lane = 0;
-      while (lane < static_cast<int>(lanes.size()) && lanes[lane]) ++lane;
-      if (lane == static_cast<int>(lanes.size())) lanes.push_back(false);
-      lanes[lane] = true;
-      ++running;
-      threads[i] = std::thread([&, i, lane] {
-        std::string err;
-        bool cancelled = false;
-        try {
-          run_node(i, lane);
-        } catch (const Error& e) {
-          err = cat(genie_status_str(e.code()), ": ", e.detail());
-          cancelled = e.code() == GENIE_ERR_CANCELLED;
-          if (err.find(t.path) == std::string::npos) err += cat(" [", t.path, ": ", t.nodes[i].label(), "]");
-        } catch (const std::exception& e) {
-          err = cat("GENIE_ERR_INTERNAL: ", e.what(), " [", t.path, ": ", t.nodes[i].label(), "]");
-        }
-        if (!err.empty()) env.fabric.abort(cat("rank ", rank, " stopped: ", err));
-        std::lock_guard<std::mutex> g(mu);
-        if (!err.empty()) {
-          if (!cancelled && cancelled_only) {
-            errors.insert(errors.begin(), err);
-            cancelled_only = false;
-          } else {
-            errors.push_back(err);
-          }
-        }
+      if (!err.empty()) env.fabric.abort(cat("rank ", rank, " stopped: ", err));
+      std::unique_lock<std::mutex> lk(mu);
+      finish(i, lane, err, cancelled);
+      const bool next = take(i, lane);
+      dispatch();
+      if (next) continue;
+      ++idle;
+      idle_cv.wait(lk, [&] { return stopping || !handed.empty(); });
+      --idle;
+      if (handed.empty()) return;
+      std::tie(i, lane) = handed.front();
+      handed.pop_front();
+    }
+  };
+  // Gives every node that may start a thread: an idle worker's, else a new one.
+  dispatch = [&] {
+    size_t i;
+    int lane;
+    while (take(i, lane)) {
+      if (idle > static_cast<int>(handed.size())) {
+        handed.emplace_back(i, lane);
+        idle_cv.notify_one();
+        continue;
+      }
+      try {
+        workers.emplace_back(work, i, lane);
+      } catch (const std::system_error& e) {
+        const std::string err = cat("GENIE_ERR_INTERNAL: no thread for the node (", e.what(), ") [", t.path,
+                                    ": ", t.nodes[i].label(), "]");
+        env.fabric.abort(cat("rank ", rank, " stopped: ", err));
+        record(err, false);
         lanes[lane] = false;
-        finished.push_back(i);
-        cv.notify_all();
-      });
+        if (--running == 0) end_cv.notify_all();
+      }
     }
-    if (running == 0) break;  // only after a failure: nothing ready, nothing running
-    cv.wait_for(lk, std::chrono::milliseconds(250), [&] {
-      return !finished.empty() || (issuing == kNone && !ready_colls.empty());
-    });
-    while (!finished.empty()) {
-      const size_t i = finished.front();
-      finished.pop_front();
-      threads[i].join();
-      threads.erase(i);
-      --running;
-      ++done;
-      if (issuing == i) issuing = kNone;  // a collective with nothing to post
-      if (errors.empty())
-        for (size_t u : users[i])
-          if (--indeg[u] == 0) make_ready(u);
+  };
+
+  const bool tty = opts.progress && isatty(STDERR_FILENO);
+  {
+    std::unique_lock<std::mutex> lk(mu);
+    dispatch();
+    // Until every node is done, or a failure left nothing running.
+    while (done < n && running > 0) {
+      end_cv.wait_for(lk, std::chrono::milliseconds(tty ? 500 : 60000));
+      if (tty) {
+        std::fprintf(stderr, "\rgenie replay: rank %d: %zu/%zu nodes, %.1f s ", rank, done, n,
+                     env.timeline.now_ns() / 1e9);
+        std::fflush(stderr);
+      }
     }
-    if (tty && std::chrono::steady_clock::now() - last_progress > std::chrono::milliseconds(500)) {
-      last_progress = std::chrono::steady_clock::now();
-      std::fprintf(stderr, "\rgenie replay: rank %d: %zu/%zu nodes, %.1f s ", rank, done, n,
-                   env.timeline.now_ns() / 1e9);
-      std::fflush(stderr);
-    }
-    if (!errors.empty() && running == 0) break;
+    stopping = true;
+    idle_cv.notify_all();
   }
-  lk.unlock();
-  for (auto& [i, th] : threads) th.join();
+  for (auto& w : workers) w.join();
+  rep.node_threads = workers.size();
   if (tty) std::fprintf(stderr, "\n");
   rep.nodes = done;
   rep.finished_ns = env.timeline.now_ns();

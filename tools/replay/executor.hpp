@@ -37,6 +37,7 @@ struct RankReport {
   uint64_t p2p_bytes = 0;
   uint64_t bytes_sent = 0;
   uint64_t bytes_staged = 0;  // received before their receive was posted (copied once more)
+  uint64_t node_threads = 0;  // threads that ran the nodes (as many as were in flight at once)
   double compute_flops = 0;  // FLOPs of the matrix products --compute real ran
   uint64_t buffers_prewarmed = 0;   // bytes of collective buffers made ready before the start
   uint64_t buffers_allocated = 0;   // bytes of collective buffers allocated during the run

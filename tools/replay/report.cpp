@@ -97,6 +97,7 @@ std::string report_to_json(const RankReport& r) {
   cJSON_AddNumberToObject(j.get(), "p2p_bytes", static_cast<double>(r.p2p_bytes));
   cJSON_AddNumberToObject(j.get(), "bytes_sent", static_cast<double>(r.bytes_sent));
   cJSON_AddNumberToObject(j.get(), "bytes_staged", static_cast<double>(r.bytes_staged));
+  cJSON_AddNumberToObject(j.get(), "node_threads", static_cast<double>(r.node_threads));
   cJSON_AddNumberToObject(j.get(), "compute_flops", r.compute_flops);
   cJSON_AddNumberToObject(j.get(), "buffers_prewarmed", static_cast<double>(r.buffers_prewarmed));
   cJSON_AddNumberToObject(j.get(), "buffers_allocated", static_cast<double>(r.buffers_allocated));
@@ -143,6 +144,7 @@ RankReport report_from_json(const std::string& json) {
   r.p2p_bytes = static_cast<uint64_t>(num(j.get(), "p2p_bytes"));
   r.bytes_sent = static_cast<uint64_t>(num(j.get(), "bytes_sent"));
   r.bytes_staged = static_cast<uint64_t>(num(j.get(), "bytes_staged"));
+  r.node_threads = static_cast<uint64_t>(num(j.get(), "node_threads"));
   r.compute_flops = num(j.get(), "compute_flops");
   r.buffers_prewarmed = static_cast<uint64_t>(num(j.get(), "buffers_prewarmed"));
   r.buffers_allocated = static_cast<uint64_t>(num(j.get(), "buffers_allocated"));
@@ -228,6 +230,9 @@ std::string summary_json(const std::vector<RankReport>& reports, const RunInfo& 
     // posted and were copied once more.
     cJSON_AddNumberToObject(o, "bytes_staged", static_cast<double>(r.bytes_staged));
     cJSON_AddNumberToObject(o, "p2p_messages", static_cast<double>(r.p2p_messages));
+    // Threads that ran the rank's nodes: as many as were in flight at once
+    // (a chain of nodes runs on one).
+    cJSON_AddNumberToObject(o, "node_threads", static_cast<double>(r.node_threads));
     cJSON_AddNumberToObject(o, "compute_flops", r.compute_flops);
     // Bytes of collective buffers made ready before the start, and
     // allocated during the run (none when the reservation was complete).

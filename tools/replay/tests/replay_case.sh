@@ -12,6 +12,8 @@
 #   deadlock       a receive with no send: reported with the waiting rank
 #   unmatched_send a send no receive takes: reported with rank, peer, tag, node
 #   policy         the system file's scheduling policy orders ready collectives
+#   threads        a chain of nodes runs on one thread per rank; collectives in
+#                  flight at once each have their own
 #   pipelined      ring steps of large blocks move in segments (all verified)
 #   staged         bytes that arrive before their receive is posted are
 #                  counted (--json bytes_staged), and only those
@@ -205,6 +207,21 @@ got = [r["issue_order"] for r in json.load(open(f"pol_{sys.argv[1]}.json"))["ran
 assert got == [want] * 4, got
 PY
     done
+    ;;
+  threads)
+    # Barriers and all-reduces, each depending on the one before: the thread
+    # that finishes a node runs the next, so one thread runs them all.
+    # Four independent all-reduces are in flight at once: more than one.
+    $GEN coll chain --ranks 4 --type all_reduce --size 65536 --iters 5 --barrier
+    $GEN coll ind --ranks 4 --type all_reduce --size 65536 --iters 4 --independent
+    replay_ok "a chain" --workload chain --ranks 4 --json chain.json
+    replay_ok "independent collectives" --workload ind --ranks 4 --json ind.json
+    /usr/bin/python3 - <<'PY' || fail "threads: node_threads"
+import json
+f = lambda n: [r["node_threads"] for r in sorted(json.load(open(n))["rank_reports"], key=lambda r: r["rank"])]
+assert f("chain.json") == [1] * 4, ("a chain should run on one thread per rank", f("chain.json"))
+assert all(t >= 2 for t in f("ind.json")), ("collectives in flight at once need a thread each", f("ind.json"))
+PY
     ;;
   pipelined)
     # Blocks of several 512 KiB segments (uneven), on [4] and [2,2], one
