@@ -39,7 +39,7 @@ struct Options {
   std::string launch = "local";
   std::string rendezvous;
   std::string bind = "127.0.0.1";
-  std::string backend = "tcp";
+  std::string backend = "auto";
   double timeout_s = 30;
   double compute_scale = 1;
   bool compute_real = false;
@@ -75,9 +75,9 @@ void usage(std::FILE* out) {
                "                       prints the report\n"
                "  --bind HOST          address the data plane listens on and publishes\n"
                "                       (default 127.0.0.1)\n"
-               "  --backend B          tcp (default), dpdk, rdma, or auto (rdma where the ucx\n"
-               "                       plugin loads and the ranks are local or an RDMA\n"
-               "                       device is up, else tcp)\n"
+               "  --backend B          auto (default: rdma where the ucx plugin loads and\n"
+               "                       the ranks are local or an RDMA device is up, else\n"
+               "                       tcp; the summary line names it), tcp, dpdk or rdma\n"
                "  --timeout S          a wait with no byte moving for S seconds is a\n"
                "                       deadlock, reported with the waiting ranks (default 30)\n"
                "  --compute-scale X    multiply compute durations by X (default 1; 0 skips)\n"

@@ -24,6 +24,7 @@
 #   ucx            a trace over the ucx plugin (--backend rdma; skipped unbuilt)
 #   mpi            --launch mpi under mpirun (skipped without Open MPI)
 #   bench          bench/replay_vs_gloo.py once on tiny sizes (no timing asserted)
+# Cases run over Genie's TCP (--backend tcp) unless they name a backend.
 # Env: GENIE_BUILD_DIR, GENIE_SOURCE_DIR, CHAKRA_TESTDATA. Exit 0 pass, 77 skip.
 set -uo pipefail
 
@@ -44,7 +45,7 @@ pass() { echo "ok: $*"; }
 replay_ok() {
   local name=$1
   shift
-  timeout 300 "$GENIE" replay --quiet --timeout 20 "$@" >out.txt 2>err.txt
+  timeout 300 "$GENIE" replay --quiet --timeout 20 --backend tcp "$@" >out.txt 2>err.txt
   local rc=$?
   local lines
   lines=$(grep -cE '^sys\[[0-9]+\] finished, [0-9]+ cycles, exposed communication [0-9]+ cycles\.$' out.txt)
@@ -64,7 +65,7 @@ replay_ok() {
 replay_fails() {
   local name=$1 pattern=$2
   shift 2
-  timeout 120 "$GENIE" replay --quiet "$@" >out.txt 2>err.txt
+  timeout 120 "$GENIE" replay --quiet --backend tcp "$@" >out.txt 2>err.txt
   local rc=$?
   if [ $rc -ne 1 ] || ! grep -qE "$pattern" err.txt; then
     fail "$name: exit $rc (want 1), stderr lacks /$pattern/"
@@ -347,6 +348,9 @@ PY
     # auto: local ranks take ucx (cma between the processes) when it loads.
     replay_ok "all-reduce, auto on local ranks" --workload uc --ranks 4 --backend auto
     grep -q '^# 4 ranks over ucx' out.txt || fail "ucx: --backend auto on local ranks did not pick ucx"
+    # auto is the default.
+    timeout 300 "$GENIE" replay --quiet --workload uc --ranks 4 >out.txt 2>err.txt || fail "ucx: the default backend failed"
+    grep -q '^# 4 ranks over ucx' out.txt || fail "ucx: the default backend on local ranks is not ucx"
     ;;
   mpi)
     command -v mpirun >/dev/null || { echo "SKIP: mpirun (Open MPI) is not installed"; exit 77; }
