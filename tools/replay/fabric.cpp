@@ -67,8 +67,12 @@ struct Fabric::Pending {
 };
 
 Fabric::Fabric(const std::string& transport, int rank, int size, const std::string& bind_host,
-               std::chrono::milliseconds stall_timeout)
-    : transport_name_(transport), rank_(rank), size_(size), stall_timeout_(stall_timeout) {
+               std::chrono::milliseconds stall_timeout, std::string token)
+    : transport_name_(transport),
+      rank_(rank),
+      size_(size),
+      stall_timeout_(stall_timeout),
+      token_(std::move(token)) {
   transport_ = dataplane::find_transport(transport);
   out_.resize(size);
   in_.resize(size);
@@ -85,16 +89,24 @@ Fabric::Fabric(const std::string& transport, int rank, int size, const std::stri
       listener_ = transport_->listen(loop_->loop(), bind_host + ":0", opts, [this](dataplane::Listener& l) {
         auto peer = std::make_shared<int>(-1);
         dataplane::ChannelHandlers h = handlers(-1);
+        // A channel that never said who it is may close (or be closed for
+        // a wrong Hello) without harm to the run.
+        h.on_close = [this, peer, inner = h.on_close](genie_status_t st, const std::string& detail) {
+          if (*peer >= 0) inner(st, detail);
+        };
         auto ch_holder = std::make_shared<std::weak_ptr<dataplane::Channel>>();
-        // Incoming channels say who they are first (kHello).
+        // Incoming channels say who they are first (kHello, with the run's
+        // token as its message).
         h.on_frame = [this, peer, ch_holder](const dataplane::FrameHeader& fh, std::string&& msg) {
           dataplane::PayloadSink sink;
+          if (*peer < 0 && (fh.type != kHello || msg != token_))
+            fail(GENIE_ERR_AUTH, "a peer did not present this run's token");
           if (fh.type == kHello) {
             const int r = static_cast<int>(fh.request_id);
-            if (r < 0 || r >= size_ || r == rank_ || *peer != -1)
+            std::lock_guard<std::mutex> lk(mu_);
+            if (r < 0 || r >= size_ || r == rank_ || *peer != -1 || in_[r])
               fail(GENIE_ERR_PROTOCOL, "a peer announced itself as rank ", fh.request_id);
             *peer = r;
-            std::lock_guard<std::mutex> lk(mu_);
             in_[r] = ch_holder->lock();
             ++connected_in_;
             cv_.notify_all();
@@ -168,7 +180,7 @@ void Fabric::connect_all(const std::vector<std::string>& addrs) {
                                         if (st != GENIE_OK) {
                                           connect_error_ = cat("connecting to rank ", r, ": ", detail);
                                         } else {
-                                          out_[r]->send(kHello, static_cast<uint64_t>(rank_), 0, std::string());
+                                          out_[r]->send(kHello, static_cast<uint64_t>(rank_), 0, token_);
                                           ++connected_out_;
                                         }
                                         cv_.notify_all();

@@ -37,8 +37,10 @@ class Fabric {
   struct Op;  // one send or receive in flight
   using OpPtr = std::shared_ptr<Op>;
 
+  // `token`: the run's secret; an incoming channel that does not present it
+  // in its first frame is closed, and never counts as a rank.
   Fabric(const std::string& transport, int rank, int size, const std::string& bind_host,
-         std::chrono::milliseconds stall_timeout);
+         std::chrono::milliseconds stall_timeout, std::string token = {});
   ~Fabric();
   Fabric(const Fabric&) = delete;
   Fabric& operator=(const Fabric&) = delete;
@@ -102,6 +104,7 @@ class Fabric {
   int rank_;
   int size_;
   std::chrono::milliseconds stall_timeout_;
+  std::string token_;
   std::shared_ptr<dataplane::Transport> transport_;
   // Receives run on one loop thread (the listener's channels), sends on
   // another (the channels this rank connects), so that a rank reads and

@@ -4,14 +4,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <climits>
 #include <chrono>
-#include <iterator>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -174,7 +175,23 @@ struct Experiment {
   SystemConfig system;
   Topology topology;
   std::vector<Trace> traces;  // by rank (local launch), or this rank's only
+  // The run's secret: a rank proves it belongs to the run with it, at the
+  // rendezvous and on the data plane. Random for a local launch; under
+  // mpirun GENIE_REPLAY_TOKEN, else none (a trusted network).
+  std::string token;
 };
+
+// 128 random bits, in hex.
+std::string random_token() {
+  std::random_device rd;
+  std::string out;
+  for (int i = 0; i < 4; ++i) {
+    char part[9];
+    std::snprintf(part, sizeof part, "%08x", static_cast<unsigned>(rd()));
+    out += part;
+  }
+  return out;
+}
 
 std::string trace_path(const std::string& prefix, int rank) { return cat(prefix, ".", rank, ".et"); }
 
@@ -209,9 +226,9 @@ int rank_main(const Options& o, const Experiment& x, const Trace& trace, int ran
   try {
     const std::string transport = resolve_backend(o.backend, o.launch != "mpi", nullptr);
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
-    Fabric fabric(transport, rank, size, o.bind, timeout);
+    Fabric fabric(transport, rank, size, o.bind, timeout, x.token);
     rc = std::make_unique<RendezvousClient>(rdv, std::max(timeout, std::chrono::milliseconds(10000)));
-    const auto addrs = rc->hello(rank, size, transport, fabric.address());
+    const auto addrs = rc->hello(rank, size, transport, fabric.address(), x.token);
     fabric.connect_all(addrs);
     // Test hook: this rank flips one byte of its first data message.
     if (const char* c = std::getenv("GENIE_REPLAY_TEST_CORRUPT"); c && std::atoi(c) == rank)
@@ -241,6 +258,10 @@ int rank_main(const Options& o, const Experiment& x, const Trace& trace, int ran
     // launcher's code.
     const auto* e = dynamic_cast<const Error*>(&ex);
     const std::string msg = e ? cat(genie_status_str(e->code()), ": ", e->detail()) : cat("GENIE_ERR_INTERNAL: ", ex.what());
+    // Under mpirun a rank's own terminal is the one place its failure
+    // shows on its host; rank 0 prints the run's outcome.
+    if (o.launch == "mpi" && rank != 0)
+      std::fprintf(stderr, "genie replay: rank %d: %s\n", rank, msg.c_str());
     try {
       if (rc && started) {
         RankReport rep;
@@ -256,7 +277,8 @@ int rank_main(const Options& o, const Experiment& x, const Trace& trace, int ran
     } catch (const std::exception&) {
       // The launcher is gone: say it here instead.
     }
-    std::fprintf(stderr, "genie replay: rank %d: %s\n", rank, msg.c_str());
+    if (o.launch != "mpi" || rank == 0)
+      std::fprintf(stderr, "genie replay: rank %d: %s\n", rank, msg.c_str());
     return kExitFailure;
   }
 }
@@ -349,6 +371,7 @@ int run_local(const Options& o) {
     fail(GENIE_ERR_INVALID_ARGUMENT, "the workload has a file for rank ", ranks, " (", trace_path(o.workload, ranks),
          ") but the run has ", ranks, " ranks: give --ranks or a topology that matches the workload");
   }
+  x.token = random_token();
   RendezvousServer server("127.0.0.1", 0);
   const bool progress = !o.quiet && isatty(STDERR_FILENO);
   std::fflush(stdout);
@@ -373,7 +396,8 @@ int run_local(const Options& o) {
   std::vector<std::string> results;
   std::string err;
   try {
-    results = server.serve(ranks, std::chrono::milliseconds(static_cast<int64_t>(std::max(o.timeout_s, 10.0) * 1000)));
+    results = server.serve(
+        ranks, std::chrono::milliseconds(static_cast<int64_t>(std::max(o.timeout_s, 10.0) * 1000)), x.token);
   } catch (const Error& e) {
     err = e.detail();
   }
@@ -418,6 +442,7 @@ int run_mpi(const Options& o) {
   std::string rdv = o.rendezvous;
   if (rdv.empty()) rdv = std::getenv("GENIE_REPLAY_RENDEZVOUS") ? std::getenv("GENIE_REPLAY_RENDEZVOUS") : "127.0.0.1:29517";
   Experiment x;
+  if (const char* t = std::getenv("GENIE_REPLAY_TOKEN")) x.token = t;
   x.topology = topology_for(o, size);
   if (!o.system.empty()) x.system = load_system(o.system);
   if (!o.memory.empty()) load_memory(o.memory);
@@ -433,7 +458,8 @@ int run_mpi(const Options& o) {
   const auto t0 = std::chrono::steady_clock::now();
   std::thread serving([&] {
     try {
-      results = server.serve(size, std::chrono::milliseconds(static_cast<int64_t>(std::max(o.timeout_s, 10.0) * 1000)));
+      results = server.serve(
+          size, std::chrono::milliseconds(static_cast<int64_t>(std::max(o.timeout_s, 10.0) * 1000)), x.token);
     } catch (const Error& e) {
       err = e.detail();
     }

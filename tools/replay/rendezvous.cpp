@@ -22,6 +22,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// What a connection may make the server hold.
+constexpr size_t kMaxLine = 64 << 10;               // a line (HELLO, READY, ERROR) before its newline
+constexpr size_t kMaxStrangers = 64;                // connections open at once that have not said HELLO
+constexpr uint64_t kMaxReport = uint64_t{1} << 30;  // a rank's report
+
 void send_all(int fd, const std::string& s) {
   size_t off = 0;
   while (off < s.size()) {
@@ -70,6 +75,7 @@ sockaddr_in resolve(const std::string& host, int port) {
 
 struct Conn {
   int fd = -1;
+  std::string peer;  // its address, for the error that names a dropped stranger
   std::string buf;
   int rank = -1;
   bool ready = false;
@@ -101,7 +107,8 @@ RendezvousServer::~RendezvousServer() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::vector<std::string> RendezvousServer::serve(int size, std::chrono::milliseconds timeout) {
+std::vector<std::string> RendezvousServer::serve(int size, std::chrono::milliseconds timeout,
+                                                 const std::string& token) {
   std::vector<Conn> conns;
   struct Closer {
     std::vector<Conn>& c;
@@ -109,6 +116,13 @@ std::vector<std::string> RendezvousServer::serve(int size, std::chrono::millisec
       for (auto& x : c) ::close(x.fd);
     }
   } closer{conns};
+  std::string dropped;  // the last stranger dropped, and why
+  size_t strangers_dropped = 0;
+  auto drop = [&](Conn& c, const std::string& why) {
+    c.gone = true;
+    dropped = cat(c.peer, ": ", why);
+    ++strangers_dropped;
+  };
   std::vector<std::string> addrs(size), results(size);
   std::string transport;
   auto broadcast = [&](const std::string& s) {
@@ -136,10 +150,21 @@ std::vector<std::string> RendezvousServer::serve(int size, std::chrono::millisec
     size_t i = 0;
     if (accepting) {
       if (fds[0].revents & POLLIN) {
-        const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-        if (c >= 0) {
+        sockaddr_in from{};
+        socklen_t len = sizeof from;
+        const int c = ::accept4(fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
+        size_t strangers = 0;
+        for (const auto& x : conns) strangers += x.rank < 0;
+        if (c >= 0 && strangers >= kMaxStrangers) {
+          ::close(c);
+          ++strangers_dropped;
+          dropped = cat("more than ", kMaxStrangers, " connections at once without a HELLO");
+        } else if (c >= 0) {
+          char ip[INET_ADDRSTRLEN] = "?";
+          inet_ntop(AF_INET, &from.sin_addr, ip, sizeof ip);
           Conn conn;
           conn.fd = c;
+          conn.peer = cat(ip, ":", ntohs(from.sin_port));
           conns.push_back(std::move(conn));
         }
       }
@@ -149,7 +174,23 @@ std::vector<std::string> RendezvousServer::serve(int size, std::chrono::millisec
       if (!fds[i].revents) continue;
       Conn& c = conns[k];
       if (!fill(c.fd, c.buf)) c.gone = true;
+      // A line longer than any the protocol has: the connection goes (a
+      // rank's then counts as one that went away).
+      if (c.buf.size() > kMaxLine && c.buf.find('\n') == std::string::npos) {
+        if (c.rank < 0) drop(c, cat("sent more than ", kMaxLine, " bytes without a newline"));
+        c.gone = true;
+        c.buf.clear();
+      }
       handle(c);
+    }
+    // Strangers that went away leave nothing behind.
+    for (auto it = conns.begin(); it != conns.end();) {
+      if (it->gone && it->rank < 0) {
+        ::close(it->fd);
+        it = conns.erase(it);
+      } else {
+        ++it;
+      }
     }
     return true;
   };
@@ -163,11 +204,15 @@ std::vector<std::string> RendezvousServer::serve(int size, std::chrono::millisec
           std::string line;
           if (c.rank >= 0 || !take_line(c.buf, &line)) return;
           std::istringstream in(line);
-          std::string word, tr, addr;
+          std::string word, tr, addr, tok;
           int r = -1, n = -1;
-          in >> word >> r >> n >> tr >> addr;
+          in >> word >> r >> n >> tr >> addr >> tok;
           if (word != "HELLO" || addr.empty()) {
-            c.gone = true;
+            drop(c, cat("sent '", line.substr(0, 40), "', not a HELLO"));
+            return;
+          }
+          if (!token.empty() && tok != token) {
+            drop(c, cat("said HELLO as rank ", r, " without this run's token"));
             return;
           }
           if (n != size)
@@ -183,10 +228,12 @@ std::vector<std::string> RendezvousServer::serve(int size, std::chrono::millisec
           addrs[r] = addr;
           ++hellos;
         }))
-      refuse(cat("rendezvous: only ", hellos, " of ", size, " ranks arrived within ", timeout.count() / 1000.0, " s"));
+      refuse(cat("rendezvous: only ", hellos, " of ", size, " ranks arrived within ",
+                 timeout.count() / 1000.0, " s",
+                 strangers_dropped
+                     ? cat("; ", strangers_dropped, " other connection(s) were dropped, the last ", dropped)
+                     : std::string()));
     if (!problem.empty()) refuse(problem);
-    for (auto& c : conns)
-      if (c.gone && c.rank < 0 && !c.buf.empty()) refuse("rendezvous: a client that is not a replay rank connected");
   }
   std::string peers = "PEERS";
   for (auto& a : addrs) peers += " " + a;
@@ -222,7 +269,16 @@ std::vector<std::string> RendezvousServer::serve(int size, std::chrono::millisec
       if (c.rank < 0 || c.reported) return;
       const size_t nl = c.buf.find('\n');
       if (nl != std::string::npos && c.buf.rfind("RESULT ", 0) == 0) {
-        const size_t len = std::strtoull(c.buf.c_str() + 7, nullptr, 10);
+        const uint64_t len = std::strtoull(c.buf.c_str() + 7, nullptr, 10);
+        if (len > kMaxReport) {
+          results[c.rank] = cat("error: rank ", c.rank, "'s report has ", len, " bytes, more than the ",
+                                kMaxReport, "-byte limit");
+          c.gone = true;
+          c.buf.clear();
+          c.reported = true;
+          ++reported;
+          return;
+        }
         if (c.buf.size() >= nl + 1 + len) {
           results[c.rank] = c.buf.substr(nl + 1, len);
           c.buf.erase(0, nl + 1 + len);
@@ -278,9 +334,19 @@ std::string RendezvousClient::read_line() {
 }
 
 std::vector<std::string> RendezvousClient::hello(int rank, int size, const std::string& transport,
-                                                 const std::string& address) {
-  write_all(cat("HELLO ", rank, " ", size, " ", transport, " ", address, "\n"));
-  std::istringstream in(read_line());
+                                                 const std::string& address, const std::string& token) {
+  write_all(
+      cat("HELLO ", rank, " ", size, " ", transport, " ", address, token.empty() ? "" : " ", token, "\n"));
+  std::string answer;
+  try {
+    answer = read_line();
+  } catch (const Error& e) {
+    if (e.code() != GENIE_ERR_CONNECTION) throw;
+    fail(GENIE_ERR_CONNECTION,
+         "rendezvous: the server closed the connection after this rank's HELLO (it drops ",
+         "one without the run's token: under mpirun every rank needs the same GENIE_REPLAY_TOKEN)");
+  }
+  std::istringstream in(answer);
   std::string word;
   in >> word;
   if (word != "PEERS") fail(GENIE_ERR_PROTOCOL, "rendezvous: unexpected answer '", word, "'");

@@ -6,7 +6,15 @@
 // only when all have reported, so no rank closes its channels while another
 // still needs them.
 //
-//   rank -> server: HELLO <rank> <size> <transport> <address>
+// The run's token (a secret the launcher gives its ranks; under mpirun,
+// GENIE_REPLAY_TOKEN) must end every HELLO when the server has one. A
+// connection that has not said a HELLO of this run is a stranger: it may
+// hold at most a line's worth of bytes, at most 64 are open at once, and it
+// is dropped, never trusted, at its first wrong line; so is any byte past
+// the bounds below. If the ranks then do not all arrive in time, the error
+// says what was dropped.
+//
+//   rank -> server: HELLO <rank> <size> <transport> <address> [<token>]
 //   server -> rank: PEERS <address of rank 0> ... | ERROR <why>
 //   rank -> server: READY | ERROR <why>
 //   server -> rank: GO
@@ -34,7 +42,7 @@ class RendezvousServer {
   // line "error: ..." for a rank that failed before reporting. Throws
   // genie::Error naming the problem when the ranks never all arrived or
   // disagree (rank counts, transports) within `timeout`.
-  std::vector<std::string> serve(int size, std::chrono::milliseconds timeout);
+  std::vector<std::string> serve(int size, std::chrono::milliseconds timeout, const std::string& token = {});
 
  private:
   int fd_ = -1;
@@ -50,7 +58,8 @@ class RendezvousClient {
   RendezvousClient& operator=(const RendezvousClient&) = delete;
 
   // HELLO, then waits for the peers' addresses.
-  std::vector<std::string> hello(int rank, int size, const std::string& transport, const std::string& address);
+  std::vector<std::string> hello(int rank, int size, const std::string& transport, const std::string& address,
+                                 const std::string& token = {});
   // READY (or ERROR), then waits for GO.
   void ready();
   void error(const std::string& why);

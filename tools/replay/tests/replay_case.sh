@@ -23,6 +23,10 @@
 #   compute_real   --compute real: compute nodes run matrix products on Genie
 #   ucx            a trace over the ucx plugin (--backend rdma; skipped unbuilt)
 #   mpi            --launch mpi under mpirun (skipped without Open MPI)
+#   rendezvous     a hostile client at the rendezvous (a line without end,
+#                  a wrong token, a flood of connections) neither costs rank 0
+#                  unbounded memory nor stops the run; a rank without the
+#                  run's token is refused, and the error says so
 #   bench          bench/replay_vs_gloo.py once on tiny sizes (no timing asserted)
 # Cases run over Genie's TCP (--backend tcp) unless they name a backend.
 # Env: GENIE_BUILD_DIR, GENIE_SOURCE_DIR, CHAKRA_TESTDATA. Exit 0 pass, 77 skip.
@@ -369,6 +373,79 @@ PY
       cat out.txt err.txt >&2
     else
       pass "mpirun -np 4"
+    fi
+    ;;
+  rendezvous)
+    # Two ranks as mpirun would start them (OMPI_COMM_WORLD_*), rank 0
+    # hosting the rendezvous; a hostile client goes first.
+    $GEN coll rv --ranks 2 --type all_reduce --size 65536 --iters 2
+    port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    rank() {  # rank() R TOKEN OUT: one rank in the background
+      env OMPI_COMM_WORLD_RANK=$1 OMPI_COMM_WORLD_SIZE=2 GENIE_REPLAY_TOKEN=$2 timeout 120 "$BUILD/genie-replay" \
+        --launch mpi --rendezvous 127.0.0.1:$port --backend tcp --workload rv --quiet --timeout 5 >$3.out 2>$3.err &
+    }
+    rank 0 s3cret r0
+    r0=$!
+    /usr/bin/python3 - "$port" <<'PY' || fail "rendezvous: the hostile client's connections were not dropped"
+import socket, sys, time
+port = int(sys.argv[1])
+def conn():
+    for _ in range(100):
+        try:
+            return socket.create_connection(("127.0.0.1", port), timeout=5)
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit("rank 0's rendezvous never listened")
+def closed_by_server(s):
+    s.settimeout(5)
+    try:
+        while s.recv(65536):
+            pass
+        return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except socket.timeout:
+        return False
+# A line that never ends: dropped once it passes the line bound, not held.
+s = conn()
+try:
+    for _ in range(64):
+        s.sendall(b"x" * 65536)
+except (ConnectionResetError, BrokenPipeError):
+    pass
+assert closed_by_server(s), "a 4 MiB line was held"
+# A HELLO without the run's token: dropped, and it takes no rank's place.
+s = conn()
+s.sendall(b"HELLO 1 2 tcp 127.0.0.1:1 guess\n")
+assert closed_by_server(s), "a HELLO with the wrong token was kept"
+# A flood of silent connections: those past the bound are closed at once.
+flood = [conn() for _ in range(100)]
+time.sleep(0.5)
+shut = sum(closed_by_server(x) for x in flood[80:])
+assert shut == 20, f"{shut} of the last 20 silent connections were closed"
+for x in flood:
+    x.close()
+PY
+    rank 1 s3cret r1
+    wait $r0; rc0=$?
+    wait
+    if [ $rc0 -ne 0 ] || ! grep -q ', 0 wrong elements$' r0.out; then
+      fail "rendezvous: the run did not survive the hostile client (rank 0 exit $rc0)"
+      cat r0.out r0.err r1.err >&2
+    else
+      pass "a hostile client at the rendezvous"
+    fi
+    # A rank without the token is not one of the run's.
+    rank 0 s3cret r0
+    r0=$!
+    rank 1 wrong r1
+    wait $r0; rc0=$?
+    wait
+    if [ $rc0 -ne 1 ] || ! grep -q "without this run's token" r0.err; then
+      fail "rendezvous: a rank with the wrong token (rank 0 exit $rc0)"
+      cat r0.out r0.err >&2
+    else
+      pass "a rank without the run's token is refused"
     fi
     ;;
   bench)
