@@ -25,3 +25,14 @@ foreach(c ${replay_cases})
   set_tests_properties(replay.${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
     ENVIRONMENT "GENIE_BUILD_DIR=${PROJECT_BINARY_DIR};GENIE_SOURCE_DIR=${PROJECT_SOURCE_DIR};CHAKRA_TESTDATA=${GENIE_CHAKRA_TESTDATA};GENIE_SANITIZE=$<BOOL:${GENIE_SANITIZE}>")
 endforeach()
+
+# The replay's data plane (tools/replay/fabric.cpp) on its own, with the
+# static library beneath it.
+add_executable(replay_fabric_test ${PROJECT_SOURCE_DIR}/tools/replay/tests/fabric_test.cpp
+  ${PROJECT_SOURCE_DIR}/tools/replay/fabric.cpp)
+target_include_directories(replay_fabric_test PRIVATE ${PROJECT_SOURCE_DIR}/tools/replay ${PROJECT_SOURCE_DIR}/src
+  ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+target_compile_options(replay_fabric_test PRIVATE ${GENIE_WARNINGS})
+target_link_libraries(replay_fabric_test PRIVATE genie_static GTest::gtest GTest::gtest_main)
+gtest_discover_tests(replay_fabric_test TEST_PREFIX "replay." DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
+  PROPERTIES TIMEOUT 120)
