@@ -86,8 +86,20 @@ Fabric::Fabric(const std::string& transport, int rank, int size, const std::stri
       dataplane::ChannelOptions opts;
       opts.nodelay = true;
       opts.buffer_bytes = 0;
+      opts.max_message = kMaxMessage;
       listener_ = transport_->listen(loop_->loop(), bind_host + ":0", opts, [this](dataplane::Listener& l) {
         auto peer = std::make_shared<int>(-1);
+        // Channels that have not said Hello yet: those older than
+        // kHelloWithin are closed, and past kMaxStrangers open at once a new
+        // one is closed at once, so that no peer holds this rank's sockets.
+        const auto now = std::chrono::steady_clock::now();
+        std::erase_if(strangers_, [&](const Stranger& s) {
+          auto ch = s.ch.lock();
+          if (!ch || *s.peer >= 0) return true;
+          if (now - s.at < kHelloWithin) return false;
+          ch->close(GENIE_ERR_TIMEOUT, "no Hello in time");
+          return true;
+        });
         dataplane::ChannelHandlers h = handlers(-1);
         // A channel that never said who it is may close (or be closed for
         // a wrong Hello) without harm to the run.
@@ -124,6 +136,12 @@ Fabric::Fabric(const std::string& transport, int rank, int size, const std::stri
           return sink;
         };
         *ch_holder = l.accept(std::move(h));
+        if (auto ch = ch_holder->lock()) {
+          if (strangers_.size() >= kMaxStrangers)
+            ch->close(GENIE_ERR_CONNECTION, "too many channels without a Hello");
+          else
+            strangers_.push_back(Stranger{ch, peer, now});
+        }
       });
       bound.set_value(listener_->address());
     } catch (...) {
@@ -169,6 +187,7 @@ void Fabric::connect_all(const std::vector<std::string>& addrs) {
       dataplane::ChannelOptions opts;
       opts.nodelay = true;
       opts.buffer_bytes = 0;
+      opts.max_message = kMaxMessage;
       dataplane::ChannelHandlers h = handlers(r);
       h.on_frame = [r](const dataplane::FrameHeader&, std::string&&) -> dataplane::PayloadSink {
         fail(GENIE_ERR_PROTOCOL, "rank ", r, " sent a frame on a channel that only carries ours");
@@ -281,6 +300,8 @@ Fabric::OpPtr Fabric::irecv(int peer, uint64_t key, void* dst, uint64_t len) {
 }
 
 Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t len, std::string label) {
+  if (label.size() > kMaxMessage / 2)
+    label.resize(kMaxMessage / 2);  // it names a node; a frame's message is bounded
   auto op = std::make_shared<Op>();
   std::shared_ptr<std::vector<char>> copy;
   {

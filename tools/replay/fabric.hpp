@@ -112,6 +112,16 @@ class Fabric {
   std::unique_ptr<LoopThread> loop_;       // incoming channels
   std::unique_ptr<LoopThread> send_loop_;  // outgoing channels
   std::shared_ptr<dataplane::Listener> listener_;
+  // Incoming channels that have not said Hello (loop thread only).
+  static constexpr size_t kMaxStrangers = 64;
+  static constexpr std::chrono::seconds kHelloWithin{10};
+  static constexpr uint32_t kMaxMessage = 64 << 10;  // a frame's message: a Hello's token, a send's label
+  struct Stranger {
+    std::weak_ptr<dataplane::Channel> ch;
+    std::shared_ptr<int> peer;  // its rank once it said Hello
+    std::chrono::steady_clock::time_point at;
+  };
+  std::vector<Stranger> strangers_;
   std::string address_;
 
   mutable std::mutex mu_;

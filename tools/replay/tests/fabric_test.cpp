@@ -3,7 +3,12 @@
 // and go without harm to the run.
 #include "fabric.hpp"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -11,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "control/loop_thread.hpp"
 #include "core/error.hpp"
@@ -64,6 +70,45 @@ TEST(ReplayFabric, AChannelWithoutTheRunsTokenNeverTakesARanksPlace) {
   ASSERT_NO_THROW(b.wait(s, [] { return std::string("the send"); }));
   ASSERT_NO_THROW(a.wait(r, [] { return std::string("the receive"); }));
   EXPECT_EQ(got, sent);
+}
+
+// Connections to `address` that never say anything; returns how many of
+// them the other end has closed within `wait`.
+int silent_closed(const std::string& address, int n, std::chrono::milliseconds wait) {
+  const size_t colon = address.rfind(':');
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  inet_pton(AF_INET, address.substr(0, colon).c_str(), &a.sin_addr);
+  std::vector<int> fds;
+  for (int i = 0; i < n; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0)
+      fds.push_back(fd);
+    else if (fd >= 0)
+      ::close(fd);
+  }
+  std::this_thread::sleep_for(wait);
+  int closed = 0;
+  for (int fd : fds) {
+    pollfd p{fd, POLLIN, 0};
+    char c;
+    if (::poll(&p, 1, 0) == 1 && ::recv(fd, &c, 1, MSG_DONTWAIT) <= 0) ++closed;
+    ::close(fd);
+  }
+  return closed;
+}
+
+TEST(ReplayFabric, SilentConnectionsAreBounded) {
+  // 100 connections that never say Hello: past the 64 a rank keeps, each
+  // is closed as it arrives; the run's real ranks still join.
+  Fabric a("tcp", 0, 2, "127.0.0.1", 5000ms, "run-secret");
+  Fabric b("tcp", 1, 2, "127.0.0.1", 5000ms, "run-secret");
+  EXPECT_GE(silent_closed(a.address(), 100, 500ms), 100 - 64);
+  const std::vector<std::string> addrs{a.address(), b.address()};
+  std::thread tb([&] { b.connect_all(addrs); });
+  ASSERT_NO_THROW(a.connect_all(addrs));
+  tb.join();
 }
 
 TEST(ReplayFabric, RanksOfAnotherRunAreStrangers) {
