@@ -12,13 +12,18 @@
 // 1420-byte fragments; 144 gives 64-byte fragments, where fixed costs
 // dominate; 9000 gives 8920-byte ones, where the bytes do). Beside it: the
 // CRC of one packet, timed alone (the transport's own function), which
-// every packet pays twice, and memcpy of a fragment's bytes.
+// every packet pays twice, memcpy of a fragment's bytes, and the floor: the
+// same fragments through net_ring with no protocol at all, with and without
+// the transport's CRC on each side (bench/dpdk/ring_floor.cpp, run between
+// the rounds).
 //
 // Internal interfaces (the registry) are not in the C API, so this links
 // the static library. Never a pass/fail on a time (BENCHMARKING.md).
 #include <dlfcn.h>
+#include <unistd.h>
 #include <uv.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -63,6 +68,24 @@ double crc_ns(CrcFn fn, uint32_t bytes) {
   if (sink == 42) std::printf(" ");
   return bu_stats(runs.data(), runs.size()).median;
 }
+// ns per packet of the floor under the transport (bench/dpdk/ring_floor.cpp,
+// a process of its own: EAL initialises once per process): the same
+// fragments through net_ring with no protocol, with or without the
+// transport's CRC-32C on each side; one round of `packets`. -1 where the peer was not built or failed.
+double floor_ns(uint32_t frag, uint64_t packets, bool crc) {
+  const std::string peer = GENIE_BUILD_DIR "/bench/dpdk_ring_floor_peer";
+  if (access(peer.c_str(), X_OK) != 0) return -1;
+  const std::string cmd = peer + " " + std::to_string(frag) + " " + std::to_string(packets) + " 1" +
+                          (crc ? " crc " GENIE_BUILD_DIR "/libgenie_transport_dpdk.so" : "") + " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return -1;
+  char line[512] = {};
+  const bool got = std::fgets(line, sizeof line, p) != nullptr;
+  const int st = pclose(p);
+  const char* at = got && st == 0 ? std::strchr(line, '[') : nullptr;
+  return at != nullptr ? std::strtod(at + 1, nullptr) : -1;
+}
+
 uint64_t dpdk_packets() {
   uint64_t* s = g_stats;
   void* h = dlopen(GENIE_BUILD_DIR "/libgenie_transport_dpdk.so", RTLD_NOW | RTLD_NOLOAD);
@@ -153,7 +176,7 @@ int main(int argc, char** argv) {
   const uint32_t mtu = static_cast<uint32_t>(std::atoi(std::getenv("GENIE_DPDK_MTU")));
   // Every frame: its 40-byte header, the 1-byte message, the payload.
   const uint64_t frags = (frame + 41 + (mtu - 80) - 1) / (mtu - 80);
-  std::vector<double> per_packet, per_wire, copy_ns, ratio;
+  std::vector<double> per_packet, per_wire, copy_ns, ratio, floor_plain, floor_crc;
   double gbps = 0;
   for (int i = 0; i <= rounds; ++i) {  // round 0 warms up
     r.frames = frames;
@@ -170,6 +193,12 @@ int main(int argc, char** argv) {
     for (int k = 0; k < frames; ++k)
       std::memcpy(b.data(), a.data(), frame), a[k % frame] = b[(k * 7) % frame];
     const double cs = std::chrono::duration<double>(Clock::now() - c0).count();
+    // The floor, with as many packets as the round's Data packets.
+    const uint64_t floor_packets = std::min<uint64_t>(frags * frames, 4000000);
+    const double fp = i == 0 ? -1 : floor_ns(mtu - 80, floor_packets, false);
+    const double fc = i == 0 ? -1 : floor_ns(mtu - 80, floor_packets, true);
+    if (fp > 0) floor_plain.push_back(fp);
+    if (fc > 0) floor_crc.push_back(fc);
     if (r.failed) {
       std::fprintf(stderr, "dpdk per-packet cost: %s\n", r.why.c_str());
       return 1;
@@ -196,6 +225,16 @@ int main(int argc, char** argv) {
   std::printf("  crc32c %8.1f ns for one packet's %u bytes, alone (paid twice: computed, verified)\n", crc, mtu);
   std::printf("  memcpy %8.1f ns per fragment's bytes med (min %.1f)\n", cp.median, cp.min);
   std::printf("  ratio dpdk/memcpy (median of pairs) %.1f\n", ra.median);
+  bu_stats_t fl = bu_stats(floor_plain.data(), floor_plain.size());
+  bu_stats_t fc = bu_stats(floor_crc.data(), floor_crc.size());
+  if (!floor_plain.empty() && !floor_crc.empty())
+    std::printf(
+        "  floor  %8.1f ns/packet med (min %.1f) through net_ring with no protocol; %.1f (min %.1f) with the "
+        "transport's CRC-32C on each side (dpdk_ring_floor_peer, interleaved)\n",
+        fl.median, fl.min, fc.median, fc.min);
+  else
+    std::printf("  floor  not measured (%s/bench/dpdk_ring_floor_peer not built or failed)\n",
+                GENIE_BUILD_DIR);
   std::printf("  engine: %llu packets sent, %llu retransmitted, %llu CRC drops, %llu duplicates\n",
               (unsigned long long)g_stats[0], (unsigned long long)g_stats[2], (unsigned long long)g_stats[3],
               (unsigned long long)g_stats[4]);
@@ -203,8 +242,10 @@ int main(int argc, char** argv) {
     std::fprintf(
         json,
         "{\"benchmark\": \"dpdk_packet_cost\", \"mtu\": %u, \"rounds\": %d, \"ns_per_packet\": %.2f, "
-        "\"ns_per_wire_packet\": %.2f, \"crc_ns\": %.2f, \"memcpy_ns_per_fragment\": %.2f, \"ratio\": %.3f}\n",
-        mtu, rounds, pp.median, pw.median, crc, cp.median, ra.median);
+        "\"ns_per_wire_packet\": %.2f, \"crc_ns\": %.2f, \"memcpy_ns_per_fragment\": %.2f, \"ratio\": %.3f, "
+        "\"floor_ns_per_packet\": %.2f, \"floor_crc_ns_per_packet\": %.2f}\n",
+        mtu, rounds, pp.median, pw.median, crc, cp.median, ra.median, floor_plain.empty() ? -1.0 : fl.median,
+        floor_crc.empty() ? -1.0 : fc.median);
     std::fclose(json);
   }
   r.tx->close();
