@@ -26,6 +26,7 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxLine = 64 << 10;               // a line (HELLO, READY, ERROR) before its newline
 constexpr size_t kMaxStrangers = 64;                // connections open at once that have not said HELLO
 constexpr uint64_t kMaxReport = uint64_t{1} << 30;  // a rank's report
+constexpr size_t kMaxServerLine = 64 << 20;         // a line a rank reads from the server
 
 void send_all(int fd, const std::string& s) {
   size_t off = 0;
@@ -327,8 +328,13 @@ void RendezvousClient::write_all(const std::string& s) { send_all(fd_, s); }
 
 std::string RendezvousClient::read_line() {
   std::string line;
-  while (!take_line(buf_, &line))
+  while (!take_line(buf_, &line)) {
+    // The longest line a server sends is PEERS: an address per rank.
+    if (buf_.size() > kMaxServerLine)
+      fail(GENIE_ERR_PROTOCOL, "rendezvous: the server sent more than ", kMaxServerLine,
+           " bytes without a newline");
     if (!fill(fd_, buf_)) fail(GENIE_ERR_CONNECTION, "rendezvous: the launcher went away");
+  }
   if (line.rfind("ERROR ", 0) == 0) fail(GENIE_ERR_INVALID_ARGUMENT, line.substr(6));
   return line;
 }
