@@ -320,7 +320,6 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
     if (errors.empty())
       for (size_t u : users[i])
         if (--indeg[u] == 0) make_ready(u);
-    if (done == n || running == 0) end_cv.notify_all();
   };
   // A worker's life: node i, then whatever it takes or is handed.
   auto work = [&](size_t i, int lane) {
@@ -341,6 +340,9 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
       finish(i, lane, err, cancelled);
       const bool next = take(i, lane);
       dispatch();
+      // The calling thread waits for the end only: a chain's nodes, each
+      // taken by the thread that finished the one before, never wake it.
+      if (done == n || running == 0) end_cv.notify_all();
       if (next) continue;
       ++idle;
       idle_cv.wait(lk, [&] { return stopping || !handed.empty(); });
