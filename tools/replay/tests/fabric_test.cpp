@@ -111,6 +111,31 @@ TEST(ReplayFabric, SilentConnectionsAreBounded) {
   tb.join();
 }
 
+TEST(ReplayFabric, AChannelWithoutAHelloIsClosedAfterTenSeconds) {
+  // A silent connection is kept until the next one arrives more than 10 s
+  // after it; then it is closed.
+  Fabric a("tcp", 0, 2, "127.0.0.1", 5000ms, "run-secret");
+  const std::string addr = a.address();
+  const size_t colon = addr.rfind(':');
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(std::stoi(addr.substr(colon + 1))));
+  inet_pton(AF_INET, addr.substr(0, colon).c_str(), &sa.sin_addr);
+  const int early = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(::connect(early, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  auto closed = [](int fd) {
+    pollfd p{fd, POLLIN, 0};
+    char c;
+    return ::poll(&p, 1, 0) == 1 && ::recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+  };
+  std::this_thread::sleep_for(1s);
+  EXPECT_FALSE(closed(early)) << "closed before its 10 s";
+  std::this_thread::sleep_for(9500ms);
+  EXPECT_EQ(silent_closed(addr, 1, 300ms), 0);  // the next arrival, kept
+  EXPECT_TRUE(closed(early)) << "still open after 10 s without a Hello";
+  ::close(early);
+}
+
 TEST(ReplayFabric, RanksOfAnotherRunAreStrangers) {
   // Two ranks whose tokens differ: each refuses the other's channel, so
   // neither run goes on with a rank of the other; both fail, neither hangs.
