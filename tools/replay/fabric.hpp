@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "control/auth.hpp"
 #include "control/loop_thread.hpp"
 #include "dataplane/transport.hpp"
 
@@ -96,6 +97,11 @@ class Fabric {
 
  private:
   struct Pending;
+  // A Hello's message is the run's token (compared in constant time; empty
+  // when the run has none).
+  bool presents_token(const std::string& msg) const {
+    return token_.empty() ? msg.empty() : mac_equal(msg, token_);
+  }
   void on_data(int src, const dataplane::FrameHeader& h, std::string&& label, dataplane::PayloadSink* sink);
   void progress();
   dataplane::ChannelHandlers handlers(int peer_hint);

@@ -12,7 +12,6 @@
 #include <iterator>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +22,7 @@
 
 #include "buffer_pool.hpp"
 #include "compute.hpp"
+#include "control/auth.hpp"
 #include "core/error.hpp"
 #include "executor.hpp"
 #include "fabric.hpp"
@@ -181,14 +181,14 @@ struct Experiment {
   std::string token;
 };
 
-// 128 random bits, in hex.
+// 128 random bits from the system's cryptographic source, in hex (the
+// rendezvous protocol is lines of words).
 std::string random_token() {
-  std::random_device rd;
   std::string out;
-  for (int i = 0; i < 4; ++i) {
-    char part[9];
-    std::snprintf(part, sizeof part, "%08x", static_cast<unsigned>(rd()));
-    out += part;
+  for (unsigned char b : random_bytes(16)) {
+    char hex[3];
+    std::snprintf(hex, sizeof hex, "%02x", b);
+    out += hex;
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "control/auth.hpp"
 #include "core/error.hpp"
 #include "dataplane/transport.hpp"
 
@@ -212,7 +213,7 @@ std::vector<std::string> RendezvousServer::serve(int size, std::chrono::millisec
             drop(c, cat("sent '", line.substr(0, 40), "', not a HELLO"));
             return;
           }
-          if (!token.empty() && tok != token) {
+          if (!token.empty() && !mac_equal(tok, token)) {
             drop(c, cat("said HELLO as rank ", r, " without this run's token"));
             return;
           }
