@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -166,6 +167,11 @@ int main(int argc, char** argv) {
   std::printf("], \"crc\": \"%s\", \"crc_errors\": %llu, \"sink\": %llu}\n", crc ? crc_name : "none",
               static_cast<unsigned long long>(bad), static_cast<unsigned long long>(sink & 1));
   rte_eth_dev_stop(port);
+  // EAL keeps its runtime directory (named by this process's file prefix)
+  // after it exits: remove it.
+  const std::string runtime = rte_eal_get_runtime_dir();
   rte_eal_cleanup();
+  std::error_code ec;
+  std::filesystem::remove_all(runtime, ec);
   return 0;
 }

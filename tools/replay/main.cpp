@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -78,7 +80,9 @@ void usage(std::FILE* out) {
                "                       (default 127.0.0.1)\n"
                "  --backend B          auto (default: rdma where the ucx plugin loads and\n"
                "                       the ranks are local or an RDMA device is up, else\n"
-               "                       tcp; the summary line names it), tcp, dpdk or rdma\n"
+               "                       tcp; the summary line names it), tcp, dpdk or rdma;\n"
+               "                       dpdk joins 2 local ranks by a memif pair, or uses the\n"
+               "                       port GENIE_DPDK_EAL names\n"
                "  --timeout S          a wait with no byte moving for S seconds is a\n"
                "                       deadlock, reported with the waiting ranks (default 30)\n"
                "  --compute-scale X    multiply compute durations by X (default 1; 0 skips)\n"
@@ -219,11 +223,13 @@ std::string unclaimed_error(const std::vector<Fabric::Unclaimed>& left, int rank
   return out;
 }
 
-int rank_main(const Options& o, const Experiment& x, const Trace& trace, int rank, int size, const std::string& rdv,
-              bool progress) {
+// `prepare` runs first, before the rank's transport starts.
+int rank_main(const Options& o, const Experiment& x, const Trace& trace, int rank, int size,
+              const std::string& rdv, bool progress, const std::function<void()>& prepare = {}) {
   std::unique_ptr<RendezvousClient> rc;
   bool started = false;
   try {
+    if (prepare) prepare();
     const std::string transport = resolve_backend(o.backend, o.launch != "mpi", nullptr);
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1000));
     Fabric fabric(transport, rank, size, o.bind, timeout, x.token);
@@ -346,6 +352,72 @@ int finish(const Options& o, const std::vector<std::string>& results, const std:
   return failures.empty() && wrong == 0 ? kExitOk : kExitFailure;
 }
 
+// `--backend dpdk` on local ranks without GENIE_DPDK_EAL: the DPDK transport
+// drives one point-to-point port per process (docs/dpdk.md), so two ranks
+// are joined by a memif pair that the launcher sets up. Its socket lies in
+// a directory of the launcher's own (mode 0700), and the run's token is
+// the pair's memif secret: no other process joins it. Each EAL has a file
+// prefix of its own (memif needs EAL's multi-process channel), and slots of
+// 9 KB (one jumbo packet per slot). memif's client does not retry a
+// connect, so rank 1 starts its port once rank 0's socket is there.
+class LocalMemif {
+ public:
+  // Inactive unless the run is local, over dpdk, and GENIE_DPDK_EAL is
+  // unset (then the user configured the ports: per rank under mpirun).
+  LocalMemif(const Options& o, int ranks, const std::string& token) {
+    // (auto never picks dpdk; resolving auto here would load the UCX
+    // plugin into the launcher before it forks.)
+    if (o.backend != "dpdk") return;
+    if (const char* v = std::getenv("GENIE_DPDK_EAL"); v != nullptr && *v != '\0') return;
+    if (ranks != 2)
+      fail(GENIE_ERR_INVALID_ARGUMENT,
+           "--backend dpdk on local ranks joins two ranks by a memif pair, and the run has ", ranks,
+           ": give --ranks 2, or set GENIE_DPDK_EAL with a port per rank (docs/replay.md)");
+    const char* tmp = std::getenv("TMPDIR");
+    std::string tmpl = cat(tmp && *tmp ? tmp : "/tmp", "/genie-replay-XXXXXX");
+    if (mkdtemp(tmpl.data()) == nullptr) fail(GENIE_ERR_IO, "mkdtemp ", tmpl, ": ", std::strerror(errno));
+    dir_ = tmpl;
+    prefix_ = cat("genie-replay-", getpid(), "-", token.substr(0, 8));
+    secret_ = token.substr(0, 24);  // memif's secret has at most 24 characters
+    wait_ = std::chrono::milliseconds(static_cast<int64_t>(std::max(o.timeout_s, 10.0) * 1000));
+  }
+  ~LocalMemif() {
+    if (dir_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+    // What each rank's EAL left in its runtime directory (DPDK keeps it
+    // after the process exits): /var/run/dpdk/PREFIX for root, else under
+    // XDG_RUNTIME_DIR or /tmp.
+    const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+    const std::string base = getuid() == 0 ? "/var/run/dpdk" : cat(xdg && *xdg ? xdg : "/tmp", "/dpdk");
+    for (int r = 0; r < 2; ++r) std::filesystem::remove_all(cat(base, "/", prefix_, "-", r), ec);
+  }
+  LocalMemif(const LocalMemif&) = delete;
+  LocalMemif& operator=(const LocalMemif&) = delete;
+
+  // In rank `rank`'s process, before its transport starts.
+  void enter(int rank) const {
+    if (dir_.empty()) return;
+    const std::string sock = cat(dir_, "/memif.sock");
+    const std::string eal =
+        cat("--no-huge -m 256 --no-pci --no-telemetry --log-level=*:warning --file-prefix=", prefix_, "-",
+            rank, " --vdev=net_memif0,role=", rank == 0 ? "server" : "client", ",socket=", sock,
+            ",socket-abstract=no,secret=", secret_, ",bsize=9216");
+    setenv("GENIE_DPDK_EAL", eal.c_str(), 1);
+    if (rank == 0) return;
+    const auto deadline = std::chrono::steady_clock::now() + wait_;
+    while (access(sock.c_str(), F_OK) != 0) {
+      if (std::chrono::steady_clock::now() > deadline)
+        fail(GENIE_ERR_TIMEOUT, "rank 0 did not open its memif socket ", sock, " in time");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+ private:
+  std::string dir_, prefix_, secret_;
+  std::chrono::milliseconds wait_{0};
+};
+
 int run_local(const Options& o) {
   int ranks = o.ranks;
   Topology topo;
@@ -372,6 +444,7 @@ int run_local(const Options& o) {
          ") but the run has ", ranks, " ranks: give --ranks or a topology that matches the workload");
   }
   x.token = random_token();
+  const LocalMemif memif(o, ranks, x.token);
   RendezvousServer server("127.0.0.1", 0);
   const bool progress = !o.quiet && isatty(STDERR_FILENO);
   std::fflush(stdout);
@@ -382,7 +455,8 @@ int run_local(const Options& o) {
     const pid_t pid = fork();
     if (pid < 0) fail(GENIE_ERR_IO, "fork: ", std::strerror(errno));
     if (pid == 0) {
-      const int rc = rank_main(o, x, x.traces[r], r, ranks, server.address(), progress && r == 0);
+      const int rc = rank_main(o, x, x.traces[r], r, ranks, server.address(), progress && r == 0,
+                               [&] { memif.enter(r); });
       std::fflush(stdout);
       std::fflush(stderr);
 #ifdef __SANITIZE_ADDRESS__
