@@ -457,8 +457,10 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
         }
       }
       run.end_comm();
-      for (int j = 0; j < G; ++j) res.wrong += wrong_u(buf.data() + j * E, E, group[j], seq, c, 0);
-      res.elements = E * G;
+      // Every block this rank received; its own it wrote itself and only sent.
+      for (int j = 0; j < G; ++j)
+        if (j != me) res.wrong += wrong_u(buf.data() + j * E, E, group[j], seq, c, 0);
+      res.elements = E * (G - 1);
       break;
     }
     case CollType::AllToAll: {
