@@ -263,11 +263,7 @@ bool Session::on_packet(const PacketHeader& h, const rte_ether_addr& src, rte_mb
       return false;
     case PacketType::Rst:
       if (state == State::Connecting) {
-        Event e(Event::ConnectFailed);
-        e.detail = cat("cannot connect to ", peer_name, ": refused (no DPDK listener at endpoint ", endpoint_,
-                       " behind port ", eng.port_name(), ")");
-        box->post(std::move(e));
-        end(GENIE_ERR_CONNECTION, cat("cannot connect to ", peer_name, ": refused"));
+        refused_now_ = true;  // counted when the try's time is up (pump)
       } else if (state == State::Closing) {
         end(close_st_, close_detail_);
       } else {
@@ -426,6 +422,15 @@ void Session::post_received() {
 void Session::pump(uint64_t now, bool timers) {
   if (state == State::Connecting) {
     if (!timers || now - syn_sent_ns_ < rto_ns(std::min<uint32_t>(syn_tries_ - 1, 3))) return;
+    refused_tries_ = refused_now_ ? refused_tries_ + 1 : 0;
+    refused_now_ = false;
+    if (refused_tries_ >= kRefusedTries) {
+      Event e(Event::ConnectFailed);
+      e.detail = cat("cannot connect to ", peer_name, ": refused (no DPDK listener at endpoint ", endpoint_,
+                     " behind port ", eng.port_name(), ")");
+      box->post(std::move(e));
+      return end(GENIE_ERR_CONNECTION, cat("cannot connect to ", peer_name, ": refused"));
+    }
     if (now >= connect_deadline_) {
       Event e(Event::ConnectFailed);
       e.detail =

@@ -144,6 +144,14 @@ struct Session : std::enable_shared_from_this<Session> {
   uint32_t syn_tries_ = 0;
   uint64_t syn_sent_ns_ = 0;
   uint64_t connect_deadline_ = 0;
+  // Syn tries answered by a Rst: a port that is not listening there. On a
+  // shared segment every other port hears the broadcast Syn and those
+  // without the endpoint refuse it, so one refusal is not the answer: the
+  // connect fails as refused only when kRefusedTries tries in a row got a
+  // Rst and no SynAck.
+  static constexpr uint32_t kRefusedTries = 2;
+  uint32_t refused_tries_ = 0;
+  bool refused_now_ = false;  // the current try got a Rst
   // send
   std::deque<std::shared_ptr<TxMsg>> queue_;  // front may be partly packed
   uint64_t next_tid_ = 1;

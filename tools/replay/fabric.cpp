@@ -87,7 +87,12 @@ Fabric::Fabric(const std::string& transport, int rank, int size, const std::stri
       opts.nodelay = true;
       opts.buffer_bytes = 0;
       opts.max_message = kMaxMessage;
-      listener_ = transport_->listen(loop_->loop(), bind_host + ":0", opts, [this](dataplane::Listener& l) {
+      // A DPDK endpoint names a listener on a link, not on a host: ranks
+      // whose ports share an Ethernet segment must listen on different
+      // ones (docs/dpdk.md, "Addresses"), so rank r takes endpoint r + 1.
+      // Elsewhere the system picks a free port.
+      const std::string at = cat(bind_host, ":", transport == "dpdk" ? rank + 1 : 0);
+      listener_ = transport_->listen(loop_->loop(), at, opts, [this](dataplane::Listener& l) {
         auto peer = std::make_shared<int>(-1);
         // Channels that have not said Hello yet: those older than
         // kHelloWithin are closed, and past kMaxStrangers open at once a new

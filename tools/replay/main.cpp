@@ -82,7 +82,7 @@ void usage(std::FILE* out) {
                "                       the ranks are local or an RDMA device is up, else\n"
                "                       tcp; the summary line names it), tcp, dpdk or rdma;\n"
                "                       dpdk joins 2 local ranks by a memif pair, or uses the\n"
-               "                       port GENIE_DPDK_EAL names\n"
+               "                       port GENIE_DPDK_EAL names ({rank} in it: the rank)\n"
                "  --timeout S          a wait with no byte moving for S seconds is a\n"
                "                       deadlock, reported with the waiting ranks (default 30)\n"
                "  --compute-scale X    multiply compute durations by X (default 1; 0 skips)\n"
@@ -352,23 +352,32 @@ int finish(const Options& o, const std::vector<std::string>& results, const std:
   return failures.empty() && wrong == 0 ? kExitOk : kExitFailure;
 }
 
-// `--backend dpdk` on local ranks without GENIE_DPDK_EAL: the DPDK transport
-// drives one point-to-point port per process (docs/dpdk.md), so two ranks
-// are joined by a memif pair that the launcher sets up. Its socket lies in
-// a directory of the launcher's own (mode 0700), and the run's token is
-// the pair's memif secret: no other process joins it. Each EAL has a file
-// prefix of its own (memif needs EAL's multi-process channel), and slots of
-// 9 KB (one jumbo packet per slot). memif's client does not retry a
-// connect, so rank 1 starts its port once rank 0's socket is there.
-class LocalMemif {
+// `--backend dpdk` on local ranks. The DPDK transport drives one port per
+// process (docs/dpdk.md). Where GENIE_DPDK_EAL is set, every rank gets it
+// with "{rank}" replaced by its number, so that each has a port and a file
+// prefix of its own. Where it is not, two ranks are joined by a memif pair
+// that the launcher sets up: its socket lies in a directory of the
+// launcher's own (mode 0700), and the run's token is the pair's memif
+// secret, so no other process joins it. Each EAL has a file prefix of its
+// own (memif needs EAL's multi-process channel), and slots of 9 KB (one
+// jumbo packet per slot). memif's client does not retry a connect, so
+// rank 1 starts its port once rank 0's socket is there.
+class LocalDpdk {
  public:
-  // Inactive unless the run is local, over dpdk, and GENIE_DPDK_EAL is
-  // unset (then the user configured the ports: per rank under mpirun).
-  LocalMemif(const Options& o, int ranks, const std::string& token) {
+  // Does nothing unless the run is over dpdk.
+  LocalDpdk(const Options& o, int ranks, const std::string& token) {
     // (auto never picks dpdk; resolving auto here would load the UCX
     // plugin into the launcher before it forks.)
     if (o.backend != "dpdk") return;
-    if (const char* v = std::getenv("GENIE_DPDK_EAL"); v != nullptr && *v != '\0') return;
+    dpdk_ = true;
+    if (const char* v = std::getenv("GENIE_DPDK_EAL"); v != nullptr && *v != '\0') {
+      if (ranks > 1 && std::string(v).find("{rank}") == std::string::npos)
+        fail(
+            GENIE_ERR_INVALID_ARGUMENT, "GENIE_DPDK_EAL is the same for all ", ranks,
+            " local ranks, but each needs a port and a file prefix of its own: write {rank} where the rank's "
+            "number goes (e.g. --file-prefix=r{rank} --vdev=net_af_packet0,iface=veth{rank})");
+      return;
+    }
     if (ranks != 2)
       fail(GENIE_ERR_INVALID_ARGUMENT,
            "--backend dpdk on local ranks joins two ranks by a memif pair, and the run has ", ranks,
@@ -381,7 +390,7 @@ class LocalMemif {
     secret_ = token.substr(0, 24);  // memif's secret has at most 24 characters
     wait_ = std::chrono::milliseconds(static_cast<int64_t>(std::max(o.timeout_s, 10.0) * 1000));
   }
-  ~LocalMemif() {
+  ~LocalDpdk() {
     if (dir_.empty()) return;
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
@@ -392,12 +401,24 @@ class LocalMemif {
     const std::string base = getuid() == 0 ? "/var/run/dpdk" : cat(xdg && *xdg ? xdg : "/tmp", "/dpdk");
     for (int r = 0; r < 2; ++r) std::filesystem::remove_all(cat(base, "/", prefix_, "-", r), ec);
   }
-  LocalMemif(const LocalMemif&) = delete;
-  LocalMemif& operator=(const LocalMemif&) = delete;
+  LocalDpdk(const LocalDpdk&) = delete;
+  LocalDpdk& operator=(const LocalDpdk&) = delete;
 
   // In rank `rank`'s process, before its transport starts.
   void enter(int rank) const {
-    if (dir_.empty()) return;
+    if (!dpdk_) return;
+    if (dir_.empty()) {
+      const char* v = std::getenv("GENIE_DPDK_EAL");
+      if (v == nullptr) return;
+      std::string eal = v;
+      for (size_t at = 0; (at = eal.find("{rank}", at)) != std::string::npos;) {
+        const std::string n = std::to_string(rank);
+        eal.replace(at, 6, n);
+        at += n.size();
+      }
+      setenv("GENIE_DPDK_EAL", eal.c_str(), 1);
+      return;
+    }
     const std::string sock = cat(dir_, "/memif.sock");
     const std::string eal =
         cat("--no-huge -m 256 --no-pci --no-telemetry --log-level=*:warning --file-prefix=", prefix_, "-",
@@ -414,6 +435,7 @@ class LocalMemif {
   }
 
  private:
+  bool dpdk_ = false;
   std::string dir_, prefix_, secret_;
   std::chrono::milliseconds wait_{0};
 };
@@ -444,7 +466,7 @@ int run_local(const Options& o) {
          ") but the run has ", ranks, " ranks: give --ranks or a topology that matches the workload");
   }
   x.token = random_token();
-  const LocalMemif memif(o, ranks, x.token);
+  const LocalDpdk memif(o, ranks, x.token);
   RendezvousServer server("127.0.0.1", 0);
   const bool progress = !o.quiet && isatty(STDERR_FILENO);
   std::fflush(stdout);

@@ -25,6 +25,9 @@
 #   dpdk           2 local ranks over the dpdk plugin on a memif pair that the
 #                  launcher sets up: collectives and sends verified, a flipped
 #                  byte caught, nothing left behind; 4 ranks refused clearly
+#                  without a port each; as root, 4 ranks on one Ethernet
+#                  segment (net_af_packet on veths of a bridge, in a network
+#                  namespace of the test, GENIE_DPDK_EAL with {rank})
 #   mpi            --launch mpi under mpirun (skipped without Open MPI)
 #   rendezvous     a hostile client at the rendezvous (a line without end,
 #                  a wrong token, a flood of connections) neither costs rank 0
@@ -49,11 +52,13 @@ fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 pass() { echo "ok: $*"; }
 
 # replay_ok NAME ARGS...: exit 0, one sys line per rank (RANKS, default 4),
-# 0 wrong elements.
+# 0 wrong elements. Both run `genie replay` under the command in IN (none by
+# default: `env`).
+IN=(env)
 replay_ok() {
   local name=$1
   shift
-  timeout 300 "$GENIE" replay --quiet --timeout 20 --backend tcp "$@" >out.txt 2>err.txt
+  timeout 300 "${IN[@]}" "$GENIE" replay --quiet --timeout 20 --backend tcp "$@" >out.txt 2>err.txt
   local rc=$?
   local lines
   lines=$(grep -cE '^sys\[[0-9]+\] finished, [0-9]+ cycles, exposed communication [0-9]+ cycles\.$' out.txt)
@@ -73,7 +78,7 @@ replay_ok() {
 replay_fails() {
   local name=$1 pattern=$2
   shift 2
-  timeout 120 "$GENIE" replay --quiet --backend tcp "$@" >out.txt 2>err.txt
+  timeout 120 "${IN[@]}" "$GENIE" replay --quiet --backend tcp "$@" >out.txt 2>err.txt
   local rc=$?
   if [ $rc -ne 1 ] || ! grep -qE "$pattern" err.txt; then
     fail "$name: exit $rc (want 1), stderr lacks /$pattern/"
@@ -381,6 +386,29 @@ PY
     [ -z "$(ls -d "$TMP"/genie-replay-* 2>/dev/null)" ] || fail "dpdk: the memif socket's directory was left behind"
     after=$(ls "$runtime" 2>/dev/null | grep -c '^genie-replay-')
     [ "$after" = "$before" ] || fail "dpdk: EAL runtime directories were left in $runtime"
+    GENIE_DPDK_EAL="--no-huge --vdev=net_null0" replay_fails "one GENIE_DPDK_EAL for 4 ranks" \
+      'each needs a port and a file prefix of its own: write \{rank\}' --workload d4 --ranks 4 --backend dpdk
+    # 4 ranks whose ports share one Ethernet segment: every Syn is broadcast
+    # and heard by all; each rank listens on an endpoint of its own.
+    ns=genie-replay-$$
+    if [ "$(id -u)" != 0 ] || ! ip netns add "$ns" 2>/dev/null; then
+      echo "note: not root or no network namespaces: 4 ranks on a shared segment not run"
+    else
+      trap 'ip netns del "$ns" 2>/dev/null; rm -rf "$TMP" "$runtime"/genie-rs$$-*' EXIT
+      ip -n "$ns" link set lo up
+      ip -n "$ns" link add gbr type bridge && ip -n "$ns" link set gbr up || fail "dpdk: cannot make a bridge"
+      for r in 0 1 2 3; do
+        ip -n "$ns" link add gv$r type veth peer name gp$r && ip -n "$ns" link set gp$r master gbr &&
+          ip -n "$ns" link set gp$r up && ip -n "$ns" link set gv$r up || fail "dpdk: cannot make veth $r"
+      done
+      IN=(ip netns exec "$ns" env "GENIE_DPDK_EAL=--no-huge -m 256 --no-pci --no-telemetry --log-level=*:warning --file-prefix=genie-rs$$-{rank} --vdev=net_af_packet0,iface=gv{rank}")
+      $GEN coll da --ranks 4 --type all_reduce --size 100004 --iters 2
+      replay_ok "all-reduce, 4 ranks on a shared segment" --workload da --ranks 4 --backend dpdk
+      grep -q '^# 4 ranks over dpdk' out.txt || fail "dpdk: the shared-segment run did not use dpdk"
+      $GEN p2p dq --ranks 4 --size 65536
+      replay_ok "sends and receives, 4 ranks on a shared segment" --workload dq --ranks 4 --backend dpdk
+      IN=(env)
+    fi
     ;;
   mpi)
     command -v mpirun >/dev/null || { echo "SKIP: mpirun (Open MPI) is not installed"; exit 77; }
