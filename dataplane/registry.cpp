@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <map>
@@ -122,7 +123,12 @@ std::vector<std::string> transport_search_path() {
     const size_t slash = self.rfind('/');
     dirs.push_back(slash == std::string::npos ? std::string(".") : self.substr(0, slash == 0 ? 1 : slash));
   }
-  return dirs;
+  // A directory named twice is searched once (a plugin that fails to load
+  // would otherwise give its reason twice).
+  std::vector<std::string> once;
+  for (auto& d : dirs)
+    if (std::find(once.begin(), once.end(), d) == once.end()) once.push_back(std::move(d));
+  return once;
 }
 
 TransportLookup lookup_transport(const std::string& name) {

@@ -90,9 +90,9 @@ Engine& Engine::get(const TransportHost* host) {
   if (engine != nullptr) return *engine;
   if (!failed.empty()) fail(GENIE_ERR_UNSUPPORTED, failed);
   try {
-    auto* e = new Engine(host);  // lives until the process exits: EAL cannot start twice
+    std::unique_ptr<Engine> e(new Engine(host));  // freed if it cannot start
     e->start();
-    engine = e;
+    engine = e.release();  // lives until the process exits: EAL cannot start twice
     return *engine;
   } catch (const Error& err) {
     failed = err.detail();

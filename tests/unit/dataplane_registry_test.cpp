@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -87,6 +88,20 @@ TEST_F(Registry, PluginThatCannotStartPassesItsReasonOn) {
   EXPECT_FALSE(got.transport);
   EXPECT_EQ(got.status, GENIE_ERR_UNSUPPORTED);
   EXPECT_TRUE(has(got.reason, "no such device here")) << got.reason;
+}
+
+TEST_F(Registry, ADirectoryNamedTwiceIsSearchedOnce) {
+  ::setenv("GENIE_TRANSPORT_PATH", GENIE_TEST_PLUGIN_DIR ":" GENIE_TEST_PLUGIN_DIR ":" GENIE_PLUGIN_DIR, 1);
+  const auto dirs = transport_search_path();
+  EXPECT_EQ(std::count(dirs.begin(), dirs.end(), std::string(GENIE_TEST_PLUGIN_DIR)), 1);
+  EXPECT_EQ(dirs.front(), GENIE_TEST_PLUGIN_DIR);
+  // So a plugin that cannot start gives its reason once.
+  TransportLookup got = lookup_transport("throws");
+  EXPECT_FALSE(got.transport);
+  const std::string why = "no such device here";
+  const size_t first = got.reason.find(why);
+  ASSERT_NE(first, std::string::npos) << got.reason;
+  EXPECT_EQ(got.reason.find(why, first + 1), std::string::npos) << got.reason;
 }
 
 TEST_F(Registry, PluginWhoseLibrariesCannotLoadIsUnsupported) {

@@ -491,9 +491,25 @@ int run_local(const Options& o) {
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::string> results;
   std::string err;
+  // A rank whose process is gone before the run starts (it printed why)
+  // ends the rendezvous at once.
+  std::vector<int> statuses(ranks, 0);
+  std::vector<bool> reaped(ranks, false);
+  auto lost = [&]() -> std::string {
+    for (int r = 0; r < ranks; ++r) {
+      int st = 0;
+      if (reaped[r] || waitpid(pids[r], &st, WNOHANG) != pids[r]) continue;
+      reaped[r] = true;
+      statuses[r] = st;
+      return cat("rank ", r, " exited before the run started (",
+                 WIFSIGNALED(st) ? cat("signal ", WTERMSIG(st)) : cat("status ", WEXITSTATUS(st)), ")");
+    }
+    return {};
+  };
   try {
     results = server.serve(
-        ranks, std::chrono::milliseconds(static_cast<int64_t>(std::max(o.timeout_s, 10.0) * 1000)), x.token);
+        ranks, std::chrono::milliseconds(static_cast<int64_t>(std::max(o.timeout_s, 10.0) * 1000)), x.token,
+        lost);
   } catch (const Error& e) {
     err = e.detail();
   }
@@ -502,9 +518,11 @@ int run_local(const Options& o) {
   // sanitizer's leak report, say) fails the run too.
   std::vector<std::string> exits;
   for (size_t r = 0; r < pids.size(); ++r) {
-    int st = 0;
-    if (!err.empty()) kill(pids[r], SIGTERM);
-    waitpid(pids[r], &st, 0);
+    int st = statuses[r];
+    if (!reaped[r]) {
+      if (!err.empty()) kill(pids[r], SIGTERM);
+      waitpid(pids[r], &st, 0);
+    }
     bool reported_ok = false;
     try {
       reported_ok = r < results.size() && results[r].rfind("error: ", 0) != 0 &&

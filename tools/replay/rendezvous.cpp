@@ -110,7 +110,8 @@ RendezvousServer::~RendezvousServer() {
 }
 
 std::vector<std::string> RendezvousServer::serve(int size, std::chrono::milliseconds timeout,
-                                                 const std::string& token) {
+                                                 const std::string& token,
+                                                 const std::function<std::string()>& lost) {
   std::vector<Conn> conns;
   struct Closer {
     std::vector<Conn>& c;
@@ -235,6 +236,7 @@ std::vector<std::string> RendezvousServer::serve(int size, std::chrono::millisec
                  strangers_dropped
                      ? cat("; ", strangers_dropped, " other connection(s) were dropped, the last ", dropped)
                      : std::string()));
+    if (problem.empty() && lost) problem = lost();
     if (!problem.empty()) refuse(problem);
   }
   std::string peers = "PEERS";
@@ -259,6 +261,7 @@ std::vector<std::string> RendezvousServer::serve(int size, std::chrono::millisec
           }
         }))
       refuse(cat("rendezvous: only ", ready, " of ", size, " ranks connected their data plane in time"));
+    if (problem.empty() && lost) problem = lost();
     if (!problem.empty()) refuse(problem);
   }
   broadcast("GO\n");

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,12 @@ class RendezvousServer {
   // Serves one replay of `size` ranks. Returns each rank's report, or a
   // line "error: ..." for a rank that failed before reporting. Throws
   // genie::Error naming the problem when the ranks never all arrived or
-  // disagree (rank counts, transports) within `timeout`.
-  std::vector<std::string> serve(int size, std::chrono::milliseconds timeout, const std::string& token = {});
+  // disagree (rank counts, transports) within `timeout`. Until the ranks
+  // start, `lost` (when given) is asked about twice a second whether a rank
+  // is gone (a local rank's process exited): a non-empty answer ends the
+  // rendezvous with it at once rather than at the timeout.
+  std::vector<std::string> serve(int size, std::chrono::milliseconds timeout, const std::string& token = {},
+                                 const std::function<std::string()>& lost = {});
 
  private:
   int fd_ = -1;

@@ -25,7 +25,8 @@
 #   dpdk           2 local ranks over the dpdk plugin on a memif pair that the
 #                  launcher sets up: collectives and sends verified, a flipped
 #                  byte caught, nothing left behind; 4 ranks refused clearly
-#                  without a port each; as root, 4 ranks on one Ethernet
+#                  without a port each, ranks whose port cannot start end the
+#                  run at once; as root, 4 ranks on one Ethernet
 #                  segment (net_af_packet on veths of a bridge, in a network
 #                  namespace of the test, GENIE_DPDK_EAL with {rank})
 #   mpi            --launch mpi under mpirun (skipped without Open MPI)
@@ -386,6 +387,11 @@ PY
     [ -z "$(ls -d "$TMP"/genie-replay-* 2>/dev/null)" ] || fail "dpdk: the memif socket's directory was left behind"
     after=$(ls "$runtime" 2>/dev/null | grep -c '^genie-replay-')
     [ "$after" = "$before" ] || fail "dpdk: EAL runtime directories were left in $runtime"
+    GENIE_DPDK_EAL="--no-huge -m 128 --no-pci --no-telemetry --file-prefix=genie-rn$$-{rank}" \
+      replay_fails "ranks whose EAL has no port" 'rank [01] exited before the run started' \
+      --workload dr --ranks 2 --backend dpdk
+    grep -q 'there is no DPDK port' err.txt || fail "dpdk: the ranks did not say why their port could not start"
+    rm -rf "$runtime"/genie-rn$$-*
     GENIE_DPDK_EAL="--no-huge --vdev=net_null0" replay_fails "one GENIE_DPDK_EAL for 4 ranks" \
       'each needs a port and a file prefix of its own: write \{rank\}' --workload d4 --ranks 4 --backend dpdk
     # 4 ranks whose ports share one Ethernet segment: every Syn is broadcast
@@ -397,8 +403,11 @@ PY
       trap 'ip netns del "$ns" 2>/dev/null; rm -rf "$TMP" "$runtime"/genie-rs$$-*' EXIT
       ip -n "$ns" link set lo up
       ip -n "$ns" link add gbr type bridge && ip -n "$ns" link set gbr up || fail "dpdk: cannot make a bridge"
+      # DPDK's af_packet joins a PACKET_FANOUT group numbered from its pid and
+      # its interface: indices far apart keep the ranks' groups apart.
       for r in 0 1 2 3; do
-        ip -n "$ns" link add gv$r type veth peer name gp$r && ip -n "$ns" link set gp$r master gbr &&
+        ip -n "$ns" link add gv$r index $((4096 * (r + 1))) type veth peer name gp$r &&
+          ip -n "$ns" link set gp$r master gbr &&
           ip -n "$ns" link set gp$r up && ip -n "$ns" link set gv$r up || fail "dpdk: cannot make veth $r"
       done
       IN=(ip netns exec "$ns" env "GENIE_DPDK_EAL=--no-huge -m 256 --no-pci --no-telemetry --log-level=*:warning --file-prefix=genie-rs$$-{rank} --vdev=net_af_packet0,iface=gv{rank}")
