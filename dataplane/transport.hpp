@@ -52,6 +52,10 @@ struct Capabilities {
   bool zero_copy = false;   // payloads move without an intermediate copy of ours
   bool gpu_memory = false;  // MemoryKind::Device can be registered
   bool rma = false;         // Channel::put and Channel::get are supported
+  // Listen addresses name an endpoint on a link, not on a host: processes
+  // whose ports share a link must listen on endpoints that differ (a
+  // listen on 0 picks one free in this process only).
+  bool link_endpoints = false;
   // The largest message section one frame may carry (payloads are not
   // bounded by it); a channel's ChannelOptions::max_message may lower it.
   uint64_t max_message = 0;

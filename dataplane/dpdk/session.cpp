@@ -424,19 +424,17 @@ void Session::pump(uint64_t now, bool timers) {
     if (!timers || now - syn_sent_ns_ < rto_ns(std::min<uint32_t>(syn_tries_ - 1, 3))) return;
     refused_tries_ = refused_now_ ? refused_tries_ + 1 : 0;
     refused_now_ = false;
-    if (refused_tries_ >= kRefusedTries) {
-      Event e(Event::ConnectFailed);
-      e.detail = cat("cannot connect to ", peer_name, ": refused (no DPDK listener at endpoint ", endpoint_,
-                     " behind port ", eng.port_name(), ")");
-      box->post(std::move(e));
-      return end(GENIE_ERR_CONNECTION, cat("cannot connect to ", peer_name, ": refused"));
-    }
-    if (now >= connect_deadline_) {
-      Event e(Event::ConnectFailed);
-      e.detail =
+    std::string why;
+    if (refused_tries_ >= kRefusedTries)
+      why = cat("cannot connect to ", peer_name, ": refused (no DPDK listener at endpoint ", endpoint_,
+                " behind port ", eng.port_name(), ")");
+    else if (now >= connect_deadline_)
+      why =
           cat("cannot connect to ", peer_name, ": no answer from DPDK endpoint ", endpoint_, " behind port ",
               eng.port_name(), " within ", eng.config().connect_ms, " ms (", syn_tries_, " tries)");
-      const std::string why = e.detail;
+    if (!why.empty()) {
+      Event e(Event::ConnectFailed);
+      e.detail = why;
       box->post(std::move(e));
       return end(GENIE_ERR_CONNECTION, why);
     }

@@ -408,6 +408,7 @@ class DpdkTransport final : public Transport {
     caps_.zero_copy = true;
     caps_.gpu_memory = false;
     caps_.rma = false;
+    caps_.link_endpoints = true;  // an endpoint names a listener behind a port
     caps_.max_message = std::numeric_limits<uint32_t>::max();
   }
 

@@ -391,6 +391,7 @@ TEST_F(Dpdk, ReceiveBuffersComeFromAnExtbufPoolOverRegisteredMemory) {
 TEST_F(Dpdk, CapabilitiesAndDeviceMemorySayWhyNoGpu) {
   start({});
   EXPECT_FALSE(t_->capabilities().gpu_memory);
+  EXPECT_TRUE(t_->capabilities().link_endpoints);  // endpoints name listeners behind a port
   std::vector<uint8_t> buf(64);
   try {
     t_->register_memory(buf.data(), buf.size(), MemoryKind::Device, 0);

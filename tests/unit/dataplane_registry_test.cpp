@@ -29,6 +29,7 @@ TEST_F(Registry, TcpIsBuiltInAndTheSameEachTime) {
   ASSERT_TRUE(a.transport) << a.reason;
   EXPECT_EQ(a.status, GENIE_OK);
   EXPECT_EQ(a.transport->capabilities().name, "tcp");
+  EXPECT_FALSE(a.transport->capabilities().link_endpoints);  // a port is the host's
   EXPECT_EQ(find_transport("tcp"), a.transport);
 }
 

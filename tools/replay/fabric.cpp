@@ -87,11 +87,11 @@ Fabric::Fabric(const std::string& transport, int rank, int size, const std::stri
       opts.nodelay = true;
       opts.buffer_bytes = 0;
       opts.max_message = kMaxMessage;
-      // A DPDK endpoint names a listener on a link, not on a host: ranks
-      // whose ports share an Ethernet segment must listen on different
-      // ones (docs/dpdk.md, "Addresses"), so rank r takes endpoint r + 1.
-      // Elsewhere the system picks a free port.
-      const std::string at = cat(bind_host, ":", transport == "dpdk" ? rank + 1 : 0);
+      // Where an endpoint names a listener on a link rather than a host
+      // (DPDK), ranks whose ports share a link must listen on different
+      // ones, so rank r takes endpoint r + 1. Elsewhere the system picks a
+      // free port.
+      const std::string at = cat(bind_host, ":", transport_->capabilities().link_endpoints ? rank + 1 : 0);
       listener_ = transport_->listen(loop_->loop(), at, opts, [this](dataplane::Listener& l) {
         auto peer = std::make_shared<int>(-1);
         // Channels that have not said Hello yet: those older than

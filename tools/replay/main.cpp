@@ -378,8 +378,10 @@ int run_local(const Options& o) {
          ") but the run has ", ranks, " ranks: give --ranks or a topology that matches the workload");
   }
   x.token = random_token();
-  const LocalDpdk dpdk(o.backend, ranks, x.token,
-                       std::chrono::milliseconds(static_cast<int64_t>(std::max(o.timeout_s, 10.0) * 1000)));
+  // How long the ranks may take to gather (and rank 1 of a memif pair to
+  // find rank 0's socket).
+  const auto gather = std::chrono::milliseconds(static_cast<int64_t>(std::max(o.timeout_s, 10.0) * 1000));
+  const LocalDpdk dpdk(o.backend, ranks, x.token, gather);
   RendezvousServer server("127.0.0.1", 0);
   const bool progress = !o.quiet && isatty(STDERR_FILENO);
   std::fflush(stdout);
@@ -420,9 +422,7 @@ int run_local(const Options& o) {
     return {};
   };
   try {
-    results = server.serve(
-        ranks, std::chrono::milliseconds(static_cast<int64_t>(std::max(o.timeout_s, 10.0) * 1000)), x.token,
-        lost);
+    results = server.serve(ranks, gather, x.token, lost);
   } catch (const Error& e) {
     err = e.detail();
   }
