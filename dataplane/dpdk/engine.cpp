@@ -1,5 +1,8 @@
 #include "dataplane/dpdk/engine.hpp"
 
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <rte_devargs.h>
 #include <rte_eal.h>
@@ -76,6 +79,41 @@ void Mailbox::post(Event e) {
 namespace {
 std::mutex g_mu;
 Engine* g_engine = nullptr;
+
+// EAL's runtime directory (/var/run/dpdk/PREFIX for root, else under
+// XDG_RUNTIME_DIR or /tmp) holds the shared configuration, memory maps and
+// multi-process socket that secondary processes attach to. Genie starts
+// none, and EAL never removes the directory, so every process left one
+// behind per --file-prefix. It goes when the process exits. Its files go
+// only where this process is the primary with shared files on: then it
+// holds the configuration's lock, and no other primary can be using the
+// same directory. Otherwise (--no-shconf, --in-memory, a secondary) the
+// directory may be another process's, and it is only removed if empty.
+char g_runtime_dir[PATH_MAX];
+bool g_runtime_files_ours = false;
+
+void remove_runtime_dir() {
+  if (g_runtime_files_ours) {
+    if (DIR* d = opendir(g_runtime_dir)) {
+      while (const dirent* e = readdir(d))
+        if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+          unlinkat(dirfd(d), e->d_name, 0);
+      closedir(d);
+    }
+  }
+  rmdir(g_runtime_dir);
+}
+
+void remove_runtime_dir_at_exit(const std::vector<std::string>& args) {
+  bool shared_files = rte_eal_process_type() == RTE_PROC_PRIMARY;
+  for (const std::string& a : args)
+    if (a == "--no-shconf" || a == "--in-memory") shared_files = false;
+  const char* dir = rte_eal_get_runtime_dir();
+  if (dir == nullptr || std::strlen(dir) >= sizeof g_runtime_dir) return;
+  std::strcpy(g_runtime_dir, dir);
+  g_runtime_files_ours = shared_files;
+  std::atexit(remove_runtime_dir);
+}
 }  // namespace
 
 Engine* Engine::started() {
@@ -149,6 +187,9 @@ void Engine::start() {
   if (eal_rc < 0)
     fail(GENIE_ERR_UNSUPPORTED, "DPDK EAL did not initialise (", rte_strerror(rte_errno), ") with '", joined,
          "' (GENIE_DPDK_EAL sets the arguments)");
+  // Registered before the polling thread's stop (below): handlers run in
+  // reverse order, so the thread has stopped when the directory goes.
+  remove_runtime_dir_at_exit(args);
 
   prefer_lifo_pools();
 

@@ -191,6 +191,10 @@ struct DpdkChildResult {
       r.stage = 2;
       r.ports = count();
       r.gpus = gpu_count ? gpu_count() : 0;
+      // EAL made its runtime directory even with --no-shconf (empty then):
+      // removed unless another process has files there.
+      const char* (*runtime_dir)() = nullptr;
+      if (sym(eal, "rte_eal_get_runtime_dir", runtime_dir) && runtime_dir() != nullptr) rmdir(runtime_dir());
     }
   }
   ssize_t ignored = write(out_fd, &r, sizeof r);

@@ -7,6 +7,7 @@
 #      byte-exact, and the server says the data came over dpdk;
 #   2. the transformer-block sample gives the same checksum remote (data
 #      over memif) as embedded.
+#   3. each process removes its EAL runtime directory when it exits.
 set -euo pipefail
 source "$(dirname "$0")/lib/servers.sh"
 [ -e "$B/libgenie_transport_dpdk.so" ] || { echo "SKIP: the dpdk transport plugin is not built (no libdpdk)"; exit 77; }
@@ -39,3 +40,16 @@ rem=$(client 2 "$SAMPLE" --seq 32 --repeat 2 2>"$TMP/client2.err" | checksum) ||
   fail "the transformer block over memif failed"
 [ -n "$emb" ] && [ "$emb" = "$rem" ] || fail "sample checksum over memif '$rem' != embedded '$emb'"
 echo "ok 2: transformer block over dpdk/memif agrees with embedded (checksum $rem)"
+
+# --- 3. EAL's runtime directories go with their processes -------------------
+# Both clients exited normally; the server stops on SIGTERM. EAL never
+# removes a --file-prefix's directory; the transport does at exit.
+if [ "$(id -u)" = 0 ]; then RUNTIME=/var/run/dpdk; else RUNTIME=${XDG_RUNTIME_DIR:-/tmp}/dpdk; fi
+for d in "genie-c$$-1" "genie-c$$-2"; do
+  [ ! -e "$RUNTIME/$d" ] || fail "a client left EAL's runtime directory $RUNTIME/$d: $(ls -A "$RUNTIME/$d")"
+done
+[ -e "$RUNTIME/genie-s$$" ] || fail "the running server has no runtime directory $RUNTIME/genie-s$$ (the check above proves nothing)"
+kill -TERM "$SERVER_PID"
+wait "$SERVER_PID" || fail "the server did not stop cleanly on SIGTERM"
+[ ! -e "$RUNTIME/genie-s$$" ] || fail "the stopped server left $RUNTIME/genie-s$$: $(ls -A "$RUNTIME/genie-s$$")"
+echo "ok 3: the clients' and the server's EAL runtime directories are removed at exit"

@@ -49,9 +49,9 @@ LocalDpdk::~LocalDpdk() {
   if (dir_.empty()) return;
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
-  // What each rank's EAL left in its runtime directory (DPDK keeps it after
-  // the process exits): /var/run/dpdk/PREFIX for root, else under
-  // XDG_RUNTIME_DIR or /tmp.
+  // Each rank's EAL runtime directory: the transport removes its own at a
+  // normal exit; a rank that crashed or was killed leaves it. It is
+  // /var/run/dpdk/PREFIX for root, else under XDG_RUNTIME_DIR or /tmp.
   const char* xdg = std::getenv("XDG_RUNTIME_DIR");
   const std::string base = getuid() == 0 ? "/var/run/dpdk" : cat(xdg && *xdg ? xdg : "/tmp", "/dpdk");
   for (int r = 0; r < 2; ++r) std::filesystem::remove_all(cat(base, "/", prefix_, "-", r), ec);
