@@ -54,6 +54,8 @@ def throughput(d):
         size = f"{mib:g} MiB" if mib >= 1 else f"{r['bytes'] // 1024} KiB"
         out[f"tensor write {size} GB/s"] = r["write_gbps"]
         out[f"tensor read {size} GB/s"] = r["read_gbps"]
+        if "write_stream" in r:
+            out[f"tensor write in a stream {size} GB/s"] = r["write_stream"]["gbps"]
     return out
 
 
