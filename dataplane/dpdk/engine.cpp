@@ -1,7 +1,6 @@
 #include "dataplane/dpdk/engine.hpp"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <rte_devargs.h>
