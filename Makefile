@@ -6,6 +6,10 @@ TEST_BUILD ?= build-test
 REL_TEST_BUILD ?= build-release-test
 JOBS       ?= $(shell nproc)
 CMAKE_GEN  := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+# The generator for build directory $(1): Ninja where it is installed, for a
+# directory not configured yet. One configured before (say by a plain
+# `cmake -S . -B build`) keeps its own, which CMake cannot change.
+gen = $(if $(wildcard $(1)/CMakeCache.txt),,$(CMAKE_GEN))
 
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
@@ -19,7 +23,7 @@ deps:
 
 # Optimised build for the demo and benchmarks.
 build: deps
-	@cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release -DGENIE_BUILD_TESTS=OFF >/dev/null
+	@cmake -S . -B $(BUILD) $(call gen,$(BUILD)) -DCMAKE_BUILD_TYPE=Release -DGENIE_BUILD_TESTS=OFF >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
@@ -27,7 +31,7 @@ demo: build
 
 # Every test, built with AddressSanitizer, UBSan and LeakSanitizer.
 test-build: deps
-	@cmake -S . -B $(TEST_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Debug -DGENIE_SANITIZE=ON >/dev/null
+	@cmake -S . -B $(TEST_BUILD) $(call gen,$(TEST_BUILD)) -DCMAKE_BUILD_TYPE=Debug -DGENIE_SANITIZE=ON >/dev/null
 	@cmake --build $(TEST_BUILD) -j $(JOBS)
 
 # UCX's memory hooks (UCX_MEM_EVENTS) and LeakSanitizer's exit-time scan
@@ -43,7 +47,7 @@ test: test-build
 # The same tests against an optimised build (-O3, no sanitizers): warnings
 # and behaviour that only optimisation brings out. CI runs it after `test`.
 test-release: deps
-	@cmake -S . -B $(REL_TEST_BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=Release -DGENIE_BUILD_TESTS=ON >/dev/null
+	@cmake -S . -B $(REL_TEST_BUILD) $(call gen,$(REL_TEST_BUILD)) -DCMAKE_BUILD_TYPE=Release -DGENIE_BUILD_TESTS=ON >/dev/null
 	@cmake --build $(REL_TEST_BUILD) -j $(JOBS)
 	@cd $(REL_TEST_BUILD) && ctest --output-on-failure -j $(JOBS)
 
