@@ -16,6 +16,8 @@ struct Table {
   uint64_t next = 1;
 };
 
+thread_local uint64_t tls_frames_received = 0;
+
 Table& table() {
   static Table* t = new Table;  // never destroyed: hooks may be removed during static destruction
   return *t;
@@ -77,5 +79,9 @@ void clear_close_hooks(uv_loop_t* loop) {
   std::lock_guard<std::mutex> lk(t.mu);
   t.hooks.erase(loop);
 }
+
+uint64_t frames_received_here() { return tls_frames_received; }
+
+void note_frame_received() { ++tls_frames_received; }
 
 }  // namespace genie::dataplane

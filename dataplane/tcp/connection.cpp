@@ -372,6 +372,7 @@ struct Connection::Impl {
   }
 
   void message_arrived() {
+    if (frame.payload_len == 0) note_frame_received();
     stage = Stage::Header;
     try {
       verify_frame_crc(header, msg.data(), msg.size(), handlers.types);
@@ -405,6 +406,7 @@ struct Connection::Impl {
   }
 
   void payload_arrived() {
+    note_frame_received();
     PayloadSink s = std::move(sink);
     sink = PayloadSink();
     payload_got = 0;

@@ -135,7 +135,7 @@ void LoopThread::drain() {
   run_queued();
 }
 
-void LoopThread::run_queued() {
+bool LoopThread::run_queued() {
   std::vector<std::function<void()>> batch;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -144,6 +144,7 @@ void LoopThread::run_queued() {
   for (auto& fn : batch) {
     if (fn) run_guarded(fn, "posted task");
   }
+  return !batch.empty();
 }
 
 void LoopThread::spin_after_events() {
@@ -151,11 +152,15 @@ void LoopThread::spin_after_events() {
     std::lock_guard<std::mutex> lk(mu_);
     spinning_ = true;
   }
-  spin_until(
+  // Busy while requests keep arriving or tasks keep being posted.
+  spin_while(
       [this] {
+        const uint64_t frames = dataplane::frames_received_here();
         uv_run(&loop_, UV_RUN_NOWAIT);
-        if (!stop_task_ran_) run_queued();
-        return stop_task_ran_;
+        if (stop_task_ran_) return SpinStep::Done;
+        const bool tasks = run_queued();
+        if (stop_task_ran_) return SpinStep::Done;
+        return tasks || dataplane::frames_received_here() != frames ? SpinStep::Busy : SpinStep::Idle;
       },
       kLoopSpin);
   bool queued;

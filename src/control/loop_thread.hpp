@@ -58,12 +58,13 @@ class LoopThread {
  private:
   void run();
   void drain();
-  // Runs the tasks queued so far.
-  void run_queued();
+  // Runs the tasks queued so far; false if there were none.
+  bool run_queued();
   // Events come in bursts (a reply is followed by the next request): after
-  // handling some, the loop polls its handles and its queue for a short
-  // while (core/spin.hpp) before it blocks again, and posters do not write
-  // the eventfd meanwhile.
+  // handling some, the loop polls its handles and its queue until a short
+  // while has passed without a whole frame received or a task run
+  // (core/spin.hpp) before it blocks again, and posters do not write the
+  // eventfd meanwhile.
   void spin_after_events();
   // With mu_ held, after queuing: whether the poster must write the
   // eventfd.

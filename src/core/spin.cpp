@@ -34,9 +34,17 @@ int runnable_threads() {
   return running;
 }
 
+// -1: sample the load; 0 or 1: override_spin_allowed's answer.
+std::atomic<int> g_override{-1};
+
 }  // namespace
 
+void override_spin_allowed(std::optional<bool> allowed) {
+  g_override.store(allowed ? int{*allowed} : -1, std::memory_order_relaxed);
+}
+
 bool spin_allowed() {
+  if (const int o = g_override.load(std::memory_order_relaxed); o >= 0) return o == 1;
   static const int cpus = usable_cpus();
   static std::atomic<int64_t> next_sample_ns{0};
   static std::atomic<bool> allowed{false};

@@ -7,7 +7,11 @@
 // waiting for a reply, an event loop right after it sent one) therefore
 // polls for a short, bounded while first, yielding the CPU between checks
 // so that a thread it waits for can run on the same core. The bound keeps
-// the cost of a wait that does not pay off small.
+// the cost of a wait that does not pay off small. An event loop counts its
+// bound from the last request it received (spin_while), not from the
+// first: requests that follow each other a few tens of microseconds apart
+// then never wait for a wake-up, where a fixed bound made every few of them
+// pay one.
 //
 // Spinning pays only while the CPUs have room: a thread that never sleeps
 // loses the scheduler's preference for threads that wake up, so on an
@@ -19,12 +23,13 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <thread>
 
 namespace genie {
 
 // How long a caller waiting for a server's reply, or an event loop after
-// it handled events, polls before it sleeps. Above a loopback round trip
+// it last handled events, polls before it sleeps. Above a loopback round trip
 // with a tiny graph (tens of microseconds), far below any heartbeat or
 // timeout.
 inline constexpr std::chrono::microseconds kReplySpin{200};
@@ -37,21 +42,51 @@ inline constexpr std::chrono::microseconds kSpinPreempted{20};
 // Sampled at most every few milliseconds; false where it cannot be read.
 bool spin_allowed();
 
+// Tests only: makes spin_allowed() answer `allowed` from now on, whatever
+// the machine's load, so that what a spin does can be checked on a busy
+// test machine too; std::nullopt goes back to sampling the load.
+void override_spin_allowed(std::optional<bool> allowed);
+
+// What one step of a spin found.
+enum class SpinStep {
+  Idle,  // nothing to do yet
+  Busy,  // did some work: more may follow soon
+  Done,  // the wait is over
+};
+
+// Calls `step` until it returns Done, `idle` has passed since the start or
+// since its last Busy, a yield between steps was preempted, or the machine
+// has no more room for spinning. Returns whether the last step returned
+// Done.
+template <class Step>
+bool spin_while(Step&& step, std::chrono::microseconds idle) {
+  using clock = std::chrono::steady_clock;
+  if (!spin_allowed()) return step() == SpinStep::Done;
+  auto until = clock::now() + idle;
+  for (;;) {
+    const SpinStep s = step();
+    if (s == SpinStep::Done) return true;
+    const auto before = clock::now();
+    if (s == SpinStep::Busy) {
+      // More work is likely soon (the next request after a reply):
+      // sleeping now would add a wake-up to it. The machine may have filled
+      // up meanwhile.
+      until = before + idle;
+      if (!spin_allowed()) return false;
+    } else if (before >= until) {
+      return false;
+    }
+    std::this_thread::yield();
+    if (clock::now() - before > kSpinPreempted) return step() == SpinStep::Done;
+  }
+}
+
 // Calls `step` (which returns true when the wait is over) until it returns
 // true, `budget` has passed or a yield between calls was preempted.
 // Returns the last result of `step`.
 template <class Step>
 bool spin_until(Step&& step, std::chrono::microseconds budget) {
-  using clock = std::chrono::steady_clock;
-  if (!spin_allowed()) return step();
-  const auto until = clock::now() + budget;
-  for (;;) {
-    if (step()) return true;
-    const auto before = clock::now();
-    if (before >= until) return false;
-    std::this_thread::yield();
-    if (clock::now() - before > kSpinPreempted) return step();
-  }
+  return spin_while([&] { return step() ? SpinStep::Done : SpinStep::Idle; }, budget);
 }
 
 }  // namespace genie

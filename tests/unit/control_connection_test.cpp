@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,8 @@
 #include "control/loop_thread.hpp"
 #include "control/wire.hpp"
 #include "core/error.hpp"
+#include "core/spin.hpp"
+#include "dataplane/loop_hooks.hpp"
 #include "dataplane/tcp/connection.hpp"
 #include "dataplane/tcp/socket_buffers.hpp"
 
@@ -902,6 +905,30 @@ TEST_F(ControlConnection, TruncatedPayloadReleasesTheSinkWithoutDone) {
   EXPECT_FALSE(server->frames[0].payload) << "done ran for an incomplete payload";
 }
 
+// The loop counts whole frames only (dataplane/loop_hooks.hpp): a frame
+// without payload when its message is in, one with a payload when the
+// last payload byte is.
+TEST_F(ControlConnection, TheLoopCountsWholeFramesOnly) {
+  const int fd = raw_connect();
+  auto server = server_peer(0);
+  ASSERT_TRUE(server);
+  auto frames = [&] { return on_loop(lt_, [] { return dataplane::frames_received_here(); }); };
+  const uint64_t c0 = frames();
+  raw_send(fd, encode(plain(MsgType::TensorFree), "f"));
+  ASSERT_TRUE(server->wait_frames(1));
+  EXPECT_EQ(frames(), c0 + 1);
+  FrameHeader h = plain(MsgType::TensorWrite);
+  h.payload_len = 1 << 20;
+  raw_send(fd, encode(h, "tw") + std::string(300 << 10, 'p'));
+  ASSERT_TRUE(server->wait_frames(2));
+  EXPECT_EQ(frames(), c0 + 1) << "a frame counted before its payload was in";
+  raw_send(fd, std::string((1 << 20) - (300 << 10), 'q'));
+  ASSERT_TRUE(server->wait_payloads(1));
+  EXPECT_EQ(frames(), c0 + 2);
+  ::close(fd);
+  ASSERT_TRUE(server->wait_closed());
+}
+
 TEST_F(ControlConnection, OversizeMessageIsRefusedBeforeAllocation) {
   const int fd = raw_connect();
   auto server = server_peer(0);
@@ -951,7 +978,10 @@ TEST_F(ControlConnection, MessagesStillArrivingAreBoundedByTheBudget) {
     server->conn.lock()->set_message_budget(budget);
     return 0;
   });
-  raw_send(fd, claiming(MsgType::GraphSubmit, 8u << 20) + std::string(2 << 20, 'g'));
+  // The server closes once the budget is spent, which may cut this send
+  // short.
+  const std::string bytes = claiming(MsgType::GraphSubmit, 8u << 20) + std::string(2 << 20, 'g');
+  EXPECT_GT(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), 1 << 20);
   ASSERT_TRUE(server->wait_closed());
   ::close(fd);
   std::lock_guard<std::mutex> lk(server->mu);
@@ -1073,6 +1103,44 @@ TEST(ControlLoopThread, TasksPostedWhileTheLoopPollsAllRunPromptly) {
     }
   }
   EXPECT_EQ(done, kRounds);
+}
+
+// Tasks posted back to back keep the loop polling (its idle bound counts
+// from the last task, core/spin.hpp), so it may not block in uv_run for as
+// long as they come. Its timers must still fire meanwhile. Spinning is
+// allowed throughout, as on a machine with room for it.
+TEST(ControlLoopThread, TimersFireWhileTasksKeepTheLoopBusy) {
+  override_spin_allowed(true);
+  struct Restore {
+    ~Restore() { override_spin_allowed(std::nullopt); }
+  } restore;
+  LoopThread lt;
+  uv_timer_t timer{};
+  std::atomic<int> ticks{0};
+  on_loop(lt, [&] {
+    uv_timer_init(lt.loop(), &timer);
+    timer.data = &ticks;
+    uv_timer_start(
+        &timer, [](uv_timer_t* t) { ++*static_cast<std::atomic<int>*>(t->data); }, 2, 2);
+    return 0;
+  });
+  // A task that posts itself again: from its first run on, every step of
+  // the loop's spin finds a task, on any machine, however its threads are
+  // scheduled.
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  std::atomic<int> runs{0};
+  std::function<void()> again = [&] {
+    ++runs;
+    if (ticks < 5 && std::chrono::steady_clock::now() < until) lt.post(again);
+  };
+  ASSERT_TRUE(lt.post(again));
+  while (ticks < 5 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  EXPECT_GE(ticks.load(), 5) << "the timer fired " << ticks << " times while tasks ran " << runs
+                             << " times over 5 s";
+  on_loop(lt, [&] {
+    uv_close(reinterpret_cast<uv_handle_t*>(&timer), nullptr);
+    return 0;
+  });
 }
 
 TEST(ControlLoopThread, PostFromTheLoopRunsAfterTheCurrentTask) {

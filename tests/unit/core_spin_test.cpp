@@ -1,8 +1,11 @@
-// spin_until (core/spin.hpp): bounded, ends with the step's answer, and
-// never spins where the machine has no room for it.
+// spin_until and spin_while (core/spin.hpp): bounded, ends with the step's
+// answer, counts spin_while's bound from the last busy step, and never
+// spins where the machine has no room for it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "core/spin.hpp"
 
@@ -42,6 +45,87 @@ TEST(CoreSpin, ReturnsTrueExactlyWhenTheStepSaidSo) {
     EXPECT_EQ(calls, 3);
   else
     EXPECT_LT(calls, 3);
+}
+
+// Makes spinning allowed (or not) for one test, whatever the machine's load.
+class SpinRoom {
+ public:
+  explicit SpinRoom(bool allowed) { override_spin_allowed(allowed); }
+  ~SpinRoom() { override_spin_allowed(std::nullopt); }
+};
+
+// Busy steps for five times the idle bound, then Done: a bound counted from
+// the start (spin_until's) would have given up long before.
+TEST(CoreSpin, BusyStepsKeepTheSpinGoingPastTheIdleBound) {
+  using clock = std::chrono::steady_clock;
+  constexpr auto kIdle = std::chrono::microseconds(200);
+  SpinRoom room(true);
+  int calls = 0;
+  const auto busy_until = clock::now() + 5 * kIdle;
+  EXPECT_TRUE(spin_while(
+      [&] {
+        ++calls;
+        return clock::now() < busy_until ? SpinStep::Busy : SpinStep::Done;
+      },
+      kIdle));
+  EXPECT_GT(calls, 1);
+}
+
+// After the last busy step the spin goes on polling until the idle bound
+// has passed, counted from that step, unless a yield is preempted first
+// (a gap between two steps longer than kSpinPreempted); and it ends.
+TEST(CoreSpin, TheIdleBoundCountsFromTheLastBusyStep) {
+  using clock = std::chrono::steady_clock;
+  constexpr auto kIdle = std::chrono::microseconds(300);
+  SpinRoom room(true);
+  clock::time_point last_busy, prev;
+  auto longest_gap = clock::duration::zero();
+  int idle_calls = 0;
+  const auto busy_until = clock::now() + 3 * kIdle;
+  EXPECT_FALSE(spin_while(
+      [&] {
+        const auto now = clock::now();
+        if (now < busy_until) {
+          last_busy = prev = now;
+          return SpinStep::Busy;
+        }
+        ++idle_calls;
+        longest_gap = std::max(longest_gap, now - prev);
+        prev = now;
+        return SpinStep::Idle;
+      },
+      kIdle));
+  const auto end = clock::now();
+  EXPECT_GE(idle_calls, 1);
+  if (longest_gap <= kSpinPreempted)
+    EXPECT_GE(end - last_busy, kIdle) << "the spin ended early without a preempted yield";
+  EXPECT_LT(end - last_busy, std::chrono::milliseconds(200));
+}
+
+TEST(CoreSpin, NoRoomMeansOneStep) {
+  SpinRoom room(false);
+  int calls = 0;
+  EXPECT_FALSE(spin_while(
+      [&] {
+        ++calls;
+        return SpinStep::Busy;
+      },
+      std::chrono::milliseconds(100)));
+  EXPECT_EQ(calls, 1);
+  calls = 0;
+  EXPECT_FALSE(spin_until([&] { return ++calls == 3; }, std::chrono::seconds(1)));
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(CoreSpin, SpinWhileEndsAtOnceOnDone) {
+  int calls = 0;
+  EXPECT_TRUE(spin_while(
+      [&] {
+        ++calls;
+        return SpinStep::Done;
+      },
+      std::chrono::milliseconds(100)));
+  EXPECT_EQ(calls, 1);
 }
 
 }  // namespace
