@@ -39,6 +39,10 @@ std::atomic<int> g_override{-1};
 
 }  // namespace
 
+bool spin_preempted(std::chrono::steady_clock::duration took) {
+  return took > kSpinPreempted && g_override.load(std::memory_order_relaxed) != 1;
+}
+
 void override_spin_allowed(std::optional<bool> allowed) {
   g_override.store(allowed ? int{*allowed} : -1, std::memory_order_relaxed);
 }

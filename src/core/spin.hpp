@@ -42,9 +42,14 @@ inline constexpr std::chrono::microseconds kSpinPreempted{20};
 // Sampled at most every few milliseconds; false where it cannot be read.
 bool spin_allowed();
 
+// Whether a yield that took `took` ran another thread in between (took
+// longer than kSpinPreempted).
+bool spin_preempted(std::chrono::steady_clock::duration took);
+
 // Tests only: makes spin_allowed() answer `allowed` from now on, whatever
-// the machine's load, so that what a spin does can be checked on a busy
-// test machine too; std::nullopt goes back to sampling the load.
+// the machine's load, and with true no yield counts as preempted: a spin
+// then behaves as on an idle machine, so what it does can be checked on a
+// busy test machine too. std::nullopt goes back to the machine's load.
 void override_spin_allowed(std::optional<bool> allowed);
 
 // What one step of a spin found.
@@ -77,7 +82,7 @@ bool spin_while(Step&& step, std::chrono::microseconds idle) {
       return false;
     }
     std::this_thread::yield();
-    if (clock::now() - before > kSpinPreempted) return step() == SpinStep::Done;
+    if (spin_preempted(clock::now() - before)) return step() == SpinStep::Done;
   }
 }
 
