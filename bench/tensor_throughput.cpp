@@ -6,9 +6,9 @@
 //
 // Writes are timed twice per size: right after the previous size's reads,
 // then as a stream of at least 256 MiB right after those writes ("in a
-// stream", one direction, as iperf3 sends). On some hosts a write that follows a read runs at a
-// fraction of the speed of one that follows a write, in any TCP program
-// (docs/benchmarks.md, "A write after a read").
+// stream", one direction, as iperf3 sends). On some hosts a write that
+// follows a read runs at a fraction of the speed of one that follows a
+// write, in any TCP program (docs/benchmarks.md, "A write after a read").
 //
 // Beside them, the same calls over a plain TCP connection between two
 // processes (raw TCP write/read, and Genie's figure per raw one): the

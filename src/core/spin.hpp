@@ -52,6 +52,15 @@ bool spin_preempted(std::chrono::steady_clock::duration took);
 // busy test machine too. std::nullopt goes back to the machine's load.
 void override_spin_allowed(std::optional<bool> allowed);
 
+// Tests only: override_spin_allowed(room) for the scope's lifetime.
+class SpinRoomForTests {
+ public:
+  explicit SpinRoomForTests(bool room) { override_spin_allowed(room); }
+  ~SpinRoomForTests() { override_spin_allowed(std::nullopt); }
+  SpinRoomForTests(const SpinRoomForTests&) = delete;
+  SpinRoomForTests& operator=(const SpinRoomForTests&) = delete;
+};
+
 // What one step of a spin found.
 enum class SpinStep {
   Idle,  // nothing to do yet

@@ -18,7 +18,6 @@
 #include <memory>
 #include <mutex>
 #include <new>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1110,10 +1109,7 @@ TEST(ControlLoopThread, TasksPostedWhileTheLoopPollsAllRunPromptly) {
 // long as they come. Its timers must still fire meanwhile. Spinning is
 // allowed throughout, as on a machine with room for it.
 TEST(ControlLoopThread, TimersFireWhileTasksKeepTheLoopBusy) {
-  override_spin_allowed(true);
-  struct Restore {
-    ~Restore() { override_spin_allowed(std::nullopt); }
-  } restore;
+  SpinRoomForTests room(true);
   LoopThread lt;
   uv_timer_t timer{};
   std::atomic<int> ticks{0};
