@@ -25,12 +25,14 @@
 #include <thread>
 
 #include "control/client.hpp"
+#include "control/loop_thread.hpp"
 #include "control/server.hpp"
-#include "control_testing.hpp"
 #include "control/wire.hpp"
 #include "control_client_testing.hpp"
+#include "control_testing.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/spin.hpp"
 #include "genie.pb.h"
 #include "graph/graph.hpp"
 
@@ -578,6 +580,9 @@ TEST_F(ClientTest, GraphInFlightFailsWithConnectionWhenTheConnectionIsCut) {
   proxy.hold(MsgType::GraphDone);
   std::promise<RemoteResult> done;
   c->submit(graph_to_json(g), {{"a", a}, {"b", a}}, [&](RemoteResult&& r) { done.set_value(std::move(r)); });
+  // In flight: its completion is on the way back (one not yet sent when
+  // the loss is seen waits for the resumed session instead).
+  ASSERT_TRUE(eventually([&] { return proxy.held() == 1; })) << proxy.held();
   proxy.cut();
   auto f = done.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(3)), std::future_status::ready);
@@ -590,6 +595,68 @@ TEST_F(ClientTest, GraphInFlightFailsWithConnectionWhenTheConnectionIsCut) {
   c->submit(graph_to_json(g), {{"a", a}, {"b", a}},
             [&](RemoteResult&& r2) { done2.set_value(std::move(r2)); });
   EXPECT_EQ(done2.get_future().get().status, GENIE_OK);
+}
+
+TEST_F(ClientTest, CallsThatMeetALossBeforeTheyAreSentWaitForTheResumedSession) {
+  auto server = start_server();
+  FrameProxy proxy(server->port());
+  Config cfg = client_config(proxy.port(), 5000);
+  cfg.direct_calls = false;  // every call through the loop
+  auto c = RemoteClient::connect(cfg, "client-a");
+  const uint64_t a = c->tensor_alloc(DType::F32, {4}, "cpu:0");
+  const float av[4] = {1, -2, 3, -4};
+  c->tensor_write(a, 0, av, sizeof av);
+  Graph g = add_graph();
+  std::unordered_map<ValueId, Shape> shapes{{g.find_value("b"), {4}}};
+  g.validate(&shapes);
+
+  // The loop is held while the connections are cut and two calls are
+  // made: each finds the session ready, and the loop sees the loss before
+  // it gets to them. A task that posts itself again keeps the loop in its
+  // spin, where each step reads the sockets first and then runs what was
+  // posted (LoopThread::spin_after_events).
+  SpinRoomForTests room(true);
+  LoopThread& lt = *c->loop_thread();
+  std::atomic<bool> busy{true};
+  std::atomic<int> runs{0};
+  std::function<void()> again = [&] {
+    ++runs;
+    if (busy) lt.post(again);
+  };
+  ASSERT_TRUE(lt.post(again));
+  // Spinning by now: what is posted next waits for the spin's next step
+  // (a task posted to a loop that is not spinning could run from the
+  // wake-up inside that step's read of the sockets instead).
+  ASSERT_TRUE(eventually([&] { return runs > 100; }));
+  std::promise<void> entered, go;
+  auto go_f = go.get_future().share();
+  ASSERT_TRUE(lt.post([&entered, go_f] {
+    entered.set_value();
+    go_f.wait();
+  }));
+  entered.get_future().wait();
+  proxy.cut();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the FINs are in
+  std::promise<RemoteResult> done;
+  c->submit(graph_to_json(g), {{"a", a}, {"b", a}}, [&](RemoteResult&& r) { done.set_value(std::move(r)); });
+  auto read = std::async(std::launch::async, [&] {
+    float back[4] = {};
+    c->tensor_read(a, 0, back, sizeof back);
+    return std::vector<float>(back, back + 4);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the read is posted
+  go.set_value();
+  busy = false;
+
+  // Neither was sent before the loss: both go on the resumed session.
+  const RemoteResult r = done.get_future().get();
+  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
+  EXPECT_EQ(read.get(), (std::vector<float>{1, -2, 3, -4}));
+  float sum[4];
+  c->tensor_read(r.outputs[1].tensor_id, 0, sum, sizeof sum);
+  EXPECT_EQ(std::vector<float>(sum, sum + 4), (std::vector<float>{2, -4, 6, -8}));
+  EXPECT_EQ(proxy.accepted(), 4);  // one reconnect
+  EXPECT_EQ(server->stats().sessions(), 1u);
 }
 
 TEST_F(ClientTest, SessionLostAfterTheGracePeriodFailsForGood) {

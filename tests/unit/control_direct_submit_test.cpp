@@ -223,6 +223,7 @@ TEST_F(DirectSubmitTest, ALostConnectionFailsWhatTheLinkOwedAndTheSessionResumes
     return ms_since(t0);
   });
   ASSERT_TRUE(eventually([&] { return proxy.held() == 2; })) << proxy.held();
+  const int accepted = proxy.accepted();
   proxy.cut();
   EXPECT_LT(pending.get(), 3000);
   for (Outcome* o : {&waited, &unwatched}) {
@@ -231,7 +232,11 @@ TEST_F(DirectSubmitTest, ALostConnectionFailsWhatTheLinkOwedAndTheSessionResumes
     EXPECT_EQ(r.status, GENIE_ERR_CONNECTION) << r.detail;
   }
   proxy.release();
-  // The session comes back; the link opens again and submissions take it.
+  // The session comes back (its control and data connections are accepted
+  // again); the link opens again and submissions take it. A submission
+  // made before the client has seen the loss of its loop's connections
+  // could be sent on one of them, and fail with it.
+  ASSERT_TRUE(eventually([&] { return proxy.accepted() >= accepted + 2; })) << proxy.accepted();
   Outcome again;
   auto s3 = c->submit(neg_graph(), {{"x", x}}, into(again));
   if (s3) c->collect(*s3, Clock::time_point::max());

@@ -67,6 +67,11 @@ bool RemoteClient::Impl::submit(const std::shared_ptr<Call>& call, std::string m
 
 void RemoteClient::Impl::start(const std::shared_ptr<Call>& call, uint64_t id, std::string msg,
                                const void* payload, uint64_t payload_len) {
+  if (state == State::Reconnecting) {
+    // Posted before the loss was seen: nothing of it reached the server.
+    parked.push_back({id, call, std::move(msg), payload, payload_len});
+    return;
+  }
   if (state != State::Ready) {
     end_call(*call, state == State::Closed ? GENIE_ERR_SHUTDOWN : GENIE_ERR_CONNECTION,
              cat("connection to ", addr, " lost before the ", what_of(call->type), " was sent"));
@@ -92,12 +97,19 @@ void RemoteClient::Impl::start(const std::shared_ptr<Call>& call, uint64_t id, s
   if (control) conn->uncork();
 }
 
+void RemoteClient::Impl::send_parked() {
+  auto calls = std::move(parked);
+  parked.clear();
+  for (auto& p : calls) start(p.call, p.id, std::move(p.msg), p.payload, p.payload_len);
+}
+
 void RemoteClient::Impl::cancel(const std::shared_ptr<Call>& call, uint64_t id) {
   {
     std::lock_guard<std::mutex> lk(call->mu);
     if (call->replied) return;  // raced with the reply: the caller takes it
   }
   pending.erase(id);
+  std::erase_if(parked, [id](const Parked& p) { return p.id == id; });
   call->settle(GENIE_ERR_TIMEOUT,
                cat(what_of(call->type), ": no reply from ", addr, " within ", timeout.count(), " ms"));
   if (call->in_use()) {
@@ -115,6 +127,9 @@ void RemoteClient::Impl::fail_all(genie_status_t st, const std::string& detail) 
     end_call(*call, st, detail);
     call->release();
   }
+  auto unsent = std::move(parked);
+  parked.clear();
+  for (auto& p : unsent) end_call(*p.call, st, detail);
 }
 
 void RemoteClient::Impl::end_call(Call& call, genie_status_t st, std::string detail) {

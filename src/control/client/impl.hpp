@@ -261,6 +261,16 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   std::string token;        // the session's secret (Welcome); never sent back
   uint64_t session_id = 0;  // the session's name (Welcome)
   std::unordered_map<uint64_t, std::shared_ptr<Call>> pending;
+  // Calls that reached the loop after a loss and before the session was
+  // back: never sent, so they go once it is (send_parked) or fail with it.
+  struct Parked {
+    uint64_t id;
+    std::shared_ptr<Call> call;
+    std::string msg;
+    const void* payload;
+    uint64_t payload_len;
+  };
+  std::vector<Parked> parked;
   uv_timer_t retry_timer{};
   uv_timer_t free_timer{};
   uv_timer_t deadline_timer{};
@@ -366,8 +376,11 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
 
   // ===== loop thread =========================================================
 
+  // Sends a call, or parks it while the session is being resumed.
   void start(const std::shared_ptr<Call>& call, uint64_t id, std::string msg, const void* payload,
              uint64_t payload_len);
+  // Sends the calls parked while reconnecting; the session is ready again.
+  void send_parked();
   void cancel(const std::shared_ptr<Call>& call, uint64_t id);
   Connection::Handlers handlers(uint64_t g, Link link);
 
@@ -384,8 +397,9 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   // Closes both connections; events still queued for them are ignored.
   void teardown();
 
-  // Fails every request in flight. The connections must already be closed:
-  // that is what makes releasing the callers' buffers safe.
+  // Fails every request in flight and every parked one. The connections
+  // must already be closed: that is what makes releasing the callers'
+  // buffers safe.
   void fail_all(genie_status_t st, const std::string& detail);
 
   // Ends a call with an error: a submission through its completion, any

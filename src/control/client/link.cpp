@@ -357,6 +357,7 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
     if (resuming) log(LogLevel::Info, "client: session with ", addr, " resumed");
     set_state(State::Ready);
     flush_frees();  // those freed while reconnecting
+    send_parked();
     return;
   }
   attempt_failed(GENIE_ERR_PROTOCOL, cat("unexpected ", wire::type_name(fh.type), " during the handshake"));
