@@ -191,10 +191,15 @@ TEST_F(DirectTest, ServerClosingMidCallFailsWithConnectionAndTheSessionResumes) 
   for (int i = 0; i < 500 && proxy.held() == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(proxy.held(), 1);  // the read is in flight on the direct link
+  const int accepted = proxy.accepted();
   proxy.cut();
   EXPECT_LT(pending.get(), 2000);
   proxy.release();
-  // The session comes back; the next reads find the tensor intact.
+  // The session comes back (its control and data connections are accepted
+  // again: a read made before the client has seen the loss of its loop's
+  // connections could be sent on one of them); the next reads find the
+  // tensor intact.
+  ASSERT_TRUE(eventually([&] { return proxy.accepted() >= accepted + 2; })) << proxy.accepted();
   c->tensor_read(id, 0, back.data(), n);
   EXPECT_TRUE(back == src);
   c->tensor_read(id, 0, back.data(), n);
