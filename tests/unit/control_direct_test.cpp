@@ -13,6 +13,7 @@
 
 #include "control/client.hpp"
 #include "control/client/direct.hpp"
+#include "control/client/direct_io.hpp"
 #include "control/server.hpp"
 #include "control_client_testing.hpp"
 #include "control_testing.hpp"
@@ -56,7 +57,11 @@ TEST_F(DirectTest, SynchronousTransfersTakeTheCallersOwnSocket) {
   warm_up(*c);
   EXPECT_EQ(proxy.accepted(), 2);  // the first calls open nothing
   uint64_t calls = 0;
-  for (size_t n : {size_t{0}, size_t{1}, size_t{4096}, size_t{64} << 10, kDirectMaxBytes}) {
+  // Around the read-ahead too: a payload read whole from the buffer with
+  // its header, and one whose rest goes straight to the caller's buffer.
+  constexpr size_t ra = direct_io::kReadAhead;
+  for (size_t n :
+       {size_t{0}, size_t{1}, ra - 60, ra - 1, ra, ra + 1, size_t{4096}, size_t{64} << 10, kDirectMaxBytes}) {
     SCOPED_TRACE(n);
     const auto src = random_bytes(n, static_cast<uint32_t>(n));
     const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");

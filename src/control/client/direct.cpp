@@ -63,7 +63,8 @@ bool RemoteClient::Impl::direct_open(bool submission) {
   if (direct.fd >= 0 && direct.epoch != epoch) {
     // Joined to connections the server has dropped since.
     direct_failed(GENIE_ERR_CONNECTION, cat("connection to ", addr, " lost (the session reconnected)"));
-  } else if (direct.fd >= 0 && direct.owed_count.load() == 0 && !idle_ok(direct.fd)) {
+  } else if (direct.fd >= 0 && direct.owed_count.load() == 0 &&
+             (direct.taken != direct.plain.size() || !idle_ok(direct.fd))) {
     // Closed by the server, or out of step: a new one.
     std::lock_guard<std::mutex> lk(direct.send_mu);
     direct.reset();

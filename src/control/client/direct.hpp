@@ -107,8 +107,8 @@ struct DirectLink {
   uint64_t epoch = 0;    // the session establishment it joined (under mu)
   uint64_t refused = 0;  // the establishment in which opening it failed (under mu)
   bool shut = false;     // close() ran: never opened again (under fd_mu)
-  // With TLS (under mu): the link's session, and the plaintext it decrypted
-  // that no frame has taken yet (from `taken` on).
+  // Under mu: with TLS, the link's session; the bytes received (decrypted)
+  // that no frame has taken yet, from `taken` on (direct_io::Io).
   std::unique_ptr<dataplane::tcp::TlsSession> tls;
   std::string plain;
   size_t taken = 0;

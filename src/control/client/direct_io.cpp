@@ -127,21 +127,55 @@ void tls_pull(Io& io, bool spin) {
   }
 }
 
+// Plaintext: reads what the socket has, up to kReadAhead bytes, into the
+// link's buffer (waiting for it).
+static void read_ahead(Io& io, bool spin) {
+  if (*io.taken == io.plain->size()) {
+    io.plain->clear();
+    *io.taken = 0;
+  }
+  size_t size = io.plain->size();
+  // The buffer keeps only what was received, however this ends.
+  struct Trim {
+    std::string* s;
+    const size_t* size;
+    ~Trim() { s->resize(*size); }
+  } trim{io.plain, &size};
+  io.plain->resize(size + kReadAhead);
+  for (;;) {
+    const ssize_t k = ::recv(io.fd, io.plain->data() + size, kReadAhead, MSG_DONTWAIT);
+    if (k > 0) {
+      size += static_cast<size_t>(k);
+      return;
+    }
+    if (k == 0) broke(Broke::Closed, "the server closed the connection");
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) broke(Broke::Closed, cat("recv: ", std::strerror(errno)));
+    wait_for(io.fd, POLLIN, io.deadline, spin);
+    spin = false;
+  }
+}
+
 void recv_all(Io& io, void* dst, size_t n, bool spin) {
-  if (io.tls == nullptr) return recv_raw(io.fd, dst, n, io.deadline, spin);
   char* p = static_cast<char*>(dst);
   while (n > 0) {
     const size_t have = io.plain->size() - *io.taken;
-    if (have == 0) {
-      tls_pull(io, spin);
-      spin = false;
+    if (have > 0) {
+      const size_t k = std::min(n, have);
+      std::memcpy(p, io.plain->data() + *io.taken, k);
+      *io.taken += k;
+      p += k;
+      n -= k;
       continue;
     }
-    const size_t k = std::min(n, have);
-    std::memcpy(p, io.plain->data() + *io.taken, k);
-    *io.taken += k;
-    p += k;
-    n -= k;
+    if (io.tls != nullptr) {
+      tls_pull(io, spin);
+    } else if (n >= kReadAhead) {
+      return recv_raw(io.fd, p, n, io.deadline, spin);  // a payload: straight to its place
+    } else {
+      read_ahead(io, spin);
+    }
+    spin = false;
   }
 }
 

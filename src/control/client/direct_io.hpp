@@ -30,8 +30,11 @@ struct LinkBroken {
 
 [[noreturn]] void broke(Broke why, std::string detail);
 
-// One exchange on the direct link: its socket and, with TLS, its session
-// and the plaintext decrypted but not yet taken by a frame.
+// One exchange on the direct link: its socket, with TLS its session, and
+// the bytes received (decrypted, with TLS) but not yet taken by a frame.
+// Without TLS, reads shorter than kReadAhead take what the socket has, up
+// to kReadAhead bytes, so that a reply's header and message come in one
+// recv; longer ones (payloads) go straight to their destination.
 struct Io {
   int fd;
   dataplane::tcp::TlsSession* tls;  // null: plaintext
@@ -39,6 +42,7 @@ struct Io {
   size_t* taken;  // bytes of *plain already taken
   Clock::time_point deadline;
 };
+constexpr size_t kReadAhead = 2048;
 
 // Waits until `fd` is ready for `events` or the deadline passes (Timeout).
 // With `spin`, a socket ready within microseconds is taken without sleeping
@@ -50,7 +54,8 @@ void send_all(Io& io, iovec* iov, int cnt);
 // With TLS: reads and decrypts what the socket has (waiting for it),
 // answering whatever the session has to say (handshake, alerts).
 void tls_pull(Io& io, bool spin);
-// Receives exactly n bytes into dst; `spin` for the first wait.
+// Receives exactly n bytes into dst, those already in *plain first; `spin`
+// for the first wait.
 void recv_all(Io& io, void* dst, size_t n, bool spin);
 
 void send_frame(Io& io, wire::MsgType type, uint64_t rid, const std::string& msg, const void* payload,
