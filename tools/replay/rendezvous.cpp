@@ -150,30 +150,7 @@ std::vector<std::string> RendezvousServer::serve(int size, std::chrono::millisec
     if (left <= 0) return false;
     const int n = ::poll(fds.data(), fds.size(), static_cast<int>(std::min<long long>(left, 500)));
     if (n <= 0) return true;
-    size_t i = 0;
-    if (accepting) {
-      if (fds[0].revents & POLLIN) {
-        sockaddr_in from{};
-        socklen_t len = sizeof from;
-        const int c = ::accept4(fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
-        size_t strangers = 0;
-        for (const auto& x : conns) strangers += x.rank < 0;
-        if (c >= 0 && strangers >= kMaxStrangers) {
-          ::close(c);
-          ++strangers_dropped;
-          dropped = cat("more than ", kMaxStrangers, " connections at once without a HELLO");
-        } else if (c >= 0) {
-          char ip[INET_ADDRSTRLEN] = "?";
-          inet_ntop(AF_INET, &from.sin_addr, ip, sizeof ip);
-          Conn conn;
-          conn.fd = c;
-          conn.peer = cat(ip, ":", ntohs(from.sin_port));
-          conns.push_back(std::move(conn));
-        }
-      }
-      i = 1;
-    }
-    for (size_t k = 0; i < fds.size(); ++i, ++k) {
+    for (size_t i = accepting ? 1 : 0, k = 0; i < fds.size(); ++i, ++k) {
       if (!fds[i].revents) continue;
       Conn& c = conns[k];
       if (!fill(c.fd, c.buf)) c.gone = true;
@@ -193,6 +170,26 @@ std::vector<std::string> RendezvousServer::serve(int size, std::chrono::millisec
         it = conns.erase(it);
       } else {
         ++it;
+      }
+    }
+    // Accepted last: strangers that closed by now have made room for it.
+    if (accepting && (fds[0].revents & POLLIN)) {
+      sockaddr_in from{};
+      socklen_t len = sizeof from;
+      const int c = ::accept4(fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
+      size_t strangers = 0;
+      for (const auto& x : conns) strangers += x.rank < 0;
+      if (c >= 0 && strangers >= kMaxStrangers) {
+        ::close(c);
+        ++strangers_dropped;
+        dropped = cat("more than ", kMaxStrangers, " connections at once without a HELLO");
+      } else if (c >= 0) {
+        char ip[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &from.sin_addr, ip, sizeof ip);
+        Conn conn;
+        conn.fd = c;
+        conn.peer = cat(ip, ":", ntohs(from.sin_port));
+        conns.push_back(std::move(conn));
       }
     }
     return true;

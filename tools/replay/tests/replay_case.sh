@@ -32,8 +32,9 @@
 #   mpi            --launch mpi under mpirun (skipped without Open MPI)
 #   rendezvous     a hostile client at the rendezvous (a line without end,
 #                  a wrong token, a flood of connections) neither costs rank 0
-#                  unbounded memory nor stops the run; a rank without the
-#                  run's token is refused, and the error says so
+#                  unbounded memory nor stops the run, and a rank that comes
+#                  as the flood leaves takes the room it freed; a rank without
+#                  the run's token is refused, and the error says so
 #   bench          bench/replay_vs_gloo.py once on tiny sizes (no timing asserted)
 # Cases run over Genie's TCP (--backend tcp) unless they name a backend.
 # Env: GENIE_BUILD_DIR, GENIE_SOURCE_DIR, CHAKRA_TESTDATA. Exit 0 pass, 77 skip.
@@ -449,8 +450,8 @@ PY
     }
     rank 0 s3cret r0
     r0=$!
-    /usr/bin/python3 - "$port" <<'PY' || fail "rendezvous: the hostile client's connections were not dropped"
-import socket, sys, time
+    /usr/bin/python3 - "$port" "$r0" >stopped.txt <<'PY' || fail "rendezvous: the hostile client's connections were not dropped"
+import os, signal, socket, sys, time
 port = int(sys.argv[1])
 def conn():
     for _ in range(100):
@@ -486,10 +487,44 @@ flood = [conn() for _ in range(100)]
 time.sleep(0.5)
 shut = sum(closed_by_server(x) for x in flood[80:])
 assert shut == 20, f"{shut} of the last 20 silent connections were closed"
+# The flood leaves while rank 0 is stopped, so that its closes and rank 1's
+# connection reach rank 0 at once: rank 1 must take a place they freed.
+def parent(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+launcher = int(sys.argv[2])  # timeout(1), whose child is rank 0
+ranks = [int(d) for d in os.listdir("/proc") if d.isdigit() and parent(d) == launcher]
+assert len(ranks) == 1, f"rank 0's process not found under {launcher}"
+os.kill(ranks[0], signal.SIGSTOP)
+def stopped(pid):  # every thread of it
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        return all(open(f"/proc/{pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0] == "T"
+                   for t in tasks)
+    except OSError:
+        return False
+for _ in range(500):
+    if stopped(ranks[0]):
+        break
+    time.sleep(0.01)
+assert stopped(ranks[0]), "rank 0 did not stop"
 for x in flood:
     x.close()
+print(ranks[0])
 PY
+    stopped=$(cat stopped.txt)
     rank 1 s3cret r1
+    if [ -n "$stopped" ]; then
+      # Rank 1 waits in the listener's queue (its Recv-Q) before rank 0 goes on.
+      for _ in $(seq 300); do
+        [ "$(ss -Hltn "sport = :$port" | awk '{print $2}')" -ge 1 ] 2>/dev/null && break
+        sleep 0.1
+      done
+      kill -CONT "$stopped"
+    fi
     wait $r0; rc0=$?
     wait
     if [ $rc0 -ne 0 ] || ! grep -q ', 0 wrong elements$' r0.out; then
