@@ -186,9 +186,11 @@ class FrameProxy {
   void release() { command(Cmd::Release); }
   // Closes every relayed connection (both sides); keeps listening.
   void cut() { command(Cmd::Cut); }
+  // Closes the connection accepted last (both sides).
+  void cut_last() { command(Cmd::CutLast); }
 
  private:
-  enum class Cmd { None, Release, Cut };
+  enum class Cmd { None, Release, Cut, CutLast };
   struct Pair {
     int client = -1, server = -1;
     // server -> client frame parsing
@@ -300,7 +302,10 @@ class FrameProxy {
     while (!stop_) {
       {
         std::lock_guard<std::mutex> lk(mu_);
-        if (cmd_ != Cmd::None) {
+        if (cmd_ == Cmd::CutLast && !pairs_.empty()) {
+          close_pair(pairs_.back());
+          pairs_.pop_back();
+        } else if (cmd_ != Cmd::None && cmd_ != Cmd::CutLast) {
           for (auto& p : pairs_) {
             if (cmd_ == Cmd::Cut) {
               close_pair(p);
@@ -315,6 +320,8 @@ class FrameProxy {
             corrupt_types_.clear();
           }
           for (auto& p : pairs_) p.holding = false;
+        }
+        if (cmd_ != Cmd::None) {
           cmd_ = Cmd::None;
           cv_.notify_all();
         }

@@ -212,6 +212,28 @@ TEST_F(DirectTest, ServerClosingMidCallFailsWithConnectionAndTheSessionResumes) 
   EXPECT_EQ(server->stats().sessions(), 1u);
 }
 
+TEST_F(DirectTest, ALinkTheServerClosedWhileQuietIsReplaced) {
+  auto server = start_server();
+  FrameProxy proxy(server->port());
+  auto c = RemoteClient::connect(config(proxy.port(), 5000), "direct-a");
+  warm_up(*c);
+  const auto src = random_bytes(4096, 21);
+  const uint64_t id = c->tensor_alloc(DType::Bool, {4096}, "cpu:0");
+  c->tensor_write(id, 0, src.data(), src.size());
+  const uint64_t before = c->direct_transfers();
+  ASSERT_GT(before, 0u);
+  ASSERT_EQ(proxy.accepted(), 3);  // control, data, the direct link
+  proxy.cut_last();                // the direct link, as a server that dropped it would
+  std::this_thread::sleep_for(kDirectQuietCheck * 20);
+  // Checked before use: the call goes on a new link, not the closed one.
+  std::vector<uint8_t> back(src.size());
+  c->tensor_read(id, 0, back.data(), back.size());
+  EXPECT_TRUE(back == src);
+  EXPECT_EQ(c->direct_transfers(), before + 1);
+  EXPECT_EQ(proxy.accepted(), 4);
+  EXPECT_EQ(server->stats().sessions(), 1u);
+}
+
 TEST_F(DirectTest, NoReplyWithinTheTimeoutFailsWithTimeout) {
   auto server = start_server();
   FrameProxy proxy(server->port());

@@ -64,7 +64,8 @@ bool RemoteClient::Impl::direct_open(bool submission) {
     // Joined to connections the server has dropped since.
     direct_failed(GENIE_ERR_CONNECTION, cat("connection to ", addr, " lost (the session reconnected)"));
   } else if (direct.fd >= 0 && direct.owed_count.load() == 0 &&
-             (direct.taken != direct.plain.size() || !idle_ok(direct.fd))) {
+             (direct.taken != direct.plain.size() ||
+              (Clock::now() - direct.heard > kDirectQuietCheck && !idle_ok(direct.fd)))) {
     // Closed by the server, or out of step: a new one.
     std::lock_guard<std::mutex> lk(direct.send_mu);
     direct.reset();
@@ -234,6 +235,7 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
     if (fh.payload_len != want)
       broke(Broke::Protocol, cat("reply carries ", fh.payload_len, " bytes, ", want, " were asked for"));
     if (!write) recv_all(io, buf, nbytes, false);
+    direct.heard = Clock::now();
   } catch (const LinkBroken& b) {
     throw lost(b);
   }

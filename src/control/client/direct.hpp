@@ -67,6 +67,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -90,6 +91,12 @@ constexpr size_t kDirectMaxOwed = 1024;
 // Larger transfers keep the loop's path: their cost is the bytes, not the
 // hand-offs, and that path's streaming is the one measured at link speed.
 constexpr size_t kDirectMaxBytes = size_t{1} << 20;
+// A link quiet for longer is checked before it is used again (the server
+// may have closed it: its session ended, or the server stopped), so that a
+// call goes on a new link instead of failing on the closed one. Within it,
+// the check's system call is not worth making: the server was answering
+// on the link a moment ago.
+constexpr std::chrono::milliseconds kDirectQuietCheck{1};
 
 // The direct link's socket. `mu` is held by the caller driving it, for the
 // whole call; `fd_mu` only while the descriptor is opened or closed, so that
@@ -112,6 +119,7 @@ struct DirectLink {
   std::unique_ptr<dataplane::tcp::TlsSession> tls;
   std::string plain;
   size_t taken = 0;
+  std::chrono::steady_clock::time_point heard{};  // the last frame read on it (under mu)
   std::atomic<uint64_t> calls{0};     // transfers completed on it
   std::atomic<uint64_t> eligible{0};  // synchronous calls asked for (kDirectAfterCalls)
   std::atomic<uint64_t> submits{0};   // graph submissions sent on it

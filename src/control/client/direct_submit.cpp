@@ -1,7 +1,6 @@
 // Graph submissions on the direct link (direct.hpp, "Submissions"): sending
 // them, and collecting their completions on the thread that waits for them,
 // or on the watcher when nobody does.
-#include <poll.h>
 
 #include <optional>
 
@@ -178,21 +177,21 @@ void RemoteClient::Impl::direct_read(const std::function<bool()>& until, Clock::
   while (!until() && direct.owed_count.load() > 0) {
     try {
       if (direct.fd < 0) broke(Broke::Closed, "the connection was closed");
-      // Plaintext already decrypted is a frame's start; else wait for the
-      // socket until the caller's deadline (nothing read yet: not an error).
-      if (direct.taken == direct.plain.size()) {
-        try {
-          wait_for(direct.fd, POLLIN, deadline, spin);
-        } catch (const LinkBroken& b) {
-          if (b.why == Broke::Timeout) return;
-          throw;
-        }
+      // Bytes received and not yet taken are a frame's start; else wait for
+      // some until the caller's deadline (nothing read yet: not an error).
+      try {
+        Io first{direct.fd, direct.tls.get(), &direct.plain, &direct.taken, deadline};
+        await_bytes(first, spin);
+      } catch (const LinkBroken& b) {
+        if (b.why == Broke::Timeout) return;
+        throw;
       }
       spin = false;
       // A frame has begun: the rest of it within the timeout.
       Io io{direct.fd, direct.tls.get(), &direct.plain, &direct.taken, Clock::now() + timeout};
       std::string msg;
       const wire::FrameHeader fh = read_frame(io, max_message, &msg, false);
+      direct.heard = Clock::now();
       direct_completion(fh, std::move(msg));
     } catch (const LinkBroken& b) {
       const Error e = direct_error(b, "graph submit");
