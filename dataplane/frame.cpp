@@ -1,10 +1,6 @@
 #include "dataplane/frame.hpp"
 
-#ifdef GENIE_HAVE_ISAL
-#include <isa-l/crc.h>
-#else
 #include <zlib.h>
-#endif
 
 #include <cstring>
 
@@ -39,24 +35,14 @@ uint64_t get64(const uint8_t* p) {
 constexpr size_t kCrcOffset = 32;
 constexpr size_t kReservedOffset = 36;
 
-// zlib's CRC-32 (crc32_z's conventions: 0 to start) continued over n bytes.
-uint32_t crc32_more(uint32_t crc, const void* p, size_t n) {
-#ifdef GENIE_HAVE_ISAL
-  // The same CRC: folded with carry-less multiplies, several times as fast
-  // as zlib's tables on the few dozen bytes of a header and its message.
-  return crc32_gzip_refl(crc, static_cast<const unsigned char*>(p), n);
-#else
-  return static_cast<uint32_t>(crc32_z(crc, static_cast<const Bytef*>(p), n));
-#endif
-}
-
 uint32_t frame_crc(const uint8_t header[kFrameHeaderSize], const void* msg, size_t msg_len) {
   uint8_t h[kFrameHeaderSize];
   std::memcpy(h, header, kFrameHeaderSize);
   put32(h + kCrcOffset, 0);
-  uint32_t crc = crc32_more(0, h, kFrameHeaderSize);
-  if (msg_len > 0) crc = crc32_more(crc, msg, msg_len);
-  return crc;
+  uLong crc = crc32_z(0L, Z_NULL, 0);
+  crc = crc32_z(crc, h, kFrameHeaderSize);
+  if (msg_len > 0) crc = crc32_z(crc, static_cast<const Bytef*>(msg), msg_len);
+  return static_cast<uint32_t>(crc);
 }
 
 bool accepted(const FrameTypes& types, uint16_t type) {

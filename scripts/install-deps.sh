@@ -16,7 +16,7 @@ PACKAGES=(
   libibverbs-dev  # verbs types for the RDMA probe (the library itself is dlopen'ed)
   iperf3 libgrpc++-dev protobuf-compiler-grpc  # benchmark peers only
   libdpdk-dev dpdk  # DPDK transport plugin (EAL, mempools, net_ring/memif/af_packet, gpudev)
-  libisal-dev  # the frame CRC-32 and the DPDK transport's CRC-32C, folded (optional: zlib and a plain CRC-32C otherwise)
+  libisal-dev  # the DPDK transport's folding CRC-32C (a dependency of libdpdk-dev on Debian)
   libucx-dev ucx-utils  # UCX (RDMA) transport plugin; ucx_perftest is its benchmark peer
   libgloo-dev libopenmpi-dev openmpi-bin  # genie replay: Gloo benchmark peer, MPI launch
   clang libclang-rt-14-dev  # libFuzzer harnesses

@@ -104,9 +104,9 @@ TEST(ControlWire, LayoutIsLittleEndianAsDocumented) {
 }
 
 TEST(ControlWire, CrcIsZlibsAtEveryMessageLength) {
-  // Whichever implementation computes it (ISA-L's where built with it), the
-  // frame CRC is the one of the wire format: short messages, and runs long
-  // enough for every way of folding them.
+  // The frame CRC covers the header and the whole message, at every
+  // length: short messages, and runs long enough for any way of folding
+  // them.
   std::string msg;
   for (size_t len = 0; len <= 1100; len += (len < 300 ? 1 : 97)) {
     msg.resize(len);

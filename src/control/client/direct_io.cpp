@@ -142,32 +142,20 @@ static void read_ahead(Io& io, bool spin) {
     ~Trim() { s->resize(*size); }
   } trim{io.plain, &size};
   io.plain->resize(size + kReadAhead);
-  ssize_t k = 0;
-  const auto settled = [&] {
-    k = ::recv(io.fd, io.plain->data() + size, kReadAhead, MSG_DONTWAIT);
-    return k >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
-  };
   for (;;) {
-    // Spinning on recv itself: the reply is taken by the call that finds it.
-    if (!settled() && !(spin && spin_until(settled, kReplySpin))) {
-      wait_for(io.fd, POLLIN, io.deadline, false);
-      spin = false;
-      continue;
-    }
-    spin = false;
+    const ssize_t k = ::recv(io.fd, io.plain->data() + size, kReadAhead, MSG_DONTWAIT);
     if (k > 0) {
       size += static_cast<size_t>(k);
       return;
     }
     if (k == 0) broke(Broke::Closed, "the server closed the connection");
-    if (errno != EINTR) broke(Broke::Closed, cat("recv: ", std::strerror(errno)));
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) broke(Broke::Closed, cat("recv: ", std::strerror(errno)));
+    // Spinning on poll, not on recv: a recv holds the socket's lock, and
+    // the reply arriving meanwhile waits in its backlog.
+    wait_for(io.fd, POLLIN, io.deadline, spin);
+    spin = false;
   }
-}
-
-void await_bytes(Io& io, bool spin) {
-  if (*io.taken != io.plain->size()) return;
-  if (io.tls != nullptr) return tls_pull(io, spin);
-  read_ahead(io, spin);
 }
 
 void recv_all(Io& io, void* dst, size_t n, bool spin) {

@@ -54,10 +54,6 @@ void send_all(Io& io, iovec* iov, int cnt);
 // With TLS: reads and decrypts what the socket has (waiting for it),
 // answering whatever the session has to say (handshake, alerts).
 void tls_pull(Io& io, bool spin);
-// Returns once *plain holds bytes not yet taken, receiving some if it has
-// none (waiting for them until io.deadline: Timeout); `spin` for the first
-// wait.
-void await_bytes(Io& io, bool spin);
 // Receives exactly n bytes into dst, those already in *plain first; `spin`
 // for the first wait.
 void recv_all(Io& io, void* dst, size_t n, bool spin);

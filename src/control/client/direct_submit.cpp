@@ -1,6 +1,7 @@
 // Graph submissions on the direct link (direct.hpp, "Submissions"): sending
 // them, and collecting their completions on the thread that waits for them,
 // or on the watcher when nobody does.
+#include <poll.h>
 
 #include <optional>
 
@@ -178,13 +179,15 @@ void RemoteClient::Impl::direct_read(const std::function<bool()>& until, Clock::
     try {
       if (direct.fd < 0) broke(Broke::Closed, "the connection was closed");
       // Bytes received and not yet taken are a frame's start; else wait for
-      // some until the caller's deadline (nothing read yet: not an error).
-      try {
-        Io first{direct.fd, direct.tls.get(), &direct.plain, &direct.taken, deadline};
-        await_bytes(first, spin);
-      } catch (const LinkBroken& b) {
-        if (b.why == Broke::Timeout) return;
-        throw;
+      // the socket until the caller's deadline (nothing read yet: not an
+      // error).
+      if (direct.taken == direct.plain.size()) {
+        try {
+          wait_for(direct.fd, POLLIN, deadline, spin);
+        } catch (const LinkBroken& b) {
+          if (b.why == Broke::Timeout) return;
+          throw;
+        }
       }
       spin = false;
       // A frame has begun: the rest of it within the timeout.
