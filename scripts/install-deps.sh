@@ -7,6 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libcjson-dev libopenblas-dev libuv1-dev
   libprotobuf-dev protobuf-compiler zlib1g-dev libssl-dev
+  libdeflate-dev  # the frame CRC-32, faster than zlib's (optional: zlib's otherwise)
   libgtest-dev libgmock-dev
   openssl  # the TLS tests make throwaway certificates with the openssl command
   binutils python3 python3-numpy
