@@ -3,9 +3,12 @@
 // (src/capi/). Never escapes the library.
 #pragma once
 
+#include <charconv>
 #include <exception>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "genie.h"
@@ -25,12 +28,47 @@ class Error : public std::exception {
   std::string detail_;
 };
 
-// Concatenates its arguments with operator<< into one message.
+namespace cat_detail {
+
+// Parts that cat() appends itself, exactly as operator<< would write them:
+// text, a char, and integers other than bool and the character types.
+template <class T>
+inline constexpr bool kPlainInteger =
+    std::is_integral_v<T> && !std::is_same_v<T, bool> && !std::is_same_v<T, char> &&
+    !std::is_same_v<T, signed char> && !std::is_same_v<T, unsigned char> && !std::is_same_v<T, wchar_t> &&
+    !std::is_same_v<T, char8_t> && !std::is_same_v<T, char16_t> && !std::is_same_v<T, char32_t>;
+template <class T>
+inline constexpr bool kPlain =
+    std::is_convertible_v<const T&, std::string_view> || std::is_same_v<T, char> || kPlainInteger<T>;
+
+template <class T>
+void append(std::string& s, const T& part) {
+  if constexpr (std::is_same_v<T, char>) {
+    s.push_back(part);
+  } else if constexpr (kPlainInteger<T>) {
+    char buf[24];
+    s.append(buf, std::to_chars(buf, buf + sizeof buf, part).ptr);
+  } else {
+    s.append(std::string_view(part));
+  }
+}
+
+}  // namespace cat_detail
+
+// Concatenates its arguments with operator<< into one message. Text and
+// integers alone (most messages, and the names built on hot paths) skip
+// the stream, whose construction costs more than the rest.
 template <class... Parts>
 std::string cat(Parts&&... parts) {
-  std::ostringstream os;
-  (os << ... << std::forward<Parts>(parts));
-  return os.str();
+  if constexpr ((cat_detail::kPlain<std::remove_cvref_t<Parts>> && ...)) {
+    std::string s;
+    (cat_detail::append(s, parts), ...);
+    return s;
+  } else {
+    std::ostringstream os;
+    (os << ... << std::forward<Parts>(parts));
+    return os.str();
+  }
 }
 
 // Throws Error(code, message made of parts).
