@@ -124,22 +124,34 @@ void RemoteClient::tensor_import(uint64_t id, const std::string& host, int port,
 
 void RemoteClient::tensor_free(uint64_t id) noexcept { impl_->queue_free(id); }
 
+namespace {
+
+template <class Msg>
+void add_bindings(Msg* m, const std::vector<std::pair<std::string, uint64_t>>& bindings) {
+  m->mutable_bindings()->Reserve(static_cast<int>(bindings.size()));
+  for (const auto& [name, id] : bindings) {
+    wire::Binding* b = m->add_bindings();
+    b->set_name(name);
+    b->set_tensor_id(id);
+  }
+}
+
+// The bytes of a length-delimited field holding `len` bytes (its tag < 16).
+size_t field_bytes(size_t len) {
+  return 1 + google::protobuf::io::CodedOutputStream::VarintSize64(len) + len;
+}
+
+}  // namespace
+
 std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
     const std::string& graph_json, const std::vector<std::pair<std::string, uint64_t>>& bindings,
     std::function<void(RemoteResult&&)> done) {
   Impl& im = *impl_;
   auto call = std::make_shared<Call>(MsgType::GraphSubmit, Link::Control);
   call->done = std::move(done);
-  // What the full message takes, without encoding the JSON twice.
-  wire::GraphSubmit full;
-  for (const auto& [name, id] : bindings) {
-    wire::Binding* b = full.add_bindings();
-    b->set_name(name);
-    b->set_tensor_id(id);
-  }
-  const size_t json_field =
-      1 + google::protobuf::io::CodedOutputStream::VarintSize64(graph_json.size()) + graph_json.size();
-  const size_t full_bytes = wire::kHeaderSize + full.ByteSizeLong() + json_field;
+  // What the full message takes (graph_bytes_full), counted without
+  // encoding the JSON, or the bindings twice.
+  size_t full_bytes = wire::kHeaderSize + field_bytes(graph_json.size());
   std::string msg;
   if (im.cfg.graph_deltas) {
     delta::Encoded e = im.encoder.encode(graph_json);
@@ -152,18 +164,21 @@ std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
         lp->set_leaf(p.leaf);
         lp->set_json(std::move(p.json));
       }
-      *d.mutable_bindings() = full.bindings();
+      add_bindings(&d, bindings);
+      for (const wire::Binding& b : d.bindings()) full_bytes += field_bytes(b.ByteSizeLong());
       msg = wire::encode_msg(d);
       call->send_type = MsgType::GraphSubmitDelta;
       call->full_json = std::move(e.text);
       call->bindings = bindings;
       call->base_digest = std::move(e.base_digest);
       call->graph_digest = std::move(e.digest);
-    } else {
-      full.set_keep_as_base(true);
     }
   }
   if (msg.empty()) {
+    wire::GraphSubmit full;
+    add_bindings(&full, bindings);
+    full_bytes += full.ByteSizeLong();
+    full.set_keep_as_base(im.cfg.graph_deltas);
     full.set_graph_json(graph_json);
     msg = wire::encode_msg(full);
   }

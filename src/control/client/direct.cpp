@@ -48,17 +48,12 @@ void DirectLink::next_turn() {
 }
 
 bool RemoteClient::Impl::direct_open(bool submission) {
-  std::string address, secret;
-  uint64_t epoch, session;
+  uint64_t epoch;
   {
     std::lock_guard<std::mutex> lk(mu);
     if (state != State::Ready || data_endpoint.transport != "tcp") return false;
     if (submission && !data_submit) return false;
-    address = data_endpoint.address;
     epoch = link_epoch;
-    // Written on the loop thread before the first Ready, never after.
-    secret = token;
-    session = session_id;
   }
   if (direct.fd >= 0 && direct.epoch != epoch) {
     // Joined to connections the server has dropped since.
@@ -75,6 +70,16 @@ bool RemoteClient::Impl::direct_open(bool submission) {
   {
     std::lock_guard<std::mutex> lk(direct.fd_mu);
     if (direct.shut) return false;  // closing: the framed path says SHUTDOWN
+  }
+  std::string address, secret;
+  uint64_t session;
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    if (state != State::Ready || link_epoch != epoch) return false;
+    address = data_endpoint.address;
+    // Written on the loop thread before the first Ready, never after.
+    secret = token;
+    session = session_id;
   }
   const auto deadline = Clock::now() + timeout;
   // Joining the session as a data connection does (link.cpp): DataHello,

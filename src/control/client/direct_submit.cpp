@@ -68,6 +68,7 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
     // One write for them all: each write on loopback costs the delivery
     // to the server's socket and a wake-up of its loop.
     std::string frames;
+    frames.reserve((ids.size() + 1) * (wire::kHeaderSize + 16) + msg.size());
     for (uint64_t id : ids) {
       wire::TensorFree f;
       f.set_tensor_id(id);
