@@ -59,6 +59,7 @@ GraphCache::Entry GraphCache::get(const std::string& json, const std::vector<std
   Entry e;
   e.order = bind_inputs(*g, names, descs, &shapes);
   g->validate(&shapes);
+  e.memory = run_memory(*g);
   size_t cost = json.size() + bindings.size();
   for (const Value& v : g->values())
     if (v.constant) cost += v.constant->nbytes();

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "exec/run_memory.hpp"
 #include "graph/binding.hpp"
 #include "graph/graph.hpp"
 
@@ -30,6 +31,7 @@ class GraphCache {
   struct Entry {
     std::shared_ptr<const Graph> graph;  // validated with the bound shapes
     std::vector<size_t> order;           // bind_inputs: binding index of each graph input
+    RunMemory memory;                    // what a run of it holds (run_memory)
   };
 
   static constexpr size_t kDefaultEntries = 64;

@@ -122,7 +122,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
 
   // Nothing runs unless its outputs and intermediates fit the session's
   // quota and the server's budget; they stay reserved until it completes.
-  const RunMemory need = run_memory(*e.graph);
+  const RunMemory& need = e.memory;
   auto reservation =
       gate.reserve(p->session, need.peak, num_outputs, [&] { return need.describe(*e.graph); });
   std::weak_ptr<Peer> wp = p;
