@@ -156,7 +156,8 @@ std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
   if (im.cfg.graph_deltas) {
     delta::Encoded e = im.encoder.encode(graph_json);
     if (e.is_delta) {
-      wire::GraphSubmitDelta d;
+      wire::ScratchArena arena;
+      wire::GraphSubmitDelta& d = *arena.make<wire::GraphSubmitDelta>();
       d.set_base_hash(e.base_digest);
       d.set_graph_hash(e.digest);
       for (delta::Patch& p : e.patches) {

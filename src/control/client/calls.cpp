@@ -309,7 +309,8 @@ PayloadSink RemoteClient::Impl::on_frame(Link link, const wire::FrameHeader& fh,
 
 RemoteResult RemoteClient::Impl::parse_done(const std::string& msg) {
   RemoteResult r;
-  wire::GraphDone d;
+  wire::ScratchArena arena;
+  wire::GraphDone& d = *arena.make<wire::GraphDone>();
   if (!d.ParseFromString(msg)) {
     r.status = GENIE_ERR_PROTOCOL;
     r.detail = "undecodable GraphDone";

@@ -161,7 +161,9 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       return {};
     }
     case MsgType::GraphSubmitDelta: {
-      const auto m = parse_msg<wire::GraphSubmitDelta>(msg, h.type);
+      wire::ScratchArena arena;
+      wire::GraphSubmitDelta& m = *arena.make<wire::GraphSubmitDelta>();
+      parse_into(m, msg, h.type);
       counters.graph_submits_delta.fetch_add(1, std::memory_order_relaxed);
       counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
       bool unknown_base = false;

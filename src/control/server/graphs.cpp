@@ -199,7 +199,8 @@ void Server::Impl::report_done(const std::weak_ptr<Peer>& wp, const std::weak_pt
                                  std::find(s->data.begin(), s->data.end(), p.get()) != s->data.end());
   if (serves) {
     try {
-      wire::GraphDone d;
+      wire::ScratchArena arena;
+      wire::GraphDone& d = *arena.make<wire::GraphDone>();
       d.set_status(r.status);
       d.set_detail(r.detail);
       d.set_exec_ns(r.exec_ns);
