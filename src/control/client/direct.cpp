@@ -183,7 +183,7 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
       }
       if (!owed)
         broke(Broke::Protocol, cat("reply to request ", fh.request_id, " while request ", rid, " waited"));
-      direct_completion(fh, std::move(msg));
+      direct_completion(fh, msg);
     }
   };
   try {

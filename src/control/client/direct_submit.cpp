@@ -104,7 +104,7 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
   return true;
 }
 
-void RemoteClient::Impl::direct_completion(const wire::FrameHeader& fh, std::string&& msg) {
+void RemoteClient::Impl::direct_completion(const wire::FrameHeader& fh, const std::string& msg) {
   std::shared_ptr<Call> call;
   {
     std::lock_guard<std::mutex> lk(direct.owed_mu);
@@ -176,6 +176,7 @@ void RemoteClient::Impl::direct_failed(genie_status_t st, const std::string& det
 void RemoteClient::Impl::direct_read(const std::function<bool()>& until, Clock::time_point deadline) {
   DirectReader reading(*this);
   bool spin = deadline - Clock::now() >= kReplySpin;
+  std::string msg;  // each frame's message, in one buffer
   while (!until() && direct.owed_count.load() > 0) {
     try {
       if (direct.fd < 0) broke(Broke::Closed, "the connection was closed");
@@ -193,10 +194,9 @@ void RemoteClient::Impl::direct_read(const std::function<bool()>& until, Clock::
       spin = false;
       // A frame has begun: the rest of it within the timeout.
       Io io{direct.fd, direct.tls.get(), &direct.plain, &direct.taken, Clock::now() + timeout};
-      std::string msg;
       const wire::FrameHeader fh = read_frame(io, max_message, &msg, false);
       direct.heard = Clock::now();
-      direct_completion(fh, std::move(msg));
+      direct_completion(fh, msg);
     } catch (const LinkBroken& b) {
       const Error e = direct_error(b, "graph submit");
       direct_failed(e.code(), e.detail());

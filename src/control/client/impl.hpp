@@ -330,7 +330,7 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   // the watcher or a transfer reads it.
   bool direct_submit(const std::shared_ptr<Call>& call, const std::string& msg);
   // Holding direct.mu: a frame for a submission the link owes.
-  void direct_completion(const wire::FrameHeader& fh, std::string&& msg);
+  void direct_completion(const wire::FrameHeader& fh, const std::string& msg);
   void direct_done(Call& call, RemoteResult&& r);
   // Holding direct.mu: the link closes; every submission it owed fails.
   void direct_failed(genie_status_t st, const std::string& detail);
