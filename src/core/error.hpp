@@ -48,6 +48,8 @@ void append(std::string& s, const T& part) {
   } else if constexpr (kPlainInteger<T>) {
     char buf[24];
     s.append(buf, std::to_chars(buf, buf + sizeof buf, part).ptr);
+  } else if constexpr (std::is_pointer_v<T>) {
+    if (part != nullptr) s.append(part);  // a null C string adds nothing (a stream would stop there)
   } else {
     s.append(std::string_view(part));
   }

@@ -176,18 +176,22 @@ TensorRef Context::alloc(DType dtype, Shape shape, const char* device, std::stri
   return TensorRef(std::move(rt));
 }
 
-std::shared_ptr<const SubmitMemo::Prepared> SubmitMemo::find(
-    uint64_t version, const std::unordered_map<ValueId, Shape>& shapes) {
+std::shared_ptr<const SubmitMemo::Prepared> SubmitMemo::find(uint64_t version,
+                                                             const std::vector<TensorDesc>& descs,
+                                                             const std::vector<size_t>& order) {
   std::lock_guard<std::mutex> lk(mu_);
-  if (!prepared_ || version != version_ || shapes != shapes_) return nullptr;
+  if (!prepared_ || version != version_ || order.size() != shapes_.size()) return nullptr;
+  for (size_t k = 0; k < order.size(); ++k)
+    if (descs[order[k]].shape != shapes_[k]) return nullptr;
   return prepared_;
 }
 
-void SubmitMemo::keep(uint64_t version, std::unordered_map<ValueId, Shape> shapes,
-                      std::shared_ptr<const Prepared> p) {
+void SubmitMemo::keep(uint64_t version, const std::vector<TensorDesc>& descs,
+                      const std::vector<size_t>& order, std::shared_ptr<const Prepared> p) {
   std::lock_guard<std::mutex> lk(mu_);
   version_ = version;
-  shapes_ = std::move(shapes);
+  shapes_.clear();
+  for (size_t i : order) shapes_.push_back(descs[i].shape);
   prepared_ = std::move(p);
 }
 
@@ -197,19 +201,23 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
   std::vector<TensorDesc> descs;
   descs.reserve(tensors.size());
   for (const TensorRef& t : tensors) descs.push_back({t.dtype(), t.shape()});
-  std::unordered_map<ValueId, Shape> shapes;
-  const std::vector<size_t> order = bind_inputs(graph, names, descs, &shapes);
-  std::shared_ptr<const SubmitMemo::Prepared> prepared = memo ? memo->find(version, shapes) : nullptr;
+  const std::vector<size_t> order = bind_inputs(graph, names, descs, nullptr);
+  std::shared_ptr<const SubmitMemo::Prepared> prepared = memo ? memo->find(version, descs, order) : nullptr;
   const bool planned = !client_ && devices_.size() > 1;
+  const bool prepare = !prepared || (client_ && prepared->json.empty());
+  // Each input's bound shape, by value: for validation and planning only.
+  std::unordered_map<ValueId, Shape> shapes;
+  if (planned || prepare)
+    for (size_t k = 0; k < order.size(); ++k) shapes[graph.inputs()[k]] = descs[order[k]].shape;
   std::unordered_map<ValueId, Shape> plan_shapes;
   if (planned) plan_shapes = shapes;
-  if (!prepared || (client_ && prepared->json.empty())) {
+  if (prepare) {
     auto snapshot = std::make_shared<Graph>(graph);
     snapshot->validate(&shapes);
     auto p = std::make_shared<SubmitMemo::Prepared>();
     if (client_) p->json = graph_to_json(*snapshot);
     p->graph = std::move(snapshot);
-    if (memo) memo->keep(version, std::move(shapes), p);
+    if (memo) memo->keep(version, descs, order, p);
     prepared = std::move(p);
   }
   if (client_) return submit_remote(*prepared, names, tensors, order);

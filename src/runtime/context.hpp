@@ -21,6 +21,7 @@
 #include "exec/backend.hpp"
 #include "exec/executor.hpp"
 #include "genie.h"
+#include "graph/binding.hpp"
 #include "graph/graph.hpp"
 #include "runtime/future.hpp"
 #include "runtime/tensor_ref.hpp"
@@ -43,14 +44,18 @@ class SubmitMemo {
     std::string json;  // remote mode only
   };
 
-  // The Prepared kept for this version and these shapes, or null.
-  std::shared_ptr<const Prepared> find(uint64_t version, const std::unordered_map<ValueId, Shape>& shapes);
-  void keep(uint64_t version, std::unordered_map<ValueId, Shape> shapes, std::shared_ptr<const Prepared> p);
+  // The Prepared kept for this version with the graph's inputs bound to
+  // these shapes (input k to descs[order[k]], as bind_inputs orders them),
+  // or null.
+  std::shared_ptr<const Prepared> find(uint64_t version, const std::vector<TensorDesc>& descs,
+                                       const std::vector<size_t>& order);
+  void keep(uint64_t version, const std::vector<TensorDesc>& descs, const std::vector<size_t>& order,
+            std::shared_ptr<const Prepared> p);
 
  private:
   std::mutex mu_;
   uint64_t version_ = 0;
-  std::unordered_map<ValueId, Shape> shapes_;
+  std::vector<Shape> shapes_;  // of each graph input, in order
   std::shared_ptr<const Prepared> prepared_;
 };
 

@@ -34,6 +34,8 @@ TEST(Cat, TextCharsAndIntegersReadAsTheStreamWritesThem) {
   EXPECT_EQ(cat(), "");
   EXPECT_EQ(cat("", std::string()), "");
   EXPECT_EQ(cat("remote:", 3), "remote:3");
+  const char* none = nullptr;
+  EXPECT_EQ(cat("a", none, "b"), "ab");  // a null C string adds nothing, and nothing breaks
 }
 
 TEST(Cat, OtherPartsGoThroughTheStream) {
