@@ -42,10 +42,17 @@ std::vector<size_t> bind_inputs(const Graph& graph, const std::vector<std::strin
     if (!ok)
       fail(GENIE_ERR_SHAPE_MISMATCH, "input '", val.name, "' is declared ", shape_str(val.shape),
            " but the tensor is ", shape_str(t.shape));
-    if (bound_shapes) (*bound_shapes)[in] = t.shape;
     order.push_back(b);
   }
+  if (bound_shapes) *bound_shapes = input_shapes(graph, tensors, order);
   return order;
+}
+
+std::unordered_map<ValueId, Shape> input_shapes(const Graph& graph, const std::vector<TensorDesc>& tensors,
+                                                const std::vector<size_t>& order) {
+  std::unordered_map<ValueId, Shape> shapes;
+  for (size_t k = 0; k < order.size(); ++k) shapes[graph.inputs()[k]] = tensors[order[k]].shape;
+  return shapes;
 }
 
 }  // namespace genie

@@ -31,4 +31,9 @@ std::vector<size_t> bind_inputs(const Graph& graph, const std::vector<std::strin
                                 const std::vector<TensorDesc>& tensors,
                                 std::unordered_map<ValueId, Shape>* bound_shapes);
 
+// Each graph input's bound shape, by value (ready for Graph::validate), from
+// the order bind_inputs returned for the same tensors.
+std::unordered_map<ValueId, Shape> input_shapes(const Graph& graph, const std::vector<TensorDesc>& tensors,
+                                                const std::vector<size_t>& order);
+
 }  // namespace genie

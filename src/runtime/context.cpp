@@ -205,10 +205,9 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
   std::shared_ptr<const SubmitMemo::Prepared> prepared = memo ? memo->find(version, descs, order) : nullptr;
   const bool planned = !client_ && devices_.size() > 1;
   const bool prepare = !prepared || (client_ && prepared->json.empty());
-  // Each input's bound shape, by value: for validation and planning only.
+  // For validation and planning only: a memo hit needs neither.
   std::unordered_map<ValueId, Shape> shapes;
-  if (planned || prepare)
-    for (size_t k = 0; k < order.size(); ++k) shapes[graph.inputs()[k]] = descs[order[k]].shape;
+  if (planned || prepare) shapes = input_shapes(graph, descs, order);
   std::unordered_map<ValueId, Shape> plan_shapes;
   if (planned) plan_shapes = shapes;
   if (prepare) {

@@ -489,23 +489,22 @@ shut = sum(closed_by_server(x) for x in flood[80:])
 assert shut == 20, f"{shut} of the last 20 silent connections were closed"
 # The flood leaves while rank 0 is stopped, so that its closes and rank 1's
 # connection reach rank 0 at once: rank 1 must take a place they freed.
-def parent(pid):
+def stat_field(path, k):  # field k after the command name of a /proc stat file
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
+        with open(path) as f:
+            return f.read().rsplit(")", 1)[1].split()[k]
+    except (OSError, IndexError):
         return None
-launcher = int(sys.argv[2])  # timeout(1), whose child is rank 0
-ranks = [int(d) for d in os.listdir("/proc") if d.isdigit() and parent(d) == launcher]
+launcher = str(sys.argv[2])  # timeout(1), whose child is rank 0
+ranks = [int(d) for d in os.listdir("/proc") if d.isdigit() and stat_field(f"/proc/{d}/stat", 1) == launcher]
 assert len(ranks) == 1, f"rank 0's process not found under {launcher}"
 os.kill(ranks[0], signal.SIGSTOP)
 def stopped(pid):  # every thread of it
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
-        return all(open(f"/proc/{pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0] == "T"
-                   for t in tasks)
     except OSError:
         return False
+    return all(stat_field(f"/proc/{pid}/task/{t}/stat", 0) == "T" for t in tasks)
 for _ in range(500):
     if stopped(ranks[0]):
         break
