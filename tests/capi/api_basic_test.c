@@ -272,10 +272,54 @@ static void test_reduced_precision(void) {
   genie_shutdown(ctx);
 }
 
+/* One graph handle whose input is [-1], submitted with 3 elements, again
+ * with 3, then with 5 and 3 again: each submission takes its own shape (the
+ * handle's prepared graph is reused only for the shapes it was prepared
+ * for). */
+static void test_resubmit_with_new_shapes(void) {
+  genie_config_t *cfg = NULL;
+  genie_context_t *ctx = NULL;
+  REQUIRE_OK(genie_config_create(&cfg));
+  EXPECT_OK(genie_config_set_use_env(cfg, 0));
+  REQUIRE_OK(genie_init(cfg, &ctx));
+  genie_config_destroy(cfg);
+  const int64_t dyn[1] = {-1};
+  genie_graph_t *g = NULL;
+  REQUIRE_OK(genie_graph_create("dyn", &g));
+  REQUIRE_OK(genie_graph_add_input(g, "x", GENIE_DTYPE_F32, dyn, 1));
+  const char *in[1] = {"x"}, *out[1] = {"y"};
+  REQUIRE_OK(genie_graph_add_node(g, "neg", "n", in, 1, out, 1));
+  REQUIRE_OK(genie_graph_mark_output(g, "y"));
+  const int64_t sizes[4] = {3, 3, 5, 3};
+  for (int k = 0; k < 4; ++k) {
+    const int64_t n = sizes[k];
+    float x[5] = {1, 2, 3, 4, 5}, y[5] = {0};
+    genie_tensor_t *t = NULL, *o = NULL;
+    genie_future_t *f = NULL;
+    REQUIRE_OK(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, &n, 1, "cpu", &t));
+    EXPECT_OK(genie_tensor_write(t, 0, x, (size_t)n * sizeof(float)));
+    REQUIRE_OK(genie_graph_submit(ctx, g, in, &t, 1, &f));
+    EXPECT_OK(genie_future_wait(f, -1));
+    REQUIRE_OK(genie_future_output(f, 0, &o));
+    int64_t dims[GENIE_MAX_DIMS];
+    size_t nd = 0, nb = 0;
+    EXPECT_OK(genie_tensor_info(o, NULL, dims, &nd, &nb));
+    CHECK(nd == 1 && dims[0] == n && nb == (size_t)n * sizeof(float));
+    EXPECT_OK(genie_tensor_read(o, 0, y, nb));
+    for (int64_t i = 0; i < n; ++i) CHECK(y[i] == -x[i]);
+    genie_tensor_destroy(o);
+    genie_future_destroy(f);
+    genie_tensor_destroy(t);
+  }
+  genie_graph_destroy(g);
+  genie_shutdown(ctx);
+}
+
 int main(void) {
   test_versions_and_status();
   test_embedded_run();
   test_hash_and_json();
   test_reduced_precision();
+  test_resubmit_with_new_shapes();
   return test_summary("api_basic_test");
 }
