@@ -147,6 +147,10 @@ struct Connection::Impl {
   // frames to the owner), written together by the last uncork.
   int cork_depth = 0;
   std::vector<OutFrame> corked;
+  // Empty vectors whose buffers the next write reuses (a write made from a
+  // completion inside another finds them taken and allocates its own).
+  std::vector<OutFrame> spare_frames;
+  std::vector<uv_buf_t> spare_bufs;
 
   // TLS (tls.hpp), when set_tls() gave a context: every byte read goes
   // through `tls` to land(), every frame written through it.
@@ -468,8 +472,8 @@ struct Connection::Impl {
 
   // Iovecs for `frames`; they point into the frames, which must not move
   // afterwards. Payloads go in kMaxChunk pieces.
-  static std::vector<uv_buf_t> bufs_of(std::vector<OutFrame>& frames) {
-    std::vector<uv_buf_t> bufs;
+  static std::vector<uv_buf_t> bufs_of(std::vector<OutFrame>& frames, std::vector<uv_buf_t> bufs = {}) {
+    bufs.clear();
     bufs.reserve(frames.size() * 3);
     for (OutFrame& f : frames) {
       bufs.push_back(uv_buf_init(reinterpret_cast<char*>(f.header), kFrameHeaderSize));
@@ -502,10 +506,19 @@ struct Connection::Impl {
   // with uv_write. Frames the kernel took are reported done before this
   // returns. `closing`: called by close(), which has already begun, so a
   // failure only fails the frames.
-  void write_frames(std::vector<OutFrame> frames, bool closing) {
+  // A vector done with, kept (emptied) for the next write if none is kept.
+  template <class T>
+  static void recycle(std::vector<T>& v, std::vector<T>& spare) {
+    v.clear();
+    if (spare.capacity() == 0) spare.swap(v);
+  }
+
+  // `frames` keeps its buffer (for recycle) unless TLS takes them.
+  void write_frames(std::vector<OutFrame>&& frames, bool closing) {
     if (tls) return tls_write(std::move(frames), closing);
-    std::vector<uv_buf_t> bufs = bufs_of(frames);
+    std::vector<uv_buf_t> bufs = bufs_of(frames, std::move(spare_bufs));
     int n = uv_try_write(stream(), bufs.data(), static_cast<unsigned>(bufs.size()));
+    recycle(bufs, spare_bufs);
     if (n == UV_EAGAIN) n = 0;
     if (n < 0) {
       finish_frames(frames, GENIE_ERR_CONNECTION);
@@ -549,9 +562,10 @@ struct Connection::Impl {
 
   void uncork() {
     if (--cork_depth > 0 || corked.empty() || owner->closing_) return;
-    std::vector<OutFrame> frames = std::move(corked);
-    corked.clear();
+    std::vector<OutFrame> frames = std::move(spare_frames);
+    frames.swap(corked);  // corked keeps a buffer for the next frames
     write_frames(std::move(frames), false);
+    recycle(frames, spare_frames);
   }
 
   static void on_write(uv_write_t* req, int status) {
@@ -813,9 +827,10 @@ void Connection::send(uint16_t type, uint64_t request_id, uint32_t flags, std::s
     c->corked.push_back(std::move(f));
     return;
   }
-  std::vector<Impl::OutFrame> frames;
+  std::vector<Impl::OutFrame> frames = std::move(c->spare_frames);
   frames.push_back(std::move(f));
   c->write_frames(std::move(frames), false);
+  Impl::recycle(frames, c->spare_frames);
 }
 
 void Connection::cork() { ++impl_->cork_depth; }

@@ -120,7 +120,7 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   // dropping the last handle, leaves it to the watcher thread.
   struct Submission;
   std::shared_ptr<Submission> submit(const std::string& graph_json,
-                                     const std::vector<std::pair<std::string, uint64_t>>& bindings,
+                                     std::vector<std::pair<std::string, uint64_t>> bindings,
                                      std::function<void(RemoteResult&&)> done);
   // Returns once `s`'s done has run or at `deadline`, reading the direct
   // link on this thread while no other thread does. Returns at once on a

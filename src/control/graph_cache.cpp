@@ -27,9 +27,10 @@ size_t GraphCache::KeyHash::operator()(const Key& k) const {
 
 // Length-prefixed, so that no two different binding lists encode alike
 // (binding names come from the network and may hold any byte).
-std::string GraphCache::encode_bindings(const std::vector<std::string>& names,
-                                        const std::vector<TensorDesc>& descs) {
-  std::string out;
+void GraphCache::encode_bindings(const std::vector<std::string>& names, const std::vector<TensorDesc>& descs,
+                                 std::string* to) {
+  std::string& out = *to;
+  out.clear();
   out.reserve(names.size() * 48);
   put(out, static_cast<uint64_t>(names.size()));
   for (const std::string& name : names) {
@@ -42,13 +43,13 @@ std::string GraphCache::encode_bindings(const std::vector<std::string>& names,
     put(out, static_cast<uint64_t>(d.shape.size()));
     for (int64_t dim : d.shape) put(out, dim);
   }
-  return out;
 }
 
-GraphCache::Entry GraphCache::get(const std::string& json, const std::vector<std::string>& names,
-                                  const std::vector<TensorDesc>& descs) {
-  std::string bindings = encode_bindings(names, descs);
-  if (auto it = index_.find(Key{json, bindings}); it != index_.end()) {
+std::shared_ptr<const GraphCache::Entry> GraphCache::get(const std::string& json,
+                                                         const std::vector<std::string>& names,
+                                                         const std::vector<TensorDesc>& descs) {
+  encode_bindings(names, descs, &key_);
+  if (auto it = index_.find(Key{json, key_}); it != index_.end()) {
     ++hits_;
     lru_.splice(lru_.begin(), lru_, it->second);
     return it->second->entry;
@@ -56,28 +57,30 @@ GraphCache::Entry GraphCache::get(const std::string& json, const std::vector<std
   ++misses_;
   std::unique_ptr<Graph> g = graph_from_json(json.data(), json.size());
   std::unordered_map<ValueId, Shape> shapes;
-  Entry e;
+  auto made = std::make_shared<Entry>();
+  Entry& e = *made;
   e.order = bind_inputs(*g, names, descs, &shapes);
   g->validate(&shapes);
   e.memory = run_memory(*g);
+  std::string bindings = key_;
   size_t cost = json.size() + bindings.size();
   for (const Value& v : g->values())
     if (v.constant) cost += v.constant->nbytes();
   e.graph = std::move(g);
   // A graph that would take a large share of the budget would only evict
   // the graphs that do repeat.
-  if (max_entries_ == 0 || cost > max_bytes_ / 4) return e;
+  if (max_entries_ == 0 || cost > max_bytes_ / 4) return made;
   while (!lru_.empty() && (lru_.size() >= max_entries_ || bytes_ + cost > max_bytes_)) {
     const Node& last = lru_.back();
     index_.erase(Key{last.json, last.bindings});
     bytes_ -= last.cost;
     lru_.pop_back();
   }
-  lru_.push_front(Node{json, std::move(bindings), e, cost});
+  lru_.push_front(Node{json, std::move(bindings), made, cost});
   const Node& n = lru_.front();
   index_.emplace(Key{n.json, n.bindings}, lru_.begin());
   bytes_ += cost;
-  return e;
+  return made;
 }
 
 }  // namespace genie

@@ -42,8 +42,9 @@ class GraphCache {
   // The graph of `json` bound as names[i] -> a tensor described by descs[i]:
   // from the cache, or parsed (graph_from_json), bound (bind_inputs) and
   // validated now and kept. Throws what those throw; a failure is not kept.
-  Entry get(const std::string& json, const std::vector<std::string>& names,
-            const std::vector<TensorDesc>& descs);
+  // The entry is shared with the cache: a hit copies nothing.
+  std::shared_ptr<const Entry> get(const std::string& json, const std::vector<std::string>& names,
+                                   const std::vector<TensorDesc>& descs);
 
   size_t size() const { return lru_.size(); }
   size_t bytes() const { return bytes_; }
@@ -62,18 +63,20 @@ class GraphCache {
   struct Node {
     std::string json;
     std::string bindings;  // encode_bindings()
-    Entry entry;
+    std::shared_ptr<const Entry> entry;
     size_t cost = 0;
   };
 
-  static std::string encode_bindings(const std::vector<std::string>& names,
-                                     const std::vector<TensorDesc>& descs);
+  // Into *out (its buffer reused from one lookup to the next).
+  static void encode_bindings(const std::vector<std::string>& names, const std::vector<TensorDesc>& descs,
+                              std::string* out);
 
   const size_t max_entries_;
   const size_t max_bytes_;
   std::list<Node> lru_;  // most recent first; nodes never move, so keys may view them
   std::unordered_map<Key, std::list<Node>::iterator, KeyHash> index_;
   size_t bytes_ = 0;
+  std::string key_;  // the bindings of the lookup under way
   uint64_t hits_ = 0;
   uint64_t misses_ = 0;
 };

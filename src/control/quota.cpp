@@ -47,10 +47,16 @@ std::shared_ptr<MemoryGate::Reservation> MemoryGate::reserve(const std::shared_p
                                                              uint64_t bytes, uint64_t tensors,
                                                              const Describe& what) {
   admit(*s, bytes, tensors, true, what);
-  return std::shared_ptr<Reservation>(new Reservation(*this, s, bytes, tensors));
+  return std::make_shared<Reservation>(Reservation::Key{}, *this, s, bytes, tensors);
 }
 
-MemoryGate::Reservation::Reservation(MemoryGate& gate, std::shared_ptr<Session> s, uint64_t bytes,
+MemoryGate::Reservation MemoryGate::hold(const std::shared_ptr<Session>& s, uint64_t bytes, uint64_t tensors,
+                                         const Describe& what) {
+  admit(*s, bytes, tensors, true, what);
+  return Reservation(Reservation::Key{}, *this, s, bytes, tensors);
+}
+
+MemoryGate::Reservation::Reservation(Key, MemoryGate& gate, const std::shared_ptr<Session>& s, uint64_t bytes,
                                      uint64_t tensors)
     : gate_(gate), session_(s), bytes_(bytes), tensors_(tensors) {
   gate_.reserved_.fetch_add(bytes_, std::memory_order_relaxed);

@@ -59,7 +59,10 @@ class MemoryGate {
   // Holds bytes, tensors and one graph in flight for session `s` until
   // destroyed.
   class Reservation {
+    struct Key {};  // only MemoryGate makes one
+
    public:
+    Reservation(Key, MemoryGate& gate, const std::shared_ptr<Session>& s, uint64_t bytes, uint64_t tensors);
     ~Reservation() { release(); }
     // Ends it now (idempotent): a graph's completion releases it before its
     // outputs join the session, wherever the last reference ends up.
@@ -69,15 +72,16 @@ class MemoryGate {
 
    private:
     friend class MemoryGate;
-    Reservation(MemoryGate& gate, std::shared_ptr<Session> s, uint64_t bytes, uint64_t tensors);
     MemoryGate& gate_;
     std::weak_ptr<Session> session_;
     uint64_t bytes_, tensors_;
     bool released_ = false;
   };
-  // admit(..., graph = true), then reserve.
+  // admit(..., graph = true), then reserve: for as long as the caller holds
+  // it (hold: in its scope, for work done before it returns).
   std::shared_ptr<Reservation> reserve(const std::shared_ptr<Session>& s, uint64_t bytes, uint64_t tensors,
                                        const Describe& what);
+  Reservation hold(const std::shared_ptr<Session>& s, uint64_t bytes, uint64_t tensors, const Describe& what);
 
  private:
   const uint64_t budget_;

@@ -57,6 +57,14 @@ void append(std::string& s, const T& part) {
 
 }  // namespace cat_detail
 
+// Appends text and integers to `s` as cat() writes them, in a buffer the
+// caller may reuse (a lookup key built on a hot path).
+template <class... Parts>
+void append_to(std::string& s, const Parts&... parts) {
+  static_assert((cat_detail::kPlain<Parts> && ...), "append_to takes text and integers");
+  (cat_detail::append(s, parts), ...);
+}
+
 // Concatenates its arguments with operator<< into one message. Text and
 // integers alone (most messages, and the names built on hot paths) skip
 // the stream, whose construction costs more than the rest.
@@ -64,7 +72,7 @@ template <class... Parts>
 std::string cat(Parts&&... parts) {
   if constexpr ((cat_detail::kPlain<std::remove_cvref_t<Parts>> && ...)) {
     std::string s;
-    (cat_detail::append(s, parts), ...);
+    append_to(s, parts...);
     return s;
   } else {
     std::ostringstream os;

@@ -1,6 +1,7 @@
 #include "exec/executor.hpp"
 
 #include <chrono>
+#include <deque>
 #include <new>
 
 #include "core/error.hpp"
@@ -17,6 +18,43 @@ TensorPtr place_on(DeviceBackend& be, int device, const TensorPtr& t, const std:
   be.copy_from_host(t->bytes(), d->buffer(), 0, t->nbytes(), nullptr);
   return d;
 }
+
+// The vectors of one kernel call, kept per thread so that their buffers
+// serve node after node. A kernel may run a graph of its own on the same
+// thread: each depth of such nesting has its own set (Lease).
+struct NodeScratch {
+  std::vector<TensorPtr> held;
+  std::vector<const TensorData*> in;
+  std::vector<TensorPtr> outs;
+  std::vector<TensorData*> out_ptrs;
+
+  class Lease {
+   public:
+    Lease() : set_(take()) {}
+    // Emptied (the tensors released) as the call ends; the buffers stay.
+    ~Lease() {
+      set_.held.clear();
+      set_.in.clear();
+      set_.outs.clear();
+      set_.out_ptrs.clear();
+      --depth;
+    }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    NodeScratch* operator->() const { return &set_; }
+
+   private:
+    static NodeScratch& take() {
+      if (sets.size() <= depth) sets.emplace_back();  // a deque: the others stay where they are
+      return sets[depth++];
+    }
+    NodeScratch& set_;
+  };
+  static thread_local std::deque<NodeScratch> sets;
+  static thread_local size_t depth;
+};
+thread_local std::deque<NodeScratch> NodeScratch::sets;
+thread_local size_t NodeScratch::depth = 0;
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -36,10 +74,14 @@ struct Executor::Run {
   std::unique_ptr<std::mutex> issue_mu;
   const Parallel* par = nullptr;                // kernels' intra-op split; nullptr inline
   std::vector<TensorPtr> slots;                 // by value id
-  std::unique_ptr<std::atomic<int>[]> pending;  // by node: unfinished producer edges
-  std::unique_ptr<std::atomic<int>[]> uses;     // by value: consumers still to run
-  std::vector<std::vector<NodeId>> successors;  // by node: one entry per consuming edge
-  std::vector<bool> keep;                       // by value: graph output, input or constant
+  // By node, the producer edges still unfinished, then by value the
+  // consumers still to run (kKept for a graph output, input or constant,
+  // which the run never frees): one allocation for both.
+  std::unique_ptr<std::atomic<int>[]> counts;
+  std::atomic<int>& pending(NodeId n) { return counts[static_cast<size_t>(n)]; }
+  std::atomic<int>& uses(ValueId v) { return counts[g->nodes().size() + static_cast<size_t>(v)]; }
+  bool keep(ValueId v) { return uses(v).load(std::memory_order_relaxed) >= kKept; }
+  static constexpr int kKept = 1 << 30;
   std::atomic<int> remaining{0};
   std::atomic<bool> failed{false};
   std::mutex err_mu;
@@ -85,10 +127,16 @@ std::shared_ptr<Executor::Run> Executor::prepare(std::shared_ptr<const Graph> gr
   const size_t nn = g.nodes().size();
   run->g = std::move(graph);
   run->slots.resize(nv);
-  run->keep.assign(nv, false);
-  run->pending = std::make_unique<std::atomic<int>[]>(nn);
-  run->uses = std::make_unique<std::atomic<int>[]>(nv);
-  run->successors.resize(nn);
+  run->counts = std::make_unique<std::atomic<int>[]>(nn + nv);
+  for (size_t n = 0; n < nn; ++n)
+    run->pending(static_cast<NodeId>(n))
+        .store(g.producer_edges(static_cast<NodeId>(n)), std::memory_order_relaxed);
+  for (size_t v = 0; v < nv; ++v) {
+    const auto id = static_cast<ValueId>(v);
+    run->uses(id).store(g.value(id).kind == ValueKind::NodeOutput ? g.readers(id) : Run::kKept,
+                        std::memory_order_relaxed);
+  }
+  for (ValueId o : g.outputs()) run->uses(o).store(Run::kKept, std::memory_order_relaxed);
   run->trace.resize(nn);
 
   check(inputs.size() == g.inputs().size(), GENIE_ERR_INTERNAL, "executor: ", inputs.size(),
@@ -98,27 +146,13 @@ std::shared_ptr<Executor::Run> Executor::prepare(std::shared_ptr<const Graph> gr
   for (size_t v = 0; v < nv; ++v) {
     const Value& val = g.value(static_cast<ValueId>(v));
     if (val.kind == ValueKind::Constant) run->slots[v] = val.constant;
-    if (val.kind != ValueKind::NodeOutput) run->keep[v] = true;
   }
-  for (ValueId o : g.outputs()) run->keep[static_cast<size_t>(o)] = true;
   // Inputs and constants must be where the kernels can read them.
   const Device& here = run->backend->devices()[static_cast<size_t>(run->device)].id;
   for (size_t v = 0; v < nv; ++v) {
     TensorPtr& t = run->slots[v];
     if (!t || (host_device ? t->host_accessible() : t->device() == here)) continue;
     t = place_on(*run->backend, run->device, t, g.value(static_cast<ValueId>(v)).name);
-  }
-
-  for (size_t n = 0; n < nn; ++n) {
-    for (ValueId in : g.node(static_cast<NodeId>(n)).inputs) {
-      if (in == kNone) continue;
-      run->uses[static_cast<size_t>(in)].fetch_add(1, std::memory_order_relaxed);
-      const NodeId p = g.value(in).producer;
-      if (g.value(in).kind == ValueKind::NodeOutput && p != kNone) {
-        run->pending[n].fetch_add(1, std::memory_order_relaxed);
-        run->successors[static_cast<size_t>(p)].push_back(static_cast<NodeId>(n));
-      }
-    }
   }
   run->remaining.store(static_cast<int>(nn), std::memory_order_relaxed);
   run->start_ns = now_ns();
@@ -149,7 +183,7 @@ void Executor::run(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> in
   // the first schedule(): a worker may start decrementing at once.
   std::vector<NodeId> roots;
   for (NodeId n : g.topo_order())
-    if (run->pending[static_cast<size_t>(n)].load(std::memory_order_relaxed) == 0) roots.push_back(n);
+    if (run->pending(n).load(std::memory_order_relaxed) == 0) roots.push_back(n);
   for (NodeId n : roots) schedule(run, n);
 }
 
@@ -200,10 +234,9 @@ void Executor::run_node(Run& run, NodeId node) {
       check(fn != nullptr, GENIE_ERR_UNSUPPORTED, "no ", be.kind(), " kernel for op '", nd.op, "'");
       std::unique_lock<std::mutex> issuing;
       if (run.issue_mu) issuing = std::unique_lock<std::mutex>(*run.issue_mu);
-      std::vector<TensorPtr> held;  // keeps converted inputs alive for the call
-      std::vector<const TensorData*> in;
-      held.reserve(nd.inputs.size());
-      in.reserve(nd.inputs.size());
+      const NodeScratch::Lease lease;
+      std::vector<TensorPtr>& held = lease->held;  // keeps converted inputs alive for the call
+      std::vector<const TensorData*>& in = lease->in;
       for (ValueId v : nd.inputs) {
         if (v == kNone) {
           in.push_back(nullptr);
@@ -222,8 +255,7 @@ void Executor::run_node(Run& run, NodeId node) {
       // A reshape or flatten only renames the bytes: unless its result
       // leaves the run (where it must not alias anything), share them.
       if ((nd.op == "reshape" || nd.op == "flatten") && held.size() == 1 && in.size() == 1 &&
-          nd.outputs.size() == 1 &&
-          !run.keep[static_cast<size_t>(nd.outputs[0])]) {
+          nd.outputs.size() == 1 && !run.keep(nd.outputs[0])) {
         const Value& val = g.value(nd.outputs[0]);
         const TensorPtr& src = held[0];
         if (val.dtype == src->dtype() && numel(val.shape) == src->numel()) {
@@ -234,8 +266,8 @@ void Executor::run_node(Run& run, NodeId node) {
           fn = nullptr;
         }
       }
-      std::vector<TensorPtr> outs;
-      std::vector<TensorData*> out_ptrs;
+      std::vector<TensorPtr>& outs = lease->outs;
+      std::vector<TensorData*>& out_ptrs = lease->out_ptrs;
       if (fn != nullptr) {
         for (ValueId v : nd.outputs) {
           const Value& val = g.value(v);
@@ -266,13 +298,11 @@ void Executor::run_node(Run& run, NodeId node) {
   tr.end_ns = now_ns() - run.start_ns;
   // Free intermediates whose last consumer this was, and outputs nobody reads.
   for (ValueId v : nd.inputs) {
-    if (v == kNone || run.keep[static_cast<size_t>(v)]) continue;
-    if (run.uses[static_cast<size_t>(v)].fetch_sub(1, std::memory_order_acq_rel) == 1)
-      run.slots[static_cast<size_t>(v)].reset();
+    if (v == kNone || run.keep(v)) continue;
+    if (run.uses(v).fetch_sub(1, std::memory_order_acq_rel) == 1) run.slots[static_cast<size_t>(v)].reset();
   }
   for (ValueId v : nd.outputs)
-    if (!run.keep[static_cast<size_t>(v)] && run.uses[static_cast<size_t>(v)].load() == 0)
-      run.slots[static_cast<size_t>(v)].reset();
+    if (!run.keep(v) && run.uses(v).load() == 0) run.slots[static_cast<size_t>(v)].reset();
 }
 
 void Executor::execute_node(const std::shared_ptr<Run>& run, NodeId first) {
@@ -281,8 +311,8 @@ void Executor::execute_node(const std::shared_ptr<Run>& run, NodeId first) {
     run_node(*run, node);
     // Continue with the first successor that became ready; post the others.
     NodeId next = kNone;
-    for (NodeId s : run->successors[static_cast<size_t>(node)]) {
-      if (run->pending[static_cast<size_t>(s)].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
+    for (NodeId s : run->g->consumers(node)) {
+      if (run->pending(s).fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
       if (next == kNone)
         next = s;
       else

@@ -175,7 +175,7 @@ Encoded DeltaEncoder::encode(const std::string& json) {
       return e;
     }
   }
-  Base b{std::make_shared<const std::string>(json), h, digest(json)};
+  Base b{std::make_shared<const std::string>(json), h, std::make_shared<const std::string>(digest(json))};
   // The most recent bases are the likely ones (the previous decode step).
   size_t tried = 0;
   for (auto it = bases_.begin(); it != bases_.end() && tried < 2; ++it, ++tried) {
@@ -203,7 +203,7 @@ void DeltaEncoder::remember(Base b) {
 
 void DeltaEncoder::forget(const std::string& d) {
   std::lock_guard<std::mutex> lk(mu_);
-  std::erase_if(bases_, [&](const Base& b) { return b.digest == d; });
+  std::erase_if(bases_, [&](const Base& b) { return *b.digest == d; });
 }
 
 }  // namespace genie::delta

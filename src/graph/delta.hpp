@@ -73,10 +73,12 @@ class BaseTable {
 };
 
 // What the client sends for one graph text.
+// Digests are shared with the encoder's memory, so that sending a graph
+// sent before copies none.
 struct Encoded {
   bool is_delta = false;
-  std::string base_digest;   // delta: the base it patches
-  std::string digest;        // SHA-256 of the graph text
+  std::shared_ptr<const std::string> base_digest;  // delta: the base it patches
+  std::shared_ptr<const std::string> digest;       // SHA-256 of the graph text
   std::vector<Patch> patches;
   std::shared_ptr<const std::string> text;  // the graph text (shared with the memory)
 };
@@ -97,7 +99,7 @@ class DeltaEncoder {
   struct Base {
     std::shared_ptr<const std::string> text;
     size_t fast_hash = 0;
-    std::string digest;
+    std::shared_ptr<const std::string> digest;
   };
   void remember(Base b);
 

@@ -363,7 +363,38 @@ void Graph::validate(const std::unordered_map<ValueId, Shape>* bound_shapes) {
     }
   outputs_ = std::move(outputs);
   topo_ = std::move(order);
+  index_edges();
   validated_ = true;
+}
+
+void Graph::index_edges() {
+  const size_t nn = nodes_.size();
+  producer_edges_.assign(nn, 0);
+  readers_.assign(values_.size(), 0);
+  std::vector<size_t> count(nn, 0);  // consuming edges by producing node
+  const auto producer = [&](ValueId in) {
+    const Value& v = values_[static_cast<size_t>(in)];
+    return v.kind == ValueKind::NodeOutput ? v.producer : kNone;
+  };
+  for (size_t n = 0; n < nn; ++n) {
+    for (ValueId in : nodes_[n].inputs) {
+      if (in == kNone) continue;
+      ++readers_[static_cast<size_t>(in)];
+      if (const NodeId p = producer(in); p != kNone) {
+        ++producer_edges_[n];
+        ++count[static_cast<size_t>(p)];
+      }
+    }
+  }
+  consumer_begin_.assign(nn + 1, 0);
+  for (size_t n = 0; n < nn; ++n) consumer_begin_[n + 1] = consumer_begin_[n] + count[n];
+  consumers_.assign(consumer_begin_[nn], kNone);
+  std::vector<size_t> next(consumer_begin_.begin(), consumer_begin_.end() - 1);
+  for (size_t n = 0; n < nn; ++n)
+    for (ValueId in : nodes_[n].inputs)
+      if (in != kNone)
+        if (const NodeId p = producer(in); p != kNone)
+          consumers_[next[static_cast<size_t>(p)]++] = static_cast<NodeId>(n);
 }
 
 }  // namespace genie

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -124,6 +125,16 @@ class Graph {
   void invalidate() { validated_ = false; }
   // Node ids in a topological order (valid after validate()).
   const std::vector<NodeId>& topo_order() const { return topo_; }
+  // The edges between nodes, for running the graph (valid after
+  // validate()): the nodes reading node n's outputs, one entry per reading
+  // input slot; how many of node n's input slots read another node's
+  // output; how many input slots of all nodes read value v.
+  std::span<const NodeId> consumers(NodeId n) const {
+    const auto i = static_cast<size_t>(n);
+    return {consumers_.data() + consumer_begin_[i], consumers_.data() + consumer_begin_[i + 1]};
+  }
+  int producer_edges(NodeId n) const { return producer_edges_[static_cast<size_t>(n)]; }
+  int readers(ValueId v) const { return readers_[static_cast<size_t>(v)]; }
 
   // Structural hash: ops, edges, shapes, dtypes, attributes, annotations and
   // roles; not constant bytes and not names. Stable across processes.
@@ -131,6 +142,8 @@ class Graph {
 
  private:
   void check_new_value_name(const std::string& name) const;
+  // Fills the edge index behind consumers(), producer_edges(), readers().
+  void index_edges();
 
   std::string name_;
   std::vector<Value> values_;
@@ -141,6 +154,10 @@ class Graph {
   std::unordered_map<std::string, ValueId> value_index_;
   std::unordered_map<std::string, NodeId> node_index_;
   std::vector<NodeId> topo_;
+  std::vector<size_t> consumer_begin_;  // by node, into consumers_ (one more entry than nodes)
+  std::vector<NodeId> consumers_;
+  std::vector<int> producer_edges_;  // by node
+  std::vector<int> readers_;         // by value
   bool validated_ = false;
 };
 

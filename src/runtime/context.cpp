@@ -227,9 +227,7 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
     check(!tensors[i].is_remote(), GENIE_ERR_INTERNAL, "a remote tensor reached an embedded context");
     bound.push_back(tensors[i].local());
   }
-  std::vector<std::string> out_names;
-  for (ValueId o : snapshot->outputs()) out_names.push_back(snapshot->value(o).name);
-  auto state = std::make_shared<FutureState>(shared_from_this(), std::move(out_names));
+  auto state = std::make_shared<FutureState>(shared_from_this(), snapshot);
 
   // A completion callback (on an executor worker) may submit while
   // shutdown() holds run_mu_ and waits for that very worker: once shutdown
@@ -342,10 +340,8 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
     bindings.emplace_back(names[i], t.remote()->id);
     inputs.push_back(std::move(t));
   }
-  std::vector<std::string> out_names;
-  for (ValueId o : snapshot.outputs()) out_names.push_back(snapshot.value(o).name);
-  const size_t n_outputs = out_names.size();
-  auto state = std::make_shared<FutureState>(shared_from_this(), std::move(out_names));
+  const size_t n_outputs = snapshot.outputs().size();
+  auto state = std::make_shared<FutureState>(shared_from_this(), prepared.graph);
   {
     // Not run_mu_: shutdown holds that while the loop thread delivers the
     // last completions, and a callback submitting again must get SHUTDOWN,
@@ -388,7 +384,7 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
   };
   std::shared_ptr<RemoteClient::Submission> direct;
   try {
-    direct = client_->submit(prepared.json, bindings, std::move(done));
+    direct = client_->submit(prepared.json, std::move(bindings), std::move(done));
   } catch (...) {
     remote_graph_done();
     throw;
@@ -396,13 +392,7 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
   if (direct) {
     // On the client's direct link: whoever waits for the future reads its
     // completion there; once nobody can, the client's watcher does.
-    state->set_collector(
-        [weak_client, direct](FutureState::Deadline deadline) {
-          if (auto c = weak_client.lock()) c->collect(*direct, deadline);
-        },
-        [weak_client, direct] {
-          if (auto c = weak_client.lock()) c->watch(*direct);
-        });
+    state->set_direct(weak_client, std::move(direct));
   }
   return state;
 }

@@ -38,20 +38,23 @@ void FutureState::complete(FutureResult&& r) {
   }
 }
 
-void FutureState::set_collector(std::function<void(Deadline)> collect, std::function<void()> watch) {
-  collect_ = std::move(collect);
-  watch_ = std::move(watch);
+void FutureState::collect(Deadline deadline) {
+  if (auto c = client_.lock()) c->collect(*direct_, deadline);
+}
+
+void FutureState::watch() {
+  if (auto c = client_.lock()) c->watch(*direct_);
 }
 
 genie_status_t FutureState::wait(int64_t timeout_ms) {
   // One deadline for every stage below: together they wait timeout_ms.
   const Deadline deadline =
       timeout_ms < 0 ? Deadline::max() : std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  if (collect_ && !done_flag_.load(std::memory_order_acquire)) {
+  if (direct_ && !done_flag_.load(std::memory_order_acquire)) {
     // A remote submission on the client's direct link: this thread reads
     // its completion (core/spin.hpp's polling included), with no thread
     // between.
-    collect_(deadline);
+    collect(deadline);
   } else if (timeout_ms != 0) {
     // A remote tiny graph completes within tens of microseconds: polling
     // first spares the completing thread a wake-up (core/spin.hpp).
@@ -71,7 +74,7 @@ genie_status_t FutureState::wait(int64_t timeout_ms) {
 
 genie_status_t FutureState::poll() {
   // Whatever completion has arrived, without waiting for one.
-  if (collect_ && !done_flag_.load(std::memory_order_acquire)) collect_(std::chrono::steady_clock::now());
+  if (direct_ && !done_flag_.load(std::memory_order_acquire)) collect(std::chrono::steady_clock::now());
   std::lock_guard<std::mutex> lk(mu_);
   if (!done_) return GENIE_IN_PROGRESS;
   if (result_.status != GENIE_OK) throw Error(result_.status, result_.detail);
@@ -88,7 +91,7 @@ void FutureState::set_callback(genie_future_callback_t cb, void* user, genie_fut
     user_ = user;
     handle_ = handle;
     if (!done_) {
-      if (watch_) watch_();  // the callback runs without anyone waiting
+      if (direct_) watch();  // the callback runs without anyone waiting
       return;
     }
     status = result_.status;
@@ -98,7 +101,7 @@ void FutureState::set_callback(genie_future_callback_t cb, void* user, genie_fut
 
 void FutureState::detach() {
   std::unique_lock<std::mutex> lk(mu_);
-  if (!done_ && watch_) watch_();  // nobody can wait for it any more
+  if (!done_ && direct_) watch();  // nobody can wait for it any more
   handle_ = nullptr;
   cb_ = nullptr;
   cv_.wait(lk, [this] { return !cb_running_; });
@@ -121,8 +124,9 @@ TensorRef FutureState::output(size_t index) {
 TensorRef FutureState::output(const std::string& name) {
   std::lock_guard<std::mutex> lk(mu_);
   require_success();
-  for (size_t i = 0; i < names_.size(); ++i)
-    if (names_[i] == name) return result_.outputs.at(i);
+  const std::vector<ValueId>& outs = graph_->outputs();
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (graph_->value(outs[i]).name == name) return result_.outputs.at(i);
   fail(GENIE_ERR_NOT_FOUND, "no output named '", name, "'");
 }
 

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "control/client.hpp"
 #include "genie.h"
+#include "graph/graph.hpp"
 #include "runtime/tensor_ref.hpp"
 
 namespace genie {
@@ -31,8 +33,9 @@ struct FutureResult {
 // (embedded) or the client's loop thread (remote).
 class FutureState {
  public:
-  FutureState(std::shared_ptr<Context> ctx, std::vector<std::string> output_names)
-      : ctx_(std::move(ctx)), names_(std::move(output_names)) {}
+  // `graph`: the graph submitted, whose marked outputs name the results.
+  FutureState(std::shared_ptr<Context> ctx, std::shared_ptr<const Graph> graph)
+      : ctx_(std::move(ctx)), graph_(std::move(graph)) {}
 
   // Called once, by an executor worker (embedded) or the client's loop
   // thread (remote), or the thread that read the completion off the
@@ -40,12 +43,15 @@ class FutureState {
   void complete(FutureResult&& r);
 
   // A remote submission whose completion a waiter collects itself
-  // (RemoteClient::collect): wait() and poll() call `collect` with their
-  // deadline before waiting; `watch` hands it to the background once
+  // (RemoteClient::Submission): wait() and poll() collect it with their
+  // deadline before waiting; it is handed to the background (watch) once
   // nobody may wait (a callback is set, the handle is destroyed). Set once,
   // before the handle is returned.
   using Deadline = std::chrono::steady_clock::time_point;
-  void set_collector(std::function<void(Deadline)> collect, std::function<void()> watch);
+  void set_direct(std::weak_ptr<RemoteClient> client, std::shared_ptr<RemoteClient::Submission> s) {
+    client_ = std::move(client);
+    direct_ = std::move(s);
+  }
 
   genie_status_t wait(int64_t timeout_ms);
   genie_status_t poll();
@@ -59,7 +65,7 @@ class FutureState {
   // Throw unless complete and successful.
   TensorRef output(size_t index);
   TensorRef output(const std::string& name);
-  size_t num_outputs() const { return names_.size(); }
+  size_t num_outputs() const { return graph_->outputs().size(); }
   uint64_t exec_ns();
   const std::shared_ptr<Context>& ctx() const { return ctx_; }
 
@@ -67,7 +73,7 @@ class FutureState {
   void require_success();  // with mu_ held
 
   std::shared_ptr<Context> ctx_;
-  std::vector<std::string> names_;
+  std::shared_ptr<const Graph> graph_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -77,8 +83,11 @@ class FutureState {
   genie_future_callback_t cb_ = nullptr;
   void* user_ = nullptr;
   genie_future_t* handle_ = nullptr;
-  std::function<void(Deadline)> collect_;
-  std::function<void()> watch_;
+  // Collects direct_ (set_direct): used while the client is there.
+  void collect(Deadline deadline);
+  void watch();
+  std::weak_ptr<RemoteClient> client_;
+  std::shared_ptr<RemoteClient::Submission> direct_;
 };
 
 }  // namespace genie

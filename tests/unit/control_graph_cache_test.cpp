@@ -25,28 +25,28 @@ std::vector<TensorDesc> f32(int64_t n) { return {{DType::F32, {n}}, {DType::F32,
 TEST(GraphCache, SameJsonAndBindingsHitAndShareTheGraph) {
   GraphCache cache;
   const std::string json = add_json();
-  const GraphCache::Entry e1 = cache.get(json, kAB, f32(4));
-  const GraphCache::Entry e2 = cache.get(json, kAB, f32(4));
+  const std::shared_ptr<const GraphCache::Entry> e1 = cache.get(json, kAB, f32(4));
+  const std::shared_ptr<const GraphCache::Entry> e2 = cache.get(json, kAB, f32(4));
   EXPECT_EQ(cache.misses(), 1u);
   EXPECT_EQ(cache.hits(), 1u);
-  EXPECT_EQ(e1.graph.get(), e2.graph.get());
-  EXPECT_TRUE(e1.graph->validated());
-  EXPECT_EQ(e1.order, e2.order);
-  EXPECT_EQ(e1.graph->value(e1.graph->outputs()[0]).shape, Shape{4});
+  EXPECT_EQ(e1->graph.get(), e2->graph.get());
+  EXPECT_TRUE(e1->graph->validated());
+  EXPECT_EQ(e1->order, e2->order);
+  EXPECT_EQ(e1->graph->value(e1->graph->outputs()[0]).shape, Shape{4});
 }
 
 TEST(GraphCache, BindingsAreValidatedAgainstEachOnTheirOwn) {
   GraphCache cache;
   const std::string json = add_json();
   // Other shapes: validated again, with their own inferred shapes.
-  const GraphCache::Entry e4 = cache.get(json, kAB, f32(4));
-  const GraphCache::Entry e8 = cache.get(json, kAB, f32(8));
-  EXPECT_NE(e4.graph.get(), e8.graph.get());
-  EXPECT_EQ(e8.graph->value(e8.graph->outputs()[0]).shape, Shape{8});
+  const std::shared_ptr<const GraphCache::Entry> e4 = cache.get(json, kAB, f32(4));
+  const std::shared_ptr<const GraphCache::Entry> e8 = cache.get(json, kAB, f32(8));
+  EXPECT_NE(e4->graph.get(), e8->graph.get());
+  EXPECT_EQ(e8->graph->value(e8->graph->outputs()[0]).shape, Shape{8});
   // Other order of the same names: its own binding order.
-  const GraphCache::Entry ba = cache.get(json, {"b", "a"}, f32(4));
-  EXPECT_EQ(ba.order, (std::vector<size_t>{1, 0}));
-  EXPECT_EQ(e4.order, (std::vector<size_t>{0, 1}));
+  const std::shared_ptr<const GraphCache::Entry> ba = cache.get(json, {"b", "a"}, f32(4));
+  EXPECT_EQ(ba->order, (std::vector<size_t>{1, 0}));
+  EXPECT_EQ(e4->order, (std::vector<size_t>{0, 1}));
   // Other JSON, even one byte: another entry.
   cache.get(add_json("add2"), kAB, f32(4));
   EXPECT_EQ(cache.misses(), 4u);
@@ -118,8 +118,8 @@ TEST(GraphCache, StaysWithinItsBytes) {
   EXPECT_LE(cache.size(), 4u);
   // One graph taking over a quarter of the budget is not kept at all.
   GraphCache small(64, j0.size());
-  const GraphCache::Entry e = small.get(j0, {"a"}, {{DType::F32, {4096}}});
-  EXPECT_TRUE(e.graph->validated());
+  const std::shared_ptr<const GraphCache::Entry> e = small.get(j0, {"a"}, {{DType::F32, {4096}}});
+  EXPECT_TRUE(e->graph->validated());
   EXPECT_EQ(small.size(), 0u);
 }
 

@@ -36,6 +36,40 @@ TEST(Validate, InfersAndResolves) {
   EXPECT_EQ(g.topo_order(), (std::vector<NodeId>{0, 1}));
 }
 
+TEST(Validate, IndexesTheEdgesBetweenNodes) {
+  // a = relu(x); b = add(a, a); c = mul(a, b); output c (and a).
+  Graph g("edges");
+  g.add_input("x", DType::F32, {4});
+  g.add_node("relu", "r", {"x"}, {"a"});
+  g.add_node("add", "twice", {"a", "a"}, {"b"});
+  g.add_node("mul", "m", {"a", "b"}, {"c"});
+  g.mark_output("c");
+  g.mark_output("a");
+  g.validate();
+  const NodeId r = g.find_node("r"), twice = g.find_node("twice"), m = g.find_node("m");
+  const auto consumers = [&](NodeId n) {
+    const auto c = g.consumers(n);
+    return std::vector<NodeId>(c.begin(), c.end());
+  };
+  // One entry per input slot that reads the node's output.
+  EXPECT_EQ(consumers(r), (std::vector<NodeId>{twice, twice, m}));
+  EXPECT_EQ(consumers(twice), std::vector<NodeId>{m});
+  EXPECT_TRUE(consumers(m).empty());
+  EXPECT_EQ(g.producer_edges(r), 0);  // reads a graph input only
+  EXPECT_EQ(g.producer_edges(twice), 2);
+  EXPECT_EQ(g.producer_edges(m), 2);
+  EXPECT_EQ(g.readers(g.find_value("x")), 1);
+  EXPECT_EQ(g.readers(g.find_value("a")), 3);
+  EXPECT_EQ(g.readers(g.find_value("b")), 1);
+  EXPECT_EQ(g.readers(g.find_value("c")), 0);
+  // Edited and validated again: the index follows.
+  g.add_node("neg", "n", {"c"}, {"d"});
+  g.mark_output("d");
+  g.validate();
+  EXPECT_EQ(consumers(m), std::vector<NodeId>{g.find_node("n")});
+  EXPECT_EQ(g.readers(g.find_value("c")), 1);
+}
+
 TEST(Validate, TopologicalOrderIsDeterministic) {
   Graph g;
   g.add_input("x", DType::F32, {4});

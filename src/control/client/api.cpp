@@ -144,7 +144,7 @@ size_t field_bytes(size_t len) {
 }  // namespace
 
 std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
-    const std::string& graph_json, const std::vector<std::pair<std::string, uint64_t>>& bindings,
+    const std::string& graph_json, std::vector<std::pair<std::string, uint64_t>> bindings,
     std::function<void(RemoteResult&&)> done) {
   Impl& im = *impl_;
   auto call = std::make_shared<Call>(MsgType::GraphSubmit, Link::Control);
@@ -158,8 +158,8 @@ std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
     if (e.is_delta) {
       wire::ScratchArena arena;
       wire::GraphSubmitDelta& d = *arena.make<wire::GraphSubmitDelta>();
-      d.set_base_hash(e.base_digest);
-      d.set_graph_hash(e.digest);
+      d.set_base_hash(*e.base_digest);
+      d.set_graph_hash(*e.digest);
       for (delta::Patch& p : e.patches) {
         wire::LeafPatch* lp = d.add_patches();
         lp->set_leaf(p.leaf);
@@ -170,7 +170,7 @@ std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
       msg = wire::encode_msg(d);
       call->send_type = MsgType::GraphSubmitDelta;
       call->full_json = std::move(e.text);
-      call->bindings = bindings;
+      call->bindings = std::move(bindings);  // for sending it in full instead
       call->base_digest = std::move(e.base_digest);
       call->graph_digest = std::move(e.digest);
     }

@@ -186,7 +186,7 @@ std::string RemoteClient::Impl::full_submission(Call& call, std::string* out) {
   delta_fallbacks.fetch_add(1, std::memory_order_relaxed);
   // The full graph goes with keep_as_base, so the server holds it again;
   // the base the delta named, if another text, it does not.
-  if (call.base_digest != call.graph_digest) encoder.forget(call.base_digest);
+  if (*call.base_digest != *call.graph_digest) encoder.forget(*call.base_digest);
   wire::GraphSubmit m;
   m.set_graph_json(*call.full_json);
   for (const auto& [name, tid] : call.bindings) {

@@ -75,6 +75,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 namespace genie::dataplane::tcp {
 class TlsSession;
@@ -120,6 +121,7 @@ struct DirectLink {
   std::string plain;
   size_t taken = 0;
   std::chrono::steady_clock::time_point heard{};  // the last frame read on it (under mu)
+  std::string msg;                    // the message of the frame read last, its buffer reused (under mu)
   std::atomic<uint64_t> calls{0};     // transfers completed on it
   std::atomic<uint64_t> eligible{0};  // synchronous calls asked for (kDirectAfterCalls)
   std::atomic<uint64_t> submits{0};   // graph submissions sent on it
@@ -128,6 +130,10 @@ struct DirectLink {
   // on a plaintext link a submission is sent while another thread holds mu
   // to read. The descriptor and the TLS session change only under both.
   std::mutex send_mu;
+  // Under send_mu: the bytes of the frames being sent, and the tensor ids
+  // freed before them, both buffers reused from one submission to the next.
+  std::string out;
+  std::vector<uint64_t> frees;
   // Submissions sent on the link whose GraphDone it still owes, by request
   // id (under owed_mu, a leaf; direct_submit.cpp). owed_count is
   // owed.size() and `watched` the owed calls nobody waits for, readable

@@ -52,7 +52,7 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
     if (state != State::Ready || !data_submit) return false;
     epoch = link_epoch;
   }
-  std::vector<uint64_t> ids;
+  std::vector<uint64_t> unsent;  // frees that did not go out
   const uint64_t rid = next_id.fetch_add(1);
   bool sent = false;
   {
@@ -61,13 +61,16 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
     Io io{direct.fd, direct.tls.get(), &direct.plain, &direct.taken, Clock::now() + timeout};
     // Tensors freed before this submission: freed first, on the same
     // connection, as the loop does on the control connection.
+    std::vector<uint64_t>& ids = direct.frees;
+    ids.clear();
     {
       std::lock_guard<std::mutex> lk(mu);
       ids.swap(frees);
     }
     // One write for them all: each write on loopback costs the delivery
     // to the server's socket and a wake-up of its loop.
-    std::string frames;
+    std::string& frames = direct.out;
+    frames.clear();
     frames.reserve((ids.size() + 1) * (wire::kHeaderSize + 16) + msg.size());
     for (uint64_t id : ids) {
       wire::TensorFree f;
@@ -90,6 +93,7 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
       // fails what it owed.
       std::lock_guard<std::mutex> lk(direct.owed_mu);
       if (direct.owed.erase(rid) > 0) direct.owed_count.fetch_sub(1, std::memory_order_relaxed);
+      unsent.swap(ids);
     }
   }
   reading.reset();
@@ -97,7 +101,7 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
   if (!sent) {
     direct.interrupt();
     // The server may have had some of them: freeing twice is harmless.
-    for (uint64_t id : ids) queue_free(id);
+    for (uint64_t id : unsent) queue_free(id);
     return false;
   }
   direct.submits.fetch_add(1, std::memory_order_relaxed);
@@ -176,7 +180,7 @@ void RemoteClient::Impl::direct_failed(genie_status_t st, const std::string& det
 void RemoteClient::Impl::direct_read(const std::function<bool()>& until, Clock::time_point deadline) {
   DirectReader reading(*this);
   bool spin = deadline - Clock::now() >= kReplySpin;
-  std::string msg;  // each frame's message, in one buffer
+  std::string& msg = direct.msg;  // each frame's message, in one buffer
   while (!until() && direct.owed_count.load() > 0) {
     try {
       if (direct.fd < 0) broke(Broke::Closed, "the connection was closed");

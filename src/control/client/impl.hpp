@@ -101,8 +101,8 @@ struct Call {
   // not hold the base (loop thread only).
   std::shared_ptr<const std::string> full_json;
   std::vector<std::pair<std::string, uint64_t>> bindings;
-  std::string base_digest;
-  std::string graph_digest;
+  std::shared_ptr<const std::string> base_digest;
+  std::shared_ptr<const std::string> graph_digest;
 
   // A submission sent on the direct link (direct_submit.cpp): its
   // completion has run (`completed`), and nobody waits for it, so the

@@ -15,8 +15,10 @@ static bool loop_may_issue(const Graph& g, const DeviceRef& where) {
   return true;
 }
 
-std::string Server::Impl::base_key(const Session& s, const std::string& digest) {
-  return cat(s.serial(), "/", digest);
+const std::string& Server::Impl::base_key(const Session& s, const std::string& digest) {
+  base_key_.clear();
+  append_to(base_key_, s.serial(), "/", digest);
+  return base_key_;
 }
 
 std::shared_ptr<const std::string> Server::Impl::rebuild(const Session& s, const wire::GraphSubmitDelta& m,
@@ -50,15 +52,17 @@ std::shared_ptr<const std::string> Server::Impl::rebuild(const Session& s, const
 void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
                                 const Bindings& bindings) {
   check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
-  std::vector<std::string> names;
-  std::vector<TensorDesc> descs;
+  // Only names and shapes: the reused buffers hold no tensor after this
+  // returns.
+  std::vector<std::string>& names = submit_names_;
+  std::vector<TensorDesc>& descs = submit_descs_;
+  names.resize(bindings.size());
+  descs.clear();
   std::vector<TensorPtr> tensors;
-  names.reserve(bindings.size());
-  descs.reserve(bindings.size());
   tensors.reserve(bindings.size());
   std::vector<RemoteTensorPtr> remote;  // per binding: set when the tensor is on a worker
   for (const wire::Binding& b : bindings) {
-    names.push_back(b.name());
+    names[tensors.size()] = b.name();
     if (RemoteTensorPtr wt = p->session->find_remote(b.tensor_id())) {
       descs.push_back({wt->dtype, wt->shape});
       tensors.push_back(nullptr);
@@ -70,7 +74,8 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     descs.push_back({t->dtype(), t->shape()});
     tensors.push_back(std::move(t));
   }
-  const GraphCache::Entry e = graphs.get(json, names, descs);
+  const std::shared_ptr<const GraphCache::Entry> cached = graphs.get(json, names, descs);
+  const GraphCache::Entry& e = *cached;
   const uint64_t num_outputs = e.graph->outputs().size();
   // Inputs in a device's memory run the graph on that device (host inputs
   // move there); two devices at once are not planned here yet.
@@ -94,7 +99,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
         gate.reserve(p->session, 0, num_outputs, [&] { return cat("graph '", e.graph->name(), "'"); });
     // Planned across this server and its workers, on the task thread.
     auto r = std::make_shared<Resolved>();
-    r->entry = e;
+    r->entry = cached;
     for (size_t k = 0; k < e.order.size(); ++k) {
       const size_t i = e.order[k];
       r->inputs.push_back(i < remote.size() && remote[i] ? Held{nullptr, remote[i]}
@@ -105,8 +110,8 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     std::weak_ptr<Session> ws = p->session;
     ++graphs_in_flight;  // multinode_done counts it out
     if (!tasks.post([this, r, wp, ws, rid, reservation] {
-          auto result = std::make_shared<MultiResult>(workers->run(r->entry.graph, r->inputs, r->shapes));
-          loop.post([this, wp, ws, rid, graph = r->entry.graph, result, reservation] {
+          auto result = std::make_shared<MultiResult>(workers->run(r->entry->graph, r->inputs, r->shapes));
+          loop.post([this, wp, ws, rid, graph = r->entry->graph, result, reservation] {
             reservation->release();
             multinode_done(wp, ws, rid, graph, *result);
           });
@@ -123,19 +128,22 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
   // Nothing runs unless its outputs and intermediates fit the session's
   // quota and the server's budget; they stay reserved until it completes.
   const RunMemory& need = e.memory;
-  auto reservation =
-      gate.reserve(p->session, need.peak, num_outputs, [&] { return need.describe(*e.graph); });
+  const auto describe = [&] { return need.describe(*e.graph); };
   std::weak_ptr<Peer> wp = p;
   std::weak_ptr<Session> ws = p->session;
   if (Executor::is_tiny(*e.graph, inputs)) {
     // Microseconds of work: handing it to a worker and its completion back
     // to this loop would cost more than running it here.
-    ExecResult r = exec.run_inline(e.graph, std::move(inputs), where);
-    reservation->release();
+    ExecResult r;
+    {
+      MemoryGate::Reservation held = gate.hold(p->session, need.peak, num_outputs, describe);
+      r = exec.run_inline(e.graph, std::move(inputs), where);
+    }
     ++graphs_in_flight;  // graph_done counts it out
     graph_done(wp, ws, rid, e.graph, r);
     return;
   }
+  auto reservation = gate.reserve(p->session, need.peak, num_outputs, describe);
   // On a device whose kernels only queue work (a CUDA launch), this loop
   // issues a graph of a few nodes itself and only the wait for the device
   // goes to a worker, whose wake-up then overlaps the device's work instead

@@ -150,7 +150,14 @@ struct Server::Impl {
   // tenant which graphs another sent.
   std::shared_ptr<const std::string> rebuild(const Session& s, const wire::GraphSubmitDelta& m,
                                              bool* unknown_base);
-  static std::string base_key(const Session& s, const std::string& digest);
+  // Session s's key of a digest in `bases`, in a buffer reused by the next
+  // call (loop thread).
+  const std::string& base_key(const Session& s, const std::string& digest);
+  std::string base_key_;
+  // graph_submit's binding names and descriptions, their buffers reused
+  // from one submission to the next (loop thread).
+  std::vector<std::string> submit_names_;
+  std::vector<TensorDesc> submit_descs_;
   void graph_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
                   const std::shared_ptr<const Graph>& graph, ExecResult& r);
   // What graph_done and multinode_done share: `store(output, session)`
@@ -173,7 +180,7 @@ struct Server::Impl {
   // Bindings resolved: each graph input's tensor (here or on a worker), the
   // validated graph and the bound shapes of its inputs.
   struct Resolved {
-    GraphCache::Entry entry;
+    std::shared_ptr<const GraphCache::Entry> entry;
     std::vector<Held> inputs;  // per graph input, declaration order
     std::unordered_map<ValueId, Shape> shapes;
   };

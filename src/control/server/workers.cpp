@@ -216,19 +216,21 @@ void Server::Impl::plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, co
     std::unique_ptr<Graph> g = graph_from_json(m.graph_json().data(), m.graph_json().size());
     g->validate();
     r->inputs.resize(g->inputs().size());
-    r->entry.graph = std::move(g);
+    auto e = std::make_shared<GraphCache::Entry>();
+    e->graph = std::move(g);
+    r->entry = std::move(e);
   } else {
     r->entry = graphs.get(m.graph_json(), names, descs);
   }
-  for (size_t k = 0; k < r->entry.order.size(); ++k) {
-    const size_t i = r->entry.order[k];
+  for (size_t k = 0; k < r->entry->order.size(); ++k) {
+    const size_t i = r->entry->order[k];
     r->inputs.push_back(held[i]);
-    r->shapes[r->entry.graph->inputs()[k]] = descs[i].shape;
+    r->shapes[r->entry->graph->inputs()[k]] = descs[i].shape;
   }
   std::weak_ptr<Peer> wp = p;
   off_loop(p, rid, [this, wp, rid, r] {
     wire::PlanExplainReply reply;
-    reply.set_json(workers->explain(*r->entry.graph, r->inputs, r->shapes));
+    reply.set_json(workers->explain(*r->entry->graph, r->inputs, r->shapes));
     loop.post([this, wp, rid, reply] {
       if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::PlanExplainReply, rid, reply);
     });
