@@ -147,6 +147,13 @@ struct Connection::Impl {
   // frames to the owner), written together by the last uncork.
   int cork_depth = 0;
   std::vector<OutFrame> corked;
+  // While the owner handles the last frame a read holds (`unread`: the
+  // bytes of the read after the piece being landed), what it sends leaves
+  // at once, with the frames corked before it: the reply does not wait for
+  // the rest of the handler (its cleanup), and there is no later frame of
+  // the read whose reply could share the write.
+  size_t unread = 0;
+  bool reply_now = false;
   // Empty vectors whose buffers the next write reuses (a write made from a
   // completion inside another finds them taken and allocates its own).
   std::vector<OutFrame> spare_frames;
@@ -296,8 +303,10 @@ struct Connection::Impl {
       std::memcpy(dst, p, take);
       p += take;
       n -= take;
+      unread = n;
       consume(take);
     }
+    unread = 0;
   }
 
   static void on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t*) {
@@ -391,7 +400,9 @@ struct Connection::Impl {
     genie_status_t st = GENIE_OK;
     std::string detail;
     if (handlers.on_frame) {
+      reply_now = unread == 0 && frame.payload_len == 0;
       const bool ok = guarded([&] { s = handlers.on_frame(frame, std::move(m)); }, &st, &detail, "on_frame");
+      reply_now = false;
       if (!ok) {
         owner->close(st, detail);
         return;
@@ -418,7 +429,10 @@ struct Connection::Impl {
     if (!s.done) return;
     genie_status_t st = GENIE_OK;
     std::string detail;
-    if (!guarded([&] { s.done(); }, &st, &detail, "payload done")) owner->close(st, detail);
+    reply_now = unread == 0;
+    const bool ok = guarded([&] { s.done(); }, &st, &detail, "payload done");
+    reply_now = false;
+    if (!ok) owner->close(st, detail);
   }
 
   // ---- connecting -----------------------------------------------------------
@@ -561,7 +575,12 @@ struct Connection::Impl {
   }
 
   void uncork() {
-    if (--cork_depth > 0 || corked.empty() || owner->closing_) return;
+    if (--cork_depth > 0) return;
+    write_corked();
+  }
+
+  void write_corked() {
+    if (corked.empty() || owner->closing_) return;
     std::vector<OutFrame> frames = std::move(spare_frames);
     frames.swap(corked);  // corked keeps a buffer for the next frames
     write_frames(std::move(frames), false);
@@ -825,6 +844,7 @@ void Connection::send(uint16_t type, uint64_t request_id, uint32_t flags, std::s
   encode_frame_header(h, f.msg.data(), f.msg.size(), f.header);
   if (c->cork_depth > 0) {
     c->corked.push_back(std::move(f));
+    if (c->cork_depth == 1 && c->reply_now) c->write_corked();
     return;
   }
   std::vector<Impl::OutFrame> frames = std::move(c->spare_frames);

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -153,6 +154,9 @@ struct Peer : std::enable_shared_from_this<Peer> {
   // Policy, set before the connection exists.
   bool echo = false;
   bool refuse_payloads = false;
+  // Called on the loop thread after the echo of a frame without payload
+  // was sent, before the handler returns.
+  std::function<void(const FrameHeader&)> after_echo;
   MsgType throw_on = static_cast<MsgType>(0);
 
   std::weak_ptr<Connection> conn;  // loop thread only
@@ -193,6 +197,7 @@ struct Peer : std::enable_shared_from_this<Peer> {
     }
     if (fh.payload_len == 0) {
       if (echo) conn.lock()->send(fh.type, fh.request_id, fh.flags, msg);
+      if (echo && after_echo) after_echo(fh);
       return {};
     }
     if (refuse_payloads) return {};
@@ -926,6 +931,59 @@ TEST_F(ControlConnection, TheLoopCountsWholeFramesOnly) {
   EXPECT_EQ(frames(), c0 + 2);
   ::close(fd);
   ASSERT_TRUE(server->wait_closed());
+}
+
+// Replies to the frames of one read leave together, in one write, and as
+// soon as the handler of the read's last frame sends its own: not after
+// that handler returns.
+TEST_F(ControlConnection, RepliesLeaveWithTheLastFrameOfARead) {
+  int fd = -1;
+  std::string three;
+  for (uint64_t rid = 1; rid <= 3; ++rid) {
+    FrameHeader h = plain(MsgType::TensorFree);
+    h.request_id = rid;
+    three += encode(h, "free");
+  }
+  std::mutex mu;
+  std::vector<std::pair<uint64_t, size_t>> seen;  // request id, echo bytes at the client then
+  auto peer = std::make_shared<Peer>();
+  peer->echo = true;
+  peer->after_echo = [&](const FrameHeader& fh) {
+    // How much of the echoes the client can read now; for the last frame,
+    // waiting (while its handler runs) until all of them are there.
+    size_t have = 0;
+    for (auto until = std::chrono::steady_clock::now() + (fh.request_id == 3 ? 5s : 50ms);;) {
+      char buf[256];
+      const ssize_t n = ::recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+      have = n > 0 ? static_cast<size_t>(n) : 0;
+      if (have >= three.size() || std::chrono::steady_clock::now() >= until) break;
+      std::this_thread::sleep_for(1ms);
+    }
+    std::lock_guard<std::mutex> lk(mu);
+    seen.emplace_back(fh.request_id, have);
+  };
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    next_server_peer_ = peer;
+  }
+  fd = raw_connect();
+  auto server = server_peer(0);
+  ASSERT_TRUE(server);
+  raw_send(fd, three);  // one segment on loopback: one read
+  ASSERT_TRUE(server->wait_frames(3));
+  on_loop(lt_, [] { return 0; });  // the last handler has returned
+  std::string back(three.size(), '\0');
+  ASSERT_EQ(::recv(fd, back.data(), back.size(), MSG_WAITALL), static_cast<ssize_t>(back.size()));
+  EXPECT_EQ(back, three);
+  std::lock_guard<std::mutex> lk(mu);
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], (std::pair<uint64_t, size_t>{1, 0}))
+      << "the first reply left before the read's last frame";
+  EXPECT_EQ(seen[1], (std::pair<uint64_t, size_t>{2, 0}))
+      << "the second reply left before the read's last frame";
+  EXPECT_EQ(seen[2], (std::pair<uint64_t, size_t>{3, three.size()}))
+      << "the replies waited for the last frame's handler to return";
+  ::close(fd);
 }
 
 TEST_F(ControlConnection, OversizeMessageIsRefusedBeforeAllocation) {
