@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
@@ -179,6 +180,13 @@ class FrameProxy {
   }
   // Frames corrupted so far.
   int corrupted() const { return corrupted_frames_; }
+  // Frames of type `from` without payload go on as type `to` from now on
+  // (until release()), their message and request id kept, their CRC made
+  // right: a server answering with the wrong frame.
+  void retype(wire::MsgType from, wire::MsgType to) {
+    std::lock_guard<std::mutex> lk(mu_);
+    retyped_[static_cast<uint16_t>(from)] = static_cast<uint16_t>(to);
+  }
   // Welcomes from now on say nothing of submissions on data connections
   // (Welcome.data_submit), as a server from before them would.
   void strip_data_submit() { strip_ = true; }
@@ -246,11 +254,12 @@ class FrameProxy {
         p.holding = is_held(type);
         if (p.holding) ++held_frames_;
         p.remaining = msg_len + payload_len;
-        if (strip_ && type == static_cast<uint16_t>(wire::MsgType::Welcome) && payload_len == 0) {
+        if (payload_len == 0 &&
+            ((strip_ && type == static_cast<uint16_t>(wire::MsgType::Welcome)) || retyped(type) != 0)) {
           p.rewriting = true;
           p.whole = std::move(p.header);
           p.header.clear();
-          if (p.remaining == 0 && !rewrite_welcome(p)) return false;
+          if (p.remaining == 0 && !rewrite(p)) return false;
           continue;
         }
         std::string hdr = std::move(p.header);
@@ -271,19 +280,29 @@ class FrameProxy {
       data += take;
       n -= take;
       p.remaining -= take;
-      if (p.rewriting && p.remaining == 0 && !rewrite_welcome(p)) return false;
+      if (p.rewriting && p.remaining == 0 && !rewrite(p)) return false;
     }
     return true;
   }
-  // The Welcome in p.whole, without data_submit, under a header of its own.
-  bool rewrite_welcome(Pair& p) {
+  uint16_t retyped(uint16_t type) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = retyped_.find(type);
+    return it == retyped_.end() ? 0 : it->second;
+  }
+  // The frame in p.whole, rewritten under a header of its own: a Welcome
+  // without data_submit, or a frame of another type (retype).
+  bool rewrite(Pair& p) {
     p.rewriting = false;
     wire::FrameHeader h = wire::decode_header(reinterpret_cast<const uint8_t*>(p.whole.data()), 1 << 20);
-    wire::Welcome w;
-    EXPECT_TRUE(w.ParseFromArray(p.whole.data() + wire::kHeaderSize,
-                                 static_cast<int>(p.whole.size() - wire::kHeaderSize)));
-    w.set_data_submit(false);
-    const std::string msg = w.SerializeAsString();
+    std::string msg = p.whole.substr(wire::kHeaderSize);
+    if (const uint16_t to = retyped(static_cast<uint16_t>(h.type)); to != 0) {
+      h.type = static_cast<wire::MsgType>(to);
+    } else {
+      wire::Welcome w;
+      EXPECT_TRUE(w.ParseFromString(msg));
+      w.set_data_submit(false);
+      msg = w.SerializeAsString();
+    }
     uint8_t hdr[wire::kHeaderSize];
     wire::encode_header(h, msg.data(), msg.size(), hdr);
     p.whole.clear();
@@ -318,6 +337,7 @@ class FrameProxy {
           if (cmd_ == Cmd::Release) {
             held_types_.clear();
             corrupt_types_.clear();
+            retyped_.clear();
           }
           for (auto& p : pairs_) p.holding = false;
         }
@@ -387,6 +407,7 @@ class FrameProxy {
   Cmd cmd_ = Cmd::None;
   std::set<uint16_t> held_types_;
   std::set<uint16_t> corrupt_types_;
+  std::map<uint16_t, uint16_t> retyped_;  // retype(): from -> to
   std::vector<Pair> pairs_;  // proxy thread only
   std::thread thread_;
 };

@@ -246,6 +246,39 @@ TEST_F(DirectSubmitTest, ALostConnectionFailsWhatTheLinkOwedAndTheSessionResumes
   EXPECT_EQ(server->stats().sessions(), 1u);
 }
 
+// A wrong frame for an owed submission (here a TensorFree where its
+// GraphDone belongs) breaks the link: that submission and every other one
+// the link owed fail with PROTOCOL, none is lost, and the next submission
+// takes a new link.
+TEST_F(DirectSubmitTest, AWrongFrameForASubmissionFailsWhatTheLinkOwed) {
+  auto server = start_server();
+  FrameProxy proxy(server->port());
+  auto c = RemoteClient::connect(config(proxy.port()), "direct-a");
+  const uint64_t x = warm_up(*c);
+  proxy.retype(MsgType::GraphDone, MsgType::TensorFree);
+  Outcome third, fourth;
+  auto s3 = c->submit(neg_graph(), {{"x", x}}, into(third));
+  ASSERT_NE(s3, nullptr);
+  auto s4 = c->submit(neg_graph(), {{"x", x}}, into(fourth));
+  ASSERT_NE(s4, nullptr);
+  const auto t0 = Clock::now();
+  c->collect(*s4, Clock::now() + std::chrono::seconds(5));
+  EXPECT_LT(ms_since(t0), 4000) << "a submission was lost: its collect waited for the deadline";
+  for (Outcome* o : {&third, &fourth}) {
+    ASSERT_TRUE(o->ran.load());
+    const RemoteResult r = o->result.get_future().get();
+    EXPECT_EQ(r.status, GENIE_ERR_PROTOCOL) << r.detail;
+  }
+  proxy.release();
+  Outcome again;
+  auto s5 = c->submit(neg_graph(), {{"x", x}}, into(again));
+  ASSERT_NE(s5, nullptr);
+  c->collect(*s5, Clock::now() + std::chrono::seconds(5));
+  const RemoteResult r = again.result.get_future().get();
+  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
+  EXPECT_EQ(read4(*c, r.outputs[0].tensor_id), (std::vector<float>{-1, 2, -3, 4}));
+}
+
 TEST_F(DirectSubmitTest, CloseEndsEveryOwedSubmissionWithShutdown) {
   auto server = start_server();
   auto c = RemoteClient::connect(config(server->port(), 20000), "direct-a");

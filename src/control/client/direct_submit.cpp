@@ -109,11 +109,20 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
 }
 
 void RemoteClient::Impl::direct_completion(const wire::FrameHeader& fh, const std::string& msg) {
+  // What ends the submission: its GraphDone or the server's error. A frame
+  // found malformed below leaves it owed, so that the link's failure
+  // completes it.
+  const bool ends = fh.payload_len == 0 && (is_error(fh) || fh.type == MsgType::GraphDone);
   std::shared_ptr<Call> call;
   {
     std::lock_guard<std::mutex> lk(direct.owed_mu);
-    auto it = direct.owed.find(fh.request_id);
-    if (it != direct.owed.end()) call = it->second;
+    if (auto it = direct.owed.find(fh.request_id); it != direct.owed.end()) {
+      call = it->second;
+      if (ends) {
+        direct.owed.erase(it);
+        direct.owed_count.fetch_sub(1, std::memory_order_relaxed);
+      }
+    }
   }
   if (!call)
     broke(Broke::Protocol, cat("a ", wire::type_name(fh.type), " for request ", fh.request_id,
@@ -122,13 +131,7 @@ void RemoteClient::Impl::direct_completion(const wire::FrameHeader& fh, const st
   // Servers before the acceptance was dropped send one ahead of the
   // GraphDone; it carries nothing this client needs.
   if (!is_error(fh) && fh.type == MsgType::SubmitAccepted) return;
-  if (!is_error(fh) && fh.type != MsgType::GraphDone)
-    broke(Broke::Protocol, cat("unexpected ", wire::type_name(fh.type), " for a graph submission"));
-  {
-    std::lock_guard<std::mutex> lk(direct.owed_mu);
-    direct.owed.erase(fh.request_id);
-    direct.owed_count.fetch_sub(1, std::memory_order_relaxed);
-  }
+  if (!ends) broke(Broke::Protocol, cat("unexpected ", wire::type_name(fh.type), " for a graph submission"));
   if (is_error(fh) && call->send_type == MsgType::GraphSubmitDelta && unknown_base(msg)) {
     // The same submission again in full, on the same connection.
     std::string full;
@@ -233,6 +236,7 @@ void RemoteClient::Impl::direct_collect(const std::shared_ptr<Call>& call, Clock
 }
 
 void RemoteClient::Impl::direct_watch(const std::shared_ptr<Call>& call) {
+  if (call->completed.load(std::memory_order_acquire)) return;  // the common case: it was waited for
   {
     std::lock_guard<std::mutex> lk(call->mu);
     if (call->watched || call->completed.load()) return;
