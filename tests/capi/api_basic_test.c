@@ -277,12 +277,7 @@ static void test_reduced_precision(void) {
  * handle's prepared graph is reused only for the shapes it was prepared
  * for). */
 static void test_resubmit_with_new_shapes(void) {
-  genie_config_t *cfg = NULL;
-  genie_context_t *ctx = NULL;
-  REQUIRE_OK(genie_config_create(&cfg));
-  EXPECT_OK(genie_config_set_use_env(cfg, 0));
-  REQUIRE_OK(genie_init(cfg, &ctx));
-  genie_config_destroy(cfg);
+  genie_context_t *ctx = embedded_context(0);
   const int64_t dyn[1] = {-1};
   genie_graph_t *g = NULL;
   REQUIRE_OK(genie_graph_create("dyn", &g));

@@ -57,21 +57,24 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
   std::vector<std::string>& names = submit_names_;
   std::vector<TensorDesc>& descs = submit_descs_;
   names.resize(bindings.size());
-  descs.clear();
+  descs.resize(bindings.size());
   std::vector<TensorPtr> tensors;
   tensors.reserve(bindings.size());
   std::vector<RemoteTensorPtr> remote;  // per binding: set when the tensor is on a worker
   for (const wire::Binding& b : bindings) {
-    names[tensors.size()] = b.name();
+    const size_t i = tensors.size();
+    names[i] = b.name();
     if (RemoteTensorPtr wt = p->session->find_remote(b.tensor_id())) {
-      descs.push_back({wt->dtype, wt->shape});
+      descs[i].dtype = wt->dtype;
+      descs[i].shape = wt->shape;
       tensors.push_back(nullptr);
       remote.resize(bindings.size());
-      remote[tensors.size() - 1] = std::move(wt);
+      remote[i] = std::move(wt);
       continue;
     }
     TensorPtr t = p->session->get(b.tensor_id());
-    descs.push_back({t->dtype(), t->shape()});
+    descs[i].dtype = t->dtype();
+    descs[i].shape = t->shape();  // into the buffer the last submission left
     tensors.push_back(std::move(t));
   }
   const std::shared_ptr<const GraphCache::Entry> cached = graphs.get(json, names, descs);
