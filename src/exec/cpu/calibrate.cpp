@@ -2,7 +2,6 @@
 // on disk through the scheduler's profile cache.
 #include "exec/cpu/calibrate.hpp"
 
-#include <cblas.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/memory.hpp"
+#include "exec/cpu/blas.hpp"
 #include "exec/cpu/vec_math.hpp"  // the CPU kernels' own vectorised math
 
 namespace genie::cpu {
@@ -48,10 +48,11 @@ double measure_sgemm() {
   const int n = 256;
   std::vector<float> a(static_cast<size_t>(n) * n, 1.0f), b(a.size(), 0.5f), c(a.size(), 0.0f);
   double best = 1e30;
+  const SgemmFn sgemm = blas_sgemm();
   for (int rep = 0; rep < 4; ++rep) {
     const double t0 = now_s();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
-                c.data(), n);
+    sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(),
+          n);
     const double dt = now_s() - t0;
     if (rep > 0) best = std::min(best, dt);  // the first run warms up the threads
   }

@@ -1,10 +1,9 @@
 // Matrix products through the BLAS: matmul (batched, broadcast batch dims) and linear.
-#include <cblas.h>
-
 #include <algorithm>
 #include <limits>
 #include <utility>
 
+#include "exec/cpu/blas.hpp"
 #include "exec/cpu/kernel_util.hpp"
 
 namespace genie::cpu {
@@ -21,9 +20,10 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   constexpr int64_t kMax = std::numeric_limits<blasint>::max();
   check(m <= kMax && n <= kMax && k <= kMax && lda <= kMax && ldb <= kMax && ldc <= kMax, GENIE_ERR_TOO_LARGE,
         "matrix product ", m, "x", k, " by ", k, "x", n, " exceeds the BLAS index range");
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
+  const SgemmFn sgemm = blas_sgemm();
+  sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+        static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), alpha, a,
+        static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
 namespace {
