@@ -14,6 +14,14 @@ foreach(t cuda_backend_test cuda_gpu_test)
   gtest_discover_tests(${t} TEST_PREFIX "cuda." DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES PROPERTIES TIMEOUT 600)
 endforeach()
 
+# A driver library that reports one device (cuda_backend_test: the plugin
+# hands over to the backend).
+add_library(cuda_fake_driver SHARED ${CMAKE_CURRENT_SOURCE_DIR}/cuda/fake_driver.c)
+set_target_properties(cuda_fake_driver PROPERTIES OUTPUT_NAME cuda SOVERSION 1
+  LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fake-cuda-driver)
+target_compile_definitions(cuda_backend_test PRIVATE GENIE_FAKE_CUDA_DRIVER="$<TARGET_FILE:cuda_fake_driver>")
+add_dependencies(cuda_backend_test cuda_fake_driver)
+
 # Models on cuda:0 against the CPU through the C API (exit 77 = skipped).
 add_executable(cuda_models_test ${CMAKE_CURRENT_SOURCE_DIR}/cuda/cuda_models_test.c)
 target_compile_options(cuda_models_test PRIVATE -Wall -Wextra -Werror -Wno-unused-function)

@@ -1,9 +1,11 @@
-// The plugin's entry point (exec/backend.hpp): the only symbol
-// libgenie_backend_cuda.so exports.
+// The backend's entry point (exec/backend.hpp): the only symbol
+// libgenie_backend_cuda_impl.so exports. The plugin libgenie loads
+// (shim/entry.cpp) calls it once the driver has reported a device.
 #include <cstring>
 #include <string>
 
 #include "exec/cuda/backend.hpp"
+#include "exec/cuda/reasons.hpp"
 
 namespace {
 
@@ -12,7 +14,7 @@ using namespace genie;
 // Why the driver cannot serve this process, in an operator's words.
 std::string why_no_devices(cudaError_t e) {
   switch (e) {
-    case cudaErrorNoDevice: return "no CUDA-capable device (the driver sees none, or CUDA_VISIBLE_DEVICES hides all)";
+    case cudaErrorNoDevice: return cuda::kNoDeviceReason;
     case cudaErrorInsufficientDriver:
       return "CUDA driver not found, or older than CUDA " + std::to_string(CUDART_VERSION / 1000) + "." +
              std::to_string(CUDART_VERSION % 1000 / 10) + " needs (libcuda.so.1)";
