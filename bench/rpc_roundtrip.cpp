@@ -17,7 +17,9 @@
 // round's pipelined phase is also classed by where the server ran: "one
 // CPU" when its busiest thread waited for a CPU (Linux schedstat) for more
 // than a quarter of the phase, and the pipelined ratio is reported for
-// either class as well.
+// either class as well, with the CPU time a submission took on each side
+// (this process, all its threads; the server process's threads, from
+// schedstat): on one CPU their sum is what a submission costs.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -29,6 +31,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -207,6 +210,23 @@ ThreadTimes thread_times(pid_t pid) {
   ::closedir(d);
   return t;
 }
+// CPU time run by all threads between a and b, in nanoseconds.
+double run_ns(const ThreadTimes& a, const ThreadTimes& b) {
+  double ns = 0;
+  for (const auto& [tid, after] : b.by_tid) {
+    uint64_t before = 0;
+    for (const auto& [tid0, t0] : a.by_tid)
+      if (tid == tid0) before = t0.first;
+    ns += static_cast<double>(after.first - before);
+  }
+  return ns;
+}
+double process_cpu_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
 // Whether the busiest thread between a and b waited for a CPU more than a
 // quarter of `wall_ns`; -1 where schedstat gave nothing.
 int shared_cpu(const ThreadTimes& a, const ThreadTimes& b, double wall_ns) {
@@ -277,16 +297,24 @@ int main(int argc, char** argv) {
   }
   std::vector<double> ratio_genie, ratio_pipe, ratio_grpc, ratio_emb, ratio_goal;
   std::vector<double> ratio_pipe_split[2];  // rounds whose pipelined phase ran on separate CPUs, on one
+  std::vector<double> client_cpu[2], server_cpu[2];  // per submission (µs), by the same classes
   for (int r = 0; r < rounds; ++r) {
     std::vector<double> a, b, c, d, e;
     for (int i = 0; i < calls; ++i) a.push_back(time_us([&] { raw.call(); }));
     for (int i = 0; i < calls; ++i) e.push_back(time_us([&] { embedded.call(); }));
     for (int i = 0; i < calls; ++i) b.push_back(time_us([&] { genie.call(); }));
     const ThreadTimes before = thread_times(server.pid);
-    const double phase_t0 = bu_now_s();
+    const double phase_t0 = bu_now_s(), cpu0 = process_cpu_ns();
     for (int i = 0; i < calls / kDepth; ++i)
       c.push_back(time_us([&] { genie.call_pipelined(kDepth); }) / kDepth);
-    const int shared = shared_cpu(before, thread_times(server.pid), (bu_now_s() - phase_t0) * 1e9);
+    const double client_ns = process_cpu_ns() - cpu0;
+    const ThreadTimes after = thread_times(server.pid);
+    const int shared = shared_cpu(before, after, (bu_now_s() - phase_t0) * 1e9);
+    if (shared >= 0) {
+      const double submissions = (calls / kDepth) * kDepth;
+      client_cpu[shared].push_back(client_ns / submissions / 1e3);
+      server_cpu[shared].push_back(run_ns(before, after) / submissions / 1e3);
+    }
 #ifdef GENIE_BENCH_GRPC
     for (int i = 0; i < calls; ++i) d.push_back(time_us([&] { grpc_peer.call(); }));
 #endif
@@ -351,7 +379,9 @@ int main(int argc, char** argv) {
                 k ? "on one CPU (client and server loop)" : "on separate CPUs", v.size(), rounds);
     if (!v.empty()) {
       const bu_stats_t st = bu_stats(v.data(), v.size());
-      std::printf(", ratio %.2f (%.2f-%.2f)", st.median, st.min, st.max);
+      const double cc = median_of(client_cpu[k]), sc = median_of(server_cpu[k]);
+      std::printf(", ratio %.2f (%.2f-%.2f); CPU per submission: client %.1f us + server %.1f us = %.1f us",
+                  st.median, st.min, st.max, cc, sc, cc + sc);
     }
     std::printf("\n");
   }
