@@ -4,7 +4,9 @@
  * and what libgenie links), all in one run.
  *
  * Each sample is a fresh process (this program, re-executed): it starts
- * Genie, notes the wall time of genie_init, its resident and private dirty
+ * Genie, notes the wall time of genie_init (and, in the "a product" case,
+ * of its first 64x64 matrix product, submitted and waited for: the BLAS is
+ * loaded by the first one), its resident and private dirty
  * memory and its thread count, stays idle for 300 ms (as a program does
  * between starting and its first call: what a library does in the
  * background then is its cost too), shuts Genie down and reports the CPU
@@ -31,12 +33,42 @@
 #include "bench_util.h"
 #include "server_process.h"
 
-enum { kModes = 3, kIdleUs = 300000 };
-static const char *const kModeNames[kModes] = {"bare", "embedded", "remote"};
+enum { kModes = 4, kFields = 6, kIdleUs = 300000 };
+static const char *const kModeNames[kModes] = {"bare", "embedded", "embedded, a product", "remote"};
 
 typedef struct sample {
-  double init_ms, cpu_ms, rss_mb, dirty_mb, threads;
+  double init_ms, product_ms, cpu_ms, rss_mb, dirty_mb, threads;
 } sample_t;
+
+/* One 64x64 matrix product, submitted and waited for: ms. */
+static double first_product(genie_context_t *ctx) {
+  static float ones[64 * 64];
+  const int64_t shape[2] = {64, 64};
+  const char *names[2] = {"a", "b"}, *out[1] = {"c"};
+  genie_tensor_t *t[2];
+  genie_graph_t *g = NULL;
+  genie_future_t *f = NULL;
+  double t0;
+  int i;
+  for (i = 0; i < 64 * 64; ++i) ones[i] = 1.f;
+  for (i = 0; i < 2; ++i) {
+    bu_check(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, shape, 2, NULL, &t[i]), "genie_tensor_alloc");
+    bu_check(genie_tensor_write(t[i], 0, ones, sizeof ones), "genie_tensor_write");
+  }
+  bu_check(genie_graph_create("product", &g), "genie_graph_create");
+  for (i = 0; i < 2; ++i)
+    bu_check(genie_graph_add_input(g, names[i], GENIE_DTYPE_F32, shape, 2), "add_input");
+  bu_check(genie_graph_add_node(g, "matmul", "m", names, 2, out, 1), "genie_graph_add_node");
+  bu_check(genie_graph_mark_output(g, "c"), "genie_graph_mark_output");
+  t0 = bu_now_s();
+  bu_check(genie_graph_submit(ctx, g, names, t, 2, &f), "genie_graph_submit");
+  bu_check(genie_future_wait(f, -1), "genie_future_wait");
+  t0 = (bu_now_s() - t0) * 1e3;
+  genie_future_destroy(f);
+  genie_graph_destroy(g);
+  for (i = 0; i < 2; ++i) genie_tensor_destroy(t[i]);
+  return t0;
+}
 
 /* kB fields of /proc/self/smaps_rollup and the thread count. */
 static double proc_field(const char *file, const char *key) {
@@ -59,11 +91,12 @@ static int child(const char *mode) {
   genie_context_t *ctx = NULL;
   const double t0 = bu_now_s();
   struct rusage ru;
-  double init_ms = 0;
+  double init_ms = 0, product_ms = 0;
   sample_t s;
   if (strcmp(mode, "bare") != 0) {
     bu_check(genie_init(NULL, &ctx), "genie_init");
     init_ms = (bu_now_s() - t0) * 1e3;
+    if (!strcmp(mode, "embedded, a product")) product_ms = first_product(ctx);
   }
   s.rss_mb = proc_field("/proc/self/smaps_rollup", "Rss") / 1024;
   s.dirty_mb = proc_field("/proc/self/smaps_rollup", "Private_Dirty") / 1024;
@@ -73,7 +106,7 @@ static int child(const char *mode) {
   getrusage(RUSAGE_SELF, &ru);
   s.cpu_ms =
       (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
-  printf("%.3f %.3f %.3f %.3f %.0f\n", init_ms, s.cpu_ms, s.rss_mb, s.dirty_mb, s.threads);
+  printf("%.3f %.3f %.3f %.3f %.3f %.0f\n", init_ms, product_ms, s.cpu_ms, s.rss_mb, s.dirty_mb, s.threads);
   return 0;
 }
 
@@ -117,7 +150,8 @@ static sample_t run_child(const char *self, const char *mode, int port, const ch
   close(out[0]);
   waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
-      sscanf(buf, "%lf %lf %lf %lf %lf", &s.init_ms, &s.cpu_ms, &s.rss_mb, &s.dirty_mb, &s.threads) != 5) {
+      sscanf(buf, "%lf %lf %lf %lf %lf %lf", &s.init_ms, &s.product_ms, &s.cpu_ms, &s.rss_mb, &s.dirty_mb,
+             &s.threads) != 6) {
     fprintf(stderr, "process_start: the %s sample failed (status %d): %s\n", mode, status, buf);
     exit(1);
   }
@@ -125,7 +159,7 @@ static sample_t run_child(const char *self, const char *mode, int port, const ch
 }
 
 typedef struct series {
-  double *v[5];
+  double *v[kFields];
 } series_t;
 
 static double median(double *v, int n) { return bu_stats(v, (size_t)n).median; }
@@ -138,7 +172,8 @@ int main(int argc, char **argv) {
   bsp_server_t server;
   series_t runs[2][kModes];
   FILE *json;
-  static const char *const fields[5] = {"init_ms", "cpu_ms", "rss_mb", "private_dirty_mb", "threads"};
+  static const char *const fields[kFields] = {"init_ms", "first_product_ms", "cpu_ms",
+                                              "rss_mb",  "private_dirty_mb", "threads"};
   if (argc == 3 && !strcmp(argv[1], "--child")) return child(argv[2]);
   rest[nrest++] = argv[0];
   for (i = 1; i < argc; ++i) {
@@ -156,7 +191,7 @@ int main(int argc, char **argv) {
   server = bsp_start(1); /* before any thread */
   for (b = 0; b < 2; ++b)
     for (m = 0; m < kModes; ++m)
-      for (i = 0; i < 5; ++i) runs[b][m].v[i] = bu_malloc(sizeof(double) * (size_t)n);
+      for (i = 0; i < kFields; ++i) runs[b][m].v[i] = bu_malloc(sizeof(double) * (size_t)n);
   for (i = 0; i < n; ++i)
     for (m = 0; m < kModes; ++m)
       for (b = 0; b < nbuilds; ++b) {
@@ -165,10 +200,11 @@ int main(int argc, char **argv) {
         sample_t s;
         s = run_child(argv[0], kModeNames[m], server.port, which == 1 ? compare : NULL);
         runs[which][m].v[0][i] = s.init_ms;
-        runs[which][m].v[1][i] = s.cpu_ms;
-        runs[which][m].v[2][i] = s.rss_mb;
-        runs[which][m].v[3][i] = s.dirty_mb;
-        runs[which][m].v[4][i] = s.threads;
+        runs[which][m].v[1][i] = s.product_ms;
+        runs[which][m].v[2][i] = s.cpu_ms;
+        runs[which][m].v[3][i] = s.rss_mb;
+        runs[which][m].v[4][i] = s.dirty_mb;
+        runs[which][m].v[5][i] = s.threads;
       }
   bsp_stop(&server);
 
@@ -176,21 +212,23 @@ int main(int argc, char **argv) {
       "a process starting Genie and idle for %d ms, %d samples per case (medians); the bare program\n"
       "is the same without genie_init. cpu = user + system over the whole process.\n\n",
       kIdleUs / 1000, n);
-  printf("%-26s %10s %10s %10s %14s %8s\n", "", "init ms", "cpu ms", "rss MB", "private MB", "threads");
+  printf("%-34s %8s %11s %8s %8s %11s %8s\n", "", "init ms", "product ms", "cpu ms", "rss MB", "private MB",
+         "threads");
   json = bu_json_open(o.json_path);
   if (json) fprintf(json, "{\"bench\":\"process_start\",\"samples\":%d,\"cases\":[", n);
   for (b = 0; b < nbuilds; ++b)
     for (m = 0; m < kModes; ++m) {
       char label[64];
-      double med[5];
+      double med[kFields];
       snprintf(label, sizeof label, "%s%s", kModeNames[m],
                b == 1 ? " (--compare)" : (compare ? " (this build)" : ""));
-      for (i = 0; i < 5; ++i) med[i] = median(runs[b][m].v[i], n);
-      printf("%-26s %10.1f %10.1f %10.1f %14.1f %8.0f\n", label, med[0], med[1], med[2], med[3], med[4]);
+      for (i = 0; i < kFields; ++i) med[i] = median(runs[b][m].v[i], n);
+      printf("%-34s %8.1f %11.2f %8.1f %8.1f %11.1f %8.0f\n", label, med[0], med[1], med[2], med[3], med[4],
+             med[5]);
       if (json) {
         fprintf(json, "%s{\"case\":", (b == 0 && m == 0) ? "" : ",");
         bu_json_str(json, label);
-        for (i = 0; i < 5; ++i) fprintf(json, ",\"%s\":%.4f", fields[i], med[i]);
+        for (i = 0; i < kFields; ++i) fprintf(json, ",\"%s\":%.4f", fields[i], med[i]);
         fprintf(json, "}");
       }
     }
@@ -200,6 +238,6 @@ int main(int argc, char **argv) {
   }
   for (b = 0; b < 2; ++b)
     for (m = 0; m < kModes; ++m)
-      for (i = 0; i < 5; ++i) free(runs[b][m].v[i]);
+      for (i = 0; i < kFields; ++i) free(runs[b][m].v[i]);
   return 0;
 }
