@@ -28,6 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -227,9 +228,9 @@ double process_cpu_ns() {
   return t.tv_sec * 1e9 + t.tv_nsec;
 }
 
-// Whether the busiest thread between a and b waited for a CPU more than a
-// quarter of `wall_ns`; -1 where schedstat gave nothing.
-int shared_cpu(const ThreadTimes& a, const ThreadTimes& b, double wall_ns) {
+// The share of `wall_ns` the busiest thread between a and b waited for a
+// CPU (schedstat); -1 where schedstat gave nothing.
+double cpu_wait_share(const ThreadTimes& a, const ThreadTimes& b, double wall_ns) {
   uint64_t best_run = 0, best_wait = 0;
   bool any = false;
   for (const auto& [tid, after] : b.by_tid)
@@ -240,7 +241,13 @@ int shared_cpu(const ThreadTimes& a, const ThreadTimes& b, double wall_ns) {
         any = true;
       }
   if (!any || best_run == 0) return -1;
-  return static_cast<double>(best_wait) > wall_ns / 4 ? 1 : 0;
+  return static_cast<double>(best_wait) / wall_ns;
+}
+// Whether that thread waited for a CPU more than a quarter of the time
+// (it shared the client's); -1 where schedstat gave nothing.
+int shared_cpu(const ThreadTimes& a, const ThreadTimes& b, double wall_ns) {
+  const double share = cpu_wait_share(a, b, wall_ns);
+  return share < 0 ? -1 : share > 0.25 ? 1 : 0;
 }
 
 template <class F>
@@ -295,7 +302,7 @@ int main(int argc, char** argv) {
     grpc_peer.call();
 #endif
   }
-  std::vector<double> ratio_genie, ratio_pipe, ratio_grpc, ratio_emb, ratio_goal;
+  std::vector<double> ratio_genie, ratio_pipe, ratio_grpc, ratio_emb, ratio_goal, raw_round_p50;
   std::vector<double> ratio_pipe_split[2];  // rounds whose pipelined phase ran on separate CPUs, on one
   std::vector<double> client_cpu[2], server_cpu[2];  // per submission (µs), by the same classes
   for (int r = 0; r < rounds; ++r) {
@@ -319,6 +326,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < calls; ++i) d.push_back(time_us([&] { grpc_peer.call(); }));
 #endif
     const double ma = median_of(a), mb = median_of(b), mc = median_of(c), me = median_of(e);
+    raw_round_p50.push_back(ma);
     ratio_genie.push_back(mb / ma);
     ratio_pipe.push_back(mc / ma);
     if (shared >= 0) ratio_pipe_split[shared].push_back(mc / ma);
@@ -332,6 +340,30 @@ int main(int argc, char** argv) {
       ratio_grpc.push_back(median_of(d) / ma);
       s_grpc.us.insert(s_grpc.us.end(), d.begin(), d.end());
     }
+  }
+
+  // Sustained pipelining: blocks of many bursts (some 0.2 s each, where a
+  // round's phase lasts about 3 ms), compared with the raw ping-pong at its
+  // best: the smallest of the rounds' p50s. The raw ping-pong does not
+  // spin, so in some rounds it takes the slow cross-vCPU path, whose
+  // wake-ups cost tens of microseconds on these VMs; its fast path is the
+  // strictest comparison. Over that long the scheduler's load
+  // balancing, not only the wake-up that starts the phase, decides where
+  // the server's loop runs; the share of the block it waited for a CPU
+  // says how much of it was spent beside the client.
+  const int sustained_blocks = o.quick ? 1 : 3;
+  const int sustained_bursts = o.quick ? 4 : 2000;
+  const double raw_p50 = *std::min_element(raw_round_p50.begin(), raw_round_p50.end());
+  std::vector<double> ratio_sustained, sustained_us, sustained_wait;
+  for (int k = 0; k < sustained_blocks; ++k) {
+    std::vector<double> c;
+    const ThreadTimes before = thread_times(server.pid);
+    const double t0 = bu_now_s();
+    for (int i = 0; i < sustained_bursts; ++i)
+      c.push_back(time_us([&] { genie.call_pipelined(kDepth); }) / kDepth);
+    sustained_wait.push_back(cpu_wait_share(before, thread_times(server.pid), (bu_now_s() - t0) * 1e9));
+    sustained_us.push_back(median_of(c));
+    ratio_sustained.push_back(median_of(c) / raw_p50);
   }
 
   std::printf("submit round trip on loopback, Genie server and raw echo in child processes, %d rounds x %d calls\n"
@@ -385,9 +417,21 @@ int main(int argc, char** argv) {
     }
     std::printf("\n");
   }
+  std::printf(
+      "sustained pipelining, %d blocks of %d x 16 submissions, against the raw ping-pong's best round p50 "
+      "(%.1f us):\n",
+      sustained_blocks, sustained_bursts, raw_p50);
+  for (size_t k = 0; k < ratio_sustained.size(); ++k)
+    std::printf(
+        "  block %zu: %.2f us per submit, %.2f x raw; the server loop waited for a CPU %.0f%% of it\n", k + 1,
+        sustained_us[k], ratio_sustained[k], 100 * sustained_wait[k]);
+  const double sustained = median_of(ratio_sustained);
+  std::printf("  median: %.2f x raw, goal <= 1.2\n", sustained);
   if (json)
-    std::fprintf(json, "],\"goal_ratio\":%.4f,\"pipelined_ratio\":%.4f,\"pipelined_rounds_one_cpu\":%zu}\n",
-                 goal.median, pipe.median, ratio_pipe_split[1].size());
+    std::fprintf(json,
+                 "],\"goal_ratio\":%.4f,\"pipelined_ratio\":%.4f,\"pipelined_rounds_one_cpu\":%zu,"
+                 "\"sustained_pipelined_ratio\":%.4f}\n",
+                 goal.median, pipe.median, ratio_pipe_split[1].size(), sustained);
   bu_json_close(json, o.json_path);
   genie_remote.reset();
   genie_embedded.reset();
