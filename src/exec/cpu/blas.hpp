@@ -2,12 +2,12 @@
 //
 // Why not linked: OpenBLAS starts its worker threads (one per CPU but one)
 // as it is loaded, and each spins for about 0.1 s before it sleeps. Linked,
-// every process using Genie paid that at start: remote-mode clients, which
-// never multiply on the CPU, and a server whose graphs run on GPUs, took a
-// CPU-second or more from the machine on a 16-core host, with a thread per
-// core they did not need. Loaded on first use, the library is the same one
-// (its SONAME, found when Genie was built), and a process that links it
-// itself shares its copy.
+// every process using Genie paid that at start, a cost that grows with the
+// machine's cores: remote-mode clients, which never multiply on the CPU,
+// and servers whose graphs run on GPUs, with a thread per core they did not
+// need (docs/benchmarks.md, "What starting Genie costs a process"). Loaded
+// on first use, the library is the same one (its SONAME, found when Genie
+// was built), and a process that links it itself shares its copy.
 #pragma once
 
 #include <cblas.h>
