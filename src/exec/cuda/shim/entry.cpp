@@ -42,13 +42,16 @@ bool driver_has_devices(std::string* why) {
     r = init(0);
     if (r == CUDA_SUCCESS) r = count_devices(&count);
   }
-  if (r == CUDA_SUCCESS && count > 0) return true;  // the driver stays loaded: the runtime uses it
+  // The driver stays loaded either way: the runtime uses it, and once
+  // cuInit has run it may have threads or exit handlers of its own.
+  if (r == CUDA_SUCCESS && count > 0) return true;
   if (r == CUDA_SUCCESS || r == CUDA_ERROR_NO_DEVICE)
     *why = cuda::kNoDeviceReason;
+  else if (init == nullptr || count_devices == nullptr)
+    *why = std::string("CUDA driver not usable: ") + kDriver + " lacks cuInit or cuDeviceGetCount";
   else
     *why = std::string("CUDA driver not usable: ") + kDriver + " answered error " + std::to_string(r) +
            " when asked for its devices";
-  ::dlclose(lib);
   return false;
 }
 
