@@ -166,7 +166,7 @@ static double median(double *v, int n) { return bu_stats(v, (size_t)n).median; }
 
 int main(int argc, char **argv) {
   const char *compare = NULL;
-  char *rest[8];
+  char **rest = bu_malloc(sizeof(char *) * (size_t)(argc + 1));
   int nrest = 0, i, m, b, n, nbuilds;
   bu_options_t o;
   bsp_server_t server;
@@ -179,7 +179,7 @@ int main(int argc, char **argv) {
   for (i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--compare") && i + 1 < argc)
       compare = argv[++i];
-    else if (nrest < 7)
+    else
       rest[nrest++] = argv[i];
   }
   rest[nrest] = NULL;
@@ -239,5 +239,6 @@ int main(int argc, char **argv) {
   for (b = 0; b < 2; ++b)
     for (m = 0; m < kModes; ++m)
       for (i = 0; i < kFields; ++i) free(runs[b][m].v[i]);
+  free(rest);
   return 0;
 }

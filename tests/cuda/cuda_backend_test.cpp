@@ -11,11 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <fstream>
 #include <string>
 
 #include "exec/backend_loader.hpp"
 #include "genie.h"
+#include "process_testing.hpp"
 
 namespace genie {
 namespace {
@@ -27,13 +27,7 @@ const std::string kBackend = std::string(GENIE_CUDA_PLUGIN_DIR) + "/libgenie_bac
 // this build's plugin.
 const bool kEnvSet = [] { return ::setenv("GENIE_DEVICE_BACKEND_PATH", GENIE_CUDA_PLUGIN_DIR, 1) == 0; }();
 
-bool mapped(const std::string& name) {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line))
-    if (line.find(name) != std::string::npos) return true;
-  return false;
-}
+using testing::library_mapped;
 
 // A reason the driver or the device gave, not a missing library or symbol.
 void expect_driver_reason(const std::string& why) {
@@ -56,15 +50,15 @@ TEST(CudaPlugin, LoadsAndSaysWhyItHasNoDevices) {
       EXPECT_GT(d.capacity_bytes, 0u);
       printf("cuda:%d: %s\n", d.id.index, d.description.c_str());
     }
-    EXPECT_TRUE(mapped("libgenie_backend_cuda_impl.so"));
+    EXPECT_TRUE(library_mapped("libgenie_backend_cuda_impl.so"));
     return;
   }
   printf("the CUDA backend is unavailable here: %s\n", b.why_unavailable.c_str());
   expect_driver_reason(b.why_unavailable);
   // Asking cost this process neither the backend nor the CUDA libraries.
-  EXPECT_FALSE(mapped("libgenie_backend_cuda_impl.so"));
-  EXPECT_FALSE(mapped("libcublas"));
-  EXPECT_FALSE(mapped("libcudnn"));
+  EXPECT_FALSE(library_mapped("libgenie_backend_cuda_impl.so"));
+  EXPECT_FALSE(library_mapped("libcublas"));
+  EXPECT_FALSE(library_mapped("libcudnn"));
 }
 
 TEST(CudaPlugin, TheBackendLoadsWithEverySymbolResolved) {
@@ -135,7 +129,7 @@ TEST(CudaPlugin, HandsOverToTheBackendWhenTheDriverReportsADevice) {
   EXPECT_EQ(b.backend, nullptr);
   // The backend was loaded and answered: the CUDA runtime found no usable
   // driver behind the stand-in.
-  EXPECT_TRUE(mapped("libgenie_backend_cuda_impl.so"));
+  EXPECT_TRUE(library_mapped("libgenie_backend_cuda_impl.so"));
   expect_driver_reason(b.why_unavailable);
   EXPECT_EQ(b.why_unavailable.find("not installed or not on the library path"), std::string::npos)
       << b.why_unavailable;

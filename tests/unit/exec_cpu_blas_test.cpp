@@ -3,22 +3,14 @@
 // the BLAS, as a program using Genie does.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <string>
-
 #include "exec/cpu/blas.hpp"
 #include "exec/cpu/kernel_util.hpp"
+#include "process_testing.hpp"
 
 namespace genie::cpu {
 namespace {
 
-bool blas_mapped() {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line))
-    if (line.find("libopenblas") != std::string::npos) return true;
-  return false;
-}
+bool blas_mapped() { return testing::library_mapped("libopenblas"); }
 
 TEST(CpuBlas, IsLoadedByTheFirstMatrixProduct) {
   ASSERT_FALSE(blas_mapped()) << "the BLAS was loaded before any product (run this test on its own)";

@@ -6,9 +6,7 @@
 
 #include "core/error.hpp"
 
-#ifndef GENIE_BLAS_SONAME
-#define GENIE_BLAS_SONAME "libopenblas.so.0"
-#endif
+// GENIE_BLAS_SONAME: set by CMakeLists.txt, from the library it found.
 
 namespace genie::cpu {
 
