@@ -166,7 +166,7 @@ static double median(double *v, int n) { return bu_stats(v, (size_t)n).median; }
 
 int main(int argc, char **argv) {
   const char *compare = NULL;
-  char **rest = bu_malloc(sizeof(char *) * (size_t)(argc + 1));
+  char **rest;
   int nrest = 0, i, m, b, n, nbuilds;
   bu_options_t o;
   bsp_server_t server;
@@ -175,6 +175,7 @@ int main(int argc, char **argv) {
   static const char *const fields[kFields] = {"init_ms", "first_product_ms", "cpu_ms",
                                               "rss_mb",  "private_dirty_mb", "threads"};
   if (argc == 3 && !strcmp(argv[1], "--child")) return child(argv[2]);
+  rest = bu_malloc(sizeof(char *) * (size_t)(argc + 1));
   rest[nrest++] = argv[0];
   for (i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--compare") && i + 1 < argc)
