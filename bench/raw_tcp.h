@@ -6,21 +6,40 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
 namespace raw_tcp {
 
-// Sends or receives exactly n bytes; false when the peer is gone.
-inline bool full_io(int fd, char* buf, size_t n, bool writing) {
+// Sends or receives exactly n bytes; false when the peer is gone. With
+// spin_us > 0 a receive first polls the socket (MSG_DONTWAIT, yielding the
+// CPU between tries) for up to that long before it blocks, as Genie's
+// waits do (src/core/spin.hpp): on these VMs a wake-up on another vCPU
+// costs tens of microseconds, and polling is how a plain program avoids it.
+inline bool full_io(int fd, char* buf, size_t n, bool writing, int spin_us = 0) {
+  using clock = std::chrono::steady_clock;
   size_t done = 0;
+  const auto spin_until = clock::now() + std::chrono::microseconds(spin_us);
   while (done < n) {
-    const ssize_t r =
-        writing ? ::send(fd, buf + done, n - done, MSG_NOSIGNAL) : ::recv(fd, buf + done, n - done, 0);
+    ssize_t r;
+    if (writing) {
+      r = ::send(fd, buf + done, n - done, MSG_NOSIGNAL);
+    } else if (spin_us > 0 && clock::now() < spin_until) {
+      r = ::recv(fd, buf + done, n - done, MSG_DONTWAIT);
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        ::sched_yield();
+        continue;
+      }
+    } else {
+      r = ::recv(fd, buf + done, n - done, 0);
+    }
     if (r <= 0) return false;
     done += static_cast<size_t>(r);
   }

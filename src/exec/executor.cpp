@@ -206,6 +206,7 @@ bool Executor::is_tiny(const Graph& g, const std::vector<TensorPtr>& inputs) {
     }
     return numel(val.shape);
   };
+  if (g.has_custom_ops()) return false;
   int64_t total = 0;
   for (const Node& nd : g.nodes()) {
     if (nd.op == "matmul" || nd.op == "linear" || nd.op == "conv2d" || nd.op == "attention") return false;

@@ -92,10 +92,11 @@ class Executor {
   ExecResult run_inline(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs, DeviceRef device = {});
 
   // A cheap bound on a run's work, for callers choosing run_inline: true when
-  // no node is a matmul, linear, conv2d or attention and the elements of
-  // every node's inputs and outputs, summed over the nodes, are at most
-  // kTinyElements. Inputs count with their bound shapes (`inputs` as for
-  // run()). Such a graph runs in microseconds.
+  // every node is a built-in op other than matmul, linear, conv2d or
+  // attention and the elements of every node's inputs and outputs, summed
+  // over the nodes, are at most kTinyElements. Inputs count with their bound
+  // shapes (`inputs` as for run()). Such a graph runs in microseconds; a
+  // custom op's kernel may take any time, so it never counts as tiny.
   static constexpr int64_t kTinyElements = 64 * 1024;
   static bool is_tiny(const Graph& graph, const std::vector<TensorPtr>& inputs);
 

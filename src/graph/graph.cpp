@@ -363,6 +363,8 @@ void Graph::validate(const std::unordered_map<ValueId, Shape>* bound_shapes) {
     }
   outputs_ = std::move(outputs);
   topo_ = std::move(order);
+  has_custom_ops_ =
+      std::any_of(schemas.begin(), schemas.end(), [](const OpSchemaPtr& s) { return s->custom; });
   index_edges();
   validated_ = true;
 }

@@ -135,6 +135,8 @@ class Graph {
   }
   int producer_edges(NodeId n) const { return producer_edges_[static_cast<size_t>(n)]; }
   int readers(ValueId v) const { return readers_[static_cast<size_t>(v)]; }
+  // Whether a node runs a custom op (valid after validate()).
+  bool has_custom_ops() const { return has_custom_ops_; }
 
   // Structural hash: ops, edges, shapes, dtypes, attributes, annotations and
   // roles; not constant bytes and not names. Stable across processes.
@@ -158,6 +160,7 @@ class Graph {
   std::vector<NodeId> consumers_;
   std::vector<int> producer_edges_;  // by node
   std::vector<int> readers_;         // by value
+  bool has_custom_ops_ = false;
   bool validated_ = false;
 };
 

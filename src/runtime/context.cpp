@@ -246,10 +246,18 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
     for (TensorPtr& t : r.outputs) fr.outputs.emplace_back(std::move(t));
     state->complete(std::move(fr));
   };
-  if (planned)
+  if (planned) {
     submit_planned(snapshot, std::move(plan_shapes), std::move(bound), std::move(done));
-  else
+  } else if (Executor::is_tiny(*snapshot, bound)) {
+    // Microseconds of work, as on a server's loop: handing it to a worker
+    // and waiting for that worker's wake-up would cost more than running it
+    // here. The future is complete when the call returns.
+    ExecResult r = exec_->run_inline(snapshot, std::move(bound));
+    lk.unlock();  // shutdown may proceed; the result is this thread's
+    done(std::move(r));
+  } else {
     exec_->run(snapshot, std::move(bound), std::move(done));
+  }
   return state;
 }
 

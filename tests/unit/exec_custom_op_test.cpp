@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "exec/cpu/backend.hpp"
 #include "exec/custom_kernels.hpp"
+#include "exec/executor.hpp"
 #include "graph/graph.hpp"
 #include "graph/op_schema.hpp"
 #include "sched/cost.hpp"
@@ -52,6 +53,30 @@ TEST(CustomOps, GraphsTakeAnyAttributeAndTheCostModelAsksTheOp) {
   EXPECT_EQ(std::get<int64_t>(g.node(0).attrs.all().at("alpha")), 3);
   EXPECT_DOUBLE_EQ(sched::op_cost(g, 0).flops, 200.0);
   remove_custom_op("unit.cost");
+}
+
+TEST(CustomOps, AGraphWithOneIsNeverTinyWork) {
+  // Its kernel may take any time: it runs on an executor worker, never on
+  // the submitting thread or a server's loop (Executor::is_tiny).
+  add_custom_op(twice_schema("unit.small"));
+  const auto relu_then = [](const char* op) {
+    Graph g;
+    g.add_input("x", DType::F32, {2});
+    g.add_node("relu", "r", {"x"}, {"h"});
+    g.add_node(op, "n", {"h"}, {"y"});
+    g.mark_output("y");
+    g.validate();
+    return g;
+  };
+  const auto x = std::make_shared<TensorData>(DType::F32, Shape{2});
+  const Graph custom = relu_then("unit.small");
+  EXPECT_TRUE(custom.has_custom_ops());
+  EXPECT_FALSE(Executor::is_tiny(custom, {x}));
+  // The same graph with a built-in op in its place is.
+  const Graph builtin = relu_then("neg");
+  EXPECT_FALSE(builtin.has_custom_ops());
+  EXPECT_TRUE(Executor::is_tiny(builtin, {x}));
+  remove_custom_op("unit.small");
 }
 
 int g_calls = 0;
