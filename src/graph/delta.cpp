@@ -162,11 +162,12 @@ void BaseTable::put(const std::string& d, std::shared_ptr<const std::string> tex
 // --- DeltaEncoder -------------------------------------------------------------
 
 Encoded DeltaEncoder::encode(const std::string& json) {
-  const size_t h = std::hash<std::string_view>()(json);
   std::lock_guard<std::mutex> lk(mu_);
   Encoded e;
+  // A few bases: comparing the texts (lengths first) costs less than
+  // hashing this one.
   for (auto it = bases_.begin(); it != bases_.end(); ++it) {
-    if (it->fast_hash == h && *it->text == json) {  // sent before as it is: nothing changed
+    if (*it->text == json) {  // sent before as it is: nothing changed
       e.is_delta = true;
       e.base_digest = it->digest;
       e.digest = it->digest;
@@ -175,7 +176,7 @@ Encoded DeltaEncoder::encode(const std::string& json) {
       return e;
     }
   }
-  Base b{std::make_shared<const std::string>(json), h, std::make_shared<const std::string>(digest(json))};
+  Base b{std::make_shared<const std::string>(json), std::make_shared<const std::string>(digest(json))};
   // The most recent bases are the likely ones (the previous decode step).
   size_t tried = 0;
   for (auto it = bases_.begin(); it != bases_.end() && tried < 2; ++it, ++tried) {

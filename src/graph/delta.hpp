@@ -98,7 +98,6 @@ class DeltaEncoder {
  private:
   struct Base {
     std::shared_ptr<const std::string> text;
-    size_t fast_hash = 0;
     std::shared_ptr<const std::string> digest;
   };
   void remember(Base b);

@@ -307,6 +307,22 @@ PayloadSink RemoteClient::Impl::on_frame(Link link, const wire::FrameHeader& fh,
   }
 }
 
+// The canonical name of a device a server reported (parse_device; throws
+// what it throws). A graph's outputs mostly live on the device its last
+// graph used, so each thread keeps the last name it parsed.
+static const std::string& canonical_device(const std::string& reported) {
+  thread_local bool known = false;
+  thread_local std::string last, canonical;
+  if (!known || reported != last) {
+    std::string c = parse_device(reported.c_str()).str();
+    known = false;
+    last = reported;
+    canonical = std::move(c);
+    known = true;
+  }
+  return canonical;
+}
+
 RemoteResult RemoteClient::Impl::parse_done(const std::string& msg) {
   RemoteResult r;
   wire::ScratchArena arena;
@@ -329,7 +345,7 @@ RemoteResult RemoteClient::Impl::parse_done(const std::string& msg) {
     bool ok = dtype_valid(o.dtype()) && out.shape.size() <= GENIE_MAX_DIMS;
     try {
       if (ok) byte_size(out.shape, dtype_size(out.dtype));
-      if (ok) out.device = parse_device(out.device.c_str()).str();
+      if (ok) out.device = canonical_device(out.device);
     } catch (const Error&) {
       ok = false;
     }
