@@ -26,7 +26,7 @@ namespace raw_tcp {
 inline bool full_io(int fd, char* buf, size_t n, bool writing, int spin_us = 0) {
   using clock = std::chrono::steady_clock;
   size_t done = 0;
-  const auto spin_until = clock::now() + std::chrono::microseconds(spin_us);
+  const auto spin_until = spin_us > 0 ? clock::now() + std::chrono::microseconds(spin_us) : clock::time_point{};
   while (done < n) {
     ssize_t r;
     if (writing) {
