@@ -1384,9 +1384,9 @@ typedef void (*genie_future_callback_t)(genie_future_t *future,
  *  which stay on the device where they were produced until read. In
  *  embedded mode a graph of built-in ops small enough to take microseconds
  *  (no matrix product, convolution or attention, and up to 65,536 elements
- *  over its nodes' inputs and outputs) runs on the calling thread instead,
- *  as handing it to an executor worker would cost more: its future is
- *  complete when the call returns. Input
+ *  over its nodes' inputs and outputs) that runs on the CPU runs on the
+ *  calling thread instead, as handing it to an executor worker would cost
+ *  more: its future is complete when the call returns. Input
  *  tensors are read while the graph runs: do not write them before the
  *  future completes.
  *  Remote mode: the graph runs on the server and its outputs stay there

@@ -246,17 +246,22 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
     for (TensorPtr& t : r.outputs) fr.outputs.emplace_back(std::move(t));
     state->complete(std::move(fr));
   };
+  // A tiny graph is microseconds of work, as on a server's loop: handing it
+  // to a worker and waiting for that worker's wake-up would cost more than
+  // running it here. Its future is complete when the call returns.
+  ExecResult ran;
+  bool here = false;
   if (planned) {
-    submit_planned(snapshot, std::move(plan_shapes), std::move(bound), std::move(done));
+    here = submit_planned(snapshot, std::move(plan_shapes), std::move(bound), done, &ran);
   } else if (Executor::is_tiny(*snapshot, bound)) {
-    // Microseconds of work, as on a server's loop: handing it to a worker
-    // and waiting for that worker's wake-up would cost more than running it
-    // here. The future is complete when the call returns.
-    ExecResult r = exec_->run_inline(snapshot, std::move(bound));
-    lk.unlock();  // shutdown may proceed; the result is this thread's
-    done(std::move(r));
+    ran = exec_->run_inline(snapshot, std::move(bound));
+    here = true;
   } else {
     exec_->run(snapshot, std::move(bound), std::move(done));
+  }
+  if (here) {
+    lk.unlock();  // shutdown may proceed; the result is this thread's
+    done(std::move(ran));
   }
   return state;
 }
@@ -292,8 +297,9 @@ const sched::Topology& Context::local_topology() {
   return *topology_;
 }
 
-void Context::submit_planned(const std::shared_ptr<const Graph>& snapshot, std::unordered_map<ValueId, Shape> shapes,
-                             std::vector<TensorPtr> bound, Executor::Done done) {
+bool Context::submit_planned(const std::shared_ptr<const Graph>& snapshot,
+                             std::unordered_map<ValueId, Shape> shapes, std::vector<TensorPtr> bound,
+                             Executor::Done& done, ExecResult* ran) {
   PlannedRun r;
   r.graph = snapshot;
   r.input_device.reserve(bound.size());
@@ -311,15 +317,21 @@ void Context::submit_planned(const std::shared_ptr<const Graph>& snapshot, std::
   bool inputs_there = true;
   for (int d : r.input_device) inputs_there &= d == only;
   if (one_device && inputs_there) {
-    // Everything on one device: no stages, no copies.
-    exec_->run(snapshot, std::move(bound), std::move(done), devices_[static_cast<size_t>(only)].ref,
-               Executor::Issue::Here);
-    return;
+    // Everything on one device: no stages, no copies. On the host CPU
+    // (device 0), a tiny graph runs here, as without other devices.
+    const DeviceRef& where = devices_[static_cast<size_t>(only)].ref;
+    if (only == 0 && Executor::is_tiny(*snapshot, bound)) {
+      *ran = exec_->run_inline(snapshot, std::move(bound), where);
+      return true;
+    }
+    exec_->run(snapshot, std::move(bound), std::move(done), where, Executor::Issue::Here);
+    return false;
   }
   for (const LocalDevice& d : devices_) r.devices.push_back(d.ref);
   r.shapes = std::move(shapes);
   r.inputs = std::move(bound);
   run_planned(*exec_, std::move(r), std::move(done));
+  return false;
 }
 
 std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& prepared,

@@ -134,8 +134,11 @@ class Context : public std::enable_shared_from_this<Context> {
                                              const std::vector<size_t>& order);
   void remote_graph_done();
   // Runs `snapshot` over several local devices by the scheduler's plan.
-  void submit_planned(const std::shared_ptr<const Graph>& snapshot, std::unordered_map<ValueId, Shape> shapes,
-                      std::vector<TensorPtr> bound, Executor::Done done);
+  // A tiny graph (Executor::is_tiny) the plan puts on the host CPU runs on
+  // this thread: then its result is in *ran, `done` is left to the caller
+  // and this returns true.
+  bool submit_planned(const std::shared_ptr<const Graph>& snapshot, std::unordered_map<ValueId, Shape> shapes,
+                      std::vector<TensorPtr> bound, Executor::Done& done, ExecResult* ran);
 
   Config cfg_;
   std::string node_id_;

@@ -1,12 +1,15 @@
 /* Embedded mode over several devices through the C API: with the test
  * device backend loaded (GENIE_DEVICE_BACKENDS=test), tensors are allocated
  * on test:0 and test:1 by name, errors raised inside the plugin reach the
- * caller with their status and detail, and a graph whose weight lives on a
- * test device runs by the scheduler's plan with the CPU's results. */
+ * caller with their status and detail, a graph whose weight lives on a
+ * test device runs by the scheduler's plan with the CPU's results, and a
+ * tiny graph the plan puts on the CPU runs on the submitting thread as it
+ * does without other devices (inline_runs.h). */
 #include <math.h>
 #include <stdlib.h>
 
 #include "check.h"
+#include "inline_runs.h"
 #include "mlp_graph.h"
 
 int main(void) {
@@ -95,5 +98,16 @@ int main(void) {
   genie_tensor_destroy(w);
   genie_graph_destroy(g);
   genie_shutdown(ctx);
+
+  /* One worker thread, the test devices loaded (from the environment). */
+  {
+    genie_config_t *cfg = NULL;
+    REQUIRE_OK(genie_config_create(&cfg));
+    REQUIRE_OK(genie_config_set_num_threads(cfg, 1));
+    REQUIRE_OK(genie_init(cfg, &ctx));
+    genie_config_destroy(cfg);
+    check_where_graphs_run(ctx);
+    genie_shutdown(ctx);
+  }
   return test_summary("devices_test");
 }
