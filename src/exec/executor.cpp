@@ -195,6 +195,7 @@ ExecResult Executor::run_inline(std::shared_ptr<const Graph> graph, std::vector<
 }
 
 bool Executor::is_tiny(const Graph& g, const std::vector<TensorPtr>& inputs) {
+  if (g.has_custom_ops()) return false;  // its kernel may take any time
   // Elements per value: graph inputs as bound, everything else as inferred.
   const auto elements = [&](ValueId v) -> int64_t {
     if (v == kNone) return 0;
@@ -206,7 +207,6 @@ bool Executor::is_tiny(const Graph& g, const std::vector<TensorPtr>& inputs) {
     }
     return numel(val.shape);
   };
-  if (g.has_custom_ops()) return false;
   int64_t total = 0;
   for (const Node& nd : g.nodes()) {
     if (nd.op == "matmul" || nd.op == "linear" || nd.op == "conv2d" || nd.op == "attention") return false;

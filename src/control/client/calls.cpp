@@ -314,10 +314,9 @@ static const std::string& canonical_device(const std::string& reported) {
   thread_local bool known = false;
   thread_local std::string last, canonical;
   if (!known || reported != last) {
-    std::string c = parse_device(reported.c_str()).str();
-    known = false;
+    known = false;  // until both are set (either may throw)
+    canonical = parse_device(reported.c_str()).str();
     last = reported;
-    canonical = std::move(c);
     known = true;
   }
   return canonical;
