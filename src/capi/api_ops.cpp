@@ -143,9 +143,11 @@ std::vector<ValueType> run_infer(const OpRecord& r, const std::vector<ValueType>
     check(o.ndim <= GENIE_MAX_DIMS, GENIE_ERR_INVALID_ARGUMENT, "inference gave output ", i, " rank ", o.ndim,
           " (at most ", GENIE_MAX_DIMS, ")");
     Shape s(o.shape, o.shape + o.ndim);
-    for (int64_t d : s)
-      check(d >= 0, GENIE_ERR_INVALID_ARGUMENT, "inference gave output ", i, " shape ", shape_str(s),
-            " with a negative dimension");
+    for (int64_t d : s) {
+      if (d < 0)
+        fail(GENIE_ERR_INVALID_ARGUMENT, "inference gave output ", i, " shape ", shape_str(s),
+             " with a negative dimension");
+    }
     out.push_back(ValueType{static_cast<DType>(o.dtype), std::move(s)});
   }
   return out;

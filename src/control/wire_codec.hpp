@@ -1,10 +1,10 @@
 // Protobuf messages to and from the bytes of a frame's message section.
 #pragma once
 
-#include <google/protobuf/arena.h>
 #include <google/protobuf/message.h>
 #include <google/protobuf/stubs/logging.h>
 
+#include <memory>
 #include <string>
 
 #include "control/wire.hpp"
@@ -37,31 +37,51 @@ M parse_msg(const std::string& bytes, MsgType type) {
   return m;
 }
 
-// An arena whose first block is inside it (on the stack, as a local): the
-// messages of a submission and its completion, built or parsed on it, take
-// no allocation each (protobuf allocates every string and repeated message
-// of a message on the heap otherwise).
-class ScratchArena {
+// A message of type M kept by the thread from one use to the next: parsed
+// into or built again, it takes no allocation once its strings and repeated
+// fields have grown to their usual sizes (Clear() keeps them). A submission
+// and its completion each cost a few allocations otherwise, or an arena's
+// set-up and clean-up, which cost more than the allocations they save.
+// A use nested in another of the same type gets a message of its own; one
+// that grew past kKeepBytes is not kept.
+template <class M>
+class ReusedMsg {
  public:
-  ScratchArena() : arena_(options(block_)) {}
-  ScratchArena(const ScratchArena&) = delete;
-  ScratchArena& operator=(const ScratchArena&) = delete;
-  // A message that lives as long as this arena.
-  template <class M>
-  M* make() {
-    return google::protobuf::Arena::CreateMessage<M>(&arena_);
+  ReusedMsg() {
+    Slot& s = slot();
+    if (s.busy) {
+      own_ = std::make_unique<M>();
+      m_ = own_.get();
+    } else {
+      s.busy = true;
+      m_ = &s.msg;
+      m_->Clear();
+    }
   }
+  ~ReusedMsg() {
+    if (own_) return;
+    Slot& s = slot();
+    if (s.msg.ByteSizeLong() > kKeepBytes) s.msg = M();
+    s.busy = false;
+  }
+  ReusedMsg(const ReusedMsg&) = delete;
+  ReusedMsg& operator=(const ReusedMsg&) = delete;
+  M& operator*() { return *m_; }
+  M* operator->() { return m_; }
+
+  static constexpr size_t kKeepBytes = 64 * 1024;
 
  private:
-  static google::protobuf::ArenaOptions options(char* block) {
-    google::protobuf::ArenaOptions o;
-    o.initial_block = block;
-    o.initial_block_size = kBlock;
-    return o;
+  struct Slot {
+    M msg;
+    bool busy = false;
+  };
+  static Slot& slot() {
+    thread_local Slot s;
+    return s;
   }
-  static constexpr size_t kBlock = 2048;
-  alignas(16) char block_[kBlock];  // before arena_, which is built on it
-  google::protobuf::Arena arena_;
+  M* m_;
+  std::unique_ptr<M> own_;
 };
 
 }  // namespace genie::wire

@@ -87,7 +87,10 @@ template <class... Parts>
   throw Error(code, cat(std::forward<Parts>(parts)...));
 }
 
-// Throws Error(code, ...) unless cond holds.
+// Throws Error(code, ...) unless cond holds. The parts are evaluated either
+// way: where one builds a string (shape_str, Device::str, cat ...), write
+// `if (!cond) fail(...)` instead, so that the check costs nothing when it
+// passes (tensor constructors and kernels run it on every call).
 template <class... Parts>
 void check(bool cond, genie_status_t code, Parts&&... parts) {
   if (!cond) fail(code, std::forward<Parts>(parts)...);

@@ -33,8 +33,9 @@ TensorData::TensorData(DType dtype, Shape shape, Buffer buffer, bool counted)
     : dtype_(dtype), shape_(std::move(shape)), numel_(genie::numel(shape_)), nbytes_(0), buffer_(std::move(buffer)) {
   check(dtype_size(dtype) != 0, GENIE_ERR_INVALID_ARGUMENT, "invalid dtype ", static_cast<int>(dtype));
   nbytes_ = byte_size(shape_, dtype_size(dtype));
-  check(buffer_.size() >= nbytes_, GENIE_ERR_INVALID_ARGUMENT, "a buffer of ", buffer_.size(),
-        " bytes cannot hold tensor ", shape_str(shape_), " of ", nbytes_, " bytes");
+  if (buffer_.size() < nbytes_)
+    fail(GENIE_ERR_INVALID_ARGUMENT, "a buffer of ", buffer_.size(), " bytes cannot hold tensor ",
+         shape_str(shape_), " of ", nbytes_, " bytes");
   if (counted) count_live();
 }
 

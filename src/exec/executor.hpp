@@ -115,8 +115,10 @@ class Executor {
 
  private:
   struct Run;
-  std::shared_ptr<Run> prepare(std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs,
-                               const Parallel* par, DeviceRef device);
+  // Sets `run` up for `graph` on `device` (inputs bound, placed where its
+  // kernels read them); `par` nullptr for an inline run.
+  void prepare(Run& run, std::shared_ptr<const Graph> graph, std::vector<TensorPtr> inputs,
+               const Parallel* par, DeviceRef device);
   // Runs one node's kernel (unless the run already failed), records its
   // trace and frees the values this node was the last to need.
   static void run_node(Run& run, NodeId node);

@@ -16,8 +16,8 @@ TensorPtr copy_tensor(const TensorPtr& src, DeviceRef from, DeviceRef to) {
   } else if (src->host_accessible()) {
     to.backend->copy_from_host(src->bytes(), dst->buffer(), 0, n, nullptr);
   } else {
-    check(from.backend != nullptr, GENIE_ERR_INTERNAL, "copy_tensor: ", src->device().str(),
-          " memory without its backend");
+    if (from.backend == nullptr)
+      fail(GENIE_ERR_INTERNAL, "copy_tensor: ", src->device().str(), " memory without its backend");
     if (dst->host_accessible()) {
       from.backend->copy_to_host(src->buffer(), 0, dst->bytes(), n, nullptr);
     } else {
@@ -36,8 +36,8 @@ void write_tensor(DeviceRef device, TensorData& t, size_t offset, const void* sr
     std::memcpy(t.bytes() + offset, src, n);
     return;
   }
-  check(device.backend != nullptr, GENIE_ERR_INTERNAL, "write to ", t.device().str(),
-        " memory without its backend");
+  if (device.backend == nullptr)
+    fail(GENIE_ERR_INTERNAL, "write to ", t.device().str(), " memory without its backend");
   device.backend->copy_from_host(src, t.buffer(), offset, n, nullptr);
 }
 
@@ -47,8 +47,8 @@ void read_tensor(DeviceRef device, const TensorData& t, size_t offset, void* dst
     std::memcpy(dst, t.bytes() + offset, n);
     return;
   }
-  check(device.backend != nullptr, GENIE_ERR_INTERNAL, "read from ", t.device().str(),
-        " memory without its backend");
+  if (device.backend == nullptr)
+    fail(GENIE_ERR_INTERNAL, "read from ", t.device().str(), " memory without its backend");
   device.backend->copy_to_host(t.buffer(), offset, dst, n, nullptr);
 }
 

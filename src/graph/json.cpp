@@ -313,9 +313,9 @@ void read_constant(Graph& g, const cJSON* j, const std::string& path) {
   const std::string data = get_string(required_member(j, "data", path), data_path);
   // Sizes are checked before anything is allocated.
   const size_t nbytes = at(path, [&] { return byte_size(shape, dtype_size(dtype)); });
-  check(data.size() == base64_len(nbytes), GENIE_ERR_SIZE_MISMATCH, data_path, ": ", data.size(),
-        " base64 characters, but ", dtype_name(dtype), shape_str(shape), " needs ", nbytes, " bytes (",
-        base64_len(nbytes), " characters)");
+  if (data.size() != base64_len(nbytes))
+    fail(GENIE_ERR_SIZE_MISMATCH, data_path, ": ", data.size(), " base64 characters, but ", dtype_name(dtype),
+         shape_str(shape), " needs ", nbytes, " bytes (", base64_len(nbytes), " characters)");
   // Every byte is decoded into it before anyone reads it: no zeroing.
   auto tensor = at(path, [&] { return std::make_shared<TensorData>(dtype, shape, TensorData::Uninitialized{}); });
   if (!base64_decode(data, tensor->bytes(), nbytes)) bad(data_path, "invalid base64");

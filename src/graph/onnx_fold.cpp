@@ -160,8 +160,8 @@ TensorPtr tensor_of(const Host& h) {
 }
 
 std::vector<int64_t> ints_of(const Host& h) {
-  check(h.shape.size() <= 1, GENIE_ERR_SHAPE_MISMATCH, "expected a scalar or a 1-D list of ints, got ",
-        shape_str(h.shape));
+  if (h.shape.size() > 1)
+    fail(GENIE_ERR_SHAPE_MISMATCH, "expected a scalar or a 1-D list of ints, got ", shape_str(h.shape));
   std::vector<int64_t> r;
   for (double x : h.v) r.push_back(static_cast<int64_t>(x));
   return r;
@@ -226,7 +226,7 @@ Shape reshape_shape(const Shape& s, const std::vector<int64_t>& target, bool all
   for (size_t i = 0; i < target.size(); ++i) {
     int64_t d = target[i];
     if (d == 0 && !allowzero) {
-      check(i < s.size(), GENIE_ERR_SHAPE_MISMATCH, "Reshape copies dimension ", i, " of ", shape_str(s));
+      if (i >= s.size()) fail(GENIE_ERR_SHAPE_MISMATCH, "Reshape copies dimension ", i, " of ", shape_str(s));
       d = s[i];
     }
     if (d == -1) {
@@ -241,12 +241,12 @@ Shape reshape_shape(const Shape& s, const std::vector<int64_t>& target, bool all
   }
   const int64_t n = count(s);
   if (infer >= 0) {
-    check(known > 0 && n % known == 0, GENIE_ERR_SHAPE_MISMATCH, "Reshape of ", shape_str(s), " to ",
-          shape_str(target));
+    if (!(known > 0 && n % known == 0))
+      fail(GENIE_ERR_SHAPE_MISMATCH, "Reshape of ", shape_str(s), " to ", shape_str(target));
     out[static_cast<size_t>(infer)] = n / known;
   }
-  check(count(out) == n, GENIE_ERR_SHAPE_MISMATCH, "Reshape of ", shape_str(s), " (", n, " elements) to ",
-        shape_str(out));
+  if (count(out) != n)
+    fail(GENIE_ERR_SHAPE_MISMATCH, "Reshape of ", shape_str(s), " (", n, " elements) to ", shape_str(out));
   return out;
 }
 

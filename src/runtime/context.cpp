@@ -102,7 +102,8 @@ Context::Placement Context::resolve_device(const char* text) const {
   Device d = parse_device(text);
   const bool this_node = d.node.empty() || d.node == node_id_;
   if (d.is_cpu() && this_node) {
-    check(d.index == 0, GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': this node has one CPU device, cpu:0");
+    if (d.index != 0)
+      fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': this node has one CPU device, cpu:0");
     d.node.clear();
     return {false, 0, {}, d.str()};
   }
@@ -130,8 +131,9 @@ Context::Placement Context::resolve_device(const char* text) const {
   std::string list;
   for (size_t i = 0; i < served.size(); ++i) list += cat(i ? ", " : "", "remote:", i, " = ", served[i]);
   if (d.is_remote()) {
-    check(static_cast<size_t>(d.index) < served.size(), GENIE_ERR_UNSUPPORTED, "device '", d.str(),
-          "': server ", server, " serves ", served.size(), " device(s): ", list);
+    if (static_cast<size_t>(d.index) >= served.size())
+      fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': server ", server, " serves ", served.size(),
+           " device(s): ", list);
     return {true, 0, served[static_cast<size_t>(d.index)], d.str()};
   }
   if (this_node)  // a device of this process other than its CPU

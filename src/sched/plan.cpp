@@ -586,10 +586,13 @@ Plan plan_graph(const Graph& g, const Topology& topo, const Residency& residency
   lap(&PlanTimings::hash_s);
   const GraphView view(g);
   const std::vector<const Shape*> shapes = value_shapes(g, bound_shapes);
-  for (ValueId in : g.inputs())
-    for (int64_t d : *shapes[in])
-      check(d >= 0, GENIE_ERR_INVALID_ARGUMENT, "input '", g.value(in).name, "' has dynamic shape ",
-            shape_str(*shapes[in]), ": pass the shapes it is bound to");
+  for (ValueId in : g.inputs()) {
+    for (int64_t d : *shapes[in]) {
+      if (d < 0)
+        fail(GENIE_ERR_INVALID_ARGUMENT, "input '", g.value(in).name, "' has dynamic shape ",
+             shape_str(*shapes[in]), ": pass the shapes it is bound to");
+    }
+  }
   plan.analysis = analyze(view, shapes);
   lap(&PlanTimings::analysis_s);
   Placer placer(view, topo, residency, shapes);  // FLOPs, bytes, sizes and compute times

@@ -156,8 +156,8 @@ std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
   if (im.cfg.graph_deltas) {
     delta::Encoded e = im.encoder.encode(graph_json);
     if (e.is_delta) {
-      wire::ScratchArena arena;
-      wire::GraphSubmitDelta& d = *arena.make<wire::GraphSubmitDelta>();
+      wire::ReusedMsg<wire::GraphSubmitDelta> delta;
+      wire::GraphSubmitDelta& d = *delta;
       d.set_base_hash(*e.base_digest);
       d.set_graph_hash(*e.digest);
       for (delta::Patch& p : e.patches) {
@@ -176,7 +176,8 @@ std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
     }
   }
   if (msg.empty()) {
-    wire::GraphSubmit full;
+    wire::ReusedMsg<wire::GraphSubmit> m;
+    wire::GraphSubmit& full = *m;
     add_bindings(&full, bindings);
     full_bytes += full.ByteSizeLong();
     full.set_keep_as_base(im.cfg.graph_deltas);

@@ -11,7 +11,7 @@ void RemoteClient::Impl::transact(const std::shared_ptr<Call>& call, std::string
   // The connection would refuse it without a reply; say why now.
   check(msg.size() <= max_message, GENIE_ERR_TOO_LARGE, what_of(call->type), ": the encoded message of ",
         msg.size(), " bytes exceeds the maximum message size of ", max_message, " bytes (GENIE_MAX_MESSAGE)");
-  wait_ready(Clock::now() + timeout);
+  wait_ready();
   {
     std::lock_guard<std::mutex> lk(mu);
     outstanding.insert(call);
@@ -54,8 +54,10 @@ bool RemoteClient::Impl::submit(const std::shared_ptr<Call>& call, std::string m
   refuse_on_loop_thread(what_of(call->type));
   check(msg.size() <= max_message, GENIE_ERR_TOO_LARGE, what_of(call->type), ": the encoded message of ",
         msg.size(), " bytes exceeds the maximum message size of ", max_message, " bytes (GENIE_MAX_MESSAGE)");
-  wait_ready(Clock::now() + timeout);
+  // The direct link checks that the session is ready itself; otherwise
+  // wait until it is, and take the loop.
   if (direct_submit(call, msg)) return true;
+  wait_ready();
   const uint64_t id = next_id.fetch_add(1);
   // A posted task always runs (LoopThread::stop runs the queue first), so
   // the completion cannot be lost once post() succeeded.
@@ -324,8 +326,8 @@ static const std::string& canonical_device(const std::string& reported) {
 
 RemoteResult RemoteClient::Impl::parse_done(const std::string& msg) {
   RemoteResult r;
-  wire::ScratchArena arena;
-  wire::GraphDone& d = *arena.make<wire::GraphDone>();
+  wire::ReusedMsg<wire::GraphDone> done;
+  wire::GraphDone& d = *done;
   if (!d.ParseFromString(msg)) {
     r.status = GENIE_ERR_PROTOCOL;
     r.detail = "undecodable GraphDone";

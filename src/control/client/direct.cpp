@@ -47,7 +47,7 @@ void DirectLink::next_turn() {
   wait_cv.notify_all();
 }
 
-bool RemoteClient::Impl::direct_open(bool submission) {
+bool RemoteClient::Impl::direct_open(bool submission, uint64_t* joined) {
   uint64_t epoch;
   {
     std::lock_guard<std::mutex> lk(mu);
@@ -55,6 +55,7 @@ bool RemoteClient::Impl::direct_open(bool submission) {
     if (submission && !data_submit) return false;
     epoch = link_epoch;
   }
+  if (joined != nullptr) *joined = epoch;
   if (direct.fd >= 0 && direct.epoch != epoch) {
     // Joined to connections the server has dropped since.
     direct_failed(GENIE_ERR_CONNECTION, cat("connection to ", addr, " lost (the session reconnected)"));

@@ -28,11 +28,11 @@ static int ms_left(Clock::time_point deadline) {
 
 // Waits until `fd` is ready for `events` or the deadline passes. A reply
 // that comes within microseconds is taken without sleeping (core/spin.hpp).
-void wait_for(int fd, short events, Clock::time_point deadline, bool spin) {
+void wait_for(int fd, short events, Deadline& deadline, bool spin) {
   pollfd p{fd, events, 0};
   if (spin && spin_until([&] { return ::poll(&p, 1, 0) > 0; }, kReplySpin)) return;
   for (;;) {
-    const int left = ms_left(deadline);
+    const int left = ms_left(deadline.at());
     const int rc = ::poll(&p, 1, left);
     if (rc > 0) return;
     if (rc < 0 && errno == EINTR) continue;
@@ -41,8 +41,13 @@ void wait_for(int fd, short events, Clock::time_point deadline, bool spin) {
   }
 }
 
+void wait_for(int fd, short events, Clock::time_point deadline, bool spin) {
+  Deadline d(deadline);
+  wait_for(fd, events, d, spin);
+}
+
 // Sends every byte of `iov` (modified as it goes) on the socket.
-static void send_raw(int fd, iovec* iov, int cnt, Clock::time_point deadline) {
+static void send_raw(int fd, iovec* iov, int cnt, Deadline& deadline) {
   while (cnt > 0) {
     msghdr mh{};
     mh.msg_iov = iov;
@@ -71,7 +76,7 @@ static void send_raw(int fd, iovec* iov, int cnt, Clock::time_point deadline) {
 
 // Receives exactly n bytes from the socket into dst; `spin` for the first
 // wait (the reply is expected within microseconds).
-static void recv_raw(int fd, void* dst, size_t n, Clock::time_point deadline, bool spin) {
+static void recv_raw(int fd, void* dst, size_t n, Deadline& deadline, bool spin) {
   char* p = static_cast<char*>(dst);
   while (n > 0) {
     const ssize_t k = ::recv(fd, p, n, MSG_DONTWAIT);

@@ -30,6 +30,32 @@ struct LinkBroken {
 
 [[noreturn]] void broke(Broke why, std::string detail);
 
+// When an exchange gives up: at a fixed time, or `budget` after the first
+// moment it has to wait, so that an exchange that never waits reads no
+// clock (tens of nanoseconds each on a VM, on every synchronous call).
+class Deadline {
+ public:
+  Deadline(Clock::time_point at) : at_(at), set_(true) {}  // NOLINT(google-explicit-constructor)
+  static Deadline after(Clock::duration budget) {
+    Deadline d;
+    d.budget_ = budget;
+    return d;
+  }
+  Clock::time_point at() {
+    if (!set_) {
+      at_ = Clock::now() + budget_;
+      set_ = true;
+    }
+    return at_;
+  }
+
+ private:
+  Deadline() = default;
+  Clock::time_point at_{};
+  Clock::duration budget_{};
+  bool set_ = false;
+};
+
 // One exchange on the direct link: its socket, with TLS its session, and
 // the bytes received (decrypted, with TLS) but not yet taken by a frame.
 // Without TLS, reads shorter than kReadAhead take what the socket has, up
@@ -40,13 +66,14 @@ struct Io {
   dataplane::tcp::TlsSession* tls;  // null: plaintext
   std::string* plain;
   size_t* taken;  // bytes of *plain already taken
-  Clock::time_point deadline;
+  Deadline deadline;
 };
 constexpr size_t kReadAhead = 2048;
 
 // Waits until `fd` is ready for `events` or the deadline passes (Timeout).
 // With `spin`, a socket ready within microseconds is taken without sleeping
 // (core/spin.hpp).
+void wait_for(int fd, short events, Deadline& deadline, bool spin);
 void wait_for(int fd, short events, Clock::time_point deadline, bool spin);
 
 // Sends every byte of `iov` (modified as it goes).

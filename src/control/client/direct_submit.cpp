@@ -40,14 +40,13 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
   // directions, so there it takes the loop.
   DirectTurn turn(direct);
   std::optional<DirectReader> reading;
+  uint64_t epoch;
   if (turn.owns()) {
     reading.emplace(*this);
-    if (!direct_open(true)) return false;
+    if (!direct_open(true, &epoch)) return false;
   } else if (tls != nullptr) {
     return false;
-  }
-  uint64_t epoch;
-  {
+  } else {
     std::lock_guard<std::mutex> lk(mu);
     if (state != State::Ready || !data_submit) return false;
     epoch = link_epoch;
@@ -58,7 +57,7 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
   {
     std::lock_guard<std::mutex> sending(direct.send_mu);
     if (direct.fd < 0 || direct.epoch != epoch) return false;
-    Io io{direct.fd, direct.tls.get(), &direct.plain, &direct.taken, Clock::now() + timeout};
+    Io io{direct.fd, direct.tls.get(), &direct.plain, &direct.taken, Deadline::after(timeout)};
     // Tensors freed before this submission: freed first, on the same
     // connection, as the loop does on the control connection.
     std::vector<uint64_t>& ids = direct.frees;
@@ -146,7 +145,7 @@ void RemoteClient::Impl::direct_completion(const wire::FrameHeader& fh, const st
       direct.owed_count.fetch_add(1, std::memory_order_relaxed);
     }
     std::lock_guard<std::mutex> sending(direct.send_mu);
-    Io io{direct.fd, direct.tls.get(), &direct.plain, &direct.taken, Clock::now() + timeout};
+    Io io{direct.fd, direct.tls.get(), &direct.plain, &direct.taken, Deadline::after(timeout)};
     send_frame(io, MsgType::GraphSubmit, rid, full, nullptr, 0);
     return;
   }
@@ -200,7 +199,7 @@ void RemoteClient::Impl::direct_read(const std::function<bool()>& until, Clock::
       }
       spin = false;
       // A frame has begun: the rest of it within the timeout.
-      Io io{direct.fd, direct.tls.get(), &direct.plain, &direct.taken, Clock::now() + timeout};
+      Io io{direct.fd, direct.tls.get(), &direct.plain, &direct.taken, Deadline::after(timeout)};
       const wire::FrameHeader fh = read_frame(io, max_message, &msg, false);
       direct.heard = Clock::now();
       direct_completion(fh, msg);

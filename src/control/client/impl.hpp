@@ -294,8 +294,9 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   void refuse_on_loop_thread(const char* what) const;
 
   // Blocks until the session is usable (reconnecting in the background if
-  // need be) or `deadline`; throws SHUTDOWN / CONNECTION otherwise.
-  void wait_ready(Clock::time_point deadline);
+  // need be), for at most the client's timeout; throws SHUTDOWN /
+  // CONNECTION otherwise.
+  void wait_ready();
 
   // Sends one request and waits for its reply. Throws the server's error,
   // TIMEOUT (no reply within the timeout), CONNECTION or SHUTDOWN.
@@ -319,8 +320,9 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   // Holding direct.mu: the link open and joined to the current session
   // (opened if need be; a link of an earlier one fails what it owed);
   // false when it cannot be had (the framed path runs instead). A
-  // submission needs a server that takes it there (data_submit).
-  bool direct_open(bool submission);
+  // submission needs a server that takes it there (data_submit). *joined,
+  // if given: the session establishment (link_epoch) the link belongs to.
+  bool direct_open(bool submission, uint64_t* joined = nullptr);
   // The framed path's error for a broken link: SHUTDOWN after close(),
   // else TIMEOUT, PROTOCOL or CONNECTION naming `what`.
   Error direct_error(const direct_io::LinkBroken& b, const char* what);

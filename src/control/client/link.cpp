@@ -24,9 +24,11 @@ void RemoteClient::Impl::refuse_on_loop_thread(const char* what) const {
         "call it from another thread");
 }
 
-void RemoteClient::Impl::wait_ready(Clock::time_point deadline) {
+void RemoteClient::Impl::wait_ready() {
   std::unique_lock<std::mutex> lk(mu);
-  cv.wait_until(lk, deadline, [&] { return state != State::Reconnecting && state != State::Connecting; });
+  if (state != State::Ready)  // the common case reads no clock
+    cv.wait_until(lk, Clock::now() + timeout,
+                  [&] { return state != State::Reconnecting && state != State::Connecting; });
   switch (state) {
     case State::Ready: return;
     case State::Closed: fail(GENIE_ERR_SHUTDOWN, "the connection to ", addr, " has been closed (shut down)");

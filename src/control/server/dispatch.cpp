@@ -141,7 +141,9 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
     case MsgType::GraphSubmit: {
       // On the control connection or a data connection of the session
       // (Welcome.data_submit): its GraphDone goes back where it came from.
-      const auto m = parse_msg<wire::GraphSubmit>(msg, h.type);
+      wire::ReusedMsg<wire::GraphSubmit> full;
+      const wire::GraphSubmit& m = *full;
+      parse_into(*full, msg, h.type);
       counters.graph_submits_full.fetch_add(1, std::memory_order_relaxed);
       counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
       try {
@@ -161,8 +163,8 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       return {};
     }
     case MsgType::GraphSubmitDelta: {
-      wire::ScratchArena arena;
-      wire::GraphSubmitDelta& m = *arena.make<wire::GraphSubmitDelta>();
+      wire::ReusedMsg<wire::GraphSubmitDelta> delta;
+      wire::GraphSubmitDelta& m = *delta;
       parse_into(m, msg, h.type);
       counters.graph_submits_delta.fetch_add(1, std::memory_order_relaxed);
       counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);

@@ -116,7 +116,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
           auto result = std::make_shared<MultiResult>(workers->run(r->entry->graph, r->inputs, r->shapes));
           loop.post([this, wp, ws, rid, graph = r->entry->graph, result, reservation] {
             reservation->release();
-            multinode_done(wp, ws, rid, graph, *result);
+            multinode_done(wp.lock(), ws.lock(), rid, graph, *result);
           });
         })) {
       --graphs_in_flight;
@@ -132,8 +132,6 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
   // quota and the server's budget; they stay reserved until it completes.
   const RunMemory& need = e.memory;
   const auto describe = [&] { return need.describe(*e.graph); };
-  std::weak_ptr<Peer> wp = p;
-  std::weak_ptr<Session> ws = p->session;
   if (Executor::is_tiny(*e.graph, inputs)) {
     // Microseconds of work: handing it to a worker and its completion back
     // to this loop would cost more than running it here.
@@ -143,9 +141,11 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
       r = exec.run_inline(e.graph, std::move(inputs), where);
     }
     ++graphs_in_flight;  // graph_done counts it out
-    graph_done(wp, ws, rid, e.graph, r);
+    graph_done(p, p->session, rid, e.graph, r);
     return;
   }
+  std::weak_ptr<Peer> wp = p;
+  std::weak_ptr<Session> ws = p->session;
   auto reservation = gate.reserve(p->session, need.peak, num_outputs, describe);
   // On a device whose kernels only queue work (a CUDA launch), this loop
   // issues a graph of a few nodes itself and only the wait for the device
@@ -170,7 +170,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
           loop.post([this, wp, ws, rid, graph, result, reservation, on_device] {
             reservation->release();
             if (on_device) --device_graphs_in_flight;
-            graph_done(wp, ws, rid, graph, *result);
+            graph_done(wp.lock(), ws.lock(), rid, graph, *result);
           });
         },
         where, issue);
@@ -195,12 +195,10 @@ static std::string device_of(const Held& t) {
 }
 
 template <class Result, class Store>
-void Server::Impl::report_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
-                               const Graph& graph, Result& r, Store store) {
+void Server::Impl::report_done(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s,
+                               uint64_t rid, const Graph& graph, Result& r, Store store) {
   --graphs_in_flight;
   counters.graphs_executed.fetch_add(1, std::memory_order_relaxed);
-  auto p = wp.lock();
-  auto s = ws.lock();
   // The connection that submitted it, while it still serves the session:
   // the control connection, or one of its data connections.
   const bool serves = p && s && !p->closing && p->session == s &&
@@ -210,8 +208,8 @@ void Server::Impl::report_done(const std::weak_ptr<Peer>& wp, const std::weak_pt
                                  std::find(s->data.begin(), s->data.end(), p.get()) != s->data.end());
   if (serves) {
     try {
-      wire::ScratchArena arena;
-      wire::GraphDone& d = *arena.make<wire::GraphDone>();
+      wire::ReusedMsg<wire::GraphDone> done;
+      wire::GraphDone& d = *done;
       d.set_status(r.status);
       d.set_detail(r.detail);
       d.set_exec_ns(r.exec_ns);
@@ -236,9 +234,9 @@ void Server::Impl::report_done(const std::weak_ptr<Peer>& wp, const std::weak_pt
   maybe_finish_stop();
 }
 
-void Server::Impl::graph_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+void Server::Impl::graph_done(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s, uint64_t rid,
                               const std::shared_ptr<const Graph>& graph, ExecResult& r) {
-  report_done(wp, ws, rid, *graph, r, [](const TensorPtr& t, Session& s) { return s.add(t); });
+  report_done(p, s, rid, *graph, r, [](const TensorPtr& t, Session& s) { return s.add(t); });
 }
 
 wire::ServerInfo Server::Impl::server_info() const {
@@ -268,9 +266,9 @@ wire::ServerInfo Server::Impl::server_info() const {
   return i;
 }
 
-void Server::Impl::multinode_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws,
+void Server::Impl::multinode_done(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s,
                                   uint64_t rid, const std::shared_ptr<const Graph>& graph, MultiResult& r) {
-  report_done(wp, ws, rid, *graph, r,
+  report_done(p, s, rid, *graph, r,
               [](const Held& t, Session& s) { return t.local ? s.add(t.local) : s.add_remote(t.remote); });
 }
 

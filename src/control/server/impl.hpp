@@ -158,12 +158,14 @@ struct Server::Impl {
   // from one submission to the next (loop thread).
   std::vector<std::string> submit_names_;
   std::vector<TensorDesc> submit_descs_;
-  void graph_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+  // A graph of `p`'s session `s` has finished; either is null once gone
+  // (the caller held weak pointers while it ran).
+  void graph_done(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s, uint64_t rid,
                   const std::shared_ptr<const Graph>& graph, ExecResult& r);
   // What graph_done and multinode_done share: `store(output, session)`
   // puts one output in the session and returns its tensor id.
   template <class Result, class Store>
-  void report_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+  void report_done(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s, uint64_t rid,
                    const Graph& graph, Result& r, Store store);
   wire::ServerInfo server_info() const;
 
@@ -184,7 +186,7 @@ struct Server::Impl {
     std::vector<Held> inputs;  // per graph input, declaration order
     std::unordered_map<ValueId, Shape> shapes;
   };
-  void multinode_done(const std::weak_ptr<Peer>& wp, const std::weak_ptr<Session>& ws, uint64_t rid,
+  void multinode_done(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s, uint64_t rid,
                       const std::shared_ptr<const Graph>& graph, MultiResult& r);
   // Runs `task` on the task thread; its errors become an ErrorReply to rid.
   void off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, std::function<void()> task);

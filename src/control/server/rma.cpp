@@ -62,8 +62,9 @@ void Server::Impl::tensor_rma(const std::shared_ptr<Peer>& p, uint64_t rid, bool
   check(!p->session->find_remote(tensor_id), GENIE_ERR_UNSUPPORTED, "tensor ", tensor_id,
         " is held by a worker: RMA reaches tensors of this server only");
   TensorPtr tensor = p->session->get(tensor_id);
-  check(tensor->host_accessible(), GENIE_ERR_UNSUPPORTED, "tensor ", tensor_id, " is in ", served_device_name(*tensor),
-        " memory: RMA reaches host memory only (read and write it with TensorRead and TensorWrite)");
+  if (!tensor->host_accessible())
+    fail(GENIE_ERR_UNSUPPORTED, "tensor ", tensor_id, " is in ", served_device_name(*tensor),
+         " memory: RMA reaches host memory only (read and write it with TensorRead and TensorWrite)");
   check(offset <= tensor->nbytes() && nbytes <= tensor->nbytes() - offset, GENIE_ERR_SIZE_MISMATCH,
         write ? "writing " : "reading ", nbytes, " bytes at offset ", offset, " overruns tensor ", tensor_id, " of ",
         tensor->nbytes(), " bytes");

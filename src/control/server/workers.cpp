@@ -90,8 +90,9 @@ void check_own_address(const std::string& host, const std::string& from, bool de
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* res = nullptr;
   const int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  check(rc == 0, GENIE_ERR_INVALID_ARGUMENT, "worker address '", host, "' does not resolve",
-        detail ? cat(": ", gai_strerror(rc)) : std::string());
+  if (rc != 0)
+    fail(GENIE_ERR_INVALID_ARGUMENT, "worker address '", host, "' does not resolve",
+         detail ? cat(": ", gai_strerror(rc)) : std::string());
   std::string found;
   bool match = false;
   for (addrinfo* a = res; a && !match; a = a->ai_next) {
@@ -105,9 +106,10 @@ void check_own_address(const std::string& host, const std::string& from, bool de
     found += cat(found.empty() ? "" : ", ", text);
   }
   freeaddrinfo(res);
-  check(match, GENIE_ERR_INVALID_ARGUMENT, "worker address '", host, "'",
-        detail ? cat(" (", found, ")") : std::string(), " is not the address the registration comes from (",
-        from, "): a worker registers the address it connects from (genie serve --host / --advertise-host)");
+  if (!match)
+    fail(GENIE_ERR_INVALID_ARGUMENT, "worker address '", host, "'",
+         detail ? cat(" (", found, ")") : std::string(), " is not the address the registration comes from (",
+         from, "): a worker registers the address it connects from (genie serve --host / --advertise-host)");
 }
 
 }  // namespace

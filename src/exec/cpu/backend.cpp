@@ -20,8 +20,9 @@ class CpuQueue final : public Queue {
 };
 
 void check_host(const Buffer& b, size_t offset, size_t n, const char* what) {
-  check(b.host_accessible(), GENIE_ERR_INTERNAL, "cpu backend: ", what, " is ", memory_kind_name(b.memory()),
-        " memory of ", b.device().str());
+  if (!b.host_accessible())
+    fail(GENIE_ERR_INTERNAL, "cpu backend: ", what, " is ", memory_kind_name(b.memory()), " memory of ",
+         b.device().str());
   check(offset <= b.size() && n <= b.size() - offset, GENIE_ERR_INTERNAL, "cpu backend: ", what, " range [",
         offset, ", +", n, ") exceeds its ", b.size(), " bytes");
 }

@@ -195,8 +195,9 @@ void gemm(Lane& lane, DType dt, const Gemm& g, const void* a, const void* b, voi
     int count = 0;
     check_blas(cublasLtMatmulAlgoGetHeuristic(h, op.h, la.h, lb.h, lc.h, lc.h, pref.h, 1, &algo, &count),
                "cublasLtMatmulAlgoGetHeuristic");
-    check(count > 0, GENIE_ERR_UNSUPPORTED, "cuBLASLt has no algorithm for a ", dtype_name(dt), " product ", g.m, "x",
-          g.k, " by ", g.k, "x", g.n, g.batch > 1 ? cat(" (", g.batch, " batches)") : std::string());
+    if (count <= 0)
+      fail(GENIE_ERR_UNSUPPORTED, "cuBLASLt has no algorithm for a ", dtype_name(dt), " product ", g.m, "x",
+           g.k, " by ", g.k, "x", g.n, g.batch > 1 ? cat(" (", g.batch, " batches)") : std::string());
     std::lock_guard<std::mutex> lk(cache_mu);
     cache.emplace(key, algo);
   }
@@ -225,8 +226,9 @@ Batches broadcast_batches(const Shape& ba, const Shape& bb) {
     const size_t from_end = rank - i;
     da[i] = from_end <= ba.size() ? ba[ba.size() - from_end] : 1;
     db[i] = from_end <= bb.size() ? bb[bb.size() - from_end] : 1;
-    check(da[i] == db[i] || da[i] == 1 || db[i] == 1, GENIE_ERR_SHAPE_MISMATCH, "matmul: batch dims ",
-          shape_str(ba), " and ", shape_str(bb), " do not broadcast");
+    if (!(da[i] == db[i] || da[i] == 1 || db[i] == 1))
+      fail(GENIE_ERR_SHAPE_MISMATCH, "matmul: batch dims ", shape_str(ba), " and ", shape_str(bb),
+           " do not broadcast");
     r.dims[i] = da[i] == 1 ? db[i] : da[i];
   }
   r.sa.assign(rank, 0);
@@ -300,8 +302,9 @@ void matmul(const KernelArgs& args) {
   const Shape batch_b(sb.begin(), sb.end() - static_cast<long>(std::min<size_t>(sb.size(), 2)));
   Batches bt = broadcast_batches(batch_a, batch_b);
   const int64_t batches = elements(bt.dims);
-  check(g.k == kb && out.numel() == batches * g.m * g.n, GENIE_ERR_SHAPE_MISMATCH, "matmul: shapes ",
-        shape_str(sa), " and ", shape_str(sb), " do not give ", shape_str(out.shape()));
+  if (!(g.k == kb && out.numel() == batches * g.m * g.n))
+    fail(GENIE_ERR_SHAPE_MISMATCH, "matmul: shapes ", shape_str(sa), " and ", shape_str(sb), " do not give ",
+         shape_str(out.shape()));
   Lane& lane = lane_of(args);
   const size_t es = dtype_size(dt);
   const auto* pa = a.bytes();
@@ -348,8 +351,9 @@ void linear(const KernelArgs& args) {
   expect_float(args, w, dt);
   expect_float(args, out, dt);
   const Shape& sx = x.shape();
-  check(!sx.empty() && w.shape().size() == 2 && w.shape()[1] == sx.back(), GENIE_ERR_SHAPE_MISMATCH, "linear: x ",
-        shape_str(sx), " does not match weight ", shape_str(w.shape()));
+  if (!(!sx.empty() && w.shape().size() == 2 && w.shape()[1] == sx.back()))
+    fail(GENIE_ERR_SHAPE_MISMATCH, "linear: x ", shape_str(sx), " does not match weight ",
+         shape_str(w.shape()));
   Gemm g;
   g.tb = true;
   g.k = sx.back();
@@ -358,12 +362,14 @@ void linear(const KernelArgs& args) {
   g.lda = std::max<int64_t>(g.k, 1);
   g.ldb = std::max<int64_t>(g.k, 1);
   g.ldc = std::max<int64_t>(g.n, 1);
-  check(out.numel() == g.m * g.n, GENIE_ERR_SHAPE_MISMATCH, "linear: output ", shape_str(out.shape()),
-        " does not match x ", shape_str(sx), " and weight ", shape_str(w.shape()));
+  if (out.numel() != g.m * g.n)
+    fail(GENIE_ERR_SHAPE_MISMATCH, "linear: output ", shape_str(out.shape()), " does not match x ",
+         shape_str(sx), " and weight ", shape_str(w.shape()));
   if (bias != nullptr) {
     expect_float(args, *bias, dt);
-    check(bias->numel() == g.n, GENIE_ERR_SHAPE_MISMATCH, "linear: bias ", shape_str(bias->shape()),
-          " does not match ", g.n, " output features");
+    if (bias->numel() != g.n)
+      fail(GENIE_ERR_SHAPE_MISMATCH, "linear: bias ", shape_str(bias->shape()), " does not match ", g.n,
+           " output features");
   }
   gemm(lane_of(args), dt, g, x.bytes(), w.bytes(), out.bytes(), bias ? bias->bytes() : nullptr);
 }

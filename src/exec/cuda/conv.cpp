@@ -86,23 +86,25 @@ void conv2d(const KernelArgs& args) {
   const Shape& sx = x.shape();
   const Shape& sw = w.shape();
   const Shape& so = out.shape();
-  check(sx.size() == 4 && sw.size() == 4 && so.size() == 4, GENIE_ERR_SHAPE_MISMATCH,
-        "conv2d: x, weight and output must be 4-D (NCHW), got ", shape_str(sx), ", ", shape_str(sw), ", ",
-        shape_str(so));
+  if (!(sx.size() == 4 && sw.size() == 4 && so.size() == 4))
+    fail(GENIE_ERR_SHAPE_MISMATCH, "conv2d: x, weight and output must be 4-D (NCHW), got ", shape_str(sx),
+         ", ", shape_str(sw), ", ", shape_str(so));
   const int64_t groups = args.attrs.get_int("groups", 1);
   const auto stride = attr_pair(args.attrs, args.op, "stride", {1, 1});
   const auto pad = attr_pair(args.attrs, args.op, "padding", {0, 0});
   const auto dil = attr_pair(args.attrs, args.op, "dilation", {1, 1});
-  check(groups >= 1 && sx[1] == sw[1] * groups && sw[0] % groups == 0 && so[0] == sx[0] && so[1] == sw[0] &&
-            stride[0] > 0 && stride[1] > 0 && dil[0] > 0 && dil[1] > 0 && pad[0] >= 0 && pad[1] >= 0,
-        GENIE_ERR_SHAPE_MISMATCH, "conv2d: x ", shape_str(sx), ", weight ", shape_str(sw), " and output ",
-        shape_str(so), " do not fit the attributes");
+  if (!(groups >= 1 && sx[1] == sw[1] * groups && sw[0] % groups == 0 && so[0] == sx[0] && so[1] == sw[0] &&
+        stride[0] > 0 && stride[1] > 0 && dil[0] > 0 && dil[1] > 0 && pad[0] >= 0 && pad[1] >= 0))
+    fail(GENIE_ERR_SHAPE_MISMATCH, "conv2d: x ", shape_str(sx), ", weight ", shape_str(sw), " and output ",
+         shape_str(so), " do not fit the attributes");
   const int64_t ho = (sx[2] + 2 * pad[0] - dil[0] * (sw[2] - 1) - 1) / stride[0] + 1;
   const int64_t wo = (sx[3] + 2 * pad[1] - dil[1] * (sw[3] - 1) - 1) / stride[1] + 1;
-  check(so[2] == ho && so[3] == wo, GENIE_ERR_SHAPE_MISMATCH, "conv2d: output ", shape_str(so), " should be [",
-        so[0], ", ", so[1], ", ", ho, ", ", wo, "]");
-  if (bias) check(bias->numel() == sw[0], GENIE_ERR_SHAPE_MISMATCH, "conv2d: bias ", shape_str(bias->shape()),
-                  " does not match ", sw[0], " output channels");
+  if (!(so[2] == ho && so[3] == wo))
+    fail(GENIE_ERR_SHAPE_MISMATCH, "conv2d: output ", shape_str(so), " should be [", so[0], ", ", so[1], ", ",
+         ho, ", ", wo, "]");
+  if (bias && bias->numel() != sw[0])
+    fail(GENIE_ERR_SHAPE_MISMATCH, "conv2d: bias ", shape_str(bias->shape()), " does not match ", sw[0],
+         " output channels");
   if (out.numel() == 0) return;
   cudaStream_t s = stream_of(args);
   Lane& lane = static_cast<CudaQueue*>(args.queue)->lane();
@@ -169,8 +171,9 @@ void conv2d(const KernelArgs& args) {
         algo = {perf[i].algo, ws};
         found = true;
       }
-      check(found, GENIE_ERR_UNSUPPORTED, "cuDNN has no ", dtype_name(dt), " algorithm for conv2d of x ",
-            shape_str(sx), " by weight ", shape_str(sw));
+      if (!found)
+        fail(GENIE_ERR_UNSUPPORTED, "cuDNN has no ", dtype_name(dt), " algorithm for conv2d of x ",
+             shape_str(sx), " by weight ", shape_str(sw));
       std::lock_guard<std::mutex> lk(mu);
       cache.emplace(key, algo);
     }

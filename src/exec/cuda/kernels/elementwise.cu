@@ -313,8 +313,8 @@ __global__ void cast_kernel(const From* __restrict__ x, To* __restrict__ y, int6
 void cast(const KernelArgs& k) {
   const TensorData& x = *k.in[0];
   TensorData& out = *k.out[0];
-  check(x.numel() == out.numel(), GENIE_ERR_SHAPE_MISMATCH, "cast: ", shape_str(x.shape()), " into ",
-        shape_str(out.shape()));
+  if (x.numel() != out.numel())
+    fail(GENIE_ERR_SHAPE_MISMATCH, "cast: ", shape_str(x.shape()), " into ", shape_str(out.shape()));
   const int64_t n = out.numel();
   if (n == 0) return;
   visit_any(k, x.dtype(), [&](auto from_tag) {

@@ -62,15 +62,15 @@ struct Indexer {
 // 0 along dims it is broadcast over, right-aligned as in NumPy. Throws
 // Error(SHAPE_MISMATCH) when `in` does not broadcast to `out`.
 inline std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
-  check(in.size() <= out.size(), GENIE_ERR_SHAPE_MISMATCH, shape_str(in), " does not broadcast to ",
-        shape_str(out));
+  if (in.size() > out.size())
+    fail(GENIE_ERR_SHAPE_MISMATCH, shape_str(in), " does not broadcast to ", shape_str(out));
   std::vector<int64_t> st(out.size(), 0);
   int64_t stride = 1;
   for (size_t i = 0; i < in.size(); ++i) {
     const size_t di = in.size() - 1 - i;
     const size_t dout = out.size() - 1 - i;
-    check(in[di] == out[dout] || in[di] == 1, GENIE_ERR_SHAPE_MISMATCH, shape_str(in),
-          " does not broadcast to ", shape_str(out));
+    if (!(in[di] == out[dout] || in[di] == 1))
+      fail(GENIE_ERR_SHAPE_MISMATCH, shape_str(in), " does not broadcast to ", shape_str(out));
     st[dout] = in[di] == 1 ? 0 : stride;
     stride *= in[di];
   }
@@ -82,13 +82,13 @@ inline std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out)
 inline std::vector<int64_t> permuted_strides(const Shape& in, const std::vector<int64_t>& perm) {
   const std::vector<int64_t> own = strides_of(in);
   std::vector<bool> seen(in.size(), false);
-  check(perm.size() == in.size(), GENIE_ERR_INVALID_ATTRIBUTE, "perm has ", perm.size(), " entries for ",
-        shape_str(in));
+  if (perm.size() != in.size())
+    fail(GENIE_ERR_INVALID_ATTRIBUTE, "perm has ", perm.size(), " entries for ", shape_str(in));
   std::vector<int64_t> st(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) {
     const int64_t p = perm[i];
-    check(p >= 0 && p < static_cast<int64_t>(in.size()) && !seen[static_cast<size_t>(p)],
-          GENIE_ERR_INVALID_ATTRIBUTE, "perm is not a permutation of the dims of ", shape_str(in));
+    if (!(p >= 0 && p < static_cast<int64_t>(in.size()) && !seen[static_cast<size_t>(p)]))
+      fail(GENIE_ERR_INVALID_ATTRIBUTE, "perm is not a permutation of the dims of ", shape_str(in));
     seen[static_cast<size_t>(p)] = true;
     st[i] = own[static_cast<size_t>(p)];
   }
@@ -113,8 +113,9 @@ Indexer<N> make_indexer(const Shape& dims, const std::array<std::vector<int64_t>
       for (int k = 0; k < N; ++k) ix.strides[k][ix.rank - 1] = strides[k][d];
       continue;
     }
-    check(ix.rank < kMaxDims, GENIE_ERR_UNSUPPORTED, "cuda kernels: more than ", kMaxDims,
-          " non-mergeable dims in ", shape_str(dims));
+    if (ix.rank >= kMaxDims)
+      fail(GENIE_ERR_UNSUPPORTED, "cuda kernels: more than ", kMaxDims, " non-mergeable dims in ",
+           shape_str(dims));
     ix.dims[ix.rank] = dims[d];
     for (int k = 0; k < N; ++k) ix.strides[k][ix.rank] = strides[k][d];
     ++ix.rank;
@@ -173,8 +174,9 @@ inline ReducePlan plan_reduce(const Shape& in, const std::vector<int64_t>& axes,
     (reduced[d] ? red_st : kept_st).push_back(st[d]);
     (reduced[d] ? p.count : p.outputs) *= in[d];
   }
-  check(p.outputs == out_numel, GENIE_ERR_SHAPE_MISMATCH, "output of ", out_numel,
-        " elements does not match the reduction of ", shape_str(in));
+  if (p.outputs != out_numel)
+    fail(GENIE_ERR_SHAPE_MISMATCH, "output of ", out_numel, " elements does not match the reduction of ",
+         shape_str(in));
   p.kept = make_indexer<1>(kept_dims, {kept_st});
   p.reduced = make_indexer<1>(red_dims, {red_st});
   return p;
@@ -216,12 +218,13 @@ inline AxisTiling tile_axis(const Shape& whole, const std::vector<Shape>& parts,
   for (const Shape& p : parts) {
     bool fits = p.size() == whole.size();
     for (size_t d = 0; fits && d < whole.size(); ++d) fits = d == axis || p[d] == whole[d];
-    check(fits, GENIE_ERR_SHAPE_MISMATCH, shape_str(p), " is not a piece of ", shape_str(whole),
-          " along axis ", axis);
+    if (!fits)
+      fail(GENIE_ERR_SHAPE_MISMATCH, shape_str(p), " is not a piece of ", shape_str(whole), " along axis ",
+           axis);
     total += p[axis];
     t.part_rows.push_back(p[axis] * inner);
   }
-  check(total == whole[axis], GENIE_ERR_SHAPE_MISMATCH, "pieces do not add up to ", shape_str(whole));
+  if (total != whole[axis]) fail(GENIE_ERR_SHAPE_MISMATCH, "pieces do not add up to ", shape_str(whole));
   return t;
 }
 

@@ -67,8 +67,9 @@ void softmax(const KernelArgs& k) {
   const TensorData& x = *k.in[0];
   TensorData& out = *k.out[0];
   expect_dtype(k, out, x.dtype());
-  check(out.numel() == x.numel(), GENIE_ERR_SHAPE_MISMATCH, "softmax: output ", shape_str(out.shape()),
-        " for input ", shape_str(x.shape()));
+  if (out.numel() != x.numel())
+    fail(GENIE_ERR_SHAPE_MISMATCH, "softmax: output ", shape_str(out.shape()), " for input ",
+         shape_str(x.shape()));
   if (x.numel() == 0) return;
   const AxisSplit s = split_at_axis(x.shape(), k.attrs.get_int("axis", -1));
   visit_float(k, x.dtype(), [&](auto tag) {
@@ -126,15 +127,16 @@ void norm(const KernelArgs& k) {
   expect_dtype(k, out, x.dtype());
   const Shape& s = x.shape();
   check(!s.empty(), GENIE_ERR_SHAPE_MISMATCH, k.op, ": input must have rank >= 1");
-  check(out.numel() == x.numel(), GENIE_ERR_SHAPE_MISMATCH, k.op, ": output ", shape_str(out.shape()),
-        " for input ", shape_str(s));
+  if (out.numel() != x.numel())
+    fail(GENIE_ERR_SHAPE_MISMATCH, k.op, ": output ", shape_str(out.shape()), " for input ", shape_str(s));
   const int64_t d = s.back();
   auto param = [&](size_t slot, const char* what) -> const TensorData* {
     const TensorData* t = optional_input(k, slot);
     if (!t) return nullptr;
     expect_dtype(k, *t, x.dtype());
-    check(t->numel() == d, GENIE_ERR_SHAPE_MISMATCH, k.op, ": ", what, " ", shape_str(t->shape()),
-          " does not match the last dim ", d);
+    if (t->numel() != d)
+      fail(GENIE_ERR_SHAPE_MISMATCH, k.op, ": ", what, " ", shape_str(t->shape()),
+           " does not match the last dim ", d);
     return t;
   };
   const TensorData* weight = param(1, "weight");
