@@ -42,14 +42,15 @@ M parse_msg(const std::string& bytes, MsgType type) {
 // fields have grown to their usual sizes (Clear() keeps them). A submission
 // and its completion each cost a few allocations otherwise, or an arena's
 // set-up and clean-up, which cost more than the allocations they save.
-// A use nested in another of the same type gets a message of its own; one
-// that grew past kKeepBytes is not kept.
+// `bytes` is about what it will hold (the message parsed, the text it will
+// carry): past kKeepBytes, and in a use nested in another of the same type,
+// it is a message of its own, so that the thread keeps no large buffer.
 template <class M>
 class ReusedMsg {
  public:
-  ReusedMsg() {
+  explicit ReusedMsg(size_t bytes) {
     Slot& s = slot();
-    if (s.busy) {
+    if (s.busy || bytes > kKeepBytes) {
       own_ = std::make_unique<M>();
       m_ = own_.get();
     } else {
@@ -59,10 +60,7 @@ class ReusedMsg {
     }
   }
   ~ReusedMsg() {
-    if (own_) return;
-    Slot& s = slot();
-    if (s.msg.ByteSizeLong() > kKeepBytes) s.msg = M();
-    s.busy = false;
+    if (!own_) slot().busy = false;
   }
   ReusedMsg(const ReusedMsg&) = delete;
   ReusedMsg& operator=(const ReusedMsg&) = delete;

@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "control/wire.hpp"
 #include "control/wire_codec.hpp"
@@ -279,6 +280,42 @@ TEST(ControlWire, CodecRefusesMalformedBytesNamingTheType) {
   EXPECT_EQ(err.code(), GENIE_ERR_PROTOCOL);
   EXPECT_NE(err.detail().find("TensorWrite"), std::string::npos) << err.detail();
   EXPECT_NE(err.detail().find("genie.wire.TensorWrite"), std::string::npos) << err.detail();
+}
+
+TEST(ControlWire, ReusedMessageIsTheThreadsOwnClearedEachTime) {
+  const GraphDone* first;
+  {
+    ReusedMsg<GraphDone> d(100);
+    d->set_detail("left over");
+    d->add_outputs()->set_name("y");
+    first = &*d;
+  }
+  ReusedMsg<GraphDone> again(100);
+  EXPECT_EQ(&*again, first);  // the same message: its buffers are kept
+  EXPECT_TRUE(again->detail().empty());
+  EXPECT_EQ(again->outputs_size(), 0);
+  // A use inside another gets a message of its own.
+  ReusedMsg<GraphDone> nested(100);
+  EXPECT_NE(&*nested, first);
+  nested->set_detail("nested");
+  EXPECT_TRUE(again->detail().empty());
+}
+
+TEST(ControlWire, ALargeReusedMessageIsNotKept) {
+  const GraphDone* kept;
+  {
+    ReusedMsg<GraphDone> d(10);
+    kept = &*d;
+  }
+  ReusedMsg<GraphDone> large(ReusedMsg<GraphDone>::kKeepBytes + 1);
+  EXPECT_NE(&*large, kept);
+  // Another thread has a message of its own.
+  const GraphDone* there = nullptr;
+  std::thread([&] {
+    ReusedMsg<GraphDone> d(10);
+    there = &*d;
+  }).join();
+  EXPECT_NE(there, kept);
 }
 
 }  // namespace

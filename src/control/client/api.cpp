@@ -156,7 +156,9 @@ std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
   if (im.cfg.graph_deltas) {
     delta::Encoded e = im.encoder.encode(graph_json);
     if (e.is_delta) {
-      wire::ReusedMsg<wire::GraphSubmitDelta> delta;
+      size_t bytes = 0;
+      for (const delta::Patch& p : e.patches) bytes += p.json.size();
+      wire::ReusedMsg<wire::GraphSubmitDelta> delta(bytes);
       wire::GraphSubmitDelta& d = *delta;
       d.set_base_hash(*e.base_digest);
       d.set_graph_hash(*e.digest);
@@ -176,7 +178,7 @@ std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
     }
   }
   if (msg.empty()) {
-    wire::ReusedMsg<wire::GraphSubmit> m;
+    wire::ReusedMsg<wire::GraphSubmit> m(graph_json.size());
     wire::GraphSubmit& full = *m;
     add_bindings(&full, bindings);
     full_bytes += full.ByteSizeLong();

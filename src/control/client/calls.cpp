@@ -326,7 +326,7 @@ static const std::string& canonical_device(const std::string& reported) {
 
 RemoteResult RemoteClient::Impl::parse_done(const std::string& msg) {
   RemoteResult r;
-  wire::ReusedMsg<wire::GraphDone> done;
+  wire::ReusedMsg<wire::GraphDone> done(msg.size());
   wire::GraphDone& d = *done;
   if (!d.ParseFromString(msg)) {
     r.status = GENIE_ERR_PROTOCOL;

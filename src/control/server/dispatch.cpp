@@ -141,7 +141,7 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
     case MsgType::GraphSubmit: {
       // On the control connection or a data connection of the session
       // (Welcome.data_submit): its GraphDone goes back where it came from.
-      wire::ReusedMsg<wire::GraphSubmit> full;
+      wire::ReusedMsg<wire::GraphSubmit> full(msg.size());
       const wire::GraphSubmit& m = *full;
       parse_into(*full, msg, h.type);
       counters.graph_submits_full.fetch_add(1, std::memory_order_relaxed);
@@ -163,7 +163,7 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       return {};
     }
     case MsgType::GraphSubmitDelta: {
-      wire::ReusedMsg<wire::GraphSubmitDelta> delta;
+      wire::ReusedMsg<wire::GraphSubmitDelta> delta(msg.size());
       wire::GraphSubmitDelta& m = *delta;
       parse_into(m, msg, h.type);
       counters.graph_submits_delta.fetch_add(1, std::memory_order_relaxed);

@@ -208,7 +208,9 @@ void Server::Impl::report_done(const std::shared_ptr<Peer>& p, const std::shared
                                  std::find(s->data.begin(), s->data.end(), p.get()) != s->data.end());
   if (serves) {
     try {
-      wire::ReusedMsg<wire::GraphDone> done;
+      size_t bytes = r.detail.size();
+      for (ValueId o : graph.outputs()) bytes += graph.value(o).name.size() + 64;
+      wire::ReusedMsg<wire::GraphDone> done(bytes);
       wire::GraphDone& d = *done;
       d.set_status(r.status);
       d.set_detail(r.detail);
