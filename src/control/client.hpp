@@ -131,8 +131,10 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   // Every completion the direct link owes is collected in the background
   // from now on (before closing).
   void drain();
-  // Submissions sent on the direct link so far.
+  // Submissions sent on the direct link so far, and the tensor frees they
+  // carried (Welcome.submit_frees) instead of TensorFree frames.
   uint64_t direct_submits() const;
+  uint64_t direct_frees_carried() const;
 
   // Graph submissions so far: full and as deltas (Config::graph_deltas), the
   // deltas sent again in full because the server did not hold their base,

@@ -4,8 +4,10 @@
 #include <google/protobuf/message.h>
 #include <google/protobuf/stubs/logging.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "control/wire.hpp"
 #include "core/error.hpp"
@@ -15,6 +17,12 @@ namespace genie::wire {
 // Serialises `m`. Throws Error(INTERNAL) if it cannot be (a required field
 // unset, or more than 2 GiB).
 std::string encode_msg(const google::protobuf::Message& m);
+
+// Appends the encoding of SubmitFrees{free_tensor_ids: ids} to *out: after
+// an encoded GraphSubmit or GraphSubmitDelta, it adds those frees to it (a
+// parser merges concatenated encodings). What SubmitFrees::AppendToString
+// writes, without building the message.
+void append_submit_frees(std::string* out, const std::vector<uint64_t>& ids);
 
 // Parses bytes received in a frame of type `type` into m. Throws
 // Error(PROTOCOL) naming the frame type and M when they are not a valid M.

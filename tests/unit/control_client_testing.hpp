@@ -188,8 +188,10 @@ class FrameProxy {
     retyped_[static_cast<uint16_t>(from)] = static_cast<uint16_t>(to);
   }
   // Welcomes from now on say nothing of submissions on data connections
-  // (Welcome.data_submit), as a server from before them would.
-  void strip_data_submit() { strip_ = true; }
+  // (Welcome.data_submit), or of frees inside submissions
+  // (Welcome.submit_frees), as a server from before them would.
+  void strip_data_submit() { strip_ |= kStripDataSubmit; }
+  void strip_submit_frees() { strip_ |= kStripSubmitFrees; }
   // Forwards what was held and stops holding.
   void release() { command(Cmd::Release); }
   // Closes every relayed connection (both sides); keeps listening.
@@ -199,6 +201,7 @@ class FrameProxy {
 
  private:
   enum class Cmd { None, Release, Cut, CutLast };
+  static constexpr int kStripDataSubmit = 1, kStripSubmitFrees = 2;
   struct Pair {
     int client = -1, server = -1;
     // server -> client frame parsing
@@ -206,7 +209,7 @@ class FrameProxy {
     uint64_t remaining = 0;
     bool holding = false;
     std::string held;
-    // A Welcome being rewritten (strip_data_submit): its header and message.
+    // A Welcome being rewritten (strip_*): its header and message.
     bool rewriting = false;
     std::string whole;
   };
@@ -255,7 +258,7 @@ class FrameProxy {
         if (p.holding) ++held_frames_;
         p.remaining = msg_len + payload_len;
         if (payload_len == 0 &&
-            ((strip_ && type == static_cast<uint16_t>(wire::MsgType::Welcome)) || retyped(type) != 0)) {
+            ((strip_ != 0 && type == static_cast<uint16_t>(wire::MsgType::Welcome)) || retyped(type) != 0)) {
           p.rewriting = true;
           p.whole = std::move(p.header);
           p.header.clear();
@@ -290,7 +293,7 @@ class FrameProxy {
     return it == retyped_.end() ? 0 : it->second;
   }
   // The frame in p.whole, rewritten under a header of its own: a Welcome
-  // without data_submit, or a frame of another type (retype).
+  // without the fields stripped, or a frame of another type (retype).
   bool rewrite(Pair& p) {
     p.rewriting = false;
     wire::FrameHeader h = wire::decode_header(reinterpret_cast<const uint8_t*>(p.whole.data()), 1 << 20);
@@ -300,7 +303,8 @@ class FrameProxy {
     } else {
       wire::Welcome w;
       EXPECT_TRUE(w.ParseFromString(msg));
-      w.set_data_submit(false);
+      if (strip_ & kStripDataSubmit) w.set_data_submit(false);
+      if (strip_ & kStripSubmitFrees) w.set_submit_frees(false);
       msg = w.SerializeAsString();
     }
     uint8_t hdr[wire::kHeaderSize];
@@ -394,7 +398,7 @@ class FrameProxy {
   }
 
   int target_;
-  std::atomic<bool> strip_{false};
+  std::atomic<int> strip_{0};
   int lfd_ = -1;
   int port_ = 0;
   int wake_[2] = {-1, -1};

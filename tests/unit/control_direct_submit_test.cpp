@@ -101,6 +101,61 @@ TEST_F(DirectSubmitTest, TheWaitingThreadReadsItsOwnCompletion) {
   ASSERT_TRUE(eventually([&] { return server->stats().tensors() == 1; })) << server->stats().tensors();
 }
 
+// Submits y = -x on x and waits; the output is freed at once, so that the
+// next submission finds the free queued.
+void submit_and_free(RemoteClient& c, uint64_t x) {
+  Outcome o;
+  auto s = c.submit(neg_graph(), {{"x", x}}, into(o));
+  ASSERT_NE(s, nullptr) << "the submission took the loop";
+  c.collect(*s, Clock::time_point::max());
+  RemoteResult r = o.result.get_future().get();
+  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
+  ASSERT_EQ(r.outputs.size(), 1u);
+  c.tensor_free(r.outputs[0].tensor_id);
+}
+
+TEST_F(DirectSubmitTest, FreesRideInTheNextSubmission) {
+  auto server = start_server();
+  auto c = RemoteClient::connect(config(server->port()), "direct-a");
+  const uint64_t x = warm_up(*c);
+  for (int i = 0; i < 10; ++i) submit_and_free(*c, x);
+  EXPECT_EQ(c->direct_submits(), 10u);
+  // Each output freed went inside the next submission (one whose flush
+  // timer fired first, on a slow machine, goes as a TensorFree frame).
+  EXPECT_GE(c->direct_frees_carried(), 1u);
+  EXPECT_LE(c->direct_frees_carried(), 9u);
+  // The server freed them: x is all that is left.
+  ASSERT_TRUE(eventually([&] { return server->stats().tensors() == 1; })) << server->stats().tensors();
+}
+
+TEST_F(DirectSubmitTest, FreesInARefusedSubmissionAreFreedToo) {
+  auto server = start_server();
+  auto c = RemoteClient::connect(config(server->port()), "direct-a");
+  const uint64_t x = warm_up(*c);
+  const uint64_t wrong = c->tensor_alloc(DType::F32, {8}, "cpu:0");  // the graph takes [4]
+  submit_and_free(*c, x);
+  Outcome o;
+  auto s = c->submit(neg_graph(), {{"x", wrong}}, into(o));
+  ASSERT_NE(s, nullptr);
+  c->collect(*s, Clock::time_point::max());
+  EXPECT_EQ(o.result.get_future().get().status, GENIE_ERR_SHAPE_MISMATCH);
+  ASSERT_EQ(c->direct_frees_carried(), 1u);  // the first output's, inside the refused one
+  // Never sent again, yet freed: x and `wrong` are left.
+  ASSERT_TRUE(eventually([&] { return server->stats().tensors() == 2; })) << server->stats().tensors();
+}
+
+TEST_F(DirectSubmitTest, AServerWithoutFreesInSubmissionsGetsTensorFreeFrames) {
+  auto server = start_server();
+  FrameProxy proxy(server->port());
+  proxy.strip_submit_frees();
+  auto c = RemoteClient::connect(config(proxy.port()), "direct-a");
+  const uint64_t x = warm_up(*c);
+  for (int i = 0; i < 10; ++i) submit_and_free(*c, x);
+  EXPECT_EQ(c->direct_submits(), 10u);
+  EXPECT_EQ(c->direct_frees_carried(), 0u);
+  ASSERT_TRUE(eventually([&] { return server->stats().tensors() == 1; })) << server->stats().tensors();
+}
+
 TEST_F(DirectSubmitTest, ACollectThatTimesOutLeavesTheSubmissionToFinishLater) {
   auto server = start_server();
   FrameProxy proxy(server->port());

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "control/wire.hpp"
 #include "control/wire_codec.hpp"
@@ -280,6 +281,38 @@ TEST(ControlWire, CodecRefusesMalformedBytesNamingTheType) {
   EXPECT_EQ(err.code(), GENIE_ERR_PROTOCOL);
   EXPECT_NE(err.detail().find("TensorWrite"), std::string::npos) << err.detail();
   EXPECT_NE(err.detail().find("genie.wire.TensorWrite"), std::string::npos) << err.detail();
+}
+
+TEST(ControlWire, FreesAppendedToASubmissionMergeIntoIt) {
+  const std::vector<uint64_t> ids = {1, 127, 128, 300, uint64_t{1} << 40, ~uint64_t{0}};
+  // The bytes protobuf itself writes for the field alone.
+  SubmitFrees f;
+  for (uint64_t id : ids) f.add_free_tensor_ids(id);
+  std::string mine;
+  append_submit_frees(&mine, ids);
+  EXPECT_EQ(mine, f.SerializeAsString());
+  // After either submission's encoding, they parse as its field.
+  GraphSubmitDelta d;
+  d.set_base_hash(std::string(32, 'b'));
+  d.add_bindings()->set_name("x");
+  std::string bytes = encode_msg(d);
+  append_submit_frees(&bytes, ids);
+  const auto back = parse_msg<GraphSubmitDelta>(bytes, MsgType::GraphSubmitDelta);
+  EXPECT_EQ(back.base_hash(), d.base_hash());
+  EXPECT_EQ(back.bindings_size(), 1);
+  EXPECT_EQ(std::vector<uint64_t>(back.free_tensor_ids().begin(), back.free_tensor_ids().end()), ids);
+  GraphSubmit g;
+  g.set_graph_json("{}");
+  bytes = encode_msg(g);
+  append_submit_frees(&bytes, {7});
+  const auto full = parse_msg<GraphSubmit>(bytes, MsgType::GraphSubmit);
+  EXPECT_EQ(full.graph_json(), "{}");
+  ASSERT_EQ(full.free_tensor_ids_size(), 1);
+  EXPECT_EQ(full.free_tensor_ids(0), 7u);
+  // None: nothing appended.
+  std::string none;
+  append_submit_frees(&none, {});
+  EXPECT_TRUE(none.empty());
 }
 
 TEST(ControlWire, ReusedMessageIsTheThreadsOwnClearedEachTime) {

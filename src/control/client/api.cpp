@@ -210,6 +210,10 @@ uint64_t RemoteClient::direct_submits() const {
   return impl_->direct.submits.load(std::memory_order_relaxed);
 }
 
+uint64_t RemoteClient::direct_frees_carried() const {
+  return impl_->direct.frees_carried.load(std::memory_order_relaxed);
+}
+
 RemoteClient::GraphStats RemoteClient::graph_stats() const {
   const Impl& im = *impl_;
   GraphStats s;

@@ -63,7 +63,10 @@
 // failure (CONNECTION, SHUTDOWN). While submissions are owed, the loop's
 // liveness check treats the server's silence as it does for its own
 // requests. At most kDirectMaxOwed are owed at once; past it, and while the
-// link cannot be had, submissions take the loop.
+// link cannot be had, submissions take the loop. Tensors freed since the
+// last submission go inside the next one where the server takes them
+// there (Welcome.submit_frees), else as TensorFree frames ahead of it in
+// the same write.
 #pragma once
 
 #include <atomic>
@@ -125,6 +128,7 @@ struct DirectLink {
   std::atomic<uint64_t> calls{0};     // transfers completed on it
   std::atomic<uint64_t> eligible{0};  // synchronous calls asked for (kDirectAfterCalls)
   std::atomic<uint64_t> submits{0};   // graph submissions sent on it
+  std::atomic<uint64_t> frees_carried{0};  // tensor frees sent inside them
 
   // Frames are written under send_mu (taken after mu, and held briefly):
   // on a plaintext link a submission is sent while another thread holds mu

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "control/client/impl.hpp"
+#include "control/wire_codec.hpp"
 #include "core/spin.hpp"
 #include "dataplane/tcp/socket_buffers.hpp"
 #include "dataplane/tcp/tls.hpp"
@@ -200,11 +201,30 @@ void frame_header(MsgType type, uint64_t rid, const std::string& msg, uint64_t p
 
 }  // namespace
 
+// Writes at `at` the header of the frame whose message is the rest of *out.
+static void seal_frame(std::string* out, size_t at, MsgType type, uint64_t rid) {
+  wire::FrameHeader h;
+  h.type = type;
+  h.request_id = rid;
+  const size_t start = at + wire::kHeaderSize;
+  wire::encode_header(h, out->data() + start, out->size() - start,
+                      reinterpret_cast<uint8_t*>(out->data() + at));
+}
+
 void append_frame(std::string* out, MsgType type, uint64_t rid, const std::string& msg) {
-  uint8_t hdr[wire::kHeaderSize];
-  frame_header(type, rid, msg, 0, hdr);
-  out->append(reinterpret_cast<const char*>(hdr), sizeof hdr);
+  const size_t at = out->size();
+  out->resize(at + wire::kHeaderSize);
   out->append(msg);
+  seal_frame(out, at, type, rid);
+}
+
+void append_submission(std::string* out, MsgType type, uint64_t rid, const std::string& msg,
+                       const std::vector<uint64_t>& frees) {
+  const size_t at = out->size();
+  out->resize(at + wire::kHeaderSize);
+  out->append(msg);
+  wire::append_submit_frees(out, frees);
+  seal_frame(out, at, type, rid);
 }
 
 void send_frame(Io& io, MsgType type, uint64_t rid, const std::string& msg, const void* payload,

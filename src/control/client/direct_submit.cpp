@@ -54,6 +54,7 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
   std::vector<uint64_t> unsent;  // frees that did not go out
   const uint64_t rid = next_id.fetch_add(1);
   bool sent = false;
+  size_t carried = 0;  // frees sent inside the submission
   {
     std::lock_guard<std::mutex> sending(direct.send_mu);
     if (direct.fd < 0 || direct.epoch != epoch) return false;
@@ -62,21 +63,30 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
     // connection, as the loop does on the control connection.
     std::vector<uint64_t>& ids = direct.frees;
     ids.clear();
+    bool carry;
     {
       std::lock_guard<std::mutex> lk(mu);
       ids.swap(frees);
+      carry = submit_frees;
     }
     // One write for them all: each write on loopback costs the delivery
     // to the server's socket and a wake-up of its loop.
     std::string& frames = direct.out;
     frames.clear();
-    frames.reserve((ids.size() + 1) * (wire::kHeaderSize + 16) + msg.size());
-    for (uint64_t id : ids) {
-      wire::TensorFree f;
-      f.set_tensor_id(id);
-      append_frame(&frames, MsgType::TensorFree, next_id.fetch_add(1), wire::encode_msg(f));
+    // Inside the submission, where the server takes them and they fit in
+    // its message (an id takes at most 10 bytes).
+    carry = carry && !ids.empty() && msg.size() + 16 + ids.size() * 10 <= max_message;
+    if (carry) {
+      append_submission(&frames, call->send_type, rid, msg, ids);
+    } else {
+      frames.reserve((ids.size() + 1) * (wire::kHeaderSize + 16) + msg.size());
+      for (uint64_t id : ids) {
+        wire::TensorFree f;
+        f.set_tensor_id(id);
+        append_frame(&frames, MsgType::TensorFree, next_id.fetch_add(1), wire::encode_msg(f));
+      }
+      append_frame(&frames, call->send_type, rid, msg);
     }
-    append_frame(&frames, call->send_type, rid, msg);
     {
       std::lock_guard<std::mutex> lk(direct.owed_mu);
       direct.owed.emplace(rid, call);
@@ -86,6 +96,7 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
       iovec one{frames.data(), frames.size()};
       send_all(io, &one, 1);
       sent = true;
+      if (carry) carried = ids.size();
     } catch (const LinkBroken&) {
       // Not sent whole, so never run: the loop sends it instead, and the
       // frees with it. The socket breaks, so that whoever reads it next
@@ -104,6 +115,7 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
     return false;
   }
   direct.submits.fetch_add(1, std::memory_order_relaxed);
+  if (carried > 0) direct.frees_carried.fetch_add(carried, std::memory_order_relaxed);
   return true;
 }
 

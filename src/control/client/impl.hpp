@@ -245,8 +245,10 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   std::atomic<uint64_t> graph_bytes_sent{0};  // submission frames as sent (fallbacks included)
   std::atomic<uint64_t> graph_bytes_full{0};  // the same submissions as full GraphSubmit frames
   // The server accepts submissions on a data connection
-  // (Welcome.data_submit). Written on the loop thread under mu.
+  // (Welcome.data_submit), and frees inside them (Welcome.submit_frees).
+  // Written on the loop thread under mu.
   bool data_submit = false;
+  bool submit_frees = false;
   // Bumped (under mu) each time the session becomes ready: a direct link
   // joined before a reconnect belongs to connections the server dropped.
   uint64_t link_epoch = 0;

@@ -335,6 +335,7 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
         std::lock_guard<std::mutex> lk(mu);
         data_endpoint = std::move(chosen);
         data_submit = w.data_submit();
+        submit_frees = w.submit_frees();
       }
       if (!resuming) {
         token = w.session_token();

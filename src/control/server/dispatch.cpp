@@ -144,6 +144,7 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       wire::ReusedMsg<wire::GraphSubmit> full(msg.size());
       const wire::GraphSubmit& m = *full;
       parse_into(*full, msg, h.type);
+      free_carried(*p->session, m.free_tensor_ids());
       counters.graph_submits_full.fetch_add(1, std::memory_order_relaxed);
       counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
       try {
@@ -166,6 +167,7 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       wire::ReusedMsg<wire::GraphSubmitDelta> delta(msg.size());
       wire::GraphSubmitDelta& m = *delta;
       parse_into(m, msg, h.type);
+      free_carried(*p->session, m.free_tensor_ids());
       counters.graph_submits_delta.fetch_add(1, std::memory_order_relaxed);
       counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
       bool unknown_base = false;
@@ -254,6 +256,12 @@ bool Server::Impl::reply_room(Peer& p, uint64_t size) {
     return false;
   }
   return true;
+}
+
+void Server::Impl::free_carried(Session& s, const google::protobuf::RepeatedField<uint64_t>& ids) {
+  // First, whatever becomes of the submission: the client does not send
+  // them again (an unknown id is ignored, as in TensorFree).
+  for (uint64_t id : ids) s.erase(id);
 }
 
 void Server::Impl::send(Peer& p, MsgType type, uint64_t rid, const google::protobuf::Message& msg,

@@ -231,6 +231,7 @@ wire::Welcome Server::Impl::welcome(const Session& s, bool resumed, bool control
   for (const ServedDevice& d : devices) w.add_devices(d.name);
   w.set_resumed(resumed);
   w.set_data_submit(true);
+  w.set_submit_frees(true);
   for (const Listening& l : listeners) {
     wire::DataEndpoint* e = w.add_data_endpoints();
     e->set_transport(l.transport);

@@ -192,6 +192,8 @@ struct Server::Impl {
   void off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, std::function<void()> task);
   void worker_session_gone(const Session& s);
 
+  // Frees the tensors a submission carries (GraphSubmit.free_tensor_ids).
+  static void free_carried(Session& s, const google::protobuf::RepeatedField<uint64_t>& ids);
   // `sent` runs on the loop thread once the kernel has taken the frame (or
   // the write failed), while the peer still exists.
   void send(Peer& p, MsgType type, uint64_t rid, const google::protobuf::Message& msg,
