@@ -47,12 +47,13 @@ void override_spin_allowed(std::optional<bool> allowed) {
   g_override.store(allowed ? int{*allowed} : -1, std::memory_order_relaxed);
 }
 
+bool spin_room(int cpus, int running) { return running >= 0 && running <= cpus + 2; }
+
 bool spin_allowed() {
   if (const int o = g_override.load(std::memory_order_relaxed); o >= 0) return o == 1;
   static const int cpus = usable_cpus();
   static std::atomic<int64_t> next_sample_ns{0};
   static std::atomic<bool> allowed{false};
-  if (cpus < 2) return false;  // the thread waited for could not run meanwhile
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now().time_since_epoch())
                           .count();
@@ -60,8 +61,7 @@ bool spin_allowed() {
   if (now >= due &&
       next_sample_ns.compare_exchange_strong(
           due, now + std::chrono::duration_cast<std::chrono::nanoseconds>(kSampleEvery).count())) {
-    const int running = runnable_threads();
-    allowed.store(running >= 0 && running <= cpus + 2, std::memory_order_relaxed);
+    allowed.store(spin_room(cpus, runnable_threads()), std::memory_order_relaxed);
   }
   return allowed.load(std::memory_order_relaxed);
 }

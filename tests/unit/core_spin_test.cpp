@@ -105,6 +105,17 @@ TEST(CoreSpin, OnlyALongYieldCountsAsPreempted) {
   EXPECT_FALSE(spin_preempted(std::chrono::milliseconds(10)));
 }
 
+TEST(CoreSpin, RoomIsRunnableThreadsAgainstUsableCpus) {
+  EXPECT_TRUE(spin_room(2, 4));
+  EXPECT_FALSE(spin_room(2, 5));
+  EXPECT_FALSE(spin_room(8, -1));  // the load could not be read
+  // Pinned to one CPU: the peer waited for is another process, or a thread
+  // the yields let run.
+  EXPECT_TRUE(spin_room(1, 2));
+  EXPECT_TRUE(spin_room(1, 3));
+  EXPECT_FALSE(spin_room(1, 4));
+}
+
 TEST(CoreSpin, NoRoomMeansOneStep) {
   SpinRoomForTests room(false);
   int calls = 0;
