@@ -254,6 +254,16 @@ TEST(Executor, InlineRunGivesThePooledResults) {
       EXPECT_NE(t.node, kNone);
       EXPECT_EQ(t.worker, -1);
     }
+    // Timed on one clock in order: each node starts when the one before it
+    // ended, and the run ends with the last.
+    uint64_t last_end = 0;
+    for (NodeId n : c.g->topo_order()) {
+      const NodeTrace& t = in_line.trace[static_cast<size_t>(n)];
+      EXPECT_EQ(t.start_ns, last_end);
+      EXPECT_GE(t.end_ns, t.start_ns);
+      last_end = t.end_ns;
+    }
+    EXPECT_EQ(in_line.exec_ns, last_end);
   }
 }
 
