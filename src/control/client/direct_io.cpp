@@ -189,48 +189,34 @@ void recv_all(Io& io, void* dst, size_t n, bool spin) {
 
 namespace {
 
-// A frame's header, its CRC over the header and `msg`.
-void frame_header(MsgType type, uint64_t rid, const std::string& msg, uint64_t payload_len,
+// A frame's header, its CRC over the header and the `len` bytes of its
+// message at `msg`.
+void frame_header(MsgType type, uint64_t rid, const void* msg, size_t len, uint64_t payload_len,
                   uint8_t out[wire::kHeaderSize]) {
   wire::FrameHeader h;
   h.type = type;
   h.request_id = rid;
   h.payload_len = payload_len;
-  wire::encode_header(h, msg.data(), msg.size(), out);
+  wire::encode_header(h, msg, len, out);
 }
 
 }  // namespace
 
-// Writes at `at` the header of the frame whose message is the rest of *out.
-static void seal_frame(std::string* out, size_t at, MsgType type, uint64_t rid) {
-  wire::FrameHeader h;
-  h.type = type;
-  h.request_id = rid;
+void append_frame(std::string* out, MsgType type, uint64_t rid, const std::string& msg,
+                  const std::vector<uint64_t>& frees) {
+  const size_t at = out->size();
   const size_t start = at + wire::kHeaderSize;
-  wire::encode_header(h, out->data() + start, out->size() - start,
-                      reinterpret_cast<uint8_t*>(out->data() + at));
-}
-
-void append_frame(std::string* out, MsgType type, uint64_t rid, const std::string& msg) {
-  const size_t at = out->size();
-  out->resize(at + wire::kHeaderSize);
-  out->append(msg);
-  seal_frame(out, at, type, rid);
-}
-
-void append_submission(std::string* out, MsgType type, uint64_t rid, const std::string& msg,
-                       const std::vector<uint64_t>& frees) {
-  const size_t at = out->size();
-  out->resize(at + wire::kHeaderSize);
+  out->resize(start);  // the header, once the message is in place
   out->append(msg);
   wire::append_submit_frees(out, frees);
-  seal_frame(out, at, type, rid);
+  frame_header(type, rid, out->data() + start, out->size() - start, 0,
+               reinterpret_cast<uint8_t*>(out->data() + at));
 }
 
 void send_frame(Io& io, MsgType type, uint64_t rid, const std::string& msg, const void* payload,
                 uint64_t len) {
   uint8_t hdr[wire::kHeaderSize];
-  frame_header(type, rid, msg, len, hdr);
+  frame_header(type, rid, msg.data(), msg.size(), len, hdr);
   iovec iov[3] = {{hdr, sizeof hdr},
                   {const_cast<char*>(msg.data()), msg.size()},
                   {const_cast<void*>(payload), static_cast<size_t>(len)}};

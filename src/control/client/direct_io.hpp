@@ -89,12 +89,10 @@ void recv_all(Io& io, void* dst, size_t n, bool spin);
 void send_frame(Io& io, wire::MsgType type, uint64_t rid, const std::string& msg, const void* payload,
                 uint64_t len);
 // A frame without payload, appended to *out (frames sent in one write).
-void append_frame(std::string* out, wire::MsgType type, uint64_t rid, const std::string& msg);
-// A submission's frame whose message is the encoded submission `msg` with
-// the tensor frees it carries (GraphSubmit.free_tensor_ids), appended to
-// *out.
-void append_submission(std::string* out, wire::MsgType type, uint64_t rid, const std::string& msg,
-                       const std::vector<uint64_t>& frees);
+// With `frees`, `msg` is an encoded submission and the frame carries them
+// in it (GraphSubmit.free_tensor_ids).
+void append_frame(std::string* out, wire::MsgType type, uint64_t rid, const std::string& msg,
+                  const std::vector<uint64_t>& frees = {});
 // Reads a frame's header and message, the CRC checked. The payload, if
 // any, is the caller's to read.
 wire::FrameHeader read_frame(Io& io, uint32_t max_message, std::string* msg, bool spin);

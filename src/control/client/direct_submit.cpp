@@ -77,7 +77,7 @@ bool RemoteClient::Impl::direct_submit(const std::shared_ptr<Call>& call, const 
     // its message (an id takes at most 10 bytes).
     carry = carry && !ids.empty() && msg.size() + 16 + ids.size() * 10 <= max_message;
     if (carry) {
-      append_submission(&frames, call->send_type, rid, msg, ids);
+      append_frame(&frames, call->send_type, rid, msg, ids);
     } else {
       frames.reserve((ids.size() + 1) * (wire::kHeaderSize + 16) + msg.size());
       for (uint64_t id : ids) {
