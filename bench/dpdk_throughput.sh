@@ -55,10 +55,21 @@ serve() {  # NAME [ENV...]: a server offering dpdk on memif socket $TMP/NAME.soc
 }
 serve clean
 serve lossy GENIE_DPDK_TEST_DROP=10
-IPORT=$((20000 + $$ % 20000))
-iperf3 -s -p "$IPORT" >/dev/null 2>&1 &
-PIDS+=($!)
-sleep 0.3
+# iperf3's server on a port the kernel reports free (a fixed one may be a
+# live connection's ephemeral port), listening before its first client;
+# another port if it did not come up.
+for _ in 1 2 3 4 5; do
+  IPORT=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  iperf3 -s -p "$IPORT" >/dev/null 2>&1 &
+  IPID=$!
+  PIDS+=("$IPID")
+  for _ in $(seq 1 40); do
+    ss -Hltn "sport = :$IPORT" | grep -q . && break 2
+    kill -0 "$IPID" 2>/dev/null || break
+    sleep 0.05
+  done
+  kill "$IPID" 2>/dev/null || true
+done
 n=0
 run() {  # KIND: prints the write+read bytes over their total time, as Gbit/s
   local kind=$1 out
@@ -72,9 +83,19 @@ run() {  # KIND: prints the write+read bytes over their total time, as Gbit/s
       out=$(env "${extra[@]}" GENIE_TRANSPORT=dpdk GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$port \
             GENIE_DPDK_EAL="$EAL --file-prefix=gb-c$n-$$ --vdev=net_memif0,role=client,socket=$TMP/$name.sock,bsize=9216" \
             "$TOOL" throughput "$MIB" "$REPS") ;;
-    iperf3) iperf3 -c 127.0.0.1 -p "$IPORT" -t 1 -J | /usr/bin/python3 -c \
-              'import json,sys; print("%.3f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e9))'
-            return ;;
+    iperf3)
+      # A client that finds no server prints its error in the JSON and
+      # still exits 0; the server may also be slow to take the next test.
+      local gbps
+      for try in 1 2 3 4 5; do
+        gbps=$(iperf3 -c 127.0.0.1 -p "$IPORT" -t 1 -J | /usr/bin/python3 -c \
+          'import json,sys; print("%.3f" % (json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e9))' \
+          2>/dev/null) && break
+        [ "$try" = 5 ] && { echo "iperf3: no result from its server on port $IPORT" >&2; exit 1; }
+        sleep 0.2
+      done
+      echo "$gbps"
+      return ;;
   esac
   awk '$7 == "overall" { printf "%.3f\n", $8 * 8 / 1000 }' <<<"$out"
 }
