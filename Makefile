@@ -14,12 +14,18 @@ gen = $(if $(wildcard $(1)/CMakeCache.txt),,$(CMAKE_GEN))
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build demo test test-build test-release fuzz clean
+.PHONY: all deps pyenv build demo test test-build test-release fuzz clean
 
 all: build
 
 deps:
 	@scripts/install-deps.sh
+
+# The Python environment of the PyTorch frontends' tests: PyTorch 2 from
+# PyPI, pinned in bindings/python/requirements-torch.txt, in a virtual
+# environment made once and reused (scripts/python-env.sh).
+pyenv: deps
+	@scripts/python-env.sh >/dev/null
 
 # Optimised build for the demo and benchmarks.
 build: deps
@@ -38,7 +44,7 @@ test-build: deps
 # do not mix: the sanitized run turns the hooks off (tests/lsan.supp). The
 # CUDA driver maps memory where AddressSanitizer's shadow gap would be, so
 # the gap is left unprotected.
-test: test-build
+test: test-build pyenv
 	@cd $(TEST_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:protect_shadow_gap=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp UCX_MEM_EVENTS=no \
@@ -46,7 +52,7 @@ test: test-build
 
 # The same tests against an optimised build (-O3, no sanitizers): warnings
 # and behaviour that only optimisation brings out. CI runs it after `test`.
-test-release: deps
+test-release: deps pyenv
 	@cmake -S . -B $(REL_TEST_BUILD) $(call gen,$(REL_TEST_BUILD)) -DCMAKE_BUILD_TYPE=Release -DGENIE_BUILD_TESTS=ON >/dev/null
 	@cmake --build $(REL_TEST_BUILD) -j $(JOBS)
 	@cd $(REL_TEST_BUILD) && ctest --output-on-failure -j $(JOBS)

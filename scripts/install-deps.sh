@@ -11,8 +11,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   openssl  # the TLS tests make throwaway certificates with the openssl command
   binutils python3 python3-numpy
-  swig python3-dev python3-pytest python3-torch python3-venv python3-pip python3-setuptools  # Python binding
-  python3-torchvision python3-onnx  # capture tests (torchvision resnet18) and ONNX export checks
+  swig python3-dev python3-pytest python3-venv python3-pip python3-setuptools  # Python binding
+  # (PyTorch 2 for the frontends comes from PyPI: scripts/python-env.sh)
   golang-go cargo rustc rustfmt bindgen libclang1-14 libclang-common-14-dev  # Go and Rust bindings (bindgen loads libclang, formats with rustfmt)
   libibverbs-dev  # verbs types for the RDMA probe (the library itself is dlopen'ed)
   iperf3 libgrpc++-dev protobuf-compiler-grpc  # benchmark peers only

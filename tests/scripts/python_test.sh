@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The Python binding (bindings/python) with Debian's /usr/bin/python3:
-#   1. the pytest suites in tests/bindings/python: API, bad input, PyTorch
-#      capture (GPT-2 block, CNN) and the lazy tensor, and remote mode
-#      against a real `genie serve --port 0`;
+# The Python binding (bindings/python) with the project's Python environment
+# (scripts/python-env.sh: Debian's /usr/bin/python3 plus the pinned PyTorch 2
+# from PyPI; `make test` makes it):
+#   1. the pytest suites in tests/bindings/python: API, bad input, the
+#      genie.init front door, the remote_accelerator device,
+#      torch.compile(backend="genie"), capture (GPT-2, Llama-style, CNN) and
+#      the lazy tensor, and remote mode against a real `genie serve --port 0`;
 #   2. `pip install` of bindings/python into a fresh virtual environment,
 #      without an index, finding libgenie through GENIE_LIBRARY_DIR, then
-#      used from outside the source tree;
+#      used from outside the source tree; the same from a built wheel;
 #   3. bench/torch_block.py, bench/torch_gpt.py and bench/binding_overhead.py
 #      once with --quick
 #      (they must run and print their figures; the figures are not checked).
@@ -15,14 +18,19 @@
 set -uo pipefail
 B=${GENIE_BUILD_DIR:?GENIE_BUILD_DIR is not set}
 SRC=${GENIE_SOURCE_DIR:?GENIE_SOURCE_DIR is not set}
-PY=/usr/bin/python3
+PY=$("$SRC/scripts/python-env.sh" --path)
 PKG=$B/bindings/python
 
-[ -x "$PY" ] || { echo "SKIP: no /usr/bin/python3"; exit 77; }
+[ -x /usr/bin/python3 ] || { echo "SKIP: no /usr/bin/python3"; exit 77; }
+if [ ! -x "$PY" ]; then
+  echo "FAIL: the project's Python environment is missing ($PY): run scripts/python-env.sh (make test does)"
+  exit 1
+fi
 if ! ls "$PKG"/genie/_capi*.so >/dev/null 2>&1; then
   echo "SKIP: the Python binding was not built in $B (needs swig and python3-dev)"; exit 77
 fi
 "$PY" -c 'import numpy, pytest' 2>/dev/null || { echo "SKIP: python3-numpy / python3-pytest missing"; exit 77; }
+"$PY" -c 'import torch' || { echo "FAIL: torch does not import in $PY"; exit 1; }
 
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
@@ -45,16 +53,19 @@ fi
 grep -qE '^[0-9]+ passed' "$TMP/pytest.out" && ! grep -qE '[0-9]+ (failed|error)' "$TMP/pytest.out" \
   || fail "pytest suites (tests/bindings/python)"
 
-# --- 2. pip install without an index ---------------------------------------------
-# From a copy, so that the build writes nothing into the source tree.
+# --- 2. pip install without an index: from the source tree, and as a wheel ------
+# From a copy, so that the build writes nothing into the source tree. Each
+# fresh environment sees the project environment's torch (a .pth file), so
+# that torch.compile finds backend="genie" through the installed package's
+# entry point, without an import of genie.
 cp -r "$SRC/bindings/python" "$TMP/src"
 rm -rf "$TMP/src/build" "$TMP/src"/*.egg-info
-if "$PY" -m venv --system-site-packages "$TMP/venv" >"$TMP/venv.log" 2>&1; then
-  if (cd "$TMP" && GENIE_LIBRARY_DIR="$B" GENIE_INCLUDE_DIR="$SRC/include" \
-        "$TMP/venv/bin/pip" install --no-index --no-build-isolation -q ./src) >"$TMP/pip.log" 2>&1; then
-    out=$(cd / && "$TMP/venv/bin/python" - <<'PY' 2>&1
+SITE=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+check_installed() {  # $1: what was installed, $2: the venv
+  local out
+  out=$(cd / && "$2/bin/python" - <<'PY' 2>&1
 import numpy as np, genie
-assert "/venv/" in genie.__file__, genie.__file__
+assert "/venv" in genie.__file__, genie.__file__
 with genie.Context(use_env=False) as ctx:
     g = genie.Graph("pip")
     g.input("x", [2, 3])
@@ -62,12 +73,32 @@ with genie.Context(use_env=False) as ctx:
     g.output("y")
     y = ctx.run(g, {"x": np.array([[-1, 2, -3], [4, -5, 6]], np.float32)})["y"]
     assert y.tolist() == [[0, 2, 0], [4, 0, 6]], y
+from importlib.metadata import entry_points
+assert [e.value for e in entry_points(group="torch_dynamo_backends") if e.name == "genie"] == \
+    ["genie.torch.compile:genie_backend"]
 print("installed genie", genie.__version__, "works")
 PY
 )
-    grep -q "works" <<<"$out" && echo "ok: pip install bindings/python: $out" || fail "installed package: $out"
+  grep -q "works" <<<"$out" && echo "ok: $1: $out" || fail "$1: $out"
+}
+new_venv() {  # $1: path
+  /usr/bin/python3 -m venv --system-site-packages "$1" >"$TMP/venv.log" 2>&1 || return 1
+  echo "$SITE" >"$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/genie-test-torch.pth"
+}
+if new_venv "$TMP/venv"; then
+  if (cd "$TMP" && GENIE_LIBRARY_DIR="$B" GENIE_INCLUDE_DIR="$SRC/include" \
+        "$TMP/venv/bin/pip" install --no-index --no-build-isolation -q ./src) >"$TMP/pip.log" 2>&1; then
+    check_installed "pip install bindings/python" "$TMP/venv"
   else
     fail "pip install bindings/python"; tail -n 30 "$TMP/pip.log"
+  fi
+  if (cd "$TMP" && GENIE_LIBRARY_DIR="$B" GENIE_INCLUDE_DIR="$SRC/include" \
+        "$TMP/venv/bin/pip" wheel --no-index --no-build-isolation --no-deps -q -w "$TMP/wheels" ./src) \
+        >"$TMP/wheel.log" 2>&1 && new_venv "$TMP/venv-wheel" && \
+     "$TMP/venv-wheel/bin/pip" install --no-index -q "$TMP"/wheels/genie-*.whl >>"$TMP/wheel.log" 2>&1; then
+    check_installed "pip install of the built wheel ($(basename "$TMP"/wheels/genie-*.whl))" "$TMP/venv-wheel"
+  else
+    fail "building or installing the wheel"; tail -n 30 "$TMP/wheel.log"
   fi
 else
   echo "note: python3 -m venv unavailable (python3-venv): pip install not tried"; cat "$TMP/venv.log"

@@ -1,5 +1,13 @@
 """Genie: semantic GPU disaggregation, from Python.
 
+    import genie, torch
+    genie.init(master_addr="gpu-server")         # or: await genie.init(...)
+    x = torch.randn(1000, 1000, device="remote_accelerator:0")
+    y = (x @ x).cpu()                            # runs on the server
+    genie.shutdown()
+
+or, with explicit contexts and graphs:
+
     import genie
     with genie.Context() as ctx:                 # embedded, or remote from
         w = ctx.from_numpy(weights)              # GENIE_MASTER_ADDR
@@ -9,8 +17,12 @@
 
 The classes wrap the C API (include/genie.h) one call per method; errors
 are genie.errors classes with ``.code`` and ``.detail``. PyTorch capture
-lives in genie.torch (imported on demand: torch is optional).
+lives in genie.torch (imported on demand: torch is optional); the
+remote_accelerator device and torch.compile(backend="genie") are registered
+when genie.init runs or genie.torch is imported, with torch imported.
 """
+
+import sys as _sys
 
 from . import capi
 from .core import (Context, Future, Graph, Node, OnnxModel, Server, Subscription, Tensor, Event, discover,
@@ -18,6 +30,8 @@ from .core import (Context, Future, Graph, Node, OnnxModel, Server, Subscription
                    EVENT_NODE_JOINED, EVENT_NODE_LOST, EVENT_NODE_RECOVERED, EVENT_GPU_AVAILABLE,
                    EVENT_GPU_UNAVAILABLE, EVENT_GPU_OVERHEATED, EVENT_HEALTH_CHANGED,
                    EVENT_BACKEND_SELECTED, EVENT_ALL, load_op_library, op_registered, unregister_op)
+from .cluster import (ClusterConfig, ClusterState, GPUInfo, NodeInfo, get_cluster_state, get_context, init,
+                      is_initialized, shutdown)
 from .errors import *  # noqa: F401,F403 (the exception classes)
 from .errors import GenieError, from_status
 
@@ -30,6 +44,15 @@ __all__ = ["Context", "Future", "Graph", "Node", "OnnxModel", "Server", "Subscri
            "EVENT_NODE_LOST", "EVENT_NODE_RECOVERED", "EVENT_GPU_AVAILABLE",
            "EVENT_GPU_UNAVAILABLE", "EVENT_GPU_OVERHEATED", "EVENT_HEALTH_CHANGED",
            "EVENT_BACKEND_SELECTED", "EVENT_ALL", "load_op_library", "op_registered",
-           "unregister_op"] + list(errors.__all__)
+           "unregister_op", "init", "shutdown", "is_initialized", "get_cluster_state", "get_context",
+           "ClusterConfig", "ClusterState", "NodeInfo", "GPUInfo"] + list(errors.__all__)
 
 from . import errors  # noqa: E402
+
+if "torch" in _sys.modules:  # torch first: its device strings know remote_accelerator now
+    try:
+        from .torch import device as _device
+        _device.register()
+    except Exception as _e:  # noqa: BLE001 (another library holds PrivateUse1, an old torch)
+        import warnings as _warnings
+        _warnings.warn(f"genie: the remote_accelerator device is not registered: {_e}")

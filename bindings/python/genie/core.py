@@ -51,6 +51,10 @@ ROLES = {
     "output": capi.GENIE_TENSOR_ROLE_OUTPUT,
 }
 LOG_LEVELS = {"off": 0, "error": 1, "warn": 2, "info": 3, "debug": 4, "trace": 5}
+#: What a user selects as the data plane (genie_backend_t).
+BACKENDS = {"auto": capi.GENIE_BACKEND_AUTO, "tcp": capi.GENIE_BACKEND_TCP, "rdma": capi.GENIE_BACKEND_RDMA,
+            "dpdk": capi.GENIE_BACKEND_DPDK, "dpdk_gpudev": capi.GENIE_BACKEND_DPDK_GPUDEV,
+            "ucx": capi.GENIE_BACKEND_UCX}
 
 
 class Event(enum.IntFlag):
@@ -137,7 +141,7 @@ def _config(master_addr=None, port=None, timeout_ms=None, num_threads=None, log_
             max_message_bytes=None, heartbeat_interval_ms=None, heartbeat_timeout_ms=None,
             gpu_poll_interval_ms=None, health_interval_ms=None, graph_deltas=None,
             dpdk_probe=None, allow_insecure=None, tls_ca=None, tls_cert=None, tls_key=None,
-            tls_server_name=None):
+            tls_server_name=None, backend=None):
     cfg = capi.genie_config_create()
     try:
         capi.genie_config_set_use_env(cfg, 1 if use_env else 0)
@@ -181,6 +185,8 @@ def _config(master_addr=None, port=None, timeout_ms=None, num_threads=None, log_
                                            None if tls_key is None else str(tls_key))
         if tls_server_name is not None:
             capi.genie_config_set_tls_server_name(cfg, tls_server_name)
+        if backend is not None:
+            capi.genie_config_set_backend(cfg, _enum(BACKENDS, backend, "backend"))
     except BaseException:
         capi.genie_config_destroy(cfg)
         raise
@@ -259,7 +265,7 @@ class Context(_Handle):
                  log_level=None, auth_token=None, node_id=None, use_env=True,
                  heartbeat_interval_ms=None, heartbeat_timeout_ms=None,
                  gpu_poll_interval_ms=None, health_interval_ms=None, graph_deltas=None,
-                 tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None):
+                 tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None, backend=None):
         self._subs = set()
         cfg = _config(master_addr, port, timeout_ms, num_threads, log_level, auth_token,
                       node_id, use_env, heartbeat_interval_ms=heartbeat_interval_ms,
@@ -267,7 +273,7 @@ class Context(_Handle):
                       gpu_poll_interval_ms=gpu_poll_interval_ms,
                       health_interval_ms=health_interval_ms, graph_deltas=graph_deltas,
                       tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
-                      tls_server_name=tls_server_name)
+                      tls_server_name=tls_server_name, backend=backend)
         try:
             self._h = capi.genie_init_abi(capi.GENIE_ABI_VERSION, cfg)
         finally:

@@ -94,7 +94,7 @@ def test_mlp_mixer(ctx):
 
 
 def test_torchvision_resnet18(ctx):
-    tv = pytest.importorskip("torchvision", reason="python3-torchvision is not installed")
+    tv = pytest.importorskip("torchvision", reason="torchvision is not installed (scripts/python-env.sh installs it)")
     torch.manual_seed(4)
     model = seeded(tv.models.resnet18(num_classes=100), seed=4)
     x = torch.randn(1, 3, 64, 64)

@@ -103,6 +103,15 @@ _FUNCS = {
     torch.detach: "identity", F.scaled_dot_product_attention if hasattr(
         F, "scaled_dot_product_attention") else None: "sdpa",
 }
+# The C-level functions TorchDynamo records in place of their Python wrappers.
+for _mod, _fname, _key in ((torch._C._nn, "linear", "linear"), (torch._C._nn, "gelu", "gelu"),
+                           (torch._C._nn, "silu", "silu"), (torch._C._nn, "silu_", "silu"),
+                           (torch._C._nn, "scaled_dot_product_attention", "sdpa"),
+                           (torch, "_C._nn.relu", "relu"), (torch, "softmax", "softmax"),
+                           (torch.nn.functional, "relu_", "relu")):
+    _f = getattr(_mod, _fname, None)
+    if _f is not None:
+        _FUNCS.setdefault(_f, _key)
 _FUNCS.pop(None, None)
 
 _METHODS = {

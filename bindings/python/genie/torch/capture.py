@@ -169,9 +169,11 @@ def _emit_attention(em, n, parts, env, base):
     return em.node("attention", base, ins, out, attrs)
 
 
-def convert(tr, name="captured", phase="forward", modality=None, fuse=True):
+def convert(tr, name="captured", phase="forward", modality=None, fuse=True, extra_static_names=None):
     """Maps a Trace onto a Genie graph (with `fuse`, hand-written attention
-    becomes one attention node). Returns (emitter, output spec)."""
+    becomes one attention node). Returns (emitter, output spec). Placeholders
+    marked ``genie_const`` hold their value (a parameter lifted to an input)
+    and become resident weights, named by `extra_static_names` (id -> name)."""
     root = tr.module
     em = Emitter(name, phase, modality)
     qualnames = {}
@@ -179,13 +181,14 @@ def convert(tr, name="captured", phase="forward", modality=None, fuse=True):
         qualnames[id(p)] = qn
     for qn, b in root.named_buffers():
         qualnames.setdefault(id(b), qn)
+    qualnames.update(extra_static_names or {})
     em.static_names = qualnames
     em.static_names_set = set(qualnames.values())
     modules = dict(root.named_modules())
     dynamic = set()
     for n in tr.graph.nodes:
         if n.op == "placeholder":
-            if isinstance(n.meta.get("genie_val"), torch.Tensor):
+            if isinstance(n.meta.get("genie_val"), torch.Tensor) and not n.meta.get("genie_const"):
                 dynamic.add(n)
         elif n.op not in ("output", "get_attr") and _has_tensor(n.meta.get("genie_val")) and \
                 any(a in dynamic for a in n.all_input_nodes):
@@ -202,7 +205,7 @@ def convert(tr, name="captured", phase="forward", modality=None, fuse=True):
         em.module_type = type(mod).__name__ if mod is not None and em.module else None
         em.where = f"traced node '{n.name}'"
         if n.op == "placeholder":
-            if isinstance(val, torch.Tensor):
+            if isinstance(val, torch.Tensor) and not n.meta.get("genie_const"):
                 env[n] = em.add_input(n.target, val, role="input")
             else:
                 env[n] = val
@@ -279,6 +282,34 @@ class _Variant:
             self.owned.append(t)
             self.bindings[name] = t
 
+    def run(self, ctx, flat):
+        """Writes the runtime inputs (torch tensors, in input order), runs
+        the graph on ctx and returns its outputs as numpy arrays."""
+        for name, x in zip(self.input_names, flat):
+            self.inputs[name].write(to_numpy(x))
+        with ctx.submit(self.graph, self.bindings) as fut:
+            arrays = []
+            for t in fut.result():
+                with t:
+                    arrays.append(t.read())
+        return arrays
+
+    def unflatten(self, arrays, flat, named=None):
+        """The outputs in the traced output structure: torch tensors, inputs
+        returned unchanged (`named(name)` for one that is not a runtime input;
+        default: its resident genie.Tensor) and constants."""
+        def leaf(s):
+            kind, x = s
+            if kind == "out":
+                return torch.from_numpy(arrays[x])
+            if kind == "input":
+                if x in self.input_names:
+                    return flat[self.input_names.index(x)]
+                return named(x) if named is not None else self.bindings[x]
+            return x
+
+        return _map_spec(self.spec, leaf)
+
     def close(self):
         for t in self.owned:
             t.close()
@@ -335,25 +366,8 @@ class CapturedModule:
         with self._lock:
             v = self._variant(inputs)
             flat = _tensors(inputs)
-            for name, x in zip(v.input_names, flat):
-                v.inputs[name].write(to_numpy(x))
-            with self.context.submit(v.graph, v.bindings) as fut:
-                outs = fut.result()
-                arrays = []
-                for t in outs:
-                    with t:
-                        arrays.append(t.read())
-
-        def leaf(s):
-            kind, x = s
-            if kind == "out":
-                return torch.from_numpy(arrays[x])
-            if kind == "input":
-                idx = v.input_names.index(x) if x in v.input_names else None
-                return flat[idx] if idx is not None else v.bindings[x]
-            return x
-
-        return _map_spec(v.spec, leaf)
+            arrays = v.run(self.context, flat)
+        return v.unflatten(arrays, flat)
 
     def close(self):
         for v in self._variants.values():
