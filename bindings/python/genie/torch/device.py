@@ -32,6 +32,7 @@ before an in-place change (detach, slicing) keep the value they had.
 local GPU N-1.
 """
 
+import itertools
 import threading
 import warnings
 import weakref
@@ -51,6 +52,7 @@ _registered = False
 _state = threading.local()  # module stack of the running forward
 _module_names = weakref.WeakKeyDictionary()
 _pending = weakref.WeakSet()  # _Node with a recorded op, not yet run
+_sequence = itertools.count()
 _uploads = weakref.WeakKeyDictionary()  # Context -> {id(torch tensor): (weakref, genie.Tensor)}
 _checked_devices = weakref.WeakKeyDictionary()  # Context -> {index: genie device string}
 
@@ -63,16 +65,18 @@ class _Node:
     """One value on the device: resident (source), host-initialised (host)
     or recorded (op, args)."""
 
-    __slots__ = ("ctx", "device", "meta", "op", "args", "kwargs", "source", "host", "module",
-                 "refs", "__weakref__")
+    __slots__ = ("ctx", "device", "meta", "mkey", "op", "args", "kwargs", "source", "host", "module",
+                 "refs", "seq", "__weakref__")
 
     def __init__(self, ctx, device, meta, op=None, args=(), kwargs=None, source=None, host=None):
         self.ctx, self.device, self.meta = ctx, device, meta
+        self.mkey = ("t", tuple(meta.shape), meta.dtype) if isinstance(meta, torch.Tensor) else None
         self.op, self.args, self.kwargs = op, args, kwargs or {}
         self.source, self.host = source, host
         self.module = _current_module() if op is not None else None
         self.refs = []  # weak references of the RemoteTensors showing this value
         if op is not None:
+            self.seq = next(_sequence)  # recording order: graphs are built in it
             _pending.add(self)
 
     def referenced(self):
@@ -225,9 +229,119 @@ def _forget(ctx):
 # Running what was recorded
 # ---------------------------------------------------------------------------
 
+class _Plan:
+    """A built graph for one shape of recorded work (see _sync)."""
+
+    __slots__ = ("graph", "leaf_names", "const_names", "root_out")
+
+    def __init__(self, graph, leaf_names, const_names, root_out):
+        self.graph = graph
+        self.leaf_names = leaf_names  # graph input name of each leaf, in walk order
+        self.const_names = const_names  # [(graph input name, index into the constants)]
+        self.root_out = root_out  # per root: ("out", output index) or ("leaf", leaf index)
+
+
+_PLANS_MAX = 64
+_plans = {}  # signature -> _Plan (per process: signatures name no context)
+
+
+def _walk(roots):
+    """Post-order of the recorded work under `roots` (no recursion: chains
+    are long), its leaves, the host constants it uses, and a signature that
+    is equal exactly when the same graph would be built."""
+    order, index, leaves, consts, const_index = [], {}, [], [], {}
+
+    def enc(v):
+        if isinstance(v, _Node):
+            return ("n", index[id(v)])
+        if isinstance(v, torch.Tensor):
+            k = const_index.get(id(v))
+            if k is None:
+                k = const_index[id(v)] = len(consts)
+                consts.append(v)
+            return ("c", k, tuple(v.shape), v.dtype)
+        if isinstance(v, (tuple, list)):
+            return (type(v).__name__,) + tuple(enc(x) for x in v)
+        if isinstance(v, dict):
+            return ("d",) + tuple((k, enc(x)) for k, x in sorted(v.items()))
+        if isinstance(v, slice):
+            return ("s", v.start, v.stop, v.step)
+        return v if isinstance(v, (int, float, bool, str, type(None), torch.dtype)) else ("r", repr(v))
+
+    sig = []
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            node, ready = stack.pop()
+            if id(node) in index:
+                continue
+            if node.op is None:
+                index[id(node)] = len(order)
+                order.append(node)
+                leaves.append(node)
+                sig.append(("in", tuple(node.meta.shape), node.meta.dtype))
+                continue
+            if not ready:
+                stack.append((node, True))
+                stack.extend((d, False) for d in _flat((node.args, node.kwargs), [])
+                             if isinstance(d, _Node) and id(d) not in index)
+                continue
+            index[id(node)] = len(order)
+            order.append(node)
+            meta = node.meta
+            shape = tuple((tuple(m.shape), m.dtype) for m in meta) if isinstance(meta, tuple) else \
+                (tuple(meta.shape), meta.dtype)
+            sig.append((node.op[0], enc(node.args), enc(node.kwargs), shape, node.module))
+    sig.append(tuple(index[id(r)] for r in roots))
+    return order, index, leaves, consts, tuple(sig)
+
+
+def _build(order, index, leaves, consts, roots):
+    em = Emitter(DEVICE)
+    em.where = f"a {DEVICE} computation"
+    env = {}
+    leaf_names = []
+    for node in order:
+        if node.op is None:
+            gv = em.add_input("x", node.meta, role="input")
+            leaf_names.append(gv.name)
+            env[id(node)] = gv
+            continue
+        key, desc = node.op
+        conv = lambda a: env[id(a)] if isinstance(a, _Node) else a  # noqa: E731
+        args, kwargs = _map(node.args, conv), _map(node.kwargs, conv)
+        em.module = node.module
+        em.module_type = None
+        if key == "getitem" and isinstance(args[0], tuple):
+            env[id(node)] = args[0][args[1]]
+            continue
+        env[id(node)] = em.emit(key, args, kwargs, node.meta, key, desc)
+    by_id = {id(t): k for k, t in enumerate(consts)}
+    const_names = [(name, by_id[id(t)]) for name, t in em.resident.items()]
+    leaf_of = {name: k for k, name in enumerate(leaf_names)}
+    resident = {name for name, _ in const_names}
+    root_out, outputs = [], []
+    for root in roots:
+        gv = env[id(root)]
+        if not isinstance(gv, GV):
+            raise TypeError(f"the recorded {root.op[1]} does not produce a tensor")
+        if gv.name in leaf_of:
+            root_out.append(("leaf", leaf_of[gv.name]))
+        elif gv.name in resident:
+            root_out.append(("const", next(k for n, k in const_names if n == gv.name)))
+        else:
+            if gv.name not in outputs:
+                em.output(gv)
+                outputs.append(gv.name)
+            root_out.append(("out", outputs.index(gv.name)))
+    return _Plan(em.graph, leaf_names, const_names, root_out)
+
+
 def _sync(ctx, want=()):
     """Runs everything recorded on ctx that is still referenced (and the
-    nodes in `want`) as one graph; results stay resident."""
+    nodes in `want`) as one graph; results stay resident. The graph built
+    for a signature of work is kept and reused when the same work comes
+    again (a decode step), with new inputs bound."""
     with _lock:
         roots = [n for n in list(_pending) if n.ctx is ctx and n.op is not None and n.referenced()]
         for n in want:
@@ -235,67 +349,26 @@ def _sync(ctx, want=()):
                 roots.append(n)
         if not roots:
             return
-        em = Emitter(DEVICE)
-        em.where = f"a {DEVICE} computation"
-        bindings, env = {}, {}
-
-        def leaf_input(node):
-            gv = em.add_input("x", node.meta, role="input")
-            bindings[gv.name] = _upload(node)
-            return gv
-
-        # Post-order without recursion: recorded chains can be long.
-        for root in roots:
-            stack = [(root, False)]
-            while stack:
-                node, ready = stack.pop()
-                if id(node) in env:
-                    continue
-                if node.op is None:
-                    env[id(node)] = leaf_input(node)
-                    continue
-                deps = [a for a in _flat((node.args, node.kwargs), []) if isinstance(a, _Node)]
-                if not ready:
-                    stack.append((node, True))
-                    stack.extend((d, False) for d in deps if id(d) not in env)
-                    continue
-                key, desc = node.op
-                conv = lambda a: env[id(a)] if isinstance(a, _Node) else a  # noqa: E731
-                args, kwargs = _map(node.args, conv), _map(node.kwargs, conv)
-                em.module = node.module
-                em.module_type = None
-                if key == "getitem" and isinstance(args[0], tuple):
-                    env[id(node)] = args[0][args[1]]
-                    continue
-                env[id(node)] = em.emit(key, args, kwargs, node.meta, key, desc)
-        for name, t in em.resident.items():
-            bindings[name] = _uploaded_constant(ctx, t)
-        outs = []
-        for root in roots:
-            gv = env[id(root)]
-            if isinstance(gv, GV) and gv.name not in bindings \
-                    and all(gv.name != o[1].name for o in outs):
-                em.output(gv)
-                outs.append((root, gv))
-            elif isinstance(gv, GV):
-                # The value is an input of this graph (a view of a resident value).
-                src = bindings.get(gv.name)
-                root.source, root.op, root.args, root.kwargs = src, None, (), {}
-                _pending.discard(root)
-        by_name = {gv.name: n for n, gv in outs}
-        out_names = em.graph.outputs
-        with em.graph, ctx.submit(em.graph, bindings) as fut:
-            results = fut.result()
-        for gv_name, t in zip(out_names, results):
-            node = by_name[gv_name]
-            node.source, node.op, node.args, node.kwargs = t, None, (), {}
-            _pending.discard(node)
-        for root in roots:  # outputs that were the same value as another
-            if root.op is not None:
-                other = env[id(root)]
-                src = next((n.source for n, gv in outs if gv.name == other.name), None)
-                root.source, root.op, root.args, root.kwargs = src, None, (), {}
-                _pending.discard(root)
+        roots.sort(key=lambda n: n.seq)
+        order, index, leaves, consts, sig = _walk(roots)
+        plan = _plans.get(sig)
+        if plan is None:
+            plan = _build(order, index, leaves, consts, roots)
+            if len(_plans) >= _PLANS_MAX:
+                _plans.pop(next(iter(_plans))).graph.close()
+            _plans[sig] = plan
+        bindings = {name: _upload(node) for name, node in zip(plan.leaf_names, leaves)}
+        for name, k in plan.const_names:
+            bindings[name] = _uploaded_constant(ctx, consts[k])
+        results = []
+        if any(kind == "out" for kind, _ in plan.root_out):
+            with ctx.submit(plan.graph, bindings) as fut:
+                results = fut.result()
+        for root, (kind, k) in zip(roots, plan.root_out):
+            src = results[k] if kind == "out" else leaves[k].source if kind == "leaf" else \
+                _uploaded_constant(ctx, consts[k])
+            root.source, root.op, root.args, root.kwargs = src, None, (), {}
+            _pending.discard(root)
 
 
 def _value(t):
@@ -338,6 +411,10 @@ _PASS = {"size", "dim", "numel", "stride", "is_contiguous", "element_size", "__l
 _VIEW_PROPS = {"T": "T", "mT": "mT", "data": "identity"}
 _FACTORY_LIKE = {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
                  "randint_like", "new_zeros", "new_ones", "new_empty", "new_full", "new_tensor"}
+#: Names handled before recording (never on the fast path).
+_SPECIAL = _READ | _PASS | _FACTORY_LIKE | {"to", "cuda", DEVICE, "type", "detach", "clone", "contiguous",
+                                            "detach_", "__setitem__", "backward", "__get__", "__set__",
+                                            "__delete__", "__setattr__"}
 
 
 def _is_device_arg(v):
@@ -347,8 +424,17 @@ def _is_device_arg(v):
         return False
 
 
+_fast = {}  # func -> (key, desc, function recorded, in place): operations seen before
+
+
 def _torch_function(cls, func, types, args=(), kwargs=None):
     kwargs = kwargs or {}
+    fast = _fast.get(func)
+    if fast is not None:
+        out = _record(fast[0], fast[1], fast[2], args, kwargs)
+        if fast[3]:
+            return _inplace(args[0], out, fast[1])
+        return out
     name = getattr(func, "__name__", "")
     if name == "__get__":
         prop = getattr(getattr(func, "__self__", None), "__name__", "")
@@ -399,14 +485,21 @@ def _torch_function(cls, func, types, args=(), kwargs=None):
                                      f"docs/operators.md lists the operators (the {DEVICE} device "
                                      f"runs only what Genie can run)", op=desc,
                                      module_path=e.module_path) from None
-    out = _record(key, desc, func if not inplace else getattr(torch.Tensor, base), args, kwargs)
-    if inplace:
-        if not isinstance(out, RemoteTensor) or not isinstance(self, RemoteTensor):
-            raise UnsupportedOpError(f"{desc} on the {DEVICE} device", op=desc,
-                                     module_path=_current_module())
-        self._rebind(out._gnode)
-        return self
-    return out
+    recorded = func if not inplace else getattr(torch.Tensor, base)
+    out = _record(key, desc, recorded, args, kwargs)
+    if name not in _SPECIAL:
+        try:
+            _fast[func] = (key, desc, recorded, inplace)
+        except TypeError:  # not hashable
+            pass
+    return _inplace(self, out, desc) if inplace else out
+
+
+def _inplace(self, out, desc):
+    if not isinstance(out, RemoteTensor) or not isinstance(self, RemoteTensor):
+        raise UnsupportedOpError(f"{desc} on the {DEVICE} device", op=desc, module_path=_current_module())
+    self._rebind(out._gnode)
+    return self
 
 
 def _where_text(where):
@@ -414,20 +507,66 @@ def _where_text(where):
 
 
 def _device_of(args, kwargs):
+    for a in args:
+        if type(a) is RemoteTensor:
+            return a._gnode.ctx, a._gnode.device
     for a in _flat((args, kwargs), []):
         if isinstance(a, RemoteTensor):
             return a._gnode.ctx, a._gnode.device
     return None, None
 
 
+class _Uncacheable(Exception):
+    pass
+
+
+def _meta_enc(v):
+    t = type(v)
+    if t is RemoteTensor:
+        return v._gnode.mkey
+    if t is float or t is int or t is bool:
+        return (t, v)
+    if t is tuple:
+        return tuple(_meta_enc(x) for x in v)
+    if isinstance(v, RemoteTensor):
+        return v._gnode.mkey
+    if isinstance(v, torch.Tensor):
+        return ("h", tuple(v.shape), v.dtype, v.device.type)
+    if isinstance(v, (tuple, list)):
+        return (type(v).__name__,) + tuple(_meta_enc(x) for x in v)
+    if isinstance(v, dict):
+        return ("d",) + tuple((k, _meta_enc(x)) for k, x in sorted(v.items()))
+    if isinstance(v, slice):
+        return ("s", _meta_enc(v.start), _meta_enc(v.stop), _meta_enc(v.step))
+    if isinstance(v, (int, float, bool, str, type(None), torch.dtype, torch.device)) or v is Ellipsis:
+        return (type(v).__name__, v)
+    raise _Uncacheable
+
+
+_META_MAX = 4096
+_metas = {}  # (func, encoded arguments) -> example output on the meta device
+
+
 def _record(key, desc, func, args, kwargs):
     ctx, device = _device_of(args, kwargs)
-    with torch._C.DisableTorchFunctionSubclass():
-        margs, mkwargs = _map(args, _meta_of), _map(kwargs, _meta_of)
-        try:
-            out = func(*margs, **mkwargs)
-        except NotImplementedError as e:
-            out = e
+    try:
+        mkey = (func, _meta_enc(args), _meta_enc(kwargs))
+    except _Uncacheable:
+        mkey = None
+    out = _metas.get(mkey) if mkey is not None else None
+    if out is None:
+        # Shapes and dtypes from PyTorch's own meta kernels (slow: in Python
+        # for many ops), kept for the same operation on the same shapes.
+        with torch._C.DisableTorchFunctionSubclass():
+            margs, mkwargs = _map(args, _meta_of), _map(kwargs, _meta_of)
+            try:
+                out = func(*margs, **mkwargs)
+            except NotImplementedError as e:
+                out = e
+        if mkey is not None and not isinstance(out, Exception):
+            if len(_metas) >= _META_MAX:
+                _metas.clear()
+            _metas[mkey] = out
     has_tensor = isinstance(out, torch.Tensor) or (
         isinstance(out, (tuple, list)) and out and all(isinstance(o, torch.Tensor) for o in out))
     if isinstance(out, Exception):
@@ -676,6 +815,28 @@ class _DeviceModule:
         return [torch.float16, torch.bfloat16]
 
 
+def _hooks_class(acc):
+    class Hooks(acc.PrivateUse1Hooks):
+        def is_available(self):
+            return True
+
+        def has_primary_context(self, dev_id):
+            return True
+
+        def is_built(self):
+            return True
+
+    return Hooks
+
+
+def _guard_class(acc):
+    class Guard(acc.DeviceGuard):
+        def type_(self):
+            return torch._C._autograd.DeviceType.PrivateUse1
+
+    return Guard
+
+
 def register():
     """Names PyTorch's PrivateUse1 backend remote_accelerator and installs
     its kernels (idempotent; genie.init and `import genie.torch` call it).
@@ -692,6 +853,13 @@ def register():
                     f"library: the {DEVICE} device cannot be registered in this process")
             torch.utils.rename_privateuse1_backend(DEVICE)
         torch._register_device_module(DEVICE, _DeviceModule)
+        acc = getattr(torch._C, "_acc", None)
+        if acc is not None and hasattr(acc, "register_python_privateuseone_device_guard"):
+            # What PyTorch expects of a registered backend's C++ side (a device
+            # guard, backend hooks), given from Python: torch.accelerator and
+            # TorchDynamo query them once the device exists.
+            acc.register_python_privateuseone_hook(_hooks_class(acc)())
+            acc.register_python_privateuseone_device_guard(_guard_class(acc)())
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             torch.utils.generate_methods_for_privateuse1_backend(
@@ -718,6 +886,10 @@ def _hook_modules():
         if not _hooked:
             nn.modules.module.register_module_forward_pre_hook(_pre_hook)
             nn.modules.module.register_module_forward_hook(_post_hook, always_call=True)
+            # torch.compile warns that global hooks also fire for its wrapper
+            # module: these only track the module path, so that is harmless.
+            warnings.filterwarnings("ignore", category=UserWarning,
+                                    message=r"Using `torch.compile\(module\)` when there are global hooks")
             _hooked = True
 
 
