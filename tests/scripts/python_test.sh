@@ -9,7 +9,7 @@
 #   2. `pip install` of bindings/python into a fresh virtual environment,
 #      without an index, finding libgenie through GENIE_LIBRARY_DIR, then
 #      used from outside the source tree; the same from a built wheel;
-#   3. bench/torch_block.py, bench/torch_gpt.py and bench/binding_overhead.py
+#   3. bench/torch_block.py, bench/torch_gpt.py, bench/torch_paths.py and bench/binding_overhead.py
 #      once with --quick
 #      (they must run and print their figures; the figures are not checked).
 # Under GENIE_SANITIZE=1 libgenie carries ASan/UBSan: python3 runs with their
@@ -120,6 +120,13 @@ if "$PY" -c 'import torch' 2>/dev/null; then
     echo "ok: bench/torch_block.py --quick"; cat "$TMP/tb.out"
   else
     fail "bench/torch_block.py --quick"; cat "$TMP/tb.out"
+  fi
+  # torch_paths.py checks each path's logits against eager before it times them.
+  if PYTHONPATH="$PKG" "$PY" "$SRC/bench/torch_paths.py" --quick >"$TMP/tp.out" 2>&1 \
+     && grep -q "ratio decode device/compile" "$TMP/tp.out"; then
+    echo "ok: bench/torch_paths.py --quick"; cat "$TMP/tp.out"
+  else
+    fail "bench/torch_paths.py --quick"; cat "$TMP/tp.out"
   fi
   # torch_gpt.py exits 1 when the generated tokens differ from eager greedy.
   if PYTHONPATH="$PKG" GENIE_BUILD_DIR="$B" "$PY" "$SRC/bench/torch_gpt.py" --quick --json "$TMP/tg.json" \

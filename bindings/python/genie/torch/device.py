@@ -49,9 +49,14 @@ DEVICE = "remote_accelerator"
 
 _lock = threading.RLock()
 _registered = False
-_state = threading.local()  # module stack of the running forward
+class _State(threading.local):
+    def __init__(self):
+        self.stack = []  # module paths of the running forward calls
+
+
+_state = _State()
 _module_names = weakref.WeakKeyDictionary()
-_pending = weakref.WeakSet()  # _Node with a recorded op, not yet run
+_pending = set()  # _Node with a recorded op, not yet run (until the next run on its context)
 _sequence = itertools.count()
 _uploads = weakref.WeakKeyDictionary()  # Context -> {id(torch tensor): (weakref, genie.Tensor)}
 _checked_devices = weakref.WeakKeyDictionary()  # Context -> {index: genie device string}
@@ -114,7 +119,7 @@ def _wrap(node):
 
 
 def _current_module():
-    stack = getattr(_state, "stack", None)
+    stack = _state.stack
     return stack[-1] if stack else None
 
 
@@ -343,32 +348,41 @@ def _sync(ctx, want=()):
     for a signature of work is kept and reused when the same work comes
     again (a decode step), with new inputs bound."""
     with _lock:
-        roots = [n for n in list(_pending) if n.ctx is ctx and n.op is not None and n.referenced()]
+        mine = [n for n in _pending if n.ctx is ctx]
+        _pending.difference_update(mine)  # what is not referenced now never will be
+        roots = [n for n in mine if n.op is not None and n.referenced()]
         for n in want:
             if n.op is not None and n not in roots:
                 roots.append(n)
         if not roots:
             return
         roots.sort(key=lambda n: n.seq)
-        order, index, leaves, consts, sig = _walk(roots)
-        plan = _plans.get(sig)
-        if plan is None:
-            plan = _build(order, index, leaves, consts, roots)
-            if len(_plans) >= _PLANS_MAX:
-                _plans.pop(next(iter(_plans))).graph.close()
-            _plans[sig] = plan
-        bindings = {name: _upload(node) for name, node in zip(plan.leaf_names, leaves)}
-        for name, k in plan.const_names:
-            bindings[name] = _uploaded_constant(ctx, consts[k])
-        results = []
-        if any(kind == "out" for kind, _ in plan.root_out):
-            with ctx.submit(plan.graph, bindings) as fut:
-                results = fut.result()
-        for root, (kind, k) in zip(roots, plan.root_out):
-            src = results[k] if kind == "out" else leaves[k].source if kind == "leaf" else \
-                _uploaded_constant(ctx, consts[k])
-            root.source, root.op, root.args, root.kwargs = src, None, (), {}
-            _pending.discard(root)
+        try:
+            _run(ctx, roots)
+        except BaseException:
+            _pending.update(n for n in roots if n.op is not None)
+            raise
+
+
+def _run(ctx, roots):
+    order, index, leaves, consts, sig = _walk(roots)
+    plan = _plans.get(sig)
+    if plan is None:
+        plan = _build(order, index, leaves, consts, roots)
+        if len(_plans) >= _PLANS_MAX:
+            _plans.pop(next(iter(_plans))).graph.close()
+        _plans[sig] = plan
+    bindings = {name: _upload(node) for name, node in zip(plan.leaf_names, leaves)}
+    for name, k in plan.const_names:
+        bindings[name] = _uploaded_constant(ctx, consts[k])
+    results = []
+    if any(kind == "out" for kind, _ in plan.root_out):
+        with ctx.submit(plan.graph, bindings) as fut:
+            results = fut.result()
+    for root, (kind, k) in zip(roots, plan.root_out):
+        src = results[k] if kind == "out" else leaves[k].source if kind == "leaf" else \
+            _uploaded_constant(ctx, consts[k])
+        root.source, root.op, root.args, root.kwargs = src, None, (), {}
 
 
 def _value(t):
@@ -740,9 +754,7 @@ RemoteTensor.__torch_dispatch__ = classmethod(_torch_dispatch)
 def _pre_hook(mod, _inputs):
     if torch.compiler.is_compiling():
         return
-    stack = getattr(_state, "stack", None)
-    if stack is None:
-        stack = _state.stack = []
+    stack = _state.stack
     name = _module_names.get(mod)
     if name is None:
         if not stack:
@@ -757,7 +769,7 @@ def _pre_hook(mod, _inputs):
 def _post_hook(mod, _inputs, _output):
     if torch.compiler.is_compiling():
         return
-    stack = getattr(_state, "stack", None)
+    stack = _state.stack
     if stack:
         stack.pop()
 
