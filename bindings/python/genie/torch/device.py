@@ -85,8 +85,15 @@ class _Node:
             _pending.add(self)
 
     def referenced(self):
-        self.refs = [r for r in self.refs if r() is not None]
-        return bool(self.refs)
+        """Whether a live RemoteTensor still shows this value (one rebound
+        by an in-place op shows another)."""
+        live = []
+        for r in self.refs:
+            t = r()
+            if t is not None and t._gnode is self:
+                live.append(r)
+        self.refs = live
+        return bool(live)
 
 
 class RemoteTensor(torch.Tensor):
