@@ -378,7 +378,10 @@ def peers_env(allow_install, status):
     """The peers' virtual environment's python, or None (reason in status)."""
     with open(REQUIREMENTS, "rb") as f:
         pins = f.read()
-    key = hashlib.sha256(pins + sys.version.encode()).hexdigest()[:12]
+    # Debian's interpreter where there is one, whichever python runs this.
+    base = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
+    ver = subprocess.run([base, "-c", "import sys; print(sys.version)"], capture_output=True, text=True).stdout
+    key = hashlib.sha256(pins + ver.encode()).hexdigest()[:12]
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     venv = os.path.join(cache, "genie", "transfer-peers-" + key)
     py = os.path.join(venv, "bin", "python")
@@ -391,7 +394,7 @@ def peers_env(allow_install, status):
     # environment that looks usable (the next run starts it again).
     shutil.rmtree(venv, ignore_errors=True)
     print("installing the peers into %s (pins: %s) ..." % (venv, os.path.relpath(REQUIREMENTS)), flush=True)
-    steps = [[sys.executable, "-m", "venv", venv],
+    steps = [[base, "-m", "venv", venv],
              [os.path.join(venv, "bin", "pip"), "install", "--no-deps", "--disable-pip-version-check",
               "--progress-bar", "off", "-q", "-r", REQUIREMENTS]]
     for step in steps:
