@@ -463,6 +463,18 @@ def main():
         return worker_main(a.worker)
 
     t_start = time.time()
+    # The peers' listeners bind every interface (Mooncake's on 0.0.0.0 and
+    # [::] whatever it is told; UCX's TCP on every network device): where
+    # it can (root, unshare), the run goes on in a network namespace of its
+    # own with only loopback, once the peers are installed (from PyPI, so
+    # outside it).
+    if "GENIE_TRANSFER_PEERS_NETNS" not in os.environ and os.geteuid() == 0 and shutil.which("ip") and \
+            shutil.which("unshare") and subprocess.run(["unshare", "--net", "true"],
+                                                       stderr=subprocess.DEVNULL).returncode == 0:
+        peers_env(not a.no_install, {})
+        argv = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:] + ["--no-install"]
+        return subprocess.run(["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$@"', "sh"] + argv,
+                              env=dict(os.environ, GENIE_TRANSFER_PEERS_NETNS="1")).returncode
     build = a.build
     if not build:
         for d in ("build-release-test", "build"):
@@ -496,6 +508,7 @@ def main():
     # One UCX transport set for both UCX systems (Genie's plugin and NIXL's
     # UCX backend), as Genie's tests and benchmarks use here.
     env.setdefault("UCX_TLS", "tcp,self,sm")
+    env.setdefault("UCX_NET_DEVICES", "lo")
     env.setdefault("UCX_WARN_UNUSED_ENV_VARS", "n")
     env["GLOG_minloglevel"] = env.get("GLOG_minloglevel", "1")  # Mooncake's info lines
     logdir = tempfile.mkdtemp(prefix="transfer_peers.")
@@ -672,8 +685,10 @@ def report(a, sizes, rounds, secs, lat_calls, systems, status, notes, idle, thr,
         load = open("/proc/loadavg").read().split()[:3]
     except OSError:
         load = ["?"]
-    print("host: %d CPUs, load average %s; UCX_TLS=%s" % (os.cpu_count(), " ".join(load), os.environ.get(
-        "UCX_TLS", "tcp,self,sm")))
+    print("host: %d CPUs, load average %s; UCX_TLS=%s; network: %s" % (
+        os.cpu_count(), " ".join(load), os.environ.get("UCX_TLS", "tcp,self,sm"),
+        "a namespace of the run's own, loopback only" if os.environ.get("GENIE_TRANSFER_PEERS_NETNS") else
+        "the host's (not root, or no unshare: the peers' listeners bind every interface)"))
     print("\nsystems:")
     for name in ("genie-tcp", "genie-ucx", "nixl-ucx", "mooncake-tcp"):
         line = "  %-13s %s" % (name, status.get(name, "not run"))
