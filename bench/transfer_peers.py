@@ -50,6 +50,7 @@ import hashlib
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import statistics
@@ -62,6 +63,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REQUIREMENTS = os.path.join(HERE, "transfer_peers.requirements.txt")
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 VERIFY_MAX = 64 * MIB  # the pattern check runs at every size up to this
+REPLY_TIMEOUT_S = 300
 IDLE_POLL_PERCENT = 2.0  # idle CPU (% of a core, both sides) above which a system is paused
 PAIRS = (("genie-tcp", "mooncake-tcp"), ("genie-ucx", "nixl-ucx"))
 
@@ -175,8 +177,8 @@ class _NixlSide:
             rem = self.agent.get_xfer_descs([(self.raddr, n, 0)], "DRAM")
             h = self.agent.initialize_xfer("WRITE" if op == "w" else "READ", loc, rem, self.remote)
             self.handles[(op, n)] = h
-        st = self.agent.transfer(h)
-        while st == "PROC":
+        st, t0 = self.agent.transfer(h), time.monotonic()
+        while st == "PROC" and time.monotonic() - t0 < REPLY_TIMEOUT_S / 2:
             st = self.agent.check_xfer_state(h)
         if st != "DONE":
             raise RuntimeError("NIXL transfer of %d bytes: %s" % (n, st))
@@ -311,6 +313,8 @@ def cpu_seconds(pid):
 class Side:
     """A process that takes one command a line and answers one line."""
 
+    timeout = REPLY_TIMEOUT_S
+
     def __init__(self, name, argv, env, logdir):
         self.name = name
         self.log = os.path.join(logdir, name + ".log")
@@ -324,6 +328,12 @@ class Side:
             self.p.stdin.flush()
         except (BrokenPipeError, OSError):
             pass
+        # Every command answers well within this (a 1 GiB call at 0.1 Gbit/s
+        # takes 90 s); a side that does not answer is stuck, not slow.
+        if not select.select([self.p.stdout], [], [], self.timeout)[0]:
+            self.p.kill()
+            raise SideError("%s: no reply to %r within %d s%s" % (self.name, line[:60], self.timeout,
+                                                                   self.log_tail()))
         reply = self.p.stdout.readline().strip()
         if not reply or reply.startswith("error"):
             raise SideError("%s: %r -> %s%s" % (self.name, line[:60], reply or "no reply (exited %s)" %
@@ -498,6 +508,7 @@ def main():
     rounds = a.rounds or (1 if a.quick else 5)
     secs = a.secs or (0.02 if a.quick else 0.4)
     lat_calls = 20 if a.quick else 1000
+    Side.timeout = 60 if a.quick else REPLY_TIMEOUT_S
     target_bytes = MIB if a.quick else 64 * MIB
     max_size = sizes[-1]
 
@@ -550,10 +561,12 @@ def main():
         py, venv = peers_env(not a.no_install, status)
         probe = {}
         if py:
-            r = subprocess.run([py, os.path.abspath(__file__), "--worker", "probe"], capture_output=True,
-                               text=True, env=env, timeout=120)
             try:
+                r = subprocess.run([py, os.path.abspath(__file__), "--worker", "probe"], capture_output=True,
+                                   text=True, env=env, timeout=120)
                 probe = json.loads(r.stdout.strip().splitlines()[-1])
+            except subprocess.TimeoutExpired:
+                status["probe"] = "the probe (importing the peers) did not finish within 120 s"
             except (ValueError, IndexError):
                 status["probe"] = "the probe failed (exit %d): %s" % (r.returncode, r.stderr.strip()[-600:])
         for peer, tr in (("nixl", "ucx"), ("mooncake", "tcp")):
@@ -623,6 +636,17 @@ def main():
         thr = {}   # (system, op, size) -> [Gbit/s per round]
         cpu = {}   # (system, op, size) -> [init s, target s, bytes]
         lat = {}   # (system, op) -> [[us ...] per round]
+        def measure(sysm, line):
+            """The reply, or None once a peer failed (it is dropped)."""
+            try:
+                return sysm.measure(line)
+            except SideError as e:
+                if sysm.name.startswith("genie"):
+                    raise
+                status[sysm.name] = "failed during the rounds: " + str(e)
+                systems.remove(sysm)
+                return None
+
         for r in range(rounds):
             order = systems[r % len(systems):] + systems[:r % len(systems)] if systems else []
             for n in sizes:
@@ -630,27 +654,25 @@ def main():
                 for sysm in order:
                     sysm.pause(False)
                     for op in ("w", "r"):
-                        try:
-                            reply, ci, ct = sysm.measure("%s %d %d %g" % (op, n, reps, secs))
-                        except SideError as e:
-                            if sysm.name.startswith("genie"):
-                                fatal(str(e))
-                                return 1
-                            raise
-                        calls, sec = reply.split()
+                        got = sysm in systems and measure(sysm, "%s %d %d %g" % (op, n, reps, secs))
+                        if not got:
+                            break
+                        calls, sec = got[0].split()
                         calls, sec = int(calls), float(sec)
                         thr.setdefault((sysm.name, op, n), []).append(8.0 * n * calls / sec / 1e9)
                         acc = cpu.setdefault((sysm.name, op, n), [0.0, 0.0, 0])
-                        acc[0] += ci
-                        acc[1] += ct
+                        acc[0] += got[1]
+                        acc[1] += got[2]
                         acc[2] += n * calls
                     sysm.pause(True)
             for sysm in order:
                 sysm.pause(False)
                 for op in ("w", "r"):
-                    sysm.init.cmd("l%s %d %d" % (op, sizes[0], max(5, lat_calls // 20)))  # warm-up
-                    reply, _, _ = sysm.measure("l%s %d %d" % (op, sizes[0], lat_calls))
-                    lat.setdefault((sysm.name, op), []).append([float(x) for x in reply.split()])
+                    warm = sysm in systems and measure(sysm, "l%s %d %d" % (op, sizes[0], max(5, lat_calls // 20)))
+                    got = warm and measure(sysm, "l%s %d %d" % (op, sizes[0], lat_calls))
+                    if not got:
+                        break
+                    lat.setdefault((sysm.name, op), []).append([float(x) for x in got[0].split()])
                 sysm.pause(True)
     except SideError as e:
         fatal(str(e))
