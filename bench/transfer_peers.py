@@ -29,8 +29,15 @@ every size up to 64 MiB and reads it back into a cleared buffer.
 Prints throughput (Gbit/s median, min-max over rounds), the median of the
 per-round ratios Genie/peer on the transport both run (TCP: Mooncake; UCX:
 NIXL), 4 KiB latency (p50, p99 of all calls), CPU seconds per GiB moved on
-each side, and exactly why a peer did not run. Goals (issue 42): Genie
->= 1.0x each peer's throughput from 1 MiB up, <= 1.0x its p50 at 4 KiB.
+each side, and exactly why a peer did not run. Goals (docs/benchmarks.md):
+Genie >= 1.0x each peer's throughput from 1 MiB up, <= 1.0x its p50 at
+4 KiB.
+
+Same conditions: UCX_TLS=tcp,self,sm and UCX_NET_DEVICES=lo for both UCX
+systems (unless set); a system whose processes poll while idle (NIXL's
+progress threads) is stopped with SIGSTOP while the others are measured;
+as root, the measuring part runs in a network namespace of its own with
+only loopback (the peers' listeners bind every interface).
 
 The peers come from PyPI (bench/transfer_peers.requirements.txt, pinned):
 the script creates a virtual environment for them outside the source tree,
@@ -471,6 +478,10 @@ def main():
     a = ap.parse_args()
     if a.worker:
         return worker_main(a.worker)
+    if a.rounds is not None and not 1 <= a.rounds <= 1000:
+        ap.error("--rounds must be in 1..1000")
+    if a.secs is not None and not 0 < a.secs <= 60:
+        ap.error("--secs must be in (0, 60]")
 
     t_start = time.time()
     # The peers' listeners bind every interface (Mooncake's on 0.0.0.0 and
