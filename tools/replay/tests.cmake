@@ -15,7 +15,9 @@ set(replay_cases
   "algo_ring|algo:ring" "algo_direct|algo:direct" "algo_halving_doubling|algo:halvingDoubling"
   "algo_double_binary_tree|algo:doubleBinaryTree"
   "p2p|p2p" "corrupt|corrupt" "outputs|outputs" "bad_input|bad" "deadlock|deadlock"
-  "unmatched_send|unmatched_send" "policy|policy" "threads|threads" "pipelined|pipelined" "prewarm|prewarm" "staged|staged" "compute_real|compute_real" "ucx|ucx" "dpdk|dpdk" "mpi|mpi" "rendezvous|rendezvous" "bench_quick|bench")
+  "unmatched_send|unmatched_send" "policy|policy" "threads|threads" "pipelined|pipelined" "prewarm|prewarm" "staged|staged" "compute_real|compute_real" "ucx|ucx" "dpdk|dpdk" "mpi|mpi" "rendezvous|rendezvous" "bench_quick|bench"
+  "converter|converter" "ctrl_deps|ctrl_deps" "astra_cli|astra_cli" "mismatch|mismatch" "comm_groups|comm_groups"
+  "custom|custom")
 foreach(c ${replay_cases})
   string(REPLACE "|" ";" parts "${c}")
   string(REPLACE ":" ";" parts "${parts}")
