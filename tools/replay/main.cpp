@@ -76,8 +76,10 @@ void usage(std::FILE* out) {
                "--logical-topology-configuration, --remote-memory-configuration,\n"
                "--network-configuration); ASTRA-sim's options that model the simulated\n"
                "machine (--num-queues-per-dim, --comm-scale, --injection-scale,\n"
-               "--rendezvous-protocol, --logging-configuration, --logging-folder) are\n"
-               "accepted with a one-line note saying what replay does instead.\n"
+               "--rendezvous-protocol, --htsim-proto, --logging-configuration,\n"
+               "--logging-folder) are accepted with a one-line note saying what replay\n"
+               "does instead. A system file's *-implementation-custom (per-rank traces of\n"
+               "an algorithm, as ASTRA-sim takes them) runs that algorithm as written.\n"
                "\n"
                "  --ranks N            start N local rank processes (default: the logical\n"
                "                       topology's rank count, else the product of the\n"
@@ -172,7 +174,7 @@ Options parse(int argc, char** argv) {
           "--logical-topology-configuration", "--memory", "--remote-memory-configuration", "--network-configuration",
           "--ranks", "--launch", "--rendezvous", "--bind", "--backend", "--timeout", "--compute-scale", "--compute", "--json",
           "--trace", "--trace-level", "--control-deps", "--num-queues-per-dim", "--comm-scale", "--injection-scale",
-          "--logging-configuration", "--logging-folder", "--comm-group-configuration"};
+          "--logging-configuration", "--logging-folder", "--htsim-proto", "--comm-group-configuration"};
       if (a == "--rendezvous-protocol") {  // ASTRA-sim's boolean, given alone
         o.notes.push_back(ignored_note(a, "true"));
         continue;
@@ -192,7 +194,8 @@ Options parse(int argc, char** argv) {
       if (!parse_control_deps(value, &o.control_deps))
         usage_error("--control-deps takes repair, ignore or strict, got '" + value + "'");
     } else if (flag == "--num-queues-per-dim" || flag == "--comm-scale" || flag == "--injection-scale" ||
-               flag == "--rendezvous-protocol" || flag == "--logging-configuration" || flag == "--logging-folder")
+               flag == "--rendezvous-protocol" || flag == "--logging-configuration" || flag == "--logging-folder" ||
+               flag == "--htsim-proto")
       o.notes.push_back(ignored_note(flag, value));
     else if (flag == "--ranks") o.ranks = static_cast<int>(parse_num(flag, value.c_str(), 1, 1024));
     else if (flag == "--launch") {
@@ -253,7 +256,7 @@ std::string trace_path(const std::string& prefix, int rank) { return cat(prefix,
 // The run's topology, and so its rank count: a logical topology file, else
 // the network file's npus_count, else one dimension of `given` ranks
 // (--ranks or the MPI world size; 0: none). Those given must agree.
-Topology topology_for(const Options& o, int given) {
+Topology topology_for(const Options& o, int given, std::string* network_note = nullptr) {
   if (o.topology.empty() && o.network.empty()) {
     if (!given) usage_error("give --ranks N, a --logical-topology file or a --network-configuration file");
     return Topology{"(one dimension of all ranks)", {given}};
@@ -264,12 +267,26 @@ Topology topology_for(const Options& o, int given) {
   if (given && t.ranks() != given)
     fail(GENIE_ERR_INVALID_ARGUMENT, what, " has ", t.ranks(), " ranks, the run has ", given,
          " (--ranks or the MPI world size)");
-  if (!o.topology.empty() && !o.network.empty()) {
-    const Topology net = load_network(o.network);
-    if (net.ranks() != t.ranks())
-      fail(GENIE_ERR_INVALID_ARGUMENT, "network file ", o.network, " has ", net.ranks(), " NPUs (npus_count), ", what,
+  std::string note;
+  if (o.topology.empty()) {
+    std::string dims;
+    for (int d : t.dims) dims += cat(dims.empty() ? "" : ", ", d);
+    note = cat("npus_count gives the ranks per dimension [", dims, "]");
+  } else if (!o.network.empty()) {
+    // With a logical topology, ASTRA-sim's ns-3 frontend takes a network
+    // file of its own format: npus_count, where there is one, must agree.
+    std::optional<Topology> net;
+    try {
+      net = load_network(o.network);
+    } catch (const Error&) {
+      note = "it has no npus_count; the logical topology gives the ranks";
+    }
+    if (net && net->ranks() != t.ranks())
+      fail(GENIE_ERR_INVALID_ARGUMENT, "network file ", o.network, " has ", net->ranks(), " NPUs (npus_count), ", what,
            " has ", t.ranks());
+    if (net) note = "npus_count agrees with the logical topology";
   }
+  if (network_note) *network_note = note;
   t.path = what;
   return t;
 }
@@ -319,16 +336,11 @@ void print_warnings(const std::vector<const Trace*>& traces) {
                                : "");
 }
 
-void print_notes(const Options& o, const Topology& topo) {
+void print_notes(const Options& o, const std::string& network_note) {
   for (const std::string& n : o.notes) std::fprintf(stderr, "genie replay: note: %s\n", n.c_str());
-  if (!o.network.empty()) {
-    std::string dims;
-    for (int d : topo.dims) dims += cat(dims.empty() ? "" : ", ", d);
-    std::fprintf(stderr, "genie replay: note: --network-configuration %s: %s; its links, bandwidths and latencies "
-                 "model the simulated network, which the real data plane replaces\n", o.network.c_str(),
-                 o.topology.empty() ? cat("npus_count gives the ranks per dimension [", dims, "]").c_str()
-                                    : "npus_count agrees with the logical topology");
-  }
+  if (!o.network.empty())
+    std::fprintf(stderr, "genie replay: note: --network-configuration %s: %s; the rest models the simulated network, "
+                 "which the real data plane replaces\n", o.network.c_str(), network_note.c_str());
 }
 
 // The error for messages that arrived at `rank` and that no receive took,
@@ -478,9 +490,10 @@ int finish(const Options& o, const std::vector<std::string>& results, const std:
 
 int run_local(const Options& o) {
   Experiment x;
-  x.topology = topology_for(o, o.ranks);
+  std::string network_note;
+  x.topology = topology_for(o, o.ranks, &network_note);
   const int ranks = x.topology.ranks();
-  print_notes(o, x.topology);
+  print_notes(o, network_note);
   if (!o.system.empty()) x.system = load_system(o.system);
   if (!o.comm_groups.empty()) x.groups = load_comm_groups(o.comm_groups, ranks);
   if (!o.memory.empty()) load_memory(o.memory);
@@ -594,8 +607,9 @@ int run_mpi(const Options& o) {
   if (rdv.empty()) rdv = std::getenv("GENIE_REPLAY_RENDEZVOUS") ? std::getenv("GENIE_REPLAY_RENDEZVOUS") : "127.0.0.1:29517";
   Experiment x;
   if (const char* t = std::getenv("GENIE_REPLAY_TOKEN")) x.token = t;
-  x.topology = topology_for(o, size);
-  if (rank == 0) print_notes(o, x.topology);
+  std::string network_note;
+  x.topology = topology_for(o, size, &network_note);
+  if (rank == 0) print_notes(o, network_note);
   if (!o.system.empty()) x.system = load_system(o.system);
   if (!o.comm_groups.empty()) x.groups = load_comm_groups(o.comm_groups, size);
   if (!o.memory.empty()) load_memory(o.memory);

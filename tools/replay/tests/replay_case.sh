@@ -658,6 +658,15 @@ PY
     printf 'topology: [ Ring ]\n' >nonpus.yml
     replay_fails "a network file without npus_count" 'network file nonpus\.yml: no npus_count' \
       --workload a --network-configuration nonpus.yml
+    # ns-3's command line: a logical topology, and a network file of ns-3's
+    # own format (no npus_count): noted, the topology gives the ranks.
+    echo '{"logical-dims": ["4"]}' >topo4.json
+    printf 'ENABLE_QCN 1\nUSE_DYNAMIC_PFC_THRESHOLD 1\n' >config.txt
+    replay_ok "ns-3's command line" --workload-configuration=a --network-configuration=config.txt \
+      --logical-topology-configuration=topo4.json --comm-group-configuration=empty --htsim-proto=roce ||
+      fail "astra_cli: ns-3's command line"
+    grep -q 'note: --network-configuration config.txt: it has no npus_count; the logical topology gives the ranks' err.txt ||
+      fail "astra_cli: no note for ns-3's network file: $(cat err.txt)"
     "$GENIE" replay --workload a >/dev/null 2>err.txt
     [ $? -eq 2 ] && grep -q -- 'give --ranks N, a --logical-topology file or a --network-configuration file' err.txt ||
       fail "astra_cli: no rank count: not a usage error"
