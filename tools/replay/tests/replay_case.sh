@@ -765,6 +765,10 @@ PY
     $GEN custom_ring ring4 --ranks 4 --size 8192
     echo '{"all-reduce-implementation-custom": ["ring4"]}' >short.json
     replay_fails "a custom implementation for fewer ranks" 'ring4\.4\.et is missing' --workload w --ranks 8 --system short.json
+    $GEN groups g --ranks 8 --size 65536 --groups "0,2,4,6;1,3,5,7"
+    replay_fails "a custom implementation for a communicator group" \
+      "g\.0\.et: node 1 'group_all_reduce': a collective of communicator group '1' with the system file's custom implementation" \
+      --workload g --ranks 8 --system custom.json --comm-group-configuration g.groups.json
     echo '{"all-reduce-implementation-custom": ["ring8", "ring8"]}' >two.json
     replay_fails "two custom entries" 'all-reduce-implementation-custom must be a list of one trace prefix' \
       --workload w --ranks 8 --system two.json
