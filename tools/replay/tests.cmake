@@ -38,3 +38,15 @@ target_compile_options(replay_fabric_test PRIVATE ${GENIE_WARNINGS})
 target_link_libraries(replay_fabric_test PRIVATE genie_static GTest::gtest GTest::gtest_main)
 gtest_discover_tests(replay_fabric_test TEST_PREFIX "replay." DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
   PROPERTIES TIMEOUT 120)
+
+# What replay reads from traces and files from the wild: converter metadata,
+# repaired dependencies, ASTRA-sim's network file and communicator groups.
+add_executable(replay_input_test ${PROJECT_SOURCE_DIR}/tools/replay/tests/input_test.cpp
+  ${PROJECT_SOURCE_DIR}/tools/replay/chakra.cpp ${PROJECT_SOURCE_DIR}/tools/replay/repair.cpp
+  ${PROJECT_SOURCE_DIR}/tools/replay/config.cpp)
+target_include_directories(replay_input_test PRIVATE ${PROJECT_SOURCE_DIR}/tools/replay ${PROJECT_SOURCE_DIR}/src
+  ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+target_compile_options(replay_input_test PRIVATE ${GENIE_WARNINGS})
+target_link_libraries(replay_input_test PRIVATE genie_static GTest::gtest GTest::gtest_main)
+gtest_discover_tests(replay_input_test TEST_PREFIX "replay." DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
+  PROPERTIES TIMEOUT 60)
