@@ -54,6 +54,12 @@ bool known_schema(const Trace& t) {
   return t.version == "0.0.4";
 }
 
+std::string Node::pg_name() const {
+  auto it = attrs.find("pg_name");
+  if (it == attrs.end()) return {};
+  return it->second.s.empty() && it->second.has_int ? std::to_string(it->second.i) : it->second.s;
+}
+
 std::string Node::label() const { return cat("node ", id, " '", name, "'"); }
 
 namespace {

@@ -64,6 +64,9 @@ struct Node {
   // The integer attribute `key`, or `fallback` when absent.
   int64_t attr_int(const std::string& key, int64_t fallback) const;
   bool has_attr(const std::string& key) const { return attrs.count(key) != 0; }
+  // The communicator group it names (pg_name: a string, or an integer as
+  // its decimal digits); "" when none.
+  std::string pg_name() const;
   // "node 12 'all_reduce'" for error messages.
   std::string label() const;
 };

@@ -36,9 +36,7 @@ int64_t need_int(const Trace& t, const Node& n, const char* key) {
 // A collective's communicator group: its pg_name, where a file of groups
 // was given ("" otherwise: all ranks).
 std::string group_of(const Node& node, const CollContext& ctx) {
-  if (!ctx.groups) return {};
-  auto it = node.attrs.find("pg_name");
-  return it == node.attrs.end() ? std::string() : it->second.s;
+  return ctx.groups ? node.pg_name() : std::string();
 }
 
 // The collective a COMM_COLL_NODE runs, `seq`-th in issue order on its
@@ -143,9 +141,8 @@ void check_comm_groups(Trace& t, int rank, const CommGroups* groups) {
   std::string first;
   for (const Node& n : t.nodes) {
     if (n.type != NodeType::CommColl) continue;
-    auto it = n.attrs.find("pg_name");
-    if (it == n.attrs.end() || it->second.s.empty()) continue;
-    const std::string& id = it->second.s;
+    const std::string id = n.pg_name();
+    if (id.empty()) continue;
     if (!groups) {
       if (named++ == 0) first = cat(n.label(), " names '", id, "'");
       continue;

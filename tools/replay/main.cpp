@@ -300,10 +300,10 @@ Trace load_rank_trace(const Options& o, const Experiment& x, const std::string& 
   // A custom implementation's traces cover every rank of the run.
   if (x.groups && !x.system.custom.empty())
     for (const Node& n : t.nodes)
-      if (n.type == NodeType::CommColl && n.has_attr("pg_name") && !n.attrs.at("pg_name").s.empty() &&
+      if (n.type == NodeType::CommColl && !n.pg_name().empty() &&
           x.system.custom.count(static_cast<CollType>(n.attr_int("comm_type", 0))))
         fail(GENIE_ERR_UNSUPPORTED, path, ": ", n.label(), ": a collective of communicator group '",
-             n.attrs.at("pg_name").s, "' with the system file's custom implementation, which covers all ranks");
+             n.pg_name(), "' with the system file's custom implementation, which covers all ranks");
   return t;
 }
 

@@ -159,6 +159,17 @@ TEST(ReplayInput, StrictChangesNothingButCpuCollectives) {
   EXPECT_NE(t.warnings[0].find("1 COMM_COLL_NODE with is_cpu_op and no comm_type"), std::string::npos);
 }
 
+TEST(ReplayInput, PgNameAsAStringOrAnInteger) {
+  Node n = make(1, {}, {}, NodeType::CommColl);
+  EXPECT_EQ(n.pg_name(), "");
+  n.attrs["pg_name"].s = "tp0";
+  EXPECT_EQ(n.pg_name(), "tp0");
+  n.attrs["pg_name"] = Attr{};
+  n.attrs["pg_name"].has_int = true;
+  n.attrs["pg_name"].i = 3;
+  EXPECT_EQ(n.pg_name(), "3");
+}
+
 // A file in the test's temporary folder, removed at the end.
 class TempFile {
  public:
