@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string_view>
 
 #include "core/error.hpp"
 
@@ -44,6 +45,19 @@ const char* coll_type_name(CollType t) {
 int64_t Node::attr_int(const std::string& key, int64_t fallback) const {
   auto it = attrs.find(key);
   return it != attrs.end() && it->second.has_int ? it->second.i : fallback;
+}
+
+bool known_schema(const Trace& t) {
+  const std::string_view suffix = "chakra.0.0.4";
+  const std::string& s = t.schema;
+  if (!s.empty()) return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return t.version == "0.0.4";
+}
+
+std::string Node::pg_name() const {
+  auto it = attrs.find("pg_name");
+  if (it == attrs.end()) return {};
+  return it->second.s.empty() && it->second.has_int ? std::to_string(it->second.i) : it->second.s;
 }
 
 std::string Node::label() const { return cat("node ", id, " '", name, "'"); }
@@ -268,18 +282,24 @@ Trace parse_trace(const std::string& path, const std::string& raw) {
     Wire msg(reinterpret_cast<const uint8_t*>(bytes.data()) + stream.offset(), len, &t.path, stream.offset());
     stream.advance(len);
     if (first) {
-      // GlobalMetadata {1: string version; 2: repeated AttributeProto attr}.
+      // GlobalMetadata {1: string version; 2: repeated AttributeProto attr},
+      // every field optional.
       try {
         while (!msg.done()) {
           auto [f, wt] = msg.tag();
-          if (f == 1 && wt == kLen)
+          if (f == 1 && wt == kLen) {
             t.version = msg.bytes();
-          else
+          } else if (f == 2 && wt == kLen) {
+            auto [name, attr] = read_attr(msg.sub());
+            t.metadata[name] = std::move(attr);
+          } else {
             msg.skip(wt);
+          }
         }
       } catch (const Error& e) {
         fail(e.code(), e.detail(), " (not a Chakra trace: the first message is not a GlobalMetadata)");
       }
+      if (auto it = t.metadata.find("schema"); it != t.metadata.end()) t.schema = it->second.s;
       first = false;
       continue;
     }
@@ -290,8 +310,11 @@ Trace parse_trace(const std::string& path, const std::string& raw) {
            t.nodes.empty() ? std::string("the metadata") : t.nodes.back().label(), ")");
     }
   }
-  if (t.version.empty())
-    fail(GENIE_ERR_PARSE, path, ": the first message is not a Chakra GlobalMetadata (no version)");
+  if (t.version.empty() && t.schema.empty())
+    t.warnings.push_back("its metadata has neither a version nor a schema: read as Chakra 0.0.4 (et_def.proto)");
+  else if (!known_schema(t))
+    t.warnings.push_back(cat("schema '", t.version.empty() ? t.schema : t.version,
+                             "' is not the one this reader follows (Chakra 0.0.4): read by et_def.proto's field numbers"));
   return t;
 }
 

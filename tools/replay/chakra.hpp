@@ -64,19 +64,36 @@ struct Node {
   // The integer attribute `key`, or `fallback` when absent.
   int64_t attr_int(const std::string& key, int64_t fallback) const;
   bool has_attr(const std::string& key) const { return attrs.count(key) != 0; }
+  // The communicator group it names (pg_name: a string, or an integer as
+  // its decimal digits); "" when none.
+  std::string pg_name() const;
   // "node 12 'all_reduce'" for error messages.
   std::string label() const;
 };
 
 struct Trace {
   std::string path;
-  std::string version;  // GlobalMetadata.version
+  // GlobalMetadata: every field is optional. Chakra's own converters write
+  // a `schema` attribute and no version.
+  std::string version;                  // GlobalMetadata.version, or ""
+  std::string schema;                   // its attribute `schema`, or ""
+  std::map<std::string, Attr> metadata; // its attributes
   std::vector<Node> nodes;  // file order
+  // What the reader (or a repair of the trace) noticed and worked around,
+  // for the user: one line each, without the file's name.
+  std::vector<std::string> warnings;
 };
+
+// The schema this reader follows: et_def.proto of Chakra 0.0.4, as a
+// `version` ("0.0.4") or as the suffix of a converter's `schema`
+// attribute ("1.0.2-chakra.0.0.4").
+bool known_schema(const Trace& t);
 
 // Decodes `bytes` (the content of `path`, possibly gzip-wrapped). Throws
 // genie::Error(GENIE_ERR_PARSE) naming the file, the byte offset
 // and, past the metadata, the node, for truncated or malformed input.
+// Metadata without a version or with an unknown schema is read by the
+// schema's field numbers, with a warning (Trace::warnings).
 Trace parse_trace(const std::string& path, const std::string& bytes);
 
 // The whole content of a file; Error(IO) naming `what`, the file and the

@@ -7,10 +7,19 @@ stream, GlobalMetadata first, then Nodes.
 
   chakra_gen.py coll PREFIX --ranks N --type all_reduce --size BYTES
                 [--iters K] [--involved 1,0] [--compute US] [--gzip] [--barrier]
+                [--schema S]  (metadata with a `schema` attribute and no version)
   chakra_gen.py p2p PREFIX --ranks N --size BYTES
   chakra_gen.py unmatched PREFIX --ranks N     (rank 1 waits for a send that never comes)
   chakra_gen.py badtype PREFIX --ranks N       (rank 2 has a node of type 42)
   chakra_gen.py truncated PREFIX --ranks N     (rank 3's file ends inside a node)
+  chakra_gen.py converted PREFIX --ranks N --size BYTES  (dangling, self and cyclic
+                dependencies and CPU-side collectives, as converted PyTorch traces hold)
+  chakra_gen.py mismatch PREFIX --ranks N      (the last rank has one all-reduce fewer)
+  chakra_gen.py crossed PREFIX --ranks N       (ranks 0 and 1 each wait for the other first)
+  chakra_gen.py groups PREFIX --ranks N --size BYTES --groups 0,2;1,3
+                (collectives with pg_name; PREFIX.groups.json: ASTRA-sim's group file)
+  chakra_gen.py custom_ring PREFIX --ranks N --size CHUNK  (a custom ring all-reduce,
+                MSCCL-style sends, receives and reductions, CHUNK bytes a message)
 """
 import argparse
 import gzip
@@ -67,6 +76,11 @@ def int_member(value):
 
 
 def attr(name, value):
+    return ld(10, attr_body(name, value))  # Node.attr
+
+
+def attr_body(name, value):
+    """An AttributeProto."""
     body = ld(1, name.encode())
     if isinstance(value, bool):
         body += key(27, 0) + varint(int(value))
@@ -76,14 +90,16 @@ def attr(name, value):
         body += ld(29, value.encode())
     elif isinstance(value, list):  # bool_list: repeated values = 1, packed
         body += ld(28, ld(1, b"".join(varint(int(v)) for v in value)))
-    return ld(10, body)
+    return body
 
 
-def node(nid, name, ntype, deps=(), duration=0, attrs=()):
+def node(nid, name, ntype, deps=(), duration=0, attrs=(), ctrl=()):
     body = b""
     if nid:
         body += key(1, 0) + varint(nid)
     body += ld(2, name.encode()) + key(3, 0) + varint(ntype)
+    if ctrl:
+        body += ld(4, b"".join(varint(d) for d in ctrl))  # ctrl_deps, packed
     if deps:
         body += ld(5, b"".join(varint(d) for d in deps))  # data_deps, packed
     if duration:
@@ -93,8 +109,26 @@ def node(nid, name, ntype, deps=(), duration=0, attrs=()):
     return body
 
 
+META = [None]  # --schema: the metadata Chakra's converters write (None: a version)
+
+
+def metadata():
+    """GlobalMetadata: {version: "0.0.4"}, or as Chakra's converters write
+    it, a `schema` attribute (and a few others) and no version; with
+    --schema "", nothing at all."""
+    if META[0] is None:
+        return b"\x0a\x050.0.4"
+    if META[0] == "":
+        return b""
+    body = b""
+    for k, v in (("schema", META[0]), ("pid", 4242), ("time", "2026-01-01 00:00:00")):
+        body += ld(2, attr_body(k, v))  # GlobalMetadata.attr
+    return body
+
+
 def stream(nodes):
-    out = varint(7) + b"\x0a\x050.0.4"  # GlobalMetadata {version: "0.0.4"}
+    meta = metadata()
+    out = varint(len(meta)) + meta
     for n in nodes:
         out += varint(len(n)) + n
     return out
@@ -149,9 +183,65 @@ def p2p_nodes(rank, n, size):
     ]
 
 
+def converted_nodes(size):
+    """What traces converted from PyTorch execution traces hold: a control
+    dependency on a node the file does not have (999), one of a node on
+    itself, a cycle of control dependencies (3 <-> 4), a cycle of data
+    dependencies (6 <-> 7) and the CPU side of a collective (is_cpu_op, no
+    comm_type); then one all-reduce of `size` bytes."""
+    cpu = [("is_cpu_op", True)]
+    return [
+        node(1, "aten::mm", COMP, [], 50, cpu, ctrl=[999]),
+        node(2, "record_param_comms", COLLN, [1], 10, cpu + [("comm_size", size)], ctrl=[2]),
+        node(3, "step_a", COMP, [2], 5, cpu, ctrl=[4]),
+        node(4, "step_b", COMP, [], 5, cpu, ctrl=[3]),
+        node(6, "loop_a", COMP, [7], 5, cpu),
+        node(7, "loop_b", COMP, [6], 5, cpu),
+        node(5, "nccl:all_reduce", COLLN, [4, 7], 0,
+             [("is_cpu_op", False), ("comm_type", COLL["all_reduce"]), ("comm_size", size)]),
+    ]
+
+
+def group_nodes(rank, groups, size):
+    """An all-reduce over this rank's communicator group (pg_name), then a
+    broadcast in it, then an all-reduce over all ranks."""
+    gid = next(g for g, members in groups.items() if rank in members)
+    a = lambda t: [("is_cpu_op", False), ("comm_type", COLL[t]), ("comm_size", size)]
+    return [
+        node(1, "group_all_reduce", COLLN, [], 0, a("all_reduce") + [("pg_name", gid)]),
+        node(2, "group_broadcast", COLLN, [1], 0, a("broadcast") + [("pg_name", gid)]),
+        node(3, "world_all_reduce", COLLN, [2], 0, a("all_reduce")),
+    ]
+
+
+def custom_ring_nodes(rank, n, chunk):
+    """An MSCCL-style ring all-reduce as a custom implementation: n - 1
+    steps of send right / receive left / reduce (the next send waits for the
+    reduce), then n - 1 steps of send / receive (each send forwards the part
+    just received). Each message is `chunk` bytes."""
+    right, left = (rank + 1) % n, (rank - 1) % n
+    nodes, nid, prev = [], 1, None
+    for s in range(n - 1):
+        send, recv, red = nid, nid + 1, nid + 2
+        nodes.append(node(send, f"rs_send_{s}", SEND, [prev] if prev else [], 0,
+                          [("comm_dst", right), ("comm_tag", s), ("comm_size", chunk)]))
+        nodes.append(node(recv, f"rs_recv_{s}", RECV, [], 0, [("comm_src", left), ("comm_tag", s), ("comm_size", chunk)]))
+        nodes.append(node(red, f"rs_reduce_{s}", COMP, [recv], 1))
+        prev, nid = red, nid + 3
+    for s in range(n - 1):
+        send, recv = nid, nid + 1
+        tag = n - 1 + s
+        nodes.append(node(send, f"ag_send_{s}", SEND, [prev], 0,
+                          [("comm_dst", right), ("comm_tag", tag), ("comm_size", chunk)]))
+        nodes.append(node(recv, f"ag_recv_{s}", RECV, [], 0, [("comm_src", left), ("comm_tag", tag), ("comm_size", chunk)]))
+        prev, nid = recv, nid + 2
+    return nodes
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("kind", choices=["coll", "p2p", "unmatched", "unmatched_send", "badtype", "truncated"])
+    p.add_argument("kind", choices=["coll", "p2p", "unmatched", "unmatched_send", "badtype", "truncated", "converted",
+                                    "mismatch", "crossed", "groups", "custom_ring"])
     p.add_argument("prefix")
     p.add_argument("--ranks", type=int, required=True)
     p.add_argument("--type", default="all_reduce", choices=sorted(COLL))
@@ -164,8 +254,12 @@ def main():
     p.add_argument("--barrier", action="store_true", help="a barrier before each collective")
     p.add_argument("--independent", action="store_true", help="collectives that depend on nothing")
     p.add_argument("--mixed-ints", action="store_true", help="integer attributes in every member of the oneof")
+    p.add_argument("--groups", default="", help="groups: communicator groups, ';' between groups, ',' between ranks")
+    p.add_argument("--schema", default=None,
+                   help="metadata as Chakra's converters write it: this schema attribute, no version ('': no metadata)")
     a = p.parse_args()
     MIXED[0] = a.mixed_ints
+    META[0] = a.schema
     for r in range(a.ranks):
         if a.kind == "coll":
             write(a.prefix, r, coll_nodes(r, a), a.gzip)
@@ -191,6 +285,36 @@ def main():
             if r == 2:
                 nodes.append(node(2, "mystery", 42, [1]))
             write(a.prefix, r, nodes)
+        elif a.kind == "converted":
+            write(a.prefix, r, converted_nodes(a.size))
+        elif a.kind == "mismatch":
+            # The last rank's trace has one all-reduce fewer than the others'.
+            a.type, a.compute, a.involved = "all_reduce", 0, ""
+            a.iters = 1 if r == a.ranks - 1 else 2
+            write(a.prefix, r, coll_nodes(r, a))
+        elif a.kind == "crossed":
+            # Ranks 0 and 1 each receive from the other before they send
+            # (a true deadlock); the others compute for 1 s, then wait in an
+            # all-reduce with them.
+            sz = [("comm_size", 4096)]
+            if r in (0, 1):
+                peer = 1 - r
+                nodes = [node(1, "recv_first", RECV, [], 0, [("comm_src", peer), ("comm_tag", 10 + r)] + sz),
+                         node(2, "send_after", SEND, [1], 0, [("comm_dst", peer), ("comm_tag", 11 - r)] + sz)]
+            else:
+                nodes = [node(2, "compute", COMP, [], 1000000)]
+            nodes.append(node(3, "all_reduce", COLLN, [2], 0,
+                              [("comm_type", COLL["all_reduce"]), ("comm_size", 65536)]))
+            write(a.prefix, r, nodes)
+        elif a.kind == "groups":
+            groups = {str(i + 1): [int(x) for x in g.split(",")] for i, g in enumerate(a.groups.split(";"))}
+            write(a.prefix, r, group_nodes(r, groups, a.size))
+            if r == 0:
+                import json
+                with open(f"{a.prefix}.groups.json", "w") as f:
+                    json.dump(groups, f)
+        elif a.kind == "custom_ring":
+            write(a.prefix, r, custom_ring_nodes(r, a.ranks, a.size))
         elif a.kind == "truncated":
             a.type, a.iters, a.compute, a.involved = "all_reduce", 1, 0, ""
             write(a.prefix, r, coll_nodes(r, a), cut=5 if r == 3 else 0)

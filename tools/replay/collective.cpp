@@ -7,9 +7,10 @@
 #include <exception>
 #include <map>
 #include <memory>
-#include <tuple>
 #include <mutex>
 #include <thread>
+#include <tuple>
+#include <unordered_map>
 
 #include "core/error.hpp"
 #include "buffer_pool.hpp"
@@ -109,7 +110,9 @@ class ChunkRun {
   }
   std::pair<int64_t, int64_t> span() const { return {begin_, end_}; }
 
-  uint64_t key(uint32_t stage, uint32_t s, uint32_t seg = 0) const { return coll_key(spec_.seq, chunk_, stage, s, seg); }
+  uint64_t key(uint32_t stage, uint32_t s, uint32_t seg = 0) const {
+    return coll_key(spec_.comm, spec_.seq, chunk_, stage, s, seg);
+  }
 
   // A ring step's block moves in segments of about segment_bytes (at most
   // kMaxSegments), so that a rank forwards (and reduces) one segment while
@@ -351,6 +354,17 @@ struct Stage {
   int index;
 };
 
+std::vector<Stage> stages_of(const Topology& topo, int rank, const std::vector<bool>& involved);
+
+// A communicator group is one flat stage over its members, with dimension
+// 0's implementation; otherwise the involved dimensions.
+std::vector<Stage> stages_for(const Topology& topo, int rank, const CollSpec& spec) {
+  if (spec.members.empty()) return stages_of(topo, rank, spec.involved);
+  if (spec.members.size() == 1) return {};
+  const int index = static_cast<int>(std::find(spec.members.begin(), spec.members.end(), rank) - spec.members.begin());
+  return {Stage{0, spec.members, index}};
+}
+
 std::vector<Stage> stages_of(const Topology& topo, int rank, const std::vector<bool>& involved) {
   std::vector<Stage> out;
   int stride = 1;
@@ -372,9 +386,9 @@ CollResult run_chunk(RunEnv& env, const CollSpec& spec, uint32_t c, uint64_t ele
   const uint64_t E = split(0, elems_total, chunks, c + 1) - split(0, elems_total, chunks, c);
   const int G = static_cast<int>(group.size());
   const int rank = env.fabric.rank();
-  const uint32_t seq = spec.seq;
+  const uint32_t seq = spec.pattern_seq();
   ChunkRun run(env, spec, c, group, me);
-  const std::vector<Stage> stages = stages_of(env.topology, rank, spec.involved);
+  const std::vector<Stage> stages = stages_for(env.topology, rank, spec);
   const SystemConfig& sys = env.system;
   CollResult res;
   res.group = G;
@@ -602,11 +616,127 @@ int64_t covered(std::vector<std::pair<int64_t, int64_t>> v) {
   return total;
 }
 
+// A custom implementation (SystemConfig::custom): this rank's trace of the
+// algorithm, run as written. Its sends and receives start as soon as their
+// dependencies are done, all in flight at once; each message is a pattern
+// of (sender, collective, tag, occurrence of the tag) checked word for word
+// where it lands; a compute node is the algorithm's reduction: the
+// messages of the receives it depends on are added (float32) into the
+// rank's accumulator. Trace dependencies were checked at load
+// (validate_trace, validate_custom).
+CollResult run_custom(RunEnv& env, const CollSpec& spec) {
+  const Trace& t = *spec.custom;
+  const int rank = env.fabric.rank();
+  const size_t n = t.nodes.size();
+  std::unordered_map<uint64_t, size_t> pos;
+  for (size_t i = 0; i < n; ++i) pos.emplace(t.nodes[i].id, i);
+  std::vector<size_t> indeg(n);
+  std::vector<std::vector<size_t>> users(n);
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<size_t> deps;
+    for (const auto* list : {&t.nodes[i].data_deps, &t.nodes[i].ctrl_deps})
+      for (uint64_t d : *list) deps.push_back(pos.at(d));
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    indeg[i] = deps.size();
+    for (size_t d : deps) users[d].push_back(i);
+  }
+  // Messages with one tag between two ranks match in file order.
+  std::vector<uint32_t> occurrence(n);
+  std::map<std::tuple<int, int64_t, int64_t>, uint32_t> seen;
+  for (size_t i = 0; i < n; ++i) {
+    const Node& node = t.nodes[i];
+    if (node.type == NodeType::CommSend)
+      occurrence[i] = seen[{0, node.attr_int("comm_dst", 0), node.attr_int("comm_tag", 0)}]++;
+    if (node.type == NodeType::CommRecv)
+      occurrence[i] = seen[{1, node.attr_int("comm_src", 0), node.attr_int("comm_tag", 0)}]++;
+  }
+  const uint32_t seq = spec.pattern_seq() ^ 0x40000000u;
+  auto chunk_of = [&](size_t i) {
+    return (static_cast<uint64_t>(t.nodes[i].attr_int("comm_tag", 0)) << 32) | occurrence[i];
+  };
+  std::vector<std::vector<uint32_t>> bufs(n);
+  std::vector<float> acc;
+  std::vector<Fabric::OpPtr> ops;
+  std::vector<size_t> op_node;
+  std::vector<size_t> ready;
+  for (size_t i = n; i-- > 0;)
+    if (!indeg[i]) ready.push_back(i);  // popped from the back: file order
+  CollResult res;
+  res.group = env.fabric.size();
+  const int64_t begin = env.timeline.now_ns();
+  size_t done = 0;
+  bool issued = false;
+  auto complete = [&](size_t i) {
+    const Node& node = t.nodes[i];
+    if (node.type == NodeType::CommRecv) {
+      const int peer = static_cast<int>(node.attr_int("comm_src", 0));
+      res.wrong += wrong_u(bufs[i].data(), bufs[i].size(), peer, seq, chunk_of(i), 0);
+      res.elements += bufs[i].size();
+    }
+    if (node.type == NodeType::CommSend) std::vector<uint32_t>().swap(bufs[i]);
+    ++done;
+    for (size_t u = users[i].size(); u-- > 0;)
+      if (--indeg[users[i][u]] == 0) ready.push_back(users[i][u]);
+  };
+  auto what = [&](size_t k) {
+    const Node& node = t.nodes[op_node[k]];
+    const bool recv = node.type == NodeType::CommRecv;
+    return cat(recv ? "a receive from rank " : "a send to rank ", node.attr_int(recv ? "comm_src" : "comm_dst", 0),
+               " tag ", node.attr_int("comm_tag", 0), " in ", coll_type_name(spec.type), " #", spec.seq, " (",
+               spec.name, ", custom implementation ", t.path, ": ", node.label(), ")");
+  };
+  while (done < n) {
+    while (!ready.empty()) {
+      const size_t i = ready.back();
+      ready.pop_back();
+      const Node& node = t.nodes[i];
+      if (node.type != NodeType::CommSend && node.type != NodeType::CommRecv) {
+        if (node.type == NodeType::Comp) {  // the reduction of the receives it depends on
+          for (uint64_t d : node.data_deps) {
+            const std::vector<uint32_t>& in = bufs[pos.at(d)];
+            if (t.nodes[pos.at(d)].type != NodeType::CommRecv || in.empty()) continue;
+            if (acc.size() < in.size()) acc.resize(in.size());
+            reduce_into(acc.data(), reinterpret_cast<const float*>(in.data()), in.size());
+          }
+        }
+        complete(i);
+        continue;
+      }
+      const bool send = node.type == NodeType::CommSend;
+      const int peer = static_cast<int>(node.attr_int(send ? "comm_dst" : "comm_src", 0));
+      const int64_t tag = node.attr_int("comm_tag", 0);
+      bufs[i].resize((static_cast<uint64_t>(node.attr_int("comm_size", 0)) + 3) / 4);
+      if (send) fill_u(bufs[i].data(), bufs[i].size(), rank, seq, chunk_of(i), 0);
+      const uint64_t key = coll_key(spec.comm, spec.seq, occurrence[i], 63, static_cast<uint32_t>(tag & 0xffff),
+                                    static_cast<uint32_t>(tag >> 16));
+      ops.push_back(send ? env.fabric.isend(peer, key, bufs[i].data(), bufs[i].size() * 4, cat(t.path, ": ", node.label()))
+                         : env.fabric.irecv(peer, key, bufs[i].data(), bufs[i].size() * 4));
+      op_node.push_back(i);
+    }
+    if (!issued) {
+      issued = true;
+      if (env.issued) env.issued();
+    }
+    if (done == n) break;
+    const size_t k = env.fabric.wait_any(ops, what);
+    const size_t i = op_node[k];
+    ops.erase(ops.begin() + static_cast<long>(k));
+    op_node.erase(op_node.begin() + static_cast<long>(k));
+    complete(i);
+  }
+  const int64_t end = env.timeline.now_ns();
+  res.comm_ns = end - begin;
+  res.spans.emplace_back(begin, end);
+  return res;
+}
+
 }  // namespace
 
-uint64_t coll_key(uint32_t seq, uint32_t chunk, uint32_t stage, uint32_t step, uint32_t segment) {
-  return (1ull << 62) | (static_cast<uint64_t>(seq & 0x3ffff) << 42) | (static_cast<uint64_t>(chunk & 0xfff) << 30) |
-         (static_cast<uint64_t>(stage & 0x3f) << 24) | (static_cast<uint64_t>(step & 0xffff) << 8) | (segment & 0xff);
+uint64_t coll_key(uint32_t comm, uint32_t seq, uint32_t chunk, uint32_t stage, uint32_t step, uint32_t segment) {
+  return (1ull << 62) | (static_cast<uint64_t>(comm & 0xff) << 54) | (static_cast<uint64_t>(seq & 0xfff) << 42) |
+         (static_cast<uint64_t>(chunk & 0xfff) << 30) | (static_cast<uint64_t>(stage & 0x3f) << 24) |
+         (static_cast<uint64_t>(step & 0xffff) << 8) | (segment & 0xff);
 }
 
 uint64_t p2p_key(uint32_t tag, uint32_t occurrence) {
@@ -615,8 +745,10 @@ uint64_t p2p_key(uint32_t tag, uint32_t occurrence) {
 
 std::string describe_key(uint64_t key) {
   if (key >> 62 == 2) return cat("tag ", (key >> 20) & 0xffffffffull, " (message ", (key & 0xfffff) + 1, " with that tag)");
-  return cat("collective #", (key >> 42) & 0x3ffff, " chunk ", (key >> 30) & 0xfff, " stage ", (key >> 24) & 0x3f,
-             " step ", (key >> 8) & 0xffff, " segment ", key & 0xff);
+  const uint64_t comm = (key >> 54) & 0xff;
+  return cat(comm ? cat("communicator group #", comm, " ") : std::string(), "collective #", (key >> 42) & 0xfff,
+             " chunk ", (key >> 30) & 0xfff, " stage ", (key >> 24) & 0x3f, " step ", (key >> 8) & 0xffff, " segment ",
+             key & 0xff);
 }
 
 void fill_p2p(std::vector<uint32_t>& buf, int src, uint32_t tag, uint32_t occurrence) {
@@ -627,7 +759,9 @@ uint64_t check_p2p(const std::vector<uint32_t>& buf, int src, uint32_t tag, uint
   return wrong_u(buf.data(), buf.size(), src, 0x80000000u | tag, occurrence, 0);
 }
 
-std::vector<int> collective_group(const Topology& topo, int rank, const std::vector<bool>& involved) {
+std::vector<int> collective_group(const Topology& topo, int rank, const CollSpec& spec) {
+  if (!spec.members.empty()) return spec.members;
+  const std::vector<bool>& involved = spec.involved;
   std::vector<int> group{rank};
   // Built from dimension 0 outwards, so that dimension 0 varies fastest.
   for (const Stage& s : stages_of(topo, rank, involved)) {
@@ -655,14 +789,15 @@ std::vector<uint64_t> collective_buffers(const SystemConfig& sys, const Topology
                                          const CollSpec& spec) {
   // Mirrors the Scratch buffers of run_chunk and ChunkRun, for the largest
   // chunk (a smaller one fits in its buffer).
-  const std::vector<int> group = collective_group(topo, rank, spec.involved);
+  if (spec.custom) return {};  // its buffers are the messages it names, made as it runs
+  const std::vector<int> group = collective_group(topo, rank, spec);
   const uint64_t G = group.size();
   const uint64_t me = std::find(group.begin(), group.end(), rank) - group.begin();
   const uint64_t elems = (spec.bytes + 3) / 4;
   const uint64_t chunks = std::max<uint64_t>(1, std::min<uint64_t>(sys.chunks, elems));
   const uint64_t active = std::max<uint64_t>(1, std::min<uint64_t>(chunks, sys.active_chunks));
   const uint64_t E = (elems + chunks - 1) / chunks;
-  const std::vector<Stage> stages = stages_of(topo, rank, spec.involved);
+  const std::vector<Stage> stages = stages_for(topo, rank, spec);
   const Algo flat = sys.algo(sys.all_reduce, stages.empty() ? 0 : stages[0].dim);
   std::vector<uint64_t> one;  // elements of each buffer of one chunk
   switch (spec.type) {
@@ -715,8 +850,9 @@ std::vector<uint64_t> collective_buffers(const SystemConfig& sys, const Topology
 }
 
 CollResult run_collective(RunEnv& env, const CollSpec& spec) {
+  if (spec.custom) return run_custom(env, spec);
   const int rank = env.fabric.rank();
-  const std::vector<int> group = collective_group(env.topology, rank, spec.involved);
+  const std::vector<int> group = collective_group(env.topology, rank, spec);
   const int me = static_cast<int>(std::find(group.begin(), group.end(), rank) - group.begin());
   const uint64_t elems = (spec.bytes + 3) / 4;
   const uint32_t chunks = static_cast<uint32_t>(std::max<uint64_t>(1, std::min<uint64_t>(env.system.chunks, elems)));

@@ -29,9 +29,21 @@ namespace genie::replay {
 struct CollSpec {
   CollType type = CollType::AllReduce;
   uint64_t bytes = 0;        // comm_size: per rank (all-gather: its input)
-  uint32_t seq = 0;          // issue order among this rank's collectives
+  // The communicator: 0 for all ranks (or the dimensions `involved`
+  // selects), else a group of --comm-group-configuration (CommGroups::index),
+  // whose ranks are `members`, in the file's order.
+  uint32_t comm = 0;
+  std::vector<int> members;
+  std::string comm_name;     // the group's id (pg_name); "" for all ranks
+  uint32_t seq = 0;          // issue order among this rank's collectives on the communicator
   std::vector<bool> involved;  // per topology dimension; empty: all
   std::string name;          // the node, for reports
+  // The system file's custom implementation of this collective type: this
+  // rank's trace of it, run as written (sends, receives, reductions).
+  const Trace* custom = nullptr;
+
+  // What sets this collective's payload patterns apart from the others'.
+  uint32_t pattern_seq() const { return seq ^ (comm << 24); }
 };
 
 struct CollResult {
@@ -66,20 +78,28 @@ CollResult run_collective(RunEnv& env, const CollSpec& spec);
 std::vector<uint64_t> collective_buffers(const SystemConfig& sys, const Topology& topo, int rank,
                                          const CollSpec& spec);
 
-// The ranks a collective with `involved` dimensions runs over, with this
-// rank's; in group order (dimension 0 fastest).
-std::vector<int> collective_group(const Topology& topo, int rank, const std::vector<bool>& involved);
+// The ranks a collective runs over, with this rank's: a communicator
+// group's members, or those of the dimensions it involves, in group order
+// (dimension 0 fastest).
+std::vector<int> collective_group(const Topology& topo, int rank, const CollSpec& spec);
+
+// The limits of a custom implementation's messages (their keys): tags in
+// 0..kCustomTags-1, and at most kCustomRepeats messages with one tag
+// between two ranks in one direction.
+constexpr int64_t kCustomTags = 1 << 24;
+constexpr uint32_t kCustomRepeats = 4096;
 
 // Bus bandwidth factor (nccl-tests conventions) for a group of n.
 double bus_factor(CollType t, int n);
 
-// Message keys: collectives by (seq, chunk, stage, step, segment), in 18,
-// 12, 6, 16 and 8 bits (fields wrap: keys only need to differ among the
-// messages in flight at once: at most 256 nodes run at once, chunks are at
-// most 4096, and a ring's steps are all posted at once, so a ring has at
-// most 65536 ranks); sends and receives by (tag, occurrence of that tag
-// between the two ranks).
-uint64_t coll_key(uint32_t seq, uint32_t chunk, uint32_t stage, uint32_t step, uint32_t segment = 0);
+// Message keys: collectives by (communicator, seq, chunk, stage, step,
+// segment), in 8, 12, 12, 6, 16 and 8 bits (fields wrap: keys only need to
+// differ among the messages in flight at once: at most 256 nodes run at
+// once, so a rank is never 4096 collectives of one communicator ahead,
+// chunks are at most 4096, and a ring's steps are all posted at once, so a
+// ring has at most 65536 ranks); sends and receives by (tag, occurrence of
+// that tag between the two ranks).
+uint64_t coll_key(uint32_t comm, uint32_t seq, uint32_t chunk, uint32_t stage, uint32_t step, uint32_t segment = 0);
 uint64_t p2p_key(uint32_t tag, uint32_t occurrence);
 // What a key names, for reports: "tag T (its Nth message)" or
 // "collective #S chunk C stage G step P segment M".

@@ -5,8 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "chakra.hpp"
 
 namespace genie::replay {
 
@@ -30,6 +33,10 @@ struct SystemConfig {
   // MiB per rank on 4 local ranks) and the same over TCP.
   uint64_t segment_bytes = 2 << 20;
   double endpoint_delay_ns = 0;  // reported only; real endpoints have their own
+  // ASTRA-sim's custom implementations (all-reduce-implementation-custom
+  // and the like): per collective type, the prefix of the per-rank Chakra
+  // traces (PREFIX.<rank>.et) that define the algorithm.
+  std::map<CollType, std::string> custom;
 
   Algo algo(const std::vector<Algo>& v, size_t dim) const { return v[dim < v.size() ? dim : v.size() - 1]; }
 };
@@ -40,6 +47,16 @@ struct Topology {
   int ranks() const;
 };
 
+// ASTRA-sim's communicator groups (--comm-group-configuration): a JSON
+// object of group id -> the ranks in it ({"0": [0, 1, 2, 3], "1": [4, 5]}).
+// A collective whose pg_name names a group runs over exactly its ranks.
+struct CommGroups {
+  std::string path;
+  std::map<std::string, std::vector<int>> groups;
+  // The communicator of a group: 1 + its place in id order (0: all ranks).
+  uint32_t index(const std::string& id) const;
+};
+
 struct MemoryConfig {
   std::string path;
   std::string type = "NO_MEMORY_EXPANSION";
@@ -48,6 +65,12 @@ struct MemoryConfig {
 // Each throws genie::Error(GENIE_ERR_PARSE / GENIE_ERR_IO) naming the file.
 SystemConfig load_system(const std::string& path);
 Topology load_topology(const std::string& path);
+// ASTRA-sim's network file (YAML): only `npus_count` is read, the NPUs per
+// dimension (`npus_count: [ 4, 2 ]`, or a block list), as the ranks per
+// dimension of a topology; the rest describes the simulated network.
+Topology load_network(const std::string& path);
+// Every rank of every group must be in 0..ranks-1, once per group.
+CommGroups load_comm_groups(const std::string& path, int ranks);
 MemoryConfig load_memory(const std::string& path);
 
 }  // namespace genie::replay

@@ -33,17 +33,31 @@ int64_t need_int(const Trace& t, const Node& n, const char* key) {
   return it->second.i;
 }
 
-// The collective a COMM_COLL_NODE runs, `seq`-th in issue order.
-CollSpec coll_spec(const Trace& t, const Node& node, uint32_t seq, const Topology& topo) {
+// A collective's communicator group: its pg_name, where a file of groups
+// was given ("" otherwise: all ranks).
+std::string group_of(const Node& node, const CollContext& ctx) {
+  return ctx.groups ? node.pg_name() : std::string();
+}
+
+// The collective a COMM_COLL_NODE runs, `seq`-th in issue order on its
+// communicator.
+CollSpec coll_spec(const Trace& t, const Node& node, uint32_t seq, const Topology& topo, const CollContext& ctx) {
   CollSpec spec;
   spec.type = static_cast<CollType>(node.attr_int("comm_type", 0));
   spec.bytes = static_cast<uint64_t>(node.attr_int("comm_size", 0));
   spec.seq = seq;
   spec.name = node.name;
+  spec.comm_name = group_of(node, ctx);
+  if (!spec.comm_name.empty()) {
+    spec.comm = ctx.groups->index(spec.comm_name);
+    spec.members = ctx.groups->groups.at(spec.comm_name);
+  }
+  if (ctx.custom)
+    if (auto it = ctx.custom->find(spec.type); it != ctx.custom->end()) spec.custom = &it->second;
   if (auto it = node.attrs.find("involved_dim"); it != node.attrs.end()) {
     if (it->second.list.size() > topo.dims.size())
       fail(GENIE_ERR_INVALID_ARGUMENT, where(t, node), ": involved_dim names ", it->second.list.size(),
-           " dimensions, the logical topology (", topo.path, ") has ", topo.dims.size());
+           " dimensions, the topology (", topo.path, ") has ", topo.dims.size());
     for (int64_t v : it->second.list) spec.involved.push_back(v != 0);
   }
   return spec;
@@ -122,7 +136,54 @@ void validate_trace(const Trace& t, int rank, int size) {
   (void)rank;
 }
 
-uint64_t prewarm_buffers(const Trace& t, const SystemConfig& sys, const Topology& topo, int rank) {
+void check_comm_groups(Trace& t, int rank, const CommGroups* groups) {
+  size_t named = 0;
+  std::string first;
+  for (const Node& n : t.nodes) {
+    if (n.type != NodeType::CommColl) continue;
+    const std::string id = n.pg_name();
+    if (id.empty()) continue;
+    if (!groups) {
+      if (named++ == 0) first = cat(n.label(), " names '", id, "'");
+      continue;
+    }
+    auto g = groups->groups.find(id);
+    if (g == groups->groups.end()) {
+      std::string ids;
+      for (const auto& [k, v] : groups->groups) ids += cat(ids.empty() ? "" : ", ", "'", k, "'");
+      fail(GENIE_ERR_INVALID_ARGUMENT, where(t, n), ": pg_name '", id, "' is not a group of ", groups->path, " (",
+           ids, ")");
+    }
+    if (std::find(g->second.begin(), g->second.end(), rank) == g->second.end())
+      fail(GENIE_ERR_INVALID_ARGUMENT, where(t, n), ": pg_name '", id, "': rank ", rank, " is not in that group of ",
+           groups->path);
+  }
+  if (named)
+    t.warnings.push_back(cat(named, " collective", named > 1 ? "s name" : " names", " a communicator group (pg_name; ",
+                             "the first: ", first, ") and there is no --comm-group-configuration: ",
+                             named > 1 ? "they run" : "it runs", " over all ranks"));
+}
+
+void validate_custom(const Trace& t) {
+  std::map<std::tuple<int, int64_t, int64_t>, uint32_t> seen;
+  for (const Node& n : t.nodes) {
+    if (n.type == NodeType::CommColl)
+      fail(GENIE_ERR_PARSE, where(t, n), ": a custom collective implementation holds a collective node (only sends, ",
+           "receives, compute and memory nodes)");
+    if (n.type != NodeType::CommSend && n.type != NodeType::CommRecv) continue;
+    const bool send = n.type == NodeType::CommSend;
+    const int64_t tag = n.attr_int("comm_tag", 0);
+    if (tag < 0 || tag >= kCustomTags)
+      fail(GENIE_ERR_UNSUPPORTED, where(t, n), ": comm_tag ", tag, " (a custom implementation's tags are 0..",
+           kCustomTags - 1, ")");
+    if (++seen[{send ? 0 : 1, n.attr_int(send ? "comm_dst" : "comm_src", 0), tag}] > kCustomRepeats)
+      fail(GENIE_ERR_UNSUPPORTED, where(t, n), ": more than ", kCustomRepeats, " messages with tag ", tag,
+           " to one peer in one custom collective");
+  }
+}
+
+uint64_t prewarm_buffers(const Trace& t, const SystemConfig& sys, const Topology& topo, int rank,
+                         const CollContext& ctx) {
   // Per size, as many buffers as the collective that needs the most of
   // them: collectives one after another reuse them.
   std::map<uint64_t, size_t> need;
@@ -130,7 +191,7 @@ uint64_t prewarm_buffers(const Trace& t, const SystemConfig& sys, const Topology
   for (const Node& node : t.nodes) {
     if (node.type != NodeType::CommColl) continue;
     std::map<uint64_t, size_t> mine;
-    for (uint64_t b : collective_buffers(sys, topo, rank, coll_spec(t, node, seq++, topo))) ++mine[b];
+    for (uint64_t b : collective_buffers(sys, topo, rank, coll_spec(t, node, seq++, topo, ctx))) ++mine[b];
     for (const auto& [b, n] : mine) need[b] = std::max(need[b], n);
   }
   uint64_t added = 0;
@@ -149,14 +210,19 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
       ++indeg[i];
       users[d].push_back(i);
     }
-  // Issue order: collectives by file order; sends and receives by the order
-  // of equal (peer, tag) pairs.
-  std::vector<uint32_t> seq(n), occurrence(n);
+  // Issue order: collectives by file order (seq: among all of this rank's,
+  // comm_seq: among those of its communicator, which match across ranks);
+  // sends and receives by the order of equal (peer, tag) pairs.
+  std::vector<uint32_t> seq(n), comm_seq(n), occurrence(n);
   uint32_t colls = 0;
+  std::map<std::string, uint32_t> per_comm;
   std::map<std::tuple<int, int64_t, int64_t>, uint32_t> seen;
   for (size_t i = 0; i < n; ++i) {
     const Node& node = t.nodes[i];
-    if (node.type == NodeType::CommColl) seq[i] = colls++;
+    if (node.type == NodeType::CommColl) {
+      seq[i] = colls++;
+      comm_seq[i] = per_comm[group_of(node, opts.colls)]++;
+    }
     if (node.type == NodeType::CommSend)
       occurrence[i] = seen[{0, node.attr_int("comm_dst", 0), node.attr_int("comm_tag", 0)}]++;
     if (node.type == NodeType::CommRecv)
@@ -244,7 +310,7 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
       }
       case NodeType::CommColl: {
         comm = true;
-        const CollSpec spec = coll_spec(t, node, seq[i], env.topology);
+        const CollSpec spec = coll_spec(t, node, comm_seq[i], env.topology, opts.colls);
         CollResult r;
         try {
           r = run_collective(local, spec);
@@ -253,7 +319,8 @@ RankReport execute(const Trace& t, RunEnv& env, const ExecOptions& opts) {
         }
         std::lock_guard<std::mutex> lk(mu);
         CollRecord& rec = rep.colls[seq[i]];
-        rec = CollRecord{seq[i], node.name, spec.type, spec.bytes, r.group, r.comm_ns, r.wrong, r.elements};
+        rec = CollRecord{seq[i], node.name, spec.type, spec.bytes, r.group, r.comm_ns, r.wrong, r.elements,
+                         spec.comm_name, comm_seq[i]};
         rep.wrong += r.wrong;
         break;
       }

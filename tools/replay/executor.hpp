@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct CollRecord {
   int64_t time_ns = 0;
   uint64_t wrong = 0;
   uint64_t elements = 0;
+  std::string comm;        // its communicator group (pg_name); "" for all ranks
+  uint32_t comm_seq = 0;   // its place among the communicator's collectives
 };
 
 struct RankReport {
@@ -50,10 +53,18 @@ struct RankReport {
 
 class RealCompute;
 
+// What a rank's collectives run over beyond the system file and topology.
+struct CollContext {
+  const CommGroups* groups = nullptr;  // --comm-group-configuration, or none
+  // This rank's traces of the system file's custom implementations.
+  const std::map<CollType, Trace>* custom = nullptr;
+};
+
 struct ExecOptions {
   double compute_scale = 1.0;  // duration_micros is multiplied by it
   bool progress = false;       // a progress line on stderr
   RealCompute* real = nullptr;  // COMP_NODEs run matrix products on it (compute.hpp), else timed waits
+  CollContext colls;
 };
 
 // Checks the trace against the run (node types, attributes, peers in
@@ -61,11 +72,23 @@ struct ExecOptions {
 // INVALID_ARGUMENT) naming the file and the node.
 void validate_trace(const Trace& trace, int rank, int size);
 
+// Checks the pg_name of each collective against the communicator groups:
+// a group of the file that has this rank (else Error(INVALID_ARGUMENT)
+// naming the node and the file). Without a file (`groups` null), names
+// are counted in a warning and their collectives run over all ranks.
+void check_comm_groups(Trace& trace, int rank, const CommGroups* groups);
+
+// Checks a custom implementation's trace (already validate_trace'd): only
+// sends, receives, compute, memory and metadata nodes, tags and repeats
+// within the keys' limits (collective.hpp).
+void validate_custom(const Trace& trace);
+
 // Makes the buffers the trace's collectives will take ready in the pool,
 // every page mapped (Pool::reserve), as a program allocates its buffers
 // before it starts; returns the bytes reserved. Run before the common
 // clock starts.
-uint64_t prewarm_buffers(const Trace& trace, const SystemConfig& sys, const Topology& topo, int rank);
+uint64_t prewarm_buffers(const Trace& trace, const SystemConfig& sys, const Topology& topo, int rank,
+                         const CollContext& ctx);
 
 // Replays the trace; throws the first failure with the node named.
 RankReport execute(const Trace& trace, RunEnv& env, const ExecOptions& opts);

@@ -15,7 +15,7 @@ namespace {
 
 constexpr uint16_t kHello = 1;  // request_id: the sender's rank
 constexpr uint16_t kData = 2;   // request_id: the match key; message: the sender's label; payload: the bytes
-constexpr uint16_t kEnd = 3;    // the sender's last frame
+constexpr uint16_t kEnd = 3;    // the sender's last frame; request_id: 1 when it stopped on a failure
 
 bool accepts(uint16_t t) { return t == kHello || t == kData || t == kEnd; }
 const char* type_name(uint16_t t) {
@@ -47,6 +47,8 @@ std::string resolve_backend(const std::string& backend, bool same_host, std::str
 }
 
 struct Fabric::Op {
+  int peer = -1;  // a receive's source (-1: a send)
+  uint64_t key = 0;
   bool done = false;
   genie_status_t status = GENIE_OK;
   std::string detail;
@@ -76,6 +78,7 @@ Fabric::Fabric(const std::string& transport, int rank, int size, const std::stri
   transport_ = dataplane::find_transport(transport);
   out_.resize(size);
   in_.resize(size);
+  ended_.assign(size, 0);
   last_progress_ = std::chrono::steady_clock::now();
   loop_ = std::make_unique<LoopThread>();
   send_loop_ = std::make_unique<LoopThread>();
@@ -131,8 +134,10 @@ Fabric::Fabric(const std::string& transport, int rank, int size, const std::stri
           }
           if (*peer < 0) fail(GENIE_ERR_PROTOCOL, "data before the peer said which rank it is");
           if (fh.type == kEnd) {
+            // Not progress for a wait: a peer that ends sends nothing more.
             std::lock_guard<std::mutex> lk(mu_);
-            progress();
+            last_end_ = std::chrono::steady_clock::now();
+            ended_[*peer] = fh.request_id == 1 ? 2 : 1;
             ++ends_;
             cv_.notify_all();
             return sink;
@@ -282,6 +287,8 @@ void Fabric::on_data(int src, const dataplane::FrameHeader& h, std::string&& lab
 
 Fabric::OpPtr Fabric::irecv(int peer, uint64_t key, void* dst, uint64_t len) {
   auto op = std::make_shared<Op>();
+  op->peer = peer;
+  op->key = key;
   std::lock_guard<std::mutex> lk(mu_);
   auto& slot = pending_[std::make_pair(peer, key)];
   if (!slot) slot = std::make_shared<Pending>();
@@ -368,28 +375,64 @@ Fabric::OpPtr Fabric::isend(int peer, uint64_t key, const void* data, uint64_t l
   return op;
 }
 
+// mu_ held. Fails when `op` can never finish: the run was aborted, its
+// peer ended without sending it, or no byte has moved for the stall
+// timeout since the wait began (`since`) or since the last byte moved.
+void Fabric::check_waiting(const Op& op, const std::function<std::string()>& what,
+                           std::chrono::steady_clock::time_point since) {
+  if (!abort_reason_.empty()) fail(GENIE_ERR_CANCELLED, abort_reason_, " (rank ", rank_, " was waiting for ", what(), ")");
+  // Channels are ordered: once a peer's end is here, a message of its that
+  // has not begun to arrive never will.
+  if (op.peer >= 0 && op.peer != rank_ && ended_[op.peer]) {
+    auto it = pending_.find(std::make_pair(op.peer, op.key));
+    if (it == pending_.end() || !it->second->arriving) {
+      if (ended_[op.peer] == 2)
+        fail(GENIE_ERR_CANCELLED, "rank ", op.peer, " stopped on a failure (rank ", rank_, " was waiting for ", what(),
+             ")");
+      fail(GENIE_ERR_PROTOCOL, "deadlock: rank ", rank_, " waits for ", what(), ", but rank ", op.peer,
+           " finished its trace without sending it: the ranks' traces do not match");
+    }
+  }
+  if (std::chrono::steady_clock::now() - std::max(since, last_progress_) > stall_timeout_)
+    fail(GENIE_ERR_TIMEOUT, "deadlock: rank ", rank_, " waited ", stall_timeout_.count() / 1000.0,
+         " s with no data moving for ", what());
+}
+
 void Fabric::wait(const OpPtr& op, const std::function<std::string()>& what) {
+  const auto since = std::chrono::steady_clock::now();
   std::unique_lock<std::mutex> lk(mu_);
   while (!op->done) {
-    if (!abort_reason_.empty()) fail(GENIE_ERR_CANCELLED, abort_reason_, " (rank ", rank_, " was waiting for ", what(), ")");
+    check_waiting(*op, what, since);
     cv_.wait_for(lk, std::chrono::milliseconds(200));
-    if (!op->done && std::chrono::steady_clock::now() - last_progress_ > stall_timeout_)
-      fail(GENIE_ERR_TIMEOUT, "deadlock: rank ", rank_, " waited ", stall_timeout_.count() / 1000.0,
-           " s with no data moving for ", what());
   }
   if (op->status != GENIE_OK)
     fail(op->status, "rank ", rank_, ": ", what(), ": ", op->detail);
 }
 
-void Fabric::send_end() {
-  send_loop_->post([this] {
+size_t Fabric::wait_any(const std::vector<OpPtr>& ops, const std::function<std::string(size_t)>& what) {
+  if (ops.empty()) fail(GENIE_ERR_INTERNAL, "wait_any with nothing to wait for");
+  const auto since = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (!ops[i]->done) continue;
+      if (ops[i]->status != GENIE_OK) fail(ops[i]->status, "rank ", rank_, ": ", what(i), ": ", ops[i]->detail);
+      return i;
+    }
+    for (size_t i = 0; i < ops.size(); ++i) check_waiting(*ops[i], [&] { return what(i); }, since);
+    cv_.wait_for(lk, std::chrono::milliseconds(200));
+  }
+}
+
+void Fabric::send_end(bool failed) {
+  send_loop_->post([this, failed] {
     for (int r = 0; r < size_; ++r) {
       std::shared_ptr<dataplane::Channel> ch;
       {
         std::lock_guard<std::mutex> lk(mu_);
         ch = out_[r];
       }
-      if (ch) ch->send(kEnd, 0, 0, std::string());
+      if (ch) ch->send(kEnd, failed ? 1 : 0, 0, std::string());
     }
   });
 }
@@ -403,7 +446,7 @@ std::vector<Fabric::Unclaimed> Fabric::drain() {
     // A peer stuck in a wait of its own gives up after stall_timeout and
     // then sends its end: allow for that before giving up here.
     const auto limit = 2 * stall_timeout_ + std::chrono::seconds(1);
-    if (ends_ < size_ - 1 && std::chrono::steady_clock::now() - last_progress_ > limit)
+    if (ends_ < size_ - 1 && std::chrono::steady_clock::now() - std::max(last_progress_, last_end_) > limit)
       fail(GENIE_ERR_TIMEOUT, "rank ", rank_, " waited ", std::chrono::duration<double>(limit).count(), " s for ",
            size_ - 1 - ends_, " other rank(s) to finish, with no data moving");
   }

@@ -63,7 +63,13 @@ class Fabric {
   // Posts a receive of exactly `len` bytes from `peer` under `key` into dst.
   OpPtr irecv(int peer, uint64_t key, void* dst, uint64_t len);
   // Waits for an op; `what` describes it for a deadlock or failure report.
+  // A receive from a peer whose end (send_end) has arrived before any of
+  // the message fails at once: the traces disagree (or, where the peer
+  // stopped on a failure, it is cancelled).
   void wait(const OpPtr& op, const std::function<std::string()>& what);
+  // Waits until one of `ops` is done; returns its index (what(i) describes
+  // op i). Each op is checked as wait() checks it.
+  size_t wait_any(const std::vector<OpPtr>& ops, const std::function<std::string(size_t)>& what);
 
   // The end of a run. send_end() tells every peer that nothing more comes
   // from this rank (after every send: channels are ordered, so the peer has
@@ -78,7 +84,7 @@ class Fabric {
     uint64_t len;
     std::string label;  // the sender's
   };
-  void send_end();
+  void send_end(bool failed = false);
   std::vector<Unclaimed> drain();
 
   // Makes every present and future wait fail with `reason`.
@@ -104,6 +110,8 @@ class Fabric {
   }
   void on_data(int src, const dataplane::FrameHeader& h, std::string&& label, dataplane::PayloadSink* sink);
   void progress();
+  void check_waiting(const Op& op, const std::function<std::string()>& what,
+                     std::chrono::steady_clock::time_point since);
   dataplane::ChannelHandlers handlers(int peer_hint);
 
   std::string transport_name_;
@@ -142,6 +150,8 @@ class Fabric {
   std::string abort_reason_;
   uint64_t sent_ = 0, received_ = 0, staged_ = 0;
   int ends_ = 0;  // peers whose end arrived
+  std::vector<int> ended_;  // by peer: 0 not yet, 1 finished, 2 stopped on a failure
+  std::chrono::steady_clock::time_point last_end_{};
   std::function<bool(int, uint64_t)> corrupt_;
 };
 

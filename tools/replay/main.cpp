@@ -12,6 +12,7 @@
 #include <functional>
 #include <iterator>
 #include <memory>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -29,6 +30,7 @@
 #include "fabric.hpp"
 #include "local_dpdk.hpp"
 #include "rendezvous.hpp"
+#include "repair.hpp"
 #include "report.hpp"
 
 namespace genie::replay {
@@ -37,8 +39,11 @@ namespace {
 constexpr int kExitOk = 0, kExitFailure = 1, kExitUsage = 2;
 
 struct Options {
-  std::string workload, system, topology, memory;
-  int ranks = 0;  // 0: from the topology
+  std::string workload, system, topology, memory, network, comm_groups;
+  int ranks = 0;  // 0: from the topology or the network file
+  ControlDeps control_deps = ControlDeps::Repair;
+  // One line each on ASTRA-sim options that replay accepts and does not use.
+  std::vector<std::string> notes;
   std::string launch = "local";
   std::string rendezvous;
   std::string bind = "127.0.0.1";
@@ -54,7 +59,8 @@ struct Options {
 void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: genie replay --workload PREFIX [--system FILE] [--logical-topology FILE]\n"
-               "                    [--memory FILE] [--ranks N | --launch mpi] [--backend B]\n"
+               "                    [--network-configuration FILE.yml] [--memory FILE]\n"
+               "                    [--ranks N | --launch mpi] [--backend B] [--control-deps MODE]\n"
                "                    [--json FILE] [--trace FILE [--trace-level node|event]]\n"
                "\n"
                "Replays a Chakra execution trace (one file per rank, PREFIX.<rank>.et, plain\n"
@@ -67,10 +73,30 @@ void usage(std::FILE* out) {
                "(wall-clock nanoseconds), then a table of the collectives (nccl-tests\n"
                "conventions) and a summary. ASTRA-sim's option names are accepted too\n"
                "(--workload-configuration, --system-configuration,\n"
-               "--logical-topology-configuration, --remote-memory-configuration).\n"
+               "--logical-topology-configuration, --remote-memory-configuration,\n"
+               "--network-configuration); ASTRA-sim's options that model the simulated\n"
+               "machine (--num-queues-per-dim, --comm-scale, --injection-scale,\n"
+               "--rendezvous-protocol, --htsim-proto, --logging-configuration,\n"
+               "--logging-folder) are accepted with a one-line note saying what replay\n"
+               "does instead. A system file's *-implementation-custom (per-rank traces of\n"
+               "an algorithm, as ASTRA-sim takes them) runs that algorithm as written.\n"
                "\n"
-               "  --ranks N            start N local rank processes (default: the\n"
-               "                       topology's rank count)\n"
+               "  --ranks N            start N local rank processes (default: the logical\n"
+               "                       topology's rank count, else the product of the\n"
+               "                       network file's npus_count)\n"
+               "  --network-configuration FILE.yml\n"
+               "                       ASTRA-sim's network file: its npus_count gives the\n"
+               "                       ranks per dimension when there is no logical\n"
+               "                       topology; the rest models the simulated network\n"
+               "  --comm-group-configuration FILE\n"
+               "                       ASTRA-sim's communicator groups (JSON: group id ->\n"
+               "                       ranks): a collective whose pg_name names a group\n"
+               "                       runs over exactly its ranks\n"
+               "  --control-deps MODE  repair (default): follow control dependencies, drop\n"
+               "                       those on missing nodes or the node itself and break\n"
+               "                       cycles, each with a warning and a count; ignore:\n"
+               "                       follow data dependencies only (as Chakra's feeder);\n"
+               "                       strict: refuse such traces\n"
                "  --launch mpi         run as one rank started by mpirun (rank and size from\n"
                "                       OMPI_COMM_WORLD_RANK/SIZE); rank 0 hosts the\n"
                "                       rendezvous at --rendezvous HOST:PORT (default\n"
@@ -104,6 +130,18 @@ void usage(std::FILE* out) {
   std::exit(kExitUsage);
 }
 
+// The note for an ASTRA-sim option replay accepts and does not use.
+std::string ignored_note(const std::string& flag, const std::string& value) {
+  std::string why;
+  if (flag == "--logging-configuration" || flag == "--logging-folder")
+    why = "ASTRA-sim's logging; replay prints its own report (--json, --trace)";
+  else if (flag == "--comm-scale")
+    why = "ASTRA-sim scales the simulated communication by it; replay moves each node's comm_size as written";
+  else
+    why = "it models the simulated network; replay's network is the real data plane";
+  return cat(flag, " ", value, ": ", why, ", so it is not used");
+}
+
 double parse_num(const std::string& flag, const char* v, double lo, double hi) {
   char* end = nullptr;
   const double d = std::strtod(v, &end);
@@ -135,7 +173,12 @@ Options parse(int argc, char** argv) {
           "--workload", "--workload-configuration", "--system", "--system-configuration", "--logical-topology",
           "--logical-topology-configuration", "--memory", "--remote-memory-configuration", "--network-configuration",
           "--ranks", "--launch", "--rendezvous", "--bind", "--backend", "--timeout", "--compute-scale", "--compute", "--json",
-          "--trace", "--trace-level"};
+          "--trace", "--trace-level", "--control-deps", "--num-queues-per-dim", "--comm-scale", "--injection-scale",
+          "--logging-configuration", "--logging-folder", "--htsim-proto", "--comm-group-configuration"};
+      if (a == "--rendezvous-protocol") {  // ASTRA-sim's boolean, given alone
+        o.notes.push_back(ignored_note(a, "true"));
+        continue;
+      }
       if (std::none_of(std::begin(kValued), std::end(kValued), [&](const char* k) { return a == k; }))
         usage_error("unknown option '" + a + "'");
       if (i + 1 >= argc) usage_error(a + " needs a value");
@@ -145,7 +188,15 @@ Options parse(int argc, char** argv) {
     else if (flag == "--system" || flag == "--system-configuration") o.system = value;
     else if (flag == "--logical-topology" || flag == "--logical-topology-configuration") o.topology = value;
     else if (flag == "--memory" || flag == "--remote-memory-configuration") o.memory = value;
-    else if (flag == "--network-configuration") {}  // the simulated network: replay uses a real one
+    else if (flag == "--network-configuration") o.network = value;
+    else if (flag == "--comm-group-configuration") o.comm_groups = value == "empty" ? "" : value;  // ASTRA-sim's "none"
+    else if (flag == "--control-deps") {
+      if (!parse_control_deps(value, &o.control_deps))
+        usage_error("--control-deps takes repair, ignore or strict, got '" + value + "'");
+    } else if (flag == "--num-queues-per-dim" || flag == "--comm-scale" || flag == "--injection-scale" ||
+               flag == "--rendezvous-protocol" || flag == "--logging-configuration" || flag == "--logging-folder" ||
+               flag == "--htsim-proto")
+      o.notes.push_back(ignored_note(flag, value));
     else if (flag == "--ranks") o.ranks = static_cast<int>(parse_num(flag, value.c_str(), 1, 1024));
     else if (flag == "--launch") {
       if (value != "local" && value != "mpi") usage_error("--launch takes local or mpi");
@@ -178,7 +229,10 @@ Options parse(int argc, char** argv) {
 struct Experiment {
   SystemConfig system;
   Topology topology;
+  std::optional<CommGroups> groups;
   std::vector<Trace> traces;  // by rank (local launch), or this rank's only
+  // The system file's custom implementations, as `traces`.
+  std::vector<std::map<CollType, Trace>> custom;
   // The run's secret: a rank proves it belongs to the run with it, at the
   // rendezvous and on the data plane. Random for a local launch; under
   // mpirun GENIE_REPLAY_TOKEN, else none (a trusted network).
@@ -199,13 +253,101 @@ std::string random_token() {
 
 std::string trace_path(const std::string& prefix, int rank) { return cat(prefix, ".", rank, ".et"); }
 
-Topology topology_for(const Options& o, int ranks) {
-  if (o.topology.empty()) return Topology{"(one dimension of all ranks)", {ranks}};
-  Topology t = load_topology(o.topology);
-  if (t.ranks() != ranks)
-    fail(GENIE_ERR_INVALID_ARGUMENT, "logical topology file ", o.topology, " has ", t.ranks(), " ranks, the run has ",
-         ranks, " (--ranks or the MPI world size)");
+// The run's topology, and so its rank count: a logical topology file, else
+// the network file's npus_count, else one dimension of `given` ranks
+// (--ranks or the MPI world size; 0: none). Those given must agree.
+Topology topology_for(const Options& o, int given, std::string* network_note = nullptr) {
+  if (o.topology.empty() && o.network.empty()) {
+    if (!given) usage_error("give --ranks N, a --logical-topology file or a --network-configuration file");
+    return Topology{"(one dimension of all ranks)", {given}};
+  }
+  Topology t = o.topology.empty() ? load_network(o.network) : load_topology(o.topology);
+  const std::string what = o.topology.empty() ? cat("network file ", o.network, " (npus_count)")
+                                              : cat("logical topology file ", o.topology);
+  if (given && t.ranks() != given)
+    fail(GENIE_ERR_INVALID_ARGUMENT, what, " has ", t.ranks(), " ranks, the run has ", given,
+         " (--ranks or the MPI world size)");
+  std::string note;
+  if (o.topology.empty()) {
+    std::string dims;
+    for (int d : t.dims) dims += cat(dims.empty() ? "" : ", ", d);
+    note = cat("npus_count gives the ranks per dimension [", dims, "]");
+  } else if (!o.network.empty()) {
+    // With a logical topology, ASTRA-sim's ns-3 frontend takes a network
+    // file of its own format: npus_count, where there is one, must agree.
+    std::optional<Topology> net;
+    try {
+      net = load_network(o.network);
+    } catch (const Error&) {
+      note = "it has no npus_count; the logical topology gives the ranks";
+    }
+    if (net && net->ranks() != t.ranks())
+      fail(GENIE_ERR_INVALID_ARGUMENT, "network file ", o.network, " has ", net->ranks(), " NPUs (npus_count), ", what,
+           " has ", t.ranks());
+    if (net) note = "npus_count agrees with the logical topology";
+  }
+  if (network_note) *network_note = note;
+  t.path = what;
   return t;
+}
+
+// Reads one rank's trace, repairs what --control-deps allows and checks it.
+Trace load_rank_trace(const Options& o, const Experiment& x, const std::string& path, int rank, int size) {
+  Trace t = read_trace(path);
+  repair_trace(t, o.control_deps);
+  validate_trace(t, rank, size);
+  check_comm_groups(t, rank, x.groups ? &*x.groups : nullptr);
+  // A custom implementation's traces cover every rank of the run.
+  if (x.groups && !x.system.custom.empty())
+    for (const Node& n : t.nodes)
+      if (n.type == NodeType::CommColl && !n.pg_name().empty() &&
+          x.system.custom.count(static_cast<CollType>(n.attr_int("comm_type", 0))))
+        fail(GENIE_ERR_UNSUPPORTED, path, ": ", n.label(), ": a collective of communicator group '",
+             n.pg_name(), "' with the system file's custom implementation, which covers all ranks");
+  return t;
+}
+
+// The traces of the system file's custom implementations for `rank`.
+std::map<CollType, Trace> load_custom(const Options& o, const Experiment& x, int rank, int size) {
+  std::map<CollType, Trace> out;
+  for (const auto& [type, prefix] : x.system.custom) {
+    const std::string path = trace_path(prefix, rank);
+    std::string key = cat(coll_type_name(type), "-implementation-custom");
+    std::replace(key.begin(), key.end(), '_', '-');
+    if (access(path.c_str(), F_OK) != 0)
+      fail(GENIE_ERR_INVALID_ARGUMENT, "system file ", x.system.path, ": ", key, " names ", prefix, ", and ", path,
+           " is missing (one trace per rank: the run has ", size, ")");
+    if (rank == size - 1 && access(trace_path(prefix, size).c_str(), F_OK) == 0)
+      fail(GENIE_ERR_INVALID_ARGUMENT, "system file ", x.system.path, ": ", key, " names ", prefix, ", which has a trace ",
+           "for rank ", size, " (", trace_path(prefix, size), ") but the run has ", size, " ranks");
+    Trace t = load_rank_trace(o, x, path, rank, size);
+    validate_custom(t);
+    out.emplace(type, std::move(t));
+  }
+  return out;
+}
+
+// Each distinct warning of the traces once, with the first file that has
+// it and how many others do.
+void print_warnings(const std::vector<const Trace*>& traces) {
+  std::vector<std::pair<std::string, std::vector<const Trace*>>> seen;
+  for (const Trace* t : traces)
+    for (const std::string& w : t->warnings) {
+      auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == w; });
+      if (it == seen.end()) seen.emplace_back(w, std::vector<const Trace*>{t});
+      else it->second.push_back(t);
+    }
+  for (const auto& [w, ts] : seen)
+    std::fprintf(stderr, "genie replay: warning: %s: %s%s\n", ts.front()->path.c_str(), w.c_str(),
+                 ts.size() > 1 ? cat(" (the same in ", ts.size() - 1, " other file", ts.size() > 2 ? "s" : "", ")").c_str()
+                               : "");
+}
+
+void print_notes(const Options& o, const std::string& network_note) {
+  for (const std::string& n : o.notes) std::fprintf(stderr, "genie replay: note: %s\n", n.c_str());
+  if (!o.network.empty())
+    std::fprintf(stderr, "genie replay: note: --network-configuration %s: %s; the rest models the simulated network, "
+                 "which the real data plane replaces\n", o.network.c_str(), network_note.c_str());
 }
 
 // The error for messages that arrived at `rank` and that no receive took,
@@ -224,8 +366,8 @@ std::string unclaimed_error(const std::vector<Fabric::Unclaimed>& left, int rank
 }
 
 // `prepare` runs first, before the rank's transport starts.
-int rank_main(const Options& o, const Experiment& x, const Trace& trace, int rank, int size,
-              const std::string& rdv, bool progress, const std::function<void()>& prepare = {}) {
+int rank_main(const Options& o, const Experiment& x, const Trace& trace, const std::map<CollType, Trace>& custom,
+              int rank, int size, const std::string& rdv, bool progress, const std::function<void()>& prepare = {}) {
   std::unique_ptr<RendezvousClient> rc;
   bool started = false;
   try {
@@ -242,20 +384,21 @@ int rank_main(const Options& o, const Experiment& x, const Trace& trace, int ran
     // Started (and its rate measured) before the common clock starts.
     std::unique_ptr<RealCompute> real;
     if (o.compute_real) real = std::make_unique<RealCompute>();
-    const uint64_t prewarmed = prewarm_buffers(trace, x.system, x.topology, rank);
+    const CollContext ctx{x.groups ? &*x.groups : nullptr, &custom};
+    const uint64_t prewarmed = prewarm_buffers(trace, x.system, x.topology, rank, ctx);
     const uint64_t allocated = Pool::get().fresh_bytes(Pool::kCollective);
     rc->ready();
     started = true;
     Timeline timeline(o.trace.empty() ? TraceLevel::Off : o.trace_level);
     timeline.start();
     RunEnv env{fabric, x.system, x.topology, timeline, 0, nullptr};
-    RankReport rep = execute(trace, env, ExecOptions{o.compute_scale, progress, real.get()});
+    RankReport rep = execute(trace, env, ExecOptions{o.compute_scale, progress, real.get(), ctx});
     rep.buffers_prewarmed = prewarmed;
     rep.buffers_allocated = Pool::get().fresh_bytes(Pool::kCollective) - allocated;
     rep.huge_page_bytes = huge_page_bytes();
     // Every rank, failed or not, tells its peers it is done; one that
     // finished then learns whether a message for it was never received.
-    fabric.send_end();
+    fabric.send_end(!rep.error.empty());
     if (rep.error.empty()) rep.error = unclaimed_error(fabric.drain(), rank);
     rc->report(report_to_json(rep));
     return rep.error.empty() ? kExitOk : kExitFailure;
@@ -353,25 +496,26 @@ int finish(const Options& o, const std::vector<std::string>& results, const std:
 }
 
 int run_local(const Options& o) {
-  int ranks = o.ranks;
-  Topology topo;
-  if (!o.topology.empty() && ranks == 0) {
-    topo = load_topology(o.topology);
-    ranks = topo.ranks();
-  }
-  if (ranks == 0) usage_error("give --ranks N or a --logical-topology file");
   Experiment x;
-  x.topology = topology_for(o, ranks);
+  std::string network_note;
+  x.topology = topology_for(o, o.ranks, &network_note);
+  const int ranks = x.topology.ranks();
+  print_notes(o, network_note);
   if (!o.system.empty()) x.system = load_system(o.system);
+  if (!o.comm_groups.empty()) x.groups = load_comm_groups(o.comm_groups, ranks);
   if (!o.memory.empty()) load_memory(o.memory);
   for (int r = 0; r < ranks; ++r) {
     if (r > 0 && access(trace_path(o.workload, r).c_str(), F_OK) != 0)
-      fail(GENIE_ERR_INVALID_ARGUMENT, "the run has ", ranks, " ranks (",
-           o.ranks ? "--ranks" : cat("logical topology file ", o.topology), ") but the workload has files for ranks 0..",
-           r - 1, " only: ", trace_path(o.workload, r), " is missing");
-    x.traces.push_back(read_trace(trace_path(o.workload, r)));
-    validate_trace(x.traces.back(), r, ranks);
+      fail(GENIE_ERR_INVALID_ARGUMENT, "the run has ", ranks, " ranks (", o.ranks ? "--ranks" : x.topology.path,
+           ") but the workload has files for ranks 0..", r - 1, " only: ", trace_path(o.workload, r), " is missing");
+    x.traces.push_back(load_rank_trace(o, x, trace_path(o.workload, r), r, ranks));
+    x.custom.push_back(load_custom(o, x, r, ranks));
   }
+  std::vector<const Trace*> all;
+  for (const Trace& t : x.traces) all.push_back(&t);
+  for (const auto& m : x.custom)
+    for (const auto& [type, t] : m) all.push_back(&t);
+  print_warnings(all);
   if (FILE* extra = std::fopen(trace_path(o.workload, ranks).c_str(), "rb")) {
     std::fclose(extra);
     fail(GENIE_ERR_INVALID_ARGUMENT, "the workload has a file for rank ", ranks, " (", trace_path(o.workload, ranks),
@@ -392,7 +536,7 @@ int run_local(const Options& o) {
     const pid_t pid = fork();
     if (pid < 0) fail(GENIE_ERR_IO, "fork: ", std::strerror(errno));
     if (pid == 0) {
-      const int rc = rank_main(o, x, x.traces[r], r, ranks, server.address(), progress && r == 0,
+      const int rc = rank_main(o, x, x.traces[r], x.custom[r], r, ranks, server.address(), progress && r == 0,
                                [&] { dpdk.enter(r); });
       std::fflush(stdout);
       std::fflush(stderr);
@@ -470,12 +614,18 @@ int run_mpi(const Options& o) {
   if (rdv.empty()) rdv = std::getenv("GENIE_REPLAY_RENDEZVOUS") ? std::getenv("GENIE_REPLAY_RENDEZVOUS") : "127.0.0.1:29517";
   Experiment x;
   if (const char* t = std::getenv("GENIE_REPLAY_TOKEN")) x.token = t;
-  x.topology = topology_for(o, size);
+  std::string network_note;
+  x.topology = topology_for(o, size, &network_note);
+  if (rank == 0) print_notes(o, network_note);
   if (!o.system.empty()) x.system = load_system(o.system);
+  if (!o.comm_groups.empty()) x.groups = load_comm_groups(o.comm_groups, size);
   if (!o.memory.empty()) load_memory(o.memory);
-  Trace trace = read_trace(trace_path(o.workload, rank));
-  validate_trace(trace, rank, size);
-  if (rank != 0) return rank_main(o, x, trace, rank, size, rdv, false);
+  Trace trace = load_rank_trace(o, x, trace_path(o.workload, rank), rank, size);
+  const std::map<CollType, Trace> custom = load_custom(o, x, rank, size);
+  std::vector<const Trace*> mine{&trace};
+  for (const auto& [type, t] : custom) mine.push_back(&t);
+  print_warnings(mine);
+  if (rank != 0) return rank_main(o, x, trace, custom, rank, size, rdv, false);
   std::string host;
   int port = 0;
   dataplane::split_address(rdv, &host, &port);
@@ -491,7 +641,7 @@ int run_mpi(const Options& o) {
       err = e.detail();
     }
   });
-  rank_main(o, x, trace, rank, size, server.address(), !o.quiet && isatty(STDERR_FILENO));
+  rank_main(o, x, trace, custom, rank, size, server.address(), !o.quiet && isatty(STDERR_FILENO));
   serving.join();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!err.empty()) fail(GENIE_ERR_INVALID_ARGUMENT, err);

@@ -49,39 +49,59 @@ struct Row {
   CollType type;
   uint64_t bytes;
   int group;
+  std::string comm;  // communicator group (pg_name), "" for all ranks
   int count = 0;
   double time_ns = 0;  // sum over collectives of the slowest rank's time
   uint64_t wrong = 0;
 };
 
+// One row per (collective, size, group size, communicator); a collective
+// is the same one on every rank that has it at the same place among its
+// communicator's, and its time the slowest of those ranks'.
 std::vector<Row> rows_of(const std::vector<RankReport>& reports) {
-  std::vector<Row> rows;
-  std::map<std::tuple<int, uint64_t, int>, size_t> at;
-  size_t ncoll = 0;
-  for (const auto& r : reports) ncoll = std::max(ncoll, r.colls.size());
-  for (size_t s = 0; s < ncoll; ++s) {
+  struct Instance {
     const CollRecord* first = nullptr;
     int64_t slowest = 0;
     uint64_t wrong = 0;
+  };
+  std::vector<Instance> instances;  // in the order they first appear
+  std::map<std::pair<std::string, uint32_t>, size_t> instance_at;
+  size_t ncoll = 0;
+  for (const auto& r : reports) ncoll = std::max(ncoll, r.colls.size());
+  for (size_t s = 0; s < ncoll; ++s)
     for (const auto& r : reports) {
       if (s >= r.colls.size()) continue;
-      if (!first) first = &r.colls[s];
-      slowest = std::max(slowest, r.colls[s].time_ns);
-      wrong += r.colls[s].wrong;
+      const CollRecord& c = r.colls[s];
+      auto [it, fresh] = instance_at.emplace(std::make_pair(c.comm, c.comm_seq), instances.size());
+      if (fresh) instances.push_back(Instance{&c});
+      Instance& in = instances[it->second];
+      in.slowest = std::max(in.slowest, c.time_ns);
+      in.wrong += c.wrong;
     }
-    if (!first) continue;
-    const auto key = std::make_tuple(static_cast<int>(first->type), first->bytes, first->group);
+  std::vector<Row> rows;
+  std::map<std::tuple<int, uint64_t, int, std::string>, size_t> at;
+  for (const Instance& in : instances) {
+    const CollRecord& c = *in.first;
+    const auto key = std::make_tuple(static_cast<int>(c.type), c.bytes, c.group, c.comm);
     auto it = at.find(key);
     if (it == at.end()) {
       it = at.emplace(key, rows.size()).first;
-      rows.push_back(Row{first->type, first->bytes, first->group});
+      rows.push_back(Row{c.type, c.bytes, c.group, c.comm});
     }
     Row& row = rows[it->second];
     ++row.count;
-    row.time_ns += slowest;
-    row.wrong += wrong;
+    row.time_ns += in.slowest;
+    row.wrong += in.wrong;
   }
   return rows;
+}
+
+// A row's name: the collective, and @group for a communicator group's.
+std::string row_name(const Row& row) {
+  if (row.comm.empty()) return coll_type_name(row.type);
+  std::string g = row.comm;
+  std::replace_if(g.begin(), g.end(), [](char ch) { return ch == ' ' || ch == '\t'; }, '_');
+  return cat(coll_type_name(row.type), "@", g);
 }
 
 }  // namespace
@@ -114,6 +134,8 @@ std::string report_to_json(const RankReport& r) {
     cJSON_AddNumberToObject(o, "time_ns", static_cast<double>(c.time_ns));
     cJSON_AddNumberToObject(o, "wrong", static_cast<double>(c.wrong));
     cJSON_AddNumberToObject(o, "elements", static_cast<double>(c.elements));
+    cJSON_AddStringToObject(o, "comm", c.comm.c_str());
+    cJSON_AddNumberToObject(o, "comm_seq", c.comm_seq);
     cJSON_AddItemToArray(colls, o);
   }
   cJSON* order = cJSON_AddArrayToObject(j.get(), "issue_order");
@@ -156,7 +178,8 @@ RankReport report_from_json(const std::string& json) {
                                  static_cast<CollType>(static_cast<int>(num(c, "type"))),
                                  static_cast<uint64_t>(num(c, "bytes")), static_cast<int>(num(c, "group")),
                                  static_cast<int64_t>(num(c, "time_ns")), static_cast<uint64_t>(num(c, "wrong")),
-                                 static_cast<uint64_t>(num(c, "elements"))});
+                                 static_cast<uint64_t>(num(c, "elements")), str(c, "comm"),
+                                 static_cast<uint32_t>(num(c, "comm_seq"))});
   }
   cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j.get(), "issue_order")) {
     if (cJSON_IsNumber(c)) r.issue_order.push_back(static_cast<uint32_t>(c->valuedouble));
@@ -184,13 +207,13 @@ uint64_t print_reports(std::FILE* out, const std::vector<RankReport>& reports, c
                  "(GB/s)", "(GB/s)");
     double bus_sum = 0;
     for (const Row& row : rows) {
-      const CollRecord probe{0, "", row.type, row.bytes, row.group, 0, 0, 0};
+      const CollRecord probe{0, "", row.type, row.bytes, row.group, 0, 0, 0, row.comm, 0};
       const double size = table_bytes(probe);
       const double t_ns = row.count ? row.time_ns / row.count : 0;
       const double algbw = t_ns > 0 ? size / t_ns : 0;  // bytes per ns = GB/s
       const double busbw = algbw * bus_factor(row.type, row.group);
       bus_sum += busbw;
-      std::fprintf(out, "  %-20s %12.0f %12.0f %6s %6s %5d %10.1f %8.2f %8.2f %8llu\n", coll_type_name(row.type), size,
+      std::fprintf(out, "  %-20s %12.0f %12.0f %6s %6s %5d %10.1f %8.2f %8.2f %8llu\n", row_name(row).c_str(), size,
                    size / 4, reduces(row.type) ? "float" : "uint32", reduces(row.type) ? "sum" : "none", row.count,
                    t_ns / 1000.0, algbw, busbw, static_cast<unsigned long long>(row.wrong));
     }
@@ -249,12 +272,13 @@ std::string summary_json(const std::vector<RankReport>& reports, const RunInfo& 
   cJSON_AddNumberToObject(j.get(), "wrong", static_cast<double>(wrong));
   cJSON* colls = cJSON_AddArrayToObject(j.get(), "collectives");
   for (const Row& row : rows_of(reports)) {
-    const CollRecord probe{0, "", row.type, row.bytes, row.group, 0, 0, 0};
+    const CollRecord probe{0, "", row.type, row.bytes, row.group, 0, 0, 0, row.comm, 0};
     const double size = table_bytes(probe);
     const double t_ns = row.count ? row.time_ns / row.count : 0;
     const double algbw = t_ns > 0 ? size / t_ns : 0;
     cJSON* o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "collective", coll_type_name(row.type));
+    cJSON_AddStringToObject(o, "pg_name", row.comm.c_str());
     cJSON_AddNumberToObject(o, "size_bytes", size);
     cJSON_AddNumberToObject(o, "comm_size", static_cast<double>(row.bytes));
     cJSON_AddNumberToObject(o, "ranks", row.group);

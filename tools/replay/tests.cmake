@@ -15,7 +15,9 @@ set(replay_cases
   "algo_ring|algo:ring" "algo_direct|algo:direct" "algo_halving_doubling|algo:halvingDoubling"
   "algo_double_binary_tree|algo:doubleBinaryTree"
   "p2p|p2p" "corrupt|corrupt" "outputs|outputs" "bad_input|bad" "deadlock|deadlock"
-  "unmatched_send|unmatched_send" "policy|policy" "threads|threads" "pipelined|pipelined" "prewarm|prewarm" "staged|staged" "compute_real|compute_real" "ucx|ucx" "dpdk|dpdk" "mpi|mpi" "rendezvous|rendezvous" "bench_quick|bench")
+  "unmatched_send|unmatched_send" "policy|policy" "threads|threads" "pipelined|pipelined" "prewarm|prewarm" "staged|staged" "compute_real|compute_real" "ucx|ucx" "dpdk|dpdk" "mpi|mpi" "rendezvous|rendezvous" "bench_quick|bench"
+  "converter|converter" "ctrl_deps|ctrl_deps" "astra_cli|astra_cli" "mismatch|mismatch" "comm_groups|comm_groups"
+  "custom|custom")
 foreach(c ${replay_cases})
   string(REPLACE "|" ";" parts "${c}")
   string(REPLACE ":" ";" parts "${parts}")
@@ -26,13 +28,20 @@ foreach(c ${replay_cases})
     ENVIRONMENT "GENIE_BUILD_DIR=${PROJECT_BINARY_DIR};GENIE_SOURCE_DIR=${PROJECT_SOURCE_DIR};CHAKRA_TESTDATA=${GENIE_CHAKRA_TESTDATA};GENIE_SANITIZE=$<BOOL:${GENIE_SANITIZE}>")
 endforeach()
 
-# The replay's data plane (tools/replay/fabric.cpp) on its own, with the
-# static library beneath it.
-add_executable(replay_fabric_test ${PROJECT_SOURCE_DIR}/tools/replay/tests/fabric_test.cpp
-  ${PROJECT_SOURCE_DIR}/tools/replay/fabric.cpp)
-target_include_directories(replay_fabric_test PRIVATE ${PROJECT_SOURCE_DIR}/tools/replay ${PROJECT_SOURCE_DIR}/src
-  ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
-target_compile_options(replay_fabric_test PRIVATE ${GENIE_WARNINGS})
-target_link_libraries(replay_fabric_test PRIVATE genie_static GTest::gtest GTest::gtest_main)
-gtest_discover_tests(replay_fabric_test TEST_PREFIX "replay." DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
-  PROPERTIES TIMEOUT 120)
+# GoogleTest programs of replay's parts (tools/replay/tests/NAME.cpp and
+# the replay sources named), on the static library beneath them.
+function(replay_gtest name timeout)
+  list(TRANSFORM ARGN PREPEND ${PROJECT_SOURCE_DIR}/tools/replay/)
+  add_executable(replay_${name} ${PROJECT_SOURCE_DIR}/tools/replay/tests/${name}.cpp ${ARGN})
+  target_include_directories(replay_${name} PRIVATE ${PROJECT_SOURCE_DIR}/tools/replay ${PROJECT_SOURCE_DIR}/src
+    ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+  target_compile_options(replay_${name} PRIVATE ${GENIE_WARNINGS})
+  target_link_libraries(replay_${name} PRIVATE genie_static GTest::gtest GTest::gtest_main)
+  gtest_discover_tests(replay_${name} TEST_PREFIX "replay." DISCOVERY_TIMEOUT 60 NO_PRETTY_VALUES
+    PROPERTIES TIMEOUT ${timeout})
+endfunction()
+# The data plane on its own.
+replay_gtest(fabric_test 120 fabric.cpp)
+# What replay reads from traces and files from the wild: converter metadata,
+# repaired dependencies, ASTRA-sim's network file and communicator groups.
+replay_gtest(input_test 60 chakra.cpp repair.cpp config.cpp)

@@ -36,6 +36,20 @@
 #                  as the flood leaves takes the room it freed; a rank without
 #                  the run's token is refused, and the error says so
 #   bench          bench/replay_vs_gloo.py once on tiny sizes (no timing asserted)
+#   converter      metadata as Chakra's converters write it (a schema, no
+#                  version), an unknown schema (a warning) and none at all
+#   ctrl_deps      dangling, self and cyclic dependencies and CPU-side
+#                  collectives: repaired with warnings and counts (default),
+#                  ignored, or refused (--control-deps strict)
+#   astra_cli      ASTRA-sim's own command line: ranks from the network
+#                  file's npus_count, its other options noted, not refused
+#   mismatch       ranks whose traces disagree, and a true deadlock that
+#                  others wait on: reported within --timeout + 1 s
+#   comm_groups    two communicator groups of 4 in an 8-rank trace: each
+#                  collective with a pg_name over exactly its group's ranks
+#   custom         a custom all-reduce (MSCCL-style per-rank traces named by
+#                  the system file) over 8 ranks, run as written, verified
+# Each of the last six checks the bytes each rank sent (--json bytes_sent).
 # Cases run over Genie's TCP (--backend tcp) unless they name a backend.
 # Env: GENIE_BUILD_DIR, GENIE_SOURCE_DIR, CHAKRA_TESTDATA. Exit 0 pass, 77 skip.
 set -uo pipefail
@@ -89,6 +103,24 @@ replay_fails() {
   fi
   pass "$name: $(grep -E "$pattern" err.txt | head -1)"
 }
+
+# sent_bytes JSON EXPECTED...: each rank's bytes_sent in the --json report
+# JSON is the one given for it (one value for every rank, or one per rank).
+sent_bytes() {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, sys
+r = sorted(json.load(open(sys.argv[1]))["rank_reports"], key=lambda x: x["rank"])
+want = [int(v) for v in sys.argv[2:]]
+if len(want) == 1:
+    want *= len(r)
+got = [x["bytes_sent"] for x in r]
+assert got == want, f"bytes sent per rank {got}, expected {want}"
+PY
+}
+
+# A ring all-reduce of S bytes (a multiple of 4 * K) over K ranks sends
+# 2 (K - 1) parts of S / K bytes from each rank.
+ring_ar() { echo $((2 * ($2 - 1) * $1 / $2)); }
 
 need_data() {
   [ -d "$DATA" ] || { echo "SKIP: the Chakra test data is not at $DATA (set CHAKRA_TESTDATA)"; exit 77; }
@@ -193,13 +225,15 @@ PY
     [ $? -eq 2 ] && grep -q -- '--workload' err.txt && pass "no --workload: usage error" || fail "no --workload: not a usage error"
     ;;
   deadlock)
+    # Rank 0 finishes without the send rank 1 waits for: rank 1 learns it
+    # from rank 0's end, at once.
     $GEN unmatched u --ranks 4
     start=$(date +%s)
     replay_fails "receive without a send" \
-      "deadlock: rank 1 waited .* for a receive from rank 0 tag 99 \(u\.1\.et: node 2 'lonely_recv'\)" \
-      --workload u --ranks 4 --timeout 2
+      "deadlock: rank 1 waits for a receive from rank 0 tag 99 \(u\.1\.et: node 2 'lonely_recv'\), but rank 0 finished its trace without sending it" \
+      --workload u --ranks 4 --timeout 30
     grep -q 'deadlock: rank 1 waited for data that never came' err.txt || fail "deadlock: no summary of the waiting ranks"
-    [ $(($(date +%s) - start)) -lt 60 ] || fail "deadlock: not detected within the timeout"
+    [ $(($(date +%s) - start)) -lt 30 ] || fail "deadlock: reported only after --timeout, not when rank 0 ended"
     [ "$(grep -c '^sys\[' out.txt)" -eq 3 ] || fail "deadlock: the three other ranks should have finished"
     ;;
   unmatched_send)
@@ -555,6 +589,189 @@ PY
     else
       pass "replay_vs_gloo.py --quick"
     fi
+    ;;
+  converter)
+    # The same all-reduce with the metadata each writer leaves: a version
+    # (chakra_gen's default), a converter's schema attribute and no version,
+    # an unknown schema, no metadata at all.
+    $GEN coll v --ranks 4 --type all_reduce --size 65536
+    replay_ok "metadata with a version" --workload v --ranks 4 --json v.json && sent_bytes v.json "$(ring_ar 65536 4)" ||
+      fail "converter: version"
+    ! grep -q 'warning' err.txt || fail "converter: a warning for a known version: $(cat err.txt)"
+    $GEN coll s --ranks 4 --type all_reduce --size 65536 --schema 1.0.2-chakra.0.0.4
+    replay_ok "a schema attribute and no version" --workload s --ranks 4 --json s.json &&
+      sent_bytes s.json "$(ring_ar 65536 4)" || fail "converter: schema"
+    ! grep -q 'warning' err.txt || fail "converter: a warning for a known schema: $(cat err.txt)"
+    $GEN coll u --ranks 4 --type all_reduce --size 65536 --schema 9.9-other
+    replay_ok "an unknown schema" --workload u --ranks 4 --json u.json && sent_bytes u.json "$(ring_ar 65536 4)" ||
+      fail "converter: unknown schema"
+    grep -q "^genie replay: warning: u\.0\.et: schema '9\.9-other' is not the one this reader follows .*(the same in 3 other files)$" \
+      err.txt || fail "converter: no one-line warning for the unknown schema: $(cat err.txt)"
+    $GEN coll e --ranks 4 --type all_reduce --size 65536 --schema ""
+    replay_ok "empty metadata" --workload e --ranks 4 && grep -q 'neither a version nor a schema' err.txt ||
+      fail "converter: empty metadata: $(cat err.txt)"
+    ;;
+  ctrl_deps)
+    $GEN converted cv --ranks 4 --size 65536 --schema 1.0.2-chakra.0.0.4
+    replay_ok "converted trace, --control-deps repair (default)" --workload cv --ranks 4 --json cv.json &&
+      sent_bytes cv.json "$(ring_ar 65536 4)" || fail "ctrl_deps: repair"
+    for w in "dropped 1 dependency on nodes the file does not have (1 control, 0 data; the first: node 1 'aten::mm' on node 999)" \
+             "dropped 1 dependency of a node on itself (1 control, 0 data; the first: node 2 'record_param_comms')" \
+             "broke 2 dependency cycles (each node depends on the next): 3 'step_a' -> 4 'step_b' -> 3 'step_a': dropped the control dependency of node 3 on node 4; 6 'loop_a' -> 7 'loop_b' -> 6 'loop_a': dropped the data dependency of node 6 on node 7" \
+             "1 COMM_COLL_NODE with is_cpu_op and no comm_type (the CPU side of a collective; the first: node 2 'record_param_comms') ran as compute"; do
+      grep -qF "$w" err.txt || fail "ctrl_deps: no warning '$w'"
+    done
+    [ "$(grep -c 'warning: cv\.0\.et: ' err.txt)" -eq 4 ] || fail "ctrl_deps: not 4 warnings, one line each: $(cat err.txt)"
+    replay_ok "converted trace, --control-deps ignore" --workload cv --ranks 4 --control-deps ignore --json ig.json &&
+      sent_bytes ig.json "$(ring_ar 65536 4)" || fail "ctrl_deps: ignore"
+    ! grep -q 'control dependenc' err.txt || fail "ctrl_deps: ignore still repaired control dependencies: $(cat err.txt)"
+    grep -qF "6 'loop_a' -> 7 'loop_b'" err.txt || fail "ctrl_deps: ignore did not break the data cycle"
+    replay_fails "converted trace, --control-deps strict" "cv\.0\.et: node 1 'aten::mm': depends on node 999, which the file does not have" \
+      --workload cv --ranks 4 --control-deps strict
+    "$GENIE" replay --workload cv --ranks 4 --control-deps loose >/dev/null 2>err.txt
+    [ $? -eq 2 ] && grep -q -- '--control-deps takes repair, ignore or strict' err.txt || fail "--control-deps loose: not a usage error"
+    ;;
+  astra_cli)
+    # ASTRA-sim's command line as its examples run it, with every option of
+    # its analytical frontend; the rank count only in the network file.
+    $GEN coll a --ranks 4 --type all_reduce --size 65536 --iters 2
+    printf 'topology: [ Ring ]\nnpus_count: [ 4 ]  # NPUs\nbandwidth: [ 50.0 ]  # GB/s\nlatency: [ 500.0 ]  # ns\n' >net.yml
+    echo '{"memory-type": "NO_MEMORY_EXPANSION"}' >mem.json
+    echo '{"scheduling-policy": "LIFO", "all-reduce-implementation": ["ring"], "preferred-dataset-splits": 4}' >sys.json
+    replay_ok "ASTRA-sim's command line" --workload-configuration=a --system-configuration=sys.json \
+      --network-configuration=net.yml --remote-memory-configuration=mem.json --comm-group-configuration=empty \
+      --num-queues-per-dim=1 --comm-scale=1 --injection-scale=1 --rendezvous-protocol=false \
+      --logging-configuration=log.toml --logging-folder=logs --json a.json &&
+      sent_bytes a.json "$((2 * $(ring_ar 65536 4)))" || fail "astra_cli: the run"
+    for opt in --num-queues-per-dim --comm-scale --injection-scale --rendezvous-protocol --logging-configuration --logging-folder; do
+      [ "$(grep -c "^genie replay: note: $opt " err.txt)" -eq 1 ] || fail "astra_cli: no one-line note for $opt"
+    done
+    grep -q '^genie replay: note: --network-configuration net.yml: npus_count gives the ranks per dimension \[4\]' err.txt ||
+      fail "astra_cli: no note for the network file"
+    # A block list of two dimensions: [2, 2], each dimension its own ring stage.
+    printf 'topology:\n  - Ring\n  - Ring\nnpus_count:\n  - 2\n  - 2\n' >net22.yml
+    $GEN coll i --ranks 4 --type all_reduce --size 65536 --involved 1,0
+    RANKS=4 replay_ok "npus_count [2, 2], involved_dim 1,0" --workload i --network-configuration net22.yml --json i.json &&
+      sent_bytes i.json "$(ring_ar 65536 2)" || fail "astra_cli: npus_count block list"
+    replay_fails "npus_count disagrees with --ranks" 'network file net\.yml \(npus_count\) has 4 ranks, the run has 2' \
+      --workload a --network-configuration net.yml --ranks 2
+    printf 'topology: [ Ring ]\n' >nonpus.yml
+    replay_fails "a network file without npus_count" 'network file nonpus\.yml: no npus_count' \
+      --workload a --network-configuration nonpus.yml
+    # ns-3's command line: a logical topology, and a network file of ns-3's
+    # own format (no npus_count): noted, the topology gives the ranks.
+    echo '{"logical-dims": ["4"]}' >topo4.json
+    printf 'ENABLE_QCN 1\nUSE_DYNAMIC_PFC_THRESHOLD 1\n' >config.txt
+    replay_ok "ns-3's command line" --workload-configuration=a --network-configuration=config.txt \
+      --logical-topology-configuration=topo4.json --comm-group-configuration=empty --htsim-proto=roce ||
+      fail "astra_cli: ns-3's command line"
+    grep -q 'note: --network-configuration config.txt: it has no npus_count; the logical topology gives the ranks' err.txt ||
+      fail "astra_cli: no note for ns-3's network file: $(cat err.txt)"
+    "$GENIE" replay --workload a >/dev/null 2>err.txt
+    [ $? -eq 2 ] && grep -q -- 'give --ranks N, a --logical-topology file or a --network-configuration file' err.txt ||
+      fail "astra_cli: no rank count: not a usage error"
+    ;;
+  mismatch)
+    # Rank 3's trace has one all-reduce fewer: the rank waiting for it learns
+    # when rank 3's end arrives, not after --timeout.
+    $GEN mismatch mm --ranks 4 --size 65536
+    start=$(date +%s)
+    replay_fails "traces that disagree" \
+      "deadlock: rank 0 waits for a receive from rank 3 .* but rank 3 finished its trace without sending it" \
+      --workload mm --ranks 4 --timeout 30
+    [ $(($(date +%s) - start)) -lt 30 ] || fail "mismatch: reported only after --timeout"
+    grep -q "rank 1: GENIE_ERR_CANCELLED: rank 0 stopped on a failure" err.txt || fail "mismatch: rank 1 not told rank 0 stopped"
+    # Ranks 0 and 1 wait for each other (a true deadlock); ranks 2 and 3
+    # start waiting for them 1 s later. Ranks 0 and 1 report after --timeout,
+    # and their ends stop the others at once: a peer's end is not a byte
+    # moving, so it does not start their timeouts over (which took up to 3
+    # timeouts).
+    $GEN crossed cx --ranks 4
+    start=$(date +%s)
+    replay_fails "a deadlock that others wait on" "deadlock: rank [01] waited 6 s with no data moving for a receive from rank [01] tag 1[01]" \
+      --workload cx --ranks 4 --timeout 6
+    took=$(($(date +%s) - start))
+    [ $took -lt 11 ] || fail "mismatch: the deadlock took $took s to report (--timeout 6)"
+    grep -q "rank 2: GENIE_ERR_CANCELLED: rank 1 stopped on a failure" err.txt || fail "mismatch: rank 2 not told rank 1 stopped"
+    ;;
+  comm_groups)
+    # Two groups of 4 in an 8-rank trace (interleaved ranks): an all-reduce
+    # and a broadcast in each group, then an all-reduce over all 8.
+    $GEN groups g --ranks 8 --size 65536 --groups "0,2,4,6;1,3,5,7"
+    RANKS=8 replay_ok "two groups of 4" --workload g --ranks 8 --comm-group-configuration g.groups.json --json g.json || true
+    # Ring all-reduces over 4 and over 8; the broadcast is a chain from each
+    # group's first rank (0 and 1): every member but the last sends it once.
+    want=()
+    for r in 0 1 2 3 4 5 6 7; do
+      b=$(( $(ring_ar 65536 4) + $(ring_ar 65536 8) ))
+      [ $r -lt 6 ] && b=$((b + 65536))
+      want+=($b)
+    done
+    sent_bytes g.json "${want[@]}" || fail "comm_groups: bytes sent"
+    /usr/bin/python3 - <<'PY' || fail "comm_groups: the collectives' rows"
+import json
+rows = {(c["collective"], c["pg_name"]): c for c in json.load(open("g.json"))["collectives"]}
+for g in ("1", "2"):
+    c = rows[("all_reduce", g)]
+    assert c["ranks"] == 4 and c["count"] == 1 and c["wrong"] == 0, c
+    # busbw of a group of 4: algbw * 2 (4 - 1) / 4
+    assert abs(c["busbw_gbps"] - c["algbw_gbps"] * 1.5) < 1e-9 * max(1, c["busbw_gbps"]), c
+    assert rows[("broadcast", g)]["ranks"] == 4
+w = rows[("all_reduce", "")]
+assert w["ranks"] == 8 and abs(w["busbw_gbps"] - w["algbw_gbps"] * 1.75) < 1e-9 * max(1, w["busbw_gbps"]), w
+PY
+    grep -qE '^  all_reduce@1 ' out.txt && grep -qE '^  all_reduce@2 ' out.txt || fail "comm_groups: no table row per group"
+    # Without the file: a warning, and every collective over all 8 ranks.
+    RANKS=8 replay_ok "pg_name without a group file" --workload g --ranks 8 --json all.json &&
+      sent_bytes all.json $(( 2 * $(ring_ar 65536 8) + 65536 )) $(( 2 * $(ring_ar 65536 8) + 65536 )) \
+        $(( 2 * $(ring_ar 65536 8) + 65536 )) $(( 2 * $(ring_ar 65536 8) + 65536 )) $(( 2 * $(ring_ar 65536 8) + 65536 )) \
+        $(( 2 * $(ring_ar 65536 8) + 65536 )) $(( 2 * $(ring_ar 65536 8) + 65536 )) $(( 2 * $(ring_ar 65536 8) )) ||
+      fail "comm_groups: without the file"
+    grep -q "2 collectives name a communicator group (pg_name; the first: node 1 'group_all_reduce' names '1') and there is no --comm-group-configuration: they run over all ranks" err.txt ||
+      fail "comm_groups: no warning without the file: $(cat err.txt)"
+    echo '{"1": [0, 1, 2, 3], "2": [4, 5, 6, 7]}' >wrong.json
+    replay_fails "a rank outside its pg_name's group" "g\.1\.et: node 1 'group_all_reduce': pg_name '2': rank 1 is not in that group of wrong\.json" \
+      --workload g --ranks 8 --comm-group-configuration wrong.json
+    echo '{"1": [0, 2, 4, 6]}' >few.json
+    replay_fails "a pg_name the file lacks" "pg_name '2' is not a group of few\.json \('1'\)" \
+      --workload g --ranks 8 --comm-group-configuration few.json
+    echo '{"1": [0, 2, 9]}' >range.json
+    replay_fails "a rank beyond the run" "range\.json: group '1' holds something other than a rank of this run \(0\.\.7\)" \
+      --workload g --ranks 8 --comm-group-configuration range.json
+    ;;
+  custom)
+    # The workload's two all-reduces of 1 MiB run the custom ring of 8 KiB
+    # messages (ASTRA-sim's rule: the implementation's sizes, not the
+    # workload's): 2 x 14 messages of 8192 bytes per rank, where Genie's
+    # ring would send 2 x 2 x 7/8 MiB.
+    $GEN coll w --ranks 8 --type all_reduce --size 1048576 --iters 2
+    $GEN custom_ring ring8 --ranks 8 --size 8192
+    echo '{"scheduling-policy": "FIFO", "preferred-dataset-splits": 4, "all-reduce-implementation-custom": ["ring8"]}' >custom.json
+    RANKS=8 replay_ok "a custom all-reduce over 8 ranks" --workload w --ranks 8 --system custom.json --json c.json &&
+      sent_bytes c.json $((2 * 14 * 8192)) || fail "custom: bytes sent"
+    /usr/bin/python3 - <<'PY' || fail "custom: not every message was verified"
+import json
+r = json.load(open("c.json"))
+assert r["wrong"] == 0
+c = r["collectives"][0]
+assert c["collective"] == "all_reduce" and c["count"] == 2 and c["ranks"] == 8, c
+PY
+    GENIE_REPLAY_TEST_CORRUPT=2 RANKS=8 replay_fails "a flipped byte in a custom collective" \
+      'genie replay: [1-9][0-9]* wrong elements received' --workload w --ranks 8 --system custom.json
+    echo '{"all-reduce-implementation-custom": ["nothere"]}' >missing.json
+    replay_fails "a custom implementation without its traces" \
+      'missing\.json: all-reduce-implementation-custom names nothere, and nothere\.0\.et is missing' \
+      --workload w --ranks 8 --system missing.json
+    $GEN custom_ring ring4 --ranks 4 --size 8192
+    echo '{"all-reduce-implementation-custom": ["ring4"]}' >short.json
+    replay_fails "a custom implementation for fewer ranks" 'ring4\.4\.et is missing' --workload w --ranks 8 --system short.json
+    $GEN groups g --ranks 8 --size 65536 --groups "0,2,4,6;1,3,5,7"
+    replay_fails "a custom implementation for a communicator group" \
+      "g\.0\.et: node 1 'group_all_reduce': a collective of communicator group '1' with the system file's custom implementation" \
+      --workload g --ranks 8 --system custom.json --comm-group-configuration g.groups.json
+    echo '{"all-reduce-implementation-custom": ["ring8", "ring8"]}' >two.json
+    replay_fails "two custom entries" 'all-reduce-implementation-custom must be a list of one trace prefix' \
+      --workload w --ranks 8 --system two.json
     ;;
   *)
     echo "usage: replay_case.sh testdata|algo|p2p|corrupt|outputs|bad|deadlock|unmatched_send|policy|pipelined|compute_real|ucx|mpi|bench ..." >&2
