@@ -45,7 +45,8 @@ void Server::Impl::join_master() {
 
 void Server::Impl::off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, std::function<void()> task) {
   std::weak_ptr<Peer> wp = p;
-  const bool posted = tasks.post([this, wp, rid, task = std::move(task)] {
+  const bool posted = tasks.post(p->session ? p->session->serial() : 0, [this, wp, rid,
+                                                                         task = std::move(task)] {
     genie_status_t st = GENIE_OK;
     std::string detail;
     try {
@@ -192,7 +193,7 @@ void Server::Impl::worker_session_gone(const Session& s) {
   std::shared_ptr<RemoteClient> c = workers ? workers->leave(&s) : nullptr;
   if (c && opts.on_worker) opts.on_worker(s.client_node(), "", 0, {}, false);
   // Closing says goodbye and may wait: not on this thread.
-  if (c) tasks.post([c] { c->close(); });
+  if (c) tasks.post(s.serial(), [c] { c->close(); });
 }
 
 void Server::Impl::plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::PlanExplain& m) {
@@ -215,6 +216,7 @@ void Server::Impl::plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, co
   if (m.bindings_size() == 0) {
     // Nothing bound: every input planned as not yet resident anywhere (its
     // declared shape must be static).
+    graphs.check_limits(m.graph_json());
     std::unique_ptr<Graph> g = graph_from_json(m.graph_json().data(), m.graph_json().size());
     g->validate();
     r->inputs.resize(g->inputs().size());
@@ -281,7 +283,7 @@ PayloadSink Server::Impl::forward_write(const std::shared_ptr<Peer>& p, const wi
     }
     return {};
   }
-  // The bytes land here first, then go to the worker from the task thread.
+  // The bytes land here first, then go to the worker from the task pool.
   std::shared_ptr<std::byte[]> buf(new std::byte[n > 0 ? n : 1]);
   // The client's tag goes on to the worker with the bytes.
   auto ship = [this, wp = std::weak_ptr<Peer>(p), rid, t, offset, n, buf, tag] {
