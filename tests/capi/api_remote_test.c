@@ -401,6 +401,11 @@ static void test_listen_guard(void) {
   genie_server_destroy(srv);
   srv = NULL;
   EXPECT_OK(genie_config_set_allow_insecure(cfg, 0));
+  /* Long enough, but guessable: refused when a server would use it. */
+  EXPECT_OK(genie_config_set_auth_token(cfg, "aaaaaaaaaaaaaaaaaaaa"));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_server_create(cfg, "127.0.0.1", 0, &srv));
+  EXPECT_DETAIL("openssl rand -hex 32");
+  CHECK(srv == NULL);
   EXPECT_OK(genie_config_set_auth_token(cfg, "a-shared-secret-9f41c07e2b"));
   REQUIRE_OK(genie_server_create(cfg, "0.0.0.0", 0, &srv));
   genie_server_destroy(srv);
