@@ -29,8 +29,9 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-std::unique_ptr<Server> start_master(int64_t stage_timeout_ms = 60000) {
+std::unique_ptr<Server> start_master(int64_t stage_timeout_ms = 60000, uint64_t memory_budget = 0) {
   ServerOptions o;
+  o.memory_budget = memory_budget;
   o.port = 0;
   o.num_threads = 2;
   o.node_id = "hw-master";
@@ -102,10 +103,10 @@ constexpr int64_t kN = int64_t{1} << 22;
 // the worker's session on the master that registered it (registered now
 // when `join`).
 struct ProxiedWorker {
-  explicit ProxiedWorker(int64_t stage_timeout_ms, bool join = true)
+  explicit ProxiedWorker(int64_t stage_timeout_ms, bool join = true, uint64_t master_budget = 0)
       : worker(start_worker()),
         proxy(worker->port()),
-        master(start_master(stage_timeout_ms)),
+        master(start_master(stage_timeout_ms, master_budget)),
         registrar(connect(master->port(), "hw-worker", GENIE_NODE_ROLE_WORKER)) {
     if (join) enrol();
   }
@@ -241,6 +242,22 @@ TEST_F(HostileWorkers, ALyingWorkerFailsTheGraphAndIsDropped) {
     EXPECT_EQ(master->stats().workers(), 0u) << "the lying worker still gets work";
     a->tensor_free(x);
   }
+}
+
+// Bytes the master stages for a client's reads of a worker tensor are
+// charged to its budget first: a read larger than the master's budget is
+// refused, a smaller one goes.
+TEST_F(HostileWorkers, ReadsThroughTheMasterAreChargedToItsBudget) {
+  ProxiedWorker pw(/*stage_timeout_ms=*/60000, /*join=*/true, /*master_budget=*/16u << 20);
+  auto& [worker, proxy, master, registrar] = pw;
+  auto a = connect(master->port(), "tenant-a");
+  const int64_t n = int64_t{8} << 20;  // 32 MiB of f32, on the worker
+  const uint64_t x = a->tensor_alloc(DType::F32, {n}, "hw-worker/cpu:0");
+  std::vector<float> v(static_cast<size_t>(n));
+  const std::string detail = expect_error(GENIE_ERR_OUT_OF_MEMORY,
+                                          [&] { a->tensor_read(x, 0, v.data(), v.size() * sizeof(float)); });
+  EXPECT_NE(detail.find("staging"), std::string::npos) << detail;
+  a->tensor_read(x, 0, v.data(), 4u << 20);  // 4 MiB: within the budget
 }
 
 }  // namespace
