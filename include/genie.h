@@ -370,6 +370,9 @@ GENIE_API genie_status_t genie_config_set_graph_deltas(genie_config_t *config,
  *  server with a token admits only clients that prove they hold it
  *  (HMAC-SHA256 challenge-response; the token never crosses the network);
  *  a client sends it when the server asks. Environment: GENIE_AUTH_TOKEN.
+ *  genie_server_create also refuses a token that looks guessable (about 64
+ *  bits or less by its characters, e.g. one letter repeated or a run like
+ *  "abcd..."): make one with `openssl rand -hex 32`.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (shorter than 16 bytes, or
  *  longer than 4096). */
 GENIE_API genie_status_t genie_config_set_auth_token(genie_config_t *config,
@@ -645,11 +648,13 @@ GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,
  *  machine's host name when `host` is a wildcard) and device profile, and
  *  returns once the master has connected back. It stays a worker while
  *  that connection lives (docs/multinode.md).
- *  Errors: INVALID_ARGUMENT (out NULL, port outside 0..65535), INVALID_HANDLE,
+ *  Errors: INVALID_ARGUMENT (out NULL, port outside 0..65535, an auth token
+ *  that looks guessable: the detail says how to make one), INVALID_HANDLE,
  *  IO (cannot bind or listen: the detail names the address and reason);
  *  joining: CONNECTION / TIMEOUT (the master cannot be reached, or it cannot
  *  reach this server back), AUTH, VERSION_MISMATCH, INVALID_ARGUMENT (the
- *  master refused the registration, e.g. the node id is the master's). */
+ *  master refused the registration, e.g. the node id is the master's, or
+ *  the address leads back to the master itself). */
 GENIE_API genie_status_t genie_server_create(const genie_config_t *config,
                                              const char *host, int32_t port,
                                              genie_server_t **out);

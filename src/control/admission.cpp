@@ -26,6 +26,14 @@ std::string Admission::admit(const std::string& source, genie_status_t* status, 
     return cat(b->second.failures, " failed authentications from ", source,
                ": connections from it are refused for ", left.count() + 1, " ms more");
   }
+  refill(now);
+  if (global_allowance_ < 1 && good_.count(source) == 0) {
+    const auto wait_ms = static_cast<int64_t>((1 - global_allowance_) * 1000 / kGlobalFailuresPerSecond) + 1;
+    return cat(
+        "too many failed authentications on this server from all sources: connections from addresses "
+        "that have not authenticated lately are refused for ",
+        wait_ms, " ms more");
+  }
   *status = GENIE_ERR_CONNECTION;
   if (max_connections_ > 0 && total_ >= static_cast<size_t>(max_connections_))
     return cat("the server has ", total_, " connections, its limit (genie serve --max-connections)");
@@ -52,7 +60,18 @@ void Admission::release(const std::string& source, bool per_source) {
   if (per_source) vouch(source);
 }
 
+void Admission::refill(Clock::time_point now) {
+  if (refilled_ == Clock::time_point{}) refilled_ = now;
+  const double s = std::chrono::duration<double>(now - refilled_).count();
+  if (s <= 0) return;
+  global_allowance_ = std::min(kGlobalFailureBurst, global_allowance_ + s * kGlobalFailuresPerSecond);
+  refilled_ = now;
+}
+
 int64_t Admission::auth_failed(const std::string& source, Clock::time_point now) {
+  refill(now);
+  global_allowance_ = std::max(global_allowance_ - 1, -kGlobalFailureBurst);
+  good_.erase(source);
   auto it = backoff_.find(source);
   if (it == backoff_.end()) {
     forget_stale(now);
@@ -70,7 +89,15 @@ int64_t Admission::auth_failed(const std::string& source, Clock::time_point now)
   return ms;
 }
 
-void Admission::auth_succeeded(const std::string& source) { backoff_.erase(source); }
+void Admission::auth_succeeded(const std::string& source, Clock::time_point now) {
+  backoff_.erase(source);
+  if (good_.size() >= kMaxRecords && good_.count(source) == 0) {
+    auto oldest = std::min_element(good_.begin(), good_.end(),
+                                   [](const auto& a, const auto& b) { return a.second < b.second; });
+    good_.erase(oldest);
+  }
+  good_[source] = now;
+}
 
 void Admission::forget_stale(Clock::time_point now) {
   if (backoff_.size() < kMaxRecords) return;

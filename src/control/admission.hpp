@@ -9,6 +9,11 @@
 // failure, clears its record. The records are bounded (kMaxRecords; the
 // oldest goes first), so a flood of sources cannot grow them.
 //
+// Failures also draw on one server-wide allowance (kGlobalFailureBurst,
+// refilled at kGlobalFailuresPerSecond): while it is spent, connections
+// from sources that have not authenticated successfully lately are
+// refused, so rotating source addresses does not raise the guessing rate.
+//
 // Not thread-safe: the server's loop thread owns it.
 #pragma once
 
@@ -30,6 +35,8 @@ class Admission {
   static constexpr int64_t kMaxBackoffMs = 30000;
   static constexpr int64_t kForgetMs = 600000;
   static constexpr size_t kMaxRecords = 4096;
+  static constexpr double kGlobalFailureBurst = 64;
+  static constexpr double kGlobalFailuresPerSecond = 16;
 
   // 0: no limit.
   Admission(int max_connections, int max_per_source)
@@ -51,11 +58,14 @@ class Admission {
   // An authentication from `source` failed; returns how long it is refused
   // from now on, in ms (0: not yet).
   int64_t auth_failed(const std::string& source, Clock::time_point now = Clock::now());
-  void auth_succeeded(const std::string& source);
+  void auth_succeeded(const std::string& source, Clock::time_point now = Clock::now());
 
   size_t connections() const { return total_; }
 
  private:
+  // Refills the server-wide allowance of failures up to `now`.
+  void refill(Clock::time_point now);
+
   struct Backoff {
     int failures = 0;
     Clock::time_point last_failure;
@@ -68,6 +78,11 @@ class Admission {
   size_t total_ = 0;
   std::unordered_map<std::string, int> per_source_;
   std::unordered_map<std::string, Backoff> backoff_;
+  double global_allowance_ = kGlobalFailureBurst;
+  Clock::time_point refilled_{};
+  // Sources whose last authentication succeeded, and when (bounded by
+  // kMaxRecords): exempt from the server-wide refusal.
+  std::unordered_map<std::string, Clock::time_point> good_;
 };
 
 // The address part of a peer name "ip:port" or "[ipv6]:port", an IPv4

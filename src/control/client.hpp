@@ -176,6 +176,10 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
                            const std::vector<std::pair<std::string, uint64_t>>& bindings);
 
   const std::string& server_node_id() const;
+  // The server's instance (Welcome.server_instance): 16 random bytes drawn
+  // when that server started, which tell one server from another whatever
+  // the address they were reached at (empty from a server that sends none).
+  const std::string& server_instance() const;
   const std::vector<std::string>& server_devices() const;
   bool connected() const;
   // The transport the data connection runs over (registry name, e.g. "tcp").

@@ -3,6 +3,8 @@
 #include <cstring>
 #include <functional>
 
+#include "core/error.hpp"
+
 namespace genie {
 
 namespace {
@@ -18,6 +20,26 @@ void put(std::string& out, T v) {
 
 GraphCache::GraphCache(size_t max_entries, size_t max_bytes)
     : max_entries_(max_entries), max_bytes_(max_bytes) {}
+
+void GraphCache::set_limits(size_t max_json_bytes, size_t max_nodes, std::string setting) {
+  max_json_bytes_ = max_json_bytes;
+  max_nodes_ = max_nodes;
+  limit_setting_ = std::move(setting);
+}
+
+void GraphCache::check_limits(std::string_view json) const {
+  check(max_json_bytes_ == 0 || json.size() <= max_json_bytes_, GENIE_ERR_TOO_LARGE, "graph JSON of ",
+        json.size(), " bytes: this server parses at most ", max_json_bytes_, " bytes of graph (",
+        limit_setting_, ")");
+  if (max_nodes_ == 0) return;
+  // Every node has an "op" key: an upper bound on the nodes, found without
+  // parsing (a scan costs a millisecond or so per ten megabytes).
+  size_t ops = 0;
+  for (size_t at = json.find("\"op\""); at != std::string_view::npos; at = json.find("\"op\"", at + 4))
+    if (++ops > max_nodes_) break;
+  check(ops <= max_nodes_, GENIE_ERR_TOO_LARGE, "graph of more than ", max_nodes_,
+        " nodes: this server runs at most ", max_nodes_, " nodes per graph (", limit_setting_, ")");
+}
 
 size_t GraphCache::KeyHash::operator()(const Key& k) const {
   const size_t a = std::hash<std::string_view>()(k.json);
@@ -61,7 +83,11 @@ std::shared_ptr<const GraphCache::Entry> GraphCache::get(const std::string& json
     return it->second->entry;
   }
   ++misses_;
+  check_limits(json);
   std::unique_ptr<Graph> g = graph_from_json(json.data(), json.size());
+  check(max_nodes_ == 0 || g->nodes().size() <= max_nodes_, GENIE_ERR_TOO_LARGE, "graph of ",
+        g->nodes().size(), " nodes: this server runs at most ", max_nodes_, " nodes per graph (",
+        limit_setting_, ")");
   std::unordered_map<ValueId, Shape> shapes;
   auto made = std::make_shared<Entry>();
   Entry& e = *made;

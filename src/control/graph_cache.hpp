@@ -46,6 +46,15 @@ class GraphCache {
   std::shared_ptr<const Entry> get(const std::string& json, const std::vector<std::string>& names,
                                    const std::vector<TensorDesc>& descs);
 
+  // Bounds on a graph parsed here (0: none): its JSON's bytes and its
+  // nodes. Checked before parsing (the nodes by counting "op" keys, which
+  // every node has) and after; past one, get() and check_limits() throw
+  // Error(TOO_LARGE) naming the limit and `setting`, the option that
+  // raises it.
+  void set_limits(size_t max_json_bytes, size_t max_nodes, std::string setting);
+  void check_limits(std::string_view json) const;
+  size_t max_json_bytes() const { return max_json_bytes_; }
+
   size_t size() const { return lru_.size(); }
   size_t bytes() const { return bytes_; }
   uint64_t hits() const { return hits_; }
@@ -73,6 +82,9 @@ class GraphCache {
 
   const size_t max_entries_;
   const size_t max_bytes_;
+  size_t max_json_bytes_ = 0;
+  size_t max_nodes_ = 0;
+  std::string limit_setting_;
   std::list<Node> lru_;  // most recent first; nodes never move, so keys may view them
   std::unordered_map<Key, std::list<Node>::iterator, KeyHash> index_;
   size_t bytes_ = 0;

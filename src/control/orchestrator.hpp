@@ -74,6 +74,10 @@ class Orchestrator {
   virtual bool has_workers() const = 0;
   // Closes every worker session (blocking).
   virtual void close_all() = 0;
+  // The server is stopping (any thread, does not block): graphs in flight
+  // stop waiting for their workers and fail with SHUTDOWN, and no new one
+  // starts, so that stopping takes a bounded time whatever the workers do.
+  virtual void cancel() = 0;
   // Plans and runs a graph validated with `shapes`; inputs per graph input
   // in declaration order. Never throws: failures come back in the result.
   virtual MultiResult run(const std::shared_ptr<const Graph>& g, const std::vector<Held>& inputs,
@@ -84,11 +88,17 @@ class Orchestrator {
   virtual Stats stats() const = 0;
 };
 
-// Hooks of the cluster layer (ServerOptions::node_alive, measure_rtt);
-// either may be empty.
+// Hooks of the cluster layer (ServerOptions::node_alive, measure_rtt),
+// either may be empty, and what the orchestrator needs of its server:
+// `self_instance`, the server's own instance (Welcome.server_instance), so
+// that a worker whose Welcome carries it (this server, reached through its
+// own address or a relay) is refused; `stage_timeout_ms`, how long a stage
+// sent to a worker may take (ServerOptions::stage_timeout_ms).
 struct OrchestratorHooks {
   std::function<bool(const std::string& node)> alive;
   std::function<double(const std::string& host, int port)> rtt;
+  std::string self_instance;
+  int64_t stage_timeout_ms = 600000;
 };
 
 // Makes the orchestrator of a server: its node id, the configuration of its

@@ -24,7 +24,10 @@ void MemoryGate::admit(const Session& s, uint64_t bytes, uint64_t tensors, bool 
     fail(GENIE_ERR_OUT_OF_MEMORY, what(), ": session quota of graphs in flight: ", "this session has ",
          graphs, " graphs in flight on ", where_, ", its quota is ", quota_.max_graphs,
          " (genie serve --session-max-graphs, GENIE_SESSION_MAX_GRAPHS)");
-  const uint64_t have_tensors = s.num_tensors() + u.reserved_tensors.load(std::memory_order_relaxed);
+  // (No tensor: nothing to count, and the session's table is the loop
+  // thread's.)
+  const uint64_t have_tensors =
+      tensors == 0 ? 0 : s.num_tensors() + u.reserved_tensors.load(std::memory_order_relaxed);
   if (tensors > quota_.max_tensors || have_tensors > quota_.max_tensors - tensors)
     fail(GENIE_ERR_OUT_OF_MEMORY, what(), ": session tensor quota: ", tensors, " more tensors on ", where_,
          " with ", have_tensors, " held or due, past its quota of ", quota_.max_tensors,
@@ -56,13 +59,19 @@ MemoryGate::Reservation MemoryGate::hold(const std::shared_ptr<Session>& s, uint
   return Reservation(Reservation::Key{}, *this, s, bytes, tensors);
 }
 
+std::shared_ptr<MemoryGate::Reservation> MemoryGate::charge(const std::shared_ptr<Session>& s, uint64_t bytes,
+                                                            const Describe& what) {
+  admit(*s, bytes, 0, false, what);
+  return std::make_shared<Reservation>(Reservation::Key{}, *this, s, bytes, 0, false);
+}
+
 MemoryGate::Reservation::Reservation(Key, MemoryGate& gate, const std::shared_ptr<Session>& s, uint64_t bytes,
-                                     uint64_t tensors)
-    : gate_(gate), session_(s), bytes_(bytes), tensors_(tensors) {
+                                     uint64_t tensors, bool graph)
+    : gate_(gate), session_(s), bytes_(bytes), tensors_(tensors), graph_(graph) {
   gate_.reserved_.fetch_add(bytes_, std::memory_order_relaxed);
   s->usage.reserved_bytes.fetch_add(bytes_, std::memory_order_relaxed);
   s->usage.reserved_tensors.fetch_add(tensors_, std::memory_order_relaxed);
-  s->usage.graphs.fetch_add(1, std::memory_order_relaxed);
+  if (graph_) s->usage.graphs.fetch_add(1, std::memory_order_relaxed);
 }
 
 void MemoryGate::Reservation::release() {
@@ -71,7 +80,7 @@ void MemoryGate::Reservation::release() {
   if (auto s = session_.lock()) {
     s->usage.reserved_bytes.fetch_sub(bytes_, std::memory_order_relaxed);
     s->usage.reserved_tensors.fetch_sub(tensors_, std::memory_order_relaxed);
-    s->usage.graphs.fetch_sub(1, std::memory_order_relaxed);
+    if (graph_) s->usage.graphs.fetch_sub(1, std::memory_order_relaxed);
   }
 }
 

@@ -62,7 +62,8 @@ class MemoryGate {
     struct Key {};  // only MemoryGate makes one
 
    public:
-    Reservation(Key, MemoryGate& gate, const std::shared_ptr<Session>& s, uint64_t bytes, uint64_t tensors);
+    Reservation(Key, MemoryGate& gate, const std::shared_ptr<Session>& s, uint64_t bytes, uint64_t tensors,
+                bool graph = true);
     ~Reservation() { release(); }
     // Ends it now (idempotent): a graph's completion releases it before its
     // outputs join the session, wherever the last reference ends up.
@@ -75,6 +76,7 @@ class MemoryGate {
     MemoryGate& gate_;
     std::weak_ptr<Session> session_;
     uint64_t bytes_, tensors_;
+    bool graph_;  // counted as a graph in flight
     bool released_ = false;
   };
   // admit(..., graph = true), then reserve: for as long as the caller holds
@@ -82,6 +84,10 @@ class MemoryGate {
   std::shared_ptr<Reservation> reserve(const std::shared_ptr<Session>& s, uint64_t bytes, uint64_t tensors,
                                        const Describe& what);
   Reservation hold(const std::shared_ptr<Session>& s, uint64_t bytes, uint64_t tensors, const Describe& what);
+  // Bytes only (no tensor, no graph in flight), for buffers the server
+  // stages for session `s` (a tensor forwarded to or from a worker). Any
+  // thread.
+  std::shared_ptr<Reservation> charge(const std::shared_ptr<Session>& s, uint64_t bytes, const Describe& what);
 
  private:
   const uint64_t budget_;

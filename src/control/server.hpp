@@ -78,6 +78,12 @@ struct ServerOptions {
   int max_connections = 1024;
   int max_connections_per_source = 128;
   int max_sessions = 1024;
+  // Connections in their handshake at once, all sources together (0: a
+  // quarter of max_connections, at most 256). Past it, a new connection
+  // closes the oldest handshake of the source that has the most, so that
+  // peers without the token never hold more than this many slots and the
+  // others stay free for clients that authenticate.
+  int max_handshakes = 0;
   // A session that receives nothing for this long ends (its tensors are
   // freed, its connections closed); 0: never. A live client heartbeats
   // (and pings while it waits), so only abandoned sessions idle. Sessions
@@ -87,6 +93,16 @@ struct ServerOptions {
   // peer past it (sending requests without reading the replies) is cut off.
   // One reply of any size is always queued.
   uint64_t max_queued_reply_bytes = 32u << 20;
+  // The same for all connections together (0: 256 MiB, or
+  // max_queued_reply_bytes if more): past it, the connection with the most
+  // replies queued is cut off, so many slow readers cannot add up.
+  uint64_t max_queued_reply_bytes_total = 0;
+  // The largest graph a submission may carry: bytes of its JSON and nodes
+  // (0: no limit). Larger ones are refused with TOO_LARGE before they are
+  // parsed; parsing a large one is charged to the session's quota and the
+  // budget first (docs/security.md).
+  uint64_t max_graph_bytes = 32u << 20;
+  uint64_t max_graph_nodes = 65536;
   // Transports offered for data connections besides TCP (always offered, on
   // `port`), by registry name (dataplane/registry.hpp); each listens on
   // host:0 and Welcome advertises where. One that cannot be had (plugin
@@ -141,6 +157,9 @@ struct ServerOptions {
   // Timeout of this server's own client calls (to its master, or as a
   // master to its workers).
   int64_t client_timeout_ms = 30000;
+  // A master: how long one stage sent to a worker may take before its graph
+  // fails with TIMEOUT naming the worker (docs/multinode.md).
+  int64_t stage_timeout_ms = 600000;
   // The data transport of the sessions this server opens (to its master,
   // as a master to its workers, to peers), demanded as Config::transport
   // (GENIE_TRANSPORT of `genie serve`); empty: TCP. With dpdk, the values a

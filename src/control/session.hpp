@@ -66,8 +66,17 @@ class Session {
   uint64_t add_remote(RemoteTensorPtr t);
   // nullptr when `id` is not a worker tensor of this session.
   RemoteTensorPtr find_remote(uint64_t id) const;
-  // False when there was no such tensor (local or on a worker).
+  // False when there was no such tensor (local or on a worker). A tensor
+  // that a read in flight still holds (read_begins) stays counted here and
+  // in the server's tensor bytes until the read lets go of it and settle()
+  // runs: its memory is still taken.
   bool erase(uint64_t id);
+  // Stops counting the freed tensors nobody holds any more.
+  void settle();
+  // A read reply holding tensor `t` of this session was queued, and has
+  // been sent (or dropped). Loop thread.
+  void read_begins(const TensorPtr& t);
+  void read_ends(const TensorData* t);
   void clear();
   size_t num_tensors() const { return tensors_.size() + remote_.size(); }
 
@@ -100,6 +109,18 @@ class Session {
   ServerCounters& counters_;
   std::unordered_map<uint64_t, TensorPtr> tensors_;
   std::unordered_map<uint64_t, RemoteTensorPtr> remote_;
+  // Freed, still held elsewhere: still counted until they expire.
+  struct Lingering {
+    std::weak_ptr<TensorData> tensor;
+    size_t bytes = 0;
+  };
+  std::vector<Lingering> lingering_;
+  // Tensors that reads in flight hold, and how many reads.
+  struct Reading {
+    std::weak_ptr<TensorData> tensor;
+    int reads = 0;
+  };
+  std::unordered_map<const TensorData*, Reading> reading_;
   uint64_t next_id_ = 1;
 };
 

@@ -22,14 +22,32 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-RemoteResult wait_submit(RemoteClient& c, const std::string& json,
-                         const std::vector<std::pair<std::string, uint64_t>>& bindings) {
+// Submits a graph and waits for its completion until `deadline`, looking at
+// `cancelled` at least every `slice`. Returns false when it gave up (the
+// completion, if it comes, is dropped).
+bool wait_submit(RemoteClient& c, const std::string& json,
+                 const std::vector<std::pair<std::string, uint64_t>>& bindings, Clock::time_point deadline,
+                 const std::atomic<bool>& cancelled, RemoteResult* out) {
+  constexpr auto slice = std::chrono::milliseconds(100);
   auto p = std::make_shared<std::promise<RemoteResult>>();
   std::future<RemoteResult> f = p->get_future();
   // On the client's direct link, this thread reads the completion itself.
-  if (auto s = c.submit(json, bindings, [p](RemoteResult&& r) { p->set_value(std::move(r)); }))
-    c.collect(*s, std::chrono::steady_clock::time_point::max());
-  return f.get();
+  auto s = c.submit(json, bindings, [p](RemoteResult&& r) { p->set_value(std::move(r)); });
+  while (f.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    const auto now = Clock::now();
+    if (now >= deadline || cancelled.load()) return false;  // a handle dropped: the watcher collects it
+    const auto until = std::min(deadline, now + slice);
+    if (s) c.collect(*s, until);
+    f.wait_until(until);
+  }
+  *out = f.get();
+  return true;
+}
+
+std::string dims(DType dtype, const Shape& shape) {
+  std::string s = cat(dtype_name(dtype), "[");
+  for (size_t i = 0; i < shape.size(); ++i) append_to(s, i ? ", " : "", shape[i]);
+  return s + "]";
 }
 
 }  // namespace
@@ -65,6 +83,15 @@ void MultiNode::join(const std::string& node_id, const std::string& host, int po
   w->port = port;
   w->registered_by = registered_by;
   w->client = RemoteClient::connect(c, node_id_);
+  // Identity from the handshake, not from addresses: the server that
+  // answered at host:port (directly, through a relay or under any name) is
+  // this one when its Welcome carries this server's instance. Placing a
+  // stage there would make this master wait for itself.
+  check(hooks_.self_instance.empty() || w->client->server_instance() != hooks_.self_instance,
+        GENIE_ERR_INVALID_ARGUMENT, "worker '", node_id, "' at ", host, ":", port, " is this master (",
+        node_id_,
+        ") itself: the server answering there is this one (its handshake says so), and a master never "
+        "places work on itself through the worker path");
   // The link, measured once: the RTT the cluster layer measures with its
   // Probe (the figure genie_discover and the cluster state report), else
   // the best of a few ServerInfo round trips; and one write.
@@ -115,7 +142,7 @@ void MultiNode::join(const std::string& node_id, const std::string& host, int po
     double& best = nodes == 1 ? submit_s : chain_s;
     for (int i = 0; i < 4; ++i) {
       const auto ts = Clock::now();
-      RemoteResult r = wait_submit(*w->client, json, {{"v0", one}});
+      RemoteResult r = run_stage(*w->client, node_id, "link_probe", json, {{"v0", one}});
       const double dt = seconds_since(ts);
       check(r.status == GENIE_OK, r.status, "worker ", node_id, " failed the link probe graph: ", r.detail);
       for (const RemoteOutput& o : r.outputs) w->client->tensor_free(o.tensor_id);
@@ -193,6 +220,33 @@ std::vector<std::string> MultiNode::worker_names() const {
   std::vector<std::string> v;
   for (const auto& [id, w] : workers_) v.push_back(id);
   return v;
+}
+
+void MultiNode::cancel() { cancelled_.store(true); }
+
+RemoteResult MultiNode::run_stage(RemoteClient& c, const std::string& node, const std::string& graph,
+                                  const std::string& json,
+                                  const std::vector<std::pair<std::string, uint64_t>>& bindings) {
+  check(!cancelled_.load(), GENIE_ERR_SHUTDOWN, "the server is stopping");
+  RemoteResult r;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(hooks_.stage_timeout_ms);
+  if (wait_submit(c, json, bindings, deadline, cancelled_, &r)) return r;
+  check(!cancelled_.load(), GENIE_ERR_SHUTDOWN, "the server stopped while graph '", graph,
+        "' waited for worker ", node);
+  fail(GENIE_ERR_TIMEOUT, "worker ", node, " did not finish its stage of graph '", graph, "' within ",
+       hooks_.stage_timeout_ms, " ms (the stage deadline)");
+}
+
+std::shared_ptr<RemoteClient> MultiNode::drop_unhealthy(const std::string& node, const std::string& why) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = workers_.find(node);
+  if (it == workers_.end()) return nullptr;
+  auto c = it->second->client;
+  log(LogLevel::Warn, "master ", node_id_, ": worker ", node, " marked unhealthy: ", why);
+  left_[node] = cat("marked unhealthy: ", why);
+  workers_.erase(it);
+  ++version_;
+  return c;
 }
 
 void MultiNode::close_all() {
@@ -329,6 +383,7 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
   MultiResult result;
   const auto t0 = Clock::now();
   try {
+    check(!cancelled_.load(), GENIE_ERR_SHUTDOWN, "the server is stopping");
     const Graph& g = *gp;
     const Planned pl = plan(g, inputs, shapes);
     const sched::Plan& plan = *pl.plan;
@@ -445,14 +500,36 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       const std::string& device = pl.topo.devices.at(static_cast<size_t>(st.device)).device;
       std::vector<std::pair<std::string, uint64_t>> bindings;
       for (ValueId v : st.inputs) bindings.emplace_back(g.value(v).name, there(v, node, device, client));
-      RemoteResult r = wait_submit(*client, graph_to_json(*st.graph), bindings);
+      RemoteResult r = run_stage(*client, node, g.name(), graph_to_json(*st.graph), bindings);
       if (r.status != GENIE_OK) {
         result.status = r.status;
         result.detail = cat("on worker ", node, ": ", r.detail);
         return result;
       }
-      check(r.outputs.size() == st.outputs.size(), GENIE_ERR_PROTOCOL, "worker ", node, " returned ",
-            r.outputs.size(), " outputs for a stage of ", st.outputs.size());
+      // A worker's word is checked against the plan before anything is
+      // kept, allocated or forwarded on it: the outputs the stage graph
+      // declares, each of its dtype and shape (so of its byte count; reads
+      // then check the bytes that come back against it). A mismatch fails
+      // the graph and the worker gets no more work.
+      std::string lie;
+      if (r.outputs.size() != st.outputs.size()) {
+        lie = cat("it returned ", r.outputs.size(), " outputs for a stage of ", st.outputs.size());
+      } else {
+        for (size_t i = 0; i < st.outputs.size() && lie.empty(); ++i) {
+          const Value& want = st.graph->value(st.graph->outputs()[i]);
+          const RemoteOutput& o = r.outputs[i];
+          if (o.dtype != want.dtype || o.shape != want.shape)
+            lie = cat("it returned output '", want.name, "' as ", dims(o.dtype, o.shape),
+                      ", but the plan makes it ", dims(want.dtype, want.shape));
+        }
+      }
+      if (!lie.empty()) {
+        for (const RemoteOutput& o : r.outputs) client->tensor_free(o.tensor_id);
+        drop_unhealthy(node, lie);
+        fail(GENIE_ERR_PROTOCOL, "graph '", g.name(), "': worker ", node, " answered against its plan (", lie,
+             "); it is marked unhealthy and gets no more work until it "
+             "registers again");
+      }
       for (size_t i = 0; i < st.outputs.size(); ++i) {
         Holding& h = held[st.outputs[i]];
         h.home = node;

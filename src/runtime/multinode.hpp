@@ -83,6 +83,7 @@ class MultiNode final : public Orchestrator {
   std::vector<std::string> worker_names() const;
   // Closes every worker session (blocking).
   void close_all() override;
+  void cancel() override;
 
   // Plans and runs a graph validated with `shapes`; inputs per graph input
   // in declaration order. Never throws: failures come back in the result.
@@ -113,6 +114,16 @@ class MultiNode final : public Orchestrator {
   // other errors. `tag`: the value's, which the destination fetches with.
   bool move_direct(const RemoteTensor& src, const RemoteTensor& dst, const dataplane::SemanticTag& tag);
   bool alive(const std::string& node) const { return !hooks_.alive || hooks_.alive(node); }
+  // Submits one stage to worker `node` and waits for its completion until
+  // the stage deadline (Config::stage_timeout_ms: TIMEOUT naming the worker)
+  // or cancel() (SHUTDOWN).
+  RemoteResult run_stage(RemoteClient& c, const std::string& node, const std::string& graph,
+                         const std::string& json,
+                         const std::vector<std::pair<std::string, uint64_t>>& bindings);
+  // Worker `node` answered something its plan rules out (a result of
+  // another dtype or shape): it gets no more work until it registers again,
+  // and its session is closed (by whoever drops the returned client).
+  std::shared_ptr<RemoteClient> drop_unhealthy(const std::string& node, const std::string& why);
 
   const std::string node_id_;
   const Config cfg_;
@@ -120,6 +131,7 @@ class MultiNode final : public Orchestrator {
   const Hooks hooks_;
   sched::PlanCache plans_;
 
+  std::atomic<bool> cancelled_{false};
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Worker>> workers_;  // by node id
   uint64_t version_ = 1;

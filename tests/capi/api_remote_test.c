@@ -401,7 +401,12 @@ static void test_listen_guard(void) {
   genie_server_destroy(srv);
   srv = NULL;
   EXPECT_OK(genie_config_set_allow_insecure(cfg, 0));
-  EXPECT_OK(genie_config_set_auth_token(cfg, "a-shared-secret-1"));
+  /* Long enough, but guessable: refused when a server would use it. */
+  EXPECT_OK(genie_config_set_auth_token(cfg, "aaaaaaaaaaaaaaaaaaaa"));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_server_create(cfg, "127.0.0.1", 0, &srv));
+  EXPECT_DETAIL("openssl rand -hex 32");
+  CHECK(srv == NULL);
+  EXPECT_OK(genie_config_set_auth_token(cfg, "a-shared-secret-9f41c07e2b"));
   REQUIRE_OK(genie_server_create(cfg, "0.0.0.0", 0, &srv));
   genie_server_destroy(srv);
   srv = NULL;
@@ -417,7 +422,7 @@ static void test_auth(void) {
   int32_t port = 0;
   REQUIRE_OK(genie_config_create(&scfg));
   REQUIRE_OK(genie_config_set_use_env(scfg, 0));
-  REQUIRE_OK(genie_config_set_auth_token(scfg, "a-shared-secret-1"));
+  REQUIRE_OK(genie_config_set_auth_token(scfg, "a-shared-secret-9f41c07e2b"));
   REQUIRE_OK(genie_server_create(scfg, NULL, 0, &srv));
   genie_config_destroy(scfg);
   REQUIRE_OK(genie_server_port(srv, &port));
@@ -428,7 +433,7 @@ static void test_auth(void) {
   EXPECT_DETAIL("requires authentication");
   EXPECT_OK(genie_config_set_auth_token(cfg, "wrong-shared-secret"));
   EXPECT_STATUS(GENIE_ERR_AUTH, genie_init(cfg, &ctx));
-  EXPECT_OK(genie_config_set_auth_token(cfg, "a-shared-secret-1"));
+  EXPECT_OK(genie_config_set_auth_token(cfg, "a-shared-secret-9f41c07e2b"));
   REQUIRE_OK(genie_init(cfg, &ctx));
   genie_config_destroy(cfg);
   CHECK(server_count(ctx, "connections_refused") >= 1); /* the wrong token */

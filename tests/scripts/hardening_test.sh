@@ -12,13 +12,16 @@
 #      bounded, an oversized status is refused, and a new client still
 #      starts (genie_init) and runs;
 #   4. a peer that sends heartbeats and never reads is cut off and the
-#      server's RSS stays bounded;
+#      server's RSS stays bounded; so do 120 of them, each under its own
+#      limit (the bound for all connections together);
 #   5. failed authentications back off per source (connections refused for a
 #      growing interval) and their log lines are rate-limited with a summary;
 #   6. a session that receives nothing past the idle timeout ends and frees
 #      its tensors; one that heartbeats is kept;
 #   7. a heartbeat claiming a registered worker's node id from another
-#      session is refused (it cannot mark the worker alive or rewrite it).
+#      session is refused (it cannot mark the worker alive or rewrite it);
+#   8. sessions that free a tensor under a stalled read of it and allocate
+#      again keep the server's RSS within its memory budget.
 set -euo pipefail
 source "$(dirname "$0")/lib/servers.sh"
 TOOL="$B/tests/itest_remote_tool"
@@ -143,6 +146,26 @@ grown = (rss_kib(pid) - base) / 1024
 print("non-reader: %d heartbeats sent, cut off %s, RSS grew %.1f MiB" % (sent, cut, grown))
 assert cut, "a peer that never reads was not cut off after %d heartbeats" % sent
 assert grown < slack + 40, "server RSS grew %.1f MiB under a non-reader" % grown
+# Many non-readers, each far under its own 32 MiB: their replies (the
+# view, about 3 MiB each) add up to 2.5 GB unless the server bounds them
+# all together (256 MiB).
+base = rss_kib(pid)
+many = []
+for i in range(120):
+    m = session(port, "deaf-%d" % i)
+    m.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    for k in range(7):
+        try:
+            m.sendall(heartbeat("deaf-%d" % i, 1, rid=k + 2))
+        except OSError:
+            break
+    many.append(m)
+time.sleep(2)
+grown = (rss_kib(pid) - base) / 1024
+print("non-readers: 120 sessions x 7 heartbeats of about 3 MiB each, RSS grew %.1f MiB" % grown)
+assert grown < 256 + slack + 64, "server RSS grew %.1f MiB under 120 non-readers" % grown
+for m in many:
+    m.close()
 print("done", flush=True)
 time.sleep(30)
 PY
@@ -243,3 +266,54 @@ PY
 grep -q w7 "$TMP/top7.out" || fail "the worker is not in the view: $(cat "$TMP/top7.out")"
 ! grep -q invented "$TMP/top7.out" || fail "the spoofed status reached the view"
 echo "ok 7: a registered worker's node id cannot be heartbeated by another session"
+
+# --- 8. tensors freed under stalled reads stay charged -----------------------
+start_server stalled --memory-budget $((256 << 20))
+$PY - "$PORT" "$SERVER_PID" "$RSS_SLACK_MIB" <<'PY' || fail "step 8"
+import socket, sys, time
+from rawpeer import *
+port, pid, slack = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+TENSOR_ALLOC, TENSOR_WRITE, TENSOR_READ, TENSOR_FREE = 10, 12, 13, 14
+MIB32 = 32 << 20
+def alloc(s, rid):  # f32[8 Mi]: 32 MiB
+    s.sendall(frame(TENSOR_ALLOC, field_varint(1, 1) + field_bytes(2, varint(8 << 20)) + field_bytes(3, "cpu:0"), rid))
+def write(s, tid, rid):
+    msg = field_varint(1, tid)
+    s.sendall(header(TENSOR_WRITE, msg, rid, payload_len=MIB32) + msg + b"\x5a" * MIB32)
+base = rss_kib(pid)
+held = []
+refused = 0
+for i in range(8):
+    # Tensor 1 written, read by a client that never reads (the reply stalls
+    # in flight, holding it), freed; then tensor 2 allocated and written:
+    # 64 MiB in memory per session, 512 MiB for 8 against a 256 MiB budget.
+    s = session(port, "stall-%d" % i)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    alloc(s, 2)
+    f = read_frame(s)
+    if f[0] != 11:
+        assert f[0] == ERROR_REPLY and b"memory budget" in f[1], f
+        refused += 1
+        s.close()
+        continue
+    write(s, 1, 3)
+    f = read_frame(s)
+    assert f[0] == 7, "the first write failed: %r" % (f,)
+    s.sendall(frame(TENSOR_READ, field_varint(1, 1) + field_varint(3, MIB32), 4))
+    s.sendall(frame(TENSOR_FREE, field_varint(1, 1), 5))
+    alloc(s, 6)
+    try:
+        write(s, 2, 7)
+    except OSError:
+        pass  # refused: the server closed the connection
+    held.append(s)
+time.sleep(1.0)
+grown = (rss_kib(pid) - base) / 1024
+print("8 sessions freeing under stalled reads and allocating again: %d refused, RSS grew %.1f MiB "
+      "(budget 256 MiB)" % (refused, grown))
+assert grown < 256 + slack + 32, "server RSS grew %.1f MiB past a 256 MiB budget" % grown
+for s in held:
+    s.close()
+PY
+kill -0 "$SERVER_PID" || fail "server died in step 8"
+echo "ok 8: tensors freed under stalled reads stay charged; RSS within the budget"

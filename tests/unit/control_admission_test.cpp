@@ -76,6 +76,32 @@ TEST(Admission, FailedAuthenticationsBackOffAndASuccessClears) {
   EXPECT_EQ(a.admit("x", &st, t0), "");
 }
 
+// Rotating source addresses does not raise the guessing rate: failures
+// from all sources draw on one allowance, and while it is spent only
+// sources that authenticated before get in.
+TEST(Admission, FailuresFromManySourcesAreLimitedServerWide) {
+  Admission a(0, 0);
+  const auto t0 = Clock::now();
+  genie_status_t st = GENIE_OK;
+  a.auth_succeeded("known", t0);
+  int admitted = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string source = "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250);
+    if (!a.admit(source, &st, t0).empty()) continue;
+    ++admitted;
+    a.release(source);
+    a.auth_failed(source, t0);  // each source fails once: no per-source back-off
+  }
+  EXPECT_LE(admitted, static_cast<int>(Admission::kGlobalFailureBurst) + 1);
+  const std::string why = a.admit("10.9.9.9", &st, t0);
+  EXPECT_NE(why.find("from all sources"), std::string::npos) << why;
+  EXPECT_EQ(st, GENIE_ERR_AUTH);
+  EXPECT_EQ(a.admit("known", &st, t0), "") << "a source that authenticated before is not locked out";
+  a.release("known");
+  // The allowance comes back with time, at a bounded rate.
+  EXPECT_EQ(a.admit("10.9.9.9", &st, t0 + std::chrono::seconds(60)), "");
+}
+
 TEST(LogLimiter, WritesABurstThenCountsAndSummarises) {
   LogLimiter lim("test-line", 3, 1000);
   const auto t0 = Clock::now();

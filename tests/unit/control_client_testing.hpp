@@ -192,6 +192,14 @@ class FrameProxy {
   // (Welcome.submit_frees), as a server from before them would.
   void strip_data_submit() { strip_ |= kStripDataSubmit; }
   void strip_submit_frees() { strip_ |= kStripSubmitFrees; }
+  // Every GraphDone from now on goes through `edit` (its CRC made right):
+  // a server that lies about its results. Empty: no more edits.
+  void edit_graph_done(std::function<void(wire::GraphDone&)> edit) {
+    std::lock_guard<std::mutex> lk(mu_);
+    edit_done_ = std::move(edit);
+  }
+  // GraphDones edited so far.
+  int edited() const { return edited_frames_; }
   // Forwards what was held and stops holding.
   void release() { command(Cmd::Release); }
   // Closes every relayed connection (both sides); keeps listening.
@@ -258,7 +266,8 @@ class FrameProxy {
         if (p.holding) ++held_frames_;
         p.remaining = msg_len + payload_len;
         if (payload_len == 0 &&
-            ((strip_ != 0 && type == static_cast<uint16_t>(wire::MsgType::Welcome)) || retyped(type) != 0)) {
+            ((strip_ != 0 && type == static_cast<uint16_t>(wire::MsgType::Welcome)) || retyped(type) != 0 ||
+             (type == static_cast<uint16_t>(wire::MsgType::GraphDone) && editing()))) {
           p.rewriting = true;
           p.whole = std::move(p.header);
           p.header.clear();
@@ -287,6 +296,10 @@ class FrameProxy {
     }
     return true;
   }
+  bool editing() {
+    std::lock_guard<std::mutex> lk(mu_);
+    return edit_done_ != nullptr;
+  }
   uint16_t retyped(uint16_t type) {
     std::lock_guard<std::mutex> lk(mu_);
     auto it = retyped_.find(type);
@@ -300,6 +313,15 @@ class FrameProxy {
     std::string msg = p.whole.substr(wire::kHeaderSize);
     if (const uint16_t to = retyped(static_cast<uint16_t>(h.type)); to != 0) {
       h.type = static_cast<wire::MsgType>(to);
+    } else if (h.type == wire::MsgType::GraphDone) {
+      wire::GraphDone d;
+      EXPECT_TRUE(d.ParseFromString(msg));
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (edit_done_) edit_done_(d);
+      }
+      ++edited_frames_;
+      msg = d.SerializeAsString();
     } else {
       wire::Welcome w;
       EXPECT_TRUE(w.ParseFromString(msg));
@@ -406,6 +428,8 @@ class FrameProxy {
   std::atomic<int> accepted_{0};
   std::atomic<int> held_frames_{0};
   std::atomic<int> corrupted_frames_{0};
+  std::atomic<int> edited_frames_{0};
+  std::function<void(wire::GraphDone&)> edit_done_;
   std::mutex mu_;
   std::condition_variable cv_;
   Cmd cmd_ = Cmd::None;

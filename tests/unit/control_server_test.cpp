@@ -60,10 +60,18 @@ struct Frame {
 class Raw {
  public:
   // `rcvbuf` > 0: that receive buffer (set before connecting), so that a
-  // test that stops reading stalls the server's writes early.
-  explicit Raw(int port, int rcvbuf = 0) {
+  // test that stops reading stalls the server's writes early. `from`: the
+  // loopback address to connect from (127.0.0.2, ...: another source).
+  explicit Raw(int port, int rcvbuf = 0, const char* from = nullptr) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     if (rcvbuf > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    if (from != nullptr) {
+      sockaddr_in b{};
+      b.sin_family = AF_INET;
+      ::inet_pton(AF_INET, from, &b.sin_addr);
+      if (::bind(fd_, reinterpret_cast<sockaddr*>(&b), sizeof b) != 0)
+        ADD_FAILURE() << "bind " << from << ": " << std::strerror(errno);
+    }
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
@@ -487,6 +495,71 @@ TEST_F(ControlServer, AuthenticationByChallengeResponse) {
   EXPECT_TRUE(eventually([&] { return server.stats().sessions() == 1; }));
 }
 
+// Peers without the token, from several addresses, hold every connection
+// slot they can: they never hold more than the handshake limit, and a
+// client that completes its handshake always gets in.
+TEST_F(ControlServer, IdleHandshakesFromManyAddressesLeaveRoomForAClient) {
+  ServerOptions o = options();
+  o.max_connections = 64;  // handshakes: at most a quarter, 16
+  Server server(o);
+  const char* sources[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"};
+  std::vector<std::unique_ptr<Raw>> idle;
+  auto flood = [&] {  // 64 more, as many as the server takes connections
+    for (int i = 0; i < 64; ++i) idle.push_back(std::make_unique<Raw>(server.port(), 0, sources[i % 4]));
+  };
+  int ok = 0;
+  constexpr int kTries = 10;
+  for (int t = 0; t < kTries; ++t) {
+    flood();
+    Raw c(server.port());
+    c.send(MsgType::Hello, 1, hello(kClient));
+    const auto f = c.recv(5000);
+    if (f && f->h.type == MsgType::Welcome) ++ok;
+  }
+  std::printf(
+      "a client completed its handshake %d of %d times with %zu idle connections from 4 other "
+      "addresses against a limit of 64\n",
+      ok, kTries, idle.size());
+  EXPECT_EQ(ok, kTries);
+}
+
+// A token an attacker could guess is refused at start, saying how to make
+// one.
+TEST_F(ControlServer, GuessableTokensAreRefusedAtStart) {
+  for (const std::string token :
+       {std::string(16, 'a'), std::string("abcdefghijklmnopqrstuvwx"), std::string("0123456789abcdef0123")}) {
+    ServerOptions o = options();
+    o.auth_token = token;
+    const std::string detail = expect_error(GENIE_ERR_INVALID_ARGUMENT, [&] { Server s(o); });
+    EXPECT_NE(detail.find("openssl rand -hex 32"), std::string::npos) << detail;
+  }
+  ServerOptions o = options();
+  o.auth_token = "9c1f4e7a02b85d36e1fa4c90b7d2583e";  // openssl rand -hex 16
+  Server ok(o);
+  EXPECT_GT(ok.port(), 0);
+}
+
+// Before authenticating, a Probe learns what a handshake needs, not who the
+// server is.
+TEST_F(ControlServer, AProbeOfAnAuthenticatingServerDoesNotNameIt) {
+  for (bool token : {false, true}) {
+    ServerOptions o = options();
+    if (token) o.auth_token = "9c1f4e7a02b85d36e1fa4c90b7d2583e";
+    o.on_probe = [](wire::ProbeReply& r) {
+      r.set_node_id("host-name-1234");
+      r.set_protocol_version(wire::kProtocolVersion);
+    };
+    Server server(o);
+    Raw c(server.port());
+    c.send(MsgType::Probe, 1, wire::Probe());
+    const Frame f = c.reply(1);
+    ASSERT_EQ(f.h.type, MsgType::ProbeReply);
+    const auto r = f.as<wire::ProbeReply>();
+    EXPECT_EQ(r.protocol_version(), wire::kProtocolVersion);
+    EXPECT_EQ(r.node_id(), token ? "" : "host-name-1234");
+  }
+}
+
 TEST_F(ControlServer, WriteAndReadOneMebibyte) {
   Server server(options());
   Raw c(server.port());
@@ -624,6 +697,63 @@ TEST_F(ControlServer, ReadsWaitingBehindAStalledReadDoNotHoldTheirTensors) {
   f = d.reply(510);
   ASSERT_EQ(f.h.type, MsgType::Ok);
   EXPECT_EQ(f.payload, "0123456789abcdef");
+}
+
+// A tensor freed while a stalled read holds it still takes memory: it stays
+// charged to its session and the budget until the read lets go, so that
+// freeing and allocating again behind a stalled read cannot pass the budget.
+TEST_F(ControlServer, ATensorFreedUnderAStalledReadStaysCharged) {
+  ServerOptions o = options();
+  o.memory_budget = 80u << 20;
+  BigTensorSession b(o);  // 32 MiB
+  auto& [server, c, w, bytes, big] = b;
+  Raw d(server.port(), 64 << 10);
+  data_handshake(d, w);
+  d.send(MsgType::TensorRead, 500, read_msg(big, 0, bytes.size()));  // stalls: nobody reads
+  c.send(MsgType::TensorFree, 600, free_msg(big));
+  ASSERT_TRUE(eventually([&] { return server.stats().tensors() == 0; }));
+  EXPECT_EQ(server.stats().tensor_bytes(), 32u << 20) << "the freed tensor is still in memory";
+  const uint64_t second = alloc(c, {8 << 20});  // 32 + 32 MiB: within 80 MiB
+  Frame f = alloc_frame(c, 101, GENIE_DTYPE_F32, {8 << 20});
+  ASSERT_TRUE(f.is_error()) << "96 MiB held against a budget of 80 MiB";
+  EXPECT_EQ(f.error().status(), GENIE_ERR_OUT_OF_MEMORY);
+  // Once the read has gone out, its tensor is gone and counted no more.
+  f = d.reply(500, 30000);
+  ASSERT_EQ(f.h.type, MsgType::Ok);
+  EXPECT_TRUE(f.payload == bytes);
+  ASSERT_TRUE(eventually([&] {
+    const Frame g = alloc_frame(c, 102, GENIE_DTYPE_F32, {8 << 20});
+    return g.h.type == MsgType::TensorAllocReply;
+  }));
+  EXPECT_NE(second, 0u);
+}
+
+// Heartbeats answered with a large view, from sessions that never read:
+// each stays under its connection's cap, but together they pass the
+// server's, and the connections with the most queued are cut off while a
+// client that reads goes on.
+TEST_F(ControlServer, RepliesQueuedToAllConnectionsAreBounded) {
+  ServerOptions o = options();
+  o.max_queued_reply_bytes_total = 48u << 20;  // each connection may queue 32 MiB
+  o.on_heartbeat = [](const std::string&, const std::string&, const wire::Heartbeat&,
+                      wire::HeartbeatReply& r) { r.set_nodes_json(std::string(1 << 20, 'v')); };
+  Server server(o);
+  std::vector<std::unique_ptr<Raw>> slow;
+  for (int i = 0; i < 4; ++i) {
+    slow.push_back(std::make_unique<Raw>(server.port(), 64 << 10));
+    handshake(*slow.back(), nullptr, "slow-" + std::to_string(i));
+  }
+  wire::Heartbeat hb;
+  for (int k = 0; k < 24; ++k)  // 24 MiB of replies each, 96 MiB in all
+    for (auto& s : slow) s->send(MsgType::Heartbeat, 1000 + k, hb);
+  int cut = 0;
+  for (auto& s : slow) cut += s->closed_by_server(3000) ? 1 : 0;
+  std::printf("%d of 4 connections that never read were cut off (24 MiB of replies each, 48 MiB for all)\n",
+              cut);
+  EXPECT_GE(cut, 1) << "96 MiB of replies queued against a server-wide limit of 48 MiB";
+  Raw c(server.port());
+  handshake(c);
+  EXPECT_NE(alloc(c, {4}), 0u);
 }
 
 TEST_F(ControlServer, WaitingReadsCountAgainstTheReplyCap) {
@@ -813,6 +943,43 @@ TEST_F(ControlServer, GraphSubmitErrorsAreAnswered) {
 
 // Quotas (control/quota.hpp): graphs in flight, and a graph's outputs and
 // intermediates reserved before it runs and released when it completes.
+// A graph past the server's node or byte limit is refused before it is
+// parsed, with TOO_LARGE naming the limit; one within them runs.
+TEST_F(ControlServer, GraphsPastTheNodeOrByteLimitAreRefused) {
+  ServerOptions o = options();
+  o.max_graph_nodes = 1000;
+  o.max_graph_bytes = 256u << 10;
+  Server server(o);
+  Raw c(server.port());
+  handshake(c);
+  const uint64_t x = alloc(c, {4});
+  auto chain = [](int n, size_t name_pad) {
+    Graph g("chain");
+    g.add_input("x", DType::F32, {4});
+    std::string prev = "x";
+    for (int i = 0; i < n; ++i) {
+      const std::string next = "v" + std::to_string(i) + std::string(name_pad, '_');
+      g.add_node("relu", "r" + std::to_string(i), {prev}, {next});
+      prev = next;
+    }
+    g.mark_output(prev);
+    return graph_to_json(g);
+  };
+  c.send(MsgType::GraphSubmit, 70, submit_msg(chain(1001, 0), {{"x", x}}));
+  wire::ErrorReply e = c.reply(70).error();
+  EXPECT_EQ(e.status(), GENIE_ERR_TOO_LARGE);
+  EXPECT_NE(e.detail().find("at most 1000 nodes"), std::string::npos) << e.detail();
+  const std::string wide = chain(900, 200);  // fewer nodes, long names
+  ASSERT_GT(wide.size(), 256u << 10);
+  c.send(MsgType::GraphSubmit, 71, submit_msg(wide, {{"x", x}}));
+  e = c.reply(71).error();
+  EXPECT_EQ(e.status(), GENIE_ERR_TOO_LARGE);
+  EXPECT_NE(e.detail().find("bytes of graph"), std::string::npos) << e.detail();
+  c.send(MsgType::GraphSubmit, 72, submit_msg(chain(1000, 0), {{"x", x}}));
+  const Frame f = c.reply(72);
+  EXPECT_EQ(f.h.type, MsgType::GraphDone) << (f.is_error() ? f.error().detail() : "");
+}
+
 TEST_F(ControlServer, SessionQuotasHoldGraphsInFlightAndTheirMemory) {
   ServerOptions o = options();
   o.quota.max_graphs = 1;

@@ -19,7 +19,7 @@
 namespace genie {
 namespace {
 
-constexpr const char* kToken = "transfer-test-token";
+constexpr const char* kToken = "transfer-test-token-5f2a9c41d07e";
 
 std::unique_ptr<Server> start_server(const std::string& node, const std::string& token = kToken) {
   ServerOptions o;

@@ -305,6 +305,8 @@ std::string RemoteClient::plan_explain(const std::string& graph_json,
 
 const std::string& RemoteClient::server_node_id() const { return impl_->server_node; }
 
+const std::string& RemoteClient::server_instance() const { return impl_->server_instance; }
+
 const std::vector<std::string>& RemoteClient::server_devices() const { return impl_->devices; }
 
 bool RemoteClient::connected() const {

@@ -214,6 +214,7 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   // TLS for the control connection and a TCP data connection; null: none.
   const std::shared_ptr<const dataplane::tcp::TlsContext> tls;
   std::string server_node;
+  std::string server_instance;  // Welcome.server_instance
   std::vector<std::string> devices;
   // Where the data connection goes: the transport (registry name) and the
   // address for its connect. Written on the loop thread under mu.

@@ -341,6 +341,7 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
         token = w.session_token();
         session_id = w.session_id();
         server_node = w.server_node_id();
+        server_instance = w.server_instance();
         devices.assign(w.devices().begin(), w.devices().end());
       }
       return open_data_link();

@@ -1,5 +1,7 @@
 // Frame dispatch: every frame of a connection to its handler, replies and
 // errors, closing connections, and the end of sessions.
+#include <algorithm>
+
 #include "control/semantic_tag.hpp"
 #include "control/server/impl.hpp"
 #include "control/server/rma.hpp"
@@ -255,7 +257,31 @@ bool Server::Impl::reply_room(Peer& p, uint64_t size) {
                   cat(p.pending_bytes, " bytes of replies queued: the client does not read them"));
     return false;
   }
+  // Server-wide: the connections with the most queued go first. Their
+  // bytes stay counted until their writes end.
+  uint64_t going = 0;
+  while (queued_reply_bytes - std::min(going, queued_reply_bytes) + size >
+         opts.max_queued_reply_bytes_total) {
+    Peer* worst = nullptr;
+    for (const auto& [raw, q] : peers)
+      if (!q->conn->closed() && q->pending_writes > 0 && (!worst || q->pending_bytes > worst->pending_bytes))
+        worst = q.get();
+    if (worst == nullptr) break;  // one reply of any size always goes
+    going += worst->pending_bytes;
+    worst->conn->close(GENIE_ERR_PROTOCOL,
+                       cat(worst->pending_bytes, " bytes of replies queued to it and ", queued_reply_bytes,
+                           " to all connections, the server's limit: the client does not read them"));
+    if (worst == &p) return false;
+  }
   return true;
+}
+
+void Server::Impl::drop_waiting_reads(Peer& p) {
+  const uint64_t n = p.reads_waiting.size() * wire::kHeaderSize;  // kWaitingReadBytes each
+  p.pending_writes -= static_cast<int>(p.reads_waiting.size());
+  p.pending_bytes -= n;
+  queued_reply_bytes -= n;
+  p.reads_waiting.clear();
 }
 
 void Server::Impl::free_carried(Session& s, const google::protobuf::RepeatedField<uint64_t>& ids) {
@@ -276,9 +302,11 @@ void Server::Impl::send(Peer& p, MsgType type, uint64_t rid, const google::proto
   const uint32_t flags = type == MsgType::ErrorReply ? wire::kFlagError : 0;
   ++p.pending_writes;
   p.pending_bytes += size;
+  queued_reply_bytes += size;
   std::weak_ptr<Peer> wp = p.weak_from_this();
   p.conn->send_tagged(tag, type, rid, flags, std::move(bytes), payload, payload_len, std::move(keep),
                       [this, wp, size, sent = std::move(sent)](genie_status_t) {
+                        queued_reply_bytes -= size;
                         auto peer = wp.lock();
                         if (!peer) return;
                         --peer->pending_writes;

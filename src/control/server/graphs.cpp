@@ -6,6 +6,9 @@
 
 namespace genie {
 
+// Graph JSON from this size up is charged to the session before it is parsed.
+constexpr size_t kChargedParseBytes = size_t{1} << 20;
+
 // Whether the loop may issue `g` on the device `where` itself (graph_submit):
 // a few nodes, none of whose kernels waits for its queue.
 static bool loop_may_issue(const Graph& g, const DeviceRef& where) {
@@ -52,6 +55,7 @@ std::shared_ptr<const std::string> Server::Impl::rebuild(const Session& s, const
 void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
                                 const Bindings& bindings) {
   check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
+  p->session->settle();
   // Only names and shapes: the reused buffers hold no tensor after this
   // returns.
   std::vector<std::string>& names = submit_names_;
@@ -77,7 +81,16 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     descs[i].shape = t->shape();  // into the buffer the last submission left
     tensors.push_back(std::move(t));
   }
-  const std::shared_ptr<const GraphCache::Entry> cached = graphs.get(json, names, descs);
+  std::shared_ptr<const GraphCache::Entry> cached;
+  {
+    // Parsing a large graph takes memory no quota sees (about sixteen bytes
+    // per byte of JSON at its peak): charged first, for as long as it lasts.
+    std::shared_ptr<MemoryGate::Reservation> parse;
+    if (json.size() >= kChargedParseBytes)
+      parse = gate.reserve(p->session, json.size() * 16, 0,
+                           [&] { return cat("parsing a graph of ", json.size(), " bytes of JSON"); });
+    cached = graphs.get(json, names, descs);
+  }
   const GraphCache::Entry& e = *cached;
   const uint64_t num_outputs = e.graph->outputs().size();
   // Inputs in a device's memory run the graph on that device (host inputs
@@ -100,7 +113,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     // session's graphs in flight and tensors.
     auto reservation =
         gate.reserve(p->session, 0, num_outputs, [&] { return cat("graph '", e.graph->name(), "'"); });
-    // Planned across this server and its workers, on the task thread.
+    // Planned across this server and its workers, on the task pool.
     auto r = std::make_shared<Resolved>();
     r->entry = cached;
     for (size_t k = 0; k < e.order.size(); ++k) {
@@ -112,7 +125,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     std::weak_ptr<Peer> wp = p;
     std::weak_ptr<Session> ws = p->session;
     ++graphs_in_flight;  // multinode_done counts it out
-    if (!tasks.post([this, r, wp, ws, rid, reservation] {
+    if (!tasks.post(p->session->serial(), [this, r, wp, ws, rid, reservation] {
           auto result = std::make_shared<MultiResult>(workers->run(r->entry->graph, r->inputs, r->shapes));
           loop.post([this, wp, ws, rid, graph = r->entry->graph, result, reservation] {
             reservation->release();

@@ -23,6 +23,11 @@ void Server::Impl::handshake(const std::shared_ptr<Peer>& p, const wire::FrameHe
     check(opts.on_probe != nullptr, GENIE_ERR_UNSUPPORTED, "this server does not answer cluster probes");
     wire::ProbeReply r;
     opts.on_probe(r);
+    // Before authentication, only what starting a handshake takes (protocol
+    // and ABI versions, data backends): a server that authenticates does
+    // not tell strangers its node id, which by default carries its host
+    // name and process id (the Welcome tells those who authenticate).
+    if (!opts.auth_token.empty() || (tls != nullptr && tls->requires_client_cert())) r.clear_node_id();
     send(*p, MsgType::ProbeReply, h.request_id, r);
     return;
   }
@@ -225,6 +230,7 @@ wire::Welcome Server::Impl::welcome(const Session& s, bool resumed, bool control
   if (control) w.set_session_token(s.token());
   w.set_session_id(s.serial());
   w.set_server_node_id(node_id);
+  w.set_server_instance(instance);
   w.set_protocol_version(wire::kProtocolVersion);
   w.set_abi_version(GENIE_ABI_VERSION);
   w.add_devices("cpu:0");

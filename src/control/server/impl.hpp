@@ -29,7 +29,7 @@
 #include "control/orchestrator.hpp"
 #include "control/server.hpp"
 #include "control/session.hpp"
-#include "control/task_thread.hpp"
+#include "control/task_pool.hpp"
 #include "control/uv_timer.hpp"
 #include "control/wire.hpp"
 #include "control/wire_codec.hpp"
@@ -62,6 +62,10 @@ constexpr size_t kMaxDataConnections = 8;
 // node's kernels take microseconds to queue); larger ones go to a worker.
 constexpr size_t kIssueOnLoopNodes = 64;
 
+// Threads for blocking work (TaskPool): as many sessions' multi-node graphs
+// and forwarded calls wait on workers at once; more queue for a free one.
+constexpr size_t kTaskThreads = 16;
+
 // One accepted connection: in its handshake, a session's control
 // connection, or one of its data connections.
 struct Peer : std::enable_shared_from_this<Peer> {
@@ -72,6 +76,11 @@ struct Peer : std::enable_shared_from_this<Peer> {
   std::string source;  // the address part of `name`, counted by Admission
   bool admitted = false;  // counted by Admission until on_close
   bool vouched = false;   // a data connection of a session: not counted per source
+  // In its handshake (counted in Impl::handshaking until it authenticates
+  // or closes), and when it was accepted (Impl::next_peer_serial), so that
+  // the oldest handshakes make room for new ones.
+  bool handshaking = false;
+  uint64_t serial = 0;
   std::shared_ptr<Session> session;
   std::string nonce;       // the challenge sent (AwaitAuth)
   // AwaitAuth on a data connection: the session its DataHello named (a
@@ -139,7 +148,7 @@ struct Server::Impl {
   void tensor_fetch(Peer& p, uint64_t rid, const wire::TensorFetch& m);
   void tensor_import(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::TensorImport& m);
   // This server's session on the server at host:port, opened on first use
-  // and kept (task thread).
+  // and kept (task pool).
   std::shared_ptr<RemoteClient> peer_link(const std::string& host, int port);
   using Bindings = google::protobuf::RepeatedPtrField<wire::Binding>;
   void graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
@@ -188,7 +197,8 @@ struct Server::Impl {
   };
   void multinode_done(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s, uint64_t rid,
                       const std::shared_ptr<const Graph>& graph, MultiResult& r);
-  // Runs `task` on the task thread; its errors become an ErrorReply to rid.
+  // Runs `task` on the task pool, in order with the other tasks of p's
+  // session; its errors become an ErrorReply to rid.
   void off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, std::function<void()> task);
   void worker_session_gone(const Session& s);
 
@@ -204,8 +214,14 @@ struct Server::Impl {
   // are not counted.
   void count_tagged(const char* dir, const dataplane::SemanticTag& tag, uint64_t bytes);
   // False (and the connection closed) when one more queued reply of `size`
-  // header and message bytes would pass the reply caps.
+  // header and message bytes would pass the reply caps: the connection's,
+  // and the server's for all connections together (past which the
+  // connection with the most queued goes first).
   bool reply_room(Peer& p, uint64_t size);
+  // Reply bytes queued to all connections (Peer::pending_bytes summed).
+  uint64_t queued_reply_bytes = 0;
+  // Drops the reads waiting on a closed connection from the counts.
+  void drop_waiting_reads(Peer& p);
   // Tensor reads through the per-connection window (read_window.cpp).
   // The reply carries `tag` (the request's).
   void read_or_wait(Peer& p, uint64_t rid, uint64_t tensor_id, const TensorPtr& t, uint64_t offset,
@@ -245,6 +261,9 @@ struct Server::Impl {
 
   ServerOptions opts;
   std::string node_id;
+  // Welcome.server_instance: tells this server from every other one, however
+  // it is reached (a master refuses to register itself as its worker).
+  const std::string instance;
   const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   ServerCounters counters;
   // Before exec: a graph's reservation may end on an executor worker, which
@@ -295,6 +314,14 @@ struct Server::Impl {
   std::unordered_map<std::string, std::shared_ptr<Session>> sessions;  // by token
   // Bounds on connections and failed authentications, per source.
   Admission admission{opts.max_connections, opts.max_connections_per_source};
+  // Connections in their handshake, all sources together: past
+  // opts.max_handshakes, a new one closes the oldest handshake of the source
+  // with the most (make_handshake_room), so unauthenticated peers never
+  // hold more than that many slots and a new client always gets one.
+  size_t handshaking = 0;
+  uint64_t next_peer_serial = 1;
+  void make_handshake_room(const Peer& arriving);
+  void end_handshake(Peer& p);
   // Refused connections are logged at a bounded rate.
   LogLimiter refusal_log{"refused-connection", 20, 10000};
   // Bytes of messages still arriving, all connections together.
@@ -310,14 +337,16 @@ struct Server::Impl {
   std::unique_ptr<Timer> stop_timer;
 
   // Multi-node: this server as a master (its workers), and its blocking
-  // client calls, made on the task thread; as a worker, its session on the
+  // client calls, made on the task pool; as a worker, its session on the
   // master.
   std::unique_ptr<Orchestrator> workers;  // null: no multi-node (WorkerRegister refused)
   // Registered workers' node ids and the sessions that registered them
   // (loop thread): a heartbeat for such a node from any other session is
   // refused, so nobody else can mark it alive or rewrite its status.
   std::unordered_map<std::string, const Session*> worker_nodes;
-  TaskThread tasks;
+  // Blocking work, one queue per session (its serial; 0: none): one
+  // session's multi-node graph waiting for a worker never holds another's.
+  TaskPool tasks{kTaskThreads};
   std::shared_ptr<RemoteClient> master_link;
   // Tickets handed out by TensorExport, by ticket (loop thread): each names
   // a tensor of one session and is good for one TensorFetch until it
@@ -329,7 +358,7 @@ struct Server::Impl {
     std::chrono::steady_clock::time_point expires;
   };
   std::unordered_map<std::string, Export> exports;
-  // Sessions on peer servers for TensorImport (task thread), by "host:port".
+  // Sessions on peer servers for TensorImport (task pool), by "host:port".
   std::mutex peer_mu;
   std::unordered_map<std::string, std::shared_ptr<RemoteClient>> peer_links;
 

@@ -35,6 +35,7 @@ void Server::Impl::read_or_wait(Peer& p, uint64_t rid, uint64_t tensor_id, const
   if (!reply_room(p, kWaitingReadBytes)) return;
   ++p.pending_writes;
   p.pending_bytes += kWaitingReadBytes;
+  queued_reply_bytes += kWaitingReadBytes;
   p.reads_waiting.push_back(Peer::WaitingRead{rid, tensor_id, offset, nbytes, t, tag});
 }
 
@@ -59,10 +60,18 @@ void Server::Impl::start_read(Peer& p, uint64_t rid, const TensorPtr& t, uint64_
   }
   p.read_bytes_in_flight += nbytes;
   count_tagged("read", tag, nbytes);
+  // A tensor of the session, held until the reply is sent: freed meanwhile,
+  // it stays charged to the session (Session::erase).
+  std::weak_ptr<Session> reader;
+  if (src == t && p.session) {
+    p.session->read_begins(t);
+    reader = p.session;
+  }
   send(
       p, MsgType::Ok, rid, wire::Ok(), src->bytes() + at, nbytes, src,
-      [this, nbytes](Peer& peer) {
+      [this, nbytes, reader, held = src.get()](Peer& peer) {
         peer.read_bytes_in_flight -= nbytes;
+        if (auto s = reader.lock()) s->read_ends(held);
         pump_reads(peer);
       },
       tag);
@@ -80,6 +89,7 @@ void Server::Impl::pump_reads(Peer& p) {
     p.reads_waiting.pop_front();
     --p.pending_writes;
     p.pending_bytes -= kWaitingReadBytes;
+    queued_reply_bytes -= kWaitingReadBytes;
     if (p.conn->closed()) continue;  // dropped with the connection
     if (TensorPtr t = r.tensor.lock())
       start_read(p, r.rid, t, r.offset, r.nbytes, r.tag);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "control/auth.hpp"
 #include "control/server/impl.hpp"
 #include "control/tls.hpp"
 #include "core/node_id.hpp"
@@ -27,6 +28,32 @@ bool is_loopback(const std::string& host) {
   if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
   in6_addr v6{};
   return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+// A token an attacker could guess is refused at start: at least 16 bytes
+// (check_auth_token) and about 64 bits by the statistics of its bytes and of
+// the steps between them ("aaaa...", "abcd...", "0123..." score nothing).
+// A heuristic: it catches the careless, and random tokens pass it.
+void check_token_entropy(const std::string& token) {
+  if (token.empty()) return;
+  const auto bits = [](const std::vector<uint8_t>& v) {
+    if (v.empty()) return 0.0;
+    size_t count[256] = {};
+    for (uint8_t b : v) ++count[b];
+    double h = 0;
+    for (size_t c : count)
+      if (c)
+        h -= static_cast<double>(c) / static_cast<double>(v.size()) *
+             std::log2(static_cast<double>(c) / static_cast<double>(v.size()));
+    return h;
+  };
+  std::vector<uint8_t> bytes(token.begin(), token.end()), steps;
+  for (size_t i = 1; i < bytes.size(); ++i) steps.push_back(static_cast<uint8_t>(bytes[i] - bytes[i - 1]));
+  const double estimate = std::min(bits(bytes), bits(steps)) * static_cast<double>(bytes.size());
+  check(estimate >= 64, GENIE_ERR_INVALID_ARGUMENT, "the auth token looks guessable (about ",
+        static_cast<int>(estimate),
+        " bits of entropy by its characters, 64 needed): make one with "
+        "`openssl rand -hex 32` (or `head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n'`)");
 }
 
 // The kind of refusal, for the one log line (genie_status_str belongs to the
@@ -53,12 +80,15 @@ const char* refusal_kind(genie_status_t s) {
 Server::Impl::Impl(ServerOptions o)
     : opts(std::move(o)),
       node_id(opts.node_id.empty() ? generate_node_id("serve") : opts.node_id),
+      instance(random_bytes(16)),
       gate(opts.memory_budget, opts.quota, counters.tensor_bytes, cat("server ", node_id)),
       exec(opts.num_threads) {
   find_devices();
   {
     const Config c = client_config();
-    if (opts.orchestrator) workers = opts.orchestrator(node_id, c, exec, {opts.node_alive, opts.measure_rtt});
+    if (opts.orchestrator)
+      workers = opts.orchestrator(node_id, c, exec,
+                                  {opts.node_alive, opts.measure_rtt, instance, opts.stage_timeout_ms});
   }
   check(opts.port >= 0 && opts.port <= 65535, GENIE_ERR_INVALID_ARGUMENT, "port ", opts.port,
         " is outside 0..65535");
@@ -78,6 +108,10 @@ Server::Impl::Impl(ServerOptions o)
   if (opts.max_incomplete_bytes == 0)
     opts.max_incomplete_bytes = std::max<uint64_t>(uint64_t{256} << 20, opts.max_message_bytes);
   message_budget = std::make_shared<dataplane::MessageBudget>(opts.max_incomplete_bytes);
+  graphs.set_limits(opts.max_graph_bytes, opts.max_graph_nodes,
+                    "ServerOptions::max_graph_bytes, max_graph_nodes");
+  if (opts.max_queued_reply_bytes_total == 0)
+    opts.max_queued_reply_bytes_total = std::max<uint64_t>(uint64_t{256} << 20, opts.max_queued_reply_bytes);
   // Connections past the file-descriptor limit would fail in accept() with
   // no answer to the peer: the limit leaves room for the server's own files.
   rlimit files{};
@@ -90,8 +124,12 @@ Server::Impl::Impl(ServerOptions o)
     }
   }
   admission = Admission(opts.max_connections, opts.max_connections_per_source);
+  check(opts.max_handshakes >= 0, GENIE_ERR_INVALID_ARGUMENT, "max handshakes must not be negative");
+  if (opts.max_handshakes == 0)
+    opts.max_handshakes = opts.max_connections > 0 ? std::clamp(opts.max_connections / 4, 1, 256) : 256;
   if (opts.host.empty()) opts.host = "127.0.0.1";
   check_auth_token(opts.auth_token, "auth token");
+  check_token_entropy(opts.auth_token);
   tls = server_tls(opts.tls_cert, opts.tls_key, opts.tls_ca);
   check_exposure();
   std::promise<void> bound;
@@ -243,6 +281,9 @@ void Server::Impl::on_accept(dataplane::Listener& listener, const std::string& t
     return;
   }
   p->admitted = true;
+  p->handshaking = true;
+  p->serial = next_peer_serial++;
+  if (++handshaking > static_cast<size_t>(opts.max_handshakes)) make_handshake_room(*p);
   p->handshake_timer = std::make_unique<Timer>(loop.loop());
   const auto timeout = static_cast<uint64_t>(opts.handshake_timeout_ms);
   p->handshake_timer->start(timeout, [wp, timeout] {
@@ -266,6 +307,7 @@ void Server::Impl::on_close(const std::shared_ptr<Peer>& p, genie_status_t statu
       status != GENIE_OK && status != GENIE_ERR_SHUTDOWN && (status != GENIE_ERR_CONNECTION || !p->admitted);
   if (p->admitted) admission.release(p->source, !p->vouched);
   p->admitted = false;
+  end_handshake(*p);
   if (refused) {
     counters.connections_refused.fetch_add(1, std::memory_order_relaxed);
     refusal_log.write(LogLevel::Warn, cat("server: closed connection from ", p->name.empty() ? "?" : p->name,
@@ -274,6 +316,7 @@ void Server::Impl::on_close(const std::shared_ptr<Peer>& p, genie_status_t statu
     log(LogLevel::Debug, "server: connection from ", p->name, " closed: ", detail);
   }
   p->handshake_timer.reset();
+  drop_waiting_reads(*p);
   if (auto s = p->session) {
     if (p->state == Peer::State::Control && s->control == p.get()) {
       s->control = nullptr;
@@ -287,7 +330,42 @@ void Server::Impl::on_close(const std::shared_ptr<Peer>& p, genie_status_t statu
   maybe_finish_stop();
 }
 
+void Server::Impl::end_handshake(Peer& p) {
+  if (!p.handshaking) return;
+  p.handshaking = false;
+  --handshaking;
+}
+
+void Server::Impl::make_handshake_room(const Peer& arriving) {
+  // The source with the most connections in their handshake gives up its
+  // oldest: many addresses holding slots idle lose them first, and one
+  // client's single handshake survives any number of others.
+  std::unordered_map<std::string, size_t> per_source;
+  for (const auto& [raw, q] : peers)
+    if (q->handshaking && q.get() != &arriving) ++per_source[q->source];
+  Peer* victim = nullptr;
+  size_t most = 0;
+  for (const auto& [raw, q] : peers) {
+    if (!q->handshaking || q.get() == &arriving) continue;
+    const size_t n = per_source[q->source];
+    if (n > most || (n == most && victim && q->serial < victim->serial)) {
+      most = n;
+      victim = q.get();
+    }
+  }
+  if (!victim) return;
+  end_handshake(*victim);
+  // Its slot is free now, not once its close has run.
+  if (victim->admitted) admission.release(victim->source, !victim->vouched);
+  victim->admitted = false;
+  victim->conn->close(GENIE_ERR_CONNECTION,
+                      cat("closed in its handshake to make room: ", opts.max_handshakes,
+                          " connections were in their handshakes, the limit for all addresses together "
+                          "(its address had the most)"));
+}
+
 void Server::Impl::authenticated(Peer& p) {
+  end_handshake(p);
   p.conn->set_max_message(opts.max_message_bytes);
   if (p.session) p.session->last_active_ms = uv_now(loop.loop());
   admission.auth_succeeded(p.source);
@@ -302,6 +380,7 @@ void Server::Impl::auth_failed(Peer& p) {
 
 void Server::Impl::housekeeping() {
   refusal_log.flush();
+  for (auto& [token, s] : sessions) s->settle();
   if (opts.session_idle_ms <= 0) return;
   const uint64_t now = uv_now(loop.loop());
   const auto idle = static_cast<uint64_t>(opts.session_idle_ms);
@@ -322,6 +401,9 @@ void Server::Impl::begin_stop() {
   if (stopping) return;
   stopping = true;
   log(LogLevel::Info, "server ", node_id, ": stopping (", graphs_in_flight, " graphs in flight)");
+  // Graphs waiting for workers give up now: stopping takes a bounded time
+  // whatever the workers (or a client posing as one) do.
+  if (workers) workers->cancel();
   for (auto& x : listeners) x.listener->close();
   listeners.clear();
   std::vector<std::shared_ptr<Peer>> all;

@@ -28,8 +28,19 @@ void Server::Impl::tensor_alloc(Peer& p, uint64_t rid, const wire::TensorAlloc& 
   }
   const ServedDevice* on = served_device(dev);
   const size_t bytes = byte_size(shape, dtype_size(dtype));  // TOO_LARGE on overflow
-  gate.admit(*p.session, bytes, 1, false,
-             [&] { return cat("tensor ", dtype_name(dtype), shape_str(shape), " of ", bytes, " bytes"); });
+  const auto what = [&] {
+    return cat("tensor ", dtype_name(dtype), shape_str(shape), " of ", bytes, " bytes");
+  };
+  // Freed tensors still held by reads in flight count until those end
+  // (Session::erase): before refusing, let go of those that have.
+  p.session->settle();
+  try {
+    gate.admit(*p.session, bytes, 1, false, what);
+  } catch (const Error& e) {
+    if (e.code() != GENIE_ERR_OUT_OF_MEMORY) throw;
+    for (auto& [token, s] : sessions) s->settle();
+    gate.admit(*p.session, bytes, 1, false, what);
+  }
   TensorPtr t;
   if (on == nullptr) {
     t = std::make_shared<TensorData>(dtype, std::move(shape));

@@ -45,7 +45,8 @@ void Server::Impl::join_master() {
 
 void Server::Impl::off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, std::function<void()> task) {
   std::weak_ptr<Peer> wp = p;
-  const bool posted = tasks.post([this, wp, rid, task = std::move(task)] {
+  const bool posted = tasks.post(p->session ? p->session->serial() : 0, [this, wp, rid,
+                                                                         task = std::move(task)] {
     genie_status_t st = GENIE_OK;
     std::string detail;
     try {
@@ -192,7 +193,7 @@ void Server::Impl::worker_session_gone(const Session& s) {
   std::shared_ptr<RemoteClient> c = workers ? workers->leave(&s) : nullptr;
   if (c && opts.on_worker) opts.on_worker(s.client_node(), "", 0, {}, false);
   // Closing says goodbye and may wait: not on this thread.
-  if (c) tasks.post([c] { c->close(); });
+  if (c) tasks.post(s.serial(), [c] { c->close(); });
 }
 
 void Server::Impl::plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, const wire::PlanExplain& m) {
@@ -215,6 +216,7 @@ void Server::Impl::plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, co
   if (m.bindings_size() == 0) {
     // Nothing bound: every input planned as not yet resident anywhere (its
     // declared shape must be static).
+    graphs.check_limits(m.graph_json());
     std::unique_ptr<Graph> g = graph_from_json(m.graph_json().data(), m.graph_json().size());
     g->validate();
     r->inputs.resize(g->inputs().size());
@@ -281,15 +283,28 @@ PayloadSink Server::Impl::forward_write(const std::shared_ptr<Peer>& p, const wi
     }
     return {};
   }
-  // The bytes land here first, then go to the worker from the task thread.
+  // The bytes land here first, then go to the worker from the task pool:
+  // charged to the session and the budget until they have.
+  std::shared_ptr<MemoryGate::Reservation> staged;
+  try {
+    staged = gate.charge(p->session, n, [&] { return cat("staging ", n, " bytes written to ", t->device); });
+  } catch (const Error& e) {
+    send_error(*p, rid, e.code(), e.detail());
+    if (n > 0) {
+      p->closing = true;
+      p->close_status = e.code();
+      p->close_detail = e.detail() + " (payload refused, connection closed)";
+    }
+    return {};
+  }
   std::shared_ptr<std::byte[]> buf(new std::byte[n > 0 ? n : 1]);
   // The client's tag goes on to the worker with the bytes.
-  auto ship = [this, wp = std::weak_ptr<Peer>(p), rid, t, offset, n, buf, tag] {
+  auto ship = [this, wp = std::weak_ptr<Peer>(p), rid, t, offset, n, buf, tag, staged] {
     auto peer = wp.lock();
     if (!peer || peer->closing) return;
     count_tagged("write", tag, n);
     try {
-      off_loop(peer, rid, [this, wp, rid, t, offset, n, buf, tag] {
+      off_loop(peer, rid, [this, wp, rid, t, offset, n, buf, tag, staged] {
         t->client->tensor_write(t->id, offset, buf.get(), n, tag);
         loop.post([this, wp, rid] {
           if (auto pe = wp.lock(); pe && !pe->closing) send(*pe, MsgType::Ok, rid, wire::Ok());
@@ -313,13 +328,20 @@ PayloadSink Server::Impl::forward_write(const std::shared_ptr<Peer>& p, const wi
 void Server::Impl::forward_read(const std::shared_ptr<Peer>& p, uint64_t rid, const RemoteTensorPtr& t,
                                 uint64_t offset, uint64_t nbytes, const dataplane::SemanticTag& tag) {
   std::weak_ptr<Peer> wp = p;
-  off_loop(p, rid, [this, wp, rid, t, offset, nbytes, tag] {
+  std::weak_ptr<Session> ws = p->session;
+  off_loop(p, rid, [this, wp, ws, rid, t, offset, nbytes, tag] {
+    const std::shared_ptr<Session> s = ws.lock();
+    check(s != nullptr, GENIE_ERR_SHUTDOWN, "the session ended");
+    // Staged here until the client has taken them: charged until then.
+    auto staged = gate.charge(s, nbytes, [&] { return cat("staging ", nbytes, " bytes read from ", t->device); });
     std::shared_ptr<std::byte[]> buf(new std::byte[nbytes > 0 ? nbytes : 1]);
     t->client->tensor_read(t->id, offset, buf.get(), nbytes, tag);
-    loop.post([this, wp, rid, buf, nbytes, tag] {
+    loop.post([this, wp, rid, buf, nbytes, tag, staged] {
       if (auto peer = wp.lock(); peer && !peer->closing) {
         count_tagged("read", tag, nbytes);
-        send(*peer, MsgType::Ok, rid, wire::Ok(), buf.get(), nbytes, buf, nullptr, tag);
+        auto keep = std::make_shared<std::pair<std::shared_ptr<std::byte[]>, std::shared_ptr<MemoryGate::Reservation>>>(
+            buf, staged);
+        send(*peer, MsgType::Ok, rid, wire::Ok(), buf.get(), nbytes, keep, nullptr, tag);
       }
     });
   });
