@@ -284,6 +284,9 @@ extern "C" {
     #[doc = "  server with a token admits only clients that prove they hold it"]
     #[doc = "  (HMAC-SHA256 challenge-response; the token never crosses the network);"]
     #[doc = "  a client sends it when the server asks. Environment: GENIE_AUTH_TOKEN."]
+    #[doc = "  genie_server_create also refuses a token that looks guessable (about 64"]
+    #[doc = "  bits or less by its characters, e.g. one letter repeated or a run like"]
+    #[doc = "  \"abcd...\"): make one with `openssl rand -hex 32`."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (shorter than 16 bytes, or"]
     #[doc = "  longer than 4096)."]
     pub fn genie_config_set_auth_token(
@@ -560,11 +563,13 @@ extern "C" {
     #[doc = "  machine's host name when `host` is a wildcard) and device profile, and"]
     #[doc = "  returns once the master has connected back. It stays a worker while"]
     #[doc = "  that connection lives (docs/multinode.md)."]
-    #[doc = "  Errors: INVALID_ARGUMENT (out NULL, port outside 0..65535), INVALID_HANDLE,"]
+    #[doc = "  Errors: INVALID_ARGUMENT (out NULL, port outside 0..65535, an auth token"]
+    #[doc = "  that looks guessable: the detail says how to make one), INVALID_HANDLE,"]
     #[doc = "  IO (cannot bind or listen: the detail names the address and reason);"]
     #[doc = "  joining: CONNECTION / TIMEOUT (the master cannot be reached, or it cannot"]
     #[doc = "  reach this server back), AUTH, VERSION_MISMATCH, INVALID_ARGUMENT (the"]
-    #[doc = "  master refused the registration, e.g. the node id is the master's)."]
+    #[doc = "  master refused the registration, e.g. the node id is the master's, or"]
+    #[doc = "  the address leads back to the master itself)."]
     pub fn genie_server_create(
         config: *const genie_config_t,
         host: *const ::std::os::raw::c_char,
