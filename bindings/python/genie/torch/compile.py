@@ -109,7 +109,8 @@ class _Compiled:
             self.const.append((_qualified(src) or n.target) if is_const else None)
         self._lock = threading.Lock()
         self._variants = {}
-        self._weights = {}
+        self._weights = {}  # qualified name -> resident genie.Tensor
+        self._versions = {}  # qualified name -> the parameter's version when it was uploaded
 
     def _variant(self, args):
         key = tuple(("w", id(a)) if c else _signature(a) for a, c in zip(args, self.const))
@@ -161,14 +162,12 @@ class _Compiled:
     def __call__(self, *args):
         with self._lock:
             v = self._variant(args)
-            for n, a, c in zip(self.placeholders, args, self.const):
+            for a, c in zip(args, self.const):  # weights changed since their upload go up again
                 if c is not None:
-                    t = self._weights.get(c)
-                    if t is not None and getattr(t, "_genie_version", None) != a._version:
-                        t.write(to_numpy(a))
-                        t._genie_version = a._version
-                    elif t is not None and not hasattr(t, "_genie_version"):
-                        t._genie_version = a._version
+                    seen = self._versions.setdefault(c, a._version)
+                    if seen != a._version:
+                        self._weights[c].write(to_numpy(a))
+                        self._versions[c] = a._version
             flat = [a for a, c in zip(args, self.const) if c is None and isinstance(a, torch.Tensor)]
             arrays = v.run(self.ctx, flat)
         return v.unflatten(arrays, flat, lambda name: next(a for a, c in zip(args, self.const) if c == name))

@@ -42,7 +42,7 @@ import torch.nn as nn
 
 from .. import errors
 from ._emit import Emitter, GV, UnsupportedOpError, canonical_function, canonical_method, to_numpy
-from ._trace import fn_name
+from ._trace import _leaves, fn_name
 from .capture import _map
 
 DEVICE = "remote_accelerator"
@@ -128,18 +128,6 @@ def _wrap(node):
 def _current_module():
     stack = _state.stack
     return stack[-1] if stack else None
-
-
-def _flat(v, out):
-    if isinstance(v, (tuple, list)):
-        for x in v:
-            _flat(x, out)
-    elif isinstance(v, dict):
-        for x in v.values():
-            _flat(x, out)
-    else:
-        out.append(v)
-    return out
 
 
 def _meta_of(v):
@@ -295,7 +283,7 @@ def _walk(roots):
                 continue
             if not ready:
                 stack.append((node, True))
-                stack.extend((d, False) for d in _flat((node.args, node.kwargs), [])
+                stack.extend((d, False) for d in _leaves((node.args, node.kwargs))
                              if isinstance(d, _Node) and id(d) not in index)
                 continue
             index[id(node)] = len(order)
@@ -531,7 +519,7 @@ def _device_of(args, kwargs):
     for a in args:
         if type(a) is RemoteTensor:
             return a._gnode.ctx, a._gnode.device
-    for a in _flat((args, kwargs), []):
+    for a in _leaves((args, kwargs)):
         if isinstance(a, RemoteTensor):
             return a._gnode.ctx, a._gnode.device
     return None, None
@@ -702,7 +690,7 @@ def _torch_dispatch(cls, func, types, args=(), kwargs=None):
             return _value(args[0]).to(kwargs.get("dtype") or args[0].dtype)
     # Everything else (torch.randn's normal_, torch.zeros's zero_, arange's
     # out= variant ...) initialises a host-side value: run it on the host.
-    remote = [a for a in _flat((args, kwargs), []) if isinstance(a, RemoteTensor)]
+    remote = [a for a in _leaves((args, kwargs)) if isinstance(a, RemoteTensor)]
     if any(a._gnode.host is None for a in remote) and name not in _HOST_OK:
         where = _current_module()
         raise UnsupportedOpError(f"aten.{name} has no Genie operator on the {DEVICE} device"
