@@ -183,6 +183,16 @@ void Config::apply_env() {
       start = end + 1;
     }
   }
+  if (const char* v = env("GENIE_METRICS_PORT")) {
+    const int64_t p = parse_int("GENIE_METRICS_PORT", v);
+    check(p >= -1 && p <= 65535, GENIE_ERR_INVALID_ARGUMENT, "GENIE_METRICS_PORT=", v,
+          " is outside -1..65535 (-1: off, 0: a free port)");
+    metrics_port = static_cast<int32_t>(p);
+  }
+  if (const char* v = env("GENIE_METRICS_ADDR")) {
+    check(*v != '\0', GENIE_ERR_INVALID_ARGUMENT, "GENIE_METRICS_ADDR is empty");
+    metrics_addr = v;
+  }
   if (const char* v = env("GENIE_NUM_THREADS")) {
     const int64_t n = parse_int("GENIE_NUM_THREADS", v);
     check(n >= 0 && n <= 1024, GENIE_ERR_INVALID_ARGUMENT, "GENIE_NUM_THREADS=", v, " is outside 0..1024");
