@@ -513,7 +513,9 @@ int main(int argc, char** argv) {
   genie_remote.reset();
   genie_embedded.reset();
   genie_metered.reset();
-  bsp_stop(&server);
+  // In reverse order of start: the later child holds the earlier one's
+  // stop pipe (inherited at fork), which ends only when both are closed.
   if (metrics_ab) bsp_stop(&metered);
+  bsp_stop(&server);
   return 0;
 }

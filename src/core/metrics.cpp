@@ -182,15 +182,9 @@ State& state() {
   return *s;
 }
 
+// The cell of `values` (joined as `key`) in `slot`, made on first use.
 template <class T, class Make>
-T* cell(Slot<T>& slot, std::initializer_list<const char*> values, Make make) {
-  if (slot.family == nullptr) return nullptr;  // wrong kind for this id
-  thread_local std::string key;
-  key.clear();
-  for (const char* v : values) {
-    key += v ? v : "";
-    key += '\x1f';
-  }
+T* resolve(Slot<T>& slot, std::initializer_list<const char*> values, const std::string& key, Make make) {
   std::lock_guard<std::mutex> lk(slot.mu);
   if (auto it = slot.cells.find(key); it != slot.cells.end()) return it->second;
   const std::vector<std::string>& names = slot.def->labels;
@@ -204,6 +198,32 @@ T* cell(Slot<T>& slot, std::initializer_list<const char*> values, Make make) {
   for (; i < names.size(); ++i) labels[names[i]] = "none";
   T* c = make(*slot.family, labels);
   if (!full) slot.cells.emplace(key, c);
+  return c;
+}
+
+// Cells this thread has resolved, by the metric's slot and label values:
+// most events find theirs here without taking the slot's lock. Cells live as
+// long as the process, so the pointers stay valid; bounded per thread.
+constexpr size_t kMaxThreadCells = 1024;
+struct ThreadCells {
+  std::unordered_map<std::string, void*> by_key;
+  std::string key;
+};
+thread_local ThreadCells t_cells;
+
+template <class T, class Make>
+T* cell(Slot<T>& slot, std::initializer_list<const char*> values, Make make) {
+  if (slot.family == nullptr) return nullptr;  // wrong kind for this id
+  std::string& key = t_cells.key;
+  const Slot<T>* which = &slot;
+  key.assign(reinterpret_cast<const char*>(&which), sizeof which);
+  for (const char* v : values) {
+    key += v ? v : "";
+    key += '\x1f';
+  }
+  if (auto it = t_cells.by_key.find(key); it != t_cells.by_key.end()) return static_cast<T*>(it->second);
+  T* c = resolve(slot, values, key.substr(sizeof which), make);
+  if (t_cells.by_key.size() < kMaxThreadCells) t_cells.by_key.emplace(key, c);
   return c;
 }
 
