@@ -37,6 +37,7 @@ enum class Id : uint8_t {
   GraphsCompleted,       // counter {phase}
   GraphsFailed,          // counter {phase}
   GraphDuration,         // histogram seconds {phase}
+  OpDuration,            // histogram seconds {op}
   TensorBytes,           // counter bytes {direction, phase, role}
   TransportBytes,        // counter bytes {transport, direction}
   PlanCacheHits,         // counter

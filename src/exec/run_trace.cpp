@@ -9,7 +9,13 @@
 
 namespace genie {
 
-void trace_run(const Graph& g, const ExecResult& r, const char* where) {
+void observe_run(const Graph& g, const ExecResult& r, const char* where) {
+  if (metrics::on()) {
+    for (const NodeTrace& t : r.trace)
+      if (t.node != kNone && static_cast<size_t>(t.node) < g.nodes().size() && t.end_ns >= t.start_ns)
+        metrics::observe(metrics::Id::OpDuration, {g.node(t.node).op.c_str()},
+                         static_cast<double>(t.end_ns - t.start_ns) * 1e-9);
+  }
   if (!trace::on()) return;
   // Node times are from the run's start, which is exec_ns before now.
   const uint64_t end_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -250,7 +250,7 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
   }
   check_live();
   Executor::Done done = [state, snapshot](ExecResult&& r) {
-    if (trace::on()) trace_run(*snapshot, r, "embedded");
+    if (observing()) observe_run(*snapshot, r, "embedded");
     FutureResult fr;
     fr.status = r.status;
     fr.detail = std::move(r.detail);

@@ -5,7 +5,7 @@
 # and submits a decode-phase graph a known number of times; the test then
 # asks Prometheus's HTTP query API (/api/v1/query) that
 #   - graphs completed (phase decode) == graphs submitted == the submissions,
-#     none failed;
+#     none failed, and each of the graph's ops timed once per submission;
 #   - tensor bytes written == the bytes the client wrote (exactly), and
 #     the TCP transport's received bytes are within 3% of them (frames);
 #   - the endpoint itself answers with the documented names.
@@ -129,7 +129,10 @@ same "$(value 'sum(genie_graphs_submitted_total{phase="decode"})')" $N || fail "
 same "$(value 'sum(genie_graphs_failed_total)')" 0 || fail "graphs failed"
 same "$(value 'sum(genie_graph_duration_seconds_count{phase="decode"})')" $N ||
   fail "the duration histogram did not count $N graphs"
-pass "graphs submitted = completed = $N (phase decode), none failed"
+for op in linear relu; do
+  same "$(value "sum(genie_op_duration_seconds_count{op=\"$op\"})")" $N || fail "op $op not timed $N times"
+done
+pass "graphs submitted = completed = $N (phase decode), none failed; each op timed $N times"
 
 # ... then tensors of known sizes written and read back.
 W0=$(value 'sum(genie_tensor_bytes_total{direction="write"})')
