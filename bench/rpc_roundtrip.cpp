@@ -28,6 +28,8 @@
 // and pipelined calls against it, right after those against the first, and
 // reports the per-round ratios metrics on / off (goal: within 3%). Where
 // the library has no Prometheus support the A/B is left out, saying so.
+// BENCH_METRICS_AA=1 starts the second server without metrics too: the
+// same ratio then shows the noise floor of comparing two server processes.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -40,6 +42,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <memory>
@@ -304,7 +307,7 @@ int main(int argc, char** argv) {
   bsp_server_t server = bsp_start(1);
   const bool metrics_ab = genie_metrics_supported() != 0;
   bsp_server_t metered{};
-  if (metrics_ab) metered = bsp_start_metrics(1, 1);
+  if (metrics_ab) metered = bsp_start_metrics(1, std::getenv("BENCH_METRICS_AA") ? 0 : 1);
   // Destroyed before the server processes stop (their clients say goodbye).
   auto genie_remote = std::make_unique<GenieSubmit>(server.port);
   auto genie_metered = metrics_ab ? std::make_unique<GenieSubmit>(metered.port) : nullptr;
