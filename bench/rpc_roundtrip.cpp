@@ -22,6 +22,14 @@
 // either class as well, with the CPU time a submission took on each side
 // (this process, all its threads; the server process's threads, from
 // schedstat): on one CPU their sum is what a submission costs.
+//
+// Metrics overhead (docs/observability.md): a second server process serves
+// its Prometheus metrics (recording on); each round also times the remote
+// and pipelined calls against it, right after those against the first, and
+// reports the per-round ratios metrics on / off (goal: within 3%). Where
+// the library has no Prometheus support the A/B is left out, saying so.
+// BENCH_METRICS_AA=1 starts the second server without metrics too: the
+// same ratio then shows the noise floor of comparing two server processes.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -34,6 +42,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <memory>
@@ -296,8 +305,12 @@ int main(int argc, char** argv) {
   RawPingPong raw(0);
   RawPingPong raw_poll(kRawSpinUs);
   bsp_server_t server = bsp_start(1);
-  // Destroyed before the server process stops (its clients say goodbye).
+  const bool metrics_ab = genie_metrics_supported() != 0;
+  bsp_server_t metered{};
+  if (metrics_ab) metered = bsp_start_metrics(1, std::getenv("BENCH_METRICS_AA") ? 0 : 1);
+  // Destroyed before the server processes stop (their clients say goodbye).
   auto genie_remote = std::make_unique<GenieSubmit>(server.port);
+  auto genie_metered = metrics_ab ? std::make_unique<GenieSubmit>(metered.port) : nullptr;
   auto genie_embedded = std::make_unique<GenieSubmit>(0);
   GenieSubmit& genie = *genie_remote;
   GenieSubmit& embedded = *genie_embedded;
@@ -317,10 +330,12 @@ int main(int argc, char** argv) {
     raw_poll.call();
     genie.call();
     embedded.call();
+    if (genie_metered) genie_metered->call();
 #ifdef GENIE_BENCH_GRPC
     grpc_peer.call();
 #endif
   }
+  std::vector<double> metrics_sync_ratio, metrics_pipe_ratio;  // per round: on / off
   // Per round: p50s of the raw ping-pongs (blocking, polling), embedded,
   // remote, pipelined and gRPC calls; which CPU class the pipelined phase
   // ran in (-1: unknown).
@@ -329,9 +344,19 @@ int main(int argc, char** argv) {
   std::vector<double> client_cpu[2], server_cpu[2];  // per submission (µs), by the same classes
   for (int r = 0; r < rounds; ++r) {
     std::vector<double> a, b, c, d, e, f;
+    // The same calls against the server recording metrics: before those
+    // against the other in odd rounds, after them in even ones.
+    std::vector<double> ms, mp;
+    const auto metered_phase = [&] {
+      if (!genie_metered) return;
+      for (int i = 0; i < calls; ++i) ms.push_back(time_us([&] { genie_metered->call(); }));
+      for (int i = 0; i < calls / kDepth; ++i)
+        mp.push_back(time_us([&] { genie_metered->call_pipelined(kDepth); }) / kDepth);
+    };
     for (int i = 0; i < calls; ++i) a.push_back(time_us([&] { raw.call(); }));
     for (int i = 0; i < calls; ++i) f.push_back(time_us([&] { raw_poll.call(); }));
     for (int i = 0; i < calls; ++i) e.push_back(time_us([&] { embedded.call(); }));
+    if (r % 2 == 1) metered_phase();
     for (int i = 0; i < calls; ++i) b.push_back(time_us([&] { genie.call(); }));
     const ThreadTimes before = thread_times(server.pid);
     const double phase_t0 = bu_now_s(), cpu0 = process_cpu_ns();
@@ -344,6 +369,11 @@ int main(int argc, char** argv) {
       const double submissions = (calls / kDepth) * kDepth;
       client_cpu[shared].push_back(client_ns / submissions / 1e3);
       server_cpu[shared].push_back(run_ns(before, after) / submissions / 1e3);
+    }
+    if (r % 2 == 0) metered_phase();
+    if (genie_metered) {
+      metrics_sync_ratio.push_back(median_of(ms) / median_of(b));
+      metrics_pipe_ratio.push_back(median_of(mp) / median_of(c));
     }
 #ifdef GENIE_BENCH_GRPC
     for (int i = 0; i < calls; ++i) d.push_back(time_us([&] { grpc_peer.call(); }));
@@ -464,14 +494,33 @@ int main(int argc, char** argv) {
         sustained_us[k], ratio_sustained[k], 100 * sustained_wait[k]);
   const double sustained = median_of(ratio_sustained);
   std::printf("  median: %.2f x raw, goal <= 1.2\n", sustained);
+  double metrics_sync = 0, metrics_pipe = 0;
+  if (metrics_sync_ratio.empty()) {
+    std::printf("metrics on / off: not measured (this library has no Prometheus support)\n");
+  } else {
+    const bu_stats_t ms = bu_stats(metrics_sync_ratio.data(), metrics_sync_ratio.size());
+    const bu_stats_t mp = bu_stats(metrics_pipe_ratio.data(), metrics_pipe_ratio.size());
+    metrics_sync = ms.median, metrics_pipe = mp.median;
+    std::printf("%s\n", std::getenv("BENCH_METRICS_AA")
+                            ? "A/A control, BENCH_METRICS_AA (two servers without metrics, same round):"
+                            : "metrics on / off (a server recording Prometheus metrics against one that does "
+                              "not, same round):");
+    std::printf("  submit+wait p50 %.3f (%.3f-%.3f), pipelined per submit %.3f (%.3f-%.3f), goal within 1.03\n",
+                ms.median, ms.min, ms.max, mp.median, mp.min, mp.max);
+  }
   if (json)
     std::fprintf(json,
                  "],\"goal_ratio\":%.4f,\"pipelined_ratio\":%.4f,\"pipelined_rounds_one_cpu\":%zu,"
-                 "\"sustained_pipelined_ratio\":%.4f}\n",
-                 goal.median, pipe.median, ratio_pipe_split[1].size(), sustained);
+                 "\"sustained_pipelined_ratio\":%.4f,\"metrics_on_off_sync\":%.4f,"
+                 "\"metrics_on_off_pipelined\":%.4f}\n",
+                 goal.median, pipe.median, ratio_pipe_split[1].size(), sustained, metrics_sync, metrics_pipe);
   bu_json_close(json, o.json_path);
   genie_remote.reset();
   genie_embedded.reset();
+  genie_metered.reset();
+  // In reverse order of start: the later child holds the earlier one's
+  // stop pipe (inherited at fork), which ends only when both are closed.
+  if (metrics_ab) bsp_stop(&metered);
   bsp_stop(&server);
   return 0;
 }

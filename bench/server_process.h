@@ -6,7 +6,8 @@
  * code behind `genie serve`) on 127.0.0.1 with `num_threads` executor
  * threads (0: the default), reports the bound port through a pipe and runs
  * until the parent calls bsp_stop (or exits). Exits the benchmark on
- * failure. */
+ * failure. bsp_start_metrics does the same with its Prometheus metrics
+ * served on a free loopback port (recording on), for A/B runs. */
 #ifndef GENIE_BENCH_SERVER_PROCESS_H
 #define GENIE_BENCH_SERVER_PROCESS_H
 
@@ -22,7 +23,7 @@ typedef struct bsp_server {
   int stop_fd; /* parent's end: closing it stops the child */
 } bsp_server_t;
 
-static inline bsp_server_t bsp_start(int num_threads) {
+static inline bsp_server_t bsp_start_metrics(int num_threads, int metrics) {
   bsp_server_t s;
   int port_pipe[2], stop_pipe[2];
   if (pipe(port_pipe) != 0 || pipe(stop_pipe) != 0) {
@@ -43,6 +44,7 @@ static inline bsp_server_t bsp_start(int num_threads) {
     close(stop_pipe[1]);
     if (genie_config_create(&cfg) != GENIE_OK || genie_config_set_use_env(cfg, 0) != GENIE_OK ||
         (num_threads > 0 && genie_config_set_num_threads(cfg, num_threads) != GENIE_OK) ||
+        (metrics && genie_config_set_metrics_port(cfg, 0) != GENIE_OK) ||
         genie_server_create(cfg, "127.0.0.1", 0, &server) != GENIE_OK ||
         genie_server_port(server, &port) != GENIE_OK) {
       fprintf(stderr, "server process: %s\n", genie_last_error());
@@ -65,6 +67,8 @@ static inline bsp_server_t bsp_start(int num_threads) {
   close(port_pipe[0]);
   return s;
 }
+
+static inline bsp_server_t bsp_start(int num_threads) { return bsp_start_metrics(num_threads, 0); }
 
 static inline void bsp_stop(bsp_server_t *s) {
   close(s->stop_fd);

@@ -462,6 +462,52 @@ GENIE_API genie_status_t genie_config_set_max_connections_per_source(
 GENIE_API genie_status_t genie_config_set_max_sessions(genie_config_t *config,
                                                        int32_t max_sessions);
 
+/** Prometheus metrics (docs/observability.md): serve this process's
+ *  metrics over HTTP at http://ADDR:PORT/metrics, where ADDR is set by
+ *  genie_config_set_metrics_addr. A server (genie_server_create) serves
+ *  them, and so does a context (genie_init) whose config asks: one process
+ *  serves one endpoint, shared by every server and context in it that asks
+ *  for the same port, or for port 0. `port`: -1, the default, serves none;
+ *  0 a free port (genie_server_metrics_port reads it back); else 1..65535.
+ *  Recording starts with the first endpoint and costs a branch per event
+ *  until then. Environment: GENIE_METRICS_PORT. The server or context
+ *  creation then fails with UNSUPPORTED when this library was built without
+ *  prometheus-cpp, and with IO when the address cannot be bound.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (outside -1..65535). */
+GENIE_API genie_status_t genie_config_set_metrics_port(genie_config_t *config,
+                                                       int32_t port);
+
+/** The address the metrics endpoint listens on (copied; NULL or "": the
+ *  default, 127.0.0.1). An address other than loopback follows the
+ *  control port's rule: it needs an auth token or client certificates, or
+ *  genie_config_set_allow_insecure (the endpoint itself does not
+ *  authenticate; it shows counts, never tensor data).
+ *  Environment: GENIE_METRICS_ADDR.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 255 bytes). */
+GENIE_API genie_status_t genie_config_set_metrics_addr(genie_config_t *config,
+                                                       const char *addr);
+
+/** Whether this library was built with Prometheus metrics support
+ *  (prometheus-cpp): 1 or 0. Any thread. */
+GENIE_API int genie_metrics_supported(void);
+
+/** Execution traces (docs/observability.md, "Traces"): records every graph
+ *  this process executes (embedded contexts, servers) and writes them to
+ *  `path` as Chrome / Perfetto trace-event JSON when genie_trace_stop is
+ *  called: a span per graph (name, phase, node count) and per node on its
+ *  worker thread (op, node name, layer, phase, module path). The file is
+ *  created at once. Setting GENIE_TRACE=path does the same from genie_init
+ *  or genie_server_create, and the trace is then written at exit. One trace
+ *  per process: starting again with the same path does nothing. Any thread.
+ *  Errors: INVALID_ARGUMENT (path NULL or "", or a trace already recorded
+ *  into another path), IO (the file cannot be created). */
+GENIE_API genie_status_t genie_trace_start(const char *path);
+
+/** Writes the trace started by genie_trace_start (or GENIE_TRACE) and stops
+ *  recording; does nothing when none is recorded. Any thread.
+ *  Errors: IO (the file cannot be written). */
+GENIE_API genie_status_t genie_trace_stop(void);
+
 /** Largest encoded control message accepted, in bytes, 4096..2^30 (default
  *  64 MiB); larger frames are refused before anything is allocated. Tensor
  *  bytes are not counted (they travel beside the message).
@@ -558,7 +604,9 @@ GENIE_API genie_status_t genie_init_abi(uint32_t abi_version,
  *  not answer within the timeout; the detail names its address), AUTH (the
  *  server requires a token and none or the wrong one is configured),
  *  PROTOCOL (the peer is not a Genie server), UNSUPPORTED (a requested
- *  backend is not available), OUT_OF_MEMORY. */
+ *  backend is not available, or metrics were asked for and this library
+ *  has no Prometheus support), IO (the metrics address cannot be bound),
+ *  OUT_OF_MEMORY. */
 #define genie_init(config, out) \
   genie_init_abi(GENIE_ABI_VERSION, (config), (out))
 
@@ -654,7 +702,11 @@ GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,
  *  joining: CONNECTION / TIMEOUT (the master cannot be reached, or it cannot
  *  reach this server back), AUTH, VERSION_MISMATCH, INVALID_ARGUMENT (the
  *  master refused the registration, e.g. the node id is the master's, or
- *  the address leads back to the master itself). */
+ *  the address leads back to the master itself);
+ *  metrics (genie_config_set_metrics_port): UNSUPPORTED (no Prometheus
+ *  support in this library), IO (the metrics address cannot be bound),
+ *  INVALID_ARGUMENT (beyond loopback without authentication, or this
+ *  process already serves metrics on another port). */
 GENIE_API genie_status_t genie_server_create(const genie_config_t *config,
                                              const char *host, int32_t port,
                                              genie_server_t **out);
@@ -663,6 +715,12 @@ GENIE_API genie_status_t genie_server_create(const genie_config_t *config,
  *  INVALID_ARGUMENT. */
 GENIE_API genie_status_t genie_server_port(const genie_server_t *server,
                                            int32_t *out);
+
+/** The TCP port of the server's metrics endpoint (see
+ *  genie_config_set_metrics_port), or -1 when it serves none.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL). */
+GENIE_API genie_status_t genie_server_metrics_port(const genie_server_t *server,
+                                                   int32_t *out);
 
 /** Asks the server to stop: it stops accepting, lets graphs in flight finish
  *  and report, closes every connection and frees every session. Returns at

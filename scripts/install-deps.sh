@@ -22,6 +22,8 @@ PACKAGES=(
   libgloo-dev libopenmpi-dev openmpi-bin  # genie replay: Gloo benchmark peer, MPI launch
   clang libclang-rt-14-dev  # libFuzzer harnesses
   iproute2  # network namespaces and tc netem in transport tests
+  prometheus-cpp-dev  # Prometheus metrics (optional: reported as not supported without it)
+  prometheus curl  # the metrics scrape test runs a real Prometheus server and queries it
 )
 
 missing=()

@@ -13,6 +13,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/metrics.hpp"
 #include "dataplane/guarded.hpp"
 #include "dataplane/loop_hooks.hpp"
 #include "dataplane/tcp/socket_buffers.hpp"
@@ -322,6 +323,7 @@ struct Connection::Impl {
       return;
     }
     if (nread == 0) return;
+    metrics::add(metrics::Id::TransportBytes, {"tcp", "received"}, static_cast<double>(nread));
     // Replies to the frames of this read leave together (uncork).
     ++c->cork_depth;
     if (c->tls)
@@ -527,8 +529,15 @@ struct Connection::Impl {
     if (spare.capacity() == 0) spare.swap(v);
   }
 
+  static void count_sent(const std::vector<OutFrame>& frames) {
+    uint64_t bytes = 0;
+    for (const OutFrame& f : frames) bytes += f.size();
+    metrics::add(metrics::Id::TransportBytes, {"tcp", "sent"}, static_cast<double>(bytes));
+  }
+
   // `frames` keeps its buffer (for recycle) unless TLS takes them.
   void write_frames(std::vector<OutFrame>&& frames, bool closing) {
+    if (metrics::on()) count_sent(frames);
     if (tls) return tls_write(std::move(frames), closing);
     std::vector<uv_buf_t> bufs = bufs_of(frames, std::move(spare_bufs));
     int n = uv_try_write(stream(), bufs.data(), static_cast<unsigned>(bufs.size()));

@@ -5,6 +5,8 @@
 
 #include "capi/handles.hpp"
 #include "core/dtype.hpp"
+#include "core/metrics.hpp"
+#include "core/trace.hpp"
 
 using namespace genie;
 
@@ -23,6 +25,18 @@ extern "C" {
 uint32_t genie_version(void) { return GENIE_VERSION; }
 const char* genie_version_string(void) { return "0.1.0"; }
 uint32_t genie_abi_version(void) { return GENIE_ABI_VERSION; }
+int genie_metrics_supported(void) { return metrics::supported() ? 1 : 0; }
+
+genie_status_t genie_trace_start(const char* path) {
+  return guard([&] {
+    check(path != nullptr, GENIE_ERR_INVALID_ARGUMENT, "trace path is NULL");
+    trace::start(path);
+  });
+}
+
+genie_status_t genie_trace_stop(void) {
+  return guard([] { trace::stop(); });
+}
 
 const char* genie_status_str(genie_status_t s) {
   switch (s) {
@@ -172,6 +186,16 @@ GENIE_CONFIG_SETTER(genie_config_set_max_sessions, int32_t, {
   check_limit(value, "max sessions");
   c.max_sessions = value;
 })
+GENIE_CONFIG_SETTER(genie_config_set_metrics_port, int32_t, {
+  check(value >= -1 && value <= 65535, GENIE_ERR_INVALID_ARGUMENT, "metrics port ", value,
+        " is outside -1..65535 (-1: off, 0: a free port)");
+  c.metrics_port = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_metrics_addr, const char*, {
+  const std::string v = value && *value ? value : "127.0.0.1";
+  check(v.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "metrics address is longer than 255 bytes");
+  c.metrics_addr = v;
+})
 GENIE_CONFIG_SETTER(genie_config_set_memory_budget, int64_t, {
   check_quota(value, "memory budget");
   c.memory_budget_bytes = value;
@@ -226,6 +250,7 @@ genie_status_t genie_init_abi(uint32_t abi_version, const genie_config_t* config
     cfg.apply_env();
     cfg.validate();
     set_log_level(cfg.log_level);
+    if (cfg.use_env) trace::start_from_env();
     const double config_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     auto h = std::make_unique<ContextObj>();

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "capi/handles.hpp"
+#include "core/trace.hpp"
 #include "runtime/node_server.hpp"
 
 using namespace genie;
@@ -25,6 +26,7 @@ genie_status_t genie_server_create(const genie_config_t* config, const char* hos
     check_out(out, "out");
     check(port >= 0 && port <= 65535, GENIE_ERR_INVALID_ARGUMENT, "port ", port, " is outside 0..65535");
     Config cfg = config ? live<ConfigObj>(config)->cfg : Config{};
+    if (cfg.use_env) trace::start_from_env();
     auto h = std::make_unique<ServerObj>();
     h->impl = std::make_unique<NodeServer>(std::move(cfg), host ? host : "", port);
     *out = publish(std::move(h));
@@ -36,6 +38,14 @@ genie_status_t genie_server_port(const genie_server_t* server, int32_t* out) {
     const ServerObj* s = live<ServerObj>(server);
     check_out(out, "out");
     *out = s->impl->port();
+  });
+}
+
+genie_status_t genie_server_metrics_port(const genie_server_t* server, int32_t* out) {
+  return guard([&] {
+    const ServerObj* s = live<ServerObj>(server);
+    check_out(out, "out");
+    *out = s->impl->metrics_port();
   });
 }
 

@@ -86,6 +86,7 @@ void ClusterMaster::install(ServerOptions& opts) {
     it->second.status = std::move(n);
     it->second.json.clear();  // encoded again with the next view
     it->second.last_seen = std::chrono::steady_clock::now();
+    metrics::add(metrics::Id::Heartbeats);
     reply.set_master_node_id(node_id_);
     reply.set_nodes_json(view());
     reply.set_backends_json(backends_json_);
@@ -155,6 +156,32 @@ size_t ClusterMaster::alive_nodes() const {
   size_t n = 0;
   for (const auto& [id, m] : members_) n += m.status.alive;
   return n;
+}
+
+std::vector<metrics::Family> ClusterMaster::metric_families() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  metrics::Family nodes{
+      "genie_cluster_nodes", "Cluster nodes this master tracks, by state (alive, lost).", false, {}};
+  size_t alive = 0;
+  for (const auto& [id, m] : members_) alive += m.status.alive;
+  nodes.samples.push_back({{{"state", "alive"}}, double(alive)});
+  nodes.samples.push_back({{{"state", "lost"}}, double(members_.size() - alive)});
+  std::vector<metrics::Family> out{std::move(nodes)};
+  if (gpus_.empty()) return out;
+  metrics::Family util{
+      "genie_gpu_utilization_ratio", "GPU utilisation (0..1) at the last NVML poll, by GPU index.", false, {}};
+  metrics::Family used{"genie_gpu_memory_used_bytes", "GPU memory in use at the last NVML poll.", false, {}};
+  metrics::Family total{"genie_gpu_memory_total_bytes", "GPU memory in all.", false, {}};
+  metrics::Family temp{"genie_gpu_temperature_celsius", "GPU temperature at the last NVML poll.", false, {}};
+  for (const GpuInfo& g : gpus_) {
+    const std::vector<std::pair<std::string, std::string>> l{{"gpu", std::to_string(g.index)}};
+    util.samples.push_back({l, g.utilization / 100.0});
+    used.samples.push_back({l, double(g.memory_used)});
+    total.samples.push_back({l, double(g.memory_total)});
+    temp.samples.push_back({l, double(g.temperature_c)});
+  }
+  for (metrics::Family* f : {&util, &used, &total, &temp}) out.push_back(std::move(*f));
+  return out;
 }
 
 bool ClusterMaster::node_alive(const std::string& node) const {

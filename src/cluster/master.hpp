@@ -33,6 +33,7 @@
 #include "cluster/types.hpp"
 #include "control/server.hpp"
 #include "core/config.hpp"
+#include "core/metrics.hpp"
 
 namespace genie {
 
@@ -52,6 +53,10 @@ class ClusterMaster {
   size_t alive_nodes() const;
   // Whether `node` may get work: not a member marked lost.
   bool node_alive(const std::string& node) const;
+  // Its metrics, read at scrape time (docs/observability.md): nodes tracked
+  // by state, and this host's GPUs as its last NVML poll saw them. Any
+  // thread.
+  std::vector<metrics::Family> metric_families() const;
 
  private:
   struct Member {

@@ -183,6 +183,13 @@ void Config::apply_env() {
       start = end + 1;
     }
   }
+  if (const char* v = env("GENIE_METRICS_PORT")) {
+    const int64_t p = parse_int("GENIE_METRICS_PORT", v);
+    check(p >= -1 && p <= 65535, GENIE_ERR_INVALID_ARGUMENT, "GENIE_METRICS_PORT=", v,
+          " is outside -1..65535 (-1: off, 0: a free port)");
+    metrics_port = static_cast<int32_t>(p);
+  }
+  if (const char* v = env("GENIE_METRICS_ADDR")) metrics_addr = v;
   if (const char* v = env("GENIE_NUM_THREADS")) {
     const int64_t n = parse_int("GENIE_NUM_THREADS", v);
     check(n >= 0 && n <= 1024, GENIE_ERR_INVALID_ARGUMENT, "GENIE_NUM_THREADS=", v, " is outside 0..1024");
@@ -247,6 +254,10 @@ void Config::validate() const {
   check_quota(session_max_tensors, "session tensor quota");
   check_quota(session_max_graphs, "session graph quota");
   check_port(master_port, "master port");
+  check(metrics_port >= -1 && metrics_port <= 65535, GENIE_ERR_INVALID_ARGUMENT, "metrics port ", metrics_port,
+        " is outside -1..65535");
+  check(!metrics_addr.empty() && metrics_addr.size() <= 255, GENIE_ERR_INVALID_ARGUMENT,
+        "metrics address is empty or longer than 255 bytes");
   check_node_id(node_id, "node id");
   check(master_addr.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "master address is longer than 255 bytes");
   check(timeout_ms > 0, GENIE_ERR_INVALID_ARGUMENT, "timeout must be positive");

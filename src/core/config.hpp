@@ -79,6 +79,12 @@ struct Config {
   int64_t gpu_poll_interval_ms = 5000;
   int64_t health_interval_ms = 30000;
   bool dpdk_probe = true;  // genie_discover: full EAL probe in a child
+  // Prometheus metrics (docs/observability.md): served over HTTP on
+  // metrics_addr:metrics_port by a server (and a client context) when the
+  // port is 0 (a free one) or more; -1: not served. Beyond loopback the
+  // address follows the control port's exposure rule.
+  int32_t metrics_port = -1;
+  std::string metrics_addr = "127.0.0.1";
 
   // Applies GENIE_* environment variables when use_env is set. Throws
   // Error(INVALID_ARGUMENT) naming the variable and the value on a bad value.

@@ -147,6 +147,16 @@ std::vector<ValueType> leaf_types(const Graph& g, const std::unordered_map<Value
 const char* phase_name(Phase p) { return enum_name(p, kPhaseNames); }
 const char* modality_name(Modality m) { return enum_name(m, kModalityNames); }
 const char* role_name(TensorRole r) { return enum_name(r, kRoleNames); }
+const char* graph_phase_name(const Graph& g) {
+  Phase seen = Phase::Unknown;
+  for (const Node& n : g.nodes()) {
+    const Phase p = n.ann.phase;
+    if (p == Phase::Unknown || p == seen) continue;
+    if (seen != Phase::Unknown) return "mixed";
+    seen = p;
+  }
+  return phase_name(seen);
+}
 std::optional<Phase> phase_from_name(const std::string& s) { return enum_from_name<Phase>(s, kPhaseNames); }
 std::optional<Modality> modality_from_name(const std::string& s) {
   return enum_from_name<Modality>(s, kModalityNames);

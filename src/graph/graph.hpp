@@ -170,4 +170,9 @@ class Graph {
 std::string graph_to_json(const Graph& g);
 std::unique_ptr<Graph> graph_from_json(const char* text, size_t len);
 
+// The phase of a graph as metrics and traces label it: the phase_name its
+// annotated nodes share, "mixed" when they differ, "unknown" when none has
+// one.
+const char* graph_phase_name(const Graph& g);
+
 }  // namespace genie

@@ -13,11 +13,13 @@
 #include "control/client.hpp"
 #include "control/semantic_tag.hpp"
 #include "core/error.hpp"
+#include "core/host.hpp"
 #include "core/node_id.hpp"
 #include "core/log.hpp"
 #include "exec/backend_loader.hpp"
 #include "exec/cpu/backend.hpp"
 #include "exec/plan_runner.hpp"
+#include "exec/run_trace.hpp"
 #include "graph/binding.hpp"
 
 namespace genie {
@@ -43,6 +45,13 @@ std::string client_device_name(const RemoteClient& client, const std::string& se
 
 Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {
   node_id_ = cfg_.node_id.empty() ? generate_node_id() : cfg_.node_id;
+  if (cfg_.metrics_port >= 0) {
+    // A client serves no clients: beyond loopback only when allowed.
+    check(is_loopback(cfg_.metrics_addr) || cfg_.allow_insecure, GENIE_ERR_INVALID_ARGUMENT,
+          "refusing to serve metrics on ", cfg_.metrics_addr,
+          ": serve them on 127.0.0.1 or allow it explicitly (GENIE_ALLOW_INSECURE=1)");
+    metrics_ = metrics::expose(cfg_.metrics_addr, cfg_.metrics_port);
+  }
   // Phases 2-4: local node, discovery, backend.
   cluster_ = std::make_unique<ClusterAgent>(cfg_, node_id_, config_ms);
   if (embedded()) {
@@ -240,7 +249,8 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
     std::this_thread::yield();
   }
   check_live();
-  Executor::Done done = [state](ExecResult&& r) {
+  Executor::Done done = [state, snapshot](ExecResult&& r) {
+    if (observing()) observe_run(*snapshot, r, "embedded");
     FutureResult fr;
     fr.status = r.status;
     fr.detail = std::move(r.detail);

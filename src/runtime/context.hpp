@@ -17,6 +17,7 @@
 #include "cluster/agent.hpp"
 #include "core/config.hpp"
 #include "core/device.hpp"
+#include "core/metrics.hpp"
 #include "core/tensor_data.hpp"
 #include "exec/backend.hpp"
 #include "exec/executor.hpp"
@@ -153,6 +154,7 @@ class Context : public std::enable_shared_from_this<Context> {
   // Stopped by shutdown() before the client closes; destroyed after it
   // (its loop-thread callbacks may run until the client's loop stops).
   std::unique_ptr<ClusterAgent> cluster_;
+  std::shared_ptr<metrics::Exposure> metrics_;  // cfg_.metrics_port >= 0
   // Remote graphs submitted and not yet completed, so shutdown can let them
   // finish before saying goodbye.
   std::mutex inflight_mu_;

@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "control/semantic_tag.hpp"
 #include "core/log.hpp"
+#include "core/metrics.hpp"
 #include "exec/overhead.hpp"
 #include "graph/split.hpp"
 
@@ -542,6 +543,9 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       std::lock_guard<std::mutex> lk(mu_);
       last_predicted_ns_ = static_cast<uint64_t>(plan.predicted_total_s * 1e9);
       last_measured_ns_ = static_cast<uint64_t>(seconds_since(started) * 1e9);
+      if (last_predicted_ns_ > 0)
+        metrics::observe(metrics::Id::CostModelRatio, {},
+                         double(last_measured_ns_) / double(last_predicted_ns_));
     }
     for (ValueId o : g.outputs()) {
       const Holding& h = held.at(o);

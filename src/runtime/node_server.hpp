@@ -9,6 +9,7 @@
 #include "cluster/master.hpp"
 #include "control/server.hpp"
 #include "core/config.hpp"
+#include "core/metrics.hpp"
 
 namespace genie {
 
@@ -29,10 +30,17 @@ class NodeServer {
   void stop() { server_->stop(); }
   void wait() { server_->wait(); }
   ServerStats stats() const { return server_->stats(); }
+  // The port of the metrics endpoint (cfg.metrics_port), -1: none.
+  int metrics_port() const { return exposure_ ? exposure_->port() : -1; }
 
  private:
+  // Serves cfg's metrics endpoint with this server's values in it.
+  void serve_metrics(const Config& cfg, uint64_t budget);
+
   std::unique_ptr<ClusterMaster> master_;  // outlives server_: its hooks run on the server's loop
   std::unique_ptr<Server> server_;
+  std::shared_ptr<metrics::Exposure> exposure_;
+  std::shared_ptr<void> collector_;  // reads server_ and master_: released first
 };
 
 }  // namespace genie

@@ -3,8 +3,10 @@
 // avalanche, fixed little-endian, free of addresses and identities;
 // unlike it, it names values (a plan names them), uses bound input shapes,
 // and leaves out floating-point attribute values.
+#include <chrono>
 #include <cstring>
 
+#include "core/metrics.hpp"
 #include "sched/plan.hpp"
 
 namespace genie::sched {
@@ -112,9 +114,11 @@ std::shared_ptr<const Plan> PlanCache::find(const Key& key) {
   auto it = index_.find(key);
   if (it == index_.end()) {
     ++misses_;
+    metrics::add(metrics::Id::PlanCacheMisses);
     return nullptr;
   }
   ++hits_;
+  metrics::add(metrics::Id::PlanCacheHits);
   if (it->second != lru_.begin()) lru_.splice(lru_.begin(), lru_, it->second);
   return it->second->second;
 }
@@ -138,7 +142,10 @@ std::shared_ptr<const Plan> PlanCache::get_or_plan(const Graph& g, const Topolog
                                                    const std::unordered_map<ValueId, Shape>* bound_shapes) {
   const Key key = key_of(g, topo, residency, bound_shapes);
   if (auto p = find(key)) return p;
+  const auto t0 = std::chrono::steady_clock::now();
   auto plan = std::make_shared<const Plan>(plan_graph(g, topo, residency, bound_shapes));
+  metrics::observe(metrics::Id::SchedulerDecision, {},
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   insert(key, plan);
   return plan;
 }

@@ -26,6 +26,7 @@ void print_serve_usage(std::FILE* out) {
       "                   [--max-sessions N]\n"
       "                   [--memory-budget BYTES] [--session-max-bytes BYTES]\n"
       "                   [--session-max-tensors N] [--session-max-graphs N]\n"
+      "                   [--metrics-port P] [--metrics-addr H]\n"
       "\n"
       "Serves remote Genie clients (GENIE_MASTER_ADDR/GENIE_MASTER_PORT) until\n"
       "SIGINT or SIGTERM, then lets graphs in flight finish, closes every\n"
@@ -71,13 +72,20 @@ void print_serve_usage(std::FILE* out) {
       "  --session-max-bytes BYTES  what one session may hold (0: the budget)\n"
       "  --session-max-tensors N    tensors one session may hold (0: 65536)\n"
       "  --session-max-graphs N     graphs one session may have in flight (0: 256)\n"
+      "  --metrics-port P       serve Prometheus metrics at http://H:P/metrics (0 picks a\n"
+      "                         free port; default: none); then prints the line\n"
+      "                         'genie serve metrics on port P' after the listening\n"
+      "                         line (docs/observability.md)\n"
+      "  --metrics-addr H       address of the metrics endpoint (default 127.0.0.1;\n"
+      "                         beyond loopback as for --host)\n"
       "\n"
       "GENIE_* environment variables override these values as for any Genie\n"
       "program: GENIE_AUTH_TOKEN, GENIE_ALLOW_INSECURE, GENIE_TLS_CERT, GENIE_TLS_KEY, GENIE_TLS_CA,\n"
       "GENIE_NUM_THREADS, GENIE_SESSION_GRACE, GENIE_SESSION_IDLE, GENIE_HANDSHAKE_TIMEOUT,\n"
       "GENIE_MAX_CONNECTIONS, GENIE_MAX_CONNECTIONS_PER_SOURCE, GENIE_MAX_SESSIONS,\n"
       "GENIE_MEMORY_BUDGET, GENIE_SESSION_MAX_BYTES, GENIE_SESSION_MAX_TENSORS,\n"
-      "GENIE_SESSION_MAX_GRAPHS, GENIE_MAX_MESSAGE, GENIE_NODE_ID, GENIE_LOG_LEVEL\n"
+      "GENIE_SESSION_MAX_GRAPHS, GENIE_MAX_MESSAGE, GENIE_NODE_ID, GENIE_METRICS_PORT,\n"
+      "GENIE_METRICS_ADDR, GENIE_LOG_LEVEL\n"
       "(info logs sessions).\n");
 }
 
@@ -105,6 +113,8 @@ struct ServeOptions {
   long memory_budget = -1;    // -1: not given
   long quota[3] = {0, 0, 0};  // session bytes, tensors, graphs; 0: default
   bool quota_given = false;
+  long metrics_port = -1;  // -1: not given
+  std::string metrics_addr;
 };
 
 ServeOptions parse_args(int argc, char** argv) {
@@ -131,7 +141,8 @@ ServeOptions parse_args(int argc, char** argv) {
     if (a != "--host" && a != "--port" && a != "--auth-token-file" && a != "--threads" && a != "--grace-ms" &&
         a != "--node-id" && a != "--join" && a != "--tls-cert" && a != "--tls-key" && a != "--tls-ca" &&
         a != "--op-library" && bound == nullptr && a != "--memory-budget" && a != "--session-max-bytes" &&
-        a != "--session-max-tensors" && a != "--session-max-graphs")
+        a != "--session-max-tensors" && a != "--session-max-graphs" && a != "--metrics-port" &&
+        a != "--metrics-addr")
       usage_error("unknown argument '" + a + "' (try 'genie help serve')");
     if (i + 1 >= argc) usage_error(a + " needs a value");
     const char* v = argv[++i];
@@ -143,6 +154,11 @@ ServeOptions parse_args(int argc, char** argv) {
       o.host = v;
     } else if (a == "--port") {
       o.port = parse_long(a, v, 0, 65535);
+    } else if (a == "--metrics-port") {
+      o.metrics_port = parse_long(a, v, 0, 65535);
+    } else if (a == "--metrics-addr") {
+      if (!*v) usage_error("--metrics-addr needs an address");
+      o.metrics_addr = v;
     } else if (a == "--auth-token-file") {
       o.token_file = v;
     } else if (a == "--threads") {
@@ -220,6 +236,11 @@ int serve_command(int argc, char** argv) {
     check(genie_config_set_session_quota(config.get(), opt.quota[0], opt.quota[1], opt.quota[2]),
           "--session-max-*");
   if (!opt.node_id.empty()) check(genie_config_set_node_id(config.get(), opt.node_id.c_str()), "--node-id");
+  if (opt.metrics_port >= 0)
+    check(genie_config_set_metrics_port(config.get(), static_cast<int32_t>(opt.metrics_port)),
+          "--metrics-port");
+  if (!opt.metrics_addr.empty())
+    check(genie_config_set_metrics_addr(config.get(), opt.metrics_addr.c_str()), "--metrics-addr");
   if (opt.session_idle_ms >= 0)
     check(genie_config_set_session_idle_ms(config.get(), opt.session_idle_ms), "--session-idle-ms");
   if (opt.handshake_timeout_ms >= 0)
@@ -263,6 +284,9 @@ int serve_command(int argc, char** argv) {
   const bool v6 = opt.host.find(':') != std::string::npos;
   std::printf("genie serve listening on %s%s%s:%d\n", v6 ? "[" : "", opt.host.c_str(), v6 ? "]" : "",
               static_cast<int>(port));
+  int32_t metrics_port = -1;
+  check(genie_server_metrics_port(server.get(), &metrics_port), "genie_server_metrics_port");
+  if (metrics_port >= 0) std::printf("genie serve metrics on port %d\n", static_cast<int>(metrics_port));
   std::fflush(stdout);
 
   int sig = 0;

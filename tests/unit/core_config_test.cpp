@@ -85,6 +85,30 @@ TEST(CoreConfig, TlsFilesFromTheEnvironment) {
 }
 
 }  // namespace
+TEST(CoreConfig, MetricsEndpointFromTheEnvironment) {
+  Config d;
+  EXPECT_EQ(d.metrics_port, -1);  // off unless asked
+  EXPECT_EQ(d.metrics_addr, "127.0.0.1");
+  {
+    EnvGuard p("GENIE_METRICS_PORT", "9464");
+    EnvGuard a("GENIE_METRICS_ADDR", "::1");
+    Config c;
+    c.apply_env();
+    EXPECT_EQ(c.metrics_port, 9464);
+    EXPECT_EQ(c.metrics_addr, "::1");
+    EXPECT_NO_THROW(c.validate());
+  }
+  for (const char* bad : {"-2", "65536", "http", "80x"}) {
+    EnvGuard e("GENIE_METRICS_PORT", bad);
+    std::string detail;
+    EXPECT_EQ(apply_status(&detail), GENIE_ERR_INVALID_ARGUMENT) << "GENIE_METRICS_PORT=" << bad;
+    EXPECT_NE(detail.find("GENIE_METRICS_PORT"), std::string::npos) << detail;
+  }
+  Config c;
+  c.metrics_port = 70000;
+  EXPECT_THROW(c.validate(), Error);
+}
+
 TEST(CoreConfig, MemoryBudgetAndSessionQuotasFromTheEnvironment) {
   Config d;
   EXPECT_EQ(d.memory_budget_bytes, 0);  // 0: from available memory and the cgroup limit

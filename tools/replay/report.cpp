@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "core/error.hpp"
+#include "core/trace.hpp"
 
 namespace genie::replay {
 
@@ -294,30 +295,23 @@ std::string summary_json(const std::vector<RankReport>& reports, const RunInfo& 
 }
 
 std::string chrome_trace(const std::vector<RankReport>& reports) {
-  JsonPtr j = obj();
-  cJSON* evs = cJSON_AddArrayToObject(j.get(), "traceEvents");
+  // The library's trace writer (core/trace.hpp): one process row per rank.
+  trace::Document doc;
   for (const auto& r : reports) {
-    cJSON* meta = cJSON_CreateObject();
-    cJSON_AddStringToObject(meta, "name", "process_name");
-    cJSON_AddStringToObject(meta, "ph", "M");
-    cJSON_AddNumberToObject(meta, "pid", r.rank);
-    cJSON* args = cJSON_AddObjectToObject(meta, "args");
-    cJSON_AddStringToObject(args, "name", cat("rank ", r.rank).c_str());
-    cJSON_AddItemToArray(evs, meta);
+    doc.process_names[r.rank] = cat("rank ", r.rank);
     for (const auto& e : r.events) {
-      cJSON* o = cJSON_CreateObject();
-      cJSON_AddStringToObject(o, "name", e.name.c_str());
-      cJSON_AddStringToObject(o, "cat", e.cat.c_str());
-      cJSON_AddStringToObject(o, "ph", "X");
-      cJSON_AddNumberToObject(o, "ts", e.ts_ns / 1000.0);  // microseconds
-      cJSON_AddNumberToObject(o, "dur", e.dur_ns / 1000.0);
-      cJSON_AddNumberToObject(o, "pid", r.rank);
-      cJSON_AddNumberToObject(o, "tid", e.lane);
-      cJSON_AddItemToArray(evs, o);
+      trace::Event o;
+      o.name = e.name;
+      o.cat = e.cat;
+      o.ts_us = e.ts_ns / 1000.0;
+      o.dur_us = e.dur_ns / 1000.0;
+      o.pid = r.rank;
+      o.tid = e.lane;
+      doc.events.push_back(std::move(o));
     }
   }
-  cJSON_AddStringToObject(j.get(), "displayTimeUnit", "ns");
-  return print(j) + "\n";
+  doc.metadata["clock"] = "nanoseconds since the ranks' common start, in microseconds";
+  return trace::to_json(doc);
 }
 
 }  // namespace genie::replay

@@ -392,6 +392,58 @@ extern "C" {
     pub fn genie_config_set_max_sessions(config: *mut genie_config_t, max_sessions: i32) -> genie_status_t;
 }
 extern "C" {
+    #[doc = " Prometheus metrics (docs/observability.md): serve this process's"]
+    #[doc = "  metrics over HTTP at http://ADDR:PORT/metrics, where ADDR is set by"]
+    #[doc = "  genie_config_set_metrics_addr. A server (genie_server_create) serves"]
+    #[doc = "  them, and so does a context (genie_init) whose config asks: one process"]
+    #[doc = "  serves one endpoint, shared by every server and context in it that asks"]
+    #[doc = "  for the same port, or for port 0. `port`: -1, the default, serves none;"]
+    #[doc = "  0 a free port (genie_server_metrics_port reads it back); else 1..65535."]
+    #[doc = "  Recording starts with the first endpoint and costs a branch per event"]
+    #[doc = "  until then. Environment: GENIE_METRICS_PORT. The server or context"]
+    #[doc = "  creation then fails with UNSUPPORTED when this library was built without"]
+    #[doc = "  prometheus-cpp, and with IO when the address cannot be bound."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (outside -1..65535)."]
+    pub fn genie_config_set_metrics_port(config: *mut genie_config_t, port: i32) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " The address the metrics endpoint listens on (copied; NULL or \"\": the"]
+    #[doc = "  default, 127.0.0.1). An address other than loopback follows the"]
+    #[doc = "  control port's rule: it needs an auth token or client certificates, or"]
+    #[doc = "  genie_config_set_allow_insecure (the endpoint itself does not"]
+    #[doc = "  authenticate; it shows counts, never tensor data)."]
+    #[doc = "  Environment: GENIE_METRICS_ADDR."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 255 bytes)."]
+    pub fn genie_config_set_metrics_addr(
+        config: *mut genie_config_t,
+        addr: *const ::std::os::raw::c_char,
+    ) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Whether this library was built with Prometheus metrics support"]
+    #[doc = "  (prometheus-cpp): 1 or 0. Any thread."]
+    pub fn genie_metrics_supported() -> ::std::os::raw::c_int;
+}
+extern "C" {
+    #[doc = " Execution traces (docs/observability.md, \"Traces\"): records every graph"]
+    #[doc = "  this process executes (embedded contexts, servers) and writes them to"]
+    #[doc = "  `path` as Chrome / Perfetto trace-event JSON when genie_trace_stop is"]
+    #[doc = "  called: a span per graph (name, phase, node count) and per node on its"]
+    #[doc = "  worker thread (op, node name, layer, phase, module path). The file is"]
+    #[doc = "  created at once. Setting GENIE_TRACE=path does the same from genie_init"]
+    #[doc = "  or genie_server_create, and the trace is then written at exit. One trace"]
+    #[doc = "  per process: starting again with the same path does nothing. Any thread."]
+    #[doc = "  Errors: INVALID_ARGUMENT (path NULL or \"\", or a trace already recorded"]
+    #[doc = "  into another path), IO (the file cannot be created)."]
+    pub fn genie_trace_start(path: *const ::std::os::raw::c_char) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Writes the trace started by genie_trace_start (or GENIE_TRACE) and stops"]
+    #[doc = "  recording; does nothing when none is recorded. Any thread."]
+    #[doc = "  Errors: IO (the file cannot be written)."]
+    pub fn genie_trace_stop() -> genie_status_t;
+}
+extern "C" {
     #[doc = " Largest encoded control message accepted, in bytes, 4096..2^30 (default"]
     #[doc = "  64 MiB); larger frames are refused before anything is allocated. Tensor"]
     #[doc = "  bytes are not counted (they travel beside the message)."]
@@ -569,7 +621,11 @@ extern "C" {
     #[doc = "  joining: CONNECTION / TIMEOUT (the master cannot be reached, or it cannot"]
     #[doc = "  reach this server back), AUTH, VERSION_MISMATCH, INVALID_ARGUMENT (the"]
     #[doc = "  master refused the registration, e.g. the node id is the master's, or"]
-    #[doc = "  the address leads back to the master itself)."]
+    #[doc = "  the address leads back to the master itself);"]
+    #[doc = "  metrics (genie_config_set_metrics_port): UNSUPPORTED (no Prometheus"]
+    #[doc = "  support in this library), IO (the metrics address cannot be bound),"]
+    #[doc = "  INVALID_ARGUMENT (beyond loopback without authentication, or this"]
+    #[doc = "  process already serves metrics on another port)."]
     pub fn genie_server_create(
         config: *const genie_config_t,
         host: *const ::std::os::raw::c_char,
@@ -581,6 +637,12 @@ extern "C" {
     #[doc = " The TCP port the server listens on. Errors: INVALID_HANDLE,"]
     #[doc = "  INVALID_ARGUMENT."]
     pub fn genie_server_port(server: *const genie_server_t, out: *mut i32) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " The TCP port of the server's metrics endpoint (see"]
+    #[doc = "  genie_config_set_metrics_port), or -1 when it serves none."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL)."]
+    pub fn genie_server_metrics_port(server: *const genie_server_t, out: *mut i32) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Asks the server to stop: it stops accepting, lets graphs in flight finish"]

@@ -175,6 +175,7 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       bool unknown_base = false;
       try {
         const std::shared_ptr<const std::string> text = rebuild(*p->session, m, &unknown_base);
+        metrics::add(metrics::Id::GraphDeltaSavedBytes, {}, double(text->size()) - double(msg.size()));
         graph_submit(p, rid, *text, m.bindings());
       } catch (const Error& e) {
         if (unknown_base) {
@@ -318,6 +319,8 @@ void Server::Impl::send(Peer& p, MsgType type, uint64_t rid, const google::proto
 }
 
 void Server::Impl::count_tagged(const char* dir, const dataplane::SemanticTag& tag, uint64_t bytes) {
+  metrics::add(metrics::Id::TensorBytes, {dir, phase_name(Phase(tag.phase)), role_name(TensorRole(tag.role))},
+               bytes);
   if (tag == dataplane::SemanticTag() || bytes == 0) return;
   // A peer picks its tags: the keys it can make the server hold are bounded.
   constexpr size_t kMaxKeys = 1024;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "control/server/impl.hpp"
+#include "exec/run_trace.hpp"
 
 namespace genie {
 
@@ -92,6 +93,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     cached = graphs.get(json, names, descs);
   }
   const GraphCache::Entry& e = *cached;
+  if (metrics::on()) metrics::add(metrics::Id::GraphsSubmitted, {graph_phase_name(*e.graph)});
   const uint64_t num_outputs = e.graph->outputs().size();
   // Inputs in a device's memory run the graph on that device (host inputs
   // move there); two devices at once are not planned here yet.
@@ -212,6 +214,7 @@ void Server::Impl::report_done(const std::shared_ptr<Peer>& p, const std::shared
                                uint64_t rid, const Graph& graph, Result& r, Store store) {
   --graphs_in_flight;
   counters.graphs_executed.fetch_add(1, std::memory_order_relaxed);
+  if (metrics::on()) metrics::graph_finished(graph_phase_name(graph), r.status == GENIE_OK, r.exec_ns);
   // The connection that submitted it, while it still serves the session:
   // the control connection, or one of its data connections.
   const bool serves = p && s && !p->closing && p->session == s &&
@@ -251,6 +254,7 @@ void Server::Impl::report_done(const std::shared_ptr<Peer>& p, const std::shared
 
 void Server::Impl::graph_done(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s, uint64_t rid,
                               const std::shared_ptr<const Graph>& graph, ExecResult& r) {
+  if (observing()) observe_run(*graph, r, "server");
   report_done(p, s, rid, *graph, r, [](const TensorPtr& t, Session& s) { return s.add(t); });
 }
 

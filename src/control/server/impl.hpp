@@ -39,6 +39,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/log_limiter.hpp"
+#include "core/metrics.hpp"
 #include "exec/executor.hpp"
 #include "exec/overhead.hpp"
 #include "exec/run_memory.hpp"

@@ -9,6 +9,7 @@
 #include "control/auth.hpp"
 #include "control/server/impl.hpp"
 #include "control/tls.hpp"
+#include "core/host.hpp"
 #include "core/node_id.hpp"
 
 namespace genie {
@@ -18,17 +19,6 @@ namespace {
 // At stop, how long replies still queued to a client that does not read may
 // delay the end of the server.
 constexpr uint64_t kStopFlushMs = 5000;
-
-// Whether listening on `host` keeps the server on this machine: an address
-// of 127.0.0.0/8 or ::1 (or the name localhost). Anything else, names
-// included, may be reachable from the network.
-bool is_loopback(const std::string& host) {
-  if (host == "localhost") return true;
-  in_addr v4{};
-  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
-  in6_addr v6{};
-  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
-}
 
 // A token an attacker could guess is refused at start: at least 16 bytes
 // (check_auth_token) and about 64 bits by the statistics of its bytes and of
@@ -310,6 +300,7 @@ void Server::Impl::on_close(const std::shared_ptr<Peer>& p, genie_status_t statu
   end_handshake(*p);
   if (refused) {
     counters.connections_refused.fetch_add(1, std::memory_order_relaxed);
+    if (status == GENIE_ERR_AUTH) metrics::add(metrics::Id::AuthFailures);
     refusal_log.write(LogLevel::Warn, cat("server: closed connection from ", p->name.empty() ? "?" : p->name,
                                           ": ", refusal_kind(status), ": ", detail));
   } else {

@@ -1,0 +1,68 @@
+// Chrome / Perfetto trace-event JSON (docs/observability.md, "Traces"):
+// the one writer of the library's traces (GENIE_TRACE, genie_trace_start)
+// and of `genie replay --trace`.
+//
+// A trace is a list of complete events ("ph":"X": a name, a category, a
+// start and a duration in microseconds, on a process and thread row, with
+// arguments) and the names of those rows ("M" metadata events). to_json
+// writes them as {"traceEvents":[...],"displayTimeUnit":"ns",
+// "otherData":{...}}, which chrome://tracing and ui.perfetto.dev open.
+//
+// The process-wide recorder: off until start(); while off, on() is one
+// relaxed load and nothing is recorded.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace genie::trace {
+
+struct Event {
+  std::string name;
+  std::string cat;
+  double ts_us = 0;
+  double dur_us = 0;
+  int64_t pid = 0;
+  int64_t tid = 0;
+  std::vector<std::pair<std::string, std::string>> args;
+  std::vector<std::pair<std::string, double>> num_args;
+};
+
+struct Document {
+  std::vector<Event> events;
+  std::map<int64_t, std::string> process_names;                     // pid -> name
+  std::map<std::pair<int64_t, int64_t>, std::string> thread_names;  // (pid, tid) -> name
+  std::map<std::string, std::string> metadata;                      // "otherData"
+};
+
+std::string to_json(const Document& doc);
+
+namespace detail {
+extern std::atomic<bool> g_on;
+}
+inline bool on() { return detail::g_on.load(std::memory_order_relaxed); }
+
+// Starts recording into a trace that stop() writes to `path` (the file is
+// created, or truncated, at once: Error(IO) naming it when it cannot be).
+// Error(INVALID_ARGUMENT) when a trace is already being recorded into
+// another path; the same path again is a no-op. Any thread.
+void start(const std::string& path);
+// Writes the trace recorded since start() and stops recording; nothing
+// when not recording. Error(IO) when the file cannot be written. Any
+// thread.
+void stop();
+// Microseconds on the trace's clock (steady, from start()) of a
+// steady_clock time in nanoseconds since its epoch.
+double ts_us(uint64_t steady_ns);
+// GENIE_TRACE=path: start(path), and stop() at exit. Nothing when unset.
+void start_from_env();
+// Adds an event, and names its row (`thread_name`, when not empty) and its
+// process ("genie PID") the first time each is seen. Nothing when not
+// recording. Any thread.
+void record(Event e, const std::string& thread_name = "");
+
+}  // namespace genie::trace

@@ -1,0 +1,157 @@
+// Execution traces (genie_trace_start / genie_trace_stop, GENIE_TRACE): the
+// file is Chrome trace-event JSON with a span per graph and one per node,
+// carrying the node's op and semantic annotations.
+#include <cjson/cJSON.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "genie.h"
+
+namespace {
+
+#define ASSERT_GENIE_OK(call) ASSERT_EQ((call), GENIE_OK) << #call << ": " << genie_last_error()
+
+std::string temp_path(const char* what) {
+  return "/tmp/genie_trace_test_" + std::to_string(::getpid()) + "_" + what + ".json";
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const char* str_arg(const cJSON* ev, const char* key) {
+  const cJSON* v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ev, "args"), key);
+  return cJSON_IsString(v) ? v->valuestring : nullptr;
+}
+
+// Runs a two-node decode graph `runs` times in an embedded context.
+void run_graph(int runs) {
+  genie_config_t* cfg = nullptr;
+  ASSERT_GENIE_OK(genie_config_create(&cfg));
+  ASSERT_GENIE_OK(genie_config_set_use_env(cfg, 0));
+  genie_context_t* ctx = nullptr;
+  ASSERT_GENIE_OK(genie_init(cfg, &ctx));
+  genie_config_destroy(cfg);
+  genie_graph_t* g = nullptr;
+  const int64_t xs[2] = {2, 3}, ws[2] = {4, 3};
+  const char* lin_in[2] = {"x", "w"};
+  const char* lin_out[1] = {"y"};
+  const char* relu_out[1] = {"z"};
+  ASSERT_GENIE_OK(genie_graph_create("decode_step", &g));
+  ASSERT_GENIE_OK(genie_graph_add_input(g, "x", GENIE_DTYPE_F32, xs, 2));
+  ASSERT_GENIE_OK(genie_graph_add_input(g, "w", GENIE_DTYPE_F32, ws, 2));
+  ASSERT_GENIE_OK(genie_graph_add_node(g, "linear", "fc", lin_in, 2, lin_out, 1));
+  ASSERT_GENIE_OK(genie_graph_add_node(g, "relu", "act", lin_out, 1, relu_out, 1));
+  ASSERT_GENIE_OK(genie_graph_set_phase(g, "fc", GENIE_PHASE_DECODE));
+  ASSERT_GENIE_OK(genie_graph_set_phase(g, "act", GENIE_PHASE_DECODE));
+  ASSERT_GENIE_OK(genie_graph_set_layer(g, "fc", 3));
+  ASSERT_GENIE_OK(genie_graph_set_module(g, "fc", "block.3.mlp.fc"));
+  ASSERT_GENIE_OK(genie_graph_mark_output(g, "z"));
+  genie_tensor_t *x = nullptr, *w = nullptr;
+  ASSERT_GENIE_OK(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, xs, 2, "cpu", &x));
+  ASSERT_GENIE_OK(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, ws, 2, "cpu", &w));
+  const char* names[2] = {"x", "w"};
+  genie_tensor_t* tensors[2] = {x, w};
+  for (int i = 0; i < runs; ++i) {
+    genie_future_t* f = nullptr;
+    ASSERT_GENIE_OK(genie_graph_submit(ctx, g, names, tensors, 2, &f));
+    ASSERT_GENIE_OK(genie_future_wait(f, -1));
+    genie_future_destroy(f);
+  }
+  genie_tensor_destroy(x);
+  genie_tensor_destroy(w);
+  genie_graph_destroy(g);
+  genie_shutdown(ctx);
+}
+
+TEST(Trace, GraphAndNodeSpansWithTheirAnnotations) {
+  const std::string path = temp_path("spans");
+  ASSERT_GENIE_OK(genie_trace_start(path.c_str()));
+  run_graph(3);
+  ASSERT_GENIE_OK(genie_trace_stop());
+  const std::string text = read_all(path);
+  std::remove(path.c_str());
+  std::unique_ptr<cJSON, void (*)(cJSON*)> doc(cJSON_Parse(text.c_str()), cJSON_Delete);
+  ASSERT_NE(doc, nullptr) << "not JSON: " << text.substr(0, 200);
+  const cJSON* events = cJSON_GetObjectItemCaseSensitive(doc.get(), "traceEvents");
+  ASSERT_TRUE(cJSON_IsArray(events));
+  int graphs = 0, linear = 0, relu = 0, process_names = 0;
+  const cJSON* ev = nullptr;
+  cJSON_ArrayForEach(ev, events) {
+    const std::string ph = cJSON_GetObjectItemCaseSensitive(ev, "ph")->valuestring;
+    const std::string name = cJSON_GetObjectItemCaseSensitive(ev, "name")->valuestring;
+    if (ph == "M") {
+      process_names += name == "process_name";
+      continue;
+    }
+    ASSERT_EQ(ph, "X");
+    EXPECT_GE(cJSON_GetObjectItemCaseSensitive(ev, "dur")->valuedouble, 0);
+    EXPECT_EQ(cJSON_GetObjectItemCaseSensitive(ev, "pid")->valuedouble, ::getpid());
+    const std::string cat = cJSON_GetObjectItemCaseSensitive(ev, "cat")->valuestring;
+    if (cat == "graph") {
+      ++graphs;
+      EXPECT_EQ(name, "decode_step");
+      EXPECT_STREQ(str_arg(ev, "phase"), "decode");
+      EXPECT_STREQ(str_arg(ev, "side"), "embedded");
+      EXPECT_STREQ(str_arg(ev, "status"), "ok");
+    } else {
+      ASSERT_EQ(cat, "node");
+      EXPECT_STREQ(str_arg(ev, "op"), name.c_str());
+      EXPECT_STREQ(str_arg(ev, "phase"), "decode");
+      EXPECT_STREQ(str_arg(ev, "graph"), "decode_step");
+      if (name == "linear") {
+        ++linear;
+        EXPECT_STREQ(str_arg(ev, "node"), "fc");
+        EXPECT_STREQ(str_arg(ev, "module"), "block.3.mlp.fc");
+        const cJSON* layer =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ev, "args"), "layer");
+        ASSERT_TRUE(cJSON_IsNumber(layer));
+        EXPECT_EQ(layer->valuedouble, 3);
+      } else {
+        EXPECT_EQ(name, "relu");
+        ++relu;
+        EXPECT_EQ(str_arg(ev, "module"), nullptr) << "no module annotated on act";
+      }
+    }
+  }
+  EXPECT_EQ(graphs, 3);
+  EXPECT_EQ(linear, 3);
+  EXPECT_EQ(relu, 3);
+  EXPECT_EQ(process_names, 1);
+}
+
+TEST(Trace, NothingIsRecordedOnceStopped) {
+  const std::string path = temp_path("stopped");
+  ASSERT_GENIE_OK(genie_trace_start(path.c_str()));
+  ASSERT_GENIE_OK(genie_trace_stop());
+  run_graph(1);
+  EXPECT_EQ(genie_trace_stop(), GENIE_OK) << "stopping twice does nothing";
+  const std::string text = read_all(path);
+  std::remove(path.c_str());
+  EXPECT_EQ(text.find("\"cat\":\"node\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"traceEvents\":[]"), std::string::npos) << text;
+}
+
+TEST(Trace, BadPathsAreRefused) {
+  EXPECT_EQ(genie_trace_start(nullptr), GENIE_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(genie_trace_start(""), GENIE_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(genie_trace_start("/nonexistent-dir/x/trace.json"), GENIE_ERR_IO);
+  EXPECT_NE(std::string(genie_last_error()).find("/nonexistent-dir/x/trace.json"), std::string::npos);
+  const std::string a = temp_path("a"), b = temp_path("b");
+  ASSERT_GENIE_OK(genie_trace_start(a.c_str()));
+  EXPECT_EQ(genie_trace_start(a.c_str()), GENIE_OK) << "the same path again";
+  EXPECT_EQ(genie_trace_start(b.c_str()), GENIE_ERR_INVALID_ARGUMENT);
+  ASSERT_GENIE_OK(genie_trace_stop());
+  std::remove(a.c_str());
+}
+
+}  // namespace
