@@ -148,4 +148,18 @@ static inline void bu_json_close(FILE *f, const char *path) {
   }
 }
 
+/* A number of the "client" object of genie_context_server_info (this
+ * context's own traffic counters; remote mode). */
+static inline double bu_client_counter(genie_context_t *ctx, const char *key) {
+  char *json = NULL, pat[96];
+  const char *p;
+  double v = -1;
+  bu_check(genie_context_server_info(ctx, &json), "genie_context_server_info");
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  p = strstr(json, "\"client\":");
+  if (p && (p = strstr(p, pat)) != NULL) v = strtod(p + strlen(pat), NULL);
+  genie_free(json);
+  return v;
+}
+
 #endif /* GENIE_BENCH_UTIL_H */

@@ -12,18 +12,6 @@
 #include "../samples/c/gpt2_decode.h"
 #include "bench_util.h"
 
-static double client_counter(genie_context_t *ctx, const char *key) {
-  char *json = NULL, pat[96];
-  const char *p;
-  double v = -1;
-  bu_check(genie_context_server_info(ctx, &json), "genie_context_server_info");
-  snprintf(pat, sizeof pat, "\"%s\":", key);
-  p = strstr(json, "\"client\":");
-  if (p && (p = strstr(p, pat)) != NULL) v = strtod(p + strlen(pat), NULL);
-  genie_free(json);
-  return v;
-}
-
 static genie_context_t *remote_ctx(int32_t port, int deltas) {
   genie_config_t *cfg = NULL;
   genie_context_t *ctx = NULL;
@@ -60,11 +48,7 @@ int main(int argc, char **argv) {
   int i;
   FILE *json;
 
-  dims.d = o.quick ? 32 : 128;
-  dims.heads = 2;
-  dims.layers = 2;
-  dims.vocab = o.quick ? 50 : 1000;
-  dims.t0 = 8;
+  dims = gd_tiny_dims(o.quick);
   gd_model_init(&m, dims, 7);
   logits = bu_malloc(sizeof(float) * (size_t)dims.vocab);
   bu_check(genie_config_create(&scfg), "genie_config_create");
@@ -80,10 +64,10 @@ int main(int argc, char **argv) {
     step_ms(&sd, logits);
     step_ms(&sf, logits);
   }
-  bd0 = client_counter(cd, "graph_bytes_sent");
-  bf0 = client_counter(cf, "graph_bytes_sent");
-  nd0 = client_counter(cd, "graph_submits_delta");
-  nf0 = client_counter(cf, "graph_submits_full");
+  bd0 = bu_client_counter(cd, "graph_bytes_sent");
+  bf0 = bu_client_counter(cf, "graph_bytes_sent");
+  nd0 = bu_client_counter(cd, "graph_submits_delta");
+  nf0 = bu_client_counter(cf, "graph_submits_full");
   td = bu_malloc(sizeof(double) * (size_t)steps);
   tf = bu_malloc(sizeof(double) * (size_t)steps);
   ratio = bu_malloc(sizeof(double) * (size_t)steps);
@@ -98,10 +82,10 @@ int main(int argc, char **argv) {
     }
     ratio[i] = td[i] / tf[i];
   }
-  bd = (client_counter(cd, "graph_bytes_sent") - bd0) / steps;
-  bf = (client_counter(cf, "graph_bytes_sent") - bf0) / steps;
-  bfull = client_counter(cd, "graph_bytes_full") / (steps + warmup);
-  if (client_counter(cd, "graph_submits_delta") - nd0 != steps || client_counter(cf, "graph_submits_full") - nf0 != steps) {
+  bd = (bu_client_counter(cd, "graph_bytes_sent") - bd0) / steps;
+  bf = (bu_client_counter(cf, "graph_bytes_sent") - bf0) / steps;
+  bfull = bu_client_counter(cd, "graph_bytes_full") / (steps + warmup);
+  if (bu_client_counter(cd, "graph_submits_delta") - nd0 != steps || bu_client_counter(cf, "graph_submits_full") - nf0 != steps) {
     fprintf(stderr, "bench: the delta side did not send every measured step as a delta\n");
     return 1;
   }

@@ -366,6 +366,29 @@ GENIE_API genie_status_t genie_config_set_use_env(genie_config_t *config,
 GENIE_API genie_status_t genie_config_set_graph_deltas(genie_config_t *config,
                                                        int enabled);
 
+/** Remote mode: whether Genie uses what the graph means (default 1). With 0,
+ *  the context behaves like semantics-blind disaggregation (API remoting),
+ *  so that the same workload can be measured both ways
+ *  (docs/benchmarks.md, "Semantic vs blind disaggregation"):
+ *  - a tensor allocated on a server's device is kept in this process's
+ *    memory instead (genie_tensor_device still names the device asked for),
+ *    so weights and KV caches travel to the server with every submission
+ *    that binds them, as ordinary inputs;
+ *  - genie_graph_submit runs the graph one operation at a time, one remote
+ *    call each (the values between operations stay on the server until the
+ *    submission ends), with no graph deltas and no plan, and returns once
+ *    the whole graph has run: its future is already complete;
+ *  - every output comes back to this process (genie_tensor_device reports
+ *    "cpu:0"), ready to be bound as an input of the next submission.
+ *  Results are the same as with semantics on. Embedded mode ignores the
+ *  setting. genie_context_server_info's "client" object counts the tensor
+ *  bytes written and read ("tensor_bytes_written", "tensor_bytes_read")
+ *  and the graph bytes sent, in both modes.
+ *  Environment: GENIE_SEMANTICS (on|off|1|0).
+ *  Errors: INVALID_HANDLE. Any thread, before genie_init. */
+GENIE_API genie_status_t genie_config_set_semantics(genie_config_t *config,
+                                                    int enabled);
+
 /** Shared secret for authentication (copied; NULL or "" disables it). A
  *  server with a token admits only clients that prove they hold it
  *  (HMAC-SHA256 challenge-response; the token never crosses the network);
@@ -660,9 +683,12 @@ GENIE_API const char *genie_context_node_id(const genie_context_t *ctx);
  *  completion time, and the measured time of its parts and transfers);
  *  and "client": this context's own counts of the same traffic:
  *  {"graph_deltas", "graph_submits_full", "graph_submits_delta",
- *  "graph_delta_fallbacks", "graph_bytes_sent", "graph_bytes_full"}, where
+ *  "graph_delta_fallbacks", "graph_bytes_sent", "graph_bytes_full",
+ *  "tensor_bytes_written", "tensor_bytes_read", "semantics"}, where
  *  graph_bytes_full is what the same submissions would have taken as full
- *  graphs}), released with genie_free.
+ *  graphs, the tensor bytes are those of this context's tensor writes and
+ *  reads (its own, and blind mode's, genie_config_set_semantics), and
+ *  semantics is false in blind mode}), released with genie_free.
  *  Graph deltas: in remote mode a graph whose JSON has the same shape as one
  *  submitted shortly before (same ops and edges; other input shapes, scalar
  *  attributes or constant bytes) is sent as the changes only, and rebuilt

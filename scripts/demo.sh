@@ -8,7 +8,13 @@
 #      127.0.0.1 (GENIE_MASTER_ADDR/PORT): weights resident on the server;
 #   3. the CLI: samples/graphs/transformer_block.json through `genie run`;
 #   4. a cluster: a worker joins a master (`genie serve --join`), `genie top
-#      --once` shows both, and the Python MLP sample runs against the master.
+#      --once` shows both, and the Python MLP sample runs against the master;
+#   5. what the semantics buy: a GPT-2-style decode loop embedded, remote
+#      with semantics on and remote in blind mode (GENIE_SEMANTICS=off:
+#      one remote call per operation, weights and KV cache sent every step),
+#      bytes per step and step latency side by side (bench_semantic_vs_blind
+#      on loopback; docs/benchmarks.md has the figures across emulated
+#      datacenter links).
 # Every input and weight gets the same seeded values (a function of its
 # name), so equal checksums mean the same computation.
 # Usage: scripts/demo.sh BUILD_DIR   (DEMO_REPEAT=N to time N runs, default 20)
@@ -18,6 +24,7 @@ BUILD=${1:?usage: scripts/demo.sh BUILD_DIR}
 BUILD=$(cd "$BUILD" && pwd)
 cd "$(dirname "$0")/.."
 SAMPLE=$BUILD/sample_transformer_block
+THESIS=$BUILD/bench/bench_semantic_vs_blind
 GENIE=$BUILD/genie
 GRAPH=samples/graphs/transformer_block.json
 REPEAT=${DEMO_REPEAT:-20}
@@ -94,6 +101,14 @@ fi
 kill -TERM "$WORKER" "$SERVER"
 wait "$WORKER" "$SERVER" || true
 SERVER="" WORKER=""
+echo
+
+echo "== 5. semantics on vs off: a decode loop, local / semantic remote / blind remote (loopback)"
+if [ -x "$THESIS" ]; then
+  "$THESIS" --iters 16
+else
+  echo "   (benchmarks not built: GENIE_BUILD_BENCH=OFF)"
+fi
 echo
 
 c_emb=$(field "$TMP/embedded.txt" checksum 3)

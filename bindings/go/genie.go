@@ -117,6 +117,10 @@ type Options struct {
 	// DisableGraphDeltas sends every graph in full (remote mode; by default
 	// a graph submitted again is sent as its changes only).
 	DisableGraphDeltas bool
+	// DisableSemantics runs in blind mode (remote mode): semantics-blind
+	// disaggregation, one remote call per operation, weights and KV caches
+	// sent with every submission; for comparison (genie_config_set_semantics).
+	DisableSemantics bool
 }
 
 // newConfig builds a genie_config_t from opts; the library validates each
@@ -180,6 +184,9 @@ func newConfig(opts *Options) (uintptr, error) {
 	}
 	if opts.DisableGraphDeltas {
 		setters = append(setters, setter{"genie_config_set_graph_deltas", func() int { return capi.Genie_config_set_graph_deltas(cfg, 0) }})
+	}
+	if opts.DisableSemantics {
+		setters = append(setters, setter{"genie_config_set_semantics", func() int { return capi.Genie_config_set_semantics(cfg, 0) }})
 	}
 	if opts.IgnoreEnv {
 		setters = append(setters, setter{"genie_config_set_use_env", func() int { return capi.Genie_config_set_use_env(cfg, 0) }})

@@ -29,6 +29,18 @@ typedef struct gd_dims {
   int d, heads, layers, vocab, t0; /* hidden, heads, layers, vocabulary, initial cache length */
 } gd_dims_t;
 
+/* The GPT-2-tiny of the decode benchmarks: 2 layers, 2 heads, caches from
+ * 8 tokens; hidden 128 and vocabulary 1000, or 32 and 50 when `quick`. */
+static gd_dims_t gd_tiny_dims(int quick) {
+  gd_dims_t dm;
+  dm.d = quick ? 32 : 128;
+  dm.heads = 2;
+  dm.layers = 2;
+  dm.vocab = quick ? 50 : 1000;
+  dm.t0 = 8;
+  return dm;
+}
+
 /* Exits with the failed call on stderr (tests and benchmarks alike). */
 static void gd_check(genie_status_t st, const char *what) {
   if (st == GENIE_OK) return;

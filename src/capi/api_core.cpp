@@ -139,6 +139,7 @@ GENIE_CONFIG_SETTER(genie_config_set_num_threads, int32_t, {
 })
 GENIE_CONFIG_SETTER(genie_config_set_use_env, int, { c.use_env = value != 0; })
 GENIE_CONFIG_SETTER(genie_config_set_graph_deltas, int, { c.graph_deltas = value != 0; })
+GENIE_CONFIG_SETTER(genie_config_set_semantics, int, { c.semantics = value != 0; })
 GENIE_CONFIG_SETTER(genie_config_set_auth_token, const char*, {
   const std::string v = value ? value : "";
   check_auth_token(v, "auth token");

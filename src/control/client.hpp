@@ -138,10 +138,12 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
 
   // Graph submissions so far: full and as deltas (Config::graph_deltas), the
   // deltas sent again in full because the server did not hold their base,
-  // and the bytes of the submission frames as sent vs as full GraphSubmits.
+  // and the bytes of the submission frames as sent vs as full GraphSubmits;
+  // the payload bytes of the tensor writes and reads that succeeded.
   struct GraphStats {
     uint64_t submits_full = 0, submits_delta = 0, delta_fallbacks = 0;
     uint64_t bytes_sent = 0, bytes_full = 0;
+    uint64_t tensor_bytes_written = 0, tensor_bytes_read = 0;
   };
   GraphStats graph_stats() const;
   // Tensor writes and reads done on the caller's own socket, without the

@@ -162,6 +162,11 @@ void Config::apply_env() {
     static const bool vals[] = {false, true};
     graph_deltas = parse_enum("GENIE_GRAPH_DELTAS", v, names, vals);
   }
+  if (const char* v = env("GENIE_SEMANTICS")) {
+    static const char* const names[] = {"on", "off", "1", "0"};
+    static const bool vals[] = {true, false, true, false};
+    semantics = parse_enum("GENIE_SEMANTICS", v, names, vals);
+  }
   if (const char* v = env("GENIE_DIRECT_CALLS")) {
     static const char* const names[] = {"0", "1"};
     static const bool vals[] = {false, true};

@@ -67,6 +67,9 @@ struct Config {
   static constexpr int64_t kDefaultSessionMaxTensors = 65536;
   static constexpr int64_t kDefaultSessionMaxGraphs = 256;
   bool graph_deltas = true;  // remote mode: send graph deltas (GENIE_GRAPH_DELTAS=0 turns them off)
+  // Remote mode: false runs as semantics-blind disaggregation (genie.h,
+  // genie_config_set_semantics; GENIE_SEMANTICS=off).
+  bool semantics = true;
   // Remote mode: synchronous tensor writes and reads, and graph submissions
   // whose completion the waiting thread reads, on the calling thread's own
   // data connection (control/client/direct.hpp); GENIE_DIRECT_CALLS=0 sends

@@ -72,13 +72,14 @@ Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {
     // The selected backend decides the transport of data connections, unless
     // GENIE_TRANSPORT names one (Config::transport).
     cfg_.selected_transport = transport_for_backend(cluster_->selection().backend);
+    if (!cfg_.semantics) cfg_.graph_deltas = false;  // blind mode sends every operation in full
     client_ = RemoteClient::connect(cfg_, node_id_);
     cluster_->add_phase(
         "master_connection",
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
         cat("session with ", client_->server_node_id(), " at ", cfg_.master_addr, ":", cfg_.master_port));
     log(LogLevel::Info, "context ", node_id_, ": remote mode, server ", client_->server_node_id(), " at ",
-        cfg_.master_addr, ":", cfg_.master_port);
+        cfg_.master_addr, ":", cfg_.master_port, cfg_.semantics ? "" : ", blind (semantics off)");
   }
   try {
     cluster_->start(client_);  // phase 6: monitoring
@@ -174,6 +175,12 @@ TensorRef Context::alloc(DType dtype, Shape shape, const char* device, std::stri
     return TensorRef(std::move(t));
   }
   byte_size(shape, dtype_size(dtype));  // TOO_LARGE here, not after a round trip
+  if (!cfg_.semantics) {
+    // Blind mode: nothing stays on the server between submissions; the
+    // tensor is held here and travels with each submission binding it.
+    *canonical = p.canonical;
+    return TensorRef(std::make_shared<TensorData>(dtype, std::move(shape)));
+  }
   const uint64_t id = client_->tensor_alloc(dtype, shape, p.server_device);
   std::shared_ptr<RemoteTensor> rt;
   try {
@@ -213,6 +220,7 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
   descs.reserve(tensors.size());
   for (const TensorRef& t : tensors) descs.push_back({t.dtype(), t.shape()});
   const std::vector<size_t> order = bind_inputs(graph, names, descs, nullptr);
+  if (client_ && !cfg_.semantics) return submit_blind(graph, tensors, descs, order);
   std::shared_ptr<const SubmitMemo::Prepared> prepared = memo ? memo->find(version, descs, order) : nullptr;
   const bool planned = !client_ && devices_.size() > 1;
   const bool prepare = !prepared || (client_ && prepared->json.empty());

@@ -134,6 +134,13 @@ class Context : public std::enable_shared_from_this<Context> {
                                              const std::vector<TensorRef>& tensors,
                                              const std::vector<size_t>& order);
   void remote_graph_done();
+  // Blind mode (Config::semantics false, runtime/blind.cpp): runs the graph
+  // one operation per remote call on this thread; the returned future is
+  // complete.
+  std::shared_ptr<FutureState> submit_blind(const Graph& graph, const std::vector<TensorRef>& tensors,
+                                            const std::vector<TensorDesc>& descs, const std::vector<size_t>& order);
+  FutureResult run_blind(const Graph& graph, const std::vector<TensorRef>& tensors, const std::vector<size_t>& order,
+                         const std::unordered_map<ValueId, Shape>& shapes);
   // Runs `snapshot` over several local devices by the scheduler's plan.
   // A tiny graph (Executor::is_tiny) the plan puts on the host CPU runs on
   // this thread: then its result is in *ran, `done` is left to the caller

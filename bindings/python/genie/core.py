@@ -140,7 +140,7 @@ def _config(master_addr=None, port=None, timeout_ms=None, num_threads=None, log_
             auth_token=None, node_id=None, use_env=True, session_grace_ms=None,
             max_message_bytes=None, heartbeat_interval_ms=None, heartbeat_timeout_ms=None,
             gpu_poll_interval_ms=None, health_interval_ms=None, graph_deltas=None,
-            dpdk_probe=None, allow_insecure=None, tls_ca=None, tls_cert=None, tls_key=None,
+            semantics=None, dpdk_probe=None, allow_insecure=None, tls_ca=None, tls_cert=None, tls_key=None,
             tls_server_name=None, backend=None):
     cfg = capi.genie_config_create()
     try:
@@ -174,6 +174,8 @@ def _config(master_addr=None, port=None, timeout_ms=None, num_threads=None, log_
                 setter(cfg, int(value))
         if graph_deltas is not None:
             capi.genie_config_set_graph_deltas(cfg, 1 if graph_deltas else 0)
+        if semantics is not None:
+            capi.genie_config_set_semantics(cfg, 1 if semantics else 0)
         if dpdk_probe is not None:
             capi.genie_config_set_dpdk_probe(cfg, 1 if dpdk_probe else 0)
         if allow_insecure is not None:
@@ -254,6 +256,8 @@ class Context(_Handle):
     docs/cluster.md): ``heartbeat_interval_ms``, ``heartbeat_timeout_ms``,
     ``gpu_poll_interval_ms``, ``health_interval_ms``. ``graph_deltas``
     (remote mode): send a graph submitted again as its changes only.
+    ``semantics=False`` (remote mode): blind mode, semantics-blind
+    disaggregation for comparison (genie_config_set_semantics).
 
     TLS 1.3 (docs/security.md): ``tls_ca`` (PEM file) turns it on and
     verifies the server; ``tls_cert``/``tls_key`` are a client certificate
@@ -265,14 +269,15 @@ class Context(_Handle):
                  log_level=None, auth_token=None, node_id=None, use_env=True,
                  heartbeat_interval_ms=None, heartbeat_timeout_ms=None,
                  gpu_poll_interval_ms=None, health_interval_ms=None, graph_deltas=None,
-                 tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None, backend=None):
+                 semantics=None, tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None,
+                 backend=None):
         self._subs = set()
         cfg = _config(master_addr, port, timeout_ms, num_threads, log_level, auth_token,
                       node_id, use_env, heartbeat_interval_ms=heartbeat_interval_ms,
                       heartbeat_timeout_ms=heartbeat_timeout_ms,
                       gpu_poll_interval_ms=gpu_poll_interval_ms,
                       health_interval_ms=health_interval_ms, graph_deltas=graph_deltas,
-                      tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
+                      semantics=semantics, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
                       tls_server_name=tls_server_name, backend=backend)
         try:
             self._h = capi.genie_init_abi(capi.GENIE_ABI_VERSION, cfg)

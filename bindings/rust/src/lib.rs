@@ -298,6 +298,16 @@ impl Config {
         Ok(self)
     }
 
+    /// Remote mode: use what the graph means (default true); false runs in
+    /// blind mode, semantics-blind disaggregation for comparison: one
+    /// remote call per operation, weights and KV caches sent with every
+    /// submission (genie_config_set_semantics).
+    pub fn semantics(&mut self, on: bool) -> Result<&mut Self> {
+        // SAFETY: live config.
+        check(unsafe { ffi::genie_config_set_semantics(self.raw.as_ptr(), on as i32) })?;
+        Ok(self)
+    }
+
     /// Whether [`discover`] runs the full DPDK probe (default true).
     pub fn dpdk_probe(&mut self, on: bool) -> Result<&mut Self> {
         // SAFETY: live config.

@@ -56,31 +56,35 @@ uint64_t RemoteClient::tensor_alloc(DType dtype, const Shape& shape, const std::
 void RemoteClient::tensor_write(uint64_t id, size_t offset, const void* src, size_t nbytes,
                                 const dataplane::SemanticTag& tag) {
   check(src != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "src is NULL");
-  if (impl_->rma_transfer(true, id, offset, const_cast<void*>(src), nbytes, tag)) return;
-  if (impl_->direct_transfer(true, id, offset, const_cast<void*>(src), nbytes)) return;
-  wire::TensorWrite m;
-  m.set_tensor_id(id);
-  m.set_offset(offset);
-  auto call = std::make_shared<Call>(MsgType::TensorWrite, Link::Data);
-  call->tag = tag;
-  // The caller blocks until the reply, so its buffer can be the payload.
-  impl_->transact(call, wire::encode_msg(m), src, nbytes);
+  if (!impl_->rma_transfer(true, id, offset, const_cast<void*>(src), nbytes, tag) &&
+      !impl_->direct_transfer(true, id, offset, const_cast<void*>(src), nbytes)) {
+    wire::TensorWrite m;
+    m.set_tensor_id(id);
+    m.set_offset(offset);
+    auto call = std::make_shared<Call>(MsgType::TensorWrite, Link::Data);
+    call->tag = tag;
+    // The caller blocks until the reply, so its buffer can be the payload.
+    impl_->transact(call, wire::encode_msg(m), src, nbytes);
+  }
+  impl_->tensor_bytes_written.fetch_add(nbytes, std::memory_order_relaxed);
 }
 
 void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nbytes,
                                const dataplane::SemanticTag& tag) {
   check(dst != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "dst is NULL");
-  if (impl_->rma_transfer(false, id, offset, dst, nbytes, tag)) return;
-  if (impl_->direct_transfer(false, id, offset, dst, nbytes)) return;
-  wire::TensorRead m;
-  m.set_tensor_id(id);
-  m.set_offset(offset);
-  m.set_nbytes(nbytes);
-  auto call = std::make_shared<Call>(MsgType::TensorRead, Link::Data);
-  call->tag = tag;
-  call->dst = dst;
-  call->nbytes = nbytes;
-  impl_->transact(call, wire::encode_msg(m));
+  if (!impl_->rma_transfer(false, id, offset, dst, nbytes, tag) &&
+      !impl_->direct_transfer(false, id, offset, dst, nbytes)) {
+    wire::TensorRead m;
+    m.set_tensor_id(id);
+    m.set_offset(offset);
+    m.set_nbytes(nbytes);
+    auto call = std::make_shared<Call>(MsgType::TensorRead, Link::Data);
+    call->tag = tag;
+    call->dst = dst;
+    call->nbytes = nbytes;
+    impl_->transact(call, wire::encode_msg(m));
+  }
+  impl_->tensor_bytes_read.fetch_add(nbytes, std::memory_order_relaxed);
 }
 
 uint64_t RemoteClient::direct_transfers() const {
@@ -222,6 +226,8 @@ RemoteClient::GraphStats RemoteClient::graph_stats() const {
   s.delta_fallbacks = im.delta_fallbacks.load();
   s.bytes_sent = im.graph_bytes_sent.load();
   s.bytes_full = im.graph_bytes_full.load();
+  s.tensor_bytes_written = im.tensor_bytes_written.load();
+  s.tensor_bytes_read = im.tensor_bytes_read.load();
   return s;
 }
 
@@ -244,6 +250,9 @@ std::string RemoteClient::server_info_json() {
   cJSON_AddNumberToObject(c, "graph_delta_fallbacks", static_cast<double>(g.delta_fallbacks));
   cJSON_AddNumberToObject(c, "graph_bytes_sent", static_cast<double>(g.bytes_sent));
   cJSON_AddNumberToObject(c, "graph_bytes_full", static_cast<double>(g.bytes_full));
+  cJSON_AddNumberToObject(c, "tensor_bytes_written", static_cast<double>(g.tensor_bytes_written));
+  cJSON_AddNumberToObject(c, "tensor_bytes_read", static_cast<double>(g.tensor_bytes_read));
+  cJSON_AddBoolToObject(c, "semantics", impl_->cfg.semantics);
   char* text = cJSON_PrintUnformatted(o.get());
   check(text != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");
   std::string s(text);

@@ -245,6 +245,8 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   std::atomic<uint64_t> graph_submits_full{0}, graph_submits_delta{0}, delta_fallbacks{0};
   std::atomic<uint64_t> graph_bytes_sent{0};  // submission frames as sent (fallbacks included)
   std::atomic<uint64_t> graph_bytes_full{0};  // the same submissions as full GraphSubmit frames
+  // Payload bytes of the tensor writes and reads that succeeded.
+  std::atomic<uint64_t> tensor_bytes_written{0}, tensor_bytes_read{0};
   // The server accepts submissions on a data connection
   // (Welcome.data_submit), and frees inside them (Welcome.submit_frees).
   // Written on the loop thread under mu.

@@ -85,3 +85,31 @@ def test_tls_settings_reach_the_library(tmp_path):
         genie.Server(port=0, use_env=False, tls_cert=missing, tls_key=missing,
                      tls_ca=str(tmp_path / "ca.pem"))
     assert "server.pem" in e.value.detail
+
+
+def test_blind_mode_matches_semantic(serve):
+    """Context(semantics=False): the same results, weights sent every run,
+    one remote call per operation (genie_config_set_semantics)."""
+    g = genie.Graph("blind")
+    g.input("x", [4, 16])
+    g.input("w", [16, 32], role="weight")
+    g.node("matmul", "mm", ["x", "w"], outputs="h")
+    g.node("relu", "act", ["h"], outputs="y")
+    g.output("y")
+    x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(4, 16)
+    w = np.linspace(-2, 2, 512, dtype=np.float32).reshape(16, 32)
+    out = {}
+    for semantics in (True, False):
+        with genie.Context(f"127.0.0.1:{serve}", use_env=False, semantics=semantics) as c:
+            wt = c.from_numpy(w)
+            assert wt.device == "remote:0"
+            before = c.server_info()["client"]
+            out[semantics] = c.run(g, {"x": x, "w": wt})["y"]
+            after = c.server_info()["client"]
+            assert after["semantics"] is semantics
+            sent = after["tensor_bytes_written"] - before["tensor_bytes_written"]
+            calls = after["graph_submits_full"] - before["graph_submits_full"]
+            # Blind: x and w travel with the run, each of the two operations is a call.
+            assert (sent, calls) == ((x.nbytes + w.nbytes, 2) if not semantics else (x.nbytes, 1))
+    np.testing.assert_array_equal(out[True], out[False])
+    np.testing.assert_allclose(out[True], np.maximum(x @ w, 0), rtol=1e-5, atol=1e-5)
