@@ -222,5 +222,11 @@ int main(int argc, char **argv) {
     printf("genie_linkemu: %s -> %s: %llu packets, %llu bytes, %llu dropped, latest release %.1f us late\n",
            i ? dev_b : dev_a, i ? dev_a : dev_b, (unsigned long long)d[i].packets, (unsigned long long)d[i].bytes,
            (unsigned long long)d[i].drops, (double)d[i].max_late_ns / 1000.0);
+  for (i = 0; i < 2; ++i) {
+    free(d[i].q);
+    free(d[i].data);
+  }
+  close(fa);
+  close(fb);
   return 0;
 }
