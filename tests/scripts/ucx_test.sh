@@ -13,6 +13,8 @@
 #   1c. local peers' rendezvous payloads move by UCX shared memory (cma);
 #   4. GENIE_BACKEND=ucx selects the ucx backend (genie discover says it
 #      is usable and why rdma is not) and carries the data over ucx;
+#   5. a server killed in the middle of transfers over ucx: the client's
+#      call fails with GENIE_ERR_CONNECTION, it does not hang;
 #   3. a client demanding ucx from a server that does not offer it is
 #      refused with GENIE_ERR_UNSUPPORTED naming the reason.
 # UCX runs over TCP and shared memory here (UCX_TLS, UCX_NET_DEVICES); on
@@ -86,6 +88,24 @@ out=$(GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$PORT GENIE_BACKEND=ucx GENI
 grep -q "ucx: channel to .* lanes: " "$TMP/backend.err" || fail "GENIE_BACKEND=ucx did not carry the data over ucx"
 echo "ok 4: GENIE_BACKEND=ucx selected (discover: $(grep -E '^  rdma' <<<"$disc" | head -c 100)...) and used"
 kill -TERM "$SERVER_PID"; wait "$SERVER_PID" || true
+
+# --- 5. a server that dies mid-transfer: a clear error, no hang ----------------
+# The client's calls must fail with GENIE_ERR_CONNECTION once its reconnect
+# attempts (bounded by GENIE_TIMEOUT) give up; `timeout` bounds the run, so
+# a hang fails the test instead of stalling it.
+GENIE_SERVE_TRANSPORTS=tcp,ucx start_server dies
+set +e
+GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$PORT GENIE_TRANSPORT=ucx GENIE_TIMEOUT=5000 \
+  timeout 60 stdbuf -oL "$TOOL" $(for _ in $(seq 1 40); do echo $((32 << 20)); done) >"$TMP/dies.out" 2>"$TMP/dies.err" &
+tool=$!
+set -e
+wait_for "$TMP/dies.out" "roundtrip" 30 || fail "no transfer over ucx before the kill: $(cat "$TMP/dies.err")"
+kill -KILL "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true
+rc=0; wait "$tool" || rc=$?
+[ "$rc" != 124 ] || fail "the client hung after its server died: $(tail -3 "$TMP/dies.err")"
+[ "$rc" = 3 ] && grep -q "GENIE_ERR_CONNECTION" "$TMP/dies.err" ||
+  fail "a dead server did not give a connection error (exit $rc): $(cat "$TMP/dies.out" "$TMP/dies.err" | tail -3)"
+echo "ok 5: server killed mid-transfer over ucx: $(grep -m1 -o 'GENIE_ERR_CONNECTION.*' "$TMP/dies.err" | head -c 140)"
 
 # --- 3. demanded but not offered ----------------------------------------------
 start_server tcp-only
