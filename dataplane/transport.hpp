@@ -294,6 +294,15 @@ class Channel {
   // this process).
   virtual void set_max_message(uint32_t bytes) {}
 
+  // True where put/get on this channel, although supported, are carried by
+  // the transport's own messages through the peer's CPU rather than by a
+  // one-sided path between these two ends (UCX without an RMA lane to this
+  // peer: shared memory with peer-failure handling, or plain TCP; see
+  // docs/ucx.md). Bulk bytes then move at least as fast as a framed
+  // payload, and callers choose that. Known once the channel is connected
+  // (the accepting side: once a frame arrived); false before. Any thread.
+  virtual bool rma_emulated() const { return false; }
+
   // Remote memory access, where capabilities say `rma`: copies `length`
   // bytes from `local` at `local_offset` into the peer's region `remote` at
   // `remote_offset` (put), or the other way (get). `local` must stay

@@ -1,5 +1,6 @@
 #include "dataplane/ucx/channel.hpp"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "dataplane/guarded.hpp"
@@ -16,6 +17,20 @@ constexpr uint64_t kRndvBytes = 16 << 10;
 constexpr auto kTeardownWait = std::chrono::milliseconds(2000);
 
 bool fits(uint64_t offset, uint64_t length, uint64_t size) { return offset <= size && length <= size - offset; }
+
+// GENIE_UCX_RMA=always: offer RMA even on channels where UCX only emulates
+// it (to exercise the RMA path without RDMA hardware; slower). Unset or
+// "auto": such channels say rma_emulated().
+bool rma_always() {
+  static const bool always = [] {
+    const char* v = std::getenv("GENIE_UCX_RMA");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) return false;
+    if (std::strcmp(v, "always") == 0) return true;
+    say(LogLevel::Warn, "ucx: GENIE_UCX_RMA='", v, "' is not 'auto' or 'always': using auto");
+    return false;
+  }();
+  return always;
+}
 
 }  // namespace
 
@@ -272,14 +287,28 @@ void Endpoint::pump() {
   }
 }
 
+void Endpoint::learn_lanes(bool log) {
+  lanes_known_ = true;
+  const std::vector<Lane> lanes = endpoint_lanes(ep_);
+  // Unreadable lanes: keep RMA (the transport's capability) as it was.
+  const bool emulated = !lanes.empty() && !has_rma_lane(lanes) && !rma_always();
+  rma_emulated_.store(emulated, std::memory_order_release);
+  // Which transports UCX chose (shared memory between local peers).
+  if (log)
+    say(LogLevel::Debug, "ucx: channel to ", peer_, " lanes: ", describe_lanes(lanes),
+        emulated ? "; no RMA lane: bulk bytes go as rendezvous payloads" : "");
+}
+
 void Endpoint::handle(Incoming& in) {
+  // The accepting side's endpoint is wired once the peer's first message
+  // arrived over it.
+  if (!lanes_known_ && established_ && ep_ != nullptr && in.id != kAmWelcome) learn_lanes(false);
   switch (in.id) {
     case kAmWelcome:
       release(in);
       if (!established_) {
         established_ = true;
-        // Which transports UCX chose (shared memory between local peers).
-        say(LogLevel::Debug, "ucx: channel to ", peer_, " lanes: ", describe_lanes(ep_));
+        learn_lanes(true);
         if (auto cb = std::exchange(connect_cb_, nullptr)) run_logged([&] { cb(GENIE_OK, {}); }, "connect callback");
       }
       return;

@@ -21,6 +21,7 @@
 // memory.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <memory>
@@ -69,6 +70,8 @@ class Endpoint final : public Channel, public AmSink, public std::enable_shared_
   void get(const std::shared_ptr<MemoryRegion>& local, uint64_t local_offset, const MemoryDescriptor& remote,
            uint64_t remote_offset, uint64_t length, RmaDone done) override;
 
+  bool rma_emulated() const override { return rma_emulated_.load(std::memory_order_acquire); }
+
   ucs_status_t arrive(unsigned id, const void* header, size_t header_len, void* data, size_t length,
                       const ucp_am_recv_param_t* param) override;
 
@@ -96,6 +99,9 @@ class Endpoint final : public Channel, public AmSink, public std::enable_shared_
   // Sends an active message without header or data (welcome, bye).
   void send_control(unsigned id, const char* what);
   void lost(ucs_status_t st);
+  // Reads the wired endpoint's lanes once: whether RMA has a lane of its
+  // own (rma_emulated); the connecting side logs them.
+  void learn_lanes(bool log);
   void rma(bool put, const std::shared_ptr<MemoryRegion>& local, uint64_t local_offset,
            const MemoryDescriptor& remote, uint64_t remote_offset, uint64_t length, RmaDone done);
   // Issues one UCX operation for `op` (a request pointer, NULL for done at
@@ -127,6 +133,8 @@ class Endpoint final : public Channel, public AmSink, public std::enable_shared_
   bool errored_ = false;      // the endpoint failed (peer lost, or never reached)
   bool close_done_ = false;   // ucp_ep_close_nbx completed
   bool receiving_ = false;    // a rendezvous receive is in flight
+  bool lanes_known_ = false;  // learn_lanes ran
+  std::atomic<bool> rma_emulated_{false};
   genie_status_t close_status_ = GENIE_OK;
   std::string close_detail_;
   uint64_t ops_open_ = 0;  // operations whose callbacks have not run yet

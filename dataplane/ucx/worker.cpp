@@ -216,16 +216,16 @@ ucs_status_t LoopWorker::on_am(unsigned id, void* arg, const void* header, size_
   return it->second->arrive(id, header, header_len, data, length, param);
 }
 
-std::string describe_lanes(ucp_ep_h ep) {
+std::vector<Lane> endpoint_lanes(ucp_ep_h ep) {
   // UCX 1.13's ucp_ep_query cannot name an endpoint's transports; its
   // printout can: "lane[1]:  3:sysv/memory.0 md[2] -> ... am am_bw#0".
+  std::vector<Lane> lanes;
   char* text = nullptr;
   size_t size = 0;
   FILE* f = open_memstream(&text, &size);
-  if (f == nullptr) return "?";
+  if (f == nullptr) return lanes;
   ucp_ep_print_info(ep, f);
   std::fclose(f);
-  std::string out;
   const std::string all(text, size);
   std::free(text);
   for (size_t at = all.find("lane["); at != std::string::npos; at = all.find("lane[", at + 1)) {
@@ -239,14 +239,31 @@ std::string describe_lanes(ucp_ep_h ep) {
     if (const size_t idx = tl.find(':'); idx != std::string::npos && tl.rfind("cm ", 0) != 0) tl.erase(0, idx + 1);
     if (const size_t dot = tl.rfind('.'); dot != std::string::npos && tl.find('/') != std::string::npos)
       tl.erase(dot);  // "tcp/lo.0" -> "tcp/lo"
-    std::string roles;
+    Lane lane;
+    lane.transport = std::move(tl);
     if (arrow != std::string::npos) {
       const size_t sp = line.find(' ', arrow + 3);
-      if (sp != std::string::npos) roles = line.substr(sp + 1);
+      if (sp != std::string::npos) lane.roles = line.substr(sp + 1);
     }
-    out += cat(out.empty() ? "" : ", ", tl, roles.empty() ? "" : cat(" (", roles, ")"));
+    lanes.push_back(std::move(lane));
   }
+  return lanes;
+}
+
+std::string describe_lanes(const std::vector<Lane>& lanes) {
+  std::string out;
+  for (const Lane& l : lanes)
+    out += cat(out.empty() ? "" : ", ", l.transport, l.roles.empty() ? "" : cat(" (", l.roles, ")"));
   return out.empty() ? "?" : out;
+}
+
+bool has_rma_lane(const std::vector<Lane>& lanes) {
+  for (const Lane& l : lanes) {
+    // Roles are space-separated words: "rma#0" (not "rma_bw#0").
+    for (size_t at = l.roles.find("rma#"); at != std::string::npos; at = l.roles.find("rma#", at + 1))
+      if (at == 0 || l.roles[at - 1] == ' ') return true;
+  }
+  return false;
 }
 
 std::string format_sockaddr(const struct sockaddr* sa) {

@@ -112,9 +112,29 @@ class LoopWorker : public std::enable_shared_from_this<LoopWorker> {
   std::map<ucp_ep_h, AmSink*> sinks_;
 };
 
-// The transports of an endpoint's lanes and what each carries, e.g.
+// One lane of a wired endpoint: its transport ("tcp/lo", "cma/memory",
+// "cm rdmacm") and what it carries, as UCX names the roles ("am am_bw#0
+// wireup", "rma#0 rma_bw#0").
+struct Lane {
+  std::string transport;
+  std::string roles;
+};
+
+// An endpoint's lanes (from ucp_ep_print_info; empty if it cannot be read).
+// Loop thread only (the worker is single-threaded).
+std::vector<Lane> endpoint_lanes(ucp_ep_h ep);
+
+// The lanes as one line, e.g.
 // "cm rdmacm, sysv/memory (am am_bw#0 keepalive), tcp/lo (rma_bw#0 wireup)".
-std::string describe_lanes(ucp_ep_h ep);
+std::string describe_lanes(const std::vector<Lane>& lanes);
+
+// True when a lane carries UCX's RMA operations (role "rma#N": ucp_put_nbx,
+// ucp_get_nbx). Without one, UCX 1.13 emulates them in software with active
+// messages that the peer's worker must handle (bulk "rma_bw" lanes serve
+// rendezvous only): between local processes with peer-failure handling,
+// and over plain TCP, every RMA byte then goes through the peer's CPU and
+// a socket.
+bool has_rma_lane(const std::vector<Lane>& lanes);
 
 // "a.b.c.d:port" or "[v6]:port" for a socket address.
 std::string format_sockaddr(const struct sockaddr* sa);

@@ -252,6 +252,10 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   // Written on the loop thread under mu.
   bool data_submit = false;
   bool submit_frees = false;
+  // The data channel carries RMA only by emulating it through the server's
+  // CPU (Channel::rma_emulated): rma_transfer takes the framed path. Set
+  // on the loop thread when the data connection is up.
+  std::atomic<bool> data_rma_emulated{false};
   // Bumped (under mu) each time the session becomes ready: a direct link
   // joined before a reconnect belongs to connections the server dropped.
   uint64_t link_epoch = 0;

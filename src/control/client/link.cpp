@@ -215,6 +215,7 @@ void RemoteClient::Impl::open_data_link() {
                                  if (g != gen) return;
                                  if (st != GENIE_OK)
                                    return attempt_failed(GENIE_ERR_CONNECTION, cat("data connection: ", detail));
+                                 data_rma_emulated = data->channel()->rma_emulated();
                                  wire::DataHello h;
                                  h.set_session_id(session_id);
                                  data->send(MsgType::DataHello, next_id.fetch_add(1), 0, wire::encode_msg(h));

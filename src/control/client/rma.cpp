@@ -18,6 +18,9 @@ bool RemoteClient::Impl::rma_transfer(bool write, uint64_t id, size_t offset, vo
   if (name == "tcp") return false;
   const dataplane::TransportLookup t = dataplane::lookup_transport(name);
   if (!t.transport || !t.transport->capabilities().rma) return false;
+  // RMA that the transport would carry through the server's CPU anyway
+  // (UCX with no RMA lane to this server): the framed payload is faster.
+  if (im.data_rma_emulated) return false;
   std::shared_ptr<dataplane::MemoryRegion> region;
   try {
     region = t.transport->register_memory(buf, nbytes, dataplane::MemoryKind::Host);

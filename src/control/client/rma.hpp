@@ -2,8 +2,10 @@
 // connection's transport has it (ucx; docs/ucx.md): the caller's buffer is
 // registered with that transport and its descriptor sent in a
 // TensorRmaWrite/TensorRmaRead; the server moves the bytes itself and
-// answers. Small transfers, transports without RMA, and tensors the server
-// does not hold itself (it answers UNSUPPORTED) take the framed path.
+// answers. Small transfers, transports without RMA, channels whose RMA the
+// transport would only emulate through the server's CPU
+// (Channel::rma_emulated), and tensors the server does not hold itself (it
+// answers UNSUPPORTED) take the framed path.
 #pragma once
 
 #include <cstddef>
