@@ -45,6 +45,40 @@
  *   entries, with the rank in `*ndim`; for a scalar `*ndim` is 0 and the
  *   array is not written. The JSON forms write a scalar's shape as [].
  *
+ * Documentation.  Each function's comment ends with the same two lines:
+ *   "Errors:" lists every status it returns besides GENIE_OK, by the name
+ *   after GENIE_ERR_ (INVALID_HANDLE for GENIE_ERR_INVALID_HANDLE), with
+ *   the cause in parentheses where the name alone does not say it; a
+ *   function that returns no status says "Errors: none" and what it
+ *   returns instead for a bad handle or argument. "Threads:" says which
+ *   threads may call it and what may run beside it. tests/capi checks the
+ *   Errors lines against what the library returns for bad handles and
+ *   arguments.
+ *
+ * Canonical forms.  New functions follow these; the older forms named here
+ *   stay for the ABI and are not going away within ABI version 1.
+ *   - A question is answered as a status with the answer in an `int *out`
+ *     (1 or 0), as genie_context_is_connected does; a bad handle is then
+ *     INVALID_HANDLE. genie_is_initialized (0 for anything not a live
+ *     context), genie_context_is_embedded (-1 for a bad handle),
+ *     genie_metrics_supported and genie_op_is_registered return the answer
+ *     directly; they cannot fail otherwise.
+ *   - A bad handle is answered with GENIE_ERR_INVALID_HANDLE. Functions
+ *     that return no status (destroy functions, the borrowed-string
+ *     getters genie_context_node_id and genie_tensor_device) answer it as
+ *     their Errors line says: destroy functions ignore it, getters return
+ *     NULL. genie_op_ctx_t is not a handle but a pointer valid during a
+ *     callback: NULL is INVALID_ARGUMENT there.
+ *   - Callback types are named genie_<what>_fn (genie_event_fn,
+ *     genie_op_infer_fn ...); genie_future_callback_t is the one older name.
+ *   - A setting that only a server reads says "Server:" (or "Servers:")
+ *     first in its comment; the others are read by contexts, and by
+ *     servers where genie_server_create says so.
+ *
+ * Versions.  Every function declared here is part of 0.1.0 (GENIE_VERSION),
+ *   the version this header has carried since it was first written; a
+ *   function added in a later version says "@since" with that version.
+ *
  * Threads.  Unless stated otherwise, functions may be called from any thread.
  *   One handle may be used from several threads at once only where its
  *   functions say so: contexts and tensors are thread-safe; a graph under
@@ -99,13 +133,16 @@ extern "C" {
  *  shared library's SONAME major (libgenie.so.1). */
 #define GENIE_ABI_VERSION 1
 
-/** Run-time library version, encoded like GENIE_VERSION. Never fails. */
+/** Run-time library version, encoded like GENIE_VERSION. Never fails.
+ *  Errors: none. Threads: any. */
 GENIE_API uint32_t genie_version(void);
 
-/** Run-time library version as a static string, e.g. "0.1.0". Never fails. */
+/** Run-time library version as a static string, e.g. "0.1.0". Never fails.
+ *  Errors: none. Threads: any. */
 GENIE_API const char *genie_version_string(void);
 
-/** ABI version the library was built with. Never fails. */
+/** ABI version the library was built with. Never fails.
+ *  Errors: none. Threads: any. */
 GENIE_API uint32_t genie_abi_version(void);
 
 /* ------------------------------------------------------------------------- */
@@ -167,16 +204,20 @@ typedef int32_t genie_status_t;
 #define GENIE_ERR_INTERNAL (-22)
 
 /** The static name of a status code, e.g. "GENIE_ERR_PARSE". Unknown codes
- *  give "unknown status". Never returns NULL. */
+ *  give "unknown status". Never returns NULL.
+ *  Errors: none. Threads: any. */
 GENIE_API const char *genie_status_str(genie_status_t status);
 
 /** The detail message of the last failed call on the calling thread (what
- *  was wrong, without the status name), or "" if none failed yet. Borrowed: valid until the next Genie call on this thread.
- *  A successful call does not clear it. Never returns NULL. */
+ *  was wrong, without the status name), or "" if none failed yet. Borrowed:
+ *  valid until the next Genie call on this thread.
+ *  A successful call does not clear it. Never returns NULL.
+ *  Errors: none. Threads: any; answers for the calling thread. */
 GENIE_API const char *genie_last_error(void);
 
 /** Releases memory that Genie returned through a `char **` (or `void **`)
- *  out-parameter. Accepts NULL. */
+ *  out-parameter. Accepts NULL.
+ *  Errors: none. Threads: any. */
 GENIE_API void genie_free(void *ptr);
 
 /* ------------------------------------------------------------------------- */
@@ -198,11 +239,13 @@ typedef enum genie_dtype {
   GENIE_DTYPE_MAX_ENUM = 0x7fffffff
 } genie_dtype_t;
 
-/** Size in bytes of one element of `dtype`, or 0 for an invalid dtype. */
+/** Size in bytes of one element of `dtype`, or 0 for an invalid dtype.
+ *  Errors: none (0 for an invalid dtype). Threads: any. */
 GENIE_API size_t genie_dtype_size(genie_dtype_t dtype);
 
 /** Short static name of `dtype` ("f32", "f16", "bf16", "i32", "i64", "bool"),
- *  or "invalid". Never returns NULL. */
+ *  or "invalid". Never returns NULL.
+ *  Errors: none ("invalid" for an invalid dtype). Threads: any. */
 GENIE_API const char *genie_dtype_name(genie_dtype_t dtype);
 
 /** Role of this process in a cluster (genie_config_set_role). The values
@@ -293,33 +336,40 @@ typedef struct genie_server genie_server_t;   /* a server run in this process */
  *  port 5555, generated node id, role client, backend auto, log level warn,
  *  timeout 30000 ms, worker threads = hardware concurrency, environment
  *  overrides enabled.
- *  Errors: INVALID_ARGUMENT (out is NULL), OUT_OF_MEMORY. */
+ *  Errors: INVALID_ARGUMENT (out is NULL), OUT_OF_MEMORY.
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_create(genie_config_t **out);
 
 /** Destroys a configuration. Accepts NULL. Contexts created from it are not
- *  affected (genie_init copies the configuration). */
+ *  affected (genie_init copies the configuration).
+ *  Errors: none (a bad handle is ignored).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API void genie_config_destroy(genie_config_t *config);
 
 /** Master (server) address, host name or IP. NULL or "" means embedded mode.
- *  Environment: GENIE_MASTER_ADDR.  Errors: INVALID_HANDLE. */
+ *  Environment: GENIE_MASTER_ADDR.  Errors: INVALID_HANDLE.
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_master_addr(genie_config_t *config,
                                                       const char *addr);
 
 /** Master TCP port, 1..65535 (default 5555). Environment: GENIE_MASTER_PORT.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_master_port(genie_config_t *config,
                                                       int32_t port);
 
 /** Node id of this process; NULL or "" generates one at init. At most 255
  *  bytes of [A-Za-z0-9._-]. Environment: GENIE_NODE_ID.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad characters or length). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad characters or length).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_node_id(genie_config_t *config,
                                                   const char *node_id);
 
 /** Role of this process (default GENIE_NODE_ROLE_CLIENT). Environment:
  *  GENIE_NODE_ROLE (client|server|worker).
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_node_role_t, e.g.
- *  a genie_tensor_role_t). */
+ *  a genie_tensor_role_t).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_role(genie_config_t *config,
                                                genie_node_role_t role);
 
@@ -327,18 +377,21 @@ GENIE_API genie_status_t genie_config_set_role(genie_config_t *config,
  *  (auto|tcp|rdma|dpdk|dpdk_gpudev|ucx). rdma needs an InfiniBand or RoCE
  *  device that UCX drives; ucx runs the same UCX transport over whatever
  *  UCX finds (docs/ucx.md).
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_backend_t). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_backend_t).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_backend(genie_config_t *config,
                                                   genie_backend_t backend);
 
 /** Log level. Environment: GENIE_LOG_LEVEL (off|error|warn|info|debug|trace).
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_log_level(genie_config_t *config,
                                                     genie_log_level_t level);
 
 /** Timeout in milliseconds for connecting and for remote requests, > 0
  *  (default 30000). Environment: GENIE_TIMEOUT (milliseconds).
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (<= 0). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (<= 0).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_timeout_ms(genie_config_t *config,
                                                      int64_t timeout_ms);
 
@@ -346,13 +399,15 @@ GENIE_API genie_status_t genie_config_set_timeout_ms(genie_config_t *config,
  *  the hardware concurrency (default). Matrix products inside one node use
  *  the BLAS library's own threads besides (OPENBLAS_NUM_THREADS).
  *  Environment: GENIE_NUM_THREADS.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative or above 1024). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative or above 1024).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_num_threads(genie_config_t *config,
                                                       int32_t num_threads);
 
 /** Whether GENIE_* environment variables override the values set here
  *  (default 1: an operator can redirect a program without rebuilding it).
- *  Errors: INVALID_HANDLE. */
+ *  Errors: INVALID_HANDLE.
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_use_env(genie_config_t *config,
                                                   int use_env);
 
@@ -362,7 +417,8 @@ GENIE_API genie_status_t genie_config_set_use_env(genie_config_t *config,
  *  earlier graph, which the server rebuilds (default 1; docs/protocol.md,
  *  Graph deltas). Results never differ; genie_context_server_info counts
  *  the bytes sent with and without. Environment: GENIE_GRAPH_DELTAS (0|1).
- *  Errors: INVALID_HANDLE. */
+ *  Errors: INVALID_HANDLE.
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_graph_deltas(genie_config_t *config,
                                                        int enabled);
 
@@ -397,7 +453,8 @@ GENIE_API genie_status_t genie_config_set_semantics(genie_config_t *config,
  *  bits or less by its characters, e.g. one letter repeated or a run like
  *  "abcd..."): make one with `openssl rand -hex 32`.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (shorter than 16 bytes, or
- *  longer than 4096). */
+ *  longer than 4096).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_auth_token(genie_config_t *config,
                                                      const char *token);
 
@@ -409,7 +466,8 @@ GENIE_API genie_status_t genie_config_set_auth_token(genie_config_t *config,
  *  chained to this CA (mutual TLS) and refuses the others. Files are read
  *  when a connection or server is created: an unreadable file fails
  *  genie_init or genie_server_create with INVALID_ARGUMENT naming it.
- *  Environment: GENIE_TLS_CA. Errors: INVALID_HANDLE. */
+ *  Environment: GENIE_TLS_CA. Errors: INVALID_HANDLE.
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_tls_ca(genie_config_t *config,
                                                  const char *ca_file);
 
@@ -418,7 +476,8 @@ GENIE_API genie_status_t genie_config_set_tls_ca(genie_config_t *config,
  *  only TLS (plaintext clients are refused); a client presents them when
  *  the server asks for a client certificate. Environment: GENIE_TLS_CERT,
  *  GENIE_TLS_KEY. Errors: INVALID_HANDLE, INVALID_ARGUMENT (one of the two
- *  missing). */
+ *  missing).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_tls_cert(genie_config_t *config,
                                                    const char *cert_file,
                                                    const char *key_file);
@@ -426,7 +485,8 @@ GENIE_API genie_status_t genie_config_set_tls_cert(genie_config_t *config,
 /** TLS 1.3, clients: the name (DNS name or IP address) that the server's
  *  certificate must carry (copied; NULL or "" means the host connected
  *  to, the default). Environment: GENIE_TLS_SERVER_NAME.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 255 bytes). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 255 bytes).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_tls_server_name(
     genie_config_t *config, const char *name);
 
@@ -435,14 +495,16 @@ GENIE_API genie_status_t genie_config_set_tls_server_name(
  *  0: it refuses with INVALID_ARGUMENT, since anyone who reaches the port
  *  could then use the server). Set it only on a network you trust; the
  *  server logs a warning when it does. Environment: GENIE_ALLOW_INSECURE
- *  (0|1). Errors: INVALID_HANDLE. */
+ *  (0|1). Errors: INVALID_HANDLE.
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_allow_insecure(genie_config_t *config,
                                                          int allow);
 
 /** Server: how long a session's tensors are kept after its connection is
  *  lost, waiting for the client to reconnect, in milliseconds, >= 0
  *  (default 30000). Environment: GENIE_SESSION_GRACE (milliseconds).
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_session_grace_ms(
     genie_config_t *config, int64_t grace_ms);
 
@@ -454,34 +516,39 @@ GENIE_API genie_status_t genie_config_set_session_grace_ms(
  *  only a client that stopped does. Sessions of peer servers (a master's on
  *  its workers) are exempt: they end with their connection.
  *  Environment: GENIE_SESSION_IDLE (milliseconds).
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_session_idle_ms(
     genie_config_t *config, int64_t idle_ms);
 
 /** Server: a connection that has not completed its handshake (and
  *  authentication) within this many milliseconds, 10..86400000, is closed
  *  (default 10000). Environment: GENIE_HANDSHAKE_TIMEOUT.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_handshake_timeout_ms(
     genie_config_t *config, int64_t timeout_ms);
 
 /** Server: connections open at once, 0..1000000 (0: no limit; default
  *  1024); one past the limit is answered with an error and closed.
  *  Environment: GENIE_MAX_CONNECTIONS.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_max_connections(
     genie_config_t *config, int32_t max_connections);
 
 /** Server: connections open at once from one source address, 0..1000000
  *  (0: no limit; default 128). Environment: GENIE_MAX_CONNECTIONS_PER_SOURCE.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_max_connections_per_source(
     genie_config_t *config, int32_t max_connections);
 
 /** Server: sessions held at once (connected or in their grace period),
  *  0..1000000 (0: no limit; default 1024); a new session past the limit is
  *  refused with GENIE_ERR_CONNECTION. Environment: GENIE_MAX_SESSIONS.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_max_sessions(genie_config_t *config,
                                                        int32_t max_sessions);
 
@@ -496,7 +563,8 @@ GENIE_API genie_status_t genie_config_set_max_sessions(genie_config_t *config,
  *  until then. Environment: GENIE_METRICS_PORT. The server or context
  *  creation then fails with UNSUPPORTED when this library was built without
  *  prometheus-cpp, and with IO when the address cannot be bound.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (outside -1..65535). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (outside -1..65535).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_metrics_port(genie_config_t *config,
                                                        int32_t port);
 
@@ -506,12 +574,14 @@ GENIE_API genie_status_t genie_config_set_metrics_port(genie_config_t *config,
  *  genie_config_set_allow_insecure (the endpoint itself does not
  *  authenticate; it shows counts, never tensor data).
  *  Environment: GENIE_METRICS_ADDR.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 255 bytes). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 255 bytes).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_metrics_addr(genie_config_t *config,
                                                        const char *addr);
 
 /** Whether this library was built with Prometheus metrics support
- *  (prometheus-cpp): 1 or 0. Any thread. */
+ *  (prometheus-cpp): 1 or 0. Any thread.
+ *  Errors: none. Threads: any. */
 GENIE_API int genie_metrics_supported(void);
 
 /** Execution traces (docs/observability.md, "Traces"): records every graph
@@ -523,19 +593,22 @@ GENIE_API int genie_metrics_supported(void);
  *  or genie_server_create, and the trace is then written at exit. One trace
  *  per process: starting again with the same path does nothing. Any thread.
  *  Errors: INVALID_ARGUMENT (path NULL or "", or a trace already recorded
- *  into another path), IO (the file cannot be created). */
+ *  into another path), IO (the file cannot be created).
+ *  Threads: any. */
 GENIE_API genie_status_t genie_trace_start(const char *path);
 
 /** Writes the trace started by genie_trace_start (or GENIE_TRACE) and stops
  *  recording; does nothing when none is recorded. Any thread.
- *  Errors: IO (the file cannot be written). */
+ *  Errors: IO (the file cannot be written).
+ *  Threads: any. */
 GENIE_API genie_status_t genie_trace_stop(void);
 
 /** Largest encoded control message accepted, in bytes, 4096..2^30 (default
  *  64 MiB); larger frames are refused before anything is allocated. Tensor
  *  bytes are not counted (they travel beside the message).
  *  Environment: GENIE_MAX_MESSAGE.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_max_message_bytes(
     genie_config_t *config, int64_t max_bytes);
 
@@ -546,7 +619,8 @@ GENIE_API genie_status_t genie_config_set_max_message_bytes(
  * limit less its usage). An allocation or a graph whose outputs and
  * intermediates would pass it fails with GENIE_ERR_OUT_OF_MEMORY naming
  * the tensor or graph, the server, its use and the budget.
- * GENIE_ERR_INVALID_ARGUMENT for a negative value. */
+ * Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_memory_budget(genie_config_t *config,
                                                         int64_t bytes);
 
@@ -557,7 +631,8 @@ GENIE_API genie_status_t genie_config_set_memory_budget(genie_config_t *config,
  * flight at once. 0 keeps a default: the whole memory budget, 65536
  * tensors, 256 graphs. Past one, the request fails with
  * GENIE_ERR_OUT_OF_MEMORY naming the quota, the session's use and the
- * limit. GENIE_ERR_INVALID_ARGUMENT for a negative value. */
+ * limit. Errors: INVALID_HANDLE, INVALID_ARGUMENT (a negative value).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_session_quota(genie_config_t *config,
                                                         int64_t max_bytes,
                                                         int64_t max_tensors,
@@ -567,7 +642,8 @@ GENIE_API genie_status_t genie_config_set_session_quota(genie_config_t *config,
  *  10000). A context in remote mode sends the master its node status this
  *  often (and, once the master is lost, probes it this often); the master
  *  checks for silent nodes this often. Environment: GENIE_HEARTBEAT_INTERVAL.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_heartbeat_interval_ms(
     genie_config_t *config, int64_t interval_ms);
 
@@ -578,19 +654,22 @@ GENIE_API genie_status_t genie_config_set_heartbeat_interval_ms(
  *  timeout + one interval). Must not be below the heartbeat interval
  *  (checked at genie_init / genie_server_create).
  *  Environment: GENIE_HEARTBEAT_TIMEOUT.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_heartbeat_timeout_ms(
     genie_config_t *config, int64_t timeout_ms);
 
 /** Interval between polls of the local GPUs (NVML) in milliseconds,
  *  10..86400000 (default 5000). Environment: GENIE_GPU_POLL_INTERVAL.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_gpu_poll_interval_ms(
     genie_config_t *config, int64_t interval_ms);
 
 /** Interval between health checks in milliseconds, 10..86400000 (default
  *  30000). Environment: GENIE_HEALTH_INTERVAL.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range).
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_health_interval_ms(
     genie_config_t *config, int64_t interval_ms);
 
@@ -600,7 +679,8 @@ GENIE_API genie_status_t genie_config_set_health_interval_ms(
  *  0, genie_discover only reports whether the DPDK libraries load.
  *  genie_init never runs it unless the backend asked for is dpdk or
  *  dpdk_gpudev. Environment: GENIE_DPDK_PROBE (0|1).
- *  Errors: INVALID_HANDLE. */
+ *  Errors: INVALID_HANDLE.
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_dpdk_probe(genie_config_t *config,
                                                      int enabled);
 
@@ -611,7 +691,9 @@ GENIE_API genie_status_t genie_config_set_dpdk_probe(genie_config_t *config,
 /** Library entry point behind genie_init; call genie_init instead, which
  *  passes the ABI version of the header the caller was compiled against.
  *  Bindings that do not use the C preprocessor call this directly with
- *  GENIE_ABI_VERSION. */
+ *  GENIE_ABI_VERSION.
+ *  Errors: as genie_init.
+ *  Threads: any; contexts are independent of each other. */
 GENIE_API genie_status_t genie_init_abi(uint32_t abi_version,
                                         const genie_config_t *config,
                                         genie_context_t **out);
@@ -629,7 +711,8 @@ GENIE_API genie_status_t genie_init_abi(uint32_t abi_version,
  *  PROTOCOL (the peer is not a Genie server), UNSUPPORTED (a requested
  *  backend is not available, or metrics were asked for and this library
  *  has no Prometheus support), IO (the metrics address cannot be bound),
- *  OUT_OF_MEMORY. */
+ *  OUT_OF_MEMORY.
+ *  Threads: any; contexts are independent of each other. */
 #define genie_init(config, out) \
   genie_init_abi(GENIE_ABI_VERSION, (config), (out))
 
@@ -641,16 +724,23 @@ GENIE_API genie_status_t genie_init_abi(uint32_t abi_version,
  *  Remote mode: waits at most the timeout for graphs still running on the
  *  server (futures still pending then complete with GENIE_ERR_SHUTDOWN), then
  *  tells the server goodbye, which frees every tensor of the context there at
- *  once. Returns within about the timeout even if the server is gone. */
+ *  once. Returns within about the timeout even if the server is gone.
+ *  Errors: none (a bad handle is ignored).
+ *  Threads: any but a callback of this context; no other call with ctx may
+ *  still be running. */
 GENIE_API void genie_shutdown(genie_context_t *ctx);
 
 /** 1 if `ctx` is a live context (returned by genie_init and not yet shut
  *  down), else 0. Safe to call with NULL or with a context already shut
- *  down. */
+ *  down.
+ *  Errors: none (0 for NULL or a bad handle).
+ *  Threads: any; thread-safe on one context. */
 GENIE_API int genie_is_initialized(const genie_context_t *ctx);
 
 /** Whether the context executes in-process (1) or on a server (0); -1 if
- *  ctx is not a live context. */
+ *  ctx is not a live context.
+ *  Errors: none (-1 for a bad handle).
+ *  Threads: any; thread-safe on one context. */
 GENIE_API int genie_context_is_embedded(const genie_context_t *ctx);
 
 /** Whether calls on `ctx` reach where its graphs run, in `*out`: in remote
@@ -660,12 +750,15 @@ GENIE_API int genie_context_is_embedded(const genie_context_t *ctx);
  *  embedded context has no connection to lose and always answers 1. A
  *  snapshot: the connection may be lost right after the call.
  *  Errors: INVALID_HANDLE (not a live context), INVALID_ARGUMENT (out
- *  NULL). Never waits for the server. */
+ *  NULL). Never waits for the server.
+ *  Threads: any; thread-safe on one context. */
 GENIE_API genie_status_t genie_context_is_connected(const genie_context_t *ctx,
                                                     int *out);
 
 /** The node id of this context (given or generated). Borrowed: valid until
- *  genie_shutdown(ctx). NULL if ctx is not a live context. */
+ *  genie_shutdown(ctx). NULL if ctx is not a live context.
+ *  Errors: none (NULL for a bad handle).
+ *  Threads: any; thread-safe on one context. */
 GENIE_API const char *genie_context_node_id(const genie_context_t *ctx);
 
 /** Statistics of the server this context is connected to, as JSON text
@@ -695,7 +788,8 @@ GENIE_API const char *genie_context_node_id(const genie_context_t *ctx);
  *  by the server (docs/protocol.md; genie_config_set_graph_deltas turns it
  *  off).
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, UNSUPPORTED (embedded mode),
- *  CONNECTION, TIMEOUT, SHUTDOWN. */
+ *  CONNECTION, TIMEOUT, SHUTDOWN.
+ *  Threads: any; thread-safe on one context. */
 GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,
                                                    char **out_json);
 
@@ -732,34 +826,41 @@ GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,
  *  metrics (genie_config_set_metrics_port): UNSUPPORTED (no Prometheus
  *  support in this library), IO (the metrics address cannot be bound),
  *  INVALID_ARGUMENT (beyond loopback without authentication, or this
- *  process already serves metrics on another port). */
+ *  process already serves metrics on another port).
+ *  Threads: any; thread-safe on one server. */
 GENIE_API genie_status_t genie_server_create(const genie_config_t *config,
                                              const char *host, int32_t port,
                                              genie_server_t **out);
 
 /** The TCP port the server listens on. Errors: INVALID_HANDLE,
- *  INVALID_ARGUMENT. */
+ *  INVALID_ARGUMENT.
+ *  Threads: any; thread-safe on one server. */
 GENIE_API genie_status_t genie_server_port(const genie_server_t *server,
                                            int32_t *out);
 
 /** The TCP port of the server's metrics endpoint (see
  *  genie_config_set_metrics_port), or -1 when it serves none.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL).
+ *  Threads: any; thread-safe on one server. */
 GENIE_API genie_status_t genie_server_metrics_port(const genie_server_t *server,
                                                    int32_t *out);
 
 /** Asks the server to stop: it stops accepting, lets graphs in flight finish
  *  and report, closes every connection and frees every session. Returns at
  *  once; genie_server_wait blocks until that is done. Safe from any thread
- *  and idempotent. Errors: INVALID_HANDLE. */
+ *  and idempotent. Errors: INVALID_HANDLE.
+ *  Threads: any; thread-safe on one server. */
 GENIE_API genie_status_t genie_server_stop(genie_server_t *server);
 
 /** Blocks until the server has stopped (after genie_server_stop).
- *  Errors: INVALID_HANDLE. */
+ *  Errors: INVALID_HANDLE.
+ *  Threads: any; thread-safe on one server. */
 GENIE_API genie_status_t genie_server_wait(genie_server_t *server);
 
 /** Stops the server (as genie_server_stop + genie_server_wait) and releases
- *  it. Accepts NULL. */
+ *  it. Accepts NULL.
+ *  Errors: none (a bad handle is ignored).
+ *  Threads: any; no other call with the same handle may still be running. */
 GENIE_API void genie_server_destroy(genie_server_t *server);
 
 /* ------------------------------------------------------------------------- */
@@ -779,10 +880,13 @@ GENIE_API void genie_server_destroy(genie_server_t *server);
  * heartbeat with its view of the cluster. docs/cluster.md has the JSON
  * schemas.
  *
- * Data-plane backends: only the TCP transport is built in this version, so
- * AUTO selects TCP and records why each faster backend was not chosen, and
- * an explicit RDMA/DPDK/DPDK_GPUDEV request fails genie_init with
- * GENIE_ERR_UNSUPPORTED naming what the probe found.
+ * Data-plane backends (genie_config_set_backend): AUTO picks the first of
+ * dpdk_gpudev, rdma, dpdk and tcp that both ends can use, always falling back
+ * to TCP, and records why each faster backend was not chosen
+ * (GENIE_EVENT_BACKEND_SELECTED, "backend" in genie_cluster_state). An
+ * explicit request for a backend whose library, device or plugin is not
+ * usable here fails genie_init with GENIE_ERR_UNSUPPORTED naming what the
+ * probe found; UCX is used only when asked for.
  */
 
 /** Health of a node, worst first last. */
@@ -833,7 +937,8 @@ typedef void (*genie_event_fn)(genie_event_type_t type, const char *event_json,
  *  "reason"), "discovery" (as genie_discover), "init_phases" (name and
  *  duration_ms each), "health" (level and reasons), "counters". Thread-safe.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out_json NULL), SHUTDOWN,
- *  OUT_OF_MEMORY. */
+ *  OUT_OF_MEMORY.
+ *  Threads: any; thread-safe on one context. */
 GENIE_API genie_status_t genie_cluster_state(genie_context_t *ctx,
                                              char **out_json);
 
@@ -850,7 +955,8 @@ GENIE_API genie_status_t genie_cluster_state(genie_context_t *ctx,
  *  host is reported in the JSON ("tcp": {"reachable": false, "reason"}),
  *  not an error. Waits at most the configured timeout for the host.
  *  Errors: INVALID_ARGUMENT (out_json NULL, port outside 1..65535 with a
- *  host, bad environment value), INVALID_HANDLE, OUT_OF_MEMORY. */
+ *  host, bad environment value), INVALID_HANDLE, OUT_OF_MEMORY.
+ *  Threads: any. */
 GENIE_API genie_status_t genie_discover(const genie_config_t *config,
                                         const char *host, int32_t port,
                                         char **out_json);
@@ -863,7 +969,8 @@ GENIE_API genie_status_t genie_discover(const genie_config_t *config,
  *  for genie_unsubscribe to `*out_subscription` (may be NULL when the
  *  subscription lasts as long as the context).
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (fn NULL, mask 0 or with bits
- *  outside GENIE_EVENT_ALL), SHUTDOWN. */
+ *  outside GENIE_EVENT_ALL), SHUTDOWN.
+ *  Threads: any; thread-safe on one context. */
 GENIE_API genie_status_t genie_subscribe(genie_context_t *ctx, uint32_t mask,
                                          genie_event_fn fn, void *user_data,
                                          uint64_t *out_subscription);
@@ -873,7 +980,8 @@ GENIE_API genie_status_t genie_subscribe(genie_context_t *ctx, uint32_t mask,
  *  return, unless called from that callback itself, which is allowed and
  *  does not wait). Subscriptions end with their context anyway.
  *  Errors: INVALID_HANDLE, NOT_FOUND (no such subscription: unknown, or
- *  already ended). */
+ *  already ended).
+ *  Threads: any; thread-safe on one context. */
 GENIE_API genie_status_t genie_unsubscribe(genie_context_t *ctx,
                                            uint64_t subscription);
 
@@ -906,10 +1014,12 @@ GENIE_API genie_status_t genie_unsubscribe(genie_context_t *ctx,
  *  master closed) gets CONNECTION naming it, until it heartbeats or
  *  registers again.
  *  Errors: INVALID_HANDLE (ctx), INVALID_ARGUMENT (out NULL, shape NULL with
- *  ndim > 0, ndim too large, negative dimension, bad dtype), PARSE (device string malformed),
+ *  ndim > 0, ndim too large, negative dimension, bad dtype), PARSE (device
+ *  string malformed),
  *  TOO_LARGE (byte size overflows), UNSUPPORTED (device not available here,
  *  e.g. a GPU without CUDA or a remote device in embedded mode; the detail
- *  says why), OUT_OF_MEMORY, SHUTDOWN, CONNECTION. */
+ *  says why), OUT_OF_MEMORY, SHUTDOWN, CONNECTION.
+ *  Threads: any; thread-safe on one tensor. */
 GENIE_API genie_status_t genie_tensor_alloc(genie_context_t *ctx,
                                             genie_dtype_t dtype,
                                             const int64_t *shape, size_t ndim,
@@ -918,7 +1028,9 @@ GENIE_API genie_status_t genie_tensor_alloc(genie_context_t *ctx,
 
 /** Destroys a tensor and frees its memory on its device. Accepts NULL. Graphs
  *  already submitted with this tensor keep their own reference, so destroying
- *  an input right after genie_graph_submit is safe. */
+ *  an input right after genie_graph_submit is safe.
+ *  Errors: none (a bad handle is ignored).
+ *  Threads: any; no other call with the same handle may still be running. */
 GENIE_API void genie_tensor_destroy(genie_tensor_t *tensor);
 
 /** Copies `nbytes` from `src` into the tensor starting at byte `offset`.
@@ -927,7 +1039,8 @@ GENIE_API void genie_tensor_destroy(genie_tensor_t *tensor);
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (src NULL with nbytes > 0),
  *  SIZE_MISMATCH (offset + nbytes exceeds the tensor), SHUTDOWN, CONNECTION,
  *  TIMEOUT, UNSUPPORTED (a server tensor, from a completion callback).
- *  Thread-safe; concurrent writes to overlapping ranges race. */
+ *  Thread-safe; concurrent writes to overlapping ranges race.
+ *  Threads: any; thread-safe on one tensor. */
 GENIE_API genie_status_t genie_tensor_write(genie_tensor_t *tensor,
                                             size_t offset, const void *src,
                                             size_t nbytes);
@@ -935,21 +1048,25 @@ GENIE_API genie_status_t genie_tensor_write(genie_tensor_t *tensor,
 /** Copies `nbytes` of the tensor starting at byte `offset` into `dst`. For a
  *  server tensor (a graph output in remote mode, say) this is when its bytes
  *  cross the network: they land straight in `dst`.
- *  Errors: as genie_tensor_write. */
+ *  Errors: as genie_tensor_write.
+ *  Threads: any; thread-safe on one tensor. */
 GENIE_API genie_status_t genie_tensor_read(const genie_tensor_t *tensor,
                                            size_t offset, void *dst,
                                            size_t nbytes);
 
 /** Describes a tensor. Any out-parameter may be NULL. `shape` and `ndim`
  *  are filled as Shapes at the top says (room for GENIE_MAX_DIMS entries).
- *  Errors: INVALID_HANDLE. */
+ *  Errors: INVALID_HANDLE.
+ *  Threads: any; thread-safe on one tensor. */
 GENIE_API genie_status_t genie_tensor_info(const genie_tensor_t *tensor,
                                            genie_dtype_t *dtype,
                                            int64_t *shape, size_t *ndim,
                                            size_t *nbytes);
 
 /** The canonical device string of the tensor ("cpu:0", "remote:0" ...).
- *  Borrowed: valid until the tensor is destroyed. NULL for a bad handle. */
+ *  Borrowed: valid until the tensor is destroyed. NULL for a bad handle.
+ *  Errors: none (NULL for a bad handle).
+ *  Threads: any; thread-safe on one tensor. */
 GENIE_API const char *genie_tensor_device(const genie_tensor_t *tensor);
 
 /** Annotates the tensor with what it is: the execution phase it belongs to,
@@ -978,7 +1095,8 @@ GENIE_API const char *genie_tensor_device(const genie_tensor_t *tensor);
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (phase not a genie_phase_t;
  *  role not a genie_tensor_role_t, e.g. a genie_node_role_t; layer below
  *  -1 or above 65534, the largest a tag can carry); on error the
- *  annotation is unchanged. Thread-safe. */
+ *  annotation is unchanged. Thread-safe.
+ *  Threads: any; thread-safe on one tensor. */
 GENIE_API genie_status_t genie_tensor_set_semantics(genie_tensor_t *tensor,
                                                     genie_phase_t phase,
                                                     genie_tensor_role_t role,
@@ -986,7 +1104,8 @@ GENIE_API genie_status_t genie_tensor_set_semantics(genie_tensor_t *tensor,
 
 /** The tensor's annotation (genie_tensor_set_semantics): GENIE_PHASE_UNKNOWN,
  *  GENIE_TENSOR_ROLE_UNSPECIFIED and -1 where it has none. Any
- *  out-parameter may be NULL. Errors: INVALID_HANDLE. Thread-safe. */
+ *  out-parameter may be NULL. Errors: INVALID_HANDLE. Thread-safe.
+ *  Threads: any; thread-safe on one tensor. */
 GENIE_API genie_status_t genie_tensor_get_semantics(const genie_tensor_t *tensor,
                                                     genie_phase_t *phase,
                                                     genie_tensor_role_t *role,
@@ -1006,12 +1125,15 @@ GENIE_API genie_status_t genie_tensor_get_semantics(const genie_tensor_t *tensor
  */
 
 /** Creates an empty graph. `name` may be NULL.
- *  Errors: INVALID_ARGUMENT (out NULL, bad name), OUT_OF_MEMORY. */
+ *  Errors: INVALID_ARGUMENT (out NULL, bad name), OUT_OF_MEMORY.
+ *  Threads: any. */
 GENIE_API genie_status_t genie_graph_create(const char *name,
                                             genie_graph_t **out);
 
 /** Destroys a graph. Accepts NULL. Futures of submitted graphs are not
- *  affected (submission takes a snapshot). */
+ *  affected (submission takes a snapshot).
+ *  Errors: none (a bad handle is ignored).
+ *  Threads: any; no other call with the same handle may still be running. */
 GENIE_API void genie_graph_destroy(genie_graph_t *graph);
 
 /** Declares a graph input named `name` with `dtype` and `shape` (see Shapes
@@ -1019,7 +1141,8 @@ GENIE_API void genie_graph_destroy(genie_graph_t *graph);
  *  bound tensor at submission.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad name, dtype, ndim, dimension
  *  < -1), INVALID_GRAPH (name already used), TOO_LARGE (the static
- *  dimensions alone overflow the size limit). */
+ *  dimensions alone overflow the size limit).
+ *  Threads: any; one thread at a time per graph. */
 GENIE_API genie_status_t genie_graph_add_input(genie_graph_t *graph,
                                                const char *name,
                                                genie_dtype_t dtype,
@@ -1030,7 +1153,8 @@ GENIE_API genie_status_t genie_graph_add_input(genie_graph_t *graph,
  *  -1) whose bytes (`nbytes`, which must equal the size of dtype × shape)
  *  are copied into the graph.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, INVALID_GRAPH (name used),
- *  SIZE_MISMATCH, TOO_LARGE, OUT_OF_MEMORY. */
+ *  SIZE_MISMATCH, TOO_LARGE, OUT_OF_MEMORY.
+ *  Threads: any; one thread at a time per graph. */
 GENIE_API genie_status_t genie_graph_add_constant(genie_graph_t *graph,
                                                   const char *name,
                                                   genie_dtype_t dtype,
@@ -1046,7 +1170,8 @@ GENIE_API genie_status_t genie_graph_add_constant(genie_graph_t *graph,
  *  genie_graph_validate), but an output name must be new.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL arrays, bad names),
  *  UNKNOWN_OP (the detail lists close names), INVALID_GRAPH (name already
- *  used, wrong number of inputs or outputs for the operator). */
+ *  used, wrong number of inputs or outputs for the operator).
+ *  Threads: any; one thread at a time per graph. */
 GENIE_API genie_status_t genie_graph_add_node(genie_graph_t *graph,
                                               const char *op, const char *name,
                                               const char *const *inputs,
@@ -1057,33 +1182,38 @@ GENIE_API genie_status_t genie_graph_add_node(genie_graph_t *graph,
 /** Sets an integer attribute of node `node` (replacing any earlier value).
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND (no such node),
  *  INVALID_ATTRIBUTE (the operator has no such attribute, or it is not of
- *  this type). */
+ *  this type).
+ *  Threads: any; one thread at a time per graph. */
 GENIE_API genie_status_t genie_graph_set_attr_int(genie_graph_t *graph,
                                                   const char *node,
                                                   const char *key,
                                                   int64_t value);
 
-/** Sets a floating-point attribute. Errors: as genie_graph_set_attr_int. */
+/** Sets a floating-point attribute. Errors: as genie_graph_set_attr_int.
+ *  Threads: any; one thread at a time per graph. */
 GENIE_API genie_status_t genie_graph_set_attr_float(genie_graph_t *graph,
                                                     const char *node,
                                                     const char *key,
                                                     double value);
 
-/** Sets a string attribute (copied). Errors: as genie_graph_set_attr_int. */
+/** Sets a string attribute (copied). Errors: as genie_graph_set_attr_int.
+ *  Threads: any; one thread at a time per graph. */
 GENIE_API genie_status_t genie_graph_set_attr_string(genie_graph_t *graph,
                                                      const char *node,
                                                      const char *key,
                                                      const char *value);
 
 /** Sets an integer-list attribute (`count` entries, copied; count may be 0).
- *  Errors: as genie_graph_set_attr_int. */
+ *  Errors: as genie_graph_set_attr_int.
+ *  Threads: any; one thread at a time per graph. */
 GENIE_API genie_status_t genie_graph_set_attr_ints(genie_graph_t *graph,
                                                    const char *node,
                                                    const char *key,
                                                    const int64_t *values,
                                                    size_t count);
 
-/** Sets a float-list attribute. Errors: as genie_graph_set_attr_ints. */
+/** Sets a float-list attribute. Errors: as genie_graph_set_attr_ints.
+ *  Threads: any; one thread at a time per graph. */
 GENIE_API genie_status_t genie_graph_set_attr_floats(genie_graph_t *graph,
                                                      const char *node,
                                                      const char *key,
@@ -1091,32 +1221,37 @@ GENIE_API genie_status_t genie_graph_set_attr_floats(genie_graph_t *graph,
                                                      size_t count);
 
 /** Annotates node `node` with its execution phase.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_phase_t), NOT_FOUND. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_phase_t), NOT_FOUND.
+ *  Threads: any; one thread at a time per graph. */
 GENIE_API genie_status_t genie_graph_set_phase(genie_graph_t *graph,
                                                const char *node,
                                                genie_phase_t phase);
 
 /** Annotates node `node` with the module path it comes from, e.g.
  *  "transformer.h.0.attn" (copied; NULL clears it).
- *  Errors: INVALID_HANDLE, NOT_FOUND. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (node NULL), NOT_FOUND.
+ *  Threads: any; one thread at a time per graph. */
 GENIE_API genie_status_t genie_graph_set_module(genie_graph_t *graph,
                                                 const char *node,
                                                 const char *module_path);
 
 /** Annotates node `node` with its layer index (>= 0; -1 clears it).
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (< -1), NOT_FOUND. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (< -1), NOT_FOUND.
+ *  Threads: any; one thread at a time per graph. */
 GENIE_API genie_status_t genie_graph_set_layer(genie_graph_t *graph,
                                                const char *node, int32_t layer);
 
 /** Annotates node `node` with its modality.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND.
+ *  Threads: any; one thread at a time per graph. */
 GENIE_API genie_status_t genie_graph_set_modality(genie_graph_t *graph,
                                                   const char *node,
                                                   genie_modality_t modality);
 
 /** Annotates value `value` (an input, constant or node output) with its role.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_tensor_role_t, e.g.
- *  a genie_node_role_t), NOT_FOUND. */
+ *  a genie_node_role_t), NOT_FOUND.
+ *  Threads: any; one thread at a time per graph. */
 GENIE_API genie_status_t genie_graph_set_role(genie_graph_t *graph,
                                               const char *value,
                                               genie_tensor_role_t role);
@@ -1124,7 +1259,8 @@ GENIE_API genie_status_t genie_graph_set_role(genie_graph_t *graph,
 /** Marks value `value` as a graph output, in call order (its index among the
  *  outputs of a future). Marking the same value twice is an error.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, INVALID_GRAPH (already marked).
- *  The value must exist by genie_graph_validate. */
+ *  The value must exist by genie_graph_validate.
+ *  Threads: any; one thread at a time per graph. */
 GENIE_API genie_status_t genie_graph_mark_output(genie_graph_t *graph,
                                                  const char *value);
 
@@ -1135,10 +1271,12 @@ GENIE_API genie_status_t genie_graph_mark_output(genie_graph_t *graph,
  *  inferred before its inputs are bound: this fails with INVALID_GRAPH, and
  *  genie_graph_submit checks it with the bound shapes.
  *  Errors: INVALID_HANDLE, INVALID_GRAPH, UNKNOWN_OP, INVALID_ATTRIBUTE,
- *  SHAPE_MISMATCH, DTYPE_MISMATCH, TOO_LARGE. */
+ *  SHAPE_MISMATCH, DTYPE_MISMATCH, TOO_LARGE.
+ *  Threads: any; one thread at a time per graph. */
 GENIE_API genie_status_t genie_graph_validate(genie_graph_t *graph);
 
-/** Number of nodes in the graph. Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+/** Number of nodes in the graph. Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+ *  Threads: any, several at once, while no thread changes the graph. */
 GENIE_API genie_status_t genie_graph_num_nodes(const genie_graph_t *graph,
                                                size_t *out);
 
@@ -1147,35 +1285,41 @@ GENIE_API genie_status_t genie_graph_num_nodes(const genie_graph_t *graph,
  *  never changes). Borrowed: valid until the graph is next changed or
  *  destroyed.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL), NOT_FOUND (index out
- *  of range). */
+ *  of range).
+ *  Threads: any, several at once, while no thread changes the graph. */
 GENIE_API genie_status_t genie_graph_node_name(const genie_graph_t *graph,
                                                size_t index, const char **out);
 
 /** Operator of node `index` ("matmul", ...), numbered as
  *  genie_graph_node_name. Borrowed: valid until the graph is next changed
- *  or destroyed. Errors: as genie_graph_node_name. */
+ *  or destroyed. Errors: as genie_graph_node_name.
+ *  Threads: any, several at once, while no thread changes the graph. */
 GENIE_API genie_status_t genie_graph_node_op(const genie_graph_t *graph,
                                              size_t index, const char **out);
 
-/** Number of declared graph inputs. Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+/** Number of declared graph inputs. Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+ *  Threads: any, several at once, while no thread changes the graph. */
 GENIE_API genie_status_t genie_graph_num_inputs(const genie_graph_t *graph,
                                                 size_t *out);
 
 /** Name of graph input `index` (declaration order). Borrowed: valid until the
  *  graph is next changed or destroyed.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL), NOT_FOUND (index out
- *  of range). */
+ *  of range).
+ *  Threads: any, several at once, while no thread changes the graph. */
 GENIE_API genie_status_t genie_graph_input_name(const genie_graph_t *graph,
                                                 size_t index, const char **out);
 
 /** Number of values marked as outputs. Errors: INVALID_HANDLE,
- *  INVALID_ARGUMENT. */
+ *  INVALID_ARGUMENT.
+ *  Threads: any, several at once, while no thread changes the graph. */
 GENIE_API genie_status_t genie_graph_num_outputs(const genie_graph_t *graph,
                                                  size_t *out);
 
 /** Name of output `index` (mark order: the future's output order). Borrowed:
  *  valid until the graph is next changed or destroyed.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND.
+ *  Threads: any, several at once, while no thread changes the graph. */
 GENIE_API genie_status_t genie_graph_output_name(const genie_graph_t *graph,
                                                  size_t index,
                                                  const char **out);
@@ -1183,8 +1327,10 @@ GENIE_API genie_status_t genie_graph_output_name(const genie_graph_t *graph,
 /** Dtype and shape of value `value`, as inferred by genie_graph_validate (or
  *  declared, for inputs and constants). `shape` and `ndim` are filled as
  *  Shapes at the top says. Any out-parameter may be NULL.
- *  Errors: INVALID_HANDLE, NOT_FOUND, INVALID_GRAPH (graph not validated
- *  since its last change and the value is a node output). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (value NULL), NOT_FOUND,
+ *  INVALID_GRAPH (graph not validated since its last change and the value
+ *  is a node output).
+ *  Threads: any, several at once, while no thread changes the graph. */
 GENIE_API genie_status_t genie_graph_value_info(const genie_graph_t *graph,
                                                 const char *value,
                                                 genie_dtype_t *dtype,
@@ -1193,20 +1339,23 @@ GENIE_API genie_status_t genie_graph_value_info(const genie_graph_t *graph,
 /** Structural hash of the graph: ops, edges, shapes, dtypes, attributes and
  *  annotations, not the bytes of constants and not names of values. Equal
  *  for equal structure across processes and machines.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+ *  Threads: any, several at once, while no thread changes the graph. */
 GENIE_API genie_status_t genie_graph_hash(const genie_graph_t *graph,
                                           uint64_t *out);
 
 /** Serialises the graph to JSON (docs/graph-format.md). `*out_json` is
  *  NUL-terminated and released with genie_free(); `out_len` (may be NULL)
  *  receives its length. Import of the export gives an identical export.
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, OUT_OF_MEMORY. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, OUT_OF_MEMORY.
+ *  Threads: any, several at once, while no thread changes the graph. */
 GENIE_API genie_status_t genie_graph_to_json(const genie_graph_t *graph,
                                              char **out_json, size_t *out_len);
 
 /** Builds a graph from JSON text of `len` bytes (docs/graph-format.md).
  *  Errors: INVALID_ARGUMENT, PARSE (not JSON, or not the format: the detail
- *  gives the JSON path), plus any error of the building calls above. */
+ *  gives the JSON path), plus any error of the building calls above.
+ *  Threads: any. */
 GENIE_API genie_status_t genie_graph_from_json(const char *json, size_t len,
                                                genie_graph_t **out);
 
@@ -1220,8 +1369,8 @@ GENIE_API genie_status_t genie_graph_from_json(const char *json, size_t len,
  *
  *  `*out_graph` receives the validated graph. Its inputs are the model's
  *  inputs (those that are not initializers), in order, followed by one input
- *  (role GENIE_ROLE_WEIGHT, named after the ONNX value) per constant tensor
- *  the graph uses: each initializer, and each constant of more than 16
+ *  (role GENIE_TENSOR_ROLE_WEIGHT, named after the ONNX value) per constant
+ *  tensor the graph uses: each initializer, and each constant of more than 16
  *  elements computed from them at import (a batch norm folded to a scale,
  *  say); smaller computed constants are inline graph constants.
  *  There are `*out_num_weights` of them; each is uploaded to a new
@@ -1247,7 +1396,8 @@ GENIE_API genie_status_t genie_graph_from_json(const char *json, size_t len,
  *  the detail names the ONNX node), and those of genie_tensor_alloc and
  *  genie_tensor_write for the weights (SHUTDOWN, CONNECTION, OUT_OF_MEMORY
  *  ...). On any error the out-parameters are untouched and no tensor is left
- *  allocated. Thread-safe: other threads may use the context meanwhile. */
+ *  allocated. Thread-safe: other threads may use the context meanwhile.
+ *  Threads: any. */
 GENIE_API genie_status_t genie_graph_import_onnx(genie_context_t *ctx,
                                                  const void *model, size_t len,
                                                  const char *device,
@@ -1384,18 +1534,21 @@ typedef struct genie_op_desc {
  *  library's genie_op_desc_t and the extra bytes not all zero: the program
  *  was built against a newer genie.h), UNSUPPORTED (cuda_kernel set: no
  *  CUDA kernels in this version). On error nothing is registered and
- *  destroy is not called. Thread-safe. */
+ *  destroy is not called. Thread-safe.
+ *  Threads: any; thread-safe. */
 GENIE_API genie_status_t genie_op_register(const genie_op_desc_t *desc);
 
 /** Removes custom op `name`. Graphs already built keep their nodes but no
  *  longer validate or run (UNKNOWN_OP); kernels running now finish first,
  *  then destroy(user_data) runs. Errors: INVALID_ARGUMENT (name NULL),
  *  NOT_FOUND (no custom op of that name; built-in ops cannot be removed).
- *  Thread-safe; must not be called from a callback of the op. */
+ *  Thread-safe; must not be called from a callback of the op.
+ *  Threads: any; thread-safe. */
 GENIE_API genie_status_t genie_op_unregister(const char *name);
 
 /** 1 if `name` is a registered custom op, else 0 (also for NULL and for
- *  built-in ops). Never fails. */
+ *  built-in ops). Never fails.
+ *  Errors: none. Threads: any. */
 GENIE_API int genie_op_is_registered(const char *name);
 
 /** The symbol an op library exports (see genie_op_library_load). */
@@ -1414,7 +1567,8 @@ typedef genie_status_t (*genie_op_library_init_fn)(void);
  *  Errors: INVALID_ARGUMENT (path NULL or empty), IO (the file cannot be
  *  loaded: the detail has dlopen's reason), NOT_FOUND (it does not export
  *  genie_op_library_init), or the error its init returned (the detail
- *  names the library). Thread-safe. */
+ *  names the library). Thread-safe.
+ *  Threads: any; thread-safe. */
 GENIE_API genie_status_t genie_op_library_load(const char *path);
 
 /** Attribute `name` of the node, for callbacks. The string and arrays are
@@ -1422,7 +1576,8 @@ GENIE_API genie_status_t genie_op_library_load(const char *path);
  *  accepted by the float getters (converted). Errors: INVALID_ARGUMENT
  *  (ctx, name or an out-parameter NULL), NOT_FOUND (the node has no such
  *  attribute), INVALID_ATTRIBUTE (it has another type; the detail says
- *  which). */
+ *  which).
+ *  Threads: the callback's own thread, during the callback. */
 GENIE_API genie_status_t genie_op_attr_int(const genie_op_ctx_t *ctx,
                                            const char *name, int64_t *out);
 GENIE_API genie_status_t genie_op_attr_float(const genie_op_ctx_t *ctx,
@@ -1441,7 +1596,8 @@ GENIE_API genie_status_t genie_op_attr_floats(const genie_op_ctx_t *ctx,
 
 /** Sets the message that goes with the error status the callback is about
  *  to return (copied; the last call wins). Without it the detail names the
- *  status only. Errors: INVALID_ARGUMENT (ctx or message NULL). */
+ *  status only. Errors: INVALID_ARGUMENT (ctx or message NULL).
+ *  Threads: the callback's own thread, during the callback. */
 GENIE_API genie_status_t genie_op_set_error(genie_op_ctx_t *ctx,
                                             const char *message);
 
@@ -1491,14 +1647,16 @@ typedef void (*genie_future_callback_t)(genie_future_t *future,
  *  error: NOT_FOUND (a tensor the server no longer holds), SHUTDOWN (the
  *  server is stopping), CONNECTION (the connection was lost before the
  *  graph completed), or any validation error on its side.
- *  Errors (returned now, the future not created): INVALID_HANDLE,
+ *  Errors: returned now, the future not created: INVALID_HANDLE,
  *  INVALID_ARGUMENT, INVALID_GRAPH (unbound or unknown input), DTYPE_MISMATCH,
  *  SHAPE_MISMATCH, any validation error, SHUTDOWN, and in remote mode
  *  CONNECTION and TIMEOUT (not connected, or reconnecting did not succeed in
  *  time; also from uploading a bound host tensor), TOO_LARGE (the graph's
  *  message exceeds the maximum message size), UNSUPPORTED (from a completion
  *  callback).
- *  Errors while executing are reported by the future. */
+ *  Errors while executing are reported by the future.
+ *  Threads: any; thread-safe on one context (the graph must not be changed
+ *  meanwhile). */
 GENIE_API genie_status_t genie_graph_submit(genie_context_t *ctx,
                                             const genie_graph_t *graph,
                                             const char *const *input_names,
@@ -1510,7 +1668,9 @@ GENIE_API genie_status_t genie_graph_submit(genie_context_t *ctx,
  *  to completion in the background and its outputs are released. The
  *  callback never runs after this returns (if it is running on another
  *  thread, this waits for it to return). Output tensors already obtained
- *  with genie_future_output stay valid. */
+ *  with genie_future_output stay valid.
+ *  Errors: none (a bad handle is ignored).
+ *  Threads: any; no other call with the same handle may still be running. */
 GENIE_API void genie_future_destroy(genie_future_t *future);
 
 /** Waits until the future completes or `timeout_ms` passes (< 0: no limit).
@@ -1518,24 +1678,28 @@ GENIE_API void genie_future_destroy(genie_future_t *future);
  *  failed, or GENIE_ERR_TIMEOUT if it is still running (the future stays
  *  valid). In remote mode the waiting thread may read the completion from
  *  the server itself (and so run completion callbacks of other futures of
- *  the context). Errors: INVALID_HANDLE. */
+ *  the context). Errors: INVALID_HANDLE.
+ *  Threads: any; thread-safe on one future. */
 GENIE_API genie_status_t genie_future_wait(genie_future_t *future,
                                            int64_t timeout_ms);
 
 /** Returns GENIE_IN_PROGRESS while running, then GENIE_OK or the execution
- *  error. Never blocks. Errors: INVALID_HANDLE. */
+ *  error. Never blocks. Errors: INVALID_HANDLE.
+ *  Threads: any; thread-safe on one future. */
 GENIE_API genie_status_t genie_future_poll(const genie_future_t *future);
 
 /** Sets the completion callback (replacing none: only one may be set). If the
  *  future has already completed, `cb` runs on the calling thread before this
  *  returns. Errors: INVALID_HANDLE, INVALID_ARGUMENT (cb NULL, or a callback
- *  already set). */
+ *  already set).
+ *  Threads: any; thread-safe on one future. */
 GENIE_API genie_status_t genie_future_set_callback(genie_future_t *future,
                                                    genie_future_callback_t cb,
                                                    void *user_data);
 
 /** Number of outputs (graph outputs in the order they were marked).
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT. */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+ *  Threads: any; thread-safe on one future. */
 GENIE_API genie_status_t genie_future_num_outputs(const genie_future_t *future,
                                                   size_t *out);
 
@@ -1545,20 +1709,23 @@ GENIE_API genie_status_t genie_future_num_outputs(const genie_future_t *future,
  *  when done (each call gives a new handle to the same tensor).
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL, or the future has not
  *  completed yet: wait first), NOT_FOUND (index out of range), or the
- *  future's execution error if it failed. */
+ *  future's execution error if it failed.
+ *  Threads: any; thread-safe on one future. */
 GENIE_API genie_status_t genie_future_output(genie_future_t *future,
                                              size_t index,
                                              genie_tensor_t **out);
 
 /** As genie_future_output, selecting the output by its value name.
- *  Errors: as genie_future_output; NOT_FOUND if no output has that name. */
+ *  Errors: as genie_future_output; NOT_FOUND if no output has that name.
+ *  Threads: any; thread-safe on one future. */
 GENIE_API genie_status_t genie_future_output_by_name(genie_future_t *future,
                                                      const char *name,
                                                      genie_tensor_t **out);
 
 /** Wall-clock execution time of a completed future in nanoseconds (from the
  *  start of the first node to the end of the last).
- *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not completed). */
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not completed).
+ *  Threads: any; thread-safe on one future. */
 GENIE_API genie_status_t genie_future_exec_ns(const genie_future_t *future,
                                               uint64_t *out);
 

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "capi/handles.hpp"
-#include "graph/onnx_import.hpp"
+#include "frontend/onnx/import.hpp"
 
 using namespace genie;
 

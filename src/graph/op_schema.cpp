@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "core/error.hpp"
+#include "graph/op_table.hpp"
 
 namespace genie {
 
@@ -577,6 +578,13 @@ const std::map<std::string, OpSchema>& table() {
   static const std::map<std::string, OpSchema> t = [] {
     std::map<std::string, OpSchema> m;
     for (OpSchema& s : build_table()) m.emplace(s.name, std::move(s));
+    // Every schema has its line in op_table.def and every line its schema.
+    const std::vector<std::string>& listed = op_table_names();
+    for (const auto& [name, schema] : m)
+      if (std::find(listed.begin(), listed.end(), name) == listed.end())
+        fail(GENIE_ERR_INTERNAL, "op '", name, "' has a schema but no line in src/graph/op_table.def");
+    for (const std::string& name : listed)
+      if (m.count(name) == 0) fail(GENIE_ERR_INTERNAL, "op '", name, "' of src/graph/op_table.def has no schema");
     return m;
   }();
   return t;
@@ -587,6 +595,15 @@ const std::map<std::string, OpSchema>& table() {
 const OpSchema* find_builtin_op(const std::string& name) {
   auto it = table().find(name);
   return it == table().end() ? nullptr : &it->second;
+}
+
+const std::vector<std::string>& op_table_names() {
+  static const std::vector<std::string> names = {
+#define GENIE_OP(name, sched_class, cuda) #name,
+#include "graph/op_table.def"
+#undef GENIE_OP
+  };
+  return names;
 }
 
 std::vector<std::string> builtin_op_names() {

@@ -3,53 +3,11 @@
 namespace genie::sched {
 
 OpCode op_code(const std::string& op) {
+  // Derived from the op table (graph/op_table.def): its second column.
   static const std::unordered_map<std::string, OpCode> table = {
-      {"matmul", OpCode::Matmul},
-      {"linear", OpCode::Linear},
-      {"add", OpCode::Add},
-      {"sub", OpCode::Sub},
-      {"mul", OpCode::Mul},
-      {"div", OpCode::Div},
-      {"relu", OpCode::Relu},
-      {"silu", OpCode::Silu},
-      {"tanh", OpCode::Tanh},
-      {"sigmoid", OpCode::Sigmoid},
-      {"exp", OpCode::Exp},
-      {"log", OpCode::Log},
-      {"sqrt", OpCode::Sqrt},
-      {"neg", OpCode::Neg},
-      {"abs", OpCode::Abs},
-      {"gelu", OpCode::Gelu},
-      {"dropout", OpCode::Dropout},
-      {"eq", OpCode::Compare},
-      {"ne", OpCode::Compare},
-      {"lt", OpCode::Compare},
-      {"le", OpCode::Compare},
-      {"gt", OpCode::Compare},
-      {"ge", OpCode::Compare},
-      {"where", OpCode::Where},
-      {"masked_fill", OpCode::MaskedFill},
-      {"cast", OpCode::Cast},
-      {"softmax", OpCode::Softmax},
-      {"layer_norm", OpCode::LayerNorm},
-      {"rms_norm", OpCode::RmsNorm},
-      {"embedding", OpCode::Embedding},
-      {"reshape", OpCode::Reshape},
-      {"transpose", OpCode::Transpose},
-      {"permute", OpCode::Permute},
-      {"flatten", OpCode::Flatten},
-      {"concat", OpCode::Concat},
-      {"split", OpCode::Split},
-      {"slice", OpCode::Slice},
-      {"reduce_sum", OpCode::Reduce},
-      {"reduce_mean", OpCode::Reduce},
-      {"reduce_max", OpCode::Reduce},
-      {"attention", OpCode::Attention},
-      {"conv2d", OpCode::Conv2d},
-      {"max_pool2d", OpCode::Pool},
-      {"avg_pool2d", OpCode::Pool},
-      {"adaptive_avg_pool2d", OpCode::Pool},
-      {"adaptive_max_pool2d", OpCode::Pool},
+#define GENIE_OP(name, sched_class, cuda) {#name, OpCode::sched_class},
+#include "graph/op_table.def"
+#undef GENIE_OP
   };
   auto it = table.find(op);
   return it == table.end() ? OpCode::Other : it->second;

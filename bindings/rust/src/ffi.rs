@@ -40,14 +40,17 @@ pub type __int64_t = ::std::os::raw::c_long;
 pub type __uint64_t = ::std::os::raw::c_ulong;
 extern "C" {
     #[doc = " Run-time library version, encoded like GENIE_VERSION. Never fails."]
+    #[doc = "  Errors: none. Threads: any."]
     pub fn genie_version() -> u32;
 }
 extern "C" {
     #[doc = " Run-time library version as a static string, e.g. \"0.1.0\". Never fails."]
+    #[doc = "  Errors: none. Threads: any."]
     pub fn genie_version_string() -> *const ::std::os::raw::c_char;
 }
 extern "C" {
     #[doc = " ABI version the library was built with. Never fails."]
+    #[doc = "  Errors: none. Threads: any."]
     pub fn genie_abi_version() -> u32;
 }
 #[doc = " Result of a call: 0 success, negative error, positive non-error state."]
@@ -55,17 +58,21 @@ pub type genie_status_t = i32;
 extern "C" {
     #[doc = " The static name of a status code, e.g. \"GENIE_ERR_PARSE\". Unknown codes"]
     #[doc = "  give \"unknown status\". Never returns NULL."]
+    #[doc = "  Errors: none. Threads: any."]
     pub fn genie_status_str(status: genie_status_t) -> *const ::std::os::raw::c_char;
 }
 extern "C" {
     #[doc = " The detail message of the last failed call on the calling thread (what"]
-    #[doc = "  was wrong, without the status name), or \"\" if none failed yet. Borrowed: valid until the next Genie call on this thread."]
+    #[doc = "  was wrong, without the status name), or \"\" if none failed yet. Borrowed:"]
+    #[doc = "  valid until the next Genie call on this thread."]
     #[doc = "  A successful call does not clear it. Never returns NULL."]
+    #[doc = "  Errors: none. Threads: any; answers for the calling thread."]
     pub fn genie_last_error() -> *const ::std::os::raw::c_char;
 }
 extern "C" {
     #[doc = " Releases memory that Genie returned through a `char **` (or `void **`)"]
     #[doc = "  out-parameter. Accepts NULL."]
+    #[doc = "  Errors: none. Threads: any."]
     pub fn genie_free(ptr: *mut ::std::os::raw::c_void);
 }
 pub const genie_dtype_GENIE_DTYPE_INVALID: genie_dtype = 0;
@@ -82,11 +89,13 @@ pub type genie_dtype = ::std::os::raw::c_uint;
 pub use self::genie_dtype as genie_dtype_t;
 extern "C" {
     #[doc = " Size in bytes of one element of `dtype`, or 0 for an invalid dtype."]
+    #[doc = "  Errors: none (0 for an invalid dtype). Threads: any."]
     pub fn genie_dtype_size(dtype: genie_dtype_t) -> usize;
 }
 extern "C" {
     #[doc = " Short static name of `dtype` (\"f32\", \"f16\", \"bf16\", \"i32\", \"i64\", \"bool\"),"]
     #[doc = "  or \"invalid\". Never returns NULL."]
+    #[doc = "  Errors: none (\"invalid\" for an invalid dtype). Threads: any."]
     pub fn genie_dtype_name(dtype: genie_dtype_t) -> *const ::std::os::raw::c_char;
 }
 pub const genie_node_role_GENIE_NODE_ROLE_CLIENT: genie_node_role = 256;
@@ -199,16 +208,20 @@ extern "C" {
     #[doc = "  timeout 30000 ms, worker threads = hardware concurrency, environment"]
     #[doc = "  overrides enabled."]
     #[doc = "  Errors: INVALID_ARGUMENT (out is NULL), OUT_OF_MEMORY."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_create(out: *mut *mut genie_config_t) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Destroys a configuration. Accepts NULL. Contexts created from it are not"]
     #[doc = "  affected (genie_init copies the configuration)."]
+    #[doc = "  Errors: none (a bad handle is ignored)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_destroy(config: *mut genie_config_t);
 }
 extern "C" {
     #[doc = " Master (server) address, host name or IP. NULL or \"\" means embedded mode."]
     #[doc = "  Environment: GENIE_MASTER_ADDR.  Errors: INVALID_HANDLE."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_master_addr(
         config: *mut genie_config_t,
         addr: *const ::std::os::raw::c_char,
@@ -217,12 +230,14 @@ extern "C" {
 extern "C" {
     #[doc = " Master TCP port, 1..65535 (default 5555). Environment: GENIE_MASTER_PORT."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_master_port(config: *mut genie_config_t, port: i32) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Node id of this process; NULL or \"\" generates one at init. At most 255"]
     #[doc = "  bytes of [A-Za-z0-9._-]. Environment: GENIE_NODE_ID."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad characters or length)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_node_id(
         config: *mut genie_config_t,
         node_id: *const ::std::os::raw::c_char,
@@ -233,6 +248,7 @@ extern "C" {
     #[doc = "  GENIE_NODE_ROLE (client|server|worker)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_node_role_t, e.g."]
     #[doc = "  a genie_tensor_role_t)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_role(config: *mut genie_config_t, role: genie_node_role_t) -> genie_status_t;
 }
 extern "C" {
@@ -241,17 +257,20 @@ extern "C" {
     #[doc = "  device that UCX drives; ucx runs the same UCX transport over whatever"]
     #[doc = "  UCX finds (docs/ucx.md)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_backend_t)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_backend(config: *mut genie_config_t, backend: genie_backend_t) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Log level. Environment: GENIE_LOG_LEVEL (off|error|warn|info|debug|trace)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_log_level(config: *mut genie_config_t, level: genie_log_level_t) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Timeout in milliseconds for connecting and for remote requests, > 0"]
     #[doc = "  (default 30000). Environment: GENIE_TIMEOUT (milliseconds)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (<= 0)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_timeout_ms(config: *mut genie_config_t, timeout_ms: i64) -> genie_status_t;
 }
 extern "C" {
@@ -260,12 +279,14 @@ extern "C" {
     #[doc = "  the BLAS library's own threads besides (OPENBLAS_NUM_THREADS)."]
     #[doc = "  Environment: GENIE_NUM_THREADS."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative or above 1024)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_num_threads(config: *mut genie_config_t, num_threads: i32) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Whether GENIE_* environment variables override the values set here"]
     #[doc = "  (default 1: an operator can redirect a program without rebuilding it)."]
     #[doc = "  Errors: INVALID_HANDLE."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_use_env(config: *mut genie_config_t, use_env: ::std::os::raw::c_int) -> genie_status_t;
 }
 extern "C" {
@@ -276,6 +297,7 @@ extern "C" {
     #[doc = "  Graph deltas). Results never differ; genie_context_server_info counts"]
     #[doc = "  the bytes sent with and without. Environment: GENIE_GRAPH_DELTAS (0|1)."]
     #[doc = "  Errors: INVALID_HANDLE."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_graph_deltas(config: *mut genie_config_t, enabled: ::std::os::raw::c_int)
         -> genie_status_t;
 }
@@ -312,6 +334,7 @@ extern "C" {
     #[doc = "  \"abcd...\"): make one with `openssl rand -hex 32`."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (shorter than 16 bytes, or"]
     #[doc = "  longer than 4096)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_auth_token(
         config: *mut genie_config_t,
         token: *const ::std::os::raw::c_char,
@@ -327,6 +350,7 @@ extern "C" {
     #[doc = "  when a connection or server is created: an unreadable file fails"]
     #[doc = "  genie_init or genie_server_create with INVALID_ARGUMENT naming it."]
     #[doc = "  Environment: GENIE_TLS_CA. Errors: INVALID_HANDLE."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_tls_ca(
         config: *mut genie_config_t,
         ca_file: *const ::std::os::raw::c_char,
@@ -339,6 +363,7 @@ extern "C" {
     #[doc = "  the server asks for a client certificate. Environment: GENIE_TLS_CERT,"]
     #[doc = "  GENIE_TLS_KEY. Errors: INVALID_HANDLE, INVALID_ARGUMENT (one of the two"]
     #[doc = "  missing)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_tls_cert(
         config: *mut genie_config_t,
         cert_file: *const ::std::os::raw::c_char,
@@ -350,6 +375,7 @@ extern "C" {
     #[doc = "  certificate must carry (copied; NULL or \"\" means the host connected"]
     #[doc = "  to, the default). Environment: GENIE_TLS_SERVER_NAME."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 255 bytes)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_tls_server_name(
         config: *mut genie_config_t,
         name: *const ::std::os::raw::c_char,
@@ -362,6 +388,7 @@ extern "C" {
     #[doc = "  could then use the server). Set it only on a network you trust; the"]
     #[doc = "  server logs a warning when it does. Environment: GENIE_ALLOW_INSECURE"]
     #[doc = "  (0|1). Errors: INVALID_HANDLE."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_allow_insecure(config: *mut genie_config_t, allow: ::std::os::raw::c_int)
         -> genie_status_t;
 }
@@ -370,6 +397,7 @@ extern "C" {
     #[doc = "  lost, waiting for the client to reconnect, in milliseconds, >= 0"]
     #[doc = "  (default 30000). Environment: GENIE_SESSION_GRACE (milliseconds)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_session_grace_ms(config: *mut genie_config_t, grace_ms: i64) -> genie_status_t;
 }
 extern "C" {
@@ -382,6 +410,7 @@ extern "C" {
     #[doc = "  its workers) are exempt: they end with their connection."]
     #[doc = "  Environment: GENIE_SESSION_IDLE (milliseconds)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_session_idle_ms(config: *mut genie_config_t, idle_ms: i64) -> genie_status_t;
 }
 extern "C" {
@@ -389,6 +418,7 @@ extern "C" {
     #[doc = "  authentication) within this many milliseconds, 10..86400000, is closed"]
     #[doc = "  (default 10000). Environment: GENIE_HANDSHAKE_TIMEOUT."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_handshake_timeout_ms(config: *mut genie_config_t, timeout_ms: i64) -> genie_status_t;
 }
 extern "C" {
@@ -396,12 +426,14 @@ extern "C" {
     #[doc = "  1024); one past the limit is answered with an error and closed."]
     #[doc = "  Environment: GENIE_MAX_CONNECTIONS."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_max_connections(config: *mut genie_config_t, max_connections: i32) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Server: connections open at once from one source address, 0..1000000"]
     #[doc = "  (0: no limit; default 128). Environment: GENIE_MAX_CONNECTIONS_PER_SOURCE."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_max_connections_per_source(
         config: *mut genie_config_t,
         max_connections: i32,
@@ -412,6 +444,7 @@ extern "C" {
     #[doc = "  0..1000000 (0: no limit; default 1024); a new session past the limit is"]
     #[doc = "  refused with GENIE_ERR_CONNECTION. Environment: GENIE_MAX_SESSIONS."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_max_sessions(config: *mut genie_config_t, max_sessions: i32) -> genie_status_t;
 }
 extern "C" {
@@ -427,6 +460,7 @@ extern "C" {
     #[doc = "  creation then fails with UNSUPPORTED when this library was built without"]
     #[doc = "  prometheus-cpp, and with IO when the address cannot be bound."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (outside -1..65535)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_metrics_port(config: *mut genie_config_t, port: i32) -> genie_status_t;
 }
 extern "C" {
@@ -437,6 +471,7 @@ extern "C" {
     #[doc = "  authenticate; it shows counts, never tensor data)."]
     #[doc = "  Environment: GENIE_METRICS_ADDR."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 255 bytes)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_metrics_addr(
         config: *mut genie_config_t,
         addr: *const ::std::os::raw::c_char,
@@ -445,6 +480,7 @@ extern "C" {
 extern "C" {
     #[doc = " Whether this library was built with Prometheus metrics support"]
     #[doc = "  (prometheus-cpp): 1 or 0. Any thread."]
+    #[doc = "  Errors: none. Threads: any."]
     pub fn genie_metrics_supported() -> ::std::os::raw::c_int;
 }
 extern "C" {
@@ -458,12 +494,14 @@ extern "C" {
     #[doc = "  per process: starting again with the same path does nothing. Any thread."]
     #[doc = "  Errors: INVALID_ARGUMENT (path NULL or \"\", or a trace already recorded"]
     #[doc = "  into another path), IO (the file cannot be created)."]
+    #[doc = "  Threads: any."]
     pub fn genie_trace_start(path: *const ::std::os::raw::c_char) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Writes the trace started by genie_trace_start (or GENIE_TRACE) and stops"]
     #[doc = "  recording; does nothing when none is recorded. Any thread."]
     #[doc = "  Errors: IO (the file cannot be written)."]
+    #[doc = "  Threads: any."]
     pub fn genie_trace_stop() -> genie_status_t;
 }
 extern "C" {
@@ -472,6 +510,7 @@ extern "C" {
     #[doc = "  bytes are not counted (they travel beside the message)."]
     #[doc = "  Environment: GENIE_MAX_MESSAGE."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_max_message_bytes(config: *mut genie_config_t, max_bytes: i64) -> genie_status_t;
 }
 extern "C" {
@@ -482,7 +521,8 @@ extern "C" {
     #[doc = " limit less its usage). An allocation or a graph whose outputs and"]
     #[doc = " intermediates would pass it fails with GENIE_ERR_OUT_OF_MEMORY naming"]
     #[doc = " the tensor or graph, the server, its use and the budget."]
-    #[doc = " GENIE_ERR_INVALID_ARGUMENT for a negative value."]
+    #[doc = " Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_memory_budget(config: *mut genie_config_t, bytes: i64) -> genie_status_t;
 }
 extern "C" {
@@ -493,7 +533,8 @@ extern "C" {
     #[doc = " flight at once. 0 keeps a default: the whole memory budget, 65536"]
     #[doc = " tensors, 256 graphs. Past one, the request fails with"]
     #[doc = " GENIE_ERR_OUT_OF_MEMORY naming the quota, the session's use and the"]
-    #[doc = " limit. GENIE_ERR_INVALID_ARGUMENT for a negative value."]
+    #[doc = " limit. Errors: INVALID_HANDLE, INVALID_ARGUMENT (a negative value)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_session_quota(
         config: *mut genie_config_t,
         max_bytes: i64,
@@ -507,6 +548,7 @@ extern "C" {
     #[doc = "  often (and, once the master is lost, probes it this often); the master"]
     #[doc = "  checks for silent nodes this often. Environment: GENIE_HEARTBEAT_INTERVAL."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_heartbeat_interval_ms(config: *mut genie_config_t, interval_ms: i64) -> genie_status_t;
 }
 extern "C" {
@@ -518,18 +560,21 @@ extern "C" {
     #[doc = "  (checked at genie_init / genie_server_create)."]
     #[doc = "  Environment: GENIE_HEARTBEAT_TIMEOUT."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_heartbeat_timeout_ms(config: *mut genie_config_t, timeout_ms: i64) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Interval between polls of the local GPUs (NVML) in milliseconds,"]
     #[doc = "  10..86400000 (default 5000). Environment: GENIE_GPU_POLL_INTERVAL."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_gpu_poll_interval_ms(config: *mut genie_config_t, interval_ms: i64) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Interval between health checks in milliseconds, 10..86400000 (default"]
     #[doc = "  30000). Environment: GENIE_HEALTH_INTERVAL."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_health_interval_ms(config: *mut genie_config_t, interval_ms: i64) -> genie_status_t;
 }
 extern "C" {
@@ -540,6 +585,7 @@ extern "C" {
     #[doc = "  genie_init never runs it unless the backend asked for is dpdk or"]
     #[doc = "  dpdk_gpudev. Environment: GENIE_DPDK_PROBE (0|1)."]
     #[doc = "  Errors: INVALID_HANDLE."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_dpdk_probe(config: *mut genie_config_t, enabled: ::std::os::raw::c_int) -> genie_status_t;
 }
 extern "C" {
@@ -547,6 +593,8 @@ extern "C" {
     #[doc = "  passes the ABI version of the header the caller was compiled against."]
     #[doc = "  Bindings that do not use the C preprocessor call this directly with"]
     #[doc = "  GENIE_ABI_VERSION."]
+    #[doc = "  Errors: as genie_init."]
+    #[doc = "  Threads: any; contexts are independent of each other."]
     pub fn genie_init_abi(
         abi_version: u32,
         config: *const genie_config_t,
@@ -563,17 +611,24 @@ extern "C" {
     #[doc = "  server (futures still pending then complete with GENIE_ERR_SHUTDOWN), then"]
     #[doc = "  tells the server goodbye, which frees every tensor of the context there at"]
     #[doc = "  once. Returns within about the timeout even if the server is gone."]
+    #[doc = "  Errors: none (a bad handle is ignored)."]
+    #[doc = "  Threads: any but a callback of this context; no other call with ctx may"]
+    #[doc = "  still be running."]
     pub fn genie_shutdown(ctx: *mut genie_context_t);
 }
 extern "C" {
     #[doc = " 1 if `ctx` is a live context (returned by genie_init and not yet shut"]
     #[doc = "  down), else 0. Safe to call with NULL or with a context already shut"]
     #[doc = "  down."]
+    #[doc = "  Errors: none (0 for NULL or a bad handle)."]
+    #[doc = "  Threads: any; thread-safe on one context."]
     pub fn genie_is_initialized(ctx: *const genie_context_t) -> ::std::os::raw::c_int;
 }
 extern "C" {
     #[doc = " Whether the context executes in-process (1) or on a server (0); -1 if"]
     #[doc = "  ctx is not a live context."]
+    #[doc = "  Errors: none (-1 for a bad handle)."]
+    #[doc = "  Threads: any; thread-safe on one context."]
     pub fn genie_context_is_embedded(ctx: *const genie_context_t) -> ::std::os::raw::c_int;
 }
 extern "C" {
@@ -585,11 +640,14 @@ extern "C" {
     #[doc = "  snapshot: the connection may be lost right after the call."]
     #[doc = "  Errors: INVALID_HANDLE (not a live context), INVALID_ARGUMENT (out"]
     #[doc = "  NULL). Never waits for the server."]
+    #[doc = "  Threads: any; thread-safe on one context."]
     pub fn genie_context_is_connected(ctx: *const genie_context_t, out: *mut ::std::os::raw::c_int) -> genie_status_t;
 }
 extern "C" {
     #[doc = " The node id of this context (given or generated). Borrowed: valid until"]
     #[doc = "  genie_shutdown(ctx). NULL if ctx is not a live context."]
+    #[doc = "  Errors: none (NULL for a bad handle)."]
+    #[doc = "  Threads: any; thread-safe on one context."]
     pub fn genie_context_node_id(ctx: *const genie_context_t) -> *const ::std::os::raw::c_char;
 }
 extern "C" {
@@ -621,6 +679,7 @@ extern "C" {
     #[doc = "  off)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT, UNSUPPORTED (embedded mode),"]
     #[doc = "  CONNECTION, TIMEOUT, SHUTDOWN."]
+    #[doc = "  Threads: any; thread-safe on one context."]
     pub fn genie_context_server_info(
         ctx: *mut genie_context_t,
         out_json: *mut *mut ::std::os::raw::c_char,
@@ -652,6 +711,7 @@ extern "C" {
     #[doc = "  support in this library), IO (the metrics address cannot be bound),"]
     #[doc = "  INVALID_ARGUMENT (beyond loopback without authentication, or this"]
     #[doc = "  process already serves metrics on another port)."]
+    #[doc = "  Threads: any; thread-safe on one server."]
     pub fn genie_server_create(
         config: *const genie_config_t,
         host: *const ::std::os::raw::c_char,
@@ -662,12 +722,14 @@ extern "C" {
 extern "C" {
     #[doc = " The TCP port the server listens on. Errors: INVALID_HANDLE,"]
     #[doc = "  INVALID_ARGUMENT."]
+    #[doc = "  Threads: any; thread-safe on one server."]
     pub fn genie_server_port(server: *const genie_server_t, out: *mut i32) -> genie_status_t;
 }
 extern "C" {
     #[doc = " The TCP port of the server's metrics endpoint (see"]
     #[doc = "  genie_config_set_metrics_port), or -1 when it serves none."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL)."]
+    #[doc = "  Threads: any; thread-safe on one server."]
     pub fn genie_server_metrics_port(server: *const genie_server_t, out: *mut i32) -> genie_status_t;
 }
 extern "C" {
@@ -675,16 +737,20 @@ extern "C" {
     #[doc = "  and report, closes every connection and frees every session. Returns at"]
     #[doc = "  once; genie_server_wait blocks until that is done. Safe from any thread"]
     #[doc = "  and idempotent. Errors: INVALID_HANDLE."]
+    #[doc = "  Threads: any; thread-safe on one server."]
     pub fn genie_server_stop(server: *mut genie_server_t) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Blocks until the server has stopped (after genie_server_stop)."]
     #[doc = "  Errors: INVALID_HANDLE."]
+    #[doc = "  Threads: any; thread-safe on one server."]
     pub fn genie_server_wait(server: *mut genie_server_t) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Stops the server (as genie_server_stop + genie_server_wait) and releases"]
     #[doc = "  it. Accepts NULL."]
+    #[doc = "  Errors: none (a bad handle is ignored)."]
+    #[doc = "  Threads: any; no other call with the same handle may still be running."]
     pub fn genie_server_destroy(server: *mut genie_server_t);
 }
 pub const genie_health_GENIE_HEALTH_HEALTHY: genie_health = 0;
@@ -739,6 +805,7 @@ extern "C" {
     #[doc = "  duration_ms each), \"health\" (level and reasons), \"counters\". Thread-safe."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out_json NULL), SHUTDOWN,"]
     #[doc = "  OUT_OF_MEMORY."]
+    #[doc = "  Threads: any; thread-safe on one context."]
     pub fn genie_cluster_state(ctx: *mut genie_context_t, out_json: *mut *mut ::std::os::raw::c_char)
         -> genie_status_t;
 }
@@ -757,6 +824,7 @@ extern "C" {
     #[doc = "  not an error. Waits at most the configured timeout for the host."]
     #[doc = "  Errors: INVALID_ARGUMENT (out_json NULL, port outside 1..65535 with a"]
     #[doc = "  host, bad environment value), INVALID_HANDLE, OUT_OF_MEMORY."]
+    #[doc = "  Threads: any."]
     pub fn genie_discover(
         config: *const genie_config_t,
         host: *const ::std::os::raw::c_char,
@@ -774,6 +842,7 @@ extern "C" {
     #[doc = "  subscription lasts as long as the context)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (fn NULL, mask 0 or with bits"]
     #[doc = "  outside GENIE_EVENT_ALL), SHUTDOWN."]
+    #[doc = "  Threads: any; thread-safe on one context."]
     pub fn genie_subscribe(
         ctx: *mut genie_context_t,
         mask: u32,
@@ -789,6 +858,7 @@ extern "C" {
     #[doc = "  does not wait). Subscriptions end with their context anyway."]
     #[doc = "  Errors: INVALID_HANDLE, NOT_FOUND (no such subscription: unknown, or"]
     #[doc = "  already ended)."]
+    #[doc = "  Threads: any; thread-safe on one context."]
     pub fn genie_unsubscribe(ctx: *mut genie_context_t, subscription: u64) -> genie_status_t;
 }
 extern "C" {
@@ -817,10 +887,12 @@ extern "C" {
     #[doc = "  master closed) gets CONNECTION naming it, until it heartbeats or"]
     #[doc = "  registers again."]
     #[doc = "  Errors: INVALID_HANDLE (ctx), INVALID_ARGUMENT (out NULL, shape NULL with"]
-    #[doc = "  ndim > 0, ndim too large, negative dimension, bad dtype), PARSE (device string malformed),"]
+    #[doc = "  ndim > 0, ndim too large, negative dimension, bad dtype), PARSE (device"]
+    #[doc = "  string malformed),"]
     #[doc = "  TOO_LARGE (byte size overflows), UNSUPPORTED (device not available here,"]
     #[doc = "  e.g. a GPU without CUDA or a remote device in embedded mode; the detail"]
     #[doc = "  says why), OUT_OF_MEMORY, SHUTDOWN, CONNECTION."]
+    #[doc = "  Threads: any; thread-safe on one tensor."]
     pub fn genie_tensor_alloc(
         ctx: *mut genie_context_t,
         dtype: genie_dtype_t,
@@ -834,6 +906,8 @@ extern "C" {
     #[doc = " Destroys a tensor and frees its memory on its device. Accepts NULL. Graphs"]
     #[doc = "  already submitted with this tensor keep their own reference, so destroying"]
     #[doc = "  an input right after genie_graph_submit is safe."]
+    #[doc = "  Errors: none (a bad handle is ignored)."]
+    #[doc = "  Threads: any; no other call with the same handle may still be running."]
     pub fn genie_tensor_destroy(tensor: *mut genie_tensor_t);
 }
 extern "C" {
@@ -844,6 +918,7 @@ extern "C" {
     #[doc = "  SIZE_MISMATCH (offset + nbytes exceeds the tensor), SHUTDOWN, CONNECTION,"]
     #[doc = "  TIMEOUT, UNSUPPORTED (a server tensor, from a completion callback)."]
     #[doc = "  Thread-safe; concurrent writes to overlapping ranges race."]
+    #[doc = "  Threads: any; thread-safe on one tensor."]
     pub fn genie_tensor_write(
         tensor: *mut genie_tensor_t,
         offset: usize,
@@ -856,6 +931,7 @@ extern "C" {
     #[doc = "  server tensor (a graph output in remote mode, say) this is when its bytes"]
     #[doc = "  cross the network: they land straight in `dst`."]
     #[doc = "  Errors: as genie_tensor_write."]
+    #[doc = "  Threads: any; thread-safe on one tensor."]
     pub fn genie_tensor_read(
         tensor: *const genie_tensor_t,
         offset: usize,
@@ -867,6 +943,7 @@ extern "C" {
     #[doc = " Describes a tensor. Any out-parameter may be NULL. `shape` and `ndim`"]
     #[doc = "  are filled as Shapes at the top says (room for GENIE_MAX_DIMS entries)."]
     #[doc = "  Errors: INVALID_HANDLE."]
+    #[doc = "  Threads: any; thread-safe on one tensor."]
     pub fn genie_tensor_info(
         tensor: *const genie_tensor_t,
         dtype: *mut genie_dtype_t,
@@ -878,6 +955,8 @@ extern "C" {
 extern "C" {
     #[doc = " The canonical device string of the tensor (\"cpu:0\", \"remote:0\" ...)."]
     #[doc = "  Borrowed: valid until the tensor is destroyed. NULL for a bad handle."]
+    #[doc = "  Errors: none (NULL for a bad handle)."]
+    #[doc = "  Threads: any; thread-safe on one tensor."]
     pub fn genie_tensor_device(tensor: *const genie_tensor_t) -> *const ::std::os::raw::c_char;
 }
 extern "C" {
@@ -908,6 +987,7 @@ extern "C" {
     #[doc = "  role not a genie_tensor_role_t, e.g. a genie_node_role_t; layer below"]
     #[doc = "  -1 or above 65534, the largest a tag can carry); on error the"]
     #[doc = "  annotation is unchanged. Thread-safe."]
+    #[doc = "  Threads: any; thread-safe on one tensor."]
     pub fn genie_tensor_set_semantics(
         tensor: *mut genie_tensor_t,
         phase: genie_phase_t,
@@ -919,6 +999,7 @@ extern "C" {
     #[doc = " The tensor's annotation (genie_tensor_set_semantics): GENIE_PHASE_UNKNOWN,"]
     #[doc = "  GENIE_TENSOR_ROLE_UNSPECIFIED and -1 where it has none. Any"]
     #[doc = "  out-parameter may be NULL. Errors: INVALID_HANDLE. Thread-safe."]
+    #[doc = "  Threads: any; thread-safe on one tensor."]
     pub fn genie_tensor_get_semantics(
         tensor: *const genie_tensor_t,
         phase: *mut genie_phase_t,
@@ -929,11 +1010,14 @@ extern "C" {
 extern "C" {
     #[doc = " Creates an empty graph. `name` may be NULL."]
     #[doc = "  Errors: INVALID_ARGUMENT (out NULL, bad name), OUT_OF_MEMORY."]
+    #[doc = "  Threads: any."]
     pub fn genie_graph_create(name: *const ::std::os::raw::c_char, out: *mut *mut genie_graph_t) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Destroys a graph. Accepts NULL. Futures of submitted graphs are not"]
     #[doc = "  affected (submission takes a snapshot)."]
+    #[doc = "  Errors: none (a bad handle is ignored)."]
+    #[doc = "  Threads: any; no other call with the same handle may still be running."]
     pub fn genie_graph_destroy(graph: *mut genie_graph_t);
 }
 extern "C" {
@@ -943,6 +1027,7 @@ extern "C" {
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (bad name, dtype, ndim, dimension"]
     #[doc = "  < -1), INVALID_GRAPH (name already used), TOO_LARGE (the static"]
     #[doc = "  dimensions alone overflow the size limit)."]
+    #[doc = "  Threads: any; one thread at a time per graph."]
     pub fn genie_graph_add_input(
         graph: *mut genie_graph_t,
         name: *const ::std::os::raw::c_char,
@@ -957,6 +1042,7 @@ extern "C" {
     #[doc = "  are copied into the graph."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT, INVALID_GRAPH (name used),"]
     #[doc = "  SIZE_MISMATCH, TOO_LARGE, OUT_OF_MEMORY."]
+    #[doc = "  Threads: any; one thread at a time per graph."]
     pub fn genie_graph_add_constant(
         graph: *mut genie_graph_t,
         name: *const ::std::os::raw::c_char,
@@ -976,6 +1062,7 @@ extern "C" {
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (NULL arrays, bad names),"]
     #[doc = "  UNKNOWN_OP (the detail lists close names), INVALID_GRAPH (name already"]
     #[doc = "  used, wrong number of inputs or outputs for the operator)."]
+    #[doc = "  Threads: any; one thread at a time per graph."]
     pub fn genie_graph_add_node(
         graph: *mut genie_graph_t,
         op: *const ::std::os::raw::c_char,
@@ -991,6 +1078,7 @@ extern "C" {
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND (no such node),"]
     #[doc = "  INVALID_ATTRIBUTE (the operator has no such attribute, or it is not of"]
     #[doc = "  this type)."]
+    #[doc = "  Threads: any; one thread at a time per graph."]
     pub fn genie_graph_set_attr_int(
         graph: *mut genie_graph_t,
         node: *const ::std::os::raw::c_char,
@@ -1000,6 +1088,7 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Sets a floating-point attribute. Errors: as genie_graph_set_attr_int."]
+    #[doc = "  Threads: any; one thread at a time per graph."]
     pub fn genie_graph_set_attr_float(
         graph: *mut genie_graph_t,
         node: *const ::std::os::raw::c_char,
@@ -1009,6 +1098,7 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Sets a string attribute (copied). Errors: as genie_graph_set_attr_int."]
+    #[doc = "  Threads: any; one thread at a time per graph."]
     pub fn genie_graph_set_attr_string(
         graph: *mut genie_graph_t,
         node: *const ::std::os::raw::c_char,
@@ -1019,6 +1109,7 @@ extern "C" {
 extern "C" {
     #[doc = " Sets an integer-list attribute (`count` entries, copied; count may be 0)."]
     #[doc = "  Errors: as genie_graph_set_attr_int."]
+    #[doc = "  Threads: any; one thread at a time per graph."]
     pub fn genie_graph_set_attr_ints(
         graph: *mut genie_graph_t,
         node: *const ::std::os::raw::c_char,
@@ -1029,6 +1120,7 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Sets a float-list attribute. Errors: as genie_graph_set_attr_ints."]
+    #[doc = "  Threads: any; one thread at a time per graph."]
     pub fn genie_graph_set_attr_floats(
         graph: *mut genie_graph_t,
         node: *const ::std::os::raw::c_char,
@@ -1040,6 +1132,7 @@ extern "C" {
 extern "C" {
     #[doc = " Annotates node `node` with its execution phase."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_phase_t), NOT_FOUND."]
+    #[doc = "  Threads: any; one thread at a time per graph."]
     pub fn genie_graph_set_phase(
         graph: *mut genie_graph_t,
         node: *const ::std::os::raw::c_char,
@@ -1049,7 +1142,8 @@ extern "C" {
 extern "C" {
     #[doc = " Annotates node `node` with the module path it comes from, e.g."]
     #[doc = "  \"transformer.h.0.attn\" (copied; NULL clears it)."]
-    #[doc = "  Errors: INVALID_HANDLE, NOT_FOUND."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (node NULL), NOT_FOUND."]
+    #[doc = "  Threads: any; one thread at a time per graph."]
     pub fn genie_graph_set_module(
         graph: *mut genie_graph_t,
         node: *const ::std::os::raw::c_char,
@@ -1059,6 +1153,7 @@ extern "C" {
 extern "C" {
     #[doc = " Annotates node `node` with its layer index (>= 0; -1 clears it)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (< -1), NOT_FOUND."]
+    #[doc = "  Threads: any; one thread at a time per graph."]
     pub fn genie_graph_set_layer(
         graph: *mut genie_graph_t,
         node: *const ::std::os::raw::c_char,
@@ -1068,6 +1163,7 @@ extern "C" {
 extern "C" {
     #[doc = " Annotates node `node` with its modality."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND."]
+    #[doc = "  Threads: any; one thread at a time per graph."]
     pub fn genie_graph_set_modality(
         graph: *mut genie_graph_t,
         node: *const ::std::os::raw::c_char,
@@ -1078,6 +1174,7 @@ extern "C" {
     #[doc = " Annotates value `value` (an input, constant or node output) with its role."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not a genie_tensor_role_t, e.g."]
     #[doc = "  a genie_node_role_t), NOT_FOUND."]
+    #[doc = "  Threads: any; one thread at a time per graph."]
     pub fn genie_graph_set_role(
         graph: *mut genie_graph_t,
         value: *const ::std::os::raw::c_char,
@@ -1089,6 +1186,7 @@ extern "C" {
     #[doc = "  outputs of a future). Marking the same value twice is an error."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT, INVALID_GRAPH (already marked)."]
     #[doc = "  The value must exist by genie_graph_validate."]
+    #[doc = "  Threads: any; one thread at a time per graph."]
     pub fn genie_graph_mark_output(graph: *mut genie_graph_t, value: *const ::std::os::raw::c_char) -> genie_status_t;
 }
 extern "C" {
@@ -1100,10 +1198,12 @@ extern "C" {
     #[doc = "  genie_graph_submit checks it with the bound shapes."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_GRAPH, UNKNOWN_OP, INVALID_ATTRIBUTE,"]
     #[doc = "  SHAPE_MISMATCH, DTYPE_MISMATCH, TOO_LARGE."]
+    #[doc = "  Threads: any; one thread at a time per graph."]
     pub fn genie_graph_validate(graph: *mut genie_graph_t) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Number of nodes in the graph. Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
     pub fn genie_graph_num_nodes(graph: *const genie_graph_t, out: *mut usize) -> genie_status_t;
 }
 extern "C" {
@@ -1113,6 +1213,7 @@ extern "C" {
     #[doc = "  destroyed."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL), NOT_FOUND (index out"]
     #[doc = "  of range)."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
     pub fn genie_graph_node_name(
         graph: *const genie_graph_t,
         index: usize,
@@ -1123,6 +1224,7 @@ extern "C" {
     #[doc = " Operator of node `index` (\"matmul\", ...), numbered as"]
     #[doc = "  genie_graph_node_name. Borrowed: valid until the graph is next changed"]
     #[doc = "  or destroyed. Errors: as genie_graph_node_name."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
     pub fn genie_graph_node_op(
         graph: *const genie_graph_t,
         index: usize,
@@ -1131,6 +1233,7 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Number of declared graph inputs. Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
     pub fn genie_graph_num_inputs(graph: *const genie_graph_t, out: *mut usize) -> genie_status_t;
 }
 extern "C" {
@@ -1138,6 +1241,7 @@ extern "C" {
     #[doc = "  graph is next changed or destroyed."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL), NOT_FOUND (index out"]
     #[doc = "  of range)."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
     pub fn genie_graph_input_name(
         graph: *const genie_graph_t,
         index: usize,
@@ -1147,12 +1251,14 @@ extern "C" {
 extern "C" {
     #[doc = " Number of values marked as outputs. Errors: INVALID_HANDLE,"]
     #[doc = "  INVALID_ARGUMENT."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
     pub fn genie_graph_num_outputs(graph: *const genie_graph_t, out: *mut usize) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Name of output `index` (mark order: the future's output order). Borrowed:"]
     #[doc = "  valid until the graph is next changed or destroyed."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
     pub fn genie_graph_output_name(
         graph: *const genie_graph_t,
         index: usize,
@@ -1163,8 +1269,10 @@ extern "C" {
     #[doc = " Dtype and shape of value `value`, as inferred by genie_graph_validate (or"]
     #[doc = "  declared, for inputs and constants). `shape` and `ndim` are filled as"]
     #[doc = "  Shapes at the top says. Any out-parameter may be NULL."]
-    #[doc = "  Errors: INVALID_HANDLE, NOT_FOUND, INVALID_GRAPH (graph not validated"]
-    #[doc = "  since its last change and the value is a node output)."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (value NULL), NOT_FOUND,"]
+    #[doc = "  INVALID_GRAPH (graph not validated since its last change and the value"]
+    #[doc = "  is a node output)."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
     pub fn genie_graph_value_info(
         graph: *const genie_graph_t,
         value: *const ::std::os::raw::c_char,
@@ -1178,6 +1286,7 @@ extern "C" {
     #[doc = "  annotations, not the bytes of constants and not names of values. Equal"]
     #[doc = "  for equal structure across processes and machines."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
     pub fn genie_graph_hash(graph: *const genie_graph_t, out: *mut u64) -> genie_status_t;
 }
 extern "C" {
@@ -1185,6 +1294,7 @@ extern "C" {
     #[doc = "  NUL-terminated and released with genie_free(); `out_len` (may be NULL)"]
     #[doc = "  receives its length. Import of the export gives an identical export."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT, OUT_OF_MEMORY."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
     pub fn genie_graph_to_json(
         graph: *const genie_graph_t,
         out_json: *mut *mut ::std::os::raw::c_char,
@@ -1195,6 +1305,7 @@ extern "C" {
     #[doc = " Builds a graph from JSON text of `len` bytes (docs/graph-format.md)."]
     #[doc = "  Errors: INVALID_ARGUMENT, PARSE (not JSON, or not the format: the detail"]
     #[doc = "  gives the JSON path), plus any error of the building calls above."]
+    #[doc = "  Threads: any."]
     pub fn genie_graph_from_json(
         json: *const ::std::os::raw::c_char,
         len: usize,
@@ -1212,8 +1323,8 @@ extern "C" {
     #[doc = ""]
     #[doc = "  `*out_graph` receives the validated graph. Its inputs are the model's"]
     #[doc = "  inputs (those that are not initializers), in order, followed by one input"]
-    #[doc = "  (role GENIE_ROLE_WEIGHT, named after the ONNX value) per constant tensor"]
-    #[doc = "  the graph uses: each initializer, and each constant of more than 16"]
+    #[doc = "  (role GENIE_TENSOR_ROLE_WEIGHT, named after the ONNX value) per constant"]
+    #[doc = "  tensor the graph uses: each initializer, and each constant of more than 16"]
     #[doc = "  elements computed from them at import (a batch norm folded to a scale,"]
     #[doc = "  say); smaller computed constants are inline graph constants."]
     #[doc = "  There are `*out_num_weights` of them; each is uploaded to a new"]
@@ -1240,6 +1351,7 @@ extern "C" {
     #[doc = "  genie_tensor_write for the weights (SHUTDOWN, CONNECTION, OUT_OF_MEMORY"]
     #[doc = "  ...). On any error the out-parameters are untouched and no tensor is left"]
     #[doc = "  allocated. Thread-safe: other threads may use the context meanwhile."]
+    #[doc = "  Threads: any."]
     pub fn genie_graph_import_onnx(
         ctx: *mut genie_context_t,
         model: *const ::std::os::raw::c_void,
@@ -1376,6 +1488,7 @@ extern "C" {
     #[doc = "  was built against a newer genie.h), UNSUPPORTED (cuda_kernel set: no"]
     #[doc = "  CUDA kernels in this version). On error nothing is registered and"]
     #[doc = "  destroy is not called. Thread-safe."]
+    #[doc = "  Threads: any; thread-safe."]
     pub fn genie_op_register(desc: *const genie_op_desc_t) -> genie_status_t;
 }
 extern "C" {
@@ -1384,11 +1497,13 @@ extern "C" {
     #[doc = "  then destroy(user_data) runs. Errors: INVALID_ARGUMENT (name NULL),"]
     #[doc = "  NOT_FOUND (no custom op of that name; built-in ops cannot be removed)."]
     #[doc = "  Thread-safe; must not be called from a callback of the op."]
+    #[doc = "  Threads: any; thread-safe."]
     pub fn genie_op_unregister(name: *const ::std::os::raw::c_char) -> genie_status_t;
 }
 extern "C" {
     #[doc = " 1 if `name` is a registered custom op, else 0 (also for NULL and for"]
     #[doc = "  built-in ops). Never fails."]
+    #[doc = "  Errors: none. Threads: any."]
     pub fn genie_op_is_registered(name: *const ::std::os::raw::c_char) -> ::std::os::raw::c_int;
 }
 #[doc = " Its type: registers the library's ops with genie_op_register and"]
@@ -1406,6 +1521,7 @@ extern "C" {
     #[doc = "  loaded: the detail has dlopen's reason), NOT_FOUND (it does not export"]
     #[doc = "  genie_op_library_init), or the error its init returned (the detail"]
     #[doc = "  names the library). Thread-safe."]
+    #[doc = "  Threads: any; thread-safe."]
     pub fn genie_op_library_load(path: *const ::std::os::raw::c_char) -> genie_status_t;
 }
 extern "C" {
@@ -1415,6 +1531,7 @@ extern "C" {
     #[doc = "  (ctx, name or an out-parameter NULL), NOT_FOUND (the node has no such"]
     #[doc = "  attribute), INVALID_ATTRIBUTE (it has another type; the detail says"]
     #[doc = "  which)."]
+    #[doc = "  Threads: the callback's own thread, during the callback."]
     pub fn genie_op_attr_int(
         ctx: *const genie_op_ctx_t,
         name: *const ::std::os::raw::c_char,
@@ -1455,6 +1572,7 @@ extern "C" {
     #[doc = " Sets the message that goes with the error status the callback is about"]
     #[doc = "  to return (copied; the last call wins). Without it the detail names the"]
     #[doc = "  status only. Errors: INVALID_ARGUMENT (ctx or message NULL)."]
+    #[doc = "  Threads: the callback's own thread, during the callback."]
     pub fn genie_op_set_error(ctx: *mut genie_op_ctx_t, message: *const ::std::os::raw::c_char) -> genie_status_t;
 }
 #[doc = " Completion callback. Runs once, on a Genie thread (an executor worker in"]
@@ -1500,7 +1618,7 @@ extern "C" {
     #[doc = "  error: NOT_FOUND (a tensor the server no longer holds), SHUTDOWN (the"]
     #[doc = "  server is stopping), CONNECTION (the connection was lost before the"]
     #[doc = "  graph completed), or any validation error on its side."]
-    #[doc = "  Errors (returned now, the future not created): INVALID_HANDLE,"]
+    #[doc = "  Errors: returned now, the future not created: INVALID_HANDLE,"]
     #[doc = "  INVALID_ARGUMENT, INVALID_GRAPH (unbound or unknown input), DTYPE_MISMATCH,"]
     #[doc = "  SHAPE_MISMATCH, any validation error, SHUTDOWN, and in remote mode"]
     #[doc = "  CONNECTION and TIMEOUT (not connected, or reconnecting did not succeed in"]
@@ -1508,6 +1626,8 @@ extern "C" {
     #[doc = "  message exceeds the maximum message size), UNSUPPORTED (from a completion"]
     #[doc = "  callback)."]
     #[doc = "  Errors while executing are reported by the future."]
+    #[doc = "  Threads: any; thread-safe on one context (the graph must not be changed"]
+    #[doc = "  meanwhile)."]
     pub fn genie_graph_submit(
         ctx: *mut genie_context_t,
         graph: *const genie_graph_t,
@@ -1523,6 +1643,8 @@ extern "C" {
     #[doc = "  callback never runs after this returns (if it is running on another"]
     #[doc = "  thread, this waits for it to return). Output tensors already obtained"]
     #[doc = "  with genie_future_output stay valid."]
+    #[doc = "  Errors: none (a bad handle is ignored)."]
+    #[doc = "  Threads: any; no other call with the same handle may still be running."]
     pub fn genie_future_destroy(future: *mut genie_future_t);
 }
 extern "C" {
@@ -1532,11 +1654,13 @@ extern "C" {
     #[doc = "  valid). In remote mode the waiting thread may read the completion from"]
     #[doc = "  the server itself (and so run completion callbacks of other futures of"]
     #[doc = "  the context). Errors: INVALID_HANDLE."]
+    #[doc = "  Threads: any; thread-safe on one future."]
     pub fn genie_future_wait(future: *mut genie_future_t, timeout_ms: i64) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Returns GENIE_IN_PROGRESS while running, then GENIE_OK or the execution"]
     #[doc = "  error. Never blocks. Errors: INVALID_HANDLE."]
+    #[doc = "  Threads: any; thread-safe on one future."]
     pub fn genie_future_poll(future: *const genie_future_t) -> genie_status_t;
 }
 extern "C" {
@@ -1544,6 +1668,7 @@ extern "C" {
     #[doc = "  future has already completed, `cb` runs on the calling thread before this"]
     #[doc = "  returns. Errors: INVALID_HANDLE, INVALID_ARGUMENT (cb NULL, or a callback"]
     #[doc = "  already set)."]
+    #[doc = "  Threads: any; thread-safe on one future."]
     pub fn genie_future_set_callback(
         future: *mut genie_future_t,
         cb: genie_future_callback_t,
@@ -1553,6 +1678,7 @@ extern "C" {
 extern "C" {
     #[doc = " Number of outputs (graph outputs in the order they were marked)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    #[doc = "  Threads: any; thread-safe on one future."]
     pub fn genie_future_num_outputs(future: *const genie_future_t, out: *mut usize) -> genie_status_t;
 }
 extern "C" {
@@ -1563,6 +1689,7 @@ extern "C" {
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL, or the future has not"]
     #[doc = "  completed yet: wait first), NOT_FOUND (index out of range), or the"]
     #[doc = "  future's execution error if it failed."]
+    #[doc = "  Threads: any; thread-safe on one future."]
     pub fn genie_future_output(
         future: *mut genie_future_t,
         index: usize,
@@ -1572,6 +1699,7 @@ extern "C" {
 extern "C" {
     #[doc = " As genie_future_output, selecting the output by its value name."]
     #[doc = "  Errors: as genie_future_output; NOT_FOUND if no output has that name."]
+    #[doc = "  Threads: any; thread-safe on one future."]
     pub fn genie_future_output_by_name(
         future: *mut genie_future_t,
         name: *const ::std::os::raw::c_char,
@@ -1582,6 +1710,7 @@ extern "C" {
     #[doc = " Wall-clock execution time of a completed future in nanoseconds (from the"]
     #[doc = "  start of the first node to the end of the last)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not completed)."]
+    #[doc = "  Threads: any; thread-safe on one future."]
     pub fn genie_future_exec_ns(future: *const genie_future_t, out: *mut u64) -> genie_status_t;
 }
 extern "C" {

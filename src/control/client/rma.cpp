@@ -29,24 +29,16 @@ bool RemoteClient::Impl::rma_transfer(bool write, uint64_t id, size_t offset, vo
         "): framed transfer");
     return false;
   }
-  std::string msg;
-  if (write) {
-    wire::TensorRmaWrite m;
+  // TensorRmaWrite and TensorRmaRead carry the same fields.
+  auto encode = [&](auto m) {
     m.set_tensor_id(id);
     m.set_offset(offset);
     m.set_nbytes(nbytes);
     m.set_region(region->descriptor().encode());
     wire::put_tag(tag, &m);
-    msg = wire::encode_msg(m);
-  } else {
-    wire::TensorRmaRead m;
-    m.set_tensor_id(id);
-    m.set_offset(offset);
-    m.set_nbytes(nbytes);
-    m.set_region(region->descriptor().encode());
-    wire::put_tag(tag, &m);
-    msg = wire::encode_msg(m);
-  }
+    return wire::encode_msg(m);
+  };
+  std::string msg = write ? encode(wire::TensorRmaWrite()) : encode(wire::TensorRmaRead());
   auto call = std::make_shared<Call>(write ? MsgType::TensorRmaWrite : MsgType::TensorRmaRead, Link::Data);
   try {
     // The region stays registered until the reply: the server has moved the

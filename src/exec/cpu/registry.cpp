@@ -1,3 +1,7 @@
+#include "exec/cpu/registry.hpp"
+
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "exec/cpu/kernel_util.hpp"
 #include "exec/cpu/kernels.hpp"
@@ -28,6 +32,13 @@ KernelFn find_kernel(const std::string& op) {
   const KernelTable& t = kernel_table();
   auto it = t.find(op);
   return it == t.end() ? nullptr : it->second;
+}
+
+std::vector<std::string> kernel_names() {
+  std::vector<std::string> names;
+  for (const auto& [op, fn] : kernel_table()) names.push_back(op);
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 void unsupported_dtype(const KernelArgs& a, DType t) {

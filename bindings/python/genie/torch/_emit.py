@@ -144,6 +144,15 @@ _UNARY = {"relu", "tanh", "sigmoid", "exp", "log", "sqrt", "neg", "abs", "silu"}
 _BINARY = {"add", "sub", "mul", "div"}
 _COMPARE = {"eq", "ne", "lt", "le", "gt", "ge"}
 
+# The Genie operators this emitter produces: Emitter.node refuses any other,
+# and scripts/check-op-table.py checks each against the op table
+# (src/graph/op_table.def), so an op the library drops or renames fails there.
+EMITTED_OPS = frozenset(_UNARY | _BINARY | _COMPARE | {
+    "matmul", "linear", "gelu", "softmax", "layer_norm", "dropout", "reshape", "transpose",
+    "permute", "split", "concat", "masked_fill", "where", "reduce_sum", "reduce_mean",
+    "reduce_max", "cast", "embedding", "conv2d", "max_pool2d", "avg_pool2d",
+    "adaptive_avg_pool2d", "adaptive_max_pool2d", "attention", "slice"})
+
 
 def canonical_function(fn):
     return _FUNCS.get(fn)
@@ -242,6 +251,8 @@ class Emitter:
     def node(self, op, base, inputs, out, attrs=None, n_out=1):
         """Adds one Genie node; `out` is the example output (a tensor, or a
         sequence of tensors for several outputs). Returns GV(s)."""
+        if op not in EMITTED_OPS:
+            raise AssertionError(f"emitter: '{op}' is not in EMITTED_OPS")
         name = self.fresh(base)
         outs = [f"{name}:{i}" for i in range(n_out)]
         self.graph.node(op, name, [None if i is None else i.name for i in inputs], outs, attrs,

@@ -1,4 +1,4 @@
-#include "graph/onnx_fold.hpp"
+#include "frontend/onnx/fold.hpp"
 
 #include <algorithm>
 #include <cmath>

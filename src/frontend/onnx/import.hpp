@@ -1,7 +1,7 @@
 // ONNX import: an ONNX model (the protobuf bytes of a .onnx file) as a Genie
 // graph (docs/onnx.md lists the operators it maps).
 //
-// The graph layer only produces graph IR: the initializers the graph uses
+// The ONNX frontend only produces graph IR: the initializers the graph uses
 // come back as host tensors, and the caller (the C API) makes them resident
 // tensors bound to the graph's weight inputs.
 #pragma once

@@ -1,11 +1,11 @@
 // ONNX model -> Genie graph. Values are either runtime values (Genie values
 // computed from the model's inputs) or host constants (initializers,
-// Constant nodes and everything folded from them, onnx_fold.hpp). A node
+// Constant nodes and everything folded from them, fold.hpp). A node
 // whose inputs are all constant is folded; any other becomes Genie nodes.
 // A constant that a Genie node uses becomes an input with role weight (an
 // initializer, or a folded tensor of more than kInlineMax elements) or an
 // inline graph constant (small folded values: scalars, shapes).
-#include "graph/onnx_import.hpp"
+#include "frontend/onnx/import.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -15,7 +15,7 @@
 #include <unordered_set>
 
 #include "core/error.hpp"
-#include "graph/onnx_fold.hpp"
+#include "frontend/onnx/fold.hpp"
 #include "graph/op_schema.hpp"
 #include "onnx_subset.pb.h"
 

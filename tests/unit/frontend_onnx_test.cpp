@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "graph/onnx_fold.hpp"
-#include "graph/onnx_import.hpp"
+#include "frontend/onnx/fold.hpp"
+#include "frontend/onnx/import.hpp"
 #include "graph_test_util.hpp"
 #include "onnx_subset.pb.h"
 
