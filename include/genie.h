@@ -441,7 +441,8 @@ GENIE_API genie_status_t genie_config_set_graph_deltas(genie_config_t *config,
  *  bytes written and read ("tensor_bytes_written", "tensor_bytes_read")
  *  and the graph bytes sent, in both modes.
  *  Environment: GENIE_SEMANTICS (on|off|1|0).
- *  Errors: INVALID_HANDLE. Any thread, before genie_init. */
+ *  Errors: INVALID_HANDLE.
+ *  Threads: any; one thread at a time per configuration. */
 GENIE_API genie_status_t genie_config_set_semantics(genie_config_t *config,
                                                     int enabled);
 

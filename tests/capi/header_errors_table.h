@@ -56,6 +56,10 @@ static long probe_null_genie_config_set_graph_deltas(const probe_handles_t *h) {
 static long probe_kind_genie_config_set_graph_deltas(const probe_handles_t *h) { return genie_config_set_graph_deltas((genie_config_t *)h->tensor, 0); }
 static long probe_args_genie_config_set_graph_deltas(const probe_handles_t *h) { return genie_config_set_graph_deltas(h->config, 0); }
 static const genie_status_t codes_genie_config_set_graph_deltas[] = {GENIE_ERR_INVALID_HANDLE};
+static long probe_null_genie_config_set_semantics(const probe_handles_t *h) { (void)h; return genie_config_set_semantics(NULL, 0); }
+static long probe_kind_genie_config_set_semantics(const probe_handles_t *h) { return genie_config_set_semantics((genie_config_t *)h->tensor, 0); }
+static long probe_args_genie_config_set_semantics(const probe_handles_t *h) { return genie_config_set_semantics(h->config, 0); }
+static const genie_status_t codes_genie_config_set_semantics[] = {GENIE_ERR_INVALID_HANDLE};
 static long probe_null_genie_config_set_auth_token(const probe_handles_t *h) { (void)h; return genie_config_set_auth_token(NULL, "x"); }
 static long probe_kind_genie_config_set_auth_token(const probe_handles_t *h) { return genie_config_set_auth_token((genie_config_t *)h->tensor, "x"); }
 static long probe_args_genie_config_set_auth_token(const probe_handles_t *h) { return genie_config_set_auth_token(h->config, NULL); }
@@ -424,6 +428,7 @@ static const probe_fn_t probe_table[] = {
   {"genie_config_set_num_threads", PROBE_STATUS, codes_genie_config_set_num_threads, 2, PROBE_NO_VALUE, probe_null_genie_config_set_num_threads, probe_kind_genie_config_set_num_threads, probe_args_genie_config_set_num_threads},
   {"genie_config_set_use_env", PROBE_STATUS, codes_genie_config_set_use_env, 1, PROBE_NO_VALUE, probe_null_genie_config_set_use_env, probe_kind_genie_config_set_use_env, probe_args_genie_config_set_use_env},
   {"genie_config_set_graph_deltas", PROBE_STATUS, codes_genie_config_set_graph_deltas, 1, PROBE_NO_VALUE, probe_null_genie_config_set_graph_deltas, probe_kind_genie_config_set_graph_deltas, probe_args_genie_config_set_graph_deltas},
+  {"genie_config_set_semantics", PROBE_STATUS, codes_genie_config_set_semantics, 1, PROBE_NO_VALUE, probe_null_genie_config_set_semantics, probe_kind_genie_config_set_semantics, probe_args_genie_config_set_semantics},
   {"genie_config_set_auth_token", PROBE_STATUS, codes_genie_config_set_auth_token, 2, PROBE_NO_VALUE, probe_null_genie_config_set_auth_token, probe_kind_genie_config_set_auth_token, probe_args_genie_config_set_auth_token},
   {"genie_config_set_tls_ca", PROBE_STATUS, codes_genie_config_set_tls_ca, 1, PROBE_NO_VALUE, probe_null_genie_config_set_tls_ca, probe_kind_genie_config_set_tls_ca, probe_args_genie_config_set_tls_ca},
   {"genie_config_set_tls_cert", PROBE_STATUS, codes_genie_config_set_tls_cert, 2, PROBE_NO_VALUE, probe_null_genie_config_set_tls_cert, probe_kind_genie_config_set_tls_cert, probe_args_genie_config_set_tls_cert},

@@ -321,7 +321,8 @@ extern "C" {
     #[doc = "  bytes written and read (\"tensor_bytes_written\", \"tensor_bytes_read\")"]
     #[doc = "  and the graph bytes sent, in both modes."]
     #[doc = "  Environment: GENIE_SEMANTICS (on|off|1|0)."]
-    #[doc = "  Errors: INVALID_HANDLE. Any thread, before genie_init."]
+    #[doc = "  Errors: INVALID_HANDLE."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
     pub fn genie_config_set_semantics(config: *mut genie_config_t, enabled: ::std::os::raw::c_int) -> genie_status_t;
 }
 extern "C" {
