@@ -30,6 +30,7 @@
 #include "cluster/discovery.hpp"
 #include "cluster/gpu_monitor.hpp"
 #include "cluster/health.hpp"
+#include "cluster/membership.hpp"
 #include "cluster/types.hpp"
 #include "control/server.hpp"
 #include "core/config.hpp"
@@ -39,8 +40,11 @@ namespace genie {
 
 class ClusterMaster {
  public:
-  // Probes this host's backends (RDMA; DPDK is not probed here).
-  explicit ClusterMaster(const Config& cfg);
+  // Probes this host's backends (RDMA; DPDK is not probed here). Membership
+  // goes through `store` (cluster/membership.hpp; null: an in-memory one):
+  // heartbeats and worker registrations write it, and the view, node_alive
+  // and the metrics read the cache its watch keeps.
+  explicit ClusterMaster(const Config& cfg, std::shared_ptr<MembershipStore> store = nullptr);
   ~ClusterMaster();
   ClusterMaster(const ClusterMaster&) = delete;
   ClusterMaster& operator=(const ClusterMaster&) = delete;
@@ -63,7 +67,13 @@ class ClusterMaster {
     NodeStatus status;
     std::string json;  // `status` encoded, for the view; empty: not yet
     std::chrono::steady_clock::time_point last_seen;
+    uint64_t lease = 0;  // the store's lease its entry lives under
   };
+  // Writes `n` to the store under its lease (renewed, or a new one of the
+  // heartbeat timeout). Without mu_ held: the watch takes it.
+  void publish(const NodeStatus& n);
+  // The store's watch: the cache (members_) follows the store.
+  void on_member(const MemberEvent& ev);
   // The JSON array of nodes a heartbeat reply carries (with mu_ held):
   // this master, then the nodes it tracks, alive ones first, up to a
   // bounded size; rebuilt at most every 200 ms.
@@ -85,6 +95,8 @@ class ClusterMaster {
   void stop_worker_heartbeat();  // the link's loop thread
 
   const Config cfg_;
+  std::shared_ptr<MembershipStore> store_;
+  uint64_t watch_ = 0;
   std::string backends_json_;
   GpuMonitor gpu_;
   LoopThread* loop_ = nullptr;
