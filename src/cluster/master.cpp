@@ -36,8 +36,8 @@ struct ClusterMaster::Tick {
   void (ClusterMaster::*fn)() = nullptr;
 };
 
-ClusterMaster::ClusterMaster(const Config& cfg, std::shared_ptr<MembershipStore> store)
-    : cfg_(cfg), store_(store ? std::move(store) : make_in_memory_membership()) {
+ClusterMaster::ClusterMaster(const Config& cfg, std::shared_ptr<MembershipStore> cluster)
+    : cfg_(cfg), store_(make_in_memory_membership()), cluster_(std::move(cluster)) {
   const RdmaProbe rdma = probe_rdma();
   backends_json_ =
       json_text(backends_to_json(local_backends(rdma, dpdk_not_probed("EAL not probed by the server"),
@@ -48,13 +48,44 @@ ClusterMaster::ClusterMaster(const Config& cfg, std::shared_ptr<MembershipStore>
   gpu_.poll();
   gpus_ = gpu_.gpus();
   gpu_reason_ = gpu_.reason();
-  // One list, then every change after it.
-  const MemberSnapshot now = store_->list();
-  for (const MemberEntry& m : now.members) on_member({MemberEvent::Kind::Put, m.id, m.value, m.revision});
-  watch_ = store_->watch(now.revision + 1, [this](const MemberEvent& ev) { on_member(ev); });
+  watch_ = store_->watch(1, [this](const MemberEvent& ev) { on_member(ev, false); });
+  if (cluster_) {
+    // One list, then every change after it.
+    const MemberSnapshot now = cluster_->list();
+    for (const MemberEntry& m : now.members) on_member({MemberEvent::Kind::Put, m.id, m.value, m.revision}, true);
+    cluster_watch_ = cluster_->watch(now.revision + 1, [this](const MemberEvent& ev) { on_member(ev, true); });
+  }
 }
 
-ClusterMaster::~ClusterMaster() { store_->unwatch(watch_); }
+ClusterMaster::~ClusterMaster() {
+  registration_.reset();
+  if (cluster_) cluster_->unwatch(cluster_watch_);
+  store_->unwatch(watch_);
+}
+
+void ClusterMaster::register_self(const std::string& host, int port) {
+  if (!cluster_) return;
+  const std::string listen = cat(host, ":", port);
+  std::string id;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    id = node_id_;
+  }
+  registration_ = std::make_unique<Registration>(
+      cluster_, id,
+      [this, listen] {
+        std::lock_guard<std::mutex> lk(mu_);
+        NodeStatus s = self_status();
+        s.role = GENIE_NODE_ROLE_SERVER;
+        s.listen = listen;
+        s.devices = {"cpu:0"};
+        s.last_heartbeat_ms = 0;  // the lease says it lives; a changing value would be rewritten each renewal
+        JsonPtr j = node_to_json(s);
+        cJSON_AddItemToObject(j.get(), "backends", json_parse(backends_json_, "this server's backends").release());
+        return json_text(j.get());
+      },
+      cfg_.etcd_lease_ttl_ms);
+}
 
 void ClusterMaster::publish(const NodeStatus& n) {
   const std::string json = json_text(node_to_json(n).get());
@@ -78,7 +109,7 @@ void ClusterMaster::publish(const NodeStatus& n) {
   if (auto it = members_.find(n.id); it != members_.end()) it->second.lease = lease;
 }
 
-void ClusterMaster::on_member(const MemberEvent& ev) {
+void ClusterMaster::on_member(const MemberEvent& ev, bool from_cluster) {
   std::lock_guard<std::mutex> lk(mu_);
   if (ev.id == node_id_) return;  // this server: first in every view
   auto it = members_.find(ev.id);
@@ -90,7 +121,11 @@ void ClusterMaster::on_member(const MemberEvent& ev) {
     it->second.status.alive = false;
     it->second.json.clear();
     view_.clear();
-    log(LogLevel::Info, "cluster: node ", ev.id, " lost: no heartbeat for ", silent, " ms");
+    if (from_cluster)
+      log(LogLevel::Info, "cluster: node ", ev.id, " lost: it left ", cluster_->describe(),
+          " (its lease expired or it stopped)");
+    else
+      log(LogLevel::Info, "cluster: node ", ev.id, " lost: no heartbeat for ", silent, " ms");
     return;
   }
   NodeStatus n = node_from_json(json_parse(ev.value, "a member's status").get());

@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "cluster/entry.hpp"
 #include "control/client.hpp"
 #include "control/semantic_tag.hpp"
 #include "core/error.hpp"
@@ -52,6 +53,15 @@ Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {
           ": serve them on 127.0.0.1 or allow it explicitly (GENIE_ALLOW_INSECURE=1)");
     metrics_ = metrics::expose(cfg_.metrics_addr, cfg_.metrics_port);
   }
+  // A cluster on etcd and no master address: enter through one of its
+  // servers (cluster/entry.hpp says which), trying the next if one does not
+  // answer.
+  std::vector<EntryServer> entries;
+  if (cfg_.master_addr.empty() && !cfg_.etcd_endpoints.empty()) {
+    entries = entry_servers(cfg_, node_id_);
+    cfg_.master_addr = entries[0].host;
+    cfg_.master_port = entries[0].port;
+  }
   // Phases 2-4: local node, discovery, backend.
   cluster_ = std::make_unique<ClusterAgent>(cfg_, node_id_, config_ms);
   if (embedded()) {
@@ -72,7 +82,18 @@ Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {
     // The selected backend decides the transport of data connections, unless
     // GENIE_TRANSPORT names one (Config::transport).
     cfg_.selected_transport = transport_for_backend(cluster_->selection().backend);
-    client_ = RemoteClient::connect(cfg_, node_id_);
+    for (size_t i = 0;; ++i) {
+      try {
+        client_ = RemoteClient::connect(cfg_, node_id_);
+        break;
+      } catch (const Error& e) {
+        if (i + 1 >= entries.size() || (e.code() != GENIE_ERR_CONNECTION && e.code() != GENIE_ERR_TIMEOUT)) throw;
+        log(LogLevel::Info, "context ", node_id_, ": server ", entries[i].node_id, " at ", cfg_.master_addr, ":",
+            cfg_.master_port, " did not answer (", e.detail(), "); trying ", entries[i + 1].node_id);
+        cfg_.master_addr = entries[i + 1].host;
+        cfg_.master_port = entries[i + 1].port;
+      }
+    }
     cluster_->add_phase(
         "master_connection",
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
