@@ -62,8 +62,28 @@ Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {
     cfg_.master_addr = entries[0].host;
     cfg_.master_port = entries[0].port;
   }
+  // Entry `i` did not answer (`e`): on to the next one, if there is one
+  // and the failure was a connection's.
+  size_t entry = 0;
+  auto next_entry = [&](const Error& e) {
+    if (entry + 1 >= entries.size() || (e.code() != GENIE_ERR_CONNECTION && e.code() != GENIE_ERR_TIMEOUT))
+      return false;
+    log(LogLevel::Info, "context ", node_id_, ": server ", entries[entry].node_id, " at ", cfg_.master_addr, ":",
+        cfg_.master_port, " did not answer (", e.detail(), "); trying ", entries[entry + 1].node_id);
+    ++entry;
+    cfg_.master_addr = entries[entry].host;
+    cfg_.master_port = entries[entry].port;
+    return true;
+  };
   // Phases 2-4: local node, discovery, backend.
-  cluster_ = std::make_unique<ClusterAgent>(cfg_, node_id_, config_ms);
+  while (true) {
+    try {
+      cluster_ = std::make_unique<ClusterAgent>(cfg_, node_id_, config_ms);
+      break;
+    } catch (const Error& e) {
+      if (!next_entry(e)) throw;
+    }
+  }
   if (embedded()) {
     exec_ = std::make_unique<Executor>(cfg_.num_threads);
     devices_.push_back({Device{}, DeviceRef{&exec_->cpu_backend(), 0}});
@@ -82,16 +102,12 @@ Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {
     // The selected backend decides the transport of data connections, unless
     // GENIE_TRANSPORT names one (Config::transport).
     cfg_.selected_transport = transport_for_backend(cluster_->selection().backend);
-    for (size_t i = 0;; ++i) {
+    while (true) {
       try {
         client_ = RemoteClient::connect(cfg_, node_id_);
         break;
       } catch (const Error& e) {
-        if (i + 1 >= entries.size() || (e.code() != GENIE_ERR_CONNECTION && e.code() != GENIE_ERR_TIMEOUT)) throw;
-        log(LogLevel::Info, "context ", node_id_, ": server ", entries[i].node_id, " at ", cfg_.master_addr, ":",
-            cfg_.master_port, " did not answer (", e.detail(), "); trying ", entries[i + 1].node_id);
-        cfg_.master_addr = entries[i + 1].host;
-        cfg_.master_port = entries[i + 1].port;
+        if (!next_entry(e)) throw;
       }
     }
     cluster_->add_phase(

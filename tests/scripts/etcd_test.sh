@@ -8,8 +8,8 @@
 #   3. a client given only the etcd endpoints enters through a live server;
 #      genie top --etcd lists every server
 #   4. kill -9 of a server: its key expires within the lease TTL, s1 logs it
-#      lost, its watcher gets NODE_LOST, and a client entering through etcd
-#      reaches another server
+#      lost, its watcher gets NODE_LOST; a client whose first choice is a
+#      killed server whose key still lives falls over to the next one
 #   5. etcd stopped mid-run: servers keep serving from their view; restarted:
 #      registrations renew and a server started afterwards is seen
 set -euo pipefail
@@ -83,7 +83,22 @@ keys | grep -q /s2 && fail "s2's key outlived its lease"
 echo "s2's key expired $(( $(now_ms) - t0 )) ms after kill -9 (lease TTL 2000 ms)"
 wait_for "$TMP/s1.err" "node s2 lost" 10 || fail "s1 did not see s2 lost"
 wait_for "$TMP/watch.out" 'NODE_LOST .*"id":"s2"' 10 || fail "the watcher on s1 got no NODE_LOST for s2"
+# A client whose first choice (cluster/entry.hpp: a rendezvous hash of the
+# client's and the server's ids, FNV-1a) is s1, entering while s1's key
+# still lives after kill -9: it tries s1, then s3.
+CID=$(python3 -c '
+def fnv(s):
+    h = 1469598103934665603
+    for c in s.encode(): h = ((h ^ c) * 1099511628211) % 2**64
+    return h
+print(next(f"c{i}" for i in range(1000) if fnv(f"c{i}/s1") < fnv(f"c{i}/s3")))')
 kill -9 "$S1"
+GENIE_ETCD_ENDPOINTS=$ENDPOINT GENIE_NODE_ID=$CID GENIE_LOG_LEVEL=info "$RTOOL" info >"$TMP/entry.out" 2>"$TMP/entry.err" \
+  || fail "entering while s1's key lives: $(cat "$TMP/entry.out")"
+if keys | grep -q /s1; then
+  grep -q "server s1 .*did not answer.*trying s3" "$TMP/entry.err" || fail "no fallback from s1 to s3: $(cat "$TMP/entry.err")"
+  echo "client $CID: s1 (killed, key still alive) did not answer; entered through s3"
+fi
 for _ in $(seq 1 100); do keys | grep -q /s1 || break; sleep 0.1; done
 GENIE_ETCD_ENDPOINTS=$ENDPOINT "$RTOOL" info >"$TMP/mlp2.out" 2>"$TMP/mlp2.err" || fail "after the kills: $(cat "$TMP/mlp2.out")"
 echo "ok 4: a killed server's key expired, NODE_LOST at the others, clients enter through the survivor"
