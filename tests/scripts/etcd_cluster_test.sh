@@ -5,14 +5,8 @@
 # when the member they were talking to is killed (etcd keeps its quorum).
 set -euo pipefail
 source "$(dirname "$0")/lib/servers.sh"
-ETCD=$(command -v etcd || true)
-ETCDCTL=$(command -v etcdctl || true)
-if [ -z "$ETCD" ] || [ -z "$ETCDCTL" ]; then
-  echo "SKIP: etcd / etcdctl not installed (Debian etcd-server, etcd-client)"; exit 77
-fi
-[ -f "$B/libgenie_store_etcd.so" ] || { echo "SKIP: the etcd store plugin was not built (no libcurl at configure time)"; exit 77; }
+source "$(dirname "$0")/lib/etcd.sh"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 declare -a CP PP EPIDS
 for i in 0 1 2; do CP[$i]=$(free_port); PP[$i]=$(free_port); done
 INITIAL="m0=http://127.0.0.1:${PP[0]},m1=http://127.0.0.1:${PP[1]},m2=http://127.0.0.1:${PP[2]}"

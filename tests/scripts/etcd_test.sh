@@ -14,16 +14,10 @@
 #      registrations renew and a server started afterwards is seen
 set -euo pipefail
 source "$(dirname "$0")/lib/servers.sh"
-ETCD=$(command -v etcd || true)
-ETCDCTL=$(command -v etcdctl || true)
-if [ -z "$ETCD" ] || [ -z "$ETCDCTL" ]; then
-  echo "SKIP: etcd / etcdctl not installed (Debian etcd-server, etcd-client)"; exit 77
-fi
-[ -f "$B/libgenie_store_etcd.so" ] || { echo "SKIP: the etcd store plugin was not built (no libcurl at configure time)"; exit 77; }
+source "$(dirname "$0")/lib/etcd.sh"
 CTOOL="$B/tests/itest_cluster_tool"
 RTOOL="$B/tests/itest_remote_tool"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 EC=$(free_port); EP=$(free_port)
 ENDPOINT="http://127.0.0.1:$EC"
 start_etcd() {
