@@ -580,6 +580,41 @@ GENIE_API genie_status_t genie_config_set_metrics_port(genie_config_t *config,
 GENIE_API genie_status_t genie_config_set_metrics_addr(genie_config_t *config,
                                                        const char *addr);
 
+/** A cluster on etcd (docs/cluster.md, "A cluster on etcd"): the client
+ *  URLs of an etcd v3 cluster, comma-separated (copied; e.g.
+ *  "http://10.0.0.1:2379,http://10.0.0.2:2379"; a bare host:port means
+ *  http), tried in turn; NULL or "" clears them. A server
+ *  (genie_server_create) given them registers itself under
+ *  /genie/<cluster>/nodes/<node-id> with a lease of
+ *  genie_config_set_etcd_lease_ttl_ms, renewed at a third of it, and
+ *  follows the servers registered there (genie_server_create then fails
+ *  with UNSUPPORTED where the etcd store plugin, libgenie_store_etcd.so,
+ *  is not installed; with CONNECTION naming the endpoints when no etcd
+ *  answers; with INVALID_ARGUMENT when a live server already holds the
+ *  node id). Environment: GENIE_ETCD_ENDPOINTS.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (an empty endpoint, one longer
+ *  than 255 bytes or holding blanks, more than 16).
+ *  Threads: any; one thread at a time per configuration. */
+GENIE_API genie_status_t genie_config_set_etcd_endpoints(genie_config_t *config,
+                                                         const char *endpoints);
+
+/** The cluster's name, its namespace in etcd (/genie/<name>/...): one etcd
+ *  can hold several Genie clusters (copied; NULL or "": "default").
+ *  Environment: GENIE_CLUSTER.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not 1..64 of [A-Za-z0-9._-]).
+ *  Threads: any; one thread at a time per configuration. */
+GENIE_API genie_status_t genie_config_set_cluster(genie_config_t *config,
+                                                  const char *name);
+
+/** The TTL of a server's lease in etcd, in ms (default 10000): a server
+ *  that stops renewing it (it died, or is cut off from etcd) leaves the
+ *  cluster this long after; it renews at a third of it. etcd counts whole
+ *  seconds: rounded up. Environment: GENIE_ETCD_LEASE_TTL (ms).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (outside 1000..3600000).
+ *  Threads: any; one thread at a time per configuration. */
+GENIE_API genie_status_t genie_config_set_etcd_lease_ttl_ms(genie_config_t *config,
+                                                            int64_t ms);
+
 /** Whether this library was built with Prometheus metrics support
  *  (prometheus-cpp): 1 or 0. Any thread.
  *  Errors: none. Threads: any. */

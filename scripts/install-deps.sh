@@ -24,6 +24,8 @@ PACKAGES=(
   iproute2  # network namespaces and tc netem in transport tests
   prometheus-cpp-dev  # Prometheus metrics (optional: reported as not supported without it)
   prometheus curl  # the metrics scrape test runs a real Prometheus server and queries it
+  libcurl4-openssl-dev  # the etcd membership store plugin (optional: not built without it)
+  etcd-server etcd-client  # the etcd cluster tests run a real etcd (and etcdctl)
 )
 
 missing=()

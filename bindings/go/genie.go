@@ -20,6 +20,7 @@ package genie
 
 import (
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,6 +111,14 @@ type Options struct {
 	TLSServerName string
 
 	// Cluster timers (docs/cluster.md), each 10 ms .. 24 h; 0: default.
+	// A cluster on etcd (docs/cluster.md): its client URLs (a server
+	// registers there; a context without MasterAddr enters through a server
+	// registered there), the cluster's namespace ("": "default") and the
+	// TTL of a server's lease (0: 10 s).
+	EtcdEndpoints []string
+	Cluster       string
+	EtcdLeaseTTL  time.Duration
+
 	HeartbeatInterval time.Duration // heartbeats to the master (10 s)
 	HeartbeatTimeout  time.Duration // silent this long: lost (60 s)
 	GPUPollInterval   time.Duration // NVML polls (5 s)
@@ -130,7 +139,7 @@ func newConfig(opts *Options) (uintptr, error) {
 	if err := call("genie_config_create", func() int { return capi.Genie_config_create(&cfg) }); err != nil {
 		return 0, err
 	}
-	if err := checkNames("genie_config", opts.MasterAddr, opts.NodeID, opts.AuthToken, opts.TLSCA, opts.TLSCert,
+	if err := checkNames("genie_config", opts.MasterAddr, opts.NodeID, opts.Cluster, strings.Join(opts.EtcdEndpoints, ","), opts.AuthToken, opts.TLSCA, opts.TLSCert,
 		opts.TLSKey, opts.TLSServerName); err != nil {
 		capi.Genie_config_destroy(cfg)
 		return 0, err
@@ -163,6 +172,16 @@ func newConfig(opts *Options) (uintptr, error) {
 	}
 	if opts.TLSCert != "" || opts.TLSKey != "" {
 		setters = append(setters, setter{"genie_config_set_tls_cert", func() int { return capi.Genie_config_set_tls_cert(cfg, opts.TLSCert, opts.TLSKey) }})
+	}
+	if len(opts.EtcdEndpoints) > 0 {
+		list := strings.Join(opts.EtcdEndpoints, ",")
+		setters = append(setters, setter{"genie_config_set_etcd_endpoints", func() int { return capi.Genie_config_set_etcd_endpoints(cfg, list) }})
+	}
+	if opts.Cluster != "" {
+		setters = append(setters, setter{"genie_config_set_cluster", func() int { return capi.Genie_config_set_cluster(cfg, opts.Cluster) }})
+	}
+	if opts.EtcdLeaseTTL != 0 {
+		setters = append(setters, setter{"genie_config_set_etcd_lease_ttl_ms", func() int { return capi.Genie_config_set_etcd_lease_ttl_ms(cfg, opts.EtcdLeaseTTL.Milliseconds()) }})
 	}
 	if opts.TLSServerName != "" {
 		setters = append(setters, setter{"genie_config_set_tls_server_name", func() int { return capi.Genie_config_set_tls_server_name(cfg, opts.TLSServerName) }})

@@ -197,6 +197,18 @@ GENIE_CONFIG_SETTER(genie_config_set_metrics_addr, const char*, {
   check(v.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "metrics address is longer than 255 bytes");
   c.metrics_addr = v;
 })
+GENIE_CONFIG_SETTER(genie_config_set_etcd_endpoints, const char*, {
+  c.etcd_endpoints = value && *value ? parse_etcd_endpoints(value, "etcd endpoints") : std::vector<std::string>{};
+})
+GENIE_CONFIG_SETTER(genie_config_set_cluster, const char*, {
+  const std::string v = value && *value ? value : "default";
+  check_cluster_name(v, "cluster name");
+  c.cluster = v;
+})
+GENIE_CONFIG_SETTER(genie_config_set_etcd_lease_ttl_ms, int64_t, {
+  check_etcd_lease_ttl(value, "etcd lease TTL");
+  c.etcd_lease_ttl_ms = value;
+})
 GENIE_CONFIG_SETTER(genie_config_set_memory_budget, int64_t, {
   check_quota(value, "memory budget");
   c.memory_budget_bytes = value;

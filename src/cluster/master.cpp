@@ -36,7 +36,8 @@ struct ClusterMaster::Tick {
   void (ClusterMaster::*fn)() = nullptr;
 };
 
-ClusterMaster::ClusterMaster(const Config& cfg) : cfg_(cfg) {
+ClusterMaster::ClusterMaster(const Config& cfg, std::shared_ptr<MembershipStore> cluster)
+    : cfg_(cfg), store_(make_in_memory_membership()), cluster_(std::move(cluster)) {
   const RdmaProbe rdma = probe_rdma();
   backends_json_ =
       json_text(backends_to_json(local_backends(rdma, dpdk_not_probed("EAL not probed by the server"),
@@ -47,9 +48,105 @@ ClusterMaster::ClusterMaster(const Config& cfg) : cfg_(cfg) {
   gpu_.poll();
   gpus_ = gpu_.gpus();
   gpu_reason_ = gpu_.reason();
+  watch_ = store_->watch(1, [this](const MemberEvent& ev) { on_member(ev, false); });
+  if (cluster_) {
+    // One list, then every change after it.
+    const MemberSnapshot now = cluster_->list();
+    for (const MemberEntry& m : now.members) on_member({MemberEvent::Kind::Put, m.id, m.value, m.revision}, true);
+    cluster_watch_ = cluster_->watch(now.revision + 1, [this](const MemberEvent& ev) { on_member(ev, true); });
+  }
 }
 
-ClusterMaster::~ClusterMaster() = default;
+ClusterMaster::~ClusterMaster() {
+  registration_.reset();
+  if (cluster_) cluster_->unwatch(cluster_watch_);
+  store_->unwatch(watch_);
+}
+
+void ClusterMaster::register_self(const std::string& host, int port) {
+  if (!cluster_) return;
+  const std::string listen = cat(host, ":", port);
+  std::string id;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    id = node_id_;
+  }
+  registration_ = std::make_unique<Registration>(
+      cluster_, id,
+      [this, listen] {
+        std::lock_guard<std::mutex> lk(mu_);
+        NodeStatus s = self_status();
+        s.role = GENIE_NODE_ROLE_SERVER;
+        s.listen = listen;
+        s.devices = {"cpu:0"};
+        s.last_heartbeat_ms = 0;  // the lease says it lives; a changing value would be rewritten each renewal
+        JsonPtr j = node_to_json(s);
+        cJSON_AddItemToObject(j.get(), "backends", json_parse(backends_json_, "this server's backends").release());
+        return json_text(j.get());
+      },
+      cfg_.etcd_lease_ttl_ms);
+}
+
+void ClusterMaster::publish(const NodeStatus& n) {
+  const std::string json = json_text(node_to_json(n).get());
+  uint64_t lease = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = members_.find(n.id);
+    if (it != members_.end() && it->second.status.alive) lease = it->second.lease;
+  }
+  if (lease != 0) {
+    try {
+      store_->renew(lease);
+    } catch (const Error& e) {
+      if (e.code() != GENIE_ERR_NOT_FOUND) throw;
+      lease = 0;
+    }
+  }
+  if (lease == 0) lease = store_->grant(cfg_.heartbeat_timeout_ms);
+  store_->put(n.id, json, lease);
+  std::lock_guard<std::mutex> lk(mu_);
+  if (auto it = members_.find(n.id); it != members_.end()) it->second.lease = lease;
+}
+
+void ClusterMaster::on_member(const MemberEvent& ev, bool from_cluster) {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (ev.id == node_id_) return;  // this server: first in every view
+  auto it = members_.find(ev.id);
+  if (ev.kind == MemberEvent::Kind::Delete) {
+    if (it == members_.end() || !it->second.status.alive) return;
+    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                              it->second.last_seen)
+                            .count();
+    it->second.status.alive = false;
+    it->second.json.clear();
+    view_.clear();
+    if (from_cluster)
+      log(LogLevel::Info, "cluster: node ", ev.id, " lost: it left ", cluster_->describe(),
+          " (its lease expired or it stopped)");
+    else
+      log(LogLevel::Info, "cluster: node ", ev.id, " lost: no heartbeat for ", silent, " ms");
+    return;
+  }
+  NodeStatus n = node_from_json(json_parse(ev.value, "a member's status").get());
+  if (it == members_.end()) {
+    if (members_.size() >= kMaxNodes) {
+      log(LogLevel::Error, "cluster: node ", ev.id, " not tracked: this master already tracks ", kMaxNodes,
+          " nodes");
+      return;
+    }
+    log(LogLevel::Info, "cluster: node ", n.id, " (", role_str(n.role), ", ", n.host, " at ",
+        n.address.empty() ? n.listen : n.address, ") joined");
+    it = members_.emplace(ev.id, Member{}).first;
+  } else if (!it->second.status.alive) {
+    log(LogLevel::Info, "cluster: node ", ev.id, " recovered");
+  }
+  n.alive = true;
+  it->second.status = std::move(n);
+  it->second.json = ev.value;
+  it->second.last_seen = std::chrono::steady_clock::now();
+  view_.clear();
+}
 
 void ClusterMaster::install(ServerOptions& opts) {
   opts.on_probe = [this](wire::ProbeReply& r) {
@@ -70,22 +167,14 @@ void ClusterMaster::install(ServerOptions& opts) {
     n.address = peer;
     n.alive = true;
     n.last_heartbeat_ms = unix_ms();
-    std::lock_guard<std::mutex> lk(mu_);
-    auto it = members_.find(n.id);
-    if (it == members_.end()) {
-      check(members_.size() < kMaxNodes, GENIE_ERR_TOO_LARGE, "this master already tracks ", kMaxNodes,
-            " nodes");
-      log(LogLevel::Info, "cluster: node ", n.id, " (", role_str(n.role), ", ", n.host, " at ", peer,
-          ") joined");
-      it = members_.emplace(n.id, Member{}).first;
-      view_.clear();
-    } else if (!it->second.status.alive) {
-      log(LogLevel::Info, "cluster: node ", n.id, " recovered");
-      view_.clear();
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      check(members_.count(n.id) || members_.size() < kMaxNodes, GENIE_ERR_TOO_LARGE, "this master already tracks ",
+            kMaxNodes, " nodes");
     }
-    it->second.status = std::move(n);
-    it->second.json.clear();  // encoded again with the next view
-    it->second.last_seen = std::chrono::steady_clock::now();
+    // Through the store: its watch (on_member) updates the view.
+    publish(n);
+    std::lock_guard<std::mutex> lk(mu_);
     metrics::add(metrics::Id::Heartbeats);
     reply.set_master_node_id(node_id_);
     reply.set_nodes_json(view());
@@ -192,24 +281,23 @@ bool ClusterMaster::node_alive(const std::string& node) const {
 
 void ClusterMaster::worker_joined(const std::string& node, const std::string& host, int port,
                                   const std::vector<std::string>& devices) {
-  std::lock_guard<std::mutex> lk(mu_);
-  workers_.insert(node);
-  auto it = members_.find(node);
-  if (it == members_.end()) {
-    if (members_.size() >= kMaxNodes) {
+  NodeStatus st;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    workers_.insert(node);
+    auto it = members_.find(node);
+    if (it == members_.end() && members_.size() >= kMaxNodes) {
       log(LogLevel::Error, "cluster: worker ", node, " not tracked: this master already tracks ", kMaxNodes,
           " nodes");
       return;
     }
-    log(LogLevel::Info, "cluster: node ", node, " (worker at ", host, ":", port, ") joined");
-    it = members_.emplace(node, Member{}).first;
-    it->second.status.id = node;
-    it->second.status.host = host;
-  } else if (!it->second.status.alive) {
-    log(LogLevel::Info, "cluster: node ", node, " recovered (worker registered again from ", host, ":", port,
-        ")");
+    if (it != members_.end()) {
+      st = it->second.status;
+    } else {
+      st.id = node;
+      st.host = host;
+    }
   }
-  NodeStatus& st = it->second.status;
   st.role = GENIE_NODE_ROLE_WORKER;
   st.listen = cat(host, ":", port);
   // What it registered, so the cluster view lists its devices before its
@@ -217,13 +305,11 @@ void ClusterMaster::worker_joined(const std::string& node, const std::string& ho
   st.devices = devices;
   st.alive = true;
   st.last_heartbeat_ms = unix_ms();
-  it->second.json.clear();
-  view_.clear();
-  it->second.last_seen = std::chrono::steady_clock::now();
+  publish(st);
 }
 
 void ClusterMaster::worker_left(const std::string& node) {
-  std::lock_guard<std::mutex> lk(mu_);
+  std::unique_lock<std::mutex> lk(mu_);
   workers_.erase(node);
   auto it = members_.find(node);
   if (it == members_.end() || !it->second.status.alive) return;
@@ -231,6 +317,8 @@ void ClusterMaster::worker_left(const std::string& node) {
   it->second.json.clear();
   view_.clear();
   log(LogLevel::Info, "cluster: node ", node, " lost: its session with this master closed");
+  lk.unlock();
+  store_->remove(node);
 }
 
 void ClusterMaster::start_worker_heartbeat(const std::shared_ptr<RemoteClient>& link, const std::string& host,
@@ -352,17 +440,13 @@ void ClusterMaster::stop() {
 }
 
 void ClusterMaster::sweep() {
+  // Leases past their TTL go; the watch marks their nodes lost.
+  store_->expire();
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lk(mu_);
   for (auto it = members_.begin(); it != members_.end();) {
     const auto silent =
         std::chrono::duration_cast<std::chrono::milliseconds>(now - it->second.last_seen).count();
-    if (it->second.status.alive && silent > cfg_.heartbeat_timeout_ms) {
-      it->second.status.alive = false;
-      it->second.json.clear();
-      view_.clear();
-      log(LogLevel::Info, "cluster: node ", it->first, " lost: no heartbeat for ", silent, " ms");
-    }
     if (!it->second.status.alive && silent > 10 * cfg_.heartbeat_timeout_ms && !workers_.count(it->first)) {
       log(LogLevel::Info, "cluster: node ", it->first, " forgotten");
       it = members_.erase(it);

@@ -30,6 +30,8 @@
 #include "cluster/discovery.hpp"
 #include "cluster/gpu_monitor.hpp"
 #include "cluster/health.hpp"
+#include "cluster/membership.hpp"
+#include "cluster/registration.hpp"
 #include "cluster/types.hpp"
 #include "control/server.hpp"
 #include "core/config.hpp"
@@ -39,8 +41,13 @@ namespace genie {
 
 class ClusterMaster {
  public:
-  // Probes this host's backends (RDMA; DPDK is not probed here).
-  explicit ClusterMaster(const Config& cfg);
+  // Probes this host's backends (RDMA; DPDK is not probed here). Membership
+  // goes through stores (cluster/membership.hpp): the nodes that heartbeat
+  // to this server and its workers are kept in an in-memory one, and the
+  // servers of a shared cluster store (`cluster`, etcd; may be null) in
+  // that one; the view, node_alive and the metrics read the cache their
+  // watches keep.
+  explicit ClusterMaster(const Config& cfg, std::shared_ptr<MembershipStore> cluster = nullptr);
   ~ClusterMaster();
   ClusterMaster(const ClusterMaster&) = delete;
   ClusterMaster& operator=(const ClusterMaster&) = delete;
@@ -49,6 +56,10 @@ class ClusterMaster {
   void install(ServerOptions& opts);
   // The server's node id, once it is known.
   void set_node_id(const std::string& id);
+  // With a cluster store: registers this server there (after set_node_id),
+  // serving at host:port, with its status as value (cluster/registration.hpp).
+  // Throws what Registration's constructor throws.
+  void register_self(const std::string& host, int port);
   // Nodes tracked (not counting the master), alive ones.
   size_t alive_nodes() const;
   // Whether `node` may get work: not a member marked lost.
@@ -63,7 +74,13 @@ class ClusterMaster {
     NodeStatus status;
     std::string json;  // `status` encoded, for the view; empty: not yet
     std::chrono::steady_clock::time_point last_seen;
+    uint64_t lease = 0;  // the store's lease its entry lives under
   };
+  // Writes `n` to the store under its lease (renewed, or a new one of the
+  // heartbeat timeout). Without mu_ held: the watch takes it.
+  void publish(const NodeStatus& n);
+  // The store's watch: the cache (members_) follows the store.
+  void on_member(const MemberEvent& ev, bool from_cluster);
   // The JSON array of nodes a heartbeat reply carries (with mu_ held):
   // this master, then the nodes it tracks, alive ones first, up to a
   // bounded size; rebuilt at most every 200 ms.
@@ -85,6 +102,11 @@ class ClusterMaster {
   void stop_worker_heartbeat();  // the link's loop thread
 
   const Config cfg_;
+  std::shared_ptr<MembershipStore> store_;
+  uint64_t watch_ = 0;
+  std::shared_ptr<MembershipStore> cluster_;
+  uint64_t cluster_watch_ = 0;
+  std::unique_ptr<Registration> registration_;
   std::string backends_json_;
   GpuMonitor gpu_;
   LoopThread* loop_ = nullptr;

@@ -195,6 +195,16 @@ void Config::apply_env() {
     metrics_port = static_cast<int32_t>(p);
   }
   if (const char* v = env("GENIE_METRICS_ADDR")) metrics_addr = v;
+  if (const char* v = env("GENIE_ETCD_ENDPOINTS")) etcd_endpoints = parse_etcd_endpoints(v, "GENIE_ETCD_ENDPOINTS");
+  if (const char* v = env("GENIE_CLUSTER")) {
+    check_cluster_name(v, "GENIE_CLUSTER");
+    cluster = v;
+  }
+  if (const char* v = env("GENIE_ETCD_LEASE_TTL")) {
+    const int64_t ms = parse_int("GENIE_ETCD_LEASE_TTL", v);
+    check_etcd_lease_ttl(ms, "GENIE_ETCD_LEASE_TTL");
+    etcd_lease_ttl_ms = ms;
+  }
   if (const char* v = env("GENIE_NUM_THREADS")) {
     const int64_t n = parse_int("GENIE_NUM_THREADS", v);
     check(n >= 0 && n <= 1024, GENIE_ERR_INVALID_ARGUMENT, "GENIE_NUM_THREADS=", v, " is outside 0..1024");
@@ -222,6 +232,36 @@ void check_limit(int64_t n, const char* what) {
 
 void check_quota(int64_t value, const char* what) {
   check(value >= 0, GENIE_ERR_INVALID_ARGUMENT, what, " ", value, " must not be negative (0: the default)");
+}
+
+std::vector<std::string> parse_etcd_endpoints(const std::string& list, const char* what) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    const std::string e = list.substr(start, end - start);
+    check(!e.empty() && e.size() <= 255 && e.find_first_of(" \t\r\n") == std::string::npos,
+          GENIE_ERR_INVALID_ARGUMENT, what, " '", list,
+          "': each endpoint is a URL of 1..255 bytes without blanks (http://host:port), comma-separated");
+    out.push_back(e);
+    start = end + 1;
+  }
+  check(out.size() <= 16, GENIE_ERR_INVALID_ARGUMENT, what, " names ", out.size(), " endpoints (at most 16)");
+  return out;
+}
+
+void check_cluster_name(const std::string& name, const char* what) {
+  check(!name.empty() && name.size() <= 64, GENIE_ERR_INVALID_ARGUMENT, what, " '", name,
+        "' is not 1..64 bytes");
+  for (char c : name)
+    check(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-',
+          GENIE_ERR_INVALID_ARGUMENT, what, " '", name, "' may hold only [A-Za-z0-9._-]");
+}
+
+void check_etcd_lease_ttl(int64_t ms, const char* what) {
+  check(ms >= 1000 && ms <= 3600000, GENIE_ERR_INVALID_ARGUMENT, what, " ", ms,
+        " ms is outside 1000..3600000 (etcd counts whole seconds)");
 }
 
 bool is_transport_name(const std::string& name) {
@@ -270,6 +310,9 @@ void Config::validate() const {
   if (!transport.empty()) check_transport_name(transport, "transport");
   if (!selected_transport.empty()) check_transport_name(selected_transport, "selected transport");
   for (const std::string& t : serve_transports) check_transport_name(t, "served transport");
+  check(etcd_endpoints.size() <= 16, GENIE_ERR_INVALID_ARGUMENT, "more than 16 etcd endpoints");
+  check_cluster_name(cluster, "cluster name");
+  check_etcd_lease_ttl(etcd_lease_ttl_ms, "etcd lease TTL");
 }
 
 const char* role_str(genie_node_role_t r) {

@@ -88,6 +88,13 @@ struct Config {
   // address follows the control port's exposure rule.
   int32_t metrics_port = -1;
   std::string metrics_addr = "127.0.0.1";
+  // A cluster on etcd (docs/cluster.md): the etcd client URLs
+  // (GENIE_ETCD_ENDPOINTS, comma-separated; empty: none), the cluster's
+  // namespace there (GENIE_CLUSTER) and the TTL of a server's lease
+  // (GENIE_ETCD_LEASE_TTL, ms; renewed at a third of it).
+  std::vector<std::string> etcd_endpoints;
+  std::string cluster = "default";
+  int64_t etcd_lease_ttl_ms = 10000;
 
   // Applies GENIE_* environment variables when use_env is set. Throws
   // Error(INVALID_ARGUMENT) naming the variable and the value on a bad value.
@@ -110,6 +117,11 @@ void check_quota(int64_t value, const char* what);
 // An auth token: empty (none) or kMinAuthTokenBytes..4096 bytes.
 constexpr size_t kMinAuthTokenBytes = 16;
 void check_auth_token(const std::string& token, const char* what);
+// etcd endpoints, comma-separated, parsed and checked (at most 16, each
+// 1..255 bytes without blanks).
+std::vector<std::string> parse_etcd_endpoints(const std::string& list, const char* what);
+void check_cluster_name(const std::string& name, const char* what);  // [A-Za-z0-9._-]{1,64}
+void check_etcd_lease_ttl(int64_t ms, const char* what);             // 1000..3600000
 bool is_transport_name(const std::string& name);  // [a-z0-9_]{1,64}
 void check_transport_name(const std::string& name, const char* what);
 

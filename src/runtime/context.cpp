@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "cluster/entry.hpp"
 #include "control/client.hpp"
 #include "control/semantic_tag.hpp"
 #include "core/error.hpp"
@@ -52,8 +53,37 @@ Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {
           ": serve them on 127.0.0.1 or allow it explicitly (GENIE_ALLOW_INSECURE=1)");
     metrics_ = metrics::expose(cfg_.metrics_addr, cfg_.metrics_port);
   }
+  // A cluster on etcd and no master address: enter through one of its
+  // servers (cluster/entry.hpp says which), trying the next if one does not
+  // answer.
+  std::vector<EntryServer> entries;
+  if (cfg_.master_addr.empty() && !cfg_.etcd_endpoints.empty()) {
+    entries = entry_servers(cfg_, node_id_);
+    cfg_.master_addr = entries[0].host;
+    cfg_.master_port = entries[0].port;
+  }
+  // Entry `i` did not answer (`e`): on to the next one, if there is one
+  // and the failure was a connection's.
+  size_t entry = 0;
+  auto next_entry = [&](const Error& e) {
+    if (entry + 1 >= entries.size() || (e.code() != GENIE_ERR_CONNECTION && e.code() != GENIE_ERR_TIMEOUT))
+      return false;
+    log(LogLevel::Info, "context ", node_id_, ": server ", entries[entry].node_id, " at ", cfg_.master_addr, ":",
+        cfg_.master_port, " did not answer (", e.detail(), "); trying ", entries[entry + 1].node_id);
+    ++entry;
+    cfg_.master_addr = entries[entry].host;
+    cfg_.master_port = entries[entry].port;
+    return true;
+  };
   // Phases 2-4: local node, discovery, backend.
-  cluster_ = std::make_unique<ClusterAgent>(cfg_, node_id_, config_ms);
+  while (true) {
+    try {
+      cluster_ = std::make_unique<ClusterAgent>(cfg_, node_id_, config_ms);
+      break;
+    } catch (const Error& e) {
+      if (!next_entry(e)) throw;
+    }
+  }
   if (embedded()) {
     exec_ = std::make_unique<Executor>(cfg_.num_threads);
     devices_.push_back({Device{}, DeviceRef{&exec_->cpu_backend(), 0}});
@@ -73,7 +103,14 @@ Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {
     // GENIE_TRANSPORT names one (Config::transport).
     cfg_.selected_transport = transport_for_backend(cluster_->selection().backend);
     if (!cfg_.semantics) cfg_.graph_deltas = false;  // blind mode sends every operation in full
-    client_ = RemoteClient::connect(cfg_, node_id_);
+    while (true) {
+      try {
+        client_ = RemoteClient::connect(cfg_, node_id_);
+        break;
+      } catch (const Error& e) {
+        if (!next_entry(e)) throw;
+      }
+    }
     cluster_->add_phase(
         "master_connection",
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),

@@ -1,5 +1,10 @@
 #include "runtime/node_server.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "cluster/store_plugin.hpp"
 #include "core/host.hpp"
 #include "core/log.hpp"
 #include "core/memory.hpp"
@@ -67,6 +72,14 @@ std::vector<metrics::Family> server_families(const ServerStats& s, uint64_t budg
   return f;
 }
 
+// The address other servers and clients dial: this machine's host name
+// for a wildcard listener.
+std::string advertise_address(const std::string& host) {
+  if (host != "0.0.0.0" && host != "::") return host;
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : host;
+}
+
 }  // namespace
 
 NodeServer::NodeServer(Config cfg, const std::string& host, int port) {
@@ -106,10 +119,16 @@ NodeServer::NodeServer(Config cfg, const std::string& host, int port) {
   };
   // As the server takes it (0: its default share of the memory at start).
   const uint64_t budget = opts.memory_budget ? opts.memory_budget : default_memory_budget(read_host_memory());
-  master_ = std::make_unique<ClusterMaster>(cfg);
+  std::shared_ptr<MembershipStore> cluster;
+  if (!cfg.etcd_endpoints.empty())
+    cluster = open_membership_store(
+        "etcd", StoreOptions{cfg.etcd_endpoints, cfg.cluster, std::min<int64_t>(cfg.timeout_ms, 5000)});
+  master_ = std::make_unique<ClusterMaster>(cfg, cluster);
+  const std::string advertise = opts.advertise_host.empty() ? opts.host : opts.advertise_host;
   master_->install(opts);
   server_ = std::make_unique<Server>(std::move(opts));
   master_->set_node_id(server_->node_id());
+  if (cluster) master_->register_self(advertise_address(advertise), server_->port());
   if (cfg.metrics_port >= 0) serve_metrics(cfg, budget);
 }
 

@@ -33,14 +33,20 @@ void print_discover_usage(std::FILE* out) {
 
 void print_top_usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: genie top [HOST:PORT] [--once] [--interval-ms N]\n"
+               "usage: genie top [HOST:PORT | --etcd URL[,URL...] [--cluster NAME]] [--once]\n"
+               "                 [--interval-ms N]\n"
                "\n"
                "A terminal dashboard of the cluster: nodes (role, status, health, last\n"
                "heartbeat), their GPUs (utilisation, memory, temperature), the selected\n"
                "backend and the master's traffic, refreshed every interval until SIGINT.\n"
                "With HOST:PORT (or GENIE_MASTER_ADDR/GENIE_MASTER_PORT) it joins that master\n"
                "as a client node and shows the master's view; without, this node alone.\n"
+               "With --etcd (or GENIE_ETCD_ENDPOINTS) it enters the cluster registered in\n"
+               "that etcd through one of its servers (docs/cluster.md, 'A cluster on etcd')\n"
+               "and shows its view: every server registered there.\n"
                "\n"
+               "  --etcd URL[,URL]  etcd client URLs of a cluster on etcd\n"
+               "  --cluster NAME    the cluster's namespace in etcd (default 'default')\n"
                "  --once            print one frame (no screen control) and exit: for scripts\n"
                "  --interval-ms N   refresh, heartbeat and GPU poll interval (default 1000)\n");
 }
@@ -251,7 +257,7 @@ void print_frame(genie_context_t* ctx, bool clear) {
 }  // namespace
 
 int top_command(int argc, char** argv) {
-  std::string target;
+  std::string target, etcd, cluster;
   bool once = false;
   long interval = 1000;
   for (int i = 0; i < argc; ++i) {
@@ -262,6 +268,9 @@ int top_command(int argc, char** argv) {
     }
     if (a == "--once") {
       once = true;
+    } else if (a == "--etcd" || a == "--cluster") {
+      if (i + 1 >= argc || !*argv[i + 1]) usage_error(a + " needs a value");
+      (a == "--etcd" ? etcd : cluster) = argv[++i];
     } else if (a == "--interval-ms") {
       if (i + 1 >= argc) usage_error("--interval-ms needs a value");
       interval = parse_long(a, argv[++i], 10, 86400000);
@@ -283,6 +292,9 @@ int top_command(int argc, char** argv) {
     check(genie_config_set_master_addr(config.get(), host.c_str()), "HOST");
     check(genie_config_set_master_port(config.get(), port), "PORT");
   }
+  if (!target.empty() && !etcd.empty()) usage_error("top takes HOST:PORT or --etcd, not both");
+  if (!etcd.empty()) check(genie_config_set_etcd_endpoints(config.get(), etcd.c_str()), "--etcd");
+  if (!cluster.empty()) check(genie_config_set_cluster(config.get(), cluster.c_str()), "--cluster");
   check(genie_config_set_heartbeat_interval_ms(config.get(), interval), "--interval-ms");
   check(genie_config_set_heartbeat_timeout_ms(config.get(), interval * 5 < 86400000 ? interval * 5 : 86400000),
         "--interval-ms");

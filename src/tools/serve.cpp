@@ -27,6 +27,7 @@ void print_serve_usage(std::FILE* out) {
       "                   [--memory-budget BYTES] [--session-max-bytes BYTES]\n"
       "                   [--session-max-tensors N] [--session-max-graphs N]\n"
       "                   [--metrics-port P] [--metrics-addr H]\n"
+      "                   [--etcd URL[,URL...] [--cluster NAME] [--etcd-lease-ttl-ms MS]]\n"
       "\n"
       "Serves remote Genie clients (GENIE_MASTER_ADDR/GENIE_MASTER_PORT) until\n"
       "SIGINT or SIGTERM, then lets graphs in flight finish, closes every\n"
@@ -78,6 +79,14 @@ void print_serve_usage(std::FILE* out) {
       "                         line (docs/observability.md)\n"
       "  --metrics-addr H       address of the metrics endpoint (default 127.0.0.1;\n"
       "                         beyond loopback as for --host)\n"
+      "  --etcd URL[,URL...]    register in the etcd v3 cluster at these client URLs\n"
+      "                         under /genie/CLUSTER/nodes/NODE-ID with a lease, and\n"
+      "                         follow the servers registered there (docs/cluster.md,\n"
+      "                         'A cluster on etcd'); a live server holding the same\n"
+      "                         node id makes this one exit with an error\n"
+      "  --cluster NAME         the cluster's namespace in etcd (default 'default')\n"
+      "  --etcd-lease-ttl-ms MS the lease's TTL (default 10000; renewed at a third):\n"
+      "                         a server killed leaves the cluster this long after\n"
       "\n"
       "GENIE_* environment variables override these values as for any Genie\n"
       "program: GENIE_AUTH_TOKEN, GENIE_ALLOW_INSECURE, GENIE_TLS_CERT, GENIE_TLS_KEY, GENIE_TLS_CA,\n"
@@ -85,7 +94,8 @@ void print_serve_usage(std::FILE* out) {
       "GENIE_MAX_CONNECTIONS, GENIE_MAX_CONNECTIONS_PER_SOURCE, GENIE_MAX_SESSIONS,\n"
       "GENIE_MEMORY_BUDGET, GENIE_SESSION_MAX_BYTES, GENIE_SESSION_MAX_TENSORS,\n"
       "GENIE_SESSION_MAX_GRAPHS, GENIE_MAX_MESSAGE, GENIE_NODE_ID, GENIE_METRICS_PORT,\n"
-      "GENIE_METRICS_ADDR, GENIE_LOG_LEVEL\n"
+      "GENIE_METRICS_ADDR, GENIE_ETCD_ENDPOINTS, GENIE_CLUSTER, GENIE_ETCD_LEASE_TTL,\n"
+      "GENIE_LOG_LEVEL\n"
       "(info logs sessions).\n");
 }
 
@@ -115,6 +125,8 @@ struct ServeOptions {
   bool quota_given = false;
   long metrics_port = -1;  // -1: not given
   std::string metrics_addr;
+  std::string etcd, cluster;
+  long etcd_lease_ttl_ms = -1;  // -1: not given
 };
 
 ServeOptions parse_args(int argc, char** argv) {
@@ -142,7 +154,7 @@ ServeOptions parse_args(int argc, char** argv) {
         a != "--node-id" && a != "--join" && a != "--tls-cert" && a != "--tls-key" && a != "--tls-ca" &&
         a != "--op-library" && bound == nullptr && a != "--memory-budget" && a != "--session-max-bytes" &&
         a != "--session-max-tensors" && a != "--session-max-graphs" && a != "--metrics-port" &&
-        a != "--metrics-addr")
+        a != "--metrics-addr" && a != "--etcd" && a != "--cluster" && a != "--etcd-lease-ttl-ms")
       usage_error("unknown argument '" + a + "' (try 'genie help serve')");
     if (i + 1 >= argc) usage_error(a + " needs a value");
     const char* v = argv[++i];
@@ -159,6 +171,13 @@ ServeOptions parse_args(int argc, char** argv) {
     } else if (a == "--metrics-addr") {
       if (!*v) usage_error("--metrics-addr needs an address");
       o.metrics_addr = v;
+    } else if (a == "--etcd") {
+      if (!*v) usage_error("--etcd needs etcd client URLs");
+      o.etcd = v;
+    } else if (a == "--cluster") {
+      o.cluster = v;
+    } else if (a == "--etcd-lease-ttl-ms") {
+      o.etcd_lease_ttl_ms = parse_long(a, v, 0, 1L << 40);
     } else if (a == "--auth-token-file") {
       o.token_file = v;
     } else if (a == "--threads") {
@@ -258,6 +277,10 @@ int serve_command(int argc, char** argv) {
     check(genie_config_set_max_sessions(config.get(),
                                         static_cast<int32_t>(std::min(opt.max_sessions, 1L << 30))),
           "--max-sessions");
+  if (!opt.etcd.empty()) check(genie_config_set_etcd_endpoints(config.get(), opt.etcd.c_str()), "--etcd");
+  if (!opt.cluster.empty()) check(genie_config_set_cluster(config.get(), opt.cluster.c_str()), "--cluster");
+  if (opt.etcd_lease_ttl_ms >= 0)
+    check(genie_config_set_etcd_lease_ttl_ms(config.get(), opt.etcd_lease_ttl_ms), "--etcd-lease-ttl-ms");
   if (!opt.join_host.empty())
     check(genie_config_set_master_addr(config.get(), opt.join_host.c_str()) ||
               genie_config_set_master_port(config.get(), static_cast<int32_t>(opt.join_port)),

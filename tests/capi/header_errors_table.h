@@ -112,6 +112,18 @@ static long probe_null_genie_config_set_metrics_addr(const probe_handles_t *h) {
 static long probe_kind_genie_config_set_metrics_addr(const probe_handles_t *h) { return genie_config_set_metrics_addr((genie_config_t *)h->tensor, "x"); }
 static long probe_args_genie_config_set_metrics_addr(const probe_handles_t *h) { return genie_config_set_metrics_addr(h->config, NULL); }
 static const genie_status_t codes_genie_config_set_metrics_addr[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE};
+static long probe_null_genie_config_set_etcd_endpoints(const probe_handles_t *h) { (void)h; return genie_config_set_etcd_endpoints(NULL, "x"); }
+static long probe_kind_genie_config_set_etcd_endpoints(const probe_handles_t *h) { return genie_config_set_etcd_endpoints((genie_config_t *)h->tensor, "x"); }
+static long probe_args_genie_config_set_etcd_endpoints(const probe_handles_t *h) { return genie_config_set_etcd_endpoints(h->config, NULL); }
+static const genie_status_t codes_genie_config_set_etcd_endpoints[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE};
+static long probe_null_genie_config_set_cluster(const probe_handles_t *h) { (void)h; return genie_config_set_cluster(NULL, "x"); }
+static long probe_kind_genie_config_set_cluster(const probe_handles_t *h) { return genie_config_set_cluster((genie_config_t *)h->tensor, "x"); }
+static long probe_args_genie_config_set_cluster(const probe_handles_t *h) { return genie_config_set_cluster(h->config, NULL); }
+static const genie_status_t codes_genie_config_set_cluster[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE};
+static long probe_null_genie_config_set_etcd_lease_ttl_ms(const probe_handles_t *h) { (void)h; return genie_config_set_etcd_lease_ttl_ms(NULL, 0); }
+static long probe_kind_genie_config_set_etcd_lease_ttl_ms(const probe_handles_t *h) { return genie_config_set_etcd_lease_ttl_ms((genie_config_t *)h->tensor, 0); }
+static long probe_args_genie_config_set_etcd_lease_ttl_ms(const probe_handles_t *h) { return genie_config_set_etcd_lease_ttl_ms(h->config, 0); }
+static const genie_status_t codes_genie_config_set_etcd_lease_ttl_ms[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE};
 static const genie_status_t codes_genie_metrics_supported[] = {0};
 static long probe_args_genie_trace_start(const probe_handles_t *h) { (void)h; return genie_trace_start(NULL); }
 static const genie_status_t codes_genie_trace_start[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_IO};
@@ -442,6 +454,9 @@ static const probe_fn_t probe_table[] = {
   {"genie_config_set_max_sessions", PROBE_STATUS, codes_genie_config_set_max_sessions, 2, PROBE_NO_VALUE, probe_null_genie_config_set_max_sessions, probe_kind_genie_config_set_max_sessions, probe_args_genie_config_set_max_sessions},
   {"genie_config_set_metrics_port", PROBE_STATUS, codes_genie_config_set_metrics_port, 2, PROBE_NO_VALUE, probe_null_genie_config_set_metrics_port, probe_kind_genie_config_set_metrics_port, probe_args_genie_config_set_metrics_port},
   {"genie_config_set_metrics_addr", PROBE_STATUS, codes_genie_config_set_metrics_addr, 2, PROBE_NO_VALUE, probe_null_genie_config_set_metrics_addr, probe_kind_genie_config_set_metrics_addr, probe_args_genie_config_set_metrics_addr},
+  {"genie_config_set_etcd_endpoints", PROBE_STATUS, codes_genie_config_set_etcd_endpoints, 2, PROBE_NO_VALUE, probe_null_genie_config_set_etcd_endpoints, probe_kind_genie_config_set_etcd_endpoints, probe_args_genie_config_set_etcd_endpoints},
+  {"genie_config_set_cluster", PROBE_STATUS, codes_genie_config_set_cluster, 2, PROBE_NO_VALUE, probe_null_genie_config_set_cluster, probe_kind_genie_config_set_cluster, probe_args_genie_config_set_cluster},
+  {"genie_config_set_etcd_lease_ttl_ms", PROBE_STATUS, codes_genie_config_set_etcd_lease_ttl_ms, 2, PROBE_NO_VALUE, probe_null_genie_config_set_etcd_lease_ttl_ms, probe_kind_genie_config_set_etcd_lease_ttl_ms, probe_args_genie_config_set_etcd_lease_ttl_ms},
   {"genie_metrics_supported", PROBE_VALUE, codes_genie_metrics_supported, 0, PROBE_NO_VALUE, NULL, NULL, NULL},
   {"genie_trace_start", PROBE_STATUS, codes_genie_trace_start, 2, PROBE_NO_VALUE, NULL, NULL, probe_args_genie_trace_start},
   {"genie_trace_stop", PROBE_STATUS, codes_genie_trace_stop, 1, PROBE_NO_VALUE, NULL, NULL, NULL},

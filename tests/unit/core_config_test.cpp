@@ -141,3 +141,35 @@ TEST(CoreConfig, MemoryBudgetAndSessionQuotasFromTheEnvironment) {
 }
 
 }  // namespace genie
+
+namespace genie {
+namespace {
+
+TEST(CoreConfig, EtcdSettingsFromTheEnvironment) {
+  {
+    EnvGuard e("GENIE_ETCD_ENDPOINTS", "http://127.0.0.1:2379,10.0.0.2:2379");
+    EnvGuard c("GENIE_CLUSTER", "prod-1");
+    EnvGuard t("GENIE_ETCD_LEASE_TTL", "2000");
+    Config cfg;
+    EXPECT_EQ(cfg.cluster, "default");
+    cfg.apply_env();
+    EXPECT_EQ(cfg.etcd_endpoints, (std::vector<std::string>{"http://127.0.0.1:2379", "10.0.0.2:2379"}));
+    EXPECT_EQ(cfg.cluster, "prod-1");
+    EXPECT_EQ(cfg.etcd_lease_ttl_ms, 2000);
+    EXPECT_NO_THROW(cfg.validate());
+  }
+  const std::pair<const char*, const char*> bad[] = {{"GENIE_ETCD_ENDPOINTS", "http://a:1,,http://b:2"},
+                                                     {"GENIE_ETCD_ENDPOINTS", "http://a b"},
+                                                     {"GENIE_CLUSTER", "a/b"},
+                                                     {"GENIE_ETCD_LEASE_TTL", "999"},
+                                                     {"GENIE_ETCD_LEASE_TTL", "2s"}};
+  for (const auto& [var, value] : bad) {
+    EnvGuard g(var, value);
+    std::string detail;
+    EXPECT_EQ(apply_status(&detail), GENIE_ERR_INVALID_ARGUMENT) << var << "=" << value;
+    EXPECT_NE(detail.find(var), std::string::npos) << detail;
+  }
+}
+
+}  // namespace
+}  // namespace genie

@@ -141,7 +141,8 @@ def _config(master_addr=None, port=None, timeout_ms=None, num_threads=None, log_
             max_message_bytes=None, heartbeat_interval_ms=None, heartbeat_timeout_ms=None,
             gpu_poll_interval_ms=None, health_interval_ms=None, graph_deltas=None,
             semantics=None, dpdk_probe=None, allow_insecure=None, tls_ca=None, tls_cert=None, tls_key=None,
-            tls_server_name=None, backend=None):
+            tls_server_name=None, backend=None, etcd_endpoints=None, cluster=None,
+            etcd_lease_ttl_ms=None):
     cfg = capi.genie_config_create()
     try:
         capi.genie_config_set_use_env(cfg, 1 if use_env else 0)
@@ -189,6 +190,14 @@ def _config(master_addr=None, port=None, timeout_ms=None, num_threads=None, log_
             capi.genie_config_set_tls_server_name(cfg, tls_server_name)
         if backend is not None:
             capi.genie_config_set_backend(cfg, _enum(BACKENDS, backend, "backend"))
+        if etcd_endpoints is not None:
+            if not isinstance(etcd_endpoints, str):
+                etcd_endpoints = ",".join(etcd_endpoints)
+            capi.genie_config_set_etcd_endpoints(cfg, etcd_endpoints)
+        if cluster is not None:
+            capi.genie_config_set_cluster(cfg, cluster)
+        if etcd_lease_ttl_ms is not None:
+            capi.genie_config_set_etcd_lease_ttl_ms(cfg, int(etcd_lease_ttl_ms))
     except BaseException:
         capi.genie_config_destroy(cfg)
         raise
@@ -263,6 +272,11 @@ class Context(_Handle):
     verifies the server; ``tls_cert``/``tls_key`` are a client certificate
     for servers that require one; ``tls_server_name`` the name the server's
     certificate must carry (default: the host connected to).
+
+    A cluster on etcd (docs/cluster.md): ``etcd_endpoints`` (a list of
+    client URLs, or one comma-separated string) and no master address enter
+    the cluster through a server registered there; ``cluster`` names its
+    namespace (default "default").
     """
 
     def __init__(self, master_addr=None, port=None, *, timeout_ms=None, num_threads=None,
@@ -270,7 +284,7 @@ class Context(_Handle):
                  heartbeat_interval_ms=None, heartbeat_timeout_ms=None,
                  gpu_poll_interval_ms=None, health_interval_ms=None, graph_deltas=None,
                  semantics=None, tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None,
-                 backend=None):
+                 backend=None, etcd_endpoints=None, cluster=None):
         self._subs = set()
         cfg = _config(master_addr, port, timeout_ms, num_threads, log_level, auth_token,
                       node_id, use_env, heartbeat_interval_ms=heartbeat_interval_ms,
@@ -278,7 +292,8 @@ class Context(_Handle):
                       gpu_poll_interval_ms=gpu_poll_interval_ms,
                       health_interval_ms=health_interval_ms, graph_deltas=graph_deltas,
                       semantics=semantics, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
-                      tls_server_name=tls_server_name, backend=backend)
+                      tls_server_name=tls_server_name, backend=backend,
+                      etcd_endpoints=etcd_endpoints, cluster=cluster)
         try:
             self._h = capi.genie_init_abi(capi.GENIE_ABI_VERSION, cfg)
         finally:
@@ -947,13 +962,17 @@ class Server(_Handle):
     other than loopback needs an auth_token (at least 16 bytes) or client
     certificates (tls_ca), or allow_insecure=True on a trusted network.
     With tls_cert and tls_key it speaks only TLS 1.3; with tls_ca as well,
-    clients must present a certificate chained to it."""
+    clients must present a certificate chained to it. With
+    ``etcd_endpoints`` it registers in that etcd under ``cluster`` with a
+    lease of ``etcd_lease_ttl_ms`` (docs/cluster.md)."""
 
     def __init__(self, host=None, port=0, *, auth_token=None, num_threads=None,
                  session_grace_ms=None, max_message_bytes=None, log_level=None, use_env=True,
                  heartbeat_interval_ms=None, heartbeat_timeout_ms=None, node_id=None,
-                 allow_insecure=None, tls_cert=None, tls_key=None, tls_ca=None):
-        cfg = _config(num_threads=num_threads, log_level=log_level, auth_token=auth_token,
+                 allow_insecure=None, tls_cert=None, tls_key=None, tls_ca=None,
+                 etcd_endpoints=None, cluster=None, etcd_lease_ttl_ms=None):
+        cfg = _config(num_threads=num_threads, etcd_endpoints=etcd_endpoints, cluster=cluster,
+                      etcd_lease_ttl_ms=etcd_lease_ttl_ms, log_level=log_level, auth_token=auth_token,
                       tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca,
                       use_env=use_env, session_grace_ms=session_grace_ms,
                       max_message_bytes=max_message_bytes, node_id=node_id,

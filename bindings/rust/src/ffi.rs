@@ -479,6 +479,45 @@ extern "C" {
     ) -> genie_status_t;
 }
 extern "C" {
+    #[doc = " A cluster on etcd (docs/cluster.md, \"A cluster on etcd\"): the client"]
+    #[doc = "  URLs of an etcd v3 cluster, comma-separated (copied; e.g."]
+    #[doc = "  \"http://10.0.0.1:2379,http://10.0.0.2:2379\"; a bare host:port means"]
+    #[doc = "  http), tried in turn; NULL or \"\" clears them. A server"]
+    #[doc = "  (genie_server_create) given them registers itself under"]
+    #[doc = "  /genie/<cluster>/nodes/<node-id> with a lease of"]
+    #[doc = "  genie_config_set_etcd_lease_ttl_ms, renewed at a third of it, and"]
+    #[doc = "  follows the servers registered there (genie_server_create then fails"]
+    #[doc = "  with UNSUPPORTED where the etcd store plugin, libgenie_store_etcd.so,"]
+    #[doc = "  is not installed; with CONNECTION naming the endpoints when no etcd"]
+    #[doc = "  answers; with INVALID_ARGUMENT when a live server already holds the"]
+    #[doc = "  node id). Environment: GENIE_ETCD_ENDPOINTS."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (an empty endpoint, one longer"]
+    #[doc = "  than 255 bytes or holding blanks, more than 16)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
+    pub fn genie_config_set_etcd_endpoints(
+        config: *mut genie_config_t,
+        endpoints: *const ::std::os::raw::c_char,
+    ) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " The cluster's name, its namespace in etcd (/genie/<name>/...): one etcd"]
+    #[doc = "  can hold several Genie clusters (copied; NULL or \"\": \"default\")."]
+    #[doc = "  Environment: GENIE_CLUSTER."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not 1..64 of [A-Za-z0-9._-])."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
+    pub fn genie_config_set_cluster(config: *mut genie_config_t, name: *const ::std::os::raw::c_char)
+        -> genie_status_t;
+}
+extern "C" {
+    #[doc = " The TTL of a server's lease in etcd, in ms (default 10000): a server"]
+    #[doc = "  that stops renewing it (it died, or is cut off from etcd) leaves the"]
+    #[doc = "  cluster this long after; it renews at a third of it. etcd counts whole"]
+    #[doc = "  seconds: rounded up. Environment: GENIE_ETCD_LEASE_TTL (ms)."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (outside 1000..3600000)."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
+    pub fn genie_config_set_etcd_lease_ttl_ms(config: *mut genie_config_t, ms: i64) -> genie_status_t;
+}
+extern "C" {
     #[doc = " Whether this library was built with Prometheus metrics support"]
     #[doc = "  (prometheus-cpp): 1 or 0. Any thread."]
     #[doc = "  Errors: none. Threads: any."]

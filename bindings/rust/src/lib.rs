@@ -206,6 +206,32 @@ impl Config {
         Ok(self)
     }
 
+    /// etcd client URLs, comma-separated (None: none): a server registers
+    /// there; a context without a master address enters the cluster through
+    /// a server registered there (docs/cluster.md, "A cluster on etcd").
+    pub fn etcd_endpoints(&mut self, endpoints: Option<&str>) -> Result<&mut Self> {
+        let a = opt_cstring("etcd endpoints", endpoints)?;
+        // SAFETY: live config; the string is copied.
+        check(unsafe { ffi::genie_config_set_etcd_endpoints(self.raw.as_ptr(), opt_ptr(&a)) })?;
+        Ok(self)
+    }
+
+    /// The cluster's namespace in etcd (None: "default").
+    pub fn cluster(&mut self, name: Option<&str>) -> Result<&mut Self> {
+        let a = opt_cstring("cluster", name)?;
+        // SAFETY: live config; the string is copied.
+        check(unsafe { ffi::genie_config_set_cluster(self.raw.as_ptr(), opt_ptr(&a)) })?;
+        Ok(self)
+    }
+
+    /// The TTL of a server's lease in etcd (1 s .. 1 h; default 10 s).
+    pub fn etcd_lease_ttl(&mut self, ttl: Duration) -> Result<&mut Self> {
+        let ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        // SAFETY: live config.
+        check(unsafe { ffi::genie_config_set_etcd_lease_ttl_ms(self.raw.as_ptr(), ms) })?;
+        Ok(self)
+    }
+
     /// Timeout for connecting and remote requests.
     pub fn timeout(&mut self, timeout: Duration) -> Result<&mut Self> {
         let ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
