@@ -55,8 +55,8 @@ class GraphCache {
                                     const std::vector<TensorDesc>& descs);
   std::shared_ptr<const Entry> load(const std::string& json, const std::vector<std::string>& names,
                                     const std::vector<TensorDesc>& descs) const;
-  void put(const std::string& json, const std::vector<std::string>& names, const std::vector<TensorDesc>& descs,
-           std::shared_ptr<const Entry> entry);
+  void put(const std::string& json, const std::vector<std::string>& names,
+           const std::vector<TensorDesc>& descs, std::shared_ptr<const Entry> entry);
 
   // Bounds on a graph parsed here (0: none): its JSON's bytes and its
   // nodes. Checked before parsing (the nodes by counting "op" keys, which

@@ -129,7 +129,7 @@ void Config::apply_env() {
       {"GENIE_MAX_SESSIONS", &max_sessions}};
   read_numbers(limits, check_limit);
   const std::pair<const char*, int64_t*> graph_limits[] = {{"GENIE_MAX_GRAPH_BYTES", &max_graph_bytes},
-                                                          {"GENIE_MAX_GRAPH_NODES", &max_graph_nodes}};
+                                                           {"GENIE_MAX_GRAPH_NODES", &max_graph_nodes}};
   read_numbers(graph_limits, check_graph_limit);
   if (const char* v = env("GENIE_MAX_MESSAGE")) {
     max_message_bytes = parse_int("GENIE_MAX_MESSAGE", v);

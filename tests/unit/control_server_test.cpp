@@ -1032,15 +1032,17 @@ TEST_F(ControlServer, ALargeGraphsParseDoesNotHoldOtherClients) {
   const Frame f = small.reply(3, 60000);
   const auto answered = Clock::now();
   EXPECT_EQ(f.h.type, MsgType::GraphDone) << (f.is_error() ? f.error().detail() : "");
-  EXPECT_FALSE(big.readable()) << "the large graph's parse ended before another client's request was answered";
+  EXPECT_FALSE(big.readable())
+      << "the large graph's parse ended before another client's request was answered";
   const Frame e = big.reply(2, 60000);
   const auto refused = Clock::now();
   EXPECT_EQ(e.error().status(), GENIE_ERR_SHAPE_MISMATCH) << e.error().detail();
   const auto us = [](auto d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); };
-  std::printf("graph of %d nodes (%zu bytes of JSON) parsed in %lld ms; another client's small graph "
-              "meanwhile: %lld us\n",
-              kNodes, large.size(), static_cast<long long>(us(refused - sent) / 1000),
-              static_cast<long long>(us(answered - asked)));
+  std::printf(
+      "graph of %d nodes (%zu bytes of JSON) parsed in %lld ms; another client's small graph "
+      "meanwhile: %lld us\n",
+      kNodes, large.size(), static_cast<long long>(us(refused - sent) / 1000),
+      static_cast<long long>(us(answered - asked)));
 
   big.send(MsgType::GraphSubmit, 4, submit_msg(large, {{"x", x8}}));
   const Frame done = big.reply(4, 120000);

@@ -214,7 +214,8 @@ TEST_F(HostileWorkers, AStageFailsAtItsDeadlineNamingTheWorker) {
   EXPECT_EQ(r.status, GENIE_ERR_TIMEOUT) << r.detail;
   EXPECT_NE(r.detail.find("hw-worker"), std::string::npos) << r.detail;
   EXPECT_NE(r.detail.find("1000 ms"), std::string::npos) << "not the configured deadline: " << r.detail;
-  std::printf("a stalled stage failed after %lld ms (deadline 1000 ms)\n", static_cast<long long>(ms_since(t0)));
+  std::printf("a stalled stage failed after %lld ms (deadline 1000 ms)\n",
+              static_cast<long long>(ms_since(t0)));
   proxy.release();
 }
 

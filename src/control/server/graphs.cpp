@@ -102,7 +102,7 @@ struct Server::Impl::Parse {
   std::vector<RemoteTensorPtr> remote;
   std::function<void()> loaded;
   std::shared_ptr<const GraphCache::Entry> entry;  // once parsed
-  std::exception_ptr error;                         // or why not
+  std::exception_ptr error;                        // or why not
 };
 
 void Server::Impl::parse_off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
@@ -142,8 +142,8 @@ void Server::Impl::parse_off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, 
   }
 }
 
-void Server::Impl::graph_parsed(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s, uint64_t rid,
-                                Parse& job) {
+void Server::Impl::graph_parsed(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s,
+                                uint64_t rid, Parse& job) {
   --graphs_in_flight;
   // Nobody can learn its outputs once the connection or session is gone.
   if (p && s && !p->closing && p->session == s) {
@@ -165,8 +165,9 @@ void Server::Impl::graph_parsed(const std::shared_ptr<Peer>& p, const std::share
 }
 
 void Server::Impl::run_graph(const std::shared_ptr<Peer>& p, uint64_t rid,
-                             const std::shared_ptr<const GraphCache::Entry>& cached, std::vector<TensorPtr>& tensors,
-                             std::vector<RemoteTensorPtr>& remote, const std::vector<TensorDesc>& descs) {
+                             const std::shared_ptr<const GraphCache::Entry>& cached,
+                             std::vector<TensorPtr>& tensors, std::vector<RemoteTensorPtr>& remote,
+                             const std::vector<TensorDesc>& descs) {
   const GraphCache::Entry& e = *cached;
   if (metrics::on()) metrics::add(metrics::Id::GraphsSubmitted, {graph_phase_name(*e.graph)});
   const uint64_t num_outputs = e.graph->outputs().size();

@@ -174,12 +174,13 @@ struct Server::Impl {
   void parse_off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
                       std::vector<TensorPtr> tensors, std::vector<RemoteTensorPtr> remote,
                       std::function<void()> loaded);
-  void graph_parsed(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s, uint64_t rid, Parse& job);
+  void graph_parsed(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s, uint64_t rid,
+                    Parse& job);
   // A validated graph's run, its bindings resolved (per binding: the
   // tensor here, or on a worker, and its description).
-  void run_graph(const std::shared_ptr<Peer>& p, uint64_t rid, const std::shared_ptr<const GraphCache::Entry>& cached,
-                 std::vector<TensorPtr>& tensors, std::vector<RemoteTensorPtr>& remote,
-                 const std::vector<TensorDesc>& descs);
+  void run_graph(const std::shared_ptr<Peer>& p, uint64_t rid,
+                 const std::shared_ptr<const GraphCache::Entry>& cached, std::vector<TensorPtr>& tensors,
+                 std::vector<RemoteTensorPtr>& remote, const std::vector<TensorDesc>& descs);
   // The JSON text a GraphSubmitDelta of session `s` stands for; throws
   // Error(NOT_FOUND) with *unknown_base set when the base is not held (or
   // does not rebuild). Bases are the session's own: a delta cannot tell one

@@ -98,8 +98,9 @@ Server::Impl::Impl(ServerOptions o)
   if (opts.max_incomplete_bytes == 0)
     opts.max_incomplete_bytes = std::max<uint64_t>(uint64_t{256} << 20, opts.max_message_bytes);
   message_budget = std::make_shared<dataplane::MessageBudget>(opts.max_incomplete_bytes);
-  graphs.set_limits(opts.max_graph_bytes, opts.max_graph_nodes,
-                    "genie serve --max-graph-bytes, --max-graph-nodes; GENIE_MAX_GRAPH_BYTES, GENIE_MAX_GRAPH_NODES");
+  graphs.set_limits(
+      opts.max_graph_bytes, opts.max_graph_nodes,
+      "genie serve --max-graph-bytes, --max-graph-nodes; GENIE_MAX_GRAPH_BYTES, GENIE_MAX_GRAPH_NODES");
   if (opts.max_queued_reply_bytes_total == 0)
     opts.max_queued_reply_bytes_total = std::max<uint64_t>(uint64_t{256} << 20, opts.max_queued_reply_bytes);
   // Connections past the file-descriptor limit would fail in accept() with
