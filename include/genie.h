@@ -553,6 +553,38 @@ GENIE_API genie_status_t genie_config_set_max_connections_per_source(
 GENIE_API genie_status_t genie_config_set_max_sessions(genie_config_t *config,
                                                        int32_t max_sessions);
 
+/** Server: the largest graph a submission may carry, in bytes of its JSON,
+ *  0..2^40 (0: no limit; default 33554432, 32 MiB). A larger one is
+ *  refused with GENIE_ERR_TOO_LARGE naming the limit before it is parsed.
+ *  Graphs of 64 KiB of JSON or more are parsed off the server's event
+ *  loop, charged first to the session's byte quota and the memory budget
+ *  at 16 bytes per byte of JSON (docs/security.md).
+ *  Environment: GENIE_MAX_GRAPH_BYTES.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+ *  Threads: any; one thread at a time per configuration. */
+GENIE_API genie_status_t genie_config_set_max_graph_bytes(genie_config_t *config,
+                                                          int64_t max_bytes);
+
+/** Server: the most nodes a submitted graph may have, 0..2^40 (0: no
+ *  limit; default 65536). A graph with more is refused with
+ *  GENIE_ERR_TOO_LARGE naming the limit, before it is parsed where its
+ *  text shows it (its nodes' "op" keys counted), else once parsed.
+ *  Environment: GENIE_MAX_GRAPH_NODES.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+ *  Threads: any; one thread at a time per configuration. */
+GENIE_API genie_status_t genie_config_set_max_graph_nodes(genie_config_t *config,
+                                                          int64_t max_nodes);
+
+/** Server acting as a master (docs/multinode.md): how long one stage of a
+ *  graph sent to a worker may take, in milliseconds, 10..86400000 (default
+ *  600000, ten minutes). Past it the graph fails with GENIE_ERR_TIMEOUT
+ *  naming the worker and the stage, and the wait ends, whatever the worker
+ *  does. Environment: GENIE_STAGE_TIMEOUT.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
+ *  Threads: any; one thread at a time per configuration. */
+GENIE_API genie_status_t genie_config_set_stage_timeout_ms(
+    genie_config_t *config, int64_t timeout_ms);
+
 /** Prometheus metrics (docs/observability.md): serve this process's
  *  metrics over HTTP at http://ADDR:PORT/metrics, where ADDR is set by
  *  genie_config_set_metrics_addr. A server (genie_server_create) serves

@@ -187,6 +187,18 @@ GENIE_CONFIG_SETTER(genie_config_set_max_sessions, int32_t, {
   check_limit(value, "max sessions");
   c.max_sessions = value;
 })
+GENIE_CONFIG_SETTER(genie_config_set_max_graph_bytes, int64_t, {
+  check_graph_limit(value, "max graph bytes");
+  c.max_graph_bytes = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_max_graph_nodes, int64_t, {
+  check_graph_limit(value, "max graph nodes");
+  c.max_graph_nodes = value;
+})
+GENIE_CONFIG_SETTER(genie_config_set_stage_timeout_ms, int64_t, {
+  check_interval(value, "stage timeout");
+  c.stage_timeout_ms = value;
+})
 GENIE_CONFIG_SETTER(genie_config_set_metrics_port, int32_t, {
   check(value >= -1 && value <= 65535, GENIE_ERR_INVALID_ARGUMENT, "metrics port ", value,
         " is outside -1..65535 (-1: off, 0: a free port)");

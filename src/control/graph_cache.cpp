@@ -10,7 +10,7 @@ namespace genie {
 namespace {
 
 template <class T>
-void put(std::string& out, T v) {
+void append(std::string& out, T v) {
   char b[sizeof v];
   std::memcpy(b, &v, sizeof v);
   out.append(b, sizeof v);
@@ -54,22 +54,22 @@ void GraphCache::encode_bindings(const std::vector<std::string>& names, const st
   std::string& out = *to;
   out.clear();
   out.reserve(names.size() * 48);
-  put(out, static_cast<uint64_t>(names.size()));
+  append(out, static_cast<uint64_t>(names.size()));
   for (const std::string& name : names) {
-    put(out, static_cast<uint64_t>(name.size()));
+    append(out, static_cast<uint64_t>(name.size()));
     out += name;
   }
-  put(out, static_cast<uint64_t>(descs.size()));
+  append(out, static_cast<uint64_t>(descs.size()));
   for (const TensorDesc& d : descs) {
-    put(out, static_cast<int32_t>(d.dtype));
-    put(out, static_cast<uint64_t>(d.shape.size()));
-    for (int64_t dim : d.shape) put(out, dim);
+    append(out, static_cast<int32_t>(d.dtype));
+    append(out, static_cast<uint64_t>(d.shape.size()));
+    for (int64_t dim : d.shape) append(out, dim);
   }
 }
 
-std::shared_ptr<const GraphCache::Entry> GraphCache::get(const std::string& json,
-                                                         const std::vector<std::string>& names,
-                                                         const std::vector<TensorDesc>& descs) {
+std::shared_ptr<const GraphCache::Entry> GraphCache::find(const std::string& json,
+                                                          const std::vector<std::string>& names,
+                                                          const std::vector<TensorDesc>& descs) {
   encode_bindings(names, descs, &key_);
   // The graph used last, again (a model's next step): comparing it costs
   // less than hashing the text.
@@ -83,6 +83,12 @@ std::shared_ptr<const GraphCache::Entry> GraphCache::get(const std::string& json
     return it->second->entry;
   }
   ++misses_;
+  return nullptr;
+}
+
+std::shared_ptr<const GraphCache::Entry> GraphCache::load(const std::string& json,
+                                                          const std::vector<std::string>& names,
+                                                          const std::vector<TensorDesc>& descs) const {
   check_limits(json);
   std::unique_ptr<Graph> g = graph_from_json(json.data(), json.size());
   check(max_nodes_ == 0 || g->nodes().size() <= max_nodes_, GENIE_ERR_TOO_LARGE, "graph of ",
@@ -94,24 +100,39 @@ std::shared_ptr<const GraphCache::Entry> GraphCache::get(const std::string& json
   e.order = bind_inputs(*g, names, descs, &shapes);
   g->validate(&shapes);
   e.memory = run_memory(*g);
-  std::string bindings = key_;
-  size_t cost = json.size() + bindings.size();
-  for (const Value& v : g->values())
-    if (v.constant) cost += v.constant->nbytes();
   e.graph = std::move(g);
+  return made;
+}
+
+void GraphCache::put(const std::string& json, const std::vector<std::string>& names,
+                     const std::vector<TensorDesc>& descs, std::shared_ptr<const Entry> entry) {
+  std::string bindings;
+  encode_bindings(names, descs, &bindings);
+  size_t cost = json.size() + bindings.size();
+  for (const Value& v : entry->graph->values())
+    if (v.constant) cost += v.constant->nbytes();
   // A graph that would take a large share of the budget would only evict
-  // the graphs that do repeat.
-  if (max_entries_ == 0 || cost > max_bytes_ / 4) return made;
+  // the graphs that do repeat; one kept meanwhile (parsed twice at once) is
+  // not kept twice.
+  if (max_entries_ == 0 || cost > max_bytes_ / 4 || index_.count(Key{json, bindings})) return;
   while (!lru_.empty() && (lru_.size() >= max_entries_ || bytes_ + cost > max_bytes_)) {
     const Node& last = lru_.back();
     index_.erase(Key{last.json, last.bindings});
     bytes_ -= last.cost;
     lru_.pop_back();
   }
-  lru_.push_front(Node{json, std::move(bindings), made, cost});
+  lru_.push_front(Node{json, std::move(bindings), std::move(entry), cost});
   const Node& n = lru_.front();
   index_.emplace(Key{n.json, n.bindings}, lru_.begin());
   bytes_ += cost;
+}
+
+std::shared_ptr<const GraphCache::Entry> GraphCache::get(const std::string& json,
+                                                         const std::vector<std::string>& names,
+                                                         const std::vector<TensorDesc>& descs) {
+  if (std::shared_ptr<const Entry> hit = find(json, names, descs)) return hit;
+  std::shared_ptr<const Entry> made = load(json, names, descs);
+  put(json, names, descs, made);
   return made;
 }
 

@@ -8,7 +8,9 @@
 // (shared_ptr<const Graph>) by every run of it, across sessions: it holds no
 // session's data. The cache is bounded in entries and in bytes (the JSON and
 // the graph's constants); the least recently used entry goes first. Not
-// thread-safe: the server uses it on its loop thread only.
+// thread-safe, but for load(): the server looks up and keeps entries on its
+// loop thread, and parses large graphs elsewhere (load) so that its loop
+// never waits for a parse.
 #pragma once
 
 #include <cstddef>
@@ -45,10 +47,20 @@ class GraphCache {
   // The entry is shared with the cache: a hit copies nothing.
   std::shared_ptr<const Entry> get(const std::string& json, const std::vector<std::string>& names,
                                    const std::vector<TensorDesc>& descs);
+  // get() in its three steps, for a caller that parses elsewhere: the
+  // cached entry, or null (counted as a hit or a miss); the entry parsed,
+  // bound and validated now (throws as get(); any thread, concurrently with
+  // anything but set_limits); and keeping an entry that load() made.
+  std::shared_ptr<const Entry> find(const std::string& json, const std::vector<std::string>& names,
+                                    const std::vector<TensorDesc>& descs);
+  std::shared_ptr<const Entry> load(const std::string& json, const std::vector<std::string>& names,
+                                    const std::vector<TensorDesc>& descs) const;
+  void put(const std::string& json, const std::vector<std::string>& names,
+           const std::vector<TensorDesc>& descs, std::shared_ptr<const Entry> entry);
 
   // Bounds on a graph parsed here (0: none): its JSON's bytes and its
   // nodes. Checked before parsing (the nodes by counting "op" keys, which
-  // every node has) and after; past one, get() and check_limits() throw
+  // every node has) and after; past one, get(), load() and check_limits() throw
   // Error(TOO_LARGE) naming the limit and `setting`, the option that
   // raises it.
   void set_limits(size_t max_json_bytes, size_t max_nodes, std::string setting);

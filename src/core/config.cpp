@@ -37,6 +37,19 @@ const char* env(const char* name) {
   return (v && *v) ? v : nullptr;
 }
 
+// Each variable of `vars` that is set, parsed and checked by `check_value`
+// (which names the variable), into its field.
+template <class T, size_t N>
+void read_numbers(const std::pair<const char*, T*> (&vars)[N], void (*check_value)(int64_t, const char*)) {
+  for (const auto& [name, field] : vars) {
+    if (const char* v = env(name)) {
+      const int64_t n = parse_int(name, v);
+      check_value(n, name);
+      *field = static_cast<T>(n);
+    }
+  }
+}
+
 }  // namespace
 
 void check_node_id(const std::string& id, const char* what) {
@@ -114,13 +127,10 @@ void Config::apply_env() {
       {"GENIE_MAX_CONNECTIONS", &max_connections},
       {"GENIE_MAX_CONNECTIONS_PER_SOURCE", &max_connections_per_source},
       {"GENIE_MAX_SESSIONS", &max_sessions}};
-  for (const auto& [name, field] : limits) {
-    if (const char* v = env(name)) {
-      const int64_t n = parse_int(name, v);
-      check_limit(n, name);
-      *field = static_cast<int32_t>(n);
-    }
-  }
+  read_numbers(limits, check_limit);
+  const std::pair<const char*, int64_t*> graph_limits[] = {{"GENIE_MAX_GRAPH_BYTES", &max_graph_bytes},
+                                                           {"GENIE_MAX_GRAPH_NODES", &max_graph_nodes}};
+  read_numbers(graph_limits, check_graph_limit);
   if (const char* v = env("GENIE_MAX_MESSAGE")) {
     max_message_bytes = parse_int("GENIE_MAX_MESSAGE", v);
     check_max_message(max_message_bytes, "GENIE_MAX_MESSAGE");
@@ -129,24 +139,13 @@ void Config::apply_env() {
                                                      {"GENIE_SESSION_MAX_BYTES", &session_max_bytes},
                                                      {"GENIE_SESSION_MAX_TENSORS", &session_max_tensors},
                                                      {"GENIE_SESSION_MAX_GRAPHS", &session_max_graphs}};
-  for (const auto& [name, field] : quotas) {
-    if (const char* v = env(name)) {
-      const int64_t n = parse_int(name, v);
-      check_quota(n, name);
-      *field = n;
-    }
-  }
+  read_numbers(quotas, check_quota);
   const std::pair<const char*, int64_t*> intervals[] = {{"GENIE_HEARTBEAT_INTERVAL", &heartbeat_interval_ms},
                                                         {"GENIE_HEARTBEAT_TIMEOUT", &heartbeat_timeout_ms},
                                                         {"GENIE_GPU_POLL_INTERVAL", &gpu_poll_interval_ms},
-                                                        {"GENIE_HEALTH_INTERVAL", &health_interval_ms}};
-  for (const auto& [name, field] : intervals) {
-    if (const char* v = env(name)) {
-      const int64_t ms = parse_int(name, v);
-      check_interval(ms, name);
-      *field = ms;
-    }
-  }
+                                                        {"GENIE_HEALTH_INTERVAL", &health_interval_ms},
+                                                        {"GENIE_STAGE_TIMEOUT", &stage_timeout_ms}};
+  read_numbers(intervals, check_interval);
   if (const char* v = env("GENIE_DPDK_PROBE")) {
     static const char* const names[] = {"0", "1"};
     static const bool vals[] = {false, true};
@@ -230,6 +229,11 @@ void check_limit(int64_t n, const char* what) {
         " is outside 0..1000000 (0: no limit)");
 }
 
+void check_graph_limit(int64_t value, const char* what) {
+  check(value >= 0 && value <= (int64_t{1} << 40), GENIE_ERR_INVALID_ARGUMENT, what, " ", value,
+        " is outside 0..2^40 (0: no limit)");
+}
+
 void check_quota(int64_t value, const char* what) {
   check(value >= 0, GENIE_ERR_INVALID_ARGUMENT, what, " ", value, " must not be negative (0: the default)");
 }
@@ -291,6 +295,9 @@ void Config::validate() const {
   check_limit(max_connections_per_source, "max connections per source");
   check_limit(max_sessions, "max sessions");
   check_max_message(max_message_bytes, "max message");
+  check_graph_limit(max_graph_bytes, "max graph bytes");
+  check_graph_limit(max_graph_nodes, "max graph nodes");
+  check_interval(stage_timeout_ms, "stage timeout");
   check_auth_token(auth_token, "auth token");
   check(tls_cert.empty() == tls_key.empty(), GENIE_ERR_INVALID_ARGUMENT,
         "a TLS certificate needs its private key and the other way round (GENIE_TLS_CERT and GENIE_TLS_KEY)");

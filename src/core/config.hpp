@@ -56,6 +56,13 @@ struct Config {
   int32_t max_connections_per_source = 128;
   int32_t max_sessions = 1024;
   int64_t max_message_bytes = 64 << 20;
+  // The largest graph a server parses: bytes of its JSON and nodes (0: no
+  // limit); and, a master, how long a stage sent to a worker may take.
+  int64_t max_graph_bytes = kDefaultMaxGraphBytes;
+  int64_t max_graph_nodes = kDefaultMaxGraphNodes;
+  int64_t stage_timeout_ms = 600000;
+  static constexpr int64_t kDefaultMaxGraphBytes = int64_t{32} << 20;
+  static constexpr int64_t kDefaultMaxGraphNodes = 65536;
   // A server's memory (docs/security.md, "Quotas and the memory budget"):
   // the bytes its tensors and the graphs in flight may hold (0: a share of
   // the available memory and the cgroup limit, core/memory.hpp), and what
@@ -114,6 +121,8 @@ void check_interval(int64_t ms, const char* what);  // 10..86400000
 void check_limit(int64_t n, const char* what);      // 0..1000000 (0: none)
 // A memory budget or session quota: 0 (the default) or a positive count.
 void check_quota(int64_t value, const char* what);
+// A graph limit (bytes or nodes): 0 (no limit) .. 2^40.
+void check_graph_limit(int64_t value, const char* what);
 // An auth token: empty (none) or kMinAuthTokenBytes..4096 bytes.
 constexpr size_t kMinAuthTokenBytes = 16;
 void check_auth_token(const std::string& token, const char* what);

@@ -23,7 +23,8 @@ void print_serve_usage(std::FILE* out) {
       "                   [--op-library F]...\n"
       "                   [--session-idle-ms MS] [--handshake-timeout-ms MS]\n"
       "                   [--max-connections N] [--max-connections-per-source N]\n"
-      "                   [--max-sessions N]\n"
+      "                   [--max-sessions N] [--max-graph-bytes BYTES] [--max-graph-nodes N]\n"
+      "                   [--stage-timeout-ms MS]\n"
       "                   [--memory-budget BYTES] [--session-max-bytes BYTES]\n"
       "                   [--session-max-tensors N] [--session-max-graphs N]\n"
       "                   [--metrics-port P] [--metrics-addr H]\n"
@@ -67,6 +68,13 @@ void print_serve_usage(std::FILE* out) {
       "  --max-connections N    connections at once (default 1024; 0: no limit)\n"
       "  --max-connections-per-source N  from one address (default 128; 0: no limit)\n"
       "  --max-sessions N       sessions at once (default 1024; 0: no limit)\n"
+      "  --max-graph-bytes BYTES  the largest graph JSON a submission may carry\n"
+      "                         (default 33554432; 0: no limit); larger ones are\n"
+      "                         refused (TOO_LARGE) before they are parsed\n"
+      "  --max-graph-nodes N    the most nodes of a graph (default 65536; 0: no limit)\n"
+      "  --stage-timeout-ms MS  a master fails a graph whose stage a worker has not\n"
+      "                         finished within MS ms (TIMEOUT naming the worker;\n"
+      "                         default 600000)\n"
       "  --memory-budget BYTES  what tensors and graphs in flight may hold in all\n"
       "                         (default 0: 80%% of the available memory, within the\n"
       "                         memory cgroup's limit, at start)\n"
@@ -92,6 +100,7 @@ void print_serve_usage(std::FILE* out) {
       "program: GENIE_AUTH_TOKEN, GENIE_ALLOW_INSECURE, GENIE_TLS_CERT, GENIE_TLS_KEY, GENIE_TLS_CA,\n"
       "GENIE_NUM_THREADS, GENIE_SESSION_GRACE, GENIE_SESSION_IDLE, GENIE_HANDSHAKE_TIMEOUT,\n"
       "GENIE_MAX_CONNECTIONS, GENIE_MAX_CONNECTIONS_PER_SOURCE, GENIE_MAX_SESSIONS,\n"
+      "GENIE_MAX_GRAPH_BYTES, GENIE_MAX_GRAPH_NODES, GENIE_STAGE_TIMEOUT,\n"
       "GENIE_MEMORY_BUDGET, GENIE_SESSION_MAX_BYTES, GENIE_SESSION_MAX_TENSORS,\n"
       "GENIE_SESSION_MAX_GRAPHS, GENIE_MAX_MESSAGE, GENIE_NODE_ID, GENIE_METRICS_PORT,\n"
       "GENIE_METRICS_ADDR, GENIE_ETCD_ENDPOINTS, GENIE_CLUSTER, GENIE_ETCD_LEASE_TTL,\n"
@@ -120,6 +129,9 @@ struct ServeOptions {
   long max_connections = -1;
   long max_connections_per_source = -1;
   long max_sessions = -1;
+  long max_graph_bytes = -1;
+  long max_graph_nodes = -1;
+  long stage_timeout_ms = -1;
   long memory_budget = -1;    // -1: not given
   long quota[3] = {0, 0, 0};  // session bytes, tensors, graphs; 0: default
   bool quota_given = false;
@@ -146,7 +158,10 @@ ServeOptions parse_args(int argc, char** argv) {
         {"--handshake-timeout-ms", &o.handshake_timeout_ms},
         {"--max-connections", &o.max_connections},
         {"--max-connections-per-source", &o.max_connections_per_source},
-        {"--max-sessions", &o.max_sessions}};
+        {"--max-sessions", &o.max_sessions},
+        {"--max-graph-bytes", &o.max_graph_bytes},
+        {"--max-graph-nodes", &o.max_graph_nodes},
+        {"--stage-timeout-ms", &o.stage_timeout_ms}};
     long* bound = nullptr;
     for (const auto& [flag, field] : bounds)
       if (a == flag) bound = field;
@@ -281,6 +296,12 @@ int serve_command(int argc, char** argv) {
   if (!opt.cluster.empty()) check(genie_config_set_cluster(config.get(), opt.cluster.c_str()), "--cluster");
   if (opt.etcd_lease_ttl_ms >= 0)
     check(genie_config_set_etcd_lease_ttl_ms(config.get(), opt.etcd_lease_ttl_ms), "--etcd-lease-ttl-ms");
+  if (opt.max_graph_bytes >= 0)
+    check(genie_config_set_max_graph_bytes(config.get(), opt.max_graph_bytes), "--max-graph-bytes");
+  if (opt.max_graph_nodes >= 0)
+    check(genie_config_set_max_graph_nodes(config.get(), opt.max_graph_nodes), "--max-graph-nodes");
+  if (opt.stage_timeout_ms >= 0)
+    check(genie_config_set_stage_timeout_ms(config.get(), opt.stage_timeout_ms), "--stage-timeout-ms");
   if (!opt.join_host.empty())
     check(genie_config_set_master_addr(config.get(), opt.join_host.c_str()) ||
               genie_config_set_master_port(config.get(), static_cast<int32_t>(opt.join_port)),

@@ -107,6 +107,15 @@ static void test_config_and_init(void) {
   EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_config_set_session_quota(NULL, 0, 0, 0));
   EXPECT_OK(genie_config_set_memory_budget(cfg, 0));
   EXPECT_OK(genie_config_set_session_quota(cfg, 1 << 20, 16, 2));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_max_graph_bytes(cfg, -1));
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_max_graph_nodes(cfg, (int64_t)1 << 41));
+  EXPECT_DETAIL("max graph nodes");
+  EXPECT_STATUS(GENIE_ERR_INVALID_ARGUMENT, genie_config_set_stage_timeout_ms(cfg, 5));
+  EXPECT_DETAIL("stage timeout");
+  EXPECT_STATUS(GENIE_ERR_INVALID_HANDLE, genie_config_set_stage_timeout_ms(NULL, 1000));
+  EXPECT_OK(genie_config_set_max_graph_bytes(cfg, 0));
+  EXPECT_OK(genie_config_set_max_graph_nodes(cfg, 200000));
+  EXPECT_OK(genie_config_set_stage_timeout_ms(cfg, 1000));
 
   /* Header/library ABI mismatch. */
   EXPECT_STATUS(GENIE_ERR_VERSION_MISMATCH, genie_init_abi(GENIE_ABI_VERSION + 1, cfg, &c));

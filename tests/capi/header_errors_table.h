@@ -104,6 +104,18 @@ static long probe_null_genie_config_set_max_sessions(const probe_handles_t *h) {
 static long probe_kind_genie_config_set_max_sessions(const probe_handles_t *h) { return genie_config_set_max_sessions((genie_config_t *)h->tensor, 0); }
 static long probe_args_genie_config_set_max_sessions(const probe_handles_t *h) { return genie_config_set_max_sessions(h->config, 0); }
 static const genie_status_t codes_genie_config_set_max_sessions[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE};
+static long probe_null_genie_config_set_max_graph_bytes(const probe_handles_t *h) { (void)h; return genie_config_set_max_graph_bytes(NULL, 0); }
+static long probe_kind_genie_config_set_max_graph_bytes(const probe_handles_t *h) { return genie_config_set_max_graph_bytes((genie_config_t *)h->tensor, 0); }
+static long probe_args_genie_config_set_max_graph_bytes(const probe_handles_t *h) { return genie_config_set_max_graph_bytes(h->config, 0); }
+static const genie_status_t codes_genie_config_set_max_graph_bytes[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE};
+static long probe_null_genie_config_set_max_graph_nodes(const probe_handles_t *h) { (void)h; return genie_config_set_max_graph_nodes(NULL, 0); }
+static long probe_kind_genie_config_set_max_graph_nodes(const probe_handles_t *h) { return genie_config_set_max_graph_nodes((genie_config_t *)h->tensor, 0); }
+static long probe_args_genie_config_set_max_graph_nodes(const probe_handles_t *h) { return genie_config_set_max_graph_nodes(h->config, 0); }
+static const genie_status_t codes_genie_config_set_max_graph_nodes[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE};
+static long probe_null_genie_config_set_stage_timeout_ms(const probe_handles_t *h) { (void)h; return genie_config_set_stage_timeout_ms(NULL, 0); }
+static long probe_kind_genie_config_set_stage_timeout_ms(const probe_handles_t *h) { return genie_config_set_stage_timeout_ms((genie_config_t *)h->tensor, 0); }
+static long probe_args_genie_config_set_stage_timeout_ms(const probe_handles_t *h) { return genie_config_set_stage_timeout_ms(h->config, 0); }
+static const genie_status_t codes_genie_config_set_stage_timeout_ms[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE};
 static long probe_null_genie_config_set_metrics_port(const probe_handles_t *h) { (void)h; return genie_config_set_metrics_port(NULL, 0); }
 static long probe_kind_genie_config_set_metrics_port(const probe_handles_t *h) { return genie_config_set_metrics_port((genie_config_t *)h->tensor, 0); }
 static long probe_args_genie_config_set_metrics_port(const probe_handles_t *h) { return genie_config_set_metrics_port(h->config, 0); }
@@ -452,6 +464,9 @@ static const probe_fn_t probe_table[] = {
   {"genie_config_set_max_connections", PROBE_STATUS, codes_genie_config_set_max_connections, 2, PROBE_NO_VALUE, probe_null_genie_config_set_max_connections, probe_kind_genie_config_set_max_connections, probe_args_genie_config_set_max_connections},
   {"genie_config_set_max_connections_per_source", PROBE_STATUS, codes_genie_config_set_max_connections_per_source, 2, PROBE_NO_VALUE, probe_null_genie_config_set_max_connections_per_source, probe_kind_genie_config_set_max_connections_per_source, probe_args_genie_config_set_max_connections_per_source},
   {"genie_config_set_max_sessions", PROBE_STATUS, codes_genie_config_set_max_sessions, 2, PROBE_NO_VALUE, probe_null_genie_config_set_max_sessions, probe_kind_genie_config_set_max_sessions, probe_args_genie_config_set_max_sessions},
+  {"genie_config_set_max_graph_bytes", PROBE_STATUS, codes_genie_config_set_max_graph_bytes, 2, PROBE_NO_VALUE, probe_null_genie_config_set_max_graph_bytes, probe_kind_genie_config_set_max_graph_bytes, probe_args_genie_config_set_max_graph_bytes},
+  {"genie_config_set_max_graph_nodes", PROBE_STATUS, codes_genie_config_set_max_graph_nodes, 2, PROBE_NO_VALUE, probe_null_genie_config_set_max_graph_nodes, probe_kind_genie_config_set_max_graph_nodes, probe_args_genie_config_set_max_graph_nodes},
+  {"genie_config_set_stage_timeout_ms", PROBE_STATUS, codes_genie_config_set_stage_timeout_ms, 2, PROBE_NO_VALUE, probe_null_genie_config_set_stage_timeout_ms, probe_kind_genie_config_set_stage_timeout_ms, probe_args_genie_config_set_stage_timeout_ms},
   {"genie_config_set_metrics_port", PROBE_STATUS, codes_genie_config_set_metrics_port, 2, PROBE_NO_VALUE, probe_null_genie_config_set_metrics_port, probe_kind_genie_config_set_metrics_port, probe_args_genie_config_set_metrics_port},
   {"genie_config_set_metrics_addr", PROBE_STATUS, codes_genie_config_set_metrics_addr, 2, PROBE_NO_VALUE, probe_null_genie_config_set_metrics_addr, probe_kind_genie_config_set_metrics_addr, probe_args_genie_config_set_metrics_addr},
   {"genie_config_set_etcd_endpoints", PROBE_STATUS, codes_genie_config_set_etcd_endpoints, 2, PROBE_NO_VALUE, probe_null_genie_config_set_etcd_endpoints, probe_kind_genie_config_set_etcd_endpoints, probe_args_genie_config_set_etcd_endpoints},

@@ -21,7 +21,10 @@
 #   7. a heartbeat claiming a registered worker's node id from another
 #      session is refused (it cannot mark the worker alive or rewrite it);
 #   8. sessions that free a tensor under a stalled read of it and allocate
-#      again keep the server's RSS within its memory budget.
+#      again keep the server's RSS within its memory budget;
+#   9. SIGTERM stops the server within a bounded time (30 s; the flush grace
+#      for clients that do not read is 5 s) whatever its clients are doing:
+#      idle handshakes, half-sent messages, reads they never take.
 set -euo pipefail
 source "$(dirname "$0")/lib/servers.sh"
 TOOL="$B/tests/itest_remote_tool"
@@ -317,3 +320,49 @@ for s in held:
 PY
 kill -0 "$SERVER_PID" || fail "server died in step 8"
 echo "ok 8: tensors freed under stalled reads stay charged; RSS within the budget"
+
+# --- 9. SIGTERM stops the server whatever its clients do ---------------------
+start_server sigterm
+$PY - "$PORT" "$SERVER_PID" <<'PY' || fail "step 9"
+import os, signal, socket, sys, time
+from rawpeer import *
+port, pid = int(sys.argv[1]), int(sys.argv[2])
+TENSOR_ALLOC, TENSOR_WRITE, TENSOR_READ = 10, 12, 13
+MIB32 = 32 << 20
+held = []
+for i in range(20):  # idle: never a Hello
+    held.append(connect(port))
+for i in range(5):  # a message header claiming 1 MiB, then 1 KiB of it
+    s = session(port, "half-%d" % i)
+    s.sendall(header(SERVER_INFO_REQUEST, b"", msg_len=1 << 20) + b"\0" * 1024)
+    held.append(s)
+for i in range(4):  # a 32 MiB read the client never takes
+    s = session(port, "noread-%d" % i)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.sendall(frame(TENSOR_ALLOC, field_varint(1, 1) + field_bytes(2, varint(8 << 20)) + field_bytes(3, "cpu:0"), 2))
+    assert read_frame(s)[0] == 11, "the allocation failed"
+    msg = field_varint(1, 1)
+    s.sendall(header(TENSOR_WRITE, msg, 3, payload_len=MIB32) + msg + b"\x5a" * MIB32)
+    assert read_frame(s)[0] == 7, "the write failed"
+    s.sendall(frame(TENSOR_READ, field_varint(1, 1) + field_varint(3, MIB32), 4))
+    held.append(s)
+time.sleep(0.5)
+def alive():
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+t0 = time.monotonic()
+os.kill(pid, signal.SIGTERM)
+while alive() and time.monotonic() - t0 < 30:
+    time.sleep(0.05)
+took = time.monotonic() - t0
+assert not alive(), "the server still runs 30 s after SIGTERM"
+print("SIGTERM with 29 hostile connections open: the server exited after %.1f s" % took)
+for s in held:
+    s.close()
+PY
+rc=0; wait "$SERVER_PID" || rc=$?
+[ "$rc" = "0" ] || fail "the server exited $rc on SIGTERM"
+echo "ok 9: SIGTERM stops the server in a bounded time whatever its clients do"

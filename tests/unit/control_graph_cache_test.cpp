@@ -2,6 +2,8 @@
 // is shared, eviction by count and by bytes, and errors never being kept.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "control/graph_cache.hpp"
 #include "core/error.hpp"
 #include "graph/graph.hpp"
@@ -33,6 +35,32 @@ TEST(GraphCache, SameJsonAndBindingsHitAndShareTheGraph) {
   EXPECT_TRUE(e1->graph->validated());
   EXPECT_EQ(e1->order, e2->order);
   EXPECT_EQ(e1->graph->value(e1->graph->outputs()[0]).shape, Shape{4});
+}
+
+// The three steps of get() as the server takes them for a large graph
+// (find on its loop, load on another thread, put back on its loop): load
+// keeps nothing, put keeps what load made, and a second put of the same
+// graph and bindings keeps one entry.
+TEST(GraphCache, LoadElsewhereThenPut) {
+  GraphCache cache;
+  const std::string json = add_json();
+  EXPECT_EQ(cache.find(json, kAB, f32(4)), nullptr);
+  EXPECT_EQ(cache.misses(), 1u);
+  std::shared_ptr<const GraphCache::Entry> made;
+  std::thread([&] { made = cache.load(json, kAB, f32(4)); }).join();
+  ASSERT_NE(made, nullptr);
+  EXPECT_TRUE(made->graph->validated());
+  EXPECT_EQ(cache.size(), 0u);
+  cache.put(json, kAB, f32(4), made);
+  cache.put(json, kAB, f32(4), cache.load(json, kAB, f32(4)));  // parsed twice at once
+  EXPECT_EQ(cache.size(), 1u);
+  EXPECT_EQ(cache.find(json, kAB, f32(4)).get(), made.get());
+  EXPECT_EQ(cache.hits(), 1u);
+  GraphCache limited;
+  limited.set_limits(0, 0, "the limit");
+  EXPECT_NO_THROW(limited.load(json, kAB, f32(4)));
+  limited.set_limits(16, 0, "the limit");
+  EXPECT_THROW(limited.load(json, kAB, f32(4)), Error);
 }
 
 TEST(GraphCache, BindingsAreValidatedAgainstEachOnTheirOwn) {

@@ -151,6 +151,12 @@ class Raw {
     return *f;
   }
 
+  // Whether anything has arrived that was not read yet (a reply, or EOF).
+  bool readable() const {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+
   // True once the server has closed the connection (EOF or reset), reading
   // and dropping whatever frames come first.
   bool closed_by_server(int timeout_ms = 5000) {
@@ -978,6 +984,98 @@ TEST_F(ControlServer, GraphsPastTheNodeOrByteLimitAreRefused) {
   c.send(MsgType::GraphSubmit, 72, submit_msg(chain(1000, 0), {{"x", x}}));
   const Frame f = c.reply(72);
   EXPECT_EQ(f.h.type, MsgType::GraphDone) << (f.is_error() ? f.error().detail() : "");
+}
+
+// A large graph is parsed and validated off the server's event loop: while
+// one client's 100,000-node graph is parsed, another client's small graph
+// is answered. The large one is refused for an input's shape, found only
+// once all of it is parsed, so its answer marks the parse's end: parsed on
+// the loop, it went out before the small request was even read. Then the
+// same graph, bound right, runs (under raised limits).
+TEST_F(ControlServer, ALargeGraphsParseDoesNotHoldOtherClients) {
+  ServerOptions o = options();
+  o.max_graph_nodes = 200000;
+  o.max_graph_bytes = 64u << 20;
+  Server server(o);
+  Raw big(server.port()), small(server.port());
+  handshake(big, nullptr, "big-graph");
+  handshake(small, nullptr, "small-graph");
+  const uint64_t x4 = alloc(big, {4});
+  const uint64_t x8 = alloc(big, {8});
+  const uint64_t y = alloc(small, {4});
+  constexpr int kNodes = 100000;
+  Graph g("large");
+  g.add_input("x", DType::F32, {8});
+  std::string prev = "x";
+  for (int i = 0; i < kNodes; ++i) {
+    std::string next = "v" + std::to_string(i);
+    g.add_node("relu", "r" + std::to_string(i), {prev}, {next});
+    prev = std::move(next);
+  }
+  g.mark_output(prev);
+  const std::string large = graph_to_json(g);
+  Graph t("tiny");
+  t.add_input("x", DType::F32, {4});
+  t.add_node("relu", "r", {"x"}, {"y"});
+  t.mark_output("y");
+  const std::string tiny = graph_to_json(t);
+  small.send(MsgType::GraphSubmit, 1, submit_msg(tiny, {{"x", y}}));  // parsed and kept now
+  ASSERT_EQ(small.reply(1).h.type, MsgType::GraphDone);
+
+  const uint64_t submitted = server.stats().graph_submits_full();
+  const auto sent = Clock::now();
+  big.send(MsgType::GraphSubmit, 2, submit_msg(large, {{"x", x4}}));
+  // The server has read all of it and started on it.
+  ASSERT_TRUE(eventually([&] { return server.stats().graph_submits_full() > submitted; }, 30000));
+  const auto asked = Clock::now();
+  small.send(MsgType::GraphSubmit, 3, submit_msg(tiny, {{"x", y}}));
+  const Frame f = small.reply(3, 60000);
+  const auto answered = Clock::now();
+  EXPECT_EQ(f.h.type, MsgType::GraphDone) << (f.is_error() ? f.error().detail() : "");
+  EXPECT_FALSE(big.readable())
+      << "the large graph's parse ended before another client's request was answered";
+  const Frame e = big.reply(2, 60000);
+  const auto refused = Clock::now();
+  EXPECT_EQ(e.error().status(), GENIE_ERR_SHAPE_MISMATCH) << e.error().detail();
+  const auto us = [](auto d) { return std::chrono::duration_cast<std::chrono::microseconds>(d).count(); };
+  std::printf(
+      "graph of %d nodes (%zu bytes of JSON) parsed in %lld ms; another client's small graph "
+      "meanwhile: %lld us\n",
+      kNodes, large.size(), static_cast<long long>(us(refused - sent) / 1000),
+      static_cast<long long>(us(answered - asked)));
+
+  big.send(MsgType::GraphSubmit, 4, submit_msg(large, {{"x", x8}}));
+  const Frame done = big.reply(4, 120000);
+  ASSERT_EQ(done.h.type, MsgType::GraphDone) << (done.is_error() ? done.error().detail() : "");
+  EXPECT_EQ(done.as<wire::GraphDone>().status(), GENIE_OK) << done.as<wire::GraphDone>().detail();
+}
+
+// A graph parsed off the loop is charged to the session first, at 16 bytes
+// per byte of JSON, so that queued parses hold no memory its quota does not
+// see: one past the quota is refused before it is parsed or queued.
+TEST_F(ControlServer, ParsingALargeGraphIsChargedFirst) {
+  ServerOptions o = options();
+  o.quota.max_bytes = 1u << 20;
+  Server server(o);
+  Raw c(server.port());
+  handshake(c);
+  const uint64_t x = alloc(c, {4});
+  Graph g("wide");
+  g.add_input("x", DType::F32, {4});
+  std::string prev = "x";
+  for (int i = 0; i < 1000; ++i) {
+    std::string next = "v" + std::to_string(i);
+    g.add_node("relu", "r" + std::to_string(i), {prev}, {next});
+    prev = std::move(next);
+  }
+  g.mark_output(prev);
+  const std::string json = graph_to_json(g);
+  ASSERT_GE(json.size(), size_t{64} << 10);  // parsed off the loop, charged past the quota
+  c.send(MsgType::GraphSubmit, 1, submit_msg(json, {{"x", x}}));
+  const wire::ErrorReply e = c.reply(1).error();
+  EXPECT_EQ(e.status(), GENIE_ERR_OUT_OF_MEMORY);
+  EXPECT_NE(e.detail().find("parsing a graph of " + std::to_string(json.size())), std::string::npos)
+      << e.detail();
 }
 
 TEST_F(ControlServer, SessionQuotasHoldGraphsInFlightAndTheirMemory) {

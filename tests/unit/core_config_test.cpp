@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,16 @@ genie_status_t apply_status(std::string* detail) {
   } catch (const Error& e) {
     *detail = e.detail();
     return e.code();
+  }
+}
+
+// Each of `bad` as the value of `var` is INVALID_ARGUMENT naming `var`.
+void expect_refused(const char* var, std::initializer_list<const char*> bad) {
+  for (const char* v : bad) {
+    EnvGuard e(var, v);
+    std::string detail;
+    EXPECT_EQ(apply_status(&detail), GENIE_ERR_INVALID_ARGUMENT) << var << "=" << v;
+    EXPECT_NE(detail.find(var), std::string::npos) << detail;
   }
 }
 
@@ -98,12 +109,7 @@ TEST(CoreConfig, MetricsEndpointFromTheEnvironment) {
     EXPECT_EQ(c.metrics_addr, "::1");
     EXPECT_NO_THROW(c.validate());
   }
-  for (const char* bad : {"-2", "65536", "http", "80x"}) {
-    EnvGuard e("GENIE_METRICS_PORT", bad);
-    std::string detail;
-    EXPECT_EQ(apply_status(&detail), GENIE_ERR_INVALID_ARGUMENT) << "GENIE_METRICS_PORT=" << bad;
-    EXPECT_NE(detail.find("GENIE_METRICS_PORT"), std::string::npos) << detail;
-  }
+  expect_refused("GENIE_METRICS_PORT", {"-2", "65536", "http", "80x"});
   Config c;
   c.metrics_port = 70000;
   EXPECT_THROW(c.validate(), Error);
@@ -127,16 +133,37 @@ TEST(CoreConfig, MemoryBudgetAndSessionQuotasFromTheEnvironment) {
     EXPECT_NO_THROW(c.validate());
   }
   for (const char* var : {"GENIE_MEMORY_BUDGET", "GENIE_SESSION_MAX_BYTES", "GENIE_SESSION_MAX_TENSORS",
-                          "GENIE_SESSION_MAX_GRAPHS"}) {
-    for (const char* bad : {"-1", "1e300", "12MB", "99999999999999999999"}) {
-      EnvGuard e(var, bad);
-      std::string detail;
-      EXPECT_EQ(apply_status(&detail), GENIE_ERR_INVALID_ARGUMENT) << var << "=" << bad;
-      EXPECT_NE(detail.find(var), std::string::npos) << detail;
-    }
-  }
+                          "GENIE_SESSION_MAX_GRAPHS"})
+    expect_refused(var, {"-1", "1e300", "12MB", "99999999999999999999"});
   Config c;
   c.session_max_bytes = -5;
+  EXPECT_THROW(c.validate(), Error);
+}
+
+TEST(CoreConfig, GraphLimitsAndStageTimeoutFromTheEnvironment) {
+  Config d;
+  EXPECT_EQ(d.max_graph_bytes, Config::kDefaultMaxGraphBytes);
+  EXPECT_EQ(d.max_graph_nodes, Config::kDefaultMaxGraphNodes);
+  EXPECT_EQ(d.stage_timeout_ms, 600000);
+  {
+    EnvGuard b("GENIE_MAX_GRAPH_BYTES", "0");  // no limit
+    EnvGuard n("GENIE_MAX_GRAPH_NODES", "200000");
+    EnvGuard t("GENIE_STAGE_TIMEOUT", "1500");
+    Config c;
+    c.apply_env();
+    EXPECT_EQ(c.max_graph_bytes, 0);
+    EXPECT_EQ(c.max_graph_nodes, 200000);
+    EXPECT_EQ(c.stage_timeout_ms, 1500);
+    EXPECT_NO_THROW(c.validate());
+  }
+  for (const char* var : {"GENIE_MAX_GRAPH_BYTES", "GENIE_MAX_GRAPH_NODES"})
+    expect_refused(var, {"-1", "2e9", "1099511627777", "lots"});
+  expect_refused("GENIE_STAGE_TIMEOUT", {"0", "9", "86400001", "-5", "10s"});
+  Config c;
+  c.stage_timeout_ms = 0;
+  EXPECT_THROW(c.validate(), Error);
+  c.stage_timeout_ms = 1000;
+  c.max_graph_nodes = -1;
   EXPECT_THROW(c.validate(), Error);
 }
 

@@ -449,6 +449,38 @@ extern "C" {
     pub fn genie_config_set_max_sessions(config: *mut genie_config_t, max_sessions: i32) -> genie_status_t;
 }
 extern "C" {
+    #[doc = " Server: the largest graph a submission may carry, in bytes of its JSON,"]
+    #[doc = "  0..2^40 (0: no limit; default 33554432, 32 MiB). A larger one is"]
+    #[doc = "  refused with GENIE_ERR_TOO_LARGE naming the limit before it is parsed."]
+    #[doc = "  Graphs of 64 KiB of JSON or more are parsed off the server's event"]
+    #[doc = "  loop, charged first to the session's byte quota and the memory budget"]
+    #[doc = "  at 16 bytes per byte of JSON (docs/security.md)."]
+    #[doc = "  Environment: GENIE_MAX_GRAPH_BYTES."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
+    pub fn genie_config_set_max_graph_bytes(config: *mut genie_config_t, max_bytes: i64) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Server: the most nodes a submitted graph may have, 0..2^40 (0: no"]
+    #[doc = "  limit; default 65536). A graph with more is refused with"]
+    #[doc = "  GENIE_ERR_TOO_LARGE naming the limit, before it is parsed where its"]
+    #[doc = "  text shows it (its nodes' \"op\" keys counted), else once parsed."]
+    #[doc = "  Environment: GENIE_MAX_GRAPH_NODES."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
+    pub fn genie_config_set_max_graph_nodes(config: *mut genie_config_t, max_nodes: i64) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Server acting as a master (docs/multinode.md): how long one stage of a"]
+    #[doc = "  graph sent to a worker may take, in milliseconds, 10..86400000 (default"]
+    #[doc = "  600000, ten minutes). Past it the graph fails with GENIE_ERR_TIMEOUT"]
+    #[doc = "  naming the worker and the stage, and the wait ends, whatever the worker"]
+    #[doc = "  does. Environment: GENIE_STAGE_TIMEOUT."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
+    #[doc = "  Threads: any; one thread at a time per configuration."]
+    pub fn genie_config_set_stage_timeout_ms(config: *mut genie_config_t, timeout_ms: i64) -> genie_status_t;
+}
+extern "C" {
     #[doc = " Prometheus metrics (docs/observability.md): serve this process's"]
     #[doc = "  metrics over HTTP at http://ADDR:PORT/metrics, where ADDR is set by"]
     #[doc = "  genie_config_set_metrics_addr. A server (genie_server_create) serves"]

@@ -152,9 +152,11 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       try {
         if (m.keep_as_base()) {
           auto text = std::make_shared<const std::string>(m.graph_json());
-          graph_submit(p, rid, *text, m.bindings());
-          const std::string d = delta::digest(*text);
-          bases.put(base_key(*p->session, d), std::move(text));  // only graphs that loaded
+          std::weak_ptr<Session> ws = p->session;
+          graph_submit(p, rid, *text, m.bindings(), [this, text, ws] {
+            // Only graphs that loaded.
+            if (auto s = ws.lock()) bases.put(base_key(*s, delta::digest(*text)), text);
+          });
         } else {
           graph_submit(p, rid, m.graph_json(), m.bindings());
         }

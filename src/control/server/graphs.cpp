@@ -7,9 +7,6 @@
 
 namespace genie {
 
-// Graph JSON from this size up is charged to the session before it is parsed.
-constexpr size_t kChargedParseBytes = size_t{1} << 20;
-
 // Whether the loop may issue `g` on the device `where` itself (graph_submit):
 // a few nodes, none of whose kernels waits for its queue.
 static bool loop_may_issue(const Graph& g, const DeviceRef& where) {
@@ -54,7 +51,7 @@ std::shared_ptr<const std::string> Server::Impl::rebuild(const Session& s, const
 }
 
 void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
-                                const Bindings& bindings) {
+                                const Bindings& bindings, std::function<void()> loaded) {
   check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
   p->session->settle();
   // Only names and shapes: the reused buffers hold no tensor after this
@@ -82,16 +79,95 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     descs[i].shape = t->shape();  // into the buffer the last submission left
     tensors.push_back(std::move(t));
   }
-  std::shared_ptr<const GraphCache::Entry> cached;
-  {
-    // Parsing a large graph takes memory no quota sees (about sixteen bytes
-    // per byte of JSON at its peak): charged first, for as long as it lasts.
-    std::shared_ptr<MemoryGate::Reservation> parse;
-    if (json.size() >= kChargedParseBytes)
-      parse = gate.reserve(p->session, json.size() * 16, 0,
-                           [&] { return cat("parsing a graph of ", json.size(), " bytes of JSON"); });
-    cached = graphs.get(json, names, descs);
+  std::shared_ptr<const GraphCache::Entry> cached = graphs.find(json, names, descs);
+  if (!cached && json.size() >= kOffLoopParseBytes) {
+    parse_off_loop(p, rid, json, std::move(tensors), std::move(remote), std::move(loaded));
+    return;
   }
+  if (!cached) {
+    cached = graphs.load(json, names, descs);
+    graphs.put(json, names, descs, cached);
+  }
+  if (loaded) loaded();
+  run_graph(p, rid, cached, tensors, remote, descs);
+}
+
+// A submission whose graph is parsed on the parse pool: what it bound, held
+// until the parse is done and the graph runs.
+struct Server::Impl::Parse {
+  std::string json;
+  std::vector<std::string> names;
+  std::vector<TensorDesc> descs;
+  std::vector<TensorPtr> tensors;
+  std::vector<RemoteTensorPtr> remote;
+  std::function<void()> loaded;
+  std::shared_ptr<const GraphCache::Entry> entry;  // once parsed
+  std::exception_ptr error;                        // or why not
+};
+
+void Server::Impl::parse_off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
+                                  std::vector<TensorPtr> tensors, std::vector<RemoteTensorPtr> remote,
+                                  std::function<void()> loaded) {
+  // Past the limits it is refused now, before anything is charged, copied
+  // or queued (a scan of the text: a millisecond per ten megabytes or so).
+  graphs.check_limits(json);
+  // Charged for as long as it is parsed, and counted as one of the
+  // session's graphs in flight, so that neither a large graph nor many
+  // queued ones hold memory no quota sees.
+  auto charge = gate.reserve(p->session, json.size() * kParseBytesPerByte, 0,
+                             [&] { return cat("parsing a graph of ", json.size(), " bytes of JSON"); });
+  auto job = std::make_shared<Parse>();
+  job->json = json;
+  job->names = submit_names_;
+  job->descs = submit_descs_;
+  job->tensors = std::move(tensors);
+  job->remote = std::move(remote);
+  job->loaded = std::move(loaded);
+  std::weak_ptr<Peer> wp = p;
+  std::weak_ptr<Session> ws = p->session;
+  ++graphs_in_flight;  // graph_parsed counts it out: stopping waits for the parse
+  const bool posted = parses.post(p->session->serial(), [this, job, wp, ws, rid, charge] {
+    try {
+      job->entry = graphs.load(job->json, job->names, job->descs);
+    } catch (...) {
+      job->error = std::current_exception();
+    }
+    charge->release();
+    // Cannot fail: stop() keeps the loop running until every graph is done.
+    loop.post([this, job, wp, ws, rid] { graph_parsed(wp.lock(), ws.lock(), rid, *job); });
+  });
+  if (!posted) {
+    --graphs_in_flight;
+    fail(GENIE_ERR_SHUTDOWN, "the server is stopping");
+  }
+}
+
+void Server::Impl::graph_parsed(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s,
+                                uint64_t rid, Parse& job) {
+  --graphs_in_flight;
+  // Nobody can learn its outputs once the connection or session is gone.
+  if (p && s && !p->closing && p->session == s) {
+    try {
+      check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
+      if (job.error) std::rethrow_exception(job.error);
+      graphs.put(job.json, job.names, job.descs, job.entry);
+      if (job.loaded) job.loaded();
+      run_graph(p, rid, job.entry, job.tensors, job.remote, job.descs);
+    } catch (const Error& e) {
+      send_error(*p, rid, e.code(), e.detail());
+    } catch (const std::bad_alloc&) {
+      send_error(*p, rid, GENIE_ERR_OUT_OF_MEMORY, "out of memory loading the graph");
+    } catch (const std::exception& e) {
+      send_error(*p, rid, GENIE_ERR_INTERNAL, cat("internal error loading the graph: ", e.what()));
+    }
+  }
+  maybe_finish_stop();
+}
+
+void Server::Impl::run_graph(const std::shared_ptr<Peer>& p, uint64_t rid,
+                             const std::shared_ptr<const GraphCache::Entry>& cached,
+                             std::vector<TensorPtr>& tensors, std::vector<RemoteTensorPtr>& remote,
+                             const std::vector<TensorDesc>& descs) {
   const GraphCache::Entry& e = *cached;
   if (metrics::on()) metrics::add(metrics::Id::GraphsSubmitted, {graph_phase_name(*e.graph)});
   const uint64_t num_outputs = e.graph->outputs().size();

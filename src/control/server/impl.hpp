@@ -67,6 +67,19 @@ constexpr size_t kIssueOnLoopNodes = 64;
 // and forwarded calls wait on workers at once; more queue for a free one.
 constexpr size_t kTaskThreads = 16;
 
+// Graph JSON from this size up is parsed and validated off the loop (on the
+// parse pool), so that no client's requests wait behind another's parse (a
+// 100,000-node graph takes about a second), and is charged to the session's
+// quota and the budget first, at kParseBytesPerByte: the most a parse holds
+// at its peak. Below it a parse takes a few milliseconds at most, less than
+// handing it over would cost a small graph.
+constexpr size_t kOffLoopParseBytes = size_t{64} << 10;
+constexpr size_t kParseBytesPerByte = 16;
+
+// Threads parsing and validating large graphs (graphs.cpp), one session's
+// at a time each: others' parses queue, the loop never waits for one.
+constexpr size_t kParseThreads = 2;
+
 // One accepted connection: in its handshake, a session's control
 // connection, or one of its data connections.
 struct Peer : std::enable_shared_from_this<Peer> {
@@ -152,8 +165,22 @@ struct Server::Impl {
   // and kept (task pool).
   std::shared_ptr<RemoteClient> peer_link(const std::string& host, int port);
   using Bindings = google::protobuf::RepeatedPtrField<wire::Binding>;
+  // `loaded`, when set, runs on the loop thread once the graph has parsed
+  // and validated, before it runs (sooner or later than this returns:
+  // JSON of kOffLoopParseBytes or more is parsed on the parse pool).
   void graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
-                    const Bindings& bindings);
+                    const Bindings& bindings, std::function<void()> loaded = nullptr);
+  struct Parse;
+  void parse_off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
+                      std::vector<TensorPtr> tensors, std::vector<RemoteTensorPtr> remote,
+                      std::function<void()> loaded);
+  void graph_parsed(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s, uint64_t rid,
+                    Parse& job);
+  // A validated graph's run, its bindings resolved (per binding: the
+  // tensor here, or on a worker, and its description).
+  void run_graph(const std::shared_ptr<Peer>& p, uint64_t rid,
+                 const std::shared_ptr<const GraphCache::Entry>& cached, std::vector<TensorPtr>& tensors,
+                 std::vector<RemoteTensorPtr>& remote, const std::vector<TensorDesc>& descs);
   // The JSON text a GraphSubmitDelta of session `s` stands for; throws
   // Error(NOT_FOUND) with *unknown_base set when the base is not held (or
   // does not rebuild). Bases are the session's own: a delta cannot tell one
@@ -348,6 +375,8 @@ struct Server::Impl {
   // Blocking work, one queue per session (its serial; 0: none): one
   // session's multi-node graph waiting for a worker never holds another's.
   TaskPool tasks{kTaskThreads};
+  // Large graphs' parses, one queue per session (graph_submit).
+  TaskPool parses{kParseThreads};
   std::shared_ptr<RemoteClient> master_link;
   // Tickets handed out by TensorExport, by ticket (loop thread): each names
   // a tensor of one session and is good for one TensorFetch until it

@@ -98,8 +98,9 @@ Server::Impl::Impl(ServerOptions o)
   if (opts.max_incomplete_bytes == 0)
     opts.max_incomplete_bytes = std::max<uint64_t>(uint64_t{256} << 20, opts.max_message_bytes);
   message_budget = std::make_shared<dataplane::MessageBudget>(opts.max_incomplete_bytes);
-  graphs.set_limits(opts.max_graph_bytes, opts.max_graph_nodes,
-                    "ServerOptions::max_graph_bytes, max_graph_nodes");
+  graphs.set_limits(
+      opts.max_graph_bytes, opts.max_graph_nodes,
+      "genie serve --max-graph-bytes, --max-graph-nodes; GENIE_MAX_GRAPH_BYTES, GENIE_MAX_GRAPH_NODES");
   if (opts.max_queued_reply_bytes_total == 0)
     opts.max_queued_reply_bytes_total = std::max<uint64_t>(uint64_t{256} << 20, opts.max_queued_reply_bytes);
   // Connections past the file-descriptor limit would fail in accept() with
@@ -467,6 +468,7 @@ void Server::wait() {
   // Blocking calls to workers and to the master end before the loop they
   // post to.
   impl->tasks.stop();
+  impl->parses.stop();
   if (impl->workers) impl->workers->close_all();
   for (auto& [addr, link] : impl->peer_links) link->close();
   if (impl->master_link) impl->master_link->close();

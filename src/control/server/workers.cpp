@@ -212,33 +212,44 @@ void Server::Impl::plan_explain(const std::shared_ptr<Peer>& p, uint64_t rid, co
       held.push_back({std::move(t), nullptr});
     }
   }
-  auto r = std::make_shared<Resolved>();
-  if (m.bindings_size() == 0) {
-    // Nothing bound: every input planned as not yet resident anywhere (its
-    // declared shape must be static).
-    graphs.check_limits(m.graph_json());
-    std::unique_ptr<Graph> g = graph_from_json(m.graph_json().data(), m.graph_json().size());
-    g->validate();
-    r->inputs.resize(g->inputs().size());
-    auto e = std::make_shared<GraphCache::Entry>();
-    e->graph = std::move(g);
-    r->entry = std::move(e);
-  } else {
-    r->entry = graphs.get(m.graph_json(), names, descs);
-  }
-  for (size_t k = 0; k < r->entry->order.size(); ++k) {
-    const size_t i = r->entry->order[k];
-    r->inputs.push_back(held[i]);
-    r->shapes[r->entry->graph->inputs()[k]] = descs[i].shape;
-  }
-  std::weak_ptr<Peer> wp = p;
-  off_loop(p, rid, [this, wp, rid, r] {
-    wire::PlanExplainReply reply;
-    reply.set_json(workers->explain(*r->entry->graph, r->inputs, r->shapes));
-    loop.post([this, wp, rid, reply] {
-      if (auto peer = wp.lock(); peer && !peer->closing) send(*peer, MsgType::PlanExplainReply, rid, reply);
-    });
+  // Parsed on the task pool like the plan itself, so that the loop never
+  // waits for a large graph; refused past the limits first, and charged as
+  // a submission's parse is.
+  graphs.check_limits(m.graph_json());
+  auto charge = gate.charge(p->session, m.graph_json().size() * kParseBytesPerByte, [&] {
+    return cat("parsing a graph of ", m.graph_json().size(), " bytes of JSON");
   });
+  auto json = std::make_shared<const std::string>(m.graph_json());
+  std::weak_ptr<Peer> wp = p;
+  off_loop(p, rid,
+           [this, wp, rid, json, names = std::move(names), descs = std::move(descs), held = std::move(held),
+            charge] {
+             auto r = std::make_shared<Resolved>();
+             if (names.empty()) {
+               // Nothing bound: every input planned as not yet resident anywhere
+               // (its declared shape must be static).
+               std::unique_ptr<Graph> g = graph_from_json(json->data(), json->size());
+               g->validate();
+               r->inputs.resize(g->inputs().size());
+               auto e = std::make_shared<GraphCache::Entry>();
+               e->graph = std::move(g);
+               r->entry = std::move(e);
+             } else {
+               r->entry = graphs.load(*json, names, descs);
+             }
+             charge->release();
+             for (size_t k = 0; k < r->entry->order.size(); ++k) {
+               const size_t i = r->entry->order[k];
+               r->inputs.push_back(held[i]);
+               r->shapes[r->entry->graph->inputs()[k]] = descs[i].shape;
+             }
+             wire::PlanExplainReply reply;
+             reply.set_json(workers->explain(*r->entry->graph, r->inputs, r->shapes));
+             loop.post([this, wp, rid, reply] {
+               if (auto peer = wp.lock(); peer && !peer->closing)
+                 send(*peer, MsgType::PlanExplainReply, rid, reply);
+             });
+           });
 }
 
 void Server::Impl::forward_alloc(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& node,
