@@ -658,6 +658,8 @@ GENIE_API const char *genie_context_node_id(const genie_context_t *ctx);
  *  "plan_cache_misses", "last_plan_predicted_ns" and
  *  "last_plan_measured_ns" (the last multi-node graph: its plan's predicted
  *  completion time, and the measured time of its parts and transfers);
+ *  "transport_bytes" (bytes the server process's transports moved, by
+ *  "transport direction", e.g. "tcp sent", "tcp received");
  *  and "client": this context's own counts of the same traffic:
  *  {"graph_deltas", "graph_submits_full", "graph_submits_delta",
  *  "graph_delta_fallbacks", "graph_bytes_sent", "graph_bytes_full"}, where

@@ -323,7 +323,10 @@ struct Connection::Impl {
       return;
     }
     if (nread == 0) return;
-    metrics::add(metrics::Id::TransportBytes, {"tcp", "received"}, static_cast<double>(nread));
+    // Counted whether or not metrics are served: server info and
+    // `genie top` show it too.
+    static metrics::Counter& received = metrics::counter(metrics::Id::TransportBytes, {"tcp", "received"});
+    received.add(static_cast<double>(nread));
     // Replies to the frames of this read leave together (uncork).
     ++c->cork_depth;
     if (c->tls)
@@ -532,12 +535,13 @@ struct Connection::Impl {
   static void count_sent(const std::vector<OutFrame>& frames) {
     uint64_t bytes = 0;
     for (const OutFrame& f : frames) bytes += f.size();
-    metrics::add(metrics::Id::TransportBytes, {"tcp", "sent"}, static_cast<double>(bytes));
+    static metrics::Counter& sent = metrics::counter(metrics::Id::TransportBytes, {"tcp", "sent"});
+    sent.add(static_cast<double>(bytes));
   }
 
   // `frames` keeps its buffer (for recycle) unless TLS takes them.
   void write_frames(std::vector<OutFrame>&& frames, bool closing) {
-    if (metrics::on()) count_sent(frames);
+    count_sent(frames);
     if (tls) return tls_write(std::move(frames), closing);
     std::vector<uv_buf_t> bufs = bufs_of(frames, std::move(spare_bufs));
     int n = uv_try_write(stream(), bufs.data(), static_cast<unsigned>(bufs.size()));

@@ -583,6 +583,8 @@ extern "C" {
     #[doc = "  \"plan_cache_misses\", \"last_plan_predicted_ns\" and"]
     #[doc = "  \"last_plan_measured_ns\" (the last multi-node graph: its plan's predicted"]
     #[doc = "  completion time, and the measured time of its parts and transfers);"]
+    #[doc = "  \"transport_bytes\" (bytes the server process's transports moved, by"]
+    #[doc = "  \"transport direction\", e.g. \"tcp sent\", \"tcp received\");"]
     #[doc = "  and \"client\": this context's own counts of the same traffic:"]
     #[doc = "  {\"graph_deltas\", \"graph_submits_full\", \"graph_submits_delta\","]
     #[doc = "  \"graph_delta_fallbacks\", \"graph_bytes_sent\", \"graph_bytes_full\"}, where"]
