@@ -402,7 +402,9 @@ class PromExposure final : public Exposure {
     const std::vector<int> ports = exposer_->GetListeningPorts();
     check(!ports.empty(), GENIE_ERR_IO, "cannot serve metrics on ", bind, ": no listening port");
     port_ = ports.front();
-    exposer_->RegisterCollectable(std::make_shared<CellsCollectable>());
+    // The exposer holds collectables weakly: both live as long as the process.
+    static auto* cells_collectable = new std::shared_ptr<CellsCollectable>(std::make_shared<CellsCollectable>());
+    exposer_->RegisterCollectable(*cells_collectable);
     exposer_->RegisterCollectable(collectors());
   }
   int port() const override { return port_; }
