@@ -448,7 +448,7 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       const RemoteTensorPtr& src = h.at.begin()->second;
       // Read whole before anyone sees it: no zeroing.
       auto t = std::make_shared<TensorData>(src->dtype, src->shape, TensorData::Uninitialized{});
-      const uint64_t t0 = trace::now_ns();
+      const uint64_t t0 = trace::on() ? trace::now_ns() : 0;
       src->client->tensor_read(src->id, 0, t->bytes(), t->nbytes(), tag_of(v));
       moved(v, t->nbytes(), false, *src->client, src->node, "", t0);
       h.local = t;
@@ -467,14 +467,14 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
         auto wt =
             std::make_shared<RemoteTensor>(client, node, client->tensor_alloc(src->dtype, src->shape, device),
                                            src->dtype, src->shape, cat(node, "/", device));
-        const uint64_t t0 = trace::now_ns();
+        const uint64_t t0 = trace::on() ? trace::now_ns() : 0;
         if (move_direct(*src, *wt, tag_of(v))) {
           moved(v, wt->nbytes, true, *src->client, src->node, node, t0);
           h.at[node] = wt;
           return wt->id;
         }
         TensorPtr t = here(v);
-        const uint64_t t1 = trace::now_ns();
+        const uint64_t t1 = trace::on() ? trace::now_ns() : 0;
         client->tensor_write(wt->id, 0, t->bytes(), t->nbytes(), tag_of(v));
         moved(v, t->nbytes(), false, *client, "", node, t1);
         h.at[node] = wt;
@@ -484,7 +484,7 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       const uint64_t id = client->tensor_alloc(t->dtype(), t->shape(), device);
       auto wt =
           std::make_shared<RemoteTensor>(client, node, id, t->dtype(), t->shape(), cat(node, "/", device));
-      const uint64_t t0 = trace::now_ns();
+      const uint64_t t0 = trace::on() ? trace::now_ns() : 0;
       client->tensor_write(id, 0, t->bytes(), t->nbytes(), tag_of(v));
       moved(v, t->nbytes(), false, *client, "", node, t0);
       h.at[node] = wt;

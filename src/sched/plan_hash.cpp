@@ -180,12 +180,15 @@ static void trace_decision(const Graph& g, const Plan& plan, bool cached, std::c
 
 std::shared_ptr<const Plan> PlanCache::get_or_plan(const Graph& g, const Topology& topo, const Residency& residency,
                                                    const std::unordered_map<ValueId, Shape>* bound_shapes) {
-  const auto t0 = std::chrono::steady_clock::now();
+  // A cache hit reads the clock only while a trace records it.
+  const bool tracing = trace::on();
+  const auto t_lookup = tracing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   const Key key = key_of(g, topo, residency, bound_shapes);
   if (auto p = find(key)) {
-    if (trace::on()) trace_decision(g, *p, true, t0, std::chrono::steady_clock::now());
+    if (tracing) trace_decision(g, *p, true, t_lookup, std::chrono::steady_clock::now());
     return p;
   }
+  const auto t0 = tracing ? t_lookup : std::chrono::steady_clock::now();
   auto plan = std::make_shared<const Plan>(plan_graph(g, topo, residency, bound_shapes));
   const auto t1 = std::chrono::steady_clock::now();
   metrics::observe(metrics::Id::SchedulerDecision, {}, std::chrono::duration<double>(t1 - t0).count());
