@@ -137,7 +137,6 @@ const std::vector<Def>& defs() {
   return d;
 }
 
-
 // One metric's cells, one per set of label values.
 struct Slot {
   const Def* def = nullptr;
@@ -302,8 +301,8 @@ struct CellsCollectable : prometheus::Collectable {
       prometheus::MetricFamily& f = out.emplace_back();
       f.name = slot.def->name;
       f.help = slot.def->help;
-      f.type =
-          slot.def->kind == Kind::Counter ? prometheus::MetricType::Counter : prometheus::MetricType::Histogram;
+      f.type = slot.def->kind == Kind::Counter ? prometheus::MetricType::Counter
+                                               : prometheus::MetricType::Histogram;
       std::lock_guard<std::mutex> lk(slot.mu);
       for (const Slot::Cell& c : slot.cells) {
         prometheus::ClientMetric& m = f.metric.emplace_back();
@@ -317,7 +316,8 @@ struct CellsCollectable : prometheus::Collectable {
         uint64_t total = 0;
         for (size_t i = 0; i <= nb; ++i) {
           total += h.count(i);
-          m.histogram.bucket.push_back({total, i < nb ? h.bounds()[i] : std::numeric_limits<double>::infinity()});
+          m.histogram.bucket.push_back(
+              {total, i < nb ? h.bounds()[i] : std::numeric_limits<double>::infinity()});
         }
         m.histogram.sample_count = total;
         m.histogram.sample_sum = h.sum();
@@ -403,7 +403,8 @@ class PromExposure final : public Exposure {
     check(!ports.empty(), GENIE_ERR_IO, "cannot serve metrics on ", bind, ": no listening port");
     port_ = ports.front();
     // The exposer holds collectables weakly: both live as long as the process.
-    static auto* cells_collectable = new std::shared_ptr<CellsCollectable>(std::make_shared<CellsCollectable>());
+    static auto* cells_collectable =
+        new std::shared_ptr<CellsCollectable>(std::make_shared<CellsCollectable>());
     exposer_->RegisterCollectable(*cells_collectable);
     exposer_->RegisterCollectable(collectors());
   }

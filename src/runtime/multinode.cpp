@@ -6,8 +6,8 @@
 #include <cstring>
 #include <future>
 
-#include "core/error.hpp"
 #include "control/semantic_tag.hpp"
+#include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/metrics.hpp"
 #include "core/trace.hpp"
@@ -431,15 +431,15 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
     };
     // Counts a move of `v` (and traces it: from `t0`, by the transport of
     // `over`, between nodes `from` and `to`; "" is this server).
-    const auto moved = [&](ValueId v, uint64_t bytes, bool direct, RemoteClient& over, const std::string& from,
-                           const std::string& to, uint64_t t0) {
+    const auto moved = [&](ValueId v, uint64_t bytes, bool direct, RemoteClient& over,
+                           const std::string& from, const std::string& to, uint64_t t0) {
       count(role_of(v), bytes, direct);
       if (!trace::on()) return;
       const dataplane::SemanticTag tag = tag_of(v);
-      trace::transfer({g.value(v).name, direct ? "direct (worker to worker)" : over.data_transport(), role_of(v),
-                       phase_name(Phase(tag.phase)), from.empty() ? "master" : from, to.empty() ? "master" : to,
-                       bytes},
-                      t0, trace::now_ns());
+      trace::transfer(
+          {g.value(v).name, direct ? "direct (worker to worker)" : over.data_transport(), role_of(v),
+           phase_name(Phase(tag.phase)), from.empty() ? "master" : from, to.empty() ? "master" : to, bytes},
+          t0, trace::now_ns());
     };
     // The value as a tensor of this server (read from a worker if need be).
     const auto here = [&](ValueId v) -> TensorPtr {

@@ -144,8 +144,9 @@ void PlanCache::insert(const Key& key, std::shared_ptr<const Plan> plan) {
 
 // The scheduler's decision as a span of the trace (docs/observability.md):
 // how long it took, where the nodes went, the predicted cost.
-static void trace_decision(const Graph& g, const Plan& plan, bool cached, std::chrono::steady_clock::time_point t0,
-                    std::chrono::steady_clock::time_point t1) {
+static void trace_decision(const Graph& g, const Plan& plan, bool cached,
+                           std::chrono::steady_clock::time_point t0,
+                           std::chrono::steady_clock::time_point t1) {
   // Where the nodes went: "device(nodes)" in the order of first use.
   std::vector<int> count(plan.device_names.size(), 0);
   std::vector<int> seen;
@@ -196,8 +197,6 @@ std::shared_ptr<const Plan> PlanCache::get_or_plan(const Graph& g, const Topolog
   insert(key, plan);
   return plan;
 }
-
-
 
 void PlanCache::clear() {
   std::lock_guard<std::mutex> lock(mu_);
