@@ -20,6 +20,7 @@
  */
 #include "../samples/c/gpt2_decode.h"
 #include "bench_util.h"
+#include "server_pair.h"
 
 static double info_number(genie_context_t *ctx, const char *key) {
   char *json = NULL, pat[96];
@@ -32,12 +33,6 @@ static double info_number(genie_context_t *ctx, const char *key) {
   return v;
 }
 
-static genie_config_t *config(void) {
-  genie_config_t *cfg = NULL;
-  bu_check(genie_config_create(&cfg), "genie_config_create");
-  bu_check(genie_config_set_use_env(cfg, 0), "genie_config_set_use_env");
-  return cfg;
-}
 
 static double step_ms(gd_session_t *s, float *logits) {
   const double t0 = bu_now_s();
@@ -51,10 +46,8 @@ int main(int argc, char **argv) {
   const int warmup = o.quick ? 1 : 3;
   gd_dims_t dims;
   gd_model_t m;
-  genie_config_t *cfg;
-  genie_server_t *master = NULL, *worker = NULL;
+  bpair_t pair;
   genie_context_t *ctx = NULL;
-  int32_t port = 0;
   gd_session_t chosen, naive;
   const char *devices[2] = {NULL, "pq-worker/cpu:0"};
   float *logits;
@@ -63,30 +56,12 @@ int main(int argc, char **argv) {
   int i;
   FILE *json;
 
-  dims.d = o.quick ? 32 : 256;
-  dims.heads = o.quick ? 2 : 4;
-  dims.layers = 2;
-  dims.vocab = o.quick ? 50 : 2000;
-  dims.t0 = o.quick ? 4 : 64;
+  dims = bench_decode_dims(o.quick);
   gd_model_init(&m, dims, 11);
   logits = bu_malloc(sizeof(float) * (size_t)dims.vocab);
 
-  cfg = config();
-  bu_check(genie_config_set_node_id(cfg, "pq-master"), "genie_config_set_node_id");
-  bu_check(genie_server_create(cfg, "127.0.0.1", 0, &master), "genie_server_create (master)");
-  genie_config_destroy(cfg);
-  bu_check(genie_server_port(master, &port), "genie_server_port");
-  cfg = config();
-  bu_check(genie_config_set_node_id(cfg, "pq-worker"), "genie_config_set_node_id");
-  bu_check(genie_config_set_master_addr(cfg, "127.0.0.1"), "genie_config_set_master_addr");
-  bu_check(genie_config_set_master_port(cfg, port), "genie_config_set_master_port");
-  bu_check(genie_server_create(cfg, "127.0.0.1", 0, &worker), "genie_server_create (worker joining)");
-  genie_config_destroy(cfg);
-  cfg = config();
-  bu_check(genie_config_set_master_addr(cfg, "127.0.0.1"), "genie_config_set_master_addr");
-  bu_check(genie_config_set_master_port(cfg, port), "genie_config_set_master_port");
-  bu_check(genie_init(cfg, &ctx), "genie_init");
-  genie_config_destroy(cfg);
+  pair = bpair_start("pq-master", "pq-worker");
+  ctx = pair.ctx;
 
   gd_session_open(&chosen, ctx, &m, devices, 0);
   gd_session_open(&naive, ctx, &m, NULL, 0);
@@ -139,9 +114,7 @@ int main(int argc, char **argv) {
   bu_json_close(json, o.json_path);
   gd_session_close(&chosen);
   gd_session_close(&naive);
-  genie_shutdown(ctx);
-  genie_server_destroy(worker);
-  genie_server_destroy(master);
+  bpair_stop(&pair);
   gd_model_free(&m);
   free(logits);
   free(pred);

@@ -656,7 +656,10 @@ GENIE_API int genie_metrics_supported(void);
  *  this process executes (embedded contexts, servers) and writes them to
  *  `path` as Chrome / Perfetto trace-event JSON when genie_trace_stop is
  *  called: a span per graph (name, phase, node count) and per node on its
- *  worker thread (op, node name, layer, phase, module path). The file is
+ *  worker thread (op, node name, layer, phase, module path); on a master,
+ *  a span per scheduling decision (placement, plan cache hit or miss,
+ *  predicted time) and per tensor moved between nodes (bytes, transport,
+ *  semantic role and phase, from, to). The file is
  *  created at once. Setting GENIE_TRACE=path does the same from genie_init
  *  or genie_server_create, and the trace is then written at exit. One trace
  *  per process: starting again with the same path does nothing. Any thread.
@@ -842,6 +845,8 @@ GENIE_API const char *genie_context_node_id(const genie_context_t *ctx);
  *  "plan_cache_misses", "last_plan_predicted_ns" and
  *  "last_plan_measured_ns" (the last multi-node graph: its plan's predicted
  *  completion time, and the measured time of its parts and transfers);
+ *  "transport_bytes" (bytes the server process's transports moved, by
+ *  "transport direction", e.g. "tcp sent", "tcp received");
  *  and "client": this context's own counts of the same traffic:
  *  {"graph_deltas", "graph_submits_full", "graph_submits_delta",
  *  "graph_delta_fallbacks", "graph_bytes_sent", "graph_bytes_full",

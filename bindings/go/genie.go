@@ -33,6 +33,24 @@ func Version() string { return capi.Genie_version_string() }
 // ABIVersion is the ABI version of the library loaded at run time.
 func ABIVersion() int { return int(capi.Genie_abi_version()) }
 
+// TraceStart records every graph this process executes, the scheduler's
+// decisions and the transfers, and writes them to path as Chrome / Perfetto
+// trace-event JSON when TraceStop is called (genie_trace_start). One trace
+// per process: the same path again does nothing, another one is
+// ErrInvalidArgument.
+func TraceStart(path string) error {
+	if path == "" {
+		return errorf(StatusInvalidArgument, "genie_trace_start", "the trace path is empty")
+	}
+	return call("genie_trace_start", func() int { return capi.Genie_trace_start(path) })
+}
+
+// TraceStop writes the trace TraceStart began and stops recording; nothing
+// when none is recorded (genie_trace_stop).
+func TraceStop() error {
+	return call("genie_trace_stop", func() int { return capi.Genie_trace_stop() })
+}
+
 // DType is an element type. The values are genie_dtype_t's, frozen by the
 // header.
 type DType int32

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -647,4 +648,24 @@ func TestTLSSettingsReachTheLibrary(t *testing.T) {
 	// The files are read when the server starts: the missing one is named.
 	_, err = genie.NewServer(&genie.Options{IgnoreEnv: true, TLSCert: missing, TLSKey: missing, TLSCA: missing}, "", 0)
 	expectErr(t, err, genie.ErrInvalidArgument, "server.pem")
+}
+
+func TestTraceStartStop(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "trace.json")
+	must(t, genie.TraceStart(path))
+	must(t, genie.TraceStart(path)) // the same path again does nothing
+	if err := genie.TraceStart(filepath.Join(t.TempDir(), "other.json")); !errors.Is(err, genie.ErrInvalidArgument) {
+		t.Fatalf("a second trace path: %v, want ErrInvalidArgument", err)
+	}
+	if err := genie.TraceStart(""); !errors.Is(err, genie.ErrInvalidArgument) {
+		t.Fatalf("an empty path: %v, want ErrInvalidArgument", err)
+	}
+	must(t, genie.TraceStop())
+	text, err := os.ReadFile(path)
+	must(t, err)
+	var doc map[string]interface{}
+	must(t, json.Unmarshal(text, &doc))
+	if _, ok := doc["traceEvents"]; !ok {
+		t.Fatalf("no traceEvents in %s", text)
+	}
 }

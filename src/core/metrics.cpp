@@ -1,8 +1,12 @@
 #include "core/metrics.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 
 #include "core/error.hpp"
@@ -10,12 +14,8 @@
 
 #ifdef GENIE_HAVE_PROMETHEUS
 #include <prometheus/collectable.h>
-#include <prometheus/counter.h>
 #include <prometheus/exposer.h>
-#include <prometheus/family.h>
-#include <prometheus/histogram.h>
 #include <prometheus/metric_family.h>
-#include <prometheus/registry.h>
 #endif
 
 namespace genie::metrics {
@@ -23,8 +23,6 @@ namespace genie::metrics {
 namespace detail {
 std::atomic<bool> g_on{false};
 }
-
-#ifdef GENIE_HAVE_PROMETHEUS
 
 namespace {
 
@@ -139,18 +137,195 @@ const std::vector<Def>& defs() {
   return d;
 }
 
-// One metric's family and the cells of the label values seen so far.
-template <class T>
+// One metric's cells, one per set of label values.
 struct Slot {
-  prometheus::Family<T>* family = nullptr;
   const Def* def = nullptr;
   std::mutex mu;
-  std::unordered_map<std::string, T*> cells;
+  struct Cell {
+    std::vector<std::pair<std::string, std::string>> labels;  // sorted by name
+    std::unique_ptr<Counter> counter;
+    std::unique_ptr<Histogram> histogram;
+  };
+  std::deque<Cell> cells;                         // stable addresses
+  std::unordered_map<std::string, Cell*> by_key;  // values, each followed by '\x1f'
+  Cell* other = nullptr;
 };
 
 // Label values beyond this many per metric go to one "other" cell, so that a
 // caller passing an unexpected value cannot grow the registry without bound.
 constexpr size_t kMaxCellsPerMetric = 256;
+
+struct Cells {
+  Slot slots[size_t(Id::kCount)];
+  Cells() {
+    for (const Def& d : defs()) slots[size_t(d.id)].def = &d;
+  }
+};
+
+Cells& cells() {
+  static Cells* c = new Cells();  // never destroyed: exposer threads may scrape during exit
+  return *c;
+}
+
+void append_key(std::string& key, std::initializer_list<const char*> values) {
+  for (const char* v : values) {
+    key += v ? v : "";
+    key += '\x1f';
+  }
+}
+
+Slot::Cell& make_cell(Slot& slot, std::initializer_list<const char*> values, bool other) {
+  const Def& d = *slot.def;
+  Slot::Cell& c = slot.cells.emplace_back();
+  size_t i = 0;
+  for (const char* v : values) {
+    if (i >= d.labels.size()) break;
+    c.labels.emplace_back(d.labels[i++], other ? "other" : (v && *v ? v : "none"));
+  }
+  for (; i < d.labels.size(); ++i) c.labels.emplace_back(d.labels[i], other ? "other" : "none");
+  std::sort(c.labels.begin(), c.labels.end());
+  if (d.kind == Kind::Counter)
+    c.counter = std::make_unique<Counter>();
+  else
+    c.histogram = std::make_unique<Histogram>(d.buckets);
+  return c;
+}
+
+// The cell of `values` in metric `id`, made on first use.
+Slot::Cell& resolve(Id id, Kind kind, std::initializer_list<const char*> values) {
+  check(size_t(id) < size_t(Id::kCount), GENIE_ERR_INVALID_ARGUMENT, "metrics: no metric ", int(id));
+  Slot& slot = cells().slots[size_t(id)];
+  check(slot.def->kind == kind, GENIE_ERR_INVALID_ARGUMENT, "metrics: ", slot.def->name, " is a ",
+        slot.def->kind == Kind::Counter ? "counter" : "histogram");
+  std::string key;
+  append_key(key, values);
+  std::lock_guard<std::mutex> lk(slot.mu);
+  if (auto it = slot.by_key.find(key); it != slot.by_key.end()) return *it->second;
+  if (slot.by_key.size() >= kMaxCellsPerMetric) {
+    if (slot.other == nullptr) slot.other = &make_cell(slot, values, true);
+    return *slot.other;
+  }
+  Slot::Cell& c = make_cell(slot, values, false);
+  slot.by_key.emplace(std::move(key), &c);
+  return c;
+}
+
+// Cells this thread has found, in a small direct-mapped table keyed by a
+// hash of the metric and its label values, then checked against the entry's
+// values: most events find theirs here without a lock or an allocation.
+struct ThreadEntry {
+  uint64_t hash = 0;
+  void* cell = nullptr;
+  std::string key;  // as Slot::by_key's
+};
+constexpr size_t kThreadEntries = 256;
+thread_local ThreadEntry t_entries[kThreadEntries];
+
+uint64_t hash_of(Id id, std::initializer_list<const char*> values) {
+  uint64_t h = 1469598103934665603ull ^ uint64_t(id);  // FNV-1a
+  for (const char* v : values) {
+    for (const char* c = v ? v : ""; *c; ++c) h = (h ^ uint8_t(*c)) * 1099511628211ull;
+    h = (h ^ 0x1f) * 1099511628211ull;
+  }
+  return h;
+}
+
+bool same_values(const std::string& key, std::initializer_list<const char*> values) {
+  size_t pos = 0;
+  for (const char* v : values) {
+    const char* s = v ? v : "";
+    const size_t n = std::strlen(s);
+    if (pos + n >= key.size() || key.compare(pos, n, s) != 0 || key[pos + n] != '\x1f') return false;
+    pos += n + 1;
+  }
+  return pos == key.size();
+}
+
+template <class T>
+T* cached_cell(Id id, std::initializer_list<const char*> values) {
+  constexpr Kind kind = std::is_same_v<T, Counter> ? Kind::Counter : Kind::Histogram;
+  const uint64_t h = hash_of(id, values);
+  ThreadEntry& e = t_entries[h % kThreadEntries];
+  if (e.cell != nullptr && e.hash == h && same_values(e.key, values)) return static_cast<T*>(e.cell);
+  Slot::Cell& c = resolve(id, kind, values);
+  T* cell;
+  if constexpr (kind == Kind::Counter)
+    cell = c.counter.get();
+  else
+    cell = c.histogram.get();
+  e.hash = h;
+  e.cell = cell;
+  e.key.clear();
+  append_key(e.key, values);
+  return cell;
+}
+
+}  // namespace
+
+Histogram::Histogram(const std::vector<double>& bounds)
+    : bounds_(bounds), counts_(std::make_unique<std::atomic<uint64_t>[]>(bounds.size() + 1)) {
+  for (size_t i = 0; i <= bounds.size(); ++i) counts_[i].store(0, std::memory_order_relaxed);
+}
+
+void Histogram::observe(double v) {
+  const auto i = std::lower_bound(bounds_.begin(), bounds_.end(), v) - bounds_.begin();
+  counts_[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+  sum_.fetch_add(v, std::memory_order_relaxed);
+}
+
+Counter& counter(Id id, std::initializer_list<const char*> labels) {
+  return *resolve(id, Kind::Counter, labels).counter;
+}
+Histogram& histogram(Id id, std::initializer_list<const char*> labels) {
+  return *resolve(id, Kind::Histogram, labels).histogram;
+}
+
+namespace detail {
+Counter* counter_cell(Id id, std::initializer_list<const char*> labels) {
+  return cached_cell<Counter>(id, labels);
+}
+Histogram* histogram_cell(Id id, std::initializer_list<const char*> labels) {
+  return cached_cell<Histogram>(id, labels);
+}
+}  // namespace detail
+
+#ifdef GENIE_HAVE_PROMETHEUS
+
+namespace {
+
+// The cells as prometheus-cpp's families, read at each scrape.
+struct CellsCollectable : prometheus::Collectable {
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    std::vector<prometheus::MetricFamily> out;
+    for (Slot& slot : cells().slots) {
+      prometheus::MetricFamily& f = out.emplace_back();
+      f.name = slot.def->name;
+      f.help = slot.def->help;
+      f.type = slot.def->kind == Kind::Counter ? prometheus::MetricType::Counter
+                                               : prometheus::MetricType::Histogram;
+      std::lock_guard<std::mutex> lk(slot.mu);
+      for (const Slot::Cell& c : slot.cells) {
+        prometheus::ClientMetric& m = f.metric.emplace_back();
+        for (const auto& [k, v] : c.labels) m.label.push_back({k, v});
+        if (c.counter) {
+          m.counter.value = static_cast<double>(c.counter->value());
+          continue;
+        }
+        const Histogram& h = *c.histogram;
+        const size_t nb = h.bounds().size();
+        uint64_t total = 0;
+        for (size_t i = 0; i <= nb; ++i) {
+          total += h.count(i);
+          m.histogram.bucket.push_back(
+              {total, i < nb ? h.bounds()[i] : std::numeric_limits<double>::infinity()});
+        }
+        m.histogram.sample_count = total;
+        m.histogram.sample_sum = h.sum();
+      }
+    }
+    return out;
+  }
+};
 
 struct Collectors : prometheus::Collectable {
   mutable std::mutex mu;
@@ -160,77 +335,9 @@ struct Collectors : prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
 };
 
-struct State {
-  std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
-  std::shared_ptr<Collectors> collectors = std::make_shared<Collectors>();
-  Slot<prometheus::Counter> counters[size_t(Id::kCount)];
-  Slot<prometheus::Histogram> histograms[size_t(Id::kCount)];
-
-  State() {
-    for (const Def& d : defs()) {
-      const size_t i = size_t(d.id);
-      switch (d.kind) {
-        case Kind::Counter:
-          counters[i].family = &prometheus::BuildCounter().Name(d.name).Help(d.help).Register(*registry);
-          counters[i].def = &d;
-          break;
-        case Kind::Histogram:
-          histograms[i].family = &prometheus::BuildHistogram().Name(d.name).Help(d.help).Register(*registry);
-          histograms[i].def = &d;
-          break;
-      }
-    }
-  }
-};
-
-State& state() {
-  static State* s = new State();  // never destroyed: exposer threads may scrape during exit
-  return *s;
-}
-
-// The cell of `values` (joined as `key`) in `slot`, made on first use.
-template <class T, class Make>
-T* resolve(Slot<T>& slot, std::initializer_list<const char*> values, const std::string& key, Make make) {
-  std::lock_guard<std::mutex> lk(slot.mu);
-  if (auto it = slot.cells.find(key); it != slot.cells.end()) return it->second;
-  const std::vector<std::string>& names = slot.def->labels;
-  std::map<std::string, std::string> labels;
-  const bool full = slot.cells.size() >= kMaxCellsPerMetric;
-  size_t i = 0;
-  for (const char* v : values) {
-    if (i >= names.size()) break;
-    labels[names[i++]] = full ? "other" : (v && *v ? v : "none");
-  }
-  for (; i < names.size(); ++i) labels[names[i]] = "none";
-  T* c = make(*slot.family, labels);
-  if (!full) slot.cells.emplace(key, c);
-  return c;
-}
-
-// Cells this thread has resolved, by the metric's slot and label values:
-// most events find theirs here without taking the slot's lock. Cells live as
-// long as the process, so the pointers stay valid; bounded per thread.
-constexpr size_t kMaxThreadCells = 1024;
-struct ThreadCells {
-  std::unordered_map<std::string, void*> by_key;
-  std::string key;
-};
-thread_local ThreadCells t_cells;
-
-template <class T, class Make>
-T* cell(Slot<T>& slot, std::initializer_list<const char*> values, Make make) {
-  if (slot.family == nullptr) return nullptr;  // wrong kind for this id
-  std::string& key = t_cells.key;
-  const Slot<T>* which = &slot;
-  key.assign(reinterpret_cast<const char*>(&which), sizeof which);
-  for (const char* v : values) {
-    key += v ? v : "";
-    key += '\x1f';
-  }
-  if (auto it = t_cells.by_key.find(key); it != t_cells.by_key.end()) return static_cast<T*>(it->second);
-  T* c = resolve(slot, values, key.substr(sizeof which), make);
-  if (t_cells.by_key.size() < kMaxThreadCells) t_cells.by_key.emplace(key, c);
-  return c;
+const std::shared_ptr<Collectors>& collectors() {
+  static auto* c = new std::shared_ptr<Collectors>(std::make_shared<Collectors>());  // never destroyed
+  return *c;
 }
 
 // Adds the samples of `from` to `into` (same name), summing equal label sets.
@@ -295,9 +402,11 @@ class PromExposure final : public Exposure {
     const std::vector<int> ports = exposer_->GetListeningPorts();
     check(!ports.empty(), GENIE_ERR_IO, "cannot serve metrics on ", bind, ": no listening port");
     port_ = ports.front();
-    State& s = state();
-    exposer_->RegisterCollectable(s.registry);
-    exposer_->RegisterCollectable(s.collectors);
+    // The exposer holds collectables weakly: both live as long as the process.
+    static auto* cells_collectable =
+        new std::shared_ptr<CellsCollectable>(std::make_shared<CellsCollectable>());
+    exposer_->RegisterCollectable(*cells_collectable);
+    exposer_->RegisterCollectable(collectors());
   }
   int port() const override { return port_; }
   const std::string& host() const override { return host_; }
@@ -315,26 +424,8 @@ std::weak_ptr<Exposure> g_exposure;
 
 bool supported() { return true; }
 
-namespace detail {
-
-void add(Id id, std::initializer_list<const char*> labels, double v) {
-  if (!(v > 0)) return;
-  auto* c = cell(state().counters[size_t(id)], labels, [](auto& fam, const auto& l) { return &fam.Add(l); });
-  if (c) c->Increment(v);
-}
-
-void observe(Id id, std::initializer_list<const char*> labels, double v) {
-  Slot<prometheus::Histogram>& slot = state().histograms[size_t(id)];
-  auto* h = cell(slot, labels, [&slot](auto& fam, const auto& l) {
-    return &fam.Add(l, prometheus::Histogram::BucketBoundaries(slot.def->buckets));
-  });
-  if (h) h->Observe(v);
-}
-
-}  // namespace detail
-
 std::shared_ptr<void> add_collector(Collector collect) {
-  std::shared_ptr<Collectors> cs = state().collectors;
+  std::shared_ptr<Collectors> cs = collectors();
   uint64_t id;
   {
     std::lock_guard<std::mutex> lk(cs->mu);
@@ -369,11 +460,6 @@ std::shared_ptr<Exposure> expose(const std::string& host, int port) {
 #else  // no prometheus-cpp
 
 bool supported() { return false; }
-
-namespace detail {
-void add(Id, std::initializer_list<const char*>, double) {}
-void observe(Id, std::initializer_list<const char*>, double) {}
-}  // namespace detail
 
 std::shared_ptr<void> add_collector(Collector) { return nullptr; }
 

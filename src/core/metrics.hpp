@@ -50,10 +50,55 @@ enum class Id : uint8_t {
   kCount
 };
 
+// One metric's cell for one set of label values: a counter's count or a
+// histogram's buckets, kept in relaxed atomics that a scrape sums up. Cells
+// live as long as the process, so a hot path may resolve its cell once and
+// keep the reference (counter()/histogram() below); recording into a cell is
+// then one or two relaxed atomic adds, no lock and no lookup.
+class Counter {
+ public:
+  // += v, in whole units (bytes, events; rounded); v <= 0 is ignored. Any
+  // thread.
+  void add(double v) {
+    if (v >= 0.5) n_.fetch_add(static_cast<uint64_t>(v + 0.5), std::memory_order_relaxed);
+  }
+  uint64_t value() const { return n_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> n_{0};
+};
+
+class Histogram {
+ public:
+  explicit Histogram(const std::vector<double>& bounds);
+  // Counts v in the first bucket whose bound is >= v (Prometheus's `le`).
+  // Any thread.
+  void observe(double v);
+  // Non-cumulative counts, one per bound and a last one past them (+Inf).
+  const std::vector<double>& bounds() const { return bounds_; }
+  uint64_t count(size_t bucket) const { return counts_[bucket].load(std::memory_order_relaxed); }
+  double sum() const { return sum_.load(std::memory_order_relaxed); }
+
+ private:
+  const std::vector<double>& bounds_;
+  std::unique_ptr<std::atomic<uint64_t>[]> counts_;
+  std::atomic<double> sum_{0};
+};
+
+// The cell of metric `id` for `labels` (values in the order of the
+// metric's label names), made on first use under the metric's lock. Past 256
+// label sets a metric gives every new one its single "other" cell. Any
+// thread; works whether or not metrics are on (the caller checks on()
+// before recording). Throws INVALID_ARGUMENT for an id of the other kind.
+Counter& counter(Id id, std::initializer_list<const char*> labels = {});
+Histogram& histogram(Id id, std::initializer_list<const char*> labels = {});
+
 namespace detail {
 extern std::atomic<bool> g_on;
-void add(Id id, std::initializer_list<const char*> labels, double v);
-void observe(Id id, std::initializer_list<const char*> labels, double v);
+// Finds the cell through a small cache of the calling thread (a hash of the
+// label values, then their comparison), else as counter()/histogram() do.
+Counter* counter_cell(Id id, std::initializer_list<const char*> labels);
+Histogram* histogram_cell(Id id, std::initializer_list<const char*> labels);
 }  // namespace detail
 
 // Whether this library was built with prometheus-cpp.
@@ -62,20 +107,22 @@ bool supported();
 // thread; a relaxed load.
 inline bool on() { return detail::g_on.load(std::memory_order_relaxed); }
 
-// Counter `id` += v (v >= 0; a negative v is ignored). Any thread.
+// Counter `id` += v (v >= 0; a negative v is ignored). Any thread. Label
+// values may change from call to call (a phase, an op); a call site with
+// fixed values is cheaper holding counter(id, values).
 inline void add(Id id, std::initializer_list<const char*> labels = {}, double v = 1) {
-  if (on()) detail::add(id, labels, v);
+  if (on()) detail::counter_cell(id, labels)->add(v);
 }
 // Histogram `id` observes v. Any thread.
 inline void observe(Id id, std::initializer_list<const char*> labels, double v) {
-  if (on()) detail::observe(id, labels, v);
+  if (on()) detail::histogram_cell(id, labels)->observe(v);
 }
 
 // A graph finished (completed when `ok`, else failed) after `ns` ns.
 inline void graph_finished(const char* phase, bool ok, uint64_t ns) {
   if (!on()) return;
-  detail::add(ok ? Id::GraphsCompleted : Id::GraphsFailed, {phase}, 1);
-  detail::observe(Id::GraphDuration, {phase}, static_cast<double>(ns) * 1e-9);
+  detail::counter_cell(ok ? Id::GraphsCompleted : Id::GraphsFailed, {phase})->add(1);
+  detail::histogram_cell(Id::GraphDuration, {phase})->observe(static_cast<double>(ns) * 1e-9);
 }
 
 // A metric family read at scrape time.

@@ -1,6 +1,7 @@
 #include "core/trace.hpp"
 
 #include <cjson/cJSON.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -156,6 +157,23 @@ void record(Event e, const std::string& thread_name) {
   if (!thread_name.empty() && r.named.insert({e.pid, e.tid}).second)
     r.doc.thread_names[{e.pid, e.tid}] = thread_name;
   r.doc.events.push_back(std::move(e));
+}
+
+uint64_t now_ns() { return steady_now_ns(); }
+
+void transfer(const Transfer& t, uint64_t start_ns, uint64_t end_ns) {
+  if (!on()) return;
+  Event e;
+  e.name = cat(t.role.empty() ? "transfer" : t.role, " ", t.bytes, " B");
+  e.cat = "transfer";
+  e.ts_us = ts_us(start_ns);
+  e.dur_us = end_ns >= start_ns ? static_cast<double>(end_ns - start_ns) / 1e3 : 0;
+  e.pid = ::getpid();
+  e.tid = kTransferTid;
+  e.args = {{"transport", t.transport}, {"role", t.role}, {"phase", t.phase},
+            {"from", t.from},           {"to", t.to},     {"value", t.value}};
+  e.num_args = {{"bytes", static_cast<double>(t.bytes)}};
+  record(std::move(e), "transfers");
 }
 
 }  // namespace genie::trace

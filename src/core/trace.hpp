@@ -41,6 +41,12 @@ struct Document {
 
 std::string to_json(const Document& doc);
 
+// Rows of a process's trace: 0 its graphs, 1 the submitting thread, 2 + N
+// worker N; the scheduler's decisions and the transfers have rows of their
+// own.
+constexpr int64_t kSchedulerTid = 1000;
+constexpr int64_t kTransferTid = 1001;
+
 namespace detail {
 extern std::atomic<bool> g_on;
 }
@@ -64,5 +70,24 @@ void start_from_env();
 // process ("genie PID") the first time each is seen. Nothing when not
 // recording. Any thread.
 void record(Event e, const std::string& thread_name = "");
+
+// This process's steady clock in nanoseconds (the clock of ts_us).
+uint64_t now_ns();
+
+// A tensor moved between `from` and `to` over `transport` from `start_ns`
+// to `end_ns` (now_ns()), with its semantic tag's `role` and `phase`, as a
+// span on this process's "transfers" row: named "<role> <bytes> B",
+// `args` bytes, transport, role, phase, from, to, value. Nothing when not
+// recording. Any thread.
+struct Transfer {
+  std::string value;
+  std::string transport;
+  std::string role;
+  std::string phase;
+  std::string from;
+  std::string to;
+  uint64_t bytes = 0;
+};
+void transfer(const Transfer& t, uint64_t start_ns, uint64_t end_ns);
 
 }  // namespace genie::trace

@@ -6,10 +6,11 @@
 #include <cstring>
 #include <future>
 
-#include "core/error.hpp"
 #include "control/semantic_tag.hpp"
+#include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/metrics.hpp"
+#include "core/trace.hpp"
 #include "exec/overhead.hpp"
 #include "graph/split.hpp"
 
@@ -428,6 +429,18 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       }
       return "input";
     };
+    // Counts a move of `v` (and traces it: from `t0`, by the transport of
+    // `over`, between nodes `from` and `to`; "" is this server).
+    const auto moved = [&](ValueId v, uint64_t bytes, bool direct, RemoteClient& over,
+                           const std::string& from, const std::string& to, uint64_t t0) {
+      count(role_of(v), bytes, direct);
+      if (!trace::on()) return;
+      const dataplane::SemanticTag tag = tag_of(v);
+      trace::transfer(
+          {g.value(v).name, direct ? "direct (worker to worker)" : over.data_transport(), role_of(v),
+           phase_name(Phase(tag.phase)), from.empty() ? "master" : from, to.empty() ? "master" : to, bytes},
+          t0, trace::now_ns());
+    };
     // The value as a tensor of this server (read from a worker if need be).
     const auto here = [&](ValueId v) -> TensorPtr {
       Holding& h = held.at(v);
@@ -435,8 +448,9 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       const RemoteTensorPtr& src = h.at.begin()->second;
       // Read whole before anyone sees it: no zeroing.
       auto t = std::make_shared<TensorData>(src->dtype, src->shape, TensorData::Uninitialized{});
+      const uint64_t t0 = trace::on() ? trace::now_ns() : 0;
       src->client->tensor_read(src->id, 0, t->bytes(), t->nbytes(), tag_of(v));
-      count(role_of(v), t->nbytes());
+      moved(v, t->nbytes(), false, *src->client, src->node, "", t0);
       h.local = t;
       return t;
     };
@@ -453,14 +467,16 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
         auto wt =
             std::make_shared<RemoteTensor>(client, node, client->tensor_alloc(src->dtype, src->shape, device),
                                            src->dtype, src->shape, cat(node, "/", device));
+        const uint64_t t0 = trace::on() ? trace::now_ns() : 0;
         if (move_direct(*src, *wt, tag_of(v))) {
-          count(role_of(v), wt->nbytes, true);
+          moved(v, wt->nbytes, true, *src->client, src->node, node, t0);
           h.at[node] = wt;
           return wt->id;
         }
         TensorPtr t = here(v);
+        const uint64_t t1 = trace::on() ? trace::now_ns() : 0;
         client->tensor_write(wt->id, 0, t->bytes(), t->nbytes(), tag_of(v));
-        count(role_of(v), t->nbytes());
+        moved(v, t->nbytes(), false, *client, "", node, t1);
         h.at[node] = wt;
         return wt->id;
       }
@@ -468,8 +484,9 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       const uint64_t id = client->tensor_alloc(t->dtype(), t->shape(), device);
       auto wt =
           std::make_shared<RemoteTensor>(client, node, id, t->dtype(), t->shape(), cat(node, "/", device));
+      const uint64_t t0 = trace::on() ? trace::now_ns() : 0;
       client->tensor_write(id, 0, t->bytes(), t->nbytes(), tag_of(v));
-      count(role_of(v), t->nbytes());
+      moved(v, t->nbytes(), false, *client, "", node, t0);
       h.at[node] = wt;
       return id;
     };

@@ -3,10 +3,14 @@
 // avalanche, fixed little-endian, free of addresses and identities;
 // unlike it, it names values (a plan names them), uses bound input shapes,
 // and leaves out floating-point attribute values.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 
+#include "core/error.hpp"
 #include "core/metrics.hpp"
+#include "core/trace.hpp"
 #include "sched/plan.hpp"
 
 namespace genie::sched {
@@ -138,14 +142,58 @@ void PlanCache::insert(const Key& key, std::shared_ptr<const Plan> plan) {
   }
 }
 
+// The scheduler's decision as a span of the trace (docs/observability.md):
+// how long it took, where the nodes went, the predicted cost.
+static void trace_decision(const Graph& g, const Plan& plan, bool cached,
+                           std::chrono::steady_clock::time_point t0,
+                           std::chrono::steady_clock::time_point t1) {
+  // Where the nodes went: "device(nodes)" in the order of first use.
+  std::vector<int> count(plan.device_names.size(), 0);
+  std::vector<int> seen;
+  for (int d : plan.node_device) {
+    if (d < 0 || static_cast<size_t>(d) >= count.size()) continue;
+    if (count[static_cast<size_t>(d)]++ == 0) seen.push_back(d);
+  }
+  std::string placement;
+  for (int d : seen)
+    placement += cat(placement.empty() ? "" : ", ", plan.device_names[static_cast<size_t>(d)], " (",
+                     count[static_cast<size_t>(d)], " nodes)");
+  uint64_t transfer_bytes = 0;
+  for (const Transfer& t : plan.transfers) transfer_bytes += t.bytes;
+  trace::Event e;
+  e.name = cat("schedule ", g.name().empty() ? "graph" : g.name());
+  e.cat = "scheduler";
+  const auto ns = [](std::chrono::steady_clock::time_point t) {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
+  };
+  e.ts_us = trace::ts_us(ns(t0));
+  e.dur_us = static_cast<double>(ns(t1) - ns(t0)) / 1e3;
+  e.pid = ::getpid();
+  e.tid = trace::kSchedulerTid;
+  e.args = {{"placement", placement}, {"plan_cache", cached ? "hit" : "miss"}, {"graph", g.name()}};
+  e.num_args = {{"predicted_ms", plan.predicted_total_s * 1e3},
+                {"transfers", static_cast<double>(plan.transfers.size())},
+                {"transfer_bytes", static_cast<double>(transfer_bytes)},
+                {"nodes", static_cast<double>(plan.node_device.size())}};
+  trace::record(std::move(e), "scheduler");
+}
+
 std::shared_ptr<const Plan> PlanCache::get_or_plan(const Graph& g, const Topology& topo, const Residency& residency,
                                                    const std::unordered_map<ValueId, Shape>* bound_shapes) {
+  // A cache hit reads the clock only while a trace records it.
+  const bool tracing = trace::on();
+  const auto t_lookup = tracing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   const Key key = key_of(g, topo, residency, bound_shapes);
-  if (auto p = find(key)) return p;
-  const auto t0 = std::chrono::steady_clock::now();
+  if (auto p = find(key)) {
+    if (tracing) trace_decision(g, *p, true, t_lookup, std::chrono::steady_clock::now());
+    return p;
+  }
+  const auto t0 = tracing ? t_lookup : std::chrono::steady_clock::now();
   auto plan = std::make_shared<const Plan>(plan_graph(g, topo, residency, bound_shapes));
-  metrics::observe(metrics::Id::SchedulerDecision, {},
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  const auto t1 = std::chrono::steady_clock::now();
+  metrics::observe(metrics::Id::SchedulerDecision, {}, std::chrono::duration<double>(t1 - t0).count());
+  if (trace::on()) trace_decision(g, *plan, false, t0, t1);
   insert(key, plan);
   return plan;
 }

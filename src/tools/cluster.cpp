@@ -4,11 +4,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <string>
+#include <thread>
 
 #include "cli.hpp"
 
@@ -45,9 +49,13 @@ void print_top_usage(std::FILE* out) {
                "that etcd through one of its servers (docs/cluster.md, 'A cluster on etcd')\n"
                "and shows its view: every server registered there.\n"
                "\n"
+               "Rates (graphs/s, bytes/s by transport) are over the last interval, from the\n"
+               "server's counters (the same as its Prometheus metrics).\n"
+               "\n"
                "  --etcd URL[,URL]  etcd client URLs of a cluster on etcd\n"
                "  --cluster NAME    the cluster's namespace in etcd (default 'default')\n"
-               "  --once            print one frame (no screen control) and exit: for scripts\n"
+               "  --once            print one frame (no screen control) and exit: for scripts;\n"
+               "                    its rates are over one interval, sampled before it\n"
                "  --interval-ms N   refresh, heartbeat and GPU poll interval (default 1000)\n");
 }
 
@@ -193,7 +201,65 @@ std::string bytes_str(double b) {
   return buf;
 }
 
-void print_frame(genie_context_t* ctx, bool clear) {
+// The server counters that rates are taken of, and when they were read.
+struct Sample {
+  bool valid = false;
+  std::chrono::steady_clock::time_point at;
+  double graphs = 0;
+  std::map<std::string, double> transport_bytes;  // "tcp sent" ...
+};
+
+Sample sample_of(const cJSON* info) {
+  Sample s;
+  s.valid = true;
+  s.at = std::chrono::steady_clock::now();
+  s.graphs = num(info, "graphs_executed");
+  const cJSON* t;
+  cJSON_ArrayForEach(t, get(info, "transport_bytes")) {
+    if (cJSON_IsNumber(t) && t->string) s.transport_bytes[t->string] = t->valuedouble;
+  }
+  return s;
+}
+
+std::string rate_str(double bytes_per_s) {
+  char buf[32];
+  if (bytes_per_s >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2f GB/s", bytes_per_s / 1e9);
+  else if (bytes_per_s >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2f MB/s", bytes_per_s / 1e6);
+  else if (bytes_per_s >= 1e3)
+    std::snprintf(buf, sizeof buf, "%.1f kB/s", bytes_per_s / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f B/s", bytes_per_s);
+  return buf;
+}
+
+// "rates graphs 12.0/s  tcp sent 1.20 MB/s ...": from `prev` to `now`.
+void print_rates(const Sample& prev, const Sample& now) {
+  const double dt = std::chrono::duration<double>(now.at - prev.at).count();
+  if (!prev.valid || dt <= 0) {
+    std::printf("rates -\n");
+    return;
+  }
+  std::printf("rates graphs %.1f/s", std::max(0.0, now.graphs - prev.graphs) / dt);
+  for (const auto& [key, bytes] : now.transport_bytes) {
+    const auto it = prev.transport_bytes.find(key);
+    const double before = it == prev.transport_bytes.end() ? 0 : it->second;
+    std::printf("  %s %s", key.c_str(), rate_str(std::max(0.0, bytes - before) / dt).c_str());
+  }
+  std::printf("\n");
+}
+
+// The master's server counters, where this context has a master.
+Sample read_sample(genie_context_t* ctx) {
+  char* info = nullptr;
+  if (genie_context_server_info(ctx, &info) != GENIE_OK) return {};
+  const Json s = parse(info);
+  genie_free(info);
+  return sample_of(s.get());
+}
+
+void print_frame(genie_context_t* ctx, bool clear, Sample& prev) {
   char* out = nullptr;
   check(genie_cluster_state(ctx, &out), "genie_cluster_state");
   const Json j = parse(out);
@@ -221,6 +287,9 @@ void print_frame(genie_context_t* ctx, bool clear) {
                 num(s.get(), "sessions"), num(s.get(), "tensors"), bytes_str(num(s.get(), "tensor_bytes")).c_str(),
                 num(s.get(), "graphs_executed"), num(s.get(), "connections_refused"),
                 num(s.get(), "uptime_ms") / 1000.0);
+    const Sample now = sample_of(s.get());
+    print_rates(prev, now);
+    prev = now;
   }
   std::printf("\n%-36s %-7s %-6s %-10s %-9s %-8s %s\n", "NODE", "ROLE", "STATUS", "HEALTH", "LAST HB", "BACKEND",
               "HOST");
@@ -310,12 +379,16 @@ int top_command(int argc, char** argv) {
   genie_context_t* raw_ctx = nullptr;
   check(genie_init(config.get(), &raw_ctx), "genie_init");
   const ContextPtr ctx(raw_ctx);
+  Sample prev;
   if (once) {
-    print_frame(ctx.get(), false);
+    // Rates need a first sample an interval before the frame.
+    prev = read_sample(ctx.get());
+    if (prev.valid) std::this_thread::sleep_for(std::chrono::milliseconds(interval));
+    print_frame(ctx.get(), false, prev);
     return kExitOk;
   }
   for (;;) {
-    print_frame(ctx.get(), true);
+    print_frame(ctx.get(), true, prev);
     timespec ts{interval / 1000, (interval % 1000) * 1000000L};
     const int sig = sigtimedwait(&stop_signals, nullptr, &ts);
     if (sig == SIGINT || sig == SIGTERM) break;

@@ -25,6 +25,17 @@ case "$libs" in
   "-L"*" -lgenie") ;;
   *) echo "FAIL: pkg-config --libs genie leaks more than -lgenie: '$libs'"; exit 1 ;;
 esac
+# A static link: every private requirement resolves, and each optional
+# library the static archive calls into is among them.
+pkg-config --static --libs genie >/dev/null || { echo "FAIL: pkg-config --static --libs genie"; exit 1; }
+requires=$(pkg-config --print-requires-private genie)
+undefined=$(nm -u "$libdir/libgenie.a" 2>/dev/null || true)
+if grep -q "libdeflate_" <<<"$undefined" && ! grep -qw libdeflate <<<"$requires"; then
+  echo "FAIL: libgenie.a uses libdeflate but genie.pc does not require it: $requires"; exit 1
+fi
+if grep -q "prometheus" <<<"$undefined" && ! grep -qw prometheus-cpp-pull <<<"$requires"; then
+  echo "FAIL: libgenie.a uses prometheus-cpp but genie.pc does not require it: $requires"; exit 1
+fi
 cc $san -std=c99 -Wall -Werror "$src/tests/scripts/consumer.c" -o "$tmp/consumer_pc" \
   $(pkg-config --cflags --libs genie)
 LD_LIBRARY_PATH="$libdir" "$tmp/consumer_pc"

@@ -102,6 +102,9 @@ PY
 GENIE_NODE_ID=top-1 "$GENIE" top "127.0.0.1:$MASTER_PORT" --once >"$TMP/top.out" 2>"$TMP/top.err" || fail "genie top --once exited"
 grep -q '^node-b  *worker  *alive' "$TMP/top.out" && grep -q "serves 127.0.0.1:$WORKER_PORT  devices cpu:0" "$TMP/top.out" \
   || fail "top does not list the worker: $(cat "$TMP/top.out")"
+# Rates over --once's interval: top's own requests moved TCP bytes.
+grep -Eq '^rates graphs [0-9.]+/s .*tcp received [0-9.]+ [kMG]?B/s' "$TMP/top.out" \
+  && ! grep -Eq 'tcp received 0 B/s' "$TMP/top.out" || fail "top shows no moving rates: $(cat "$TMP/top.out")"
 echo "ok 4: the worker is a cluster node (state, NODE_JOINED, genie top)"
 
 # --- 5. the worker killed, then restarted with the same node id ------------------

@@ -129,6 +129,107 @@ TEST(Trace, GraphAndNodeSpansWithTheirAnnotations) {
   EXPECT_EQ(process_names, 1);
 }
 
+// A master and a worker in this process (one trace): a graph whose weight
+// lives on the worker is planned across the two; the trace holds the
+// scheduler's decision and the tensors moved, with their bytes.
+TEST(Trace, SchedulerDecisionAndTransfers) {
+  genie_config_t* cfg = nullptr;
+  genie_server_t *master = nullptr, *worker = nullptr;
+  int32_t port = 0;
+  ASSERT_GENIE_OK(genie_config_create(&cfg));
+  ASSERT_GENIE_OK(genie_config_set_use_env(cfg, 0));
+  ASSERT_GENIE_OK(genie_config_set_node_id(cfg, "tr-master"));
+  ASSERT_GENIE_OK(genie_server_create(cfg, "127.0.0.1", 0, &master));
+  genie_config_destroy(cfg);
+  ASSERT_GENIE_OK(genie_server_port(master, &port));
+  ASSERT_GENIE_OK(genie_config_create(&cfg));
+  ASSERT_GENIE_OK(genie_config_set_use_env(cfg, 0));
+  ASSERT_GENIE_OK(genie_config_set_node_id(cfg, "tr-worker"));
+  ASSERT_GENIE_OK(genie_config_set_master_addr(cfg, "127.0.0.1"));
+  ASSERT_GENIE_OK(genie_config_set_master_port(cfg, port));
+  ASSERT_GENIE_OK(genie_server_create(cfg, "127.0.0.1", 0, &worker));
+  genie_config_destroy(cfg);
+  ASSERT_GENIE_OK(genie_config_create(&cfg));
+  ASSERT_GENIE_OK(genie_config_set_use_env(cfg, 0));
+  ASSERT_GENIE_OK(genie_config_set_master_addr(cfg, "127.0.0.1"));
+  ASSERT_GENIE_OK(genie_config_set_master_port(cfg, port));
+  genie_context_t* ctx = nullptr;
+  ASSERT_GENIE_OK(genie_init(cfg, &ctx));
+  genie_config_destroy(cfg);
+
+  genie_graph_t* g = nullptr;
+  const int64_t xs[2] = {8, 64}, ws[2] = {64, 64};
+  const char* lin_in[2] = {"x", "w"};
+  const char* lin_out[1] = {"y"};
+  const char* relu_out[1] = {"z"};
+  ASSERT_GENIE_OK(genie_graph_create("split_step", &g));
+  ASSERT_GENIE_OK(genie_graph_add_input(g, "x", GENIE_DTYPE_F32, xs, 2));
+  ASSERT_GENIE_OK(genie_graph_add_input(g, "w", GENIE_DTYPE_F32, ws, 2));
+  ASSERT_GENIE_OK(genie_graph_set_role(g, "w", GENIE_TENSOR_ROLE_WEIGHT));
+  ASSERT_GENIE_OK(genie_graph_add_node(g, "linear", "fc", lin_in, 2, lin_out, 1));
+  ASSERT_GENIE_OK(genie_graph_add_node(g, "relu", "act", lin_out, 1, relu_out, 1));
+  ASSERT_GENIE_OK(genie_graph_mark_output(g, "z"));
+  genie_tensor_t *x = nullptr, *w = nullptr;
+  ASSERT_GENIE_OK(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, xs, 2, nullptr, &x));
+  ASSERT_GENIE_OK(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, ws, 2, "tr-worker/cpu:0", &w));
+  const char* names[2] = {"x", "w"};
+  genie_tensor_t* tensors[2] = {x, w};
+
+  const std::string path = temp_path("multinode");
+  ASSERT_GENIE_OK(genie_trace_start(path.c_str()));
+  for (int i = 0; i < 2; ++i) {
+    genie_future_t* f = nullptr;
+    ASSERT_GENIE_OK(genie_graph_submit(ctx, g, names, tensors, 2, &f));
+    ASSERT_GENIE_OK(genie_future_wait(f, -1));
+    genie_future_destroy(f);
+  }
+  ASSERT_GENIE_OK(genie_trace_stop());
+  genie_tensor_destroy(x);
+  genie_tensor_destroy(w);
+  genie_graph_destroy(g);
+  genie_shutdown(ctx);
+  genie_server_destroy(worker);
+  genie_server_destroy(master);
+
+  const std::string text = read_all(path);
+  std::remove(path.c_str());
+  std::unique_ptr<cJSON, void (*)(cJSON*)> doc(cJSON_Parse(text.c_str()), cJSON_Delete);
+  ASSERT_NE(doc, nullptr) << "not JSON: " << text.substr(0, 200);
+  int decisions = 0, misses = 0, transfers = 0;
+  double moved = 0;
+  const cJSON* ev = nullptr;
+  cJSON_ArrayForEach(ev, cJSON_GetObjectItemCaseSensitive(doc.get(), "traceEvents")) {
+    const cJSON* cat = cJSON_GetObjectItemCaseSensitive(ev, "cat");
+    if (!cJSON_IsString(cat)) continue;
+    const cJSON* args = cJSON_GetObjectItemCaseSensitive(ev, "args");
+    if (std::string(cat->valuestring) == "scheduler") {
+      ++decisions;
+      misses += std::string(str_arg(ev, "plan_cache") ? str_arg(ev, "plan_cache") : "") == "miss";
+      ASSERT_NE(str_arg(ev, "placement"), nullptr);
+      EXPECT_NE(std::string(str_arg(ev, "placement")).find("tr-worker"), std::string::npos)
+          << "the weight's node runs part of the graph: " << str_arg(ev, "placement");
+      const cJSON* predicted = cJSON_GetObjectItemCaseSensitive(args, "predicted_ms");
+      ASSERT_TRUE(cJSON_IsNumber(predicted));
+      EXPECT_GT(predicted->valuedouble, 0);
+    } else if (std::string(cat->valuestring) == "transfer") {
+      ++transfers;
+      const cJSON* bytes = cJSON_GetObjectItemCaseSensitive(args, "bytes");
+      ASSERT_TRUE(cJSON_IsNumber(bytes));
+      EXPECT_GT(bytes->valuedouble, 0);
+      moved += bytes->valuedouble;
+      ASSERT_NE(str_arg(ev, "transport"), nullptr);
+      EXPECT_STRNE(str_arg(ev, "transport"), "");
+      ASSERT_NE(str_arg(ev, "role"), nullptr);
+      EXPECT_STRNE(str_arg(ev, "role"), "");
+    }
+  }
+  EXPECT_EQ(decisions, 2) << "one decision per submission";
+  EXPECT_EQ(misses, 1) << "the second submission finds its plan in the cache";
+  EXPECT_GE(transfers, 2) << "x to the worker, and the result back, each time";
+  // At least x (8 x 64 floats) went to the worker in each run.
+  EXPECT_GE(moved, 2.0 * 8 * 64 * 4);
+}
+
 TEST(Trace, NothingIsRecordedOnceStopped) {
   const std::string path = temp_path("stopped");
   ASSERT_GENIE_OK(genie_trace_start(path.c_str()));

@@ -9,6 +9,8 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/host.hpp"
@@ -85,6 +87,50 @@ TEST_F(MetricsServed, RecordedValuesAreScraped) {
   EXPECT_EQ(
       sample(text, "genie_tensor_bytes_total{direction=\"import\",phase=\"backward\",role=\"kv_cache\"}"),
       1024);
+}
+
+// A cell resolved once (a hot path's handle) and the lookup by label values
+// reach the same series; adds from several threads are all counted.
+TEST_F(MetricsServed, HeldCellsAndLookupsShareTheSeries) {
+  metrics::Counter& held = metrics::counter(metrics::Id::TensorBytes, {"read", "decode", "weight"});
+  const uint64_t before = held.value();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&held, t] {
+      for (int i = 0; i < 1000; ++i) {
+        if (t % 2 == 0)
+          held.add(2);
+        else
+          metrics::add(metrics::Id::TensorBytes, {"read", "decode", "weight"}, 2);
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(held.value() - before, 8000u);
+  EXPECT_EQ(sample(scrape(exposure_->port()),
+                   "genie_tensor_bytes_total{direction=\"read\",phase=\"decode\",role=\"weight\"}"),
+            static_cast<double>(held.value()));
+  // Another label set is another series, even where the thread's cache
+  // holds the first one.
+  metrics::add(metrics::Id::TensorBytes, {"read", "decode", "weights"}, 5);
+  EXPECT_EQ(sample(scrape(exposure_->port()),
+                   "genie_tensor_bytes_total{direction=\"read\",phase=\"decode\",role=\"weights\"}"),
+            5);
+  // A histogram's buckets count up to and including their bound.
+  metrics::Histogram& h = metrics::histogram(metrics::Id::CostModelRatio);
+  h.observe(1.25);
+  h.observe(1.3);
+  const std::string text = scrape(exposure_->port());
+  EXPECT_EQ(sample(text, "genie_cost_model_ratio_bucket{le=\"1.25\"}"), 1);
+  EXPECT_EQ(sample(text, "genie_cost_model_ratio_bucket{le=\"1.5\"}"), 2);
+  EXPECT_EQ(sample(text, "genie_cost_model_ratio_bucket{le=\"+Inf\"}"), 2);
+  EXPECT_NEAR(sample(text, "genie_cost_model_ratio_sum"), 2.55, 1e-9);
+  // A counter's id asked for as a histogram is refused.
+  try {
+    metrics::histogram(metrics::Id::Heartbeats);
+    FAIL() << "a counter resolved as a histogram";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), GENIE_ERR_INVALID_ARGUMENT);
+  }
 }
 
 TEST_F(MetricsServed, LabelValuesAreBounded) {

@@ -132,6 +132,21 @@ def version():
     return capi.genie_version_string()
 
 
+def trace_start(path):
+    """Records every graph this process executes, the scheduler's decisions
+    and the transfers, and writes them to `path` as Chrome / Perfetto
+    trace-event JSON when trace_stop() is called (genie_trace_start). One
+    trace per process: the same path again does nothing, another one raises
+    InvalidArgumentError."""
+    capi.genie_trace_start(os.fspath(path))
+
+
+def trace_stop():
+    """Writes the trace trace_start() began and stops recording; nothing when
+    none is recorded (genie_trace_stop)."""
+    capi.genie_trace_stop()
+
+
 # ---------------------------------------------------------------------------
 # Configuration (shared by Context and Server)
 # ---------------------------------------------------------------------------

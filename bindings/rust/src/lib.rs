@@ -65,6 +65,23 @@ pub fn abi_version() -> u32 {
     unsafe { ffi::genie_abi_version() }
 }
 
+/// Records every graph this process executes, the scheduler's decisions and
+/// the transfers, and writes them to `path` as Chrome / Perfetto trace-event
+/// JSON when [`trace_stop`] is called (genie_trace_start). One trace per
+/// process: the same path again does nothing, another is InvalidArgument.
+pub fn trace_start(path: &str) -> Result<()> {
+    let p = cstring("trace path", path)?;
+    // SAFETY: `p` is a NUL-terminated string that outlives the call.
+    check(unsafe { ffi::genie_trace_start(p.as_ptr()) })
+}
+
+/// Writes the trace [`trace_start`] began and stops recording; nothing when
+/// none is recorded (genie_trace_stop).
+pub fn trace_stop() -> Result<()> {
+    // SAFETY: no arguments.
+    check(unsafe { ffi::genie_trace_stop() })
+}
+
 /// Converts a Rust string for C; a NUL byte is an InvalidArgument error.
 pub(crate) fn cstring(what: &str, s: &str) -> Result<CString> {
     CString::new(s).map_err(|_| Error::new(ErrorKind::InvalidArgument, format!("{} {:?} contains a NUL byte", what, s)))

@@ -325,3 +325,20 @@ fn tls_settings_reach_the_library() {
     // The files are read when the server starts: the missing one is named.
     assert_err(Server::new(Some(&cfg), None, 0), ErrorKind::InvalidArgument, "/nonexistent/server.pem");
 }
+
+#[test]
+fn trace_start_stop() {
+    let dir = std::env::temp_dir().join(format!("genie_rust_trace_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("trace.json");
+    let path = path.to_str().unwrap();
+    genie::trace_start(path).unwrap();
+    genie::trace_start(path).unwrap(); // the same path again does nothing
+    let other = dir.join("other.json");
+    let err = genie::trace_start(other.to_str().unwrap()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::InvalidArgument);
+    genie::trace_stop().unwrap();
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.contains("\"traceEvents\""), "{}", text);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -358,6 +358,9 @@ wire::ServerInfo Server::Impl::server_info() const {
     for (const auto& [key, n] : tagged_bytes) (*i.mutable_tagged_bytes())[key] = n;
     for (const std::string& t : data_transports_offered) i.add_data_transports(t);
   }
+  for (const char* dir : {"sent", "received"})
+    (*i.mutable_transport_bytes())[cat("tcp ", dir)] =
+        metrics::counter(metrics::Id::TransportBytes, {"tcp", dir}).value();
   return i;
 }
 

@@ -263,3 +263,15 @@ def test_in_process_server_and_remote_context():
             assert info["tensors"] >= 1
             w1.close()
 
+
+
+def test_trace_start_stop(tmp_path):
+    path = tmp_path / "trace.json"
+    genie.trace_start(path)
+    genie.trace_start(path)  # the same path again does nothing
+    with pytest.raises(genie.InvalidArgumentError):
+        genie.trace_start(tmp_path / "other.json")
+    genie.trace_stop()
+    doc = json.loads(path.read_text())
+    assert "traceEvents" in doc
+    genie.trace_stop()  # nothing recorded: nothing to do

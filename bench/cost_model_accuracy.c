@@ -1,0 +1,278 @@
+/*
+ * bench_cost_model_accuracy — how well the scheduler's cost model predicts
+ * what runs (docs/benchmarks.md, "Cost-model accuracy"), beside the Djinn
+ * brief's target: 90% of predictions within ±25% of the measured time.
+ *
+ * Workloads, each run embedded (this process's CPU, the profile the
+ * scheduler calibrated for it):
+ *   block   the GPT-2 transformer block (samples/c/transformer_block_graph.h,
+ *           b1 s128 d768; --quick s16);
+ *   decode  a GPT-2-style decode step with KV caches (samples/c/
+ *           gpt2_decode.h, 2 layers, hidden 256), the graph a captured
+ *           nanoGPT decode step has the shape of;
+ * and a multi-node decode loop: the same decode step on a master and a
+ * worker on loopback (layer 1's weights and caches on the worker), planned
+ * across the two.
+ *
+ * Predicted: genie_plan_explain_bound's per-node "predicted_s" and the
+ * plan's "predicted_total_s". Measured: each node's span in an execution
+ * trace (genie_trace_start), the median over the runs; the graph's span;
+ * for the multi-node loop the master's measured stage time against the
+ * plan's prediction per step (server info's last_plan_measured_ns and
+ * last_plan_predicted_ns). Prints, per op class and per stage, the median
+ * of measured / predicted and the share within ±25%. This benchmark only
+ * measures; it asserts nothing.
+ */
+#include <cjson/cJSON.h>
+#include <genie_seed.h>
+#include <unistd.h>
+
+#include "../samples/c/gpt2_decode.h"
+#include "../samples/c/transformer_block_graph.h"
+#include "bench_util.h"
+#include "server_pair.h"
+
+#define MAX_ROWS 64
+#define MAX_NODES 1024
+
+/* Ratios (measured / predicted) collected under one label. */
+typedef struct row {
+  char label[48];
+  double *r;
+  size_t n, cap;
+} row_t;
+
+static row_t rows[MAX_ROWS];
+static int n_rows;
+
+static void add_ratio(const char *label, double ratio) {
+  int i;
+  row_t *w = NULL;
+  if (!(ratio > 0)) return;
+  for (i = 0; i < n_rows; ++i)
+    if (strcmp(rows[i].label, label) == 0) w = &rows[i];
+  if (w == NULL) {
+    if (n_rows == MAX_ROWS) return;
+    w = &rows[n_rows++];
+    snprintf(w->label, sizeof w->label, "%s", label);
+  }
+  if (w->n == w->cap) {
+    w->cap = w->cap ? 2 * w->cap : 16;
+    w->r = realloc(w->r, w->cap * sizeof(double));
+    if (w->r == NULL) abort();
+  }
+  w->r[w->n++] = ratio;
+}
+
+static void print_row(const row_t *w) {
+  size_t i, within = 0;
+  bu_stats_t s;
+  for (i = 0; i < w->n; ++i) within += w->r[i] >= 0.75 && w->r[i] <= 1.25;
+  s = bu_stats(w->r, w->n);
+  printf("%-34s %6zu %10.3f %10.3f %10.3f %8.0f%%\n", w->label, w->n, s.median, s.min, s.max,
+         100.0 * (double)within / (double)w->n);
+}
+
+static cJSON *parse_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  long n;
+  char *text;
+  cJSON *j;
+  if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    fprintf(stderr, "cannot read %s\n", path);
+    exit(1);
+  }
+  text = bu_malloc((size_t)n + 1);
+  if (fread(text, 1, (size_t)n, f) != (size_t)n) exit(1);
+  text[n] = '\0';
+  fclose(f);
+  j = cJSON_Parse(text);
+  free(text);
+  if (j == NULL) {
+    fprintf(stderr, "%s is not JSON\n", path);
+    exit(1);
+  }
+  return j;
+}
+
+typedef void (*run_fn)(void *arg);
+
+/* Runs `run` `runs` times under a trace and adds, per node of the plan, the
+ * median measured time over its predicted time to the node's op class, and
+ * the graph's median time over the plan's total to `stage`. */
+static void measure(genie_context_t *ctx, const genie_graph_t *g, const char *const *names,
+                    genie_tensor_t *const *inputs, size_t n_inputs, run_fn run, void *arg, int runs,
+                    const char *stage) {
+  char *explain = NULL, path[64], label[48];
+  cJSON *plan, *trace, *node, *ev;
+  double *dur = bu_malloc(sizeof(double) * (size_t)runs), graph_us[256];
+  size_t n_graph = 0;
+  int i;
+  bu_check(genie_plan_explain_bound(ctx, g, names, inputs, n_inputs, &explain), "genie_plan_explain_bound");
+  plan = cJSON_Parse(explain);
+  genie_free(explain);
+  snprintf(path, sizeof path, "/tmp/genie_cost_model_%d.json", (int)getpid());
+  bu_check(genie_trace_start(path), "genie_trace_start");
+  for (i = 0; i < runs; ++i) run(arg);
+  bu_check(genie_trace_stop(), "genie_trace_stop");
+  trace = parse_file(path);
+  unlink(path);
+  cJSON_ArrayForEach(ev, cJSON_GetObjectItem(trace, "traceEvents")) {
+    const cJSON *cat = cJSON_GetObjectItem(ev, "cat");
+    if (cJSON_IsString(cat) && strcmp(cat->valuestring, "graph") == 0 && n_graph < 256)
+      graph_us[n_graph++] = cJSON_GetObjectItem(ev, "dur")->valuedouble;
+  }
+  cJSON_ArrayForEach(node, cJSON_GetObjectItem(plan, "nodes")) {
+    const char *name = cJSON_GetObjectItem(node, "name")->valuestring;
+    const char *op = cJSON_GetObjectItem(node, "op")->valuestring;
+    const double predicted_s = cJSON_GetObjectItem(node, "predicted_s")->valuedouble;
+    size_t n = 0;
+    cJSON_ArrayForEach(ev, cJSON_GetObjectItem(trace, "traceEvents")) {
+      const cJSON *cat = cJSON_GetObjectItem(ev, "cat"), *args = cJSON_GetObjectItem(ev, "args");
+      const cJSON *nn = cJSON_GetObjectItem(args, "node");
+      if (cJSON_IsString(cat) && strcmp(cat->valuestring, "node") == 0 && cJSON_IsString(nn) &&
+          strcmp(nn->valuestring, name) == 0 && n < (size_t)runs)
+        dur[n++] = cJSON_GetObjectItem(ev, "dur")->valuedouble * 1e-6;
+    }
+    if (n == 0 || !(predicted_s > 0)) continue;
+    snprintf(label, sizeof label, "op %s", op);
+    add_ratio(label, bu_stats(dur, n).median / predicted_s);
+  }
+  if (n_graph > 0) {
+    snprintf(label, sizeof label, "stage %s (whole graph)", stage);
+    add_ratio(label, bu_stats(graph_us, n_graph).median * 1e-6 /
+                         cJSON_GetObjectItem(plan, "predicted_total_s")->valuedouble);
+  }
+  cJSON_Delete(trace);
+  cJSON_Delete(plan);
+  free(dur);
+}
+
+typedef struct block_run {
+  genie_context_t *ctx;
+  genie_graph_t *g;
+  genie_tensor_t **in;
+} block_run_t;
+
+static void run_block(void *arg) {
+  block_run_t *b = arg;
+  genie_future_t *f = NULL;
+  bu_check(genie_graph_submit(b->ctx, b->g, tb_input_names, b->in, TB_NUM_INPUTS, &f), "genie_graph_submit");
+  bu_check(genie_future_wait(f, -1), "the block");
+  genie_future_destroy(f);
+}
+
+typedef struct decode_run {
+  gd_session_t *s;
+  float *logits;
+} decode_run_t;
+
+static void run_decode(void *arg) {
+  decode_run_t *d = arg;
+  gd_step(d->s, d->logits);
+}
+
+
+static double info_number(genie_context_t *ctx, const char *key) {
+  char *json = NULL;
+  cJSON *j;
+  double v = -1;
+  bu_check(genie_context_server_info(ctx, &json), "genie_context_server_info");
+  j = cJSON_Parse(json);
+  genie_free(json);
+  if (cJSON_IsNumber(cJSON_GetObjectItem(j, key))) v = cJSON_GetObjectItem(j, key)->valuedouble;
+  cJSON_Delete(j);
+  return v;
+}
+
+int main(int argc, char **argv) {
+  const bu_options_t o = bu_parse_args(argc, argv, " (runs per workload; default 20, --quick 3)");
+  const int runs = o.iters ? o.iters : (o.quick ? 3 : 20);
+  tb_dims_t d = tb_gpt2_dims(o.quick ? 16 : 128);
+  gd_dims_t dims;
+  gd_model_t m;
+  genie_context_t *ctx = NULL, *remote = NULL;
+  genie_graph_t *block = NULL;
+  genie_tensor_t *in[TB_NUM_INPUTS], *e = NULL;
+  bpair_t pair;
+  genie_config_t *cfg;
+  gd_session_t s, split;
+  float *logits;
+  const char *devices[2] = {NULL, "cm-worker/cpu:0"};
+  const int64_t es[3] = {1, 1, 0};
+  int64_t e_shape[3];
+  int i;
+  size_t k;
+  block_run_t br;
+  decode_run_t dr;
+
+  cfg = bpair_config();
+  bu_check(genie_init(cfg, &ctx), "genie_init");
+  genie_config_destroy(cfg);
+
+  /* The transformer block. */
+  bu_check(tb_build_graph(&d, &block), "building the block");
+  for (k = 0; k < TB_NUM_INPUTS; ++k) bu_check(genie_seed_tensor(ctx, block, tb_input_names[k], &in[k]), "seed");
+  br.ctx = ctx, br.g = block, br.in = in;
+  run_block(&br); /* warm-up */
+  measure(ctx, block, tb_input_names, in, TB_NUM_INPUTS, run_block, &br, runs, "block");
+
+  /* The decode step. */
+  dims = bench_decode_dims(o.quick);
+  gd_model_init(&m, dims, 11);
+  logits = bu_malloc(sizeof(float) * (size_t)dims.vocab);
+  gd_session_open(&s, ctx, &m, NULL, 0);
+  dr.s = &s, dr.logits = logits;
+  run_decode(&dr);
+  memcpy(e_shape, es, sizeof es);
+  e_shape[2] = dims.d;
+  bu_check(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, e_shape, 3, NULL, &e), "embedding");
+  s.in[0] = e; /* bound for the plan only: each step binds its own */
+  {
+    /* Explained with the caches the next step binds. */
+    genie_tensor_t *bound[GD_MAX_INPUTS];
+    memcpy(bound, s.in, sizeof bound);
+    s.in[0] = NULL;
+    measure(ctx, s.g, m.name_ptrs, bound, m.n_inputs, run_decode, &dr, runs, "decode");
+  }
+  genie_tensor_destroy(e);
+
+  /* The multi-node decode loop. */
+  pair = bpair_start("cm-master", "cm-worker");
+  remote = pair.ctx;
+  gd_session_open(&split, remote, &m, devices, 0);
+  gd_step(&split, logits); /* warm-up */
+  for (i = 0; i < runs; ++i) {
+    gd_step(&split, logits);
+    add_ratio("stage multi-node decode (plan)",
+              info_number(remote, "last_plan_measured_ns") / info_number(remote, "last_plan_predicted_ns"));
+  }
+
+  printf("Cost model: measured / predicted time (embedded on this machine's CPU; multi-node: a master and\n"
+         "a worker on loopback); %d runs per workload; target: 90%% within +-25%% (Djinn brief)\n\n",
+         runs);
+  printf("%-34s %6s %10s %10s %10s %9s\n", "op class / stage", "count", "median", "min", "max", "in 25%");
+  for (i = 0; i < n_rows; ++i) print_row(&rows[i]);
+  {
+    size_t all = 0, within = 0, j;
+    for (i = 0; i < n_rows; ++i)
+      if (strncmp(rows[i].label, "op ", 3) == 0)
+        for (j = 0; j < rows[i].n; ++j) {
+          ++all;
+          within += rows[i].r[j] >= 0.75 && rows[i].r[j] <= 1.25;
+        }
+    printf("\nall nodes: %zu, within +-25%%: %.0f%% (target 90%%)\n", all,
+           all ? 100.0 * (double)within / (double)all : 0.0);
+  }
+
+  gd_session_close(&split);
+  bpair_stop(&pair);
+  gd_session_close(&s);
+  for (k = 0; k < TB_NUM_INPUTS; ++k) genie_tensor_destroy(in[k]);
+  genie_graph_destroy(block);
+  gd_model_free(&m);
+  free(logits);
+  for (i = 0; i < n_rows; ++i) free(rows[i].r);
+  genie_shutdown(ctx);
+  return 0;
+}
