@@ -31,7 +31,7 @@ typedef struct gd_dims {
 
 /* The GPT-2-tiny of the decode benchmarks: 2 layers, 2 heads, caches from
  * 8 tokens; hidden 128 and vocabulary 1000, or 32 and 50 when `quick`. */
-static gd_dims_t gd_tiny_dims(int quick) {
+static inline gd_dims_t gd_tiny_dims(int quick) {
   gd_dims_t dm;
   dm.d = quick ? 32 : 128;
   dm.heads = 2;
