@@ -195,6 +195,7 @@ int main(int argc, char **argv) {
   genie_graph_t *block = NULL;
   genie_tensor_t *in[TB_NUM_INPUTS], *e = NULL;
   bpair_t pair;
+  FILE *json;
   genie_config_t *cfg;
   gd_session_t s, split;
   float *logits;
@@ -263,6 +264,20 @@ int main(int argc, char **argv) {
         }
     printf("\nall nodes: %zu, within +-25%%: %.0f%% (target 90%%)\n", all,
            all ? 100.0 * (double)within / (double)all : 0.0);
+    json = bu_json_open(o.json_path);
+    if (json) {
+      fprintf(json, "{\"bench\":\"cost_model_accuracy\",\"runs\":%d,\"nodes\":%zu,\"within_25\":%.4f,\"rows\":[",
+              runs, all, all ? (double)within / (double)all : 0.0);
+      for (i = 0; i < n_rows; ++i) {
+        const bu_stats_t st = bu_stats(rows[i].r, rows[i].n);
+        fprintf(json, "%s{\"label\":", i ? "," : "");
+        bu_json_str(json, rows[i].label);
+        fprintf(json, ",\"count\":%zu,\"median\":%.4f,\"min\":%.4f,\"max\":%.4f}", rows[i].n, st.median,
+                st.min, st.max);
+      }
+      fprintf(json, "]}\n");
+      bu_json_close(json, o.json_path);
+    }
   }
 
   gd_session_close(&split);

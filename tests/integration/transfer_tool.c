@@ -34,21 +34,36 @@ static int roundtrip(genie_context_t *ctx, size_t n) {
   unsigned char *want = malloc(n), *got = malloc(n);
   int rc = 0;
   genie_status_t st;
-  if (!want || !got) return 3;
+  if (!want || !got) {
+    rc = 3;
+    goto done;
+  }
   fill(want, n, n);
   st = genie_tensor_alloc(ctx, GENIE_DTYPE_BOOL, shape, 1, "remote:0", &t);
-  if (st != GENIE_OK) return failed("genie_tensor_alloc", st);
+  if (st != GENIE_OK) {
+    rc = failed("genie_tensor_alloc", st);
+    goto done;
+  }
   st = genie_tensor_write(t, 0, want, n);
-  if (st != GENIE_OK) return failed("genie_tensor_write", st);
+  if (st != GENIE_OK) {
+    rc = failed("genie_tensor_write", st);
+    goto done;
+  }
   if (n >= 4) { /* a slice at an offset: ranges, not only whole tensors */
     const size_t off = n / 4, len = n / 2;
     fill(want + off, len, n + 1);
     st = genie_tensor_write(t, off, want + off, len);
-    if (st != GENIE_OK) return failed("genie_tensor_write (slice)", st);
+    if (st != GENIE_OK) {
+      rc = failed("genie_tensor_write (slice)", st);
+      goto done;
+    }
   }
   memset(got, 0, n);
   st = genie_tensor_read(t, 0, got, n);
-  if (st != GENIE_OK) return failed("genie_tensor_read", st);
+  if (st != GENIE_OK) {
+    rc = failed("genie_tensor_read", st);
+    goto done;
+  }
   if (memcmp(want, got, n) != 0) {
     size_t i = 0;
     while (want[i] == got[i]) ++i;
@@ -56,7 +71,9 @@ static int roundtrip(genie_context_t *ctx, size_t n) {
     rc = 1;
   } else {
     printf("roundtrip %zu ok\n", n);
+    fflush(stdout); /* read line by line while it runs (tests/scripts/ucx_test.sh) */
   }
+done:
   genie_tensor_destroy(t);
   free(want);
   free(got);

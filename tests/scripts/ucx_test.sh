@@ -96,7 +96,7 @@ kill -TERM "$SERVER_PID"; wait "$SERVER_PID" || true
 GENIE_SERVE_TRANSPORTS=tcp,ucx start_server dies
 set +e
 GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$PORT GENIE_TRANSPORT=ucx GENIE_TIMEOUT=5000 \
-  timeout 60 stdbuf -oL "$TOOL" $(for _ in $(seq 1 40); do echo $((32 << 20)); done) >"$TMP/dies.out" 2>"$TMP/dies.err" &
+  timeout 60 "$TOOL" $(for _ in $(seq 1 40); do echo $((32 << 20)); done) >"$TMP/dies.out" 2>"$TMP/dies.err" &
 tool=$!
 set -e
 wait_for "$TMP/dies.out" "roundtrip" 30 || fail "no transfer over ucx before the kill: $(cat "$TMP/dies.err")"
