@@ -1,4 +1,4 @@
-// libFuzzer harness: a real `genie serve` server (control/server.hpp) in
+// libFuzzer harness: a real `genie serve` server (server/server.hpp) in
 // this process, with an auth token and small quotas, fed one connection per
 // input. The connection is in memory (mem_channel.hpp): the input's bytes
 // are decoded as a TCP connection decodes them and handed to the server's
@@ -28,10 +28,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -39,13 +39,13 @@
 #include <utility>
 
 #include "control/auth.hpp"
-#include "control/server.hpp"
 #include "control/wire.hpp"
 #include "control/wire_codec.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "genie.pb.h"
 #include "mem_channel.hpp"
+#include "server/server.hpp"
 #include "server_script.hpp"
 
 namespace {
@@ -230,7 +230,7 @@ void run_script(const uint8_t* data, size_t size, uint64_t input) {
   const std::shared_ptr<genie::fuzz::MemChannel> ch = listener.channel;
   if (ch == nullptr) return;
   Reader in{data, size};
-  std::string node;  // the node id of the last Hello sent
+  std::string node;   // the node id of the last Hello sent
   std::string nonce;  // of the last Challenge the server sent
   uint64_t rid = 1;
   const auto note_replies = [&] {
@@ -254,7 +254,8 @@ void run_script(const uint8_t* data, size_t size, uint64_t input) {
         const std::string m(reinterpret_cast<const char*>(msg), len);
         if (type == MsgType::Hello) {
           genie::wire::Hello h;
-          google::protobuf::LogSilencer quiet;  // the harness's own parse: the server's must be quiet by itself
+          google::protobuf::LogSilencer
+              quiet;  // the harness's own parse: the server's must be quiet by itself
           if (h.ParseFromString(m)) node = h.node_id();
         }
         const std::string f =

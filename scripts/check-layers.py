@@ -5,6 +5,8 @@ The layer order is read from docs/architecture.md (the line that starts
 with "Layer order"), so the document and the check cannot disagree. Rules:
   - src/<layer>/ and dataplane/ include only their own layer and layers below
     it (genie.pb.h, generated from proto/genie.proto, belongs to control);
+    layers written side by side ("server | runtime") are of one rank and
+    include neither each other;
   - src/tools (the CLI), samples/ and bindings/ use only the public headers
     (genie.h, genie_seed.h) and their own files;
   - bench/ includes nothing from tests/ (internal benchmarks may include
@@ -22,11 +24,11 @@ with open(doc, encoding="utf-8") as f:
     for line in f:
         m = re.match(r"\s*Layer order[^:]*:\s*(.+)", line)
         if m:
-            order = [w.strip(" `.") for w in m.group(1).split("->")]
+            order = [[w.strip(" `.") for w in step.split("|")] for step in m.group(1).split("->")]
             break
 if not order:
     sys.exit(f"{doc}: no 'Layer order (lowest first): a -> b -> ...' line")
-rank = {name: i for i, name in enumerate(order)}
+rank = {name: i for i, step in enumerate(order) for name in step}
 PUBLIC = {"genie.h", "genie_seed.h"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]([^>"]+)[>"]')
 SOURCES = (".c", ".cc", ".cpp", ".h", ".hpp", ".cu", ".cuh")
@@ -72,6 +74,9 @@ for top in ("src", "dataplane", "bench", "samples", "bindings"):
                     if own is not None:
                         if target in rank and rank[target] > rank[own]:
                             problems.append(f"{where}: layer {own} must not include layer {target} above it")
+                        elif target in rank and rank[target] == rank[own] and target != own:
+                            problems.append(f"{where}: layers {own} and {target} stand side by side:"
+                                            " neither includes the other")
                         elif target is not None and target not in rank:
                             problems.append(f"{where}: layer {own} reaches outside the layers ({target})")
                     elif rel.startswith(("src/tools/", "samples/", "bindings/")):
@@ -86,4 +91,4 @@ for p in problems:
 if problems:
     print(f"{len(problems)} layer violation(s); the order is in docs/architecture.md")
     sys.exit(1)
-print(f"layers ok: {' -> '.join(order)}")
+print(f"layers ok: {' -> '.join(' | '.join(step) for step in order)}")

@@ -3,7 +3,7 @@
 
 #include "capi/handles.hpp"
 #include "core/trace.hpp"
-#include "runtime/node_server.hpp"
+#include "server/node_server.hpp"
 
 using namespace genie;
 

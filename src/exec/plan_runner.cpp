@@ -1,5 +1,6 @@
 #include "exec/plan_runner.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <new>
 
@@ -17,7 +18,40 @@ uint64_t now_ns() {
                                    .count());
 }
 
-struct Planned {
+// The sequencer of run_stages: whichever of a driver's run() returning
+// and its completion comes second moves on to the next stage.
+struct Sequence {
+  const std::vector<Stage>* stages = nullptr;
+  const std::vector<StageDriver*>* drivers = nullptr;
+  StageDone done;
+  size_t next = 0;
+  genie_status_t status = GENIE_OK;
+  std::string detail;
+};
+
+void advance(const std::shared_ptr<Sequence>& s) {
+  for (;;) {
+    if (s->status != GENIE_OK || s->next == s->stages->size()) {
+      StageDone d = std::move(s->done);
+      d(s->status, std::move(s->detail));
+      return;
+    }
+    const size_t k = s->next++;
+    const Stage& st = (*s->stages)[k];
+    auto turn = std::make_shared<std::atomic<bool>>(false);
+    (*s->drivers)[static_cast<size_t>(st.device)]->run(k, st,
+                                                       [s, turn](genie_status_t status, std::string detail) {
+                                                         if (status != GENIE_OK) {
+                                                           s->status = status;
+                                                           s->detail = std::move(detail);
+                                                         }
+                                                         if (turn->exchange(true)) advance(s);
+                                                       });
+    if (!turn->exchange(true)) return;  // its completion moves on
+  }
+}
+
+struct Planned final : StageDriver {
   Executor* exec = nullptr;
   PlannedRun r;
   std::vector<Stage> stages;
@@ -29,6 +63,9 @@ struct Planned {
   std::shared_ptr<std::vector<int>> stages_run;
   uint64_t start_ns = 0;
   std::vector<NodeTrace> trace;
+  std::vector<StageDriver*> drivers;  // this, for every device
+
+  void run(size_t k, const Stage& st, StageDone stage_done) override;
 
   // The value on device d, copied there from its home if need be.
   TensorPtr on(ValueId v, int d) {
@@ -59,8 +96,6 @@ struct Planned {
   }
 };
 
-void step(const std::shared_ptr<Planned>& p, size_t k);
-
 void finish(const std::shared_ptr<Planned>& p) {
   ExecResult res;
   const Graph& g = *p->r.graph;
@@ -82,24 +117,19 @@ void finish(const std::shared_ptr<Planned>& p) {
   d(std::move(res));
 }
 
-void step(const std::shared_ptr<Planned>& p, size_t k) {
+void Planned::run(size_t k, const Stage& st, StageDone stage_done) {
   try {
-    if (k == p->stages.size()) {
-      finish(p);
-      return;
-    }
-    const Stage& st = p->stages[k];
     std::vector<TensorPtr> ins;
     ins.reserve(st.inputs.size());
-    for (ValueId v : st.inputs) ins.push_back(p->on(v, st.device));
-    if (p->stages_run) p->stages_run->push_back(st.device);
-    const uint64_t stage_start = now_ns() - p->start_ns;
-    p->exec->run(
+    for (ValueId v : st.inputs) ins.push_back(on(v, st.device));
+    if (stages_run) stages_run->push_back(st.device);
+    const uint64_t stage_start = now_ns() - start_ns;
+    exec->run(
         st.graph, std::move(ins),
-        [p, k, stage_start](ExecResult&& r) {
-          const Stage& s = p->stages[k];
+        [this, k, stage_start, stage_done](ExecResult&& r) {
+          const Stage& s = stages[k];
           if (r.status != GENIE_OK) {
-            p->fail_with(r.status, std::move(r.detail));
+            stage_done(r.status, std::move(r.detail));
             return;
           }
           for (size_t i = 0; i < r.trace.size() && i < s.nodes.size(); ++i) {
@@ -107,21 +137,34 @@ void step(const std::shared_ptr<Planned>& p, size_t k) {
             t.node = s.nodes[i];
             t.start_ns += stage_start;
             t.end_ns += stage_start;
-            p->trace[static_cast<size_t>(s.nodes[i])] = t;
+            trace[static_cast<size_t>(s.nodes[i])] = t;
           }
-          for (size_t i = 0; i < s.outputs.size(); ++i)
-            p->put(s.outputs[i], s.device, std::move(r.outputs[i]));
-          step(p, k + 1);
+          try {
+            for (size_t i = 0; i < s.outputs.size(); ++i)
+              put(s.outputs[i], s.device, std::move(r.outputs[i]));
+          } catch (const std::bad_alloc&) {
+            stage_done(GENIE_ERR_OUT_OF_MEMORY, "out of memory keeping a stage's outputs");
+            return;
+          }
+          stage_done(GENIE_OK, {});
         },
-        p->r.devices[static_cast<size_t>(st.device)]);
+        r.devices[static_cast<size_t>(st.device)]);
   } catch (const Error& e) {
-    p->fail_with(e.code(), e.detail());
+    stage_done(e.code(), e.detail());
   } catch (const std::bad_alloc&) {
-    p->fail_with(GENIE_ERR_OUT_OF_MEMORY, "out of memory moving tensors between devices");
+    stage_done(GENIE_ERR_OUT_OF_MEMORY, "out of memory moving tensors between devices");
   }
 }
 
 }  // namespace
+
+void run_stages(const std::vector<Stage>& stages, const std::vector<StageDriver*>& drivers, StageDone done) {
+  auto s = std::make_shared<Sequence>();
+  s->stages = &stages;
+  s->drivers = &drivers;
+  s->done = std::move(done);
+  advance(s);
+}
 
 void run_planned(Executor& exec, PlannedRun r, Executor::Done done,
                  std::shared_ptr<std::vector<int>> stages_run) {
@@ -158,7 +201,14 @@ void run_planned(Executor& exec, PlannedRun r, Executor::Done done,
     p->fail_with(GENIE_ERR_OUT_OF_MEMORY, "out of memory preparing a planned run");
     return;
   }
-  step(p, 0);
+  p->drivers.assign(p->r.devices.size(), p.get());
+  // The run holds itself (`p`) until its last stage completes.
+  run_stages(p->stages, p->drivers, [p](genie_status_t status, std::string detail) {
+    if (status == GENIE_OK)
+      finish(p);
+    else
+      p->fail_with(status, std::move(detail));
+  });
 }
 
 }  // namespace genie

@@ -3,7 +3,7 @@
 // its nodes run in topological order and each value is freed after its last
 // consumer, as the executor frees them. A server checks it against its
 // memory budget and the session's quota before running anything
-// (control/quota.hpp), so a graph whose outputs would not fit fails at once
+// (server/quota.hpp), so a graph whose outputs would not fit fails at once
 // with OUT_OF_MEMORY instead of taking the memory first.
 #pragma once
 

@@ -15,11 +15,10 @@
 #include "control/semantic_tag.hpp"
 #include "core/error.hpp"
 #include "core/host.hpp"
-#include "core/node_id.hpp"
 #include "core/log.hpp"
+#include "core/node_id.hpp"
 #include "exec/backend_loader.hpp"
 #include "exec/cpu/backend.hpp"
-#include "exec/plan_runner.hpp"
 #include "exec/run_trace.hpp"
 #include "graph/binding.hpp"
 
@@ -68,8 +67,8 @@ Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {
   auto next_entry = [&](const Error& e) {
     if (entry + 1 >= entries.size() || (e.code() != GENIE_ERR_CONNECTION && e.code() != GENIE_ERR_TIMEOUT))
       return false;
-    log(LogLevel::Info, "context ", node_id_, ": server ", entries[entry].node_id, " at ", cfg_.master_addr, ":",
-        cfg_.master_port, " did not answer (", e.detail(), "); trying ", entries[entry + 1].node_id);
+    log(LogLevel::Info, "context ", node_id_, ": server ", entries[entry].node_id, " at ", cfg_.master_addr,
+        ":", cfg_.master_port, " did not answer (", e.detail(), "); trying ", entries[entry + 1].node_id);
     ++entry;
     cfg_.master_addr = entries[entry].host;
     cfg_.master_port = entries[entry].port;
@@ -86,15 +85,9 @@ Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {
   }
   if (embedded()) {
     exec_ = std::make_unique<Executor>(cfg_.num_threads);
-    devices_.push_back({Device{}, DeviceRef{&exec_->cpu_backend(), 0}});
-    for (const std::string& kind : probed_backend_kinds()) {
-      const LoadedBackend& b = device_backend(kind);
-      if (!b.backend) continue;
-      for (size_t i = 0; i < b.backend->devices().size(); ++i)
-        devices_.push_back({b.backend->devices()[i].id, DeviceRef{b.backend.get(), static_cast<int>(i)}});
-    }
+    local_ = std::make_unique<LocalDevices>(*exec_, node_id_);
     std::string list;
-    for (const LocalDevice& d : devices_) list += cat(list.empty() ? "" : ", ", d.id.str());
+    for (const LocalDevice& d : local_->list()) list += cat(list.empty() ? "" : ", ", d.id.str());
     log(LogLevel::Info, "context ", node_id_, ": embedded mode, role ", role_str(cfg_.role), ", ",
         cfg_.num_threads, " worker threads (0 = all cores), devices ", list);
   } else {
@@ -163,15 +156,17 @@ Context::Placement Context::resolve_device(const char* text) const {
            "' is not reachable in embedded mode (no master configured)");
     d.node.clear();
     std::string same_kind;
-    for (size_t i = 0; i < devices_.size(); ++i) {
-      if (devices_[i].id == d) return {false, static_cast<int>(i), {}, d.str()};
-      if (devices_[i].id.kind == d.kind) same_kind += cat(same_kind.empty() ? "" : ", ", devices_[i].id.str());
+    const std::vector<LocalDevice>& devices = local_->list();
+    for (size_t i = 0; i < devices.size(); ++i) {
+      if (devices[i].id == d) return {false, static_cast<int>(i), {}, d.str()};
+      if (devices[i].id.kind == d.kind) same_kind += cat(same_kind.empty() ? "" : ", ", devices[i].id.str());
     }
     if (!same_kind.empty())
-      fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': this process's ", d.kind, " devices are ", same_kind);
+      fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': this process's ", d.kind, " devices are ",
+           same_kind);
     const LoadedBackend& b = device_backend(d.kind);
-    fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(), "': ",
-         b.backend ? cat("the ", d.kind, " backend offers no devices") : b.why_unavailable);
+    fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(),
+         "': ", b.backend ? cat("the ", d.kind, " backend offers no devices") : b.why_unavailable);
   }
   const std::vector<std::string>& served = client_->server_devices();
   const std::string& server = client_->server_node_id();
@@ -185,8 +180,8 @@ Context::Placement Context::resolve_device(const char* text) const {
   }
   if (this_node)  // a device of this process other than its CPU
     fail(GENIE_ERR_UNSUPPORTED, "device '", d.str(),
-         "': a remote-mode context keeps only host memory in this process; devices of server ", server, " are ",
-         list);
+         "': a remote-mode context keeps only host memory in this process; devices of server ", server,
+         " are ", list);
   if (d.node != server) {
     // A device of another node: the master allocates it on its worker of
     // that name, or says why it cannot (not a worker, unknown device).
@@ -206,7 +201,7 @@ TensorRef Context::alloc(DType dtype, Shape shape, const char* device, std::stri
   if (!p.remote) {
     *canonical = p.canonical;
     if (p.local == 0) return TensorRef(std::make_shared<TensorData>(dtype, std::move(shape)));
-    const DeviceRef& d = devices_[static_cast<size_t>(p.local)].ref;
+    const DeviceRef& d = local_->list()[static_cast<size_t>(p.local)].ref;
     TensorPtr t = d.backend->make_tensor(d.index, dtype, shape);
     d.backend->fill_zero(t->buffer(), t->nbytes(), nullptr);
     return TensorRef(std::move(t));
@@ -259,7 +254,7 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
   const std::vector<size_t> order = bind_inputs(graph, names, descs, nullptr);
   if (client_ && !cfg_.semantics) return submit_blind(graph, tensors, descs, order);
   std::shared_ptr<const SubmitMemo::Prepared> prepared = memo ? memo->find(version, descs, order) : nullptr;
-  const bool planned = !client_ && devices_.size() > 1;
+  const bool planned = !client_ && local_->size() > 1;
   const bool prepare = !prepared || (client_ && prepared->json.empty());
   // For validation and planning only: a memo hit needs neither.
   std::unordered_map<ValueId, Shape> shapes;
@@ -309,7 +304,7 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
   ExecResult ran;
   bool here = false;
   if (planned) {
-    here = submit_planned(snapshot, std::move(plan_shapes), std::move(bound), done, &ran);
+    here = local_->submit(snapshot, std::move(plan_shapes), std::move(bound), done, &ran);
   } else if (Executor::is_tiny(*snapshot, bound)) {
     ran = exec_->run_inline(snapshot, std::move(bound));
     here = true;
@@ -323,72 +318,30 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
   return state;
 }
 
+const std::vector<Context::LocalDevice>& Context::local_devices() const {
+  static const std::vector<LocalDevice> none;
+  return local_ ? local_->list() : none;
+}
+
 int Context::device_of(const TensorData& t) const {
-  if (t.host_accessible()) return 0;
-  for (size_t i = 1; i < devices_.size(); ++i)
-    if (devices_[i].id == t.device()) return static_cast<int>(i);
-  fail(GENIE_ERR_INVALID_ARGUMENT, "a tensor on ", t.device().str(), ", which is not a device of this context");
+  check(local_ != nullptr, GENIE_ERR_INTERNAL, "device_of in remote mode");
+  return local_->index_of(t);
 }
 
 const sched::Topology& Context::local_topology() {
+  if (local_) return local_->topology();
+  // Remote mode: plans over this process alone are still explained
+  // against its CPU.
   std::lock_guard<std::mutex> lk(topo_mu_);
   if (topology_) return *topology_;
   auto t = std::make_unique<sched::Topology>();
   sched::CalibrateOptions opts;
   opts.node_id = node_id_;
-  if (devices_.empty()) {
-    // Remote mode: plans over this process alone are still explained
-    // against its CPU.
-    t->devices.push_back(cpu::CpuBackend().calibrate(0, opts));
-  } else {
-    for (const LocalDevice& d : devices_) {
-      sched::DeviceProfile p = d.ref.backend->calibrate(d.ref.index, opts);
-      p.node_id = node_id_;
-      p.device = d.id.str();
-      t->devices.push_back(std::move(p));
-    }
-  }
+  t->devices.push_back(cpu::CpuBackend().calibrate(0, opts));
   t->version = 1;
   t->check();
   topology_ = std::move(t);
   return *topology_;
-}
-
-bool Context::submit_planned(const std::shared_ptr<const Graph>& snapshot,
-                             std::unordered_map<ValueId, Shape> shapes, std::vector<TensorPtr> bound,
-                             Executor::Done& done, ExecResult* ran) {
-  PlannedRun r;
-  r.graph = snapshot;
-  r.input_device.reserve(bound.size());
-  sched::Residency res;
-  for (size_t i = 0; i < bound.size(); ++i) {
-    const int d = device_of(*bound[i]);
-    r.input_device.push_back(d);
-    res.value_device[snapshot->value(snapshot->inputs()[i]).name] = d;
-  }
-  const sched::Topology& topo = local_topology();
-  r.plan = plans_.get_or_plan(*snapshot, topo, res, &shapes);
-  bool one_device = true;
-  for (int d : r.plan->node_device) one_device &= d == r.plan->node_device.front();
-  const int only = r.plan->node_device.empty() ? 0 : r.plan->node_device.front();
-  bool inputs_there = true;
-  for (int d : r.input_device) inputs_there &= d == only;
-  if (one_device && inputs_there) {
-    // Everything on one device: no stages, no copies. On the host CPU
-    // (device 0), a tiny graph runs here, as without other devices.
-    const DeviceRef& where = devices_[static_cast<size_t>(only)].ref;
-    if (only == 0 && Executor::is_tiny(*snapshot, bound)) {
-      *ran = exec_->run_inline(snapshot, std::move(bound), where);
-      return true;
-    }
-    exec_->run(snapshot, std::move(bound), std::move(done), where, Executor::Issue::Here);
-    return false;
-  }
-  for (const LocalDevice& d : devices_) r.devices.push_back(d.ref);
-  r.shapes = std::move(shapes);
-  r.inputs = std::move(bound);
-  run_planned(*exec_, std::move(r), std::move(done));
-  return false;
 }
 
 std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& prepared,

@@ -21,6 +21,7 @@
 #include "core/tensor_data.hpp"
 #include "exec/backend.hpp"
 #include "exec/executor.hpp"
+#include "exec/local_devices.hpp"
 #include "genie.h"
 #include "graph/binding.hpp"
 #include "graph/graph.hpp"
@@ -98,13 +99,12 @@ class Context : public std::enable_shared_from_this<Context> {
   // This process's devices (embedded mode): cpu:0 first, then every device
   // of every device backend that loaded (exec/backend_loader.hpp), in the
   // order of probed_backend_kinds(). Fixed for the context's life.
-  struct LocalDevice {
-    Device id;      // "cpu:0", "cuda:1" (no node)
-    DeviceRef ref;  // its backend and index there
-  };
-  const std::vector<LocalDevice>& local_devices() const { return devices_; }
+  // (exec/local_devices.hpp); none in remote mode.
+  using LocalDevice = LocalDevices::Entry;
+  const std::vector<LocalDevice>& local_devices() const;
   // The scheduler's view of them, each calibrated by its backend on first
-  // use (then cached); device i of the topology is local_devices()[i].
+  // use (then cached); device i of the topology is local_devices()[i]. In
+  // remote mode, this process's CPU (plans over it are still explained).
   const sched::Topology& local_topology();
   // The index in local_devices() (and the topology) of the device holding
   // `t`: 0 for host memory. Throws INVALID_ARGUMENT for another device.
@@ -124,7 +124,7 @@ class Context : public std::enable_shared_from_this<Context> {
   // Where a device string puts a tensor.
   struct Placement {
     bool remote = false;
-    int local = 0;              // index into devices_ (embedded placement)
+    int local = 0;              // index into local_devices() (embedded placement)
     std::string server_device;  // the server's own name for it ("cpu:0")
     std::string canonical;      // what genie_tensor_device reports
   };
@@ -138,26 +138,20 @@ class Context : public std::enable_shared_from_this<Context> {
   // one operation per remote call on this thread; the returned future is
   // complete.
   std::shared_ptr<FutureState> submit_blind(const Graph& graph, const std::vector<TensorRef>& tensors,
-                                            const std::vector<TensorDesc>& descs, const std::vector<size_t>& order);
-  FutureResult run_blind(const Graph& graph, const std::vector<TensorRef>& tensors, const std::vector<size_t>& order,
-                         const std::unordered_map<ValueId, Shape>& shapes);
-  // Runs `snapshot` over several local devices by the scheduler's plan.
-  // A tiny graph (Executor::is_tiny) the plan puts on the host CPU runs on
-  // this thread: then its result is in *ran, `done` is left to the caller
-  // and this returns true.
-  bool submit_planned(const std::shared_ptr<const Graph>& snapshot, std::unordered_map<ValueId, Shape> shapes,
-                      std::vector<TensorPtr> bound, Executor::Done& done, ExecResult* ran);
+                                            const std::vector<TensorDesc>& descs,
+                                            const std::vector<size_t>& order);
+  FutureResult run_blind(const Graph& graph, const std::vector<TensorRef>& tensors,
+                         const std::vector<size_t>& order, const std::unordered_map<ValueId, Shape>& shapes);
 
   Config cfg_;
   std::string node_id_;
   std::atomic<bool> live_{true};
-  mutable std::shared_mutex run_mu_;      // shared: embedded submit; exclusive: shutdown
-  std::unique_ptr<Executor> exec_;        // embedded mode
-  std::vector<LocalDevice> devices_;      // embedded mode: cpu:0, then the backends' devices
+  mutable std::shared_mutex run_mu_;     // shared: embedded submit; exclusive: shutdown
+  std::unique_ptr<Executor> exec_;       // embedded mode
+  std::unique_ptr<LocalDevices> local_;  // embedded mode: cpu:0, then the backends' devices
   std::mutex topo_mu_;
-  std::unique_ptr<sched::Topology> topology_;  // built on first use
-  sched::PlanCache plans_;
-  std::shared_ptr<RemoteClient> client_;  // remote mode
+  std::unique_ptr<sched::Topology> topology_;  // remote mode: this CPU, built on first use
+  std::shared_ptr<RemoteClient> client_;       // remote mode
   // Stopped by shutdown() before the client closes; destroyed after it
   // (its loop-thread callbacks may run until the client's loop stops).
   std::unique_ptr<ClusterAgent> cluster_;

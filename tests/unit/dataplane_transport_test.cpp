@@ -11,10 +11,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <future>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -172,9 +172,10 @@ class Transports : public ::testing::TestWithParam<std::string> {
   }
 
   // Channel::put (or get) from the client's end; its status and detail.
-  std::pair<genie_status_t, std::string> remote_access(Pair& p, bool put, const std::shared_ptr<MemoryRegion>& local,
-                                                       uint64_t loff, const MemoryDescriptor& d, uint64_t roff,
-                                                       uint64_t len) {
+  std::pair<genie_status_t, std::string> remote_access(Pair& p, bool put,
+                                                       const std::shared_ptr<MemoryRegion>& local,
+                                                       uint64_t loff, const MemoryDescriptor& d,
+                                                       uint64_t roff, uint64_t len) {
     std::promise<std::pair<genie_status_t, std::string>> done;
     client_loop_.run([&] {
       auto cb = [&done](genie_status_t st, const std::string& why) { done.set_value({st, why}); };
@@ -329,7 +330,8 @@ TEST_P(Transports, OversizeMessagesAreRefusedBySenderAndReceiver) {
 // bytes are given back.
 TEST_P(Transports, MessagesStillArrivingAreChargedToTheBudget) {
   if (GetParam() == "loopback")
-    GTEST_SKIP() << "loopback hands over messages its peer in this process already allocated: nothing to bound";
+    GTEST_SKIP()
+        << "loopback hands over messages its peer in this process already allocated: nothing to bound";
   ChannelOptions tight;
   tight.budget = std::make_shared<MessageBudget>(256 << 10);
   Pair p = open(tight, {});
@@ -339,7 +341,8 @@ TEST_P(Transports, MessagesStillArrivingAreChargedToTheBudget) {
   send(p, 2, std::string(1 << 20, 'b'));  // more than the budget holds
   ASSERT_TRUE(p.server->wait([&] { return p.server->closes == 1; }));
   EXPECT_EQ(p.server->close_status, GENIE_ERR_TOO_LARGE);
-  EXPECT_NE(p.server->close_detail.find("messages still arriving"), std::string::npos) << p.server->close_detail;
+  EXPECT_NE(p.server->close_detail.find("messages still arriving"), std::string::npos)
+      << p.server->close_detail;
   EXPECT_EQ(p.server->frames.size(), 1u);
   ASSERT_TRUE(p.client->wait([&] { return p.client->closes == 1; }));
   EXPECT_EQ(tight.budget->used(), 0u);  // nothing stays charged after the close
@@ -503,7 +506,7 @@ TEST_P(Transports, RemoteMemoryAccessWhereCapabilitiesSaySo) {
   // Unregistered: its descriptor names nothing any more. Only a transport
   // that sees both ends can tell; a one-sided RMA transport (ucx) cannot,
   // which is why the control plane checks every range against the regions
-  // it handed out before it lets a peer's bytes land (control/server/rma).
+  // it handed out before it lets a peer's bytes land (server/rma).
   if (GetParam() == "ucx") {
     MemoryDescriptor keyless = rd;  // a key is what lets the peer reach the region
     keyless.key.clear();
@@ -536,7 +539,8 @@ struct SharedMemoryKey {
     ucp_config_release(cfg);
     if (st != UCS_OK) return;
     ucp_mem_map_params_t mp{};
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+    mp.field_mask =
+        UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
     mp.length = 4096;
     mp.flags = UCP_MEM_MAP_ALLOCATE;
     if (ucp_mem_map(ctx, &mp, &memh) != UCS_OK) return;

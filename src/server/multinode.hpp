@@ -1,0 +1,189 @@
+// The master's side of multi-node execution (docs/multinode.md).
+//
+// Workers are `genie serve` processes that joined this one (WorkerRegister).
+// The master holds one client session on each (RemoteClient), through which
+// it allocates, writes and reads tensors there and runs sub-graphs. For
+// every graph submitted while workers are live, it builds the topology (its
+// own CPU and each worker's devices, with the measured link to each), the
+// residency (where each bound tensor lives), plans the graph with
+// sched::plan_graph (through a PlanCache), splits the plan into per-device
+// stages at the cut edges, and runs them in order: its own stages on its
+// executor, the others on their worker; the tensors of the cut edges move
+// between the master and the worker directly, never through the client.
+// Outputs stay where they were produced.
+//
+// Threads: the registry and counters are thread-safe. run() and explain()
+// block (remote calls, local execution): the server calls them on its task
+// thread, never on its loop thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "control/client.hpp"
+#include "control/remote_tensor.hpp"
+#include "core/tensor_data.hpp"
+#include "exec/executor.hpp"
+#include "graph/graph.hpp"
+#include "sched/plan.hpp"
+
+namespace genie {
+
+class ClusterMaster;
+
+// A tensor bound to (or produced by) a multi-node graph: on this server or on
+// a worker. Exactly one is set (explain() also takes neither: an input not
+// resident anywhere yet).
+struct Held {
+  TensorPtr local;
+  RemoteTensorPtr remote;
+
+  DType dtype() const { return local ? local->dtype() : remote->dtype; }
+  const Shape& shape() const { return local ? local->shape() : remote->shape; }
+};
+
+struct MultiResult {
+  genie_status_t status = GENIE_OK;
+  std::string detail;
+  std::vector<Held> outputs;  // per graph output, mark order
+  uint64_t exec_ns = 0;
+};
+
+class MultiNode {
+ public:
+  struct Stats {
+    uint32_t workers = 0;
+    uint64_t multinode_graphs = 0;
+    uint64_t transfer_bytes = 0;
+    std::map<std::string, uint64_t> transfer_bytes_by_role;
+    // Of transfer_bytes, those moved between two workers directly (never
+    // through this server).
+    uint64_t direct_transfer_bytes = 0;
+    uint64_t plan_hits = 0, plan_misses = 0;
+    // The last graph run: predicted completion of its plan, and measured
+    // time of its stages (transfers included, planning excluded).
+    uint64_t last_predicted_ns = 0, last_measured_ns = 0;
+  };
+  struct Worker {
+    std::string node_id;
+    std::string host;
+    int port = 0;
+    std::vector<sched::DeviceProfile> devices;
+    std::shared_ptr<RemoteClient> client;  // the master's session on the worker
+    double rtt_s = 0;
+    std::string rtt_source;  // "probe" (the cluster layer's) or "server_info"
+    double bandwidth_bytes_per_s = 0;
+    // Handling beyond the RTT of one tensor request, of one stage's
+    // GraphSubmit (a one-node graph) and per further node (a 16-node chain,
+    // less the worker's op_overhead_s), measured at join: the scheduler prices
+    // remote stages and transfers with them (sched::LinkProfile).
+    double request_s = 0, dispatch_s = 0, dispatch_per_node_s = 0;
+    const void* registered_by = nullptr;  // the worker's own session on the master
+  };
+
+  // `cfg` is what the master's clients of its workers use (auth token,
+  // timeout); `node_id` the master's own. `cluster` (may be null) says
+  // which workers are alive and measures their RTT; `self_instance` is the
+  // server's own instance (Welcome.server_instance), so that a worker whose
+  // Welcome carries it (this server, reached through its own address or a
+  // relay) is refused; `stage_timeout_ms` is how long a stage sent to a
+  // worker may take (ServerOptions::stage_timeout_ms).
+  MultiNode(std::string node_id, Config cfg, Executor& exec, ClusterMaster* cluster = nullptr,
+            std::string self_instance = {}, int64_t stage_timeout_ms = 600000);
+
+  // Blocking: connects to the worker at host:port, measures the link (RTT
+  // from the cluster role's Probe round trips when it measures one,
+  // else the best of a few ServerInfo round trips; bandwidth from one
+  // 1 MiB write; request and stage-dispatch handling from the best of a few
+  // TensorAlloc and one-node GraphSubmit round trips), and adds it, replacing a worker of the same node id.
+  // Throws the connection's errors.
+  void join(const std::string& node_id, const std::string& host, int port,
+            std::vector<sched::DeviceProfile> devices, const void* registered_by);
+  // The worker registered by this session, if any, leaves; returns its
+  // client (closed by whoever drops the last reference: it may block).
+  std::shared_ptr<RemoteClient> leave(const void* registered_by);
+  // The session on a worker work may be placed on: registered and not
+  // marked lost by the cluster layer. Otherwise throws CONNECTION when the
+  // node is (or was) a worker, lost or gone, UNSUPPORTED when it never
+  // was one (naming the workers there are).
+  std::shared_ptr<RemoteClient> client_of(const std::string& node_id) const;
+  // Workers registered and not marked lost.
+  bool has_workers() const;
+  std::vector<std::string> worker_names() const;
+  // Closes every worker session (blocking).
+  void close_all();
+  void cancel();
+
+  // Plans and runs a graph validated with `shapes`; inputs per graph input
+  // in declaration order. Never throws: failures come back in the result.
+  MultiResult run(const std::shared_ptr<const Graph>& g, const std::vector<Held>& inputs,
+                  const std::unordered_map<ValueId, Shape>& shapes);
+  // The plan run() would follow, as sched::Plan::explain_json. Throws.
+  std::string explain(const Graph& g, const std::vector<Held>& inputs,
+                      const std::unordered_map<ValueId, Shape>& shapes);
+
+  Stats stats() const;
+
+ private:
+  struct Planned {
+    sched::Topology topo;
+    std::vector<std::string> device_node;  // per device: "" (this server) or a worker's node id
+    std::shared_ptr<const sched::Plan> plan;
+  };
+  Planned plan(const Graph& g, const std::vector<Held>& inputs,
+               const std::unordered_map<ValueId, Shape>& shapes);
+  const sched::DeviceProfile& local_profile();
+  // Counts bytes moved between servers for a value of `role` (direct: from
+  // one worker to another without passing here).
+  void count(const std::string& role, uint64_t bytes, bool direct = false);
+  // Moves src's bytes into dst (tensors on two workers) directly from
+  // worker to worker (TensorExport/TensorImport). False when the
+  // destination cannot reach the source (the pair is then remembered and
+  // not tried again until one of them joins again): relay instead. Throws
+  // other errors. `tag`: the value's, which the destination fetches with.
+  bool move_direct(const RemoteTensor& src, const RemoteTensor& dst, const dataplane::SemanticTag& tag);
+  bool alive(const std::string& node) const;
+  // Submits one stage to worker `node` and waits for its completion until
+  // the stage deadline (Config::stage_timeout_ms: TIMEOUT naming the worker)
+  // or cancel() (SHUTDOWN).
+  RemoteResult run_stage(RemoteClient& c, const std::string& node, const std::string& graph,
+                         const std::string& json,
+                         const std::vector<std::pair<std::string, uint64_t>>& bindings);
+  // Worker `node` answered something its plan rules out (a result of
+  // another dtype or shape): it gets no more work until it registers again,
+  // and its session is closed (by whoever drops the returned client).
+  std::shared_ptr<RemoteClient> drop_unhealthy(const std::string& node, const std::string& why);
+
+  const std::string node_id_;
+  const Config cfg_;
+  Executor& exec_;
+  ClusterMaster* const cluster_;
+  const std::string self_instance_;
+  const int64_t stage_timeout_ms_;
+  sched::PlanCache plans_;
+
+  std::atomic<bool> cancelled_{false};
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const Worker>> workers_;  // by node id
+  uint64_t version_ = 1;
+  std::vector<std::string> lost_;            // registered workers the last plan left out (marked lost)
+  std::map<std::string, std::string> left_;  // workers that left: why
+  bool have_local_ = false;
+  sched::DeviceProfile local_;
+  uint64_t multinode_graphs_ = 0;
+  uint64_t transfer_bytes_ = 0;
+  uint64_t direct_bytes_ = 0;
+  std::set<std::pair<std::string, std::string>> direct_refused_;  // (source, destination) node ids
+  uint64_t last_predicted_ns_ = 0, last_measured_ns_ = 0;
+  std::map<std::string, uint64_t> by_role_;
+};
+
+}  // namespace genie

@@ -1,0 +1,280 @@
+// A master against workers it should not trust (docs/security.md, "What a
+// token holder can do to other tenants"): a registration that points the
+// master at itself (directly, or through a TCP relay), a worker that never
+// finishes its stage, and a worker that lies about its results. The master
+// and worker are real servers in this process on 127.0.0.1; the worker is
+// reached through FrameProxy, which can hold back its GraphDones or rewrite
+// them (a worker's word, as the master reads it).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "control/client.hpp"
+#include "core/log.hpp"
+#include "graph/graph.hpp"
+#include "server/multinode.hpp"
+#include "server/node_server.hpp"
+#include "server/server.hpp"
+#include "server_client_testing.hpp"
+#include "server_testing.hpp"
+
+namespace genie {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+std::unique_ptr<Server> start_master(int64_t stage_timeout_ms = 60000, uint64_t memory_budget = 0) {
+  ServerOptions o;
+  o.memory_budget = memory_budget;
+  o.port = 0;
+  o.num_threads = 2;
+  o.node_id = "hw-master";
+  o.session_grace_ms = 0;
+  o.client_timeout_ms = 10000;
+  o.stage_timeout_ms = stage_timeout_ms;
+  o.multinode = true;
+  return std::make_unique<Server>(o);
+}
+
+std::unique_ptr<Server> start_worker() {
+  ServerOptions o;
+  o.port = 0;
+  o.num_threads = 1;
+  o.node_id = "hw-worker";
+  o.session_grace_ms = 0;
+  return std::make_unique<Server>(o);
+}
+
+std::shared_ptr<RemoteClient> connect(int port, const std::string& node,
+                                      genie_node_role_t role = GENIE_NODE_ROLE_CLIENT) {
+  Config c = client_config(port, 10000);
+  c.role = role;
+  return RemoteClient::connect(c, node);
+}
+
+std::vector<sched::DeviceProfile> one_cpu() {
+  sched::DeviceProfile d;
+  d.device = "cpu:0";
+  d.peak_flops = 1e10;
+  d.mem_bw_bytes_per_s = 1e10;
+  d.mem_capacity_bytes = 1ull << 30;
+  d.mem_budget_bytes = 1ull << 30;
+  return {d};
+}
+
+// y = relu(x), x f32[n].
+std::string relu_graph(int64_t n) {
+  Graph g("hw-relu");
+  g.add_input("x", DType::F32, {n});
+  g.add_node("relu", "r", {"x"}, {"y"});
+  g.mark_output("y");
+  return graph_to_json(g);
+}
+
+std::future<RemoteResult> submit(RemoteClient& c, const std::string& json, uint64_t x) {
+  auto done = std::make_shared<std::promise<RemoteResult>>();
+  std::future<RemoteResult> f = done->get_future();
+  auto s = c.submit(json, {{"x", x}}, [done](RemoteResult&& r) { done->set_value(std::move(r)); });
+  if (s) c.watch(*s);
+  return f;
+}
+
+// A tensor of n floats on the worker, written through the master.
+uint64_t on_worker(RemoteClient& c, int64_t n) {
+  const uint64_t id = c.tensor_alloc(DType::F32, {n}, "hw-worker/cpu:0");
+  std::vector<float> v(static_cast<size_t>(n), -1.0f);
+  c.tensor_write(id, 0, v.data(), v.size() * sizeof(float));
+  return id;
+}
+
+// Large enough that the plan runs the stage where x lives rather than move
+// x to the master.
+constexpr int64_t kN = int64_t{1} << 22;
+
+// A master whose worker "hw-worker" is reached through a FrameProxy, and
+// the worker's session on the master that registered it (registered now
+// when `join`).
+struct ProxiedWorker {
+  explicit ProxiedWorker(int64_t stage_timeout_ms, bool join = true, uint64_t master_budget = 0)
+      : worker(start_worker()),
+        proxy(worker->port()),
+        master(start_master(stage_timeout_ms, master_budget)),
+        registrar(connect(master->port(), "hw-worker", GENIE_NODE_ROLE_WORKER)) {
+    if (join) enrol();
+  }
+  void enrol() { registrar->register_worker("127.0.0.1", proxy.port(), one_cpu()); }
+  std::unique_ptr<Server> worker;
+  FrameProxy proxy;
+  std::unique_ptr<Server> master;
+  std::shared_ptr<RemoteClient> registrar;
+};
+
+class HostileWorkers : public ::testing::Test {
+ protected:
+  // What the master logs about its workers is expected here; GENIE_TEST_LOG=1
+  // shows it.
+  void SetUp() override { set_log_level(std::getenv("GENIE_TEST_LOG") ? LogLevel::Debug : LogLevel::Error); }
+};
+
+TEST_F(HostileWorkers, AMasterRefusesToRegisterItselfDirectlyOrThroughARelay) {
+  auto master = start_master();
+  auto imposter = connect(master->port(), "imposter", GENIE_NODE_ROLE_WORKER);
+  std::string detail = expect_error(
+      GENIE_ERR_INVALID_ARGUMENT, [&] { imposter->register_worker("127.0.0.1", master->port(), one_cpu()); });
+  EXPECT_NE(detail.find("itself"), std::string::npos) << detail;
+
+  // A plain TCP relay on the registrant's own address: the address is the
+  // sender's, but the server behind it is the master.
+  FrameProxy relay(master->port());
+  detail = expect_error(GENIE_ERR_INVALID_ARGUMENT,
+                        [&] { imposter->register_worker("127.0.0.1", relay.port(), one_cpu()); });
+  EXPECT_NE(detail.find("itself"), std::string::npos) << detail;
+  EXPECT_GE(relay.accepted(), 1) << "the master never dialed the relay";
+  EXPECT_EQ(master->stats().workers(), 0u);
+
+  // Tenants' graphs still run (on the master itself).
+  auto tenant = connect(master->port(), "tenant");
+  const uint64_t x = tenant->tensor_alloc(DType::F32, {4}, "cpu:0");
+  auto f = submit(*tenant, relu_graph(4), x);
+  ASSERT_EQ(f.wait_for(seconds(30)), std::future_status::ready) << "a tenant's graph hangs";
+  const RemoteResult r = f.get();
+  EXPECT_EQ(r.status, GENIE_OK) << r.detail;
+}
+
+// A worker that never finishes its stage holds its own graph only: another
+// tenant's graph completes meanwhile, and stopping the master does not wait
+// for the worker.
+TEST_F(HostileWorkers, AStalledWorkerHoldsOnlyItsGraphAndStopDoesNotWaitForIt) {
+  ProxiedWorker pw(/*stage_timeout_ms=*/120000);
+  auto& [worker, proxy, master, registrar] = pw;
+  ASSERT_EQ(master->stats().workers(), 1u);
+
+  auto a = connect(master->port(), "tenant-a");
+  auto b = connect(master->port(), "tenant-b");
+  const uint64_t xa = on_worker(*a, kN);
+  proxy.hold(wire::MsgType::GraphDone);  // the worker never answers now
+  auto fa = submit(*a, relu_graph(kN), xa);
+  ASSERT_TRUE(eventually([&] { return proxy.held() > 0; }, 30000)) << "the stage never reached the worker";
+
+  const uint64_t xb = b->tensor_alloc(DType::F32, {4}, "cpu:0");
+  auto fb = submit(*b, relu_graph(4), xb);
+  ASSERT_EQ(fb.wait_for(seconds(30)), std::future_status::ready)
+      << "another tenant's graph waits behind the stalled one";
+  const RemoteResult rb = fb.get();
+  EXPECT_EQ(rb.status, GENIE_OK) << rb.detail;
+  EXPECT_NE(fa.wait_for(milliseconds(0)), std::future_status::ready) << "the stalled graph did not wait";
+
+  // Stopping ends the wait at once rather than at the stage deadline.
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread stopper([&] {
+    master->stop();
+    master->wait();
+  });
+  ASSERT_EQ(fa.wait_for(seconds(30)), std::future_status::ready) << "stop did not end the stalled graph";
+  EXPECT_NE(fa.get().status, GENIE_OK);
+  stopper.join();
+  std::printf("master stopped %lld ms after stop() with a stalled worker stage (deadline 120000 ms)\n",
+              static_cast<long long>(ms_since(t0)));
+  proxy.release();
+}
+
+// The deadline as an operator sets it (genie serve --stage-timeout-ms,
+// GENIE_STAGE_TIMEOUT, genie_config_set_stage_timeout_ms): a master made
+// from its configuration, as `genie serve` makes one, fails a graph whose
+// stage a worker holds, with TIMEOUT naming the worker.
+TEST_F(HostileWorkers, AStageFailsAtItsDeadlineNamingTheWorker) {
+  auto worker = start_worker();
+  FrameProxy proxy(worker->port());
+  Config cfg;
+  cfg.node_id = "hw-master";
+  cfg.num_threads = 2;
+  cfg.session_grace_ms = 0;
+  cfg.timeout_ms = 10000;
+  ::setenv("GENIE_STAGE_TIMEOUT", "1000", 1);
+  NodeServer master(cfg, "127.0.0.1", 0);
+  ::unsetenv("GENIE_STAGE_TIMEOUT");
+  auto registrar = connect(master.port(), "hw-worker", GENIE_NODE_ROLE_WORKER);
+  registrar->register_worker("127.0.0.1", proxy.port(), one_cpu());
+  auto a = connect(master.port(), "tenant-a");
+  const uint64_t xa = on_worker(*a, kN);
+  proxy.hold(wire::MsgType::GraphDone);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto fa = submit(*a, relu_graph(kN), xa);
+  ASSERT_EQ(fa.wait_for(seconds(60)), std::future_status::ready) << "no deadline on the stage";
+  const RemoteResult r = fa.get();
+  EXPECT_EQ(r.status, GENIE_ERR_TIMEOUT) << r.detail;
+  EXPECT_NE(r.detail.find("hw-worker"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("1000 ms"), std::string::npos) << "not the configured deadline: " << r.detail;
+  std::printf("a stalled stage failed after %lld ms (deadline 1000 ms)\n",
+              static_cast<long long>(ms_since(t0)));
+  proxy.release();
+}
+
+// A worker's GraphDone that says something its plan rules out fails the
+// graph naming the worker, and the worker gets no more work.
+TEST_F(HostileWorkers, ALyingWorkerFailsTheGraphAndIsDropped) {
+  struct Lie {
+    const char* what;
+    std::function<void(wire::GraphDone&)> edit;
+  };
+  const std::vector<Lie> lies = {
+      {"a small shape",
+       [](wire::GraphDone& d) {
+         d.mutable_outputs(0)->clear_shape();
+         d.mutable_outputs(0)->add_shape(1);
+       }},
+      {"a huge shape",
+       [](wire::GraphDone& d) {
+         d.mutable_outputs(0)->clear_shape();
+         d.mutable_outputs(0)->add_shape(int64_t{1} << 33);
+       }},
+      {"another dtype",
+       [](wire::GraphDone& d) { d.mutable_outputs(0)->set_dtype(static_cast<int32_t>(DType::I32)); }},
+  };
+  ProxiedWorker pw(/*stage_timeout_ms=*/60000, /*join=*/false);
+  auto& [worker, proxy, master, registrar] = pw;
+  auto a = connect(master->port(), "tenant-a");
+  for (const Lie& lie : lies) {
+    SCOPED_TRACE(lie.what);
+    proxy.edit_graph_done(nullptr);
+    pw.enrol();  // again after each lie: a lying worker is dropped
+    ASSERT_EQ(master->stats().workers(), 1u);
+    const uint64_t x = on_worker(*a, kN);
+    const int edited = proxy.edited();
+    proxy.edit_graph_done(lie.edit);
+    auto f = submit(*a, relu_graph(kN), x);
+    ASSERT_EQ(f.wait_for(seconds(60)), std::future_status::ready);
+    const RemoteResult r = f.get();
+    ASSERT_GT(proxy.edited(), edited) << "the stage did not run on the worker";
+    EXPECT_EQ(r.status, GENIE_ERR_PROTOCOL) << r.detail;
+    EXPECT_NE(r.detail.find("hw-worker"), std::string::npos) << r.detail;
+    EXPECT_EQ(master->stats().workers(), 0u) << "the lying worker still gets work";
+    a->tensor_free(x);
+  }
+}
+
+// Bytes the master stages for a client's reads of a worker tensor are
+// charged to its budget first: a read larger than the master's budget is
+// refused, a smaller one goes.
+TEST_F(HostileWorkers, ReadsThroughTheMasterAreChargedToItsBudget) {
+  ProxiedWorker pw(/*stage_timeout_ms=*/60000, /*join=*/true, /*master_budget=*/16u << 20);
+  auto& [worker, proxy, master, registrar] = pw;
+  auto a = connect(master->port(), "tenant-a");
+  const int64_t n = int64_t{8} << 20;  // 32 MiB of f32, on the worker
+  const uint64_t x = a->tensor_alloc(DType::F32, {n}, "hw-worker/cpu:0");
+  std::vector<float> v(static_cast<size_t>(n));
+  const std::string detail = expect_error(GENIE_ERR_OUT_OF_MEMORY,
+                                          [&] { a->tensor_read(x, 0, v.data(), v.size() * sizeof(float)); });
+  EXPECT_NE(detail.find("staging"), std::string::npos) << detail;
+  a->tensor_read(x, 0, v.data(), 4u << 20);  // 4 MiB: within the budget
+}
+
+}  // namespace
+}  // namespace genie
