@@ -3,11 +3,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "control/tls.hpp"
 #include "capi/handles.hpp"
 #include "cluster/discovery.hpp"
 #include "cluster/entry.hpp"
 #include "cluster/gpu_monitor.hpp"
+#include "control/tls.hpp"
 #include "core/log.hpp"
 
 using namespace genie;

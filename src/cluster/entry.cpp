@@ -24,8 +24,8 @@ uint64_t fnv1a(const std::string& s) {
 std::shared_ptr<MembershipStore> open_cluster_store(const Config& cfg) {
   check(!cfg.etcd_endpoints.empty(), GENIE_ERR_INVALID_ARGUMENT,
         "no etcd endpoints: set them with genie_config_set_etcd_endpoints or GENIE_ETCD_ENDPOINTS");
-  return open_membership_store("etcd",
-                               StoreOptions{cfg.etcd_endpoints, cfg.cluster, std::min<int64_t>(cfg.timeout_ms, 5000)});
+  return open_membership_store(
+      "etcd", StoreOptions{cfg.etcd_endpoints, cfg.cluster, std::min<int64_t>(cfg.timeout_ms, 5000)});
 }
 
 std::string members_json(MembershipStore& store, const std::string& cluster) {

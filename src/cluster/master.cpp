@@ -51,7 +51,8 @@ ClusterMaster::ClusterMaster(const Config& cfg, std::shared_ptr<MembershipStore>
   watch_ = store_->watch(1, [this](const MemberEvent& ev) { on_member(ev, false); });
   // One list, then every change after it (listed again when the watch falls behind).
   if (cluster_)
-    cluster_cache_ = std::make_unique<MemberCache>(cluster_, [this](const MemberEvent& ev) { on_member(ev, true); });
+    cluster_cache_ =
+        std::make_unique<MemberCache>(cluster_, [this](const MemberEvent& ev) { on_member(ev, true); });
 }
 
 ClusterMaster::~ClusterMaster() {

@@ -17,7 +17,8 @@ MemberCache::MemberCache(std::shared_ptr<MembershipStore> store, MemberWatchFn o
     listed_ = revision_ = first.revision;
   }
   if (on_change_)
-    for (const MemberEntry& m : first.members) on_change_({MemberEvent::Kind::Put, m.id, m.value, m.revision});
+    for (const MemberEntry& m : first.members)
+      on_change_({MemberEvent::Kind::Put, m.id, m.value, m.revision});
   watch_ = store_->watch(first.revision + 1, [this](const MemberEvent& ev) { on_event(ev); });
 }
 

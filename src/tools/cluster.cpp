@@ -123,8 +123,8 @@ int list_members(const std::string& etcd, const std::string& cluster, bool json)
   genie_free(out);
   if (json) return kExitOk;
   const cJSON* members = get(j.get(), "members");
-  std::printf("%d member(s) in %s, revision %.0f\n", cJSON_GetArraySize(members), str(j.get(), "store").c_str(),
-              num(j.get(), "revision"));
+  std::printf("%d member(s) in %s, revision %.0f\n", cJSON_GetArraySize(members),
+              str(j.get(), "store").c_str(), num(j.get(), "revision"));
   std::printf("  %-20s %-8s %-22s %-10s %s\n", "ID", "ROLE", "ADDRESS", "HEALTH", "DEVICES");
   const cJSON* m;
   cJSON_ArrayForEach(m, members) {
@@ -168,8 +168,7 @@ int discover_command(int argc, char** argv) {
     else if (a == "--etcd" || a == "--cluster") {
       if (i + 1 >= argc || !*argv[i + 1]) usage_error(a + " needs a value");
       (a == "--etcd" ? etcd : cluster) = argv[++i];
-    }
-    else if (!a.empty() && a[0] == '-')
+    } else if (!a.empty() && a[0] == '-')
       usage_error("unknown option '" + a + "' (try 'genie help discover')");
     else if (target.empty())
       target = a;

@@ -4,9 +4,8 @@
 // a watch; a member cache whose watch fell behind a compaction lists again.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 
 #include "cluster/member_cache.hpp"
@@ -185,7 +184,9 @@ class HeldWatches final : public MembershipStore {
   uint64_t grant(int64_t ttl_ms) override { return s_->grant(ttl_ms); }
   void renew(uint64_t lease) override { s_->renew(lease); }
   void revoke(uint64_t lease) override { s_->revoke(lease); }
-  void create(const std::string& id, const std::string& v, uint64_t lease) override { s_->create(id, v, lease); }
+  void create(const std::string& id, const std::string& v, uint64_t lease) override {
+    s_->create(id, v, lease);
+  }
   void put(const std::string& id, const std::string& v, uint64_t lease) override { s_->put(id, v, lease); }
   void remove(const std::string& id) override { s_->remove(id); }
   MemberSnapshot list() override { return s_->list(); }
@@ -234,8 +235,8 @@ TEST_F(EtcdStoreTest, ACacheBehindACompactionListsAgainAndReportsTheDifference) 
   writer->remove("d");
   const int64_t now = writer->list().revision;
   ASSERT_GT(now, held->from());
-  const std::string compact = etcdctl + " --endpoints " + etcd_.endpoint() + " compact " + std::to_string(now) +
-                              " >/dev/null 2>&1";
+  const std::string compact =
+      etcdctl + " --endpoints " + etcd_.endpoint() + " compact " + std::to_string(now) + " >/dev/null 2>&1";
   ASSERT_EQ(std::system(compact.c_str()), 0) << compact;
   held->release();  // the watch starts from a compacted revision: etcd cancels it
   ASSERT_TRUE(ev.wait(MemberEvent::Kind::Delete, "b", 10s)) << "b's leaving was not reported";
@@ -249,7 +250,8 @@ TEST_F(EtcdStoreTest, ACacheBehindACompactionListsAgainAndReportsTheDifference) 
   {
     std::lock_guard<std::mutex> lk(ev.mu);
     for (const MemberEvent& e : ev.got)
-      seen.push_back((e.kind == MemberEvent::Kind::Put ? "+" : "-") + e.id + (e.value.empty() ? "" : "=" + e.value));
+      seen.push_back((e.kind == MemberEvent::Kind::Put ? "+" : "-") + e.id +
+                     (e.value.empty() ? "" : "=" + e.value));
   }
   // The difference (joined and changed, then left), then the changes after.
   EXPECT_EQ(seen, (std::vector<std::string>{"+a=a2", "+c=c1", "-b", "+e=e1", "+a=a3"}));

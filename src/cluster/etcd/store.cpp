@@ -268,7 +268,8 @@ class EtcdStore final : public MembershipStore {
       try {
         w.fn(MemberEvent{MemberEvent::Kind::Resync, {}, {}, now});
       } catch (const std::exception& x) {
-        host_.log(LogLevel::Warn, cat("etcd: the membership watch's Resync failed (", x.what(), "); retrying"));
+        host_.log(LogLevel::Warn,
+                  cat("etcd: the membership watch's Resync failed (", x.what(), "); retrying"));
         failures = 1;
         return false;
       }
