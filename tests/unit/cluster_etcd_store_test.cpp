@@ -56,12 +56,13 @@ struct Events {
       cv.notify_all();
     };
   }
-  // Waits until an event of `kind` for `id` has arrived.
-  bool wait(MemberEvent::Kind kind, const std::string& id, std::chrono::milliseconds within) {
+  // Waits until an event of `kind` for `id` (with `value`, when given) has arrived.
+  bool wait(MemberEvent::Kind kind, const std::string& id, std::chrono::milliseconds within,
+            const char* value = nullptr) {
     std::unique_lock<std::mutex> lk(mu);
     return cv.wait_for(lk, within, [&] {
       for (const auto& e : got)
-        if (e.kind == kind && e.id == id) return true;
+        if (e.kind == kind && e.id == id && (!value || e.value == value)) return true;
       return false;
     });
   }
@@ -245,7 +246,7 @@ TEST_F(EtcdStoreTest, ACacheBehindACompactionListsAgainAndReportsTheDifference) 
   writer->create("e", "e1", lc);
   ASSERT_TRUE(ev.wait(MemberEvent::Kind::Put, "e", 10s)) << "the watch did not resume after listing again";
   writer->put("a", "a3", la);
-  ASSERT_TRUE(ev.wait(MemberEvent::Kind::Put, "a", 10s));
+  ASSERT_TRUE(ev.wait(MemberEvent::Kind::Put, "a", 10s, "a3"));
   std::vector<std::string> seen;
   {
     std::lock_guard<std::mutex> lk(ev.mu);
