@@ -357,6 +357,7 @@ class Placer {
     std::map<Alike, int> alike;
     prune_ = nd_ >= 32 && routes_.all_linked;
     profile_of_.resize(nd_);
+    class_of_.assign(nd_, -1);
     for (size_t d = 0; d < nd_; ++d) {
       const DeviceProfile& p = t_.devices[d];
       const auto [it, fresh] =
@@ -370,9 +371,15 @@ class Placer {
       const auto [c, added] =
           alike.emplace(Alike{it->second, p.budget(), h.request, h.dispatch, h.bandwidth, h.per_node},
                         static_cast<int>(members_.size()));
-      if (added) members_.emplace_back();
+      if (added) members_.emplace_back(), class_start_.push_back(0);
       members_[static_cast<size_t>(c->second)].push_back(static_cast<int>(d));
+      class_of_[d] = c->second;
     }
+  }
+  // The class whose untouched devices price alike that d is one of, or -1.
+  int untouched_class(int d) const {
+    const int c = class_of_[static_cast<size_t>(d)];
+    return c >= 0 && !node_touched_[static_cast<size_t>(nodes_.node_of[static_cast<size_t>(d)])] ? c : -1;
   }
   // Something of the plan is on device d: every device of its node is
   // weighed one by one from now on.
@@ -506,9 +513,17 @@ class Placer {
       candidates_.assign(1, pinned);
     else
       candidates(forced);
+    // An untouched device's start is its class's: priced once per class.
+    priced_.assign(members_.size(), 0);
     for (const int d : candidates_) {
-      if (live_[d] + new_bytes(id, d) > t_.devices[d].budget()) continue;
-      const double start = clock_ + lead_s(id, d);
+      const int c = pinned >= 0 ? -1 : untouched_class(d);
+      double start = kInf;
+      if (c >= 0 && priced_[static_cast<size_t>(c)]) {
+        start = class_start_[static_cast<size_t>(c)];
+      } else {
+        if (live_[d] + new_bytes(id, d) <= t_.devices[d].budget()) start = clock_ + lead_s(id, d);
+        if (c >= 0) priced_[static_cast<size_t>(c)] = 1, class_start_[static_cast<size_t>(c)] = start;
+      }
       if (!std::isfinite(start)) continue;
       ++feasible;
       const double finish = start + compute(id, d);
@@ -618,6 +633,9 @@ class Placer {
   std::vector<double> compute_;  // per node x profile: predicted compute seconds
   bool prune_ = false;
   std::vector<std::vector<int>> members_;  // per class: its devices, in index order
+  std::vector<int> class_of_;              // per device: its class, -1 weighed one by one
+  std::vector<uint8_t> priced_;            // per class, in one place(): class_start_ is set
+  std::vector<double> class_start_;        // per class: an untouched member's start (kInf: no room)
   std::vector<size_t> cursor_;             // per class: no untouched member before it
   std::vector<uint8_t> node_touched_;      // per node
   std::vector<int> touched_, candidates_;
