@@ -1034,6 +1034,28 @@ GENIE_API genie_status_t genie_discover(const genie_config_t *config,
                                         const char *host, int32_t port,
                                         char **out_json);
 
+/** The live members of a cluster on etcd (docs/cluster.md, "A cluster on
+ *  etcd"), without a context: one read of /genie/<cluster>/nodes/ at the
+ *  etcd endpoints and cluster of `config` (genie_config_set_etcd_endpoints
+ *  and genie_config_set_cluster, or GENIE_ETCD_ENDPOINTS and GENIE_CLUSTER;
+ *  `config` may be NULL: defaults plus environment). Writes JSON text,
+ *  released with genie_free, to `*out_json`: "store" (the etcd endpoints
+ *  and cluster, in words), "cluster", "revision" (etcd's revision of the
+ *  read) and "members", by id: each the status the member registered (id,
+ *  role, listen, devices, gpus, health, backends) with "id" and "revision"
+ *  (of its last write); a member whose value does not parse has "error"
+ *  instead. A member is listed while its lease lives: one that died is
+ *  listed until its lease TTL runs out. Waits at most the configured
+ *  timeout (5 s at most) per etcd endpoint.
+ *  Errors: INVALID_ARGUMENT (out_json NULL, no etcd endpoints, a bad
+ *  endpoint, cluster name or environment value), INVALID_HANDLE,
+ *  UNSUPPORTED (the etcd store plugin, libgenie_store_etcd.so, is not
+ *  installed), CONNECTION (no endpoint answers; the detail names them),
+ *  TIMEOUT, PROTOCOL (etcd refused the read), OUT_OF_MEMORY.
+ *  Threads: any. */
+GENIE_API genie_status_t genie_cluster_members(const genie_config_t *config,
+                                               char **out_json);
+
 /** Subscribes `fn` to the events whose bits are set in `mask` (any
  *  combination of genie_event_type_t, GENIE_EVENT_ALL for all) on `ctx`.
  *  Events that happen from now on are delivered; in addition, if the mask

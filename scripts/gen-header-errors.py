@@ -21,7 +21,7 @@ TABLE = ROOT / "tests" / "capi" / "header_errors_table.h"
 
 HANDLES = {"config", "context", "tensor", "graph", "future", "server"}
 # Handle parameters that may be NULL by design (defaults): not probed with NULL.
-NULL_ALLOWED = {"genie_server_create", "genie_discover", "genie_init_abi"}
+NULL_ALLOWED = {"genie_server_create", "genie_discover", "genie_cluster_members", "genie_init_abi"}
 # Not called with valid handles and NULL arguments: they end or block on the
 # handle (stop, wait, destroy).
 NO_ARG_PROBE = {"genie_shutdown", "genie_server_stop", "genie_server_wait",

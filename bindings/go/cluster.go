@@ -242,6 +242,44 @@ func Discover(d *DiscoverOptions) (*Discovery, error) {
 	return res, nil
 }
 
+// Members is genie_cluster_members decoded: the live members of a cluster
+// on etcd (docs/cluster.md, "A cluster on etcd"). Each member is the status
+// it registered (id, role, listen, devices, gpus, health, backends) as a
+// JSON object; JSON keeps the whole text.
+type Members struct {
+	Store    string                   `json:"store"`
+	Cluster  string                   `json:"cluster"`
+	Revision int64                    `json:"revision"`
+	Members  []map[string]interface{} `json:"members"`
+	JSON     string                   `json:"-"`
+}
+
+// ClusterMembers lists the live members registered in the etcd cluster of
+// opts (EtcdEndpoints and Cluster; nil: GENIE_ETCD_ENDPOINTS and
+// GENIE_CLUSTER). A ConnectionError names the endpoints when no etcd
+// answers; Unsupported when the etcd store plugin is not installed.
+func ClusterMembers(opts *Options) (*Members, error) {
+	const op = "genie_cluster_members"
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	cfg, err := newConfig(&o)
+	if err != nil {
+		return nil, err
+	}
+	defer capi.Genie_config_destroy(cfg)
+	text, err := takeJSON(op, func(out *uintptr) int { return capi.Genie_cluster_members(cfg, out) })
+	if err != nil {
+		return nil, err
+	}
+	res := &Members{JSON: text}
+	if err := decode(op, text, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
 // PlanNode is one node of a plan, in execution order.
 type PlanNode struct {
 	Name       string  `json:"name"`

@@ -39,6 +39,11 @@ func TestClusterStateEmbedded(t *testing.T) {
 	}
 }
 
+func TestClusterMembersNeedsEtcd(t *testing.T) {
+	_, err := genie.ClusterMembers(&genie.Options{IgnoreEnv: true})
+	expectErr(t, err, genie.ErrInvalidArgument, "etcd")
+}
+
 func TestDiscover(t *testing.T) {
 	d, err := genie.Discover(nil)
 	must(t, err)

@@ -3,10 +3,11 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "control/tls.hpp"
 #include "capi/handles.hpp"
 #include "cluster/discovery.hpp"
+#include "cluster/entry.hpp"
 #include "cluster/gpu_monitor.hpp"
+#include "control/tls.hpp"
 #include "core/log.hpp"
 
 using namespace genie;
@@ -98,6 +99,17 @@ genie_status_t genie_discover(const genie_config_t* config, const char* host, in
       check_port(port, "port");
     }
     *out_json = copy_out(discover(cfg, host, port));
+  });
+}
+
+genie_status_t genie_cluster_members(const genie_config_t* config, char** out_json) {
+  return guard([&] {
+    check_out(out_json, "out_json");
+    Config cfg = config ? live<ConfigObj>(config)->cfg : Config{};
+    cfg.apply_env();
+    cfg.validate();
+    const std::shared_ptr<MembershipStore> store = open_cluster_store(cfg);
+    *out_json = copy_out(members_json(*store, cfg.cluster));
   });
 }
 

@@ -21,9 +21,40 @@ uint64_t fnv1a(const std::string& s) {
 
 }  // namespace
 
-std::vector<EntryServer> entry_servers(const Config& cfg, const std::string& client_node) {
-  std::shared_ptr<MembershipStore> store = open_membership_store(
+std::shared_ptr<MembershipStore> open_cluster_store(const Config& cfg) {
+  check(!cfg.etcd_endpoints.empty(), GENIE_ERR_INVALID_ARGUMENT,
+        "no etcd endpoints: set them with genie_config_set_etcd_endpoints or GENIE_ETCD_ENDPOINTS");
+  return open_membership_store(
       "etcd", StoreOptions{cfg.etcd_endpoints, cfg.cluster, std::min<int64_t>(cfg.timeout_ms, 5000)});
+}
+
+std::string members_json(MembershipStore& store, const std::string& cluster) {
+  const MemberSnapshot s = store.list();
+  JsonPtr o = json_object();
+  cJSON_AddStringToObject(o.get(), "store", store.describe().c_str());
+  cJSON_AddStringToObject(o.get(), "cluster", cluster.c_str());
+  cJSON_AddNumberToObject(o.get(), "revision", static_cast<double>(s.revision));
+  JsonPtr list = json_array();
+  for (const MemberEntry& m : s.members) {
+    JsonPtr j;
+    try {
+      j = json_parse(m.value, "a member's status");
+      check(cJSON_IsObject(j.get()), GENIE_ERR_PROTOCOL, "a member's status is not a JSON object");
+    } catch (const Error& e) {
+      j = json_object();
+      cJSON_AddStringToObject(j.get(), "error", e.detail().c_str());
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(j.get(), "id");
+    cJSON_AddStringToObject(j.get(), "id", m.id.c_str());
+    cJSON_AddNumberToObject(j.get(), "revision", static_cast<double>(m.revision));
+    cJSON_AddItemToArray(list.get(), j.release());
+  }
+  cJSON_AddItemToObject(o.get(), "members", list.release());
+  return json_text(o.get());
+}
+
+std::vector<EntryServer> entry_servers(const Config& cfg, const std::string& client_node) {
+  std::shared_ptr<MembershipStore> store = open_cluster_store(cfg);
   struct Ranked {
     EntryServer server;
     int health;

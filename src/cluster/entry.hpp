@@ -1,11 +1,13 @@
-// Which server a client enters a cluster on etcd through
-// (docs/cluster.md, "A cluster on etcd"): every live server registered
-// under the cluster, in the order the client tries them.
+// A client's look at a cluster on etcd (docs/cluster.md, "A cluster on
+// etcd"): which server it enters through (every live server registered
+// under the cluster, in the order it tries them), and the members as
+// `genie discover --etcd` lists them.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "cluster/membership.hpp"
 #include "core/config.hpp"
 
 namespace genie {
@@ -26,5 +28,16 @@ struct EntryServer {
 // CONNECTION naming the endpoints), and NOT_FOUND when no server is
 // registered.
 std::vector<EntryServer> entry_servers(const Config& cfg, const std::string& client_node);
+
+// The etcd store of cfg's endpoints and cluster, as a client opens it (one
+// request at most min(timeout, 5 s)). Throws INVALID_ARGUMENT without
+// endpoints, and what open_membership_store throws.
+std::shared_ptr<MembershipStore> open_cluster_store(const Config& cfg);
+
+// One list of the store, as JSON (genie_cluster_members in genie.h):
+// {"store", "cluster", "revision", "members": [each member's registered
+// status with its "id" and "revision"; one that does not parse: "id",
+// "revision", "error"]}, by id.
+std::string members_json(MembershipStore& store, const std::string& cluster);
 
 }  // namespace genie

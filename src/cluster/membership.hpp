@@ -41,10 +41,15 @@ struct MemberEntry {
 };
 
 struct MemberEvent {
-  enum class Kind { Put, Delete };
+  // Resync: the watch lost the thread of changes (the revisions it had not
+  // delivered yet were compacted away, or its stream broke and was opened
+  // again, or the store's history is not the one it watched): the caller
+  // lists again and keeps, of the changes that follow, those newer than
+  // its list (MemberCache does both). id and value are empty.
+  enum class Kind { Put, Delete, Resync };
   Kind kind = Kind::Put;
   std::string id;
-  std::string value;  // empty for Delete
+  std::string value;  // empty for Delete and Resync
   int64_t revision = 0;
 };
 
@@ -77,8 +82,10 @@ class MembershipStore {
   virtual MemberSnapshot list() = 0;
   // Calls `fn` for every change with a revision >= from_revision, in
   // revision order, until unwatch(); returns the watch's id. A change older
-  // than what the store still remembers is not replayed: the caller lists
-  // again.
+  // than what the store still remembers is not replayed: the watch delivers
+  // one Resync event instead, then goes on from the oldest revision the
+  // store still has, and the caller lists again (MemberCache). When `fn`
+  // throws on a Resync, the store delivers another after a back-off.
   virtual uint64_t watch(int64_t from_revision, MemberWatchFn fn) = 0;
   // After it returns, the watch's callback does not run (unless called from
   // that callback, which then finishes).

@@ -23,7 +23,7 @@
 
 namespace genie {
 
-constexpr uint32_t kStoreAbiVersion = 1;
+constexpr uint32_t kStoreAbiVersion = 2;
 constexpr const char* kStoreEntrySymbol = "genie_store_plugin";
 
 // What a store is opened with.

@@ -5,7 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <queue>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.hpp"
 #include "sched/cost.hpp"
@@ -26,6 +30,7 @@ const char* rule_name(Rule r) {
 
 void Topology::check() const {
   genie::check(!devices.empty(), GENIE_ERR_INVALID_ARGUMENT, "the topology has no devices");
+  std::unordered_set<std::string> names;
   for (size_t i = 0; i < devices.size(); ++i) {
     const DeviceProfile& d = devices[i];
     const std::string name = d.qualified_name();
@@ -39,8 +44,8 @@ void Topology::check() const {
     genie::check(d.op_overhead_s >= 0 && std::isfinite(d.op_overhead_s), GENIE_ERR_INVALID_ARGUMENT, "device '", name,
           "': op_overhead_s must be >= 0");
     genie::check(d.budget() > 0, GENIE_ERR_INVALID_ARGUMENT, "device '", name, "' has no memory (capacity and budget 0)");
-    for (size_t j = 0; j < i; ++j)
-      genie::check(devices[j].qualified_name() != name, GENIE_ERR_INVALID_ARGUMENT, "device '", name, "' is listed twice");
+    genie::check(names.insert(name).second, GENIE_ERR_INVALID_ARGUMENT, "device '", name,
+                 "' is listed twice");
   }
   for (const LinkProfile& l : links) {
     genie::check(l.bandwidth_bytes_per_s > 0 && std::isfinite(l.bandwidth_bytes_per_s), GENIE_ERR_INVALID_ARGUMENT,
@@ -69,42 +74,64 @@ uint64_t fnv(const std::string& s, uint64_t h = 0xcbf29ce484222325ull) {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Seconds to move `bytes` from device a to device b.
-struct LinkMatrix {
-  size_t n = 0;
-  std::vector<double> latency, bandwidth;  // n x n; bandwidth 0 = unreachable
+// The nodes of a topology, numbered in the order their first device is
+// listed (devices[0]'s node, the coordinator, is 0), and the links between
+// them: the last link listed from a to b, else the last from b to a (links
+// naming no listed node are never used). Built once per plan: a large
+// cluster (a thousand nodes) costs lookups, not a scan of every link for
+// every pair of devices.
+struct NodeIndex {
+  std::vector<int> node_of;               // per device
+  std::vector<std::string> names;         // per node
+  std::vector<std::vector<int>> devices;  // per node, in index order
+  std::unordered_map<uint64_t, const LinkProfile*> links;
 
-  explicit LinkMatrix(const Topology& t) : n(t.devices.size()), latency(n * n, 0), bandwidth(n * n, 0) {
-    for (size_t a = 0; a < n; ++a)
-      for (size_t b = 0; b < n; ++b) {
-        const DeviceProfile& da = t.devices[a];
-        const DeviceProfile& db = t.devices[b];
-        double lat = 0, bw = 0;
-        if (a == b) {
-          bw = kInf;
-        } else {
-          const LinkProfile* link = nullptr;
-          for (const LinkProfile& l : t.links)
-            if (l.from_node == da.node_id && l.to_node == db.node_id) link = &l;
-          if (!link)
-            for (const LinkProfile& l : t.links)
-              if (l.from_node == db.node_id && l.to_node == da.node_id) link = &l;
-          if (link) {
-            lat = link->rtt_s / 2;
-            bw = link->bandwidth_bytes_per_s;
-          } else if (da.node_id == db.node_id) {
-            bw = std::min(da.mem_bw_bytes_per_s, db.mem_bw_bytes_per_s);
-          }
-        }
-        latency[a * n + b] = lat;
-        bandwidth[a * n + b] = bw;
+  explicit NodeIndex(const Topology& t) {
+    std::unordered_map<std::string, int> index;
+    for (size_t d = 0; d < t.devices.size(); ++d) {
+      const auto [it, fresh] = index.emplace(t.devices[d].node_id, static_cast<int>(names.size()));
+      if (fresh) {
+        names.push_back(t.devices[d].node_id);
+        devices.emplace_back();
       }
+      node_of.push_back(it->second);
+      devices[static_cast<size_t>(it->second)].push_back(static_cast<int>(d));
+    }
+    for (const LinkProfile& l : t.links) {
+      const auto a = index.find(l.from_node), b = index.find(l.to_node);
+      if (a != index.end() && b != index.end()) links[key(a->second, b->second)] = &l;
+    }
   }
+  static uint64_t key(int a, int b) {
+    return static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32 | static_cast<uint32_t>(b);
+  }
+  const LinkProfile* link(int a, int b) const {
+    auto it = links.find(key(a, b));
+    if (it == links.end()) it = links.find(key(b, a));
+    return it == links.end() ? nullptr : it->second;
+  }
+};
+
+// Seconds to move `bytes` from device a to device b: over their nodes'
+// link (half its RTT, then its bandwidth), or, on one node without a link
+// to itself, at the slower of the two devices' memory bandwidths.
+struct LinkMatrix {
+  const Topology& t;
+  const NodeIndex& nodes;
+
   double seconds(int a, int b, uint64_t bytes) const {
     if (a == b) return 0;
-    const size_t i = static_cast<size_t>(a) * n + static_cast<size_t>(b);
-    if (bandwidth[i] <= 0) return kInf;
-    return latency[i] + static_cast<double>(bytes) / bandwidth[i];
+    const int na = nodes.node_of[static_cast<size_t>(a)], nb = nodes.node_of[static_cast<size_t>(b)];
+    double lat = 0, bw = 0;
+    if (const LinkProfile* l = nodes.link(na, nb)) {
+      lat = l->rtt_s / 2;
+      bw = l->bandwidth_bytes_per_s;
+    } else if (na == nb) {
+      bw = std::min(t.devices[static_cast<size_t>(a)].mem_bw_bytes_per_s,
+                    t.devices[static_cast<size_t>(b)].mem_bw_bytes_per_s);
+    }
+    if (bw <= 0) return kInf;
+    return lat + static_cast<double>(bytes) / bw;
   }
 };
 
@@ -164,27 +191,19 @@ struct Routes {
     double request = 0, dispatch = 0, bandwidth = 0;  // request, dispatch: seconds incl. the RTT
     double per_node = 0;
   };
-  std::vector<int> node_of;  // per device: index of its node; the coordinator is 0
+  const std::vector<int>& node_of;  // per device: index of its node; the coordinator is 0
   std::vector<Hop> to_coord;  // per node: its link with the coordinator
   const LinkMatrix& direct;
+  bool all_linked = true;  // every node but the coordinator has a link with it
 
-  Routes(const Topology& t, const LinkMatrix& m) : direct(m) {
-    std::vector<std::string> nodes;
-    for (const DeviceProfile& d : t.devices) {
-      size_t k = 0;
-      while (k < nodes.size() && nodes[k] != d.node_id) ++k;
-      if (k == nodes.size()) nodes.push_back(d.node_id);
-      node_of.push_back(static_cast<int>(k));
-    }
-    to_coord.resize(nodes.size());
-    for (size_t k = 1; k < nodes.size(); ++k) {
-      const LinkProfile* link = nullptr;
-      for (const LinkProfile& l : t.links)
-        if (l.from_node == nodes[0] && l.to_node == nodes[k]) link = &l;
-      if (!link)
-        for (const LinkProfile& l : t.links)
-          if (l.from_node == nodes[k] && l.to_node == nodes[0]) link = &l;
-      if (!link) continue;
+  Routes(const NodeIndex& nodes, const LinkMatrix& m) : node_of(nodes.node_of), direct(m) {
+    to_coord.resize(nodes.names.size());
+    for (size_t k = 1; k < nodes.names.size(); ++k) {
+      const LinkProfile* link = nodes.link(0, static_cast<int>(k));
+      if (!link) {
+        all_linked = false;
+        continue;
+      }
       Hop& h = to_coord[k];
       h.ok = true;
       h.request = link->rtt_s + link->request_s;
@@ -229,7 +248,7 @@ struct Routes {
 class Placer {
  public:
   Placer(const GraphView& v, const Topology& t, const Residency& r, const std::vector<const Shape*>& shapes)
-      : v_(v), g_(v.g), t_(t), links_(t), routes_(t, links_), nd_(t.devices.size()) {
+      : v_(v), g_(v.g), t_(t), nodes_(t), links_{t, nodes_}, routes_(nodes_, links_), nd_(t.devices.size()) {
     const size_t nv = g_.values().size(), nn = g_.nodes().size();
     vbytes_.resize(nv);
     for (size_t x = 0; x < nv; ++x) vbytes_[x] = value_bytes(g_.value(static_cast<ValueId>(x)).dtype, *shapes[x]);
@@ -244,9 +263,12 @@ class Placer {
     }
     costs_.resize(nn);
     for (size_t i = 0; i < nn; ++i) costs_[i] = op_cost(g_, static_cast<NodeId>(i), v.code[i], shapes);
-    compute_.resize(nn * nd_);
+    classify();
+    compute_.resize(nn * profiles_.size());
     for (size_t i = 0; i < nn; ++i)
-      for (size_t d = 0; d < nd_; ++d) compute_[i * nd_ + d] = predict_seconds(costs_[i], t_.devices[d]);
+      for (size_t c = 0; c < profiles_.size(); ++c)
+        compute_[i * profiles_.size() + c] =
+            predict_seconds(costs_[i], t_.devices[static_cast<size_t>(profiles_[c])]);
   }
 
   // Places every node in `order` into `plan` (node_device, decisions,
@@ -275,12 +297,18 @@ class Placer {
   void reset(const Analysis& a) {
     const size_t nv = g_.values().size();
     home_ = resident_home_;
-    present_.assign(nv * nd_, 0);
+    where_.resize(nv);
+    for (auto& w : where_) w.clear();
     on_coord_.assign(nv, 0);
     live_.assign(nd_, 0);
+    node_touched_.assign(nodes_.names.size(), 0);
+    touched_.clear();
+    cursor_.assign(members_.size(), 0);
+    if (prune_) touch(0);  // the coordinator's devices: always weighed one by one
     for (size_t x = 0; x < nv; ++x)
       if (home_[x] >= 0) {
-        present_[x * nd_ + static_cast<size_t>(home_[x])] = 1;
+        where_[x].push_back(home_[x]);
+        touch(home_[x]);
         live_[static_cast<size_t>(home_[x])] += vbytes_[x];  // resident tensors occupy their device throughout
         if (!routes_.remote(home_[x])) on_coord_[x] = 1;
       }
@@ -298,7 +326,94 @@ class Placer {
     cur_dev_ = -1;
   }
 
-  bool present(ValueId x, int d) const { return present_[static_cast<size_t>(x) * nd_ + static_cast<size_t>(d)] != 0; }
+  bool present(ValueId x, int d) const {
+    for (int w : where_[x])
+      if (w == d) return true;
+    return false;
+  }
+  void make_present(ValueId x, int d) {
+    where_[x].push_back(d);
+    touch(d);
+  }
+  double compute(NodeId id, int d) const {
+    return compute_[static_cast<size_t>(id) * profiles_.size() +
+                    static_cast<size_t>(profile_of_[static_cast<size_t>(d)])];
+  }
+
+  // Devices alike for placement: the same figures (compute, memory, budget)
+  // and the same link with the coordinator. Until something of the plan
+  // touches its node (a value or an allocation there), a device of a class
+  // prices every node exactly as the class's other untouched devices do,
+  // so that place() weighs only the first two of them (the best and the
+  // runner-up among equals are the first two in index order): with a
+  // thousand alike nodes, a decision weighs tens of devices, not thousands.
+  // Only where every node has a link with the coordinator (else moves take
+  // direct paths that differ by node) and for topologies of 32 devices and
+  // more; smaller ones are weighed device by device.
+  void classify() {
+    using Figures = std::tuple<double, double, double, double>;
+    std::map<Figures, int> profile;
+    using Alike = std::tuple<int, uint64_t, double, double, double, double>;
+    std::map<Alike, int> alike;
+    prune_ = nd_ >= 32 && routes_.all_linked;
+    profile_of_.resize(nd_);
+    class_of_.assign(nd_, -1);
+    for (size_t d = 0; d < nd_; ++d) {
+      const DeviceProfile& p = t_.devices[d];
+      const auto [it, fresh] =
+          profile.emplace(Figures{p.peak_flops, p.vector_flops, p.mem_bw_bytes_per_s, p.op_overhead_s},
+                          static_cast<int>(profiles_.size()));
+      if (fresh) profiles_.push_back(static_cast<int>(d));
+      profile_of_[d] = it->second;
+      const int node = nodes_.node_of[d];
+      if (!prune_ || node == 0) continue;
+      const Routes::Hop& h = routes_.to_coord[static_cast<size_t>(node)];
+      const auto [c, added] =
+          alike.emplace(Alike{it->second, p.budget(), h.request, h.dispatch, h.bandwidth, h.per_node},
+                        static_cast<int>(members_.size()));
+      if (added) members_.emplace_back(), class_start_.push_back(0);
+      members_[static_cast<size_t>(c->second)].push_back(static_cast<int>(d));
+      class_of_[d] = c->second;
+    }
+  }
+  // The class whose untouched devices price alike that d is one of, or -1.
+  int untouched_class(int d) const {
+    const int c = class_of_[static_cast<size_t>(d)];
+    return c >= 0 && !node_touched_[static_cast<size_t>(nodes_.node_of[static_cast<size_t>(d)])] ? c : -1;
+  }
+  // Something of the plan is on device d: every device of its node is
+  // weighed one by one from now on.
+  void touch(int d) {
+    const size_t node = static_cast<size_t>(nodes_.node_of[static_cast<size_t>(d)]);
+    if (!prune_ || node_touched_[node]) return;
+    node_touched_[node] = 1;
+    for (int x : nodes_.devices[node]) touched_.push_back(x);
+  }
+  // Sets candidates_ to the devices place() weighs, in index order: all of
+  // them, or (pruning) the touched ones, the first two untouched of each
+  // class and `forced`.
+  void candidates(int forced) {
+    candidates_.clear();
+    if (!prune_) {
+      for (size_t d = 0; d < nd_; ++d) candidates_.push_back(static_cast<int>(d));
+      return;
+    }
+    candidates_ = touched_;
+    for (size_t c = 0; c < members_.size(); ++c) {
+      const std::vector<int>& m = members_[c];
+      auto untouched = [&](size_t j) {
+        return !node_touched_[static_cast<size_t>(nodes_.node_of[static_cast<size_t>(m[j])])];
+      };
+      size_t& j = cursor_[c];
+      while (j < m.size() && !untouched(j)) ++j;
+      int found = 0;
+      for (size_t k = j; k < m.size() && found < 2; ++k)
+        if (untouched(k)) candidates_.push_back(m[k]), ++found;
+    }
+    if (forced >= 0) candidates_.push_back(forced);
+    std::sort(candidates_.begin(), candidates_.end());
+    candidates_.erase(std::unique(candidates_.begin(), candidates_.end()), candidates_.end());
+  }
 
   // Bytes node `id` would newly allocate on device d (its outputs, copies of
   // inputs not yet there, first uploads of host inputs).
@@ -340,7 +455,7 @@ class Placer {
   std::string largest_live(int d) const {
     std::vector<std::pair<uint64_t, ValueId>> live;
     for (size_t x = 0; x < vbytes_.size(); ++x)
-      if (present_[x * nd_ + static_cast<size_t>(d)] && !freed(static_cast<ValueId>(x)))
+      if (present(static_cast<ValueId>(x), d) && !freed(static_cast<ValueId>(x)))
         live.push_back({vbytes_[x], static_cast<ValueId>(x)});
     std::sort(live.begin(), live.end(), [](auto& a, auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
     std::string s;
@@ -394,14 +509,24 @@ class Placer {
 
     int choice = -1, runner = -1, feasible = 0, forced_ok = 0;
     double choice_finish = kInf, runner_finish = kInf, choice_start = 0, forced_start = 0;
-    for (size_t dd = 0; dd < nd_; ++dd) {
-      const int d = static_cast<int>(dd);
-      if (pinned >= 0 && d != pinned) continue;
-      if (live_[d] + new_bytes(id, d) > t_.devices[d].budget()) continue;
-      const double start = clock_ + lead_s(id, d);
+    if (pinned >= 0)
+      candidates_.assign(1, pinned);
+    else
+      candidates(forced);
+    // An untouched device's start is its class's: priced once per class.
+    priced_.assign(members_.size(), 0);
+    for (const int d : candidates_) {
+      const int c = pinned >= 0 ? -1 : untouched_class(d);
+      double start = kInf;
+      if (c >= 0 && priced_[static_cast<size_t>(c)]) {
+        start = class_start_[static_cast<size_t>(c)];
+      } else {
+        if (live_[d] + new_bytes(id, d) <= t_.devices[d].budget()) start = clock_ + lead_s(id, d);
+        if (c >= 0) priced_[static_cast<size_t>(c)] = 1, class_start_[static_cast<size_t>(c)] = start;
+      }
       if (!std::isfinite(start)) continue;
       ++feasible;
-      const double finish = start + compute_[static_cast<size_t>(id) * nd_ + dd];
+      const double finish = start + compute(id, d);
       if (d == forced) forced_ok = 1, forced_start = start;
       if (finish < choice_finish) {
         runner = choice;
@@ -423,7 +548,7 @@ class Placer {
         runner_finish = choice_finish;
         choice = forced;
         choice_start = forced_start;
-        choice_finish = forced_start + compute_[static_cast<size_t>(id) * nd_ + static_cast<size_t>(forced)];
+        choice_finish = forced_start + compute(id, forced);
         if (pinned < 0) dec.rule = Rule::StageMerge;
       }
     }
@@ -449,10 +574,11 @@ class Placer {
     const int d = choice;
     live_[d] += new_bytes(id, d);
     peak_[d] = std::max(peak_[d], live_[d]);
+    touch(d);
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const ValueId x = n.inputs[i];
       if (x == kNone || present(x, d)) continue;
-      present_[static_cast<size_t>(x) * nd_ + static_cast<size_t>(d)] = 1;
+      make_present(x, d);
       if (home_[x] < 0) {
         home_[x] = d;  // host input or constant: lives where it is first read
         if (!routes_.remote(d)) on_coord_[x] = 1;
@@ -472,19 +598,18 @@ class Placer {
     }
     for (ValueId o : n.outputs) {
       home_[o] = d;
-      present_[static_cast<size_t>(o) * nd_ + static_cast<size_t>(d)] = 1;
+      make_present(o, d);
       if (!routes_.remote(d)) on_coord_[o] = 1;
     }
     clock_ = choice_finish;
     cur_dev_ = d;
     plan_->node_device[id] = d;
-    plan_->predicted_node_s[id] = compute_[static_cast<size_t>(id) * nd_ + static_cast<size_t>(d)];
+    plan_->predicted_node_s[id] = compute(id, d);
     plan_->decisions[id] = dec;
     // Free every copy of a node output whose last reader has run.
     for (ValueId x : n.inputs)
       if (x != kNone && --remaining_[x] == 0 && freed(x))
-        for (size_t dd = 0; dd < nd_; ++dd)
-          if (present_[static_cast<size_t>(x) * nd_ + dd]) live_[dd] -= vbytes_[x];
+        for (int w : where_[x]) live_[static_cast<size_t>(w)] -= vbytes_[x];
     for (ValueId o : n.outputs)
       if (remaining_[o] == 0 && freed(o)) live_[d] -= vbytes_[o];
     return true;
@@ -493,15 +618,27 @@ class Placer {
   const GraphView& v_;
   const Graph& g_;
   const Topology& t_;
+  NodeIndex nodes_;
   LinkMatrix links_;
   Routes routes_;
   Plan* plan_ = nullptr;
   const size_t nd_;
   std::vector<uint64_t> vbytes_;
   std::vector<int> resident_home_, home_;
-  std::vector<uint8_t> present_, on_coord_;  // present_: per value x device
+  std::vector<std::vector<int>> where_;  // per value: the devices it is present on
+  std::vector<uint8_t> on_coord_;
   std::vector<OpCost> costs_;
-  std::vector<double> compute_;  // per node x device: predicted compute seconds
+  std::vector<int> profiles_;    // per profile (alike compute figures): its first device
+  std::vector<int> profile_of_;  // per device
+  std::vector<double> compute_;  // per node x profile: predicted compute seconds
+  bool prune_ = false;
+  std::vector<std::vector<int>> members_;  // per class: its devices, in index order
+  std::vector<int> class_of_;              // per device: its class, -1 weighed one by one
+  std::vector<uint8_t> priced_;            // per class, in one place(): class_start_ is set
+  std::vector<double> class_start_;        // per class: an untouched member's start (kInf: no room)
+  std::vector<size_t> cursor_;             // per class: no untouched member before it
+  std::vector<uint8_t> node_touched_;      // per node
+  std::vector<int> touched_, candidates_;
   std::vector<uint64_t> live_, peak_;
   std::vector<int32_t> remaining_, node_kv_;
   std::vector<int> kv_home_;

@@ -49,19 +49,15 @@ ClusterMaster::ClusterMaster(const Config& cfg, std::shared_ptr<MembershipStore>
   gpus_ = gpu_.gpus();
   gpu_reason_ = gpu_.reason();
   watch_ = store_->watch(1, [this](const MemberEvent& ev) { on_member(ev, false); });
-  if (cluster_) {
-    // One list, then every change after it.
-    const MemberSnapshot now = cluster_->list();
-    for (const MemberEntry& m : now.members)
-      on_member({MemberEvent::Kind::Put, m.id, m.value, m.revision}, true);
-    cluster_watch_ =
-        cluster_->watch(now.revision + 1, [this](const MemberEvent& ev) { on_member(ev, true); });
-  }
+  // One list, then every change after it (listed again when the watch falls behind).
+  if (cluster_)
+    cluster_cache_ =
+        std::make_unique<MemberCache>(cluster_, [this](const MemberEvent& ev) { on_member(ev, true); });
 }
 
 ClusterMaster::~ClusterMaster() {
   registration_.reset();
-  if (cluster_) cluster_->unwatch(cluster_watch_);
+  cluster_cache_.reset();
   store_->unwatch(watch_);
 }
 

@@ -30,6 +30,7 @@
 #include "cluster/discovery.hpp"
 #include "cluster/gpu_monitor.hpp"
 #include "cluster/health.hpp"
+#include "cluster/member_cache.hpp"
 #include "cluster/membership.hpp"
 #include "cluster/registration.hpp"
 #include "cluster/types.hpp"
@@ -129,7 +130,7 @@ class ClusterMaster {
   std::shared_ptr<MembershipStore> store_;
   uint64_t watch_ = 0;
   std::shared_ptr<MembershipStore> cluster_;
-  uint64_t cluster_watch_ = 0;
+  std::unique_ptr<MemberCache> cluster_cache_;
   std::unique_ptr<Registration> registration_;
   std::string backends_json_;
   GpuMonitor gpu_;

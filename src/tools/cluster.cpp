@@ -21,15 +21,21 @@ namespace genie_cli {
 void print_discover_usage(std::FILE* out) {
   std::fprintf(out,
                "usage: genie discover [HOST:PORT] [--json] [--no-dpdk]\n"
+               "       genie discover --etcd URL[,URL...] [--cluster NAME] [--json]\n"
                "\n"
                "Shows which data-plane backends work on this host and, with HOST:PORT, between\n"
                "this host and the Genie server there: TCP reachability and round-trip time\n"
                "(five probes), RDMA devices (port state, link layer), DPDK (EAL initialised in\n"
                "a child process, ports found), DPDK gpudev devices, local GPUs (NVML), and the\n"
                "backend genie_init would select (GENIE_BACKEND) with the reason.\n"
+               "With --etcd it lists instead the live members of the cluster registered in that\n"
+               "etcd (genie_cluster_members; docs/cluster.md, 'A cluster on etcd'): id, role,\n"
+               "address, health and devices of each.\n"
                "\n"
-               "  --json      print the JSON of genie_discover instead (docs/cluster.md)\n"
-               "  --no-dpdk   skip the DPDK EAL probe (about half a second)\n"
+               "  --json            print the JSON of genie_discover (or genie_cluster_members)\n"
+               "  --no-dpdk         skip the DPDK EAL probe (about half a second)\n"
+               "  --etcd URL[,URL]  etcd client URLs of a cluster on etcd\n"
+               "  --cluster NAME    the cluster's namespace in etcd (default 'default')\n"
                "\n"
                "Exit status 0 when every probe ran (an unreachable host is reported, and\n"
                "exits 1).\n");
@@ -101,8 +107,53 @@ void print_probe(const char* name, const cJSON* p) {
 
 }  // namespace
 
+namespace {
+
+// `genie discover --etcd`: the members genie_cluster_members lists.
+int list_members(const std::string& etcd, const std::string& cluster, bool json) {
+  genie_config_t* raw = nullptr;
+  check(genie_config_create(&raw), "genie_config_create");
+  const ConfigPtr config(raw);
+  check(genie_config_set_etcd_endpoints(config.get(), etcd.c_str()), "--etcd");
+  if (!cluster.empty()) check(genie_config_set_cluster(config.get(), cluster.c_str()), "--cluster");
+  char* out = nullptr;
+  check(genie_cluster_members(config.get(), &out), "genie_cluster_members");
+  const Json j = parse(out);
+  if (json) std::printf("%s\n", out);
+  genie_free(out);
+  if (json) return kExitOk;
+  const cJSON* members = get(j.get(), "members");
+  std::printf("%d member(s) in %s, revision %.0f\n", cJSON_GetArraySize(members),
+              str(j.get(), "store").c_str(), num(j.get(), "revision"));
+  std::printf("  %-20s %-8s %-22s %-10s %s\n", "ID", "ROLE", "ADDRESS", "HEALTH", "DEVICES");
+  const cJSON* m;
+  cJSON_ArrayForEach(m, members) {
+    if (cJSON_IsString(get(m, "error"))) {
+      std::printf("  %-20s (unreadable: %s)\n", str(m, "id").c_str(), str(m, "error").c_str());
+      continue;
+    }
+    std::string devices;
+    const cJSON* d;
+    cJSON_ArrayForEach(d, get(m, "devices")) {
+      if (!cJSON_IsString(d)) continue;
+      if (!devices.empty()) devices += ',';
+      devices += d->valuestring;
+    }
+    const int gpus = cJSON_GetArraySize(get(m, "gpus"));
+    if (gpus > 0) {
+      if (!devices.empty()) devices += ' ';
+      devices += std::to_string(gpus) + " GPU(s)";
+    }
+    std::printf("  %-20s %-8s %-22s %-10s %s\n", str(m, "id").c_str(), str(m, "role").c_str(),
+                str(m, "listen").c_str(), str(m, "health").c_str(), devices.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
 int discover_command(int argc, char** argv) {
-  std::string target;
+  std::string target, etcd, cluster;
   bool json = false, no_dpdk = false;
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
@@ -114,13 +165,19 @@ int discover_command(int argc, char** argv) {
       json = true;
     else if (a == "--no-dpdk")
       no_dpdk = true;
-    else if (!a.empty() && a[0] == '-')
+    else if (a == "--etcd" || a == "--cluster") {
+      if (i + 1 >= argc || !*argv[i + 1]) usage_error(a + " needs a value");
+      (a == "--etcd" ? etcd : cluster) = argv[++i];
+    } else if (!a.empty() && a[0] == '-')
       usage_error("unknown option '" + a + "' (try 'genie help discover')");
     else if (target.empty())
       target = a;
     else
       usage_error("discover takes one HOST:PORT");
   }
+  if (!etcd.empty() && !target.empty()) usage_error("discover takes HOST:PORT or --etcd, not both");
+  if (!cluster.empty() && etcd.empty()) usage_error("--cluster goes with --etcd");
+  if (!etcd.empty()) return list_members(etcd, cluster, json);
   std::string host;
   int port = 0;
   if (!target.empty()) split_host_port(target, host, port);

@@ -219,6 +219,8 @@ static long probe_args_genie_cluster_state(const probe_handles_t *h) { return ge
 static const genie_status_t codes_genie_cluster_state[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE, GENIE_ERR_OUT_OF_MEMORY, GENIE_ERR_SHUTDOWN};
 static long probe_args_genie_discover(const probe_handles_t *h) { return genie_discover(h->config, NULL, 0, NULL); }
 static const genie_status_t codes_genie_discover[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE, GENIE_ERR_OUT_OF_MEMORY};
+static long probe_args_genie_cluster_members(const probe_handles_t *h) { return genie_cluster_members(h->config, NULL); }
+static const genie_status_t codes_genie_cluster_members[] = {GENIE_ERR_CONNECTION, GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE, GENIE_ERR_OUT_OF_MEMORY, GENIE_ERR_PROTOCOL, GENIE_ERR_TIMEOUT, GENIE_ERR_UNSUPPORTED};
 static long probe_null_genie_subscribe(const probe_handles_t *h) { (void)h; return genie_subscribe(NULL, 0, probe_event_fn, (void *)(void *)probe_buf, (uint64_t *)(void *)probe_buf); }
 static long probe_kind_genie_subscribe(const probe_handles_t *h) { return genie_subscribe((genie_context_t *)h->config, 0, probe_event_fn, (void *)(void *)probe_buf, (uint64_t *)(void *)probe_buf); }
 static long probe_args_genie_subscribe(const probe_handles_t *h) { return genie_subscribe(h->context, 0, NULL, NULL, NULL); }
@@ -498,6 +500,7 @@ static const probe_fn_t probe_table[] = {
   {"genie_server_destroy", PROBE_VOID, codes_genie_server_destroy, 0, PROBE_NO_VALUE, probe_null_genie_server_destroy, probe_kind_genie_server_destroy, NULL},
   {"genie_cluster_state", PROBE_STATUS, codes_genie_cluster_state, 4, PROBE_NO_VALUE, probe_null_genie_cluster_state, probe_kind_genie_cluster_state, probe_args_genie_cluster_state},
   {"genie_discover", PROBE_STATUS, codes_genie_discover, 3, PROBE_NO_VALUE, NULL, NULL, probe_args_genie_discover},
+  {"genie_cluster_members", PROBE_STATUS, codes_genie_cluster_members, 7, PROBE_NO_VALUE, NULL, NULL, probe_args_genie_cluster_members},
   {"genie_subscribe", PROBE_STATUS, codes_genie_subscribe, 3, PROBE_NO_VALUE, probe_null_genie_subscribe, probe_kind_genie_subscribe, probe_args_genie_subscribe},
   {"genie_unsubscribe", PROBE_STATUS, codes_genie_unsubscribe, 2, PROBE_NO_VALUE, probe_null_genie_unsubscribe, probe_kind_genie_unsubscribe, probe_args_genie_unsubscribe},
   {"genie_tensor_alloc", PROBE_STATUS, codes_genie_tensor_alloc, 8, PROBE_NO_VALUE, probe_null_genie_tensor_alloc, probe_kind_genie_tensor_alloc, probe_args_genie_tensor_alloc},

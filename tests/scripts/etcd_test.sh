@@ -6,7 +6,7 @@
 #   2. three servers register (keys under /genie/<cluster>/nodes/ with a
 #      lease); a duplicate live node id is refused
 #   3. a client given only the etcd endpoints enters through a live server;
-#      genie top --etcd lists every server
+#      genie top --etcd and genie discover --etcd list every server
 #   4. kill -9 of a server: its key expires within the lease TTL, s1 logs it
 #      lost, its watcher gets NODE_LOST; a client whose first choice is a
 #      killed server whose key still lives falls over to the next one
@@ -39,6 +39,8 @@ export GENIE_CLUSTER=c1 GENIE_ETCD_LEASE_TTL=2000
 DEAD="http://127.0.0.1:$(free_port)"
 if "$GENIE" serve --port 0 --etcd "$DEAD" >"$TMP/dead.out" 2>"$TMP/dead.err"; then fail "serve started without etcd"; fi
 grep -q "CONNECTION.*$DEAD" "$TMP/dead.err" || fail "unreachable etcd: $(cat "$TMP/dead.err")"
+if "$GENIE" discover --etcd "$DEAD" >"$TMP/ddead.out" 2>"$TMP/ddead.err"; then fail "discover listed a dead etcd"; fi
+grep -q "CONNECTION.*$DEAD" "$TMP/ddead.err" || fail "discover, unreachable etcd: $(cat "$TMP/ddead.err")"
 echo "ok 1: etcd unreachable at start names the endpoint"
 
 # --- 2. three servers register; a duplicate is refused ------------------------
@@ -67,7 +69,19 @@ wait_for "$TMP/watch.out" '^ready' 20 || fail "watcher did not start"
 GENIE_ETCD_ENDPOINTS=$ENDPOINT "$RTOOL" info >"$TMP/mlp.out" 2>"$TMP/mlp.err" || fail "client through etcd: $(cat "$TMP/mlp.out")"
 "$GENIE" top --etcd "$ENDPOINT" --cluster c1 --once >"$TMP/top.out" 2>"$TMP/top.err" || fail "genie top --etcd: $(cat "$TMP/top.err")"
 for s in s1 s2 s3; do grep -q "$s" "$TMP/top.out" || fail "genie top --etcd does not list $s: $(cat "$TMP/top.out")"; done
-echo "ok 3: a client given only etcd endpoints reached a registered server; genie top --etcd lists the three"
+"$GENIE" discover --etcd "$ENDPOINT" --cluster c1 >"$TMP/disc.out" 2>"$TMP/disc.err" || fail "genie discover --etcd: $(cat "$TMP/disc.err")"
+grep -q "^3 member(s)" "$TMP/disc.out" || fail "discover --etcd: $(cat "$TMP/disc.out")"
+for i in 1 2 3; do
+  grep -Eq "^  s$i +server +127.0.0.1:$(eval echo "\$P$i") +HEALTHY" "$TMP/disc.out" || fail "discover --etcd, s$i: $(cat "$TMP/disc.out")"
+done
+"$GENIE" discover --etcd "$ENDPOINT" --cluster c1 --json | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+assert j["cluster"] == "c1" and j["revision"] > 0, j
+assert [m["id"] for m in j["members"]] == ["s1", "s2", "s3"], j
+assert all(m["role"] == "server" and m["devices"] == ["cpu:0"] for m in j["members"]), j' || fail "discover --etcd --json"
+GENIE_CLUSTER=other "$GENIE" discover --etcd "$ENDPOINT" | grep -q "^0 member(s)" || fail "another cluster's namespace is not empty"
+echo "ok 3: a client given only etcd endpoints reached a registered server; genie top and discover --etcd list the three"
 
 # --- 4. kill -9 of a server -----------------------------------------------------
 kill -9 "$S2"
@@ -76,6 +90,7 @@ for _ in $(seq 1 100); do keys | grep -q /s2 || break; sleep 0.1; done
 keys | grep -q /s2 && fail "s2's key outlived its lease"
 echo "s2's key expired $(( $(now_ms) - t0 )) ms after kill -9 (lease TTL 2000 ms)"
 wait_for "$TMP/s1.err" "node s2 lost" 10 || fail "s1 did not see s2 lost"
+"$GENIE" discover --etcd "$ENDPOINT" --cluster c1 | grep -q "^  s2 " && fail "discover --etcd still lists the dead s2"
 wait_for "$TMP/watch.out" 'NODE_LOST .*"id":"s2"' 10 || fail "the watcher on s1 got no NODE_LOST for s2"
 # A client whose first choice (cluster/entry.hpp: a rendezvous hash of the
 # client's and the server's ids, FNV-1a) is s1, entering while s1's key

@@ -1,12 +1,14 @@
 // The etcd membership store plugin against a real etcd started here
 // (cluster/etcd/store.cpp): unreachable at start, create-if-absent, list and
 // watch from a revision, lease expiry, and etcd stopped and restarted under
-// a watch.
+// a watch; a member cache whose watch fell behind a compaction lists again.
 #include <gtest/gtest.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 
+#include "cluster/member_cache.hpp"
 #include "cluster/store_plugin.hpp"
 #include "core/error.hpp"
 #include "etcd_testing.hpp"
@@ -54,12 +56,13 @@ struct Events {
       cv.notify_all();
     };
   }
-  // Waits until an event of `kind` for `id` has arrived.
-  bool wait(MemberEvent::Kind kind, const std::string& id, std::chrono::milliseconds within) {
+  // Waits until an event of `kind` for `id` (with `value`, when given) has arrived.
+  bool wait(MemberEvent::Kind kind, const std::string& id, std::chrono::milliseconds within,
+            const char* value = nullptr) {
     std::unique_lock<std::mutex> lk(mu);
     return cv.wait_for(lk, within, [&] {
       for (const auto& e : got)
-        if (e.kind == kind && e.id == id) return true;
+        if (e.kind == kind && e.id == id && (!value || e.value == value)) return true;
       return false;
     });
   }
@@ -170,6 +173,94 @@ TEST_F(EtcdStoreTest, AWatchResumesAfterEtcdRestartsAndMissesNothing) {
     }
   }
   EXPECT_TRUE(ev.wait(MemberEvent::Kind::Put, "after", 10s)) << "the watch did not resume";
+  // It cannot know what it missed while the stream was down: it says so.
+  EXPECT_TRUE(ev.wait(MemberEvent::Kind::Resync, "", 1s)) << "no Resync after the stream broke";
+}
+
+// A store whose watches start only when released: a reader that has fallen
+// behind (its watch not yet reading) while others write and etcd compacts.
+class HeldWatches final : public MembershipStore {
+ public:
+  explicit HeldWatches(std::shared_ptr<MembershipStore> s) : s_(std::move(s)) {}
+  uint64_t grant(int64_t ttl_ms) override { return s_->grant(ttl_ms); }
+  void renew(uint64_t lease) override { s_->renew(lease); }
+  void revoke(uint64_t lease) override { s_->revoke(lease); }
+  void create(const std::string& id, const std::string& v, uint64_t lease) override {
+    s_->create(id, v, lease);
+  }
+  void put(const std::string& id, const std::string& v, uint64_t lease) override { s_->put(id, v, lease); }
+  void remove(const std::string& id) override { s_->remove(id); }
+  MemberSnapshot list() override { return s_->list(); }
+  uint64_t watch(int64_t from, MemberWatchFn fn) override {
+    from_ = from;
+    fn_ = std::move(fn);
+    return 1;
+  }
+  void unwatch(uint64_t) override {
+    if (id_ != 0) s_->unwatch(id_);
+    id_ = 0;
+  }
+  std::string describe() const override { return s_->describe(); }
+  void release() { id_ = s_->watch(from_, fn_); }
+  int64_t from() const { return from_; }
+
+ private:
+  std::shared_ptr<MembershipStore> s_;
+  int64_t from_ = 0;
+  MemberWatchFn fn_;
+  uint64_t id_ = 0;
+};
+
+TEST_F(EtcdStoreTest, ACacheBehindACompactionListsAgainAndReportsTheDifference) {
+  const std::string etcdctl = testing::etcdctl_binary();
+  if (etcdctl.empty()) GTEST_SKIP() << "etcdctl is not installed (Debian etcd-client)";
+  auto writer = open();
+  const uint64_t la = writer->grant(60000), lb = writer->grant(60000), lc = writer->grant(60000);
+  writer->create("a", "a1", la);
+  writer->create("b", "b1", lb);
+  auto held = std::make_shared<HeldWatches>(open());
+  Events ev;
+  MemberCache cache(held, ev.fn());
+  ASSERT_EQ(cache.size(), 2u);
+  {
+    std::lock_guard<std::mutex> lk(ev.mu);
+    ASSERT_EQ(ev.got.size(), 2u);  // the first list, as Puts
+    ev.got.clear();
+  }
+  // While the cache's watch is behind: a changes, b leaves, c joins, d comes
+  // and goes; then etcd forgets those revisions.
+  writer->put("a", "a2", la);
+  writer->revoke(lb);
+  writer->create("c", "c1", lc);
+  writer->create("d", "d1", lc);
+  writer->remove("d");
+  const int64_t now = writer->list().revision;
+  ASSERT_GT(now, held->from());
+  const std::string compact =
+      etcdctl + " --endpoints " + etcd_.endpoint() + " compact " + std::to_string(now) + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(compact.c_str()), 0) << compact;
+  held->release();  // the watch starts from a compacted revision: etcd cancels it
+  ASSERT_TRUE(ev.wait(MemberEvent::Kind::Delete, "b", 10s)) << "b's leaving was not reported";
+  EXPECT_EQ(cache.resyncs(), 1u);
+  // The watch resumed: a change after the new list arrives, once.
+  writer->create("e", "e1", lc);
+  ASSERT_TRUE(ev.wait(MemberEvent::Kind::Put, "e", 10s)) << "the watch did not resume after listing again";
+  writer->put("a", "a3", la);
+  ASSERT_TRUE(ev.wait(MemberEvent::Kind::Put, "a", 10s, "a3"));
+  std::vector<std::string> seen;
+  {
+    std::lock_guard<std::mutex> lk(ev.mu);
+    for (const MemberEvent& e : ev.got)
+      seen.push_back((e.kind == MemberEvent::Kind::Put ? "+" : "-") + e.id +
+                     (e.value.empty() ? "" : "=" + e.value));
+  }
+  // The difference (joined and changed, then left), then the changes after.
+  EXPECT_EQ(seen, (std::vector<std::string>{"+a=a2", "+c=c1", "-b", "+e=e1", "+a=a3"}));
+  const MemberSnapshot s = cache.snapshot();
+  ASSERT_EQ(s.members.size(), 3u);
+  EXPECT_EQ(s.members[0].id + s.members[0].value, "aa3");
+  EXPECT_EQ(s.members[1].id, "c");
+  EXPECT_EQ(s.members[2].id, "e");
 }
 
 }  // namespace

@@ -39,6 +39,13 @@ inline std::string etcd_binary() {
   return {};
 }
 
+// Where etcdctl is, or "" (Debian etcd-client).
+inline std::string etcdctl_binary() {
+  for (const char* p : {"/usr/bin/etcdctl", "/usr/local/bin/etcdctl"})
+    if (::access(p, X_OK) == 0) return p;
+  return {};
+}
+
 class EtcdProcess {
  public:
   EtcdProcess() : client_(free_port()), peer_(free_port()) {

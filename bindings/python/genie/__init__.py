@@ -26,7 +26,7 @@ import sys as _sys
 
 from . import capi
 from .core import (Context, Future, Graph, Node, OnnxModel, Server, Subscription, Tensor, Event, discover,
-                   dtype_code, dtype_name, numpy_dtype, version, trace_start, trace_stop, PHASES, MODALITIES, ROLES, HEALTH,
+                   cluster_members, dtype_code, dtype_name, numpy_dtype, version, trace_start, trace_stop, PHASES, MODALITIES, ROLES, HEALTH,
                    EVENT_NODE_JOINED, EVENT_NODE_LOST, EVENT_NODE_RECOVERED, EVENT_GPU_AVAILABLE,
                    EVENT_GPU_UNAVAILABLE, EVENT_GPU_OVERHEATED, EVENT_HEALTH_CHANGED,
                    EVENT_BACKEND_SELECTED, EVENT_ALL, load_op_library, op_registered, unregister_op)
@@ -39,7 +39,7 @@ __version__ = capi.genie_version_string()
 ABI_VERSION = capi.GENIE_ABI_VERSION
 
 __all__ = ["Context", "Future", "Graph", "Node", "OnnxModel", "Server", "Subscription", "Tensor", "Event", "discover",
-           "dtype_code", "dtype_name", "numpy_dtype", "version", "trace_start", "trace_stop", "GenieError", "from_status",
+           "cluster_members", "dtype_code", "dtype_name", "numpy_dtype", "version", "trace_start", "trace_stop", "GenieError", "from_status",
            "PHASES", "MODALITIES", "ROLES", "HEALTH", "ABI_VERSION", "EVENT_NODE_JOINED",
            "EVENT_NODE_LOST", "EVENT_NODE_RECOVERED", "EVENT_GPU_AVAILABLE",
            "EVENT_GPU_UNAVAILABLE", "EVENT_GPU_OVERHEATED", "EVENT_HEALTH_CHANGED",

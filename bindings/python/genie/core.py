@@ -584,6 +584,21 @@ def discover(host=None, port=None, dpdk_probe=False, *, timeout_ms=None, use_env
         capi.genie_config_destroy(cfg)
 
 
+def cluster_members(etcd_endpoints=None, cluster=None, *, timeout_ms=None, use_env=True):
+    """The live members of a cluster on etcd (genie_cluster_members), as a
+    dict: "store", "cluster", "revision" and "members" (each the status the
+    member registered: id, role, listen, devices, gpus, health, backends).
+    ``etcd_endpoints``: a list of client URLs or a comma-separated string
+    (None: GENIE_ETCD_ENDPOINTS); ``cluster`` its namespace (docs/cluster.md,
+    "A cluster on etcd"). Raises ConnectionError naming the endpoints when
+    no etcd answers."""
+    cfg = _config(timeout_ms=timeout_ms, use_env=use_env, etcd_endpoints=etcd_endpoints, cluster=cluster)
+    try:
+        return json.loads(capi.genie_cluster_members(cfg))
+    finally:
+        capi.genie_config_destroy(cfg)
+
+
 def _np_dtype_name(npd):
     name = _NP_TO_NAME.get(np.dtype(npd))
     if name is None:

@@ -275,3 +275,18 @@ pub fn discover(config: Option<&Config>, host: Option<&str>, port: u16) -> Resul
     check(unsafe { ffi::genie_discover(cfg.raw_ptr(), opt_ptr(&h), i32::from(port), &mut s) })?;
     Ok(unsafe { take_cstring(s) })
 }
+
+/// The live members of a cluster on etcd (genie_cluster_members), as JSON
+/// text (docs/cluster.md, "A cluster on etcd"): "store", "cluster",
+/// "revision" and "members", each the status it registered (id, role,
+/// listen, devices, gpus, health, backends). `config` gives the endpoints
+/// ([`Config::etcd_endpoints`]) and [`Config::cluster`]; None: defaults plus
+/// environment (GENIE_ETCD_ENDPOINTS, GENIE_CLUSTER). Connection names the
+/// endpoints when no etcd answers; Unsupported without the etcd store plugin.
+pub fn cluster_members(config: Option<&Config>) -> Result<String> {
+    let mut s = ptr::null_mut();
+    let cfg = config.map_or(ptr::null(), |c| c.raw_ptr());
+    // SAFETY: a live config or null; the text is ours to free.
+    check(unsafe { ffi::genie_cluster_members(cfg, &mut s) })?;
+    Ok(unsafe { take_cstring(s) })
+}

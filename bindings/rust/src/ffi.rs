@@ -910,6 +910,31 @@ extern "C" {
     ) -> genie_status_t;
 }
 extern "C" {
+    #[doc = " The live members of a cluster on etcd (docs/cluster.md, \"A cluster on"]
+    #[doc = "  etcd\"), without a context: one read of /genie/<cluster>/nodes/ at the"]
+    #[doc = "  etcd endpoints and cluster of `config` (genie_config_set_etcd_endpoints"]
+    #[doc = "  and genie_config_set_cluster, or GENIE_ETCD_ENDPOINTS and GENIE_CLUSTER;"]
+    #[doc = "  `config` may be NULL: defaults plus environment). Writes JSON text,"]
+    #[doc = "  released with genie_free, to `*out_json`: \"store\" (the etcd endpoints"]
+    #[doc = "  and cluster, in words), \"cluster\", \"revision\" (etcd's revision of the"]
+    #[doc = "  read) and \"members\", by id: each the status the member registered (id,"]
+    #[doc = "  role, listen, devices, gpus, health, backends) with \"id\" and \"revision\""]
+    #[doc = "  (of its last write); a member whose value does not parse has \"error\""]
+    #[doc = "  instead. A member is listed while its lease lives: one that died is"]
+    #[doc = "  listed until its lease TTL runs out. Waits at most the configured"]
+    #[doc = "  timeout (5 s at most) per etcd endpoint."]
+    #[doc = "  Errors: INVALID_ARGUMENT (out_json NULL, no etcd endpoints, a bad"]
+    #[doc = "  endpoint, cluster name or environment value), INVALID_HANDLE,"]
+    #[doc = "  UNSUPPORTED (the etcd store plugin, libgenie_store_etcd.so, is not"]
+    #[doc = "  installed), CONNECTION (no endpoint answers; the detail names them),"]
+    #[doc = "  TIMEOUT, PROTOCOL (etcd refused the read), OUT_OF_MEMORY."]
+    #[doc = "  Threads: any."]
+    pub fn genie_cluster_members(
+        config: *const genie_config_t,
+        out_json: *mut *mut ::std::os::raw::c_char,
+    ) -> genie_status_t;
+}
+extern "C" {
     #[doc = " Subscribes `fn` to the events whose bits are set in `mask` (any"]
     #[doc = "  combination of genie_event_type_t, GENIE_EVENT_ALL for all) on `ctx`."]
     #[doc = "  Events that happen from now on are delivered; in addition, if the mask"]

@@ -41,7 +41,7 @@ mod graph;
 mod onnx;
 mod tensor;
 
-pub use cluster::{discover, Event, EventKind, EventMask, Subscription};
+pub use cluster::{cluster_members, discover, Event, EventKind, EventMask, Subscription};
 pub use error::{Error, ErrorKind, Result};
 pub use graph::{Graph, Node};
 pub use onnx::{load_op_library, op_registered, OnnxModel};

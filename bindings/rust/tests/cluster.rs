@@ -216,6 +216,15 @@ fn discover_reports_probes_and_a_server() {
 }
 
 #[test]
+fn cluster_members_needs_etcd_endpoints() {
+    let mut cfg = config();
+    cfg.etcd_endpoints(None).unwrap();
+    let e = genie::cluster_members(Some(&cfg)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.detail().contains("etcd"), "{}", e.detail());
+}
+
+#[test]
 fn plan_explain_names_every_node_with_a_device() {
     let ctx = Context::with_config(&config()).unwrap();
     let g = mlp();

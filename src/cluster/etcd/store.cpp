@@ -4,8 +4,11 @@
 // transaction that writes only if the key's create revision is 0 (absent);
 // a watch is a thread that holds one /v3/watch stream from a revision and,
 // when the stream breaks (etcd restarting, a partition), opens another
-// from the revision after the last event it delivered, so that it misses
-// nothing etcd still remembers.
+// from the revision after the last event it delivered. What it may have
+// missed meanwhile, and revisions compacted before it read them (etcd
+// cancels such a watch with compact_revision), it reports with a Resync
+// event at the start of the next stream: the caller lists again
+// (cluster/member_cache.hpp).
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
@@ -193,6 +196,9 @@ class EtcdStore final : public MembershipStore {
   struct Watch {
     MemberWatchFn fn;
     int64_t next = 1;  // the first revision not delivered yet
+    // The next stream starts with a Resync (the last one broke or was
+    // compacted away); the watch thread only.
+    bool resync_due = false;
     std::atomic<bool> stop{false};
     std::mutex mu;
     std::condition_variable cv;
@@ -225,6 +231,7 @@ class EtcdStore final : public MembershipStore {
         gw_.stream("/v3/watch", json_of(req), [&](const cJSON* msg) { return on_message(w, msg, failures); },
                    w.stop);
       } catch (const std::exception& e) {
+        w.resync_due = true;
         if (failures++ == 0)
           host_.log(LogLevel::Warn, cat("etcd: the membership watch broke (", e.what(),
                                         "); serving from the last view and retrying"));
@@ -244,10 +251,30 @@ class EtcdStore final : public MembershipStore {
     }
     const int64_t compacted = int_field(result, "compact_revision");
     if (compacted > 0) {
-      // etcd no longer has what came between: resume where it can.
-      host_.log(LogLevel::Warn, cat("etcd: revisions before ", compacted, " were compacted; watching from there"));
-      w.next = compacted;
+      // etcd no longer has what came between: resume where it can, and
+      // have the caller list again.
+      host_.log(LogLevel::Warn, cat("etcd: revisions before ", compacted,
+                                    " were compacted before the membership watch read them; listing again"));
+      w.next = std::max(w.next, compacted);
+      w.resync_due = true;
       return false;
+    }
+    if (w.resync_due) {
+      const int64_t now = int_field(cJSON_GetObjectItemCaseSensitive(result, "header"), "revision");
+      // A restored or wiped etcd: its history is not the one watched, and
+      // a watch from our revision would wait for one it may never reach.
+      const bool went_back = now > 0 && now + 1 < w.next;
+      if (went_back) w.next = now + 1;
+      try {
+        w.fn(MemberEvent{MemberEvent::Kind::Resync, {}, {}, now});
+      } catch (const std::exception& x) {
+        host_.log(LogLevel::Warn,
+                  cat("etcd: the membership watch's Resync failed (", x.what(), "); retrying"));
+        failures = 1;
+        return false;
+      }
+      w.resync_due = false;
+      if (went_back) return false;
     }
     const cJSON* ev = nullptr;
     cJSON_ArrayForEach(ev, cJSON_GetObjectItemCaseSensitive(result, "events")) {

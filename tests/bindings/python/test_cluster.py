@@ -12,6 +12,21 @@ import pytest
 import genie
 
 
+def test_cluster_members_needs_etcd_and_names_an_unreachable_one():
+    with pytest.raises(genie.InvalidArgumentError) as e:
+        genie.cluster_members(use_env=False)
+    assert "etcd" in e.value.detail
+    dead = "http://127.0.0.1:1"
+    try:
+        genie.cluster_members([dead], cluster="c", use_env=False, timeout_ms=1000)
+    except genie.UnsupportedError as e:
+        pytest.skip(f"the etcd store plugin is not installed here: {e.detail}")
+    except genie.ConnectionError as e:
+        assert dead in e.detail, e.detail
+    else:
+        pytest.fail("a dead etcd was listed")
+
+
 def _mlp():
     g = genie.Graph("explain")
     g.input("x", [4, 8])
