@@ -59,6 +59,11 @@ def throughput(d):
     return out
 
 
+def remote_block(d):
+    return {"remote block remote/embedded (p50 pairs)": d["ratio_median"],
+            "remote block remote p50 ms": d["remote_p50_ms"]}
+
+
 def torch_block(d):
     return {"torch block Genie/torch (p50 pairs)": d["ratio_median"],
             "torch block Genie p50 ms": d["genie_p50_ms"]}
@@ -71,6 +76,7 @@ BENCHES = {
     "rpc": (lambda b, j: [f"{b}/bench/bench_rpc_roundtrip", "--iters", "5", "--json", j], rpc),
     "throughput": (lambda b, j: [f"{b}/bench/bench_tensor_throughput", "--iters", "2", "--json", j],
                    throughput),
+    "remote_block": (lambda b, j: [f"{b}/bench/bench_remote_block", "--iters", "15", "--json", j], remote_block),
     "torch_block": (lambda b, j: ["/usr/bin/python3", os.path.join(HERE, "torch_block.py"), "--threads", "1",
                                   "--pairs", "10", "--json", j], torch_block),
 }

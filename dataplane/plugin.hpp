@@ -27,11 +27,12 @@
 #include <string>
 
 #include "core/log.hpp"
+#include "core/metrics.hpp"
 #include "dataplane/transport.hpp"
 
 namespace genie::dataplane {
 
-constexpr uint32_t kTransportAbiVersion = 3;  // 3: Channel::send_tagged, received_tag
+constexpr uint32_t kTransportAbiVersion = 4;  // 4: TransportHost::byte_counter
 constexpr const char* kPluginEntrySymbol = "genie_transport_plugin";
 
 // libgenie's services for a plugin; valid until the process exits.
@@ -42,6 +43,11 @@ struct TransportHost {
   void (*remove_close_hook)(uv_loop_t* loop, uint64_t id);
   // libgenie's log at its current level (core/log.hpp).
   void (*log)(LogLevel level, const std::string& msg);
+  // The counter of the bytes `transport` sent or received
+  // (dataplane/transport_bytes.hpp, which says what to count); it lives as
+  // long as the process, so a plugin resolves it once and adds to it from
+  // any thread (Counter::add is inline: no call into libgenie).
+  metrics::Counter& (*byte_counter)(const char* transport, bool sent);
 };
 
 // The host libgenie passes to the plugins it loads.

@@ -15,6 +15,7 @@
 #include "dataplane/loop_hooks.hpp"
 #include "dataplane/plugin.hpp"
 #include "dataplane/tcp/transport.hpp"
+#include "dataplane/transport_bytes.hpp"
 
 namespace genie::dataplane {
 namespace {
@@ -97,7 +98,8 @@ const TransportHost& transport_host() {
   static const TransportHost host{
       [](uv_loop_t* loop, std::function<void()> fn) { return add_close_hook(loop, std::move(fn)); },
       [](uv_loop_t* loop, uint64_t id) { remove_close_hook(loop, id); },
-      [](LogLevel level, const std::string& msg) { log(level, msg); }};
+      [](LogLevel level, const std::string& msg) { log(level, msg); },
+      [](const char* transport, bool sent) -> metrics::Counter& { return transport_bytes(transport, sent); }};
   return host;
 }
 

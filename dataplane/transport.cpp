@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "dataplane/resolve.hpp"
 
 namespace genie::dataplane {
 namespace {
@@ -152,6 +153,23 @@ void split_address(const std::string& address, std::string* host, int* port) {
   if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
   *host = h;
   *port = std::stoi(p);
+}
+
+AddrInfo resolve_address(const std::string& address, bool passive, std::string* error) {
+  std::string host;
+  int port = 0;
+  split_address(address, &host, &port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  addrinfo* res = nullptr;
+  const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    *error = rc != 0 ? ::gai_strerror(rc) : "no address";
+    return AddrInfo(nullptr, ::freeaddrinfo);
+  }
+  return AddrInfo(res, ::freeaddrinfo);
 }
 
 }  // namespace genie::dataplane

@@ -38,6 +38,13 @@ std::string canonical(const std::string& address, int* endpoint) {
   return host.find(':') != std::string::npos ? cat('[', host, "]:", *endpoint) : cat(host, ':', *endpoint);
 }
 
+// genie_transport_bytes_total{transport="dpdk"} (dataplane/transport_bytes.hpp).
+void count_bytes(bool sent, uint64_t n) {
+  static metrics::Counter& out = g_host->byte_counter(kName, true);
+  static metrics::Counter& in = g_host->byte_counter(kName, false);
+  (sent ? out : in).add(static_cast<double>(n));
+}
+
 class DpdkChannel final : public AsyncChannel<DpdkChannel> {
  public:
   DpdkChannel(Engine& eng, uv_loop_t* loop, std::shared_ptr<Session> s, uint32_t max_message,
@@ -94,6 +101,7 @@ class DpdkChannel final : public AsyncChannel<DpdkChannel> {
     std::memcpy(m->prefix.data() + kFrameHeaderSize, msg.data(), msg.size());
     m->payload = static_cast<const uint8_t*>(payload);
     m->payload_len = payload_len;
+    count_bytes(true, m->prefix.size() + payload_len);
     m->tag = tag;
     m->keep = std::move(keep);
     m->done = std::move(done);
@@ -155,6 +163,7 @@ class DpdkChannel final : public AsyncChannel<DpdkChannel> {
         case Event::ConnectFailed: connect_failed_ = e.detail; break;
         case Event::Data:
           box_->backlog.fetch_sub(e.size, std::memory_order_relaxed);
+          count_bytes(false, e.size);
           tags_.insert(tags_.end(), e.tags.begin(), e.tags.end());
           for (size_t i = 0; i < e.segs.size() && !closing_; ++i) consume(e.segs[i].data, e.segs[i].len);
           eng_.give_back(e.mbufs);

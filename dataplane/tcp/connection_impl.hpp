@@ -26,6 +26,7 @@
 #include "dataplane/loop_hooks.hpp"
 #include "dataplane/tcp/socket_buffers.hpp"
 #include "dataplane/tcp/tls.hpp"
+#include "dataplane/transport_bytes.hpp"
 
 namespace genie::dataplane::tcp::connection_detail {
 

@@ -96,7 +96,7 @@ void Connection::Impl::on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t*) {
   if (nread == 0) return;
   // Counted whether or not metrics are served: server info and
   // `genie top` show it too.
-  static metrics::Counter& received = metrics::counter(metrics::Id::TransportBytes, {"tcp", "received"});
+  static metrics::Counter& received = transport_bytes("tcp", false);
   received.add(static_cast<double>(nread));
   // Replies to the frames of this read leave together (uncork).
   ++c->cork_depth;

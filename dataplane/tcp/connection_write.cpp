@@ -37,7 +37,7 @@ void Connection::Impl::finish_frames(std::vector<OutFrame>& frames, genie_status
 void Connection::Impl::count_sent(const std::vector<OutFrame>& frames) {
   uint64_t bytes = 0;
   for (const OutFrame& f : frames) bytes += f.size();
-  static metrics::Counter& sent = metrics::counter(metrics::Id::TransportBytes, {"tcp", "sent"});
+  static metrics::Counter& sent = transport_bytes("tcp", true);
   sent.add(static_cast<double>(bytes));
 }
 

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "dataplane/loop_hooks.hpp"
+#include "dataplane/resolve.hpp"
 #include "dataplane/tcp/connection.hpp"
 
 namespace genie::dataplane::tcp {
@@ -35,17 +36,9 @@ class TcpListener final : public Listener, public std::enable_shared_from_this<T
   // host may be a name (resolved here, blocking: listening is rare) or a
   // wildcard address.
   void start(const std::string& address) {
-    std::string host;
-    int port = 0;
-    split_address(address, &host, &port);
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    addrinfo* res = nullptr;
-    const int gai = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
-    if (gai != 0) fail(GENIE_ERR_IO, "cannot listen on ", address, ": ", gai_strerror(gai));
-    std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, freeaddrinfo);
+    std::string why;
+    const AddrInfo res = resolve_address(address, true, &why);
+    if (!res) fail(GENIE_ERR_IO, "cannot listen on ", address, ": ", why);
     int rc = uv_tcp_init(loop_, &server_);
     if (rc != 0) fail(GENIE_ERR_INTERNAL, "uv_tcp_init: ", uv_strerror(rc));
     server_.data = this;

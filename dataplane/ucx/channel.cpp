@@ -18,6 +18,13 @@ constexpr auto kTeardownWait = std::chrono::milliseconds(2000);
 
 bool fits(uint64_t offset, uint64_t length, uint64_t size) { return offset <= size && length <= size - offset; }
 
+// genie_transport_bytes_total{transport="ucx"} (dataplane/transport_bytes.hpp).
+void count_bytes(bool sent, uint64_t n) {
+  static metrics::Counter& out = g_host->byte_counter(kName, true);
+  static metrics::Counter& in = g_host->byte_counter(kName, false);
+  (sent ? out : in).add(static_cast<double>(n));
+}
+
 // GENIE_UCX_RMA=always: offer RMA even on channels where UCX only emulates
 // it (to exercise the RMA path without RDMA hardware; slower). Unset or
 // "auto": such channels say rma_emulated().
@@ -208,6 +215,7 @@ void Endpoint::send(uint16_t type, uint64_t request_id, uint32_t flags, std::str
   h.payload_len = payload_len;
   o->header.resize(kFrameHeaderSize);
   encode_frame_header(h, o->msg.data(), o->msg.size(), reinterpret_cast<uint8_t*>(o->header.data()));
+  count_bytes(true, kFrameHeaderSize + o->msg.size() + payload_len);
   ucp_request_param_t p = o->param(UCP_AM_SEND_FLAG_REPLY);
   track(o, ucp_am_send_nbx(ep_, kAmFrame, o->header.data(), o->header.size(), o->msg.data(), o->msg.size(), &p));
   if (payload_len > 0) {
@@ -318,6 +326,7 @@ void Endpoint::handle(Incoming& in) {
       close(GENIE_ERR_CONNECTION, cat("connection to ", peer_, " closed by the peer"));
       return;
     case kAmFrame: {
+      count_bytes(false, in.header.size() + in.length);
       if (want_payload_) fail(GENIE_ERR_PROTOCOL, "a frame arrived before the payload of the previous one");
       if (in.header.size() != kFrameHeaderSize)
         fail(GENIE_ERR_PROTOCOL, "a frame header of ", in.header.size(), " bytes (expected ", kFrameHeaderSize, ")");
@@ -342,6 +351,7 @@ void Endpoint::handle(Incoming& in) {
       });
     }
     case kAmPayload:
+      count_bytes(false, in.length);
       return take_payload(in);
     default:
       fail(GENIE_ERR_PROTOCOL, "unknown active message ", in.id);
@@ -531,6 +541,7 @@ void Endpoint::rma(bool put, const std::shared_ptr<MemoryRegion>& local, uint64_
   o->rma_done = std::move(done);
   ++ops_open_;
   if (length > 0) {
+    count_bytes(put, length);
     void* mine = static_cast<char*>(local->data()) + local_offset;
     const uint64_t theirs = remote.address + remote_offset;
     ucp_request_param_t p = o->param();

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 
+#include "dataplane/resolve.hpp"
 #include "dataplane/ucx/channel.hpp"
 #include "dataplane/ucx/worker.hpp"
 
@@ -23,30 +24,19 @@ struct Resolved {
 };
 
 Resolved resolve(const std::string& address, bool passive) {
-  std::string host;
-  int port = 0;
-  split_address(address, &host, &port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
-  addrinfo* res = nullptr;
-  const std::string service = std::to_string(port);
-  const int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
-  if (rc != 0 || res == nullptr)
-    fail(GENIE_ERR_INVALID_ARGUMENT, "ucx address '", address, "' does not resolve: ", gai_strerror(rc));
+  std::string why;
+  const AddrInfo res = resolve_address(address, passive, &why);
+  if (!res) fail(GENIE_ERR_INVALID_ARGUMENT, "ucx address '", address, "' does not resolve: ", why);
   // UCX 1.13 accepts an IPv6 sockaddr connection but then fails to wire
   // its TCP lanes over it (and crashes tearing the worker down after): refuse
   // IPv6 up front rather than hand a peer a channel that cannot work.
   if (res->ai_family != AF_INET) {
-    freeaddrinfo(res);
     fail(GENIE_ERR_UNSUPPORTED, "ucx address '", address,
          "' is not IPv4: this UCX version's sockaddr wire-up works over IPv4 only");
   }
   Resolved r;
   std::memcpy(&r.addr, res->ai_addr, res->ai_addrlen);
   r.len = res->ai_addrlen;
-  freeaddrinfo(res);
   return r;
 }
 

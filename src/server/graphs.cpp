@@ -2,6 +2,7 @@
 // across workers, completions, and server information.
 #include <algorithm>
 
+#include "dataplane/transport_bytes.hpp"
 #include "exec/run_trace.hpp"
 #include "server/impl.hpp"
 
@@ -403,9 +404,7 @@ wire::ServerInfo Server::Impl::server_info() const {
     for (const auto& [key, n] : tagged_bytes) (*i.mutable_tagged_bytes())[key] = n;
     for (const std::string& t : data_transports_offered) i.add_data_transports(t);
   }
-  for (const char* dir : {"sent", "received"})
-    (*i.mutable_transport_bytes())[cat("tcp ", dir)] =
-        metrics::counter(metrics::Id::TransportBytes, {"tcp", dir}).value();
+  for (const auto& [key, bytes] : dataplane::transport_byte_totals()) (*i.mutable_transport_bytes())[key] = bytes;
   return i;
 }
 

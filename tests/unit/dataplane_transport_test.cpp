@@ -22,6 +22,7 @@
 
 #include "core/error.hpp"
 #include "dataplane/registry.hpp"
+#include "dataplane/transport_bytes.hpp"
 #include "dataplane_testing.hpp"
 
 #ifdef GENIE_TEST_UCX
@@ -254,6 +255,33 @@ TEST_P(Transports, FramesAndPayloadsLandInTheReceiversSinksBothWays) {
   std::lock_guard<std::mutex> lk(p.client->mu);
   EXPECT_EQ(p.client->frames[0].msg, "back");
   EXPECT_TRUE(*p.client->frames[0].payload == *back);
+}
+
+// genie_transport_bytes_total (dataplane/transport_bytes.hpp): a frame's
+// bytes count as sent by one end and received by the other (both ends are
+// in this process), and the transport is listed in the totals a server's
+// info shows.
+TEST_P(Transports, BytesMovedAreCountedForTheTransport) {
+  const std::string name = GetParam();
+  const uint64_t sent0 = transport_bytes(name, true).value();
+  const uint64_t received0 = transport_bytes(name, false).value();
+  Pair p = open();
+  auto payload = std::make_shared<std::vector<uint8_t>>(pattern(100000, 3));
+  send(p, 1, "counted", payload);
+  ASSERT_TRUE(p.server->wait([&] { return !p.server->frames.empty() && p.server->frames[0].payload_done; }));
+  ASSERT_TRUE(p.client->wait([&] { return p.client->events.size() == 2; }));  // connected, done
+  const uint64_t frame = kFrameHeaderSize + 7 + payload->size();
+  if (name == "loopback") {
+    // In-process channels hand buffers over: no wire, nothing counted.
+    EXPECT_EQ(0u, transport_bytes(name, true).value() - sent0);
+    return;
+  }
+  EXPECT_EQ(frame, transport_bytes(name, true).value() - sent0);
+  EXPECT_EQ(frame, transport_bytes(name, false).value() - received0);
+  bool listed = false;
+  for (const auto& [key, bytes] : transport_byte_totals())
+    listed = listed || (key == name + " sent" && bytes >= frame);
+  EXPECT_TRUE(listed) << name << " is not in the totals";
 }
 
 TEST_P(Transports, ListensAndConnectsOnIpv6Addresses) {

@@ -59,7 +59,7 @@ TEST_F(DirectTest, SynchronousTransfersTakeTheCallersOwnSocket) {
   uint64_t calls = 0;
   // Around the read-ahead too: a payload read whole from the buffer with
   // its header, and one whose rest goes straight to the caller's buffer.
-  constexpr size_t ra = direct_io::kReadAhead;
+  constexpr size_t ra = dataplane::tcp::kReadAhead;
   for (size_t n :
        {size_t{0}, size_t{1}, ra - 60, ra - 1, ra, ra + 1, size_t{4096}, size_t{64} << 10, kDirectMaxBytes}) {
     SCOPED_TRACE(n);

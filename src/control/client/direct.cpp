@@ -100,9 +100,7 @@ bool RemoteClient::Impl::direct_open(bool submission, uint64_t* joined) {
       dataplane::split_address(address, &host, &port);
       session_tls = std::make_unique<dataplane::tcp::TlsSession>(tls, host);
       io.tls = session_tls.get();
-      session_tls->start();
-      send_all(io, nullptr, 0);  // the ClientHello
-      while (!session_tls->handshake_done()) tls_pull(io, false);
+      dataplane::tcp::tls_handshake(io);
     }
     std::string msg;
     wire::DataHello h;

@@ -18,10 +18,13 @@
 // The wire is unchanged: the same frames with their CRC and limits, and
 // the same handshake a data connection has (DataHello, the challenge, the
 // session proof); the server sees one more data connection of the session
-// and answers it on its loop like any other. With TLS the link has its own
-// TLS session (dataplane/tcp/tls.hpp, driven on the socket by the caller)
-// with the client's settings and certificate, and its session proof is
-// bound to that TLS connection.
+// and answers it on its loop like any other. Its frames are read and
+// written by the TCP transport's blocking framed I/O
+// (dataplane/tcp/blocking_stream.hpp; direct_io.hpp gives it control's
+// message types). With TLS the link has its own TLS session
+// (dataplane/tcp/tls.hpp, driven on the socket by the caller) with the
+// client's settings and certificate, and its session proof is bound to
+// that TLS connection.
 //
 // Not used (the framed path runs instead): above kDirectMaxBytes, for a
 // data transport other than TCP, on the loop thread, while the session is not ready (the framed path

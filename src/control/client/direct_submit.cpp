@@ -203,7 +203,8 @@ void RemoteClient::Impl::direct_read(const std::function<bool()>& until, Clock::
       // error).
       if (direct.taken == direct.plain.size()) {
         try {
-          wait_for(direct.fd, POLLIN, deadline, spin);
+          Deadline until_deadline(deadline);
+          wait_for(direct.fd, POLLIN, until_deadline, spin);
         } catch (const LinkBroken& b) {
           if (b.why == Broke::Timeout) return;
           throw;
