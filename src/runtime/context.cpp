@@ -15,10 +15,11 @@
 #include "control/semantic_tag.hpp"
 #include "core/error.hpp"
 #include "core/host.hpp"
-#include "core/node_id.hpp"
 #include "core/log.hpp"
+#include "core/node_id.hpp"
 #include "exec/backend_loader.hpp"
 #include "exec/cpu/backend.hpp"
+#include "exec/learn.hpp"
 #include "exec/plan_runner.hpp"
 #include "exec/run_trace.hpp"
 #include "graph/binding.hpp"
@@ -271,6 +272,8 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
     snapshot->validate(&shapes);
     auto p = std::make_shared<SubmitMemo::Prepared>();
     if (client_) p->json = graph_to_json(*snapshot);
+    else
+      p->costs = sched::node_costs(*snapshot, &shapes);
     p->graph = std::move(snapshot);
     if (memo) memo->keep(version, descs, order, p);
     prepared = std::move(p);
@@ -284,6 +287,8 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
     bound.push_back(tensors[i].local());
   }
   auto state = std::make_shared<FutureState>(shared_from_this(), snapshot);
+  // Where the run goes, for the cost model's feed: a plan, else device 0.
+  auto ran_by = std::make_shared<std::shared_ptr<const sched::Plan>>();
 
   // A completion callback (on an executor worker) may submit while
   // shutdown() holds run_mu_ and waits for that very worker: once shutdown
@@ -294,8 +299,10 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
     std::this_thread::yield();
   }
   check_live();
-  Executor::Done done = [state, snapshot](ExecResult&& r) {
-    if (observing()) observe_run(*snapshot, r, "embedded");
+  Executor::Done done = [this, state, prepared, ran_by](ExecResult&& r) {
+    const Graph& snapshot = *prepared->graph;
+    if (observing()) observe_run(snapshot, r, "embedded");
+    if (learning_.load(std::memory_order_acquire)) learn(*prepared, r, ran_by->get(), 0);
     FutureResult fr;
     fr.status = r.status;
     fr.detail = std::move(r.detail);
@@ -309,7 +316,7 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
   ExecResult ran;
   bool here = false;
   if (planned) {
-    here = submit_planned(snapshot, std::move(plan_shapes), std::move(bound), done, &ran);
+    here = submit_planned(snapshot, std::move(plan_shapes), std::move(bound), done, &ran, ran_by.get());
   } else if (Executor::is_tiny(*snapshot, bound)) {
     ran = exec_->run_inline(snapshot, std::move(bound));
     here = true;
@@ -348,15 +355,42 @@ const sched::Topology& Context::local_topology() {
       t->devices.push_back(std::move(p));
     }
   }
+  // A device whose backend keeps no learner of its own gets one, kept in the
+  // profile cache under its kind and description.
+  const std::string dir = sched::profile_cache_dir(opts);
+  for (size_t i = 0; i < t->devices.size() && !dir.empty(); ++i) {
+    sched::DeviceProfile& p = t->devices[i];
+    if (p.learned || i >= devices_.size()) continue;
+    const DeviceDesc* desc = nullptr;
+    for (const DeviceDesc& dd : devices_[i].ref.backend->devices())
+      if (dd.id == devices_[i].id) desc = &dd;
+    sched::DeviceIdentity id{devices_[i].id.kind, desc ? desc->description : devices_[i].id.str(), 0};
+    p.learned =
+        sched::CostLearner::shared(sched::CostLearner::file_for_profile(sched::profile_cache_file(dir, id)));
+  }
   t->version = 1;
   t->check();
   topology_ = std::move(t);
+  learning_.store(true, std::memory_order_release);
   return *topology_;
+}
+
+void Context::learn(const SubmitMemo::Prepared& p, const ExecResult& r, const sched::Plan* plan, int device) {
+  const sched::Topology& topo = *topology_;  // set before learning_, never changed after
+  learn_from_run(p.costs, r, topo, plan ? &plan->node_device : nullptr, device);
+  if (plan && r.status == GENIE_OK) plans_.report(*plan, static_cast<double>(r.exec_ns) * 1e-9);
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t last = learned_saved_ns_.load(std::memory_order_relaxed);
+  if (now - last >= kLearnedSaveNs && learned_saved_ns_.compare_exchange_strong(last, now))
+    save_learned(topo);
 }
 
 bool Context::submit_planned(const std::shared_ptr<const Graph>& snapshot,
                              std::unordered_map<ValueId, Shape> shapes, std::vector<TensorPtr> bound,
-                             Executor::Done& done, ExecResult* ran) {
+                             Executor::Done& done, ExecResult* ran,
+                             std::shared_ptr<const sched::Plan>* plan) {
   PlannedRun r;
   r.graph = snapshot;
   r.input_device.reserve(bound.size());
@@ -368,6 +402,7 @@ bool Context::submit_planned(const std::shared_ptr<const Graph>& snapshot,
   }
   const sched::Topology& topo = local_topology();
   r.plan = plans_.get_or_plan(*snapshot, topo, res, &shapes);
+  *plan = r.plan;
   bool one_device = true;
   for (int d : r.plan->node_device) one_device &= d == r.plan->node_device.front();
   const int only = r.plan->node_device.empty() ? 0 : r.plan->node_device.front();
@@ -497,6 +532,7 @@ void Context::shutdown() {
   }
   if (cluster_) cluster_->stop();  // no event after this; timers gone from the loop
   exec_.reset();                   // waits for graphs in flight; their futures complete normally
+  if (learning_.load(std::memory_order_acquire)) save_learned(*topology_);
   if (client_) {
     client_->drain();  // completions owed on the direct link that nobody waits for
     const auto grace = std::chrono::milliseconds(cfg_.timeout_ms);

@@ -42,7 +42,8 @@ class SubmitMemo {
  public:
   struct Prepared {
     std::shared_ptr<const Graph> graph;
-    std::string json;  // remote mode only
+    std::string json;                  // remote mode only
+    std::vector<sched::OpCost> costs;  // embedded mode only: each node's, what runs teach the cost model
   };
 
   // The Prepared kept for this version with the graph's inputs bound to
@@ -144,9 +145,10 @@ class Context : public std::enable_shared_from_this<Context> {
   // Runs `snapshot` over several local devices by the scheduler's plan.
   // A tiny graph (Executor::is_tiny) the plan puts on the host CPU runs on
   // this thread: then its result is in *ran, `done` is left to the caller
-  // and this returns true.
+  // and this returns true. *plan receives the plan before the run starts.
   bool submit_planned(const std::shared_ptr<const Graph>& snapshot, std::unordered_map<ValueId, Shape> shapes,
-                      std::vector<TensorPtr> bound, Executor::Done& done, ExecResult* ran);
+                      std::vector<TensorPtr> bound, Executor::Done& done, ExecResult* ran,
+                      std::shared_ptr<const sched::Plan>* plan);
 
   Config cfg_;
   std::string node_id_;
@@ -155,7 +157,16 @@ class Context : public std::enable_shared_from_this<Context> {
   std::unique_ptr<Executor> exec_;        // embedded mode
   std::vector<LocalDevice> devices_;      // embedded mode: cpu:0, then the backends' devices
   std::mutex topo_mu_;
-  std::unique_ptr<sched::Topology> topology_;  // built on first use
+  std::unique_ptr<sched::Topology> topology_;  // built on first use, then never changed
+  // Set once topology_ is built: from then on, every run teaches its
+  // devices' cost learners (exec/learn.hpp), saved at most every
+  // kLearnedSaveNs and at shutdown.
+  std::atomic<bool> learning_{false};
+  static constexpr int64_t kLearnedSaveNs = 10'000'000'000;
+  std::atomic<int64_t> learned_saved_ns_{0};
+  // Teaches the learners what run `r` of `p` measured; `plan` (null: the
+  // whole run on device `device`) says where each node ran.
+  void learn(const SubmitMemo::Prepared& p, const ExecResult& r, const sched::Plan* plan, int device);
   sched::PlanCache plans_;
   std::shared_ptr<RemoteClient> client_;  // remote mode
   // Stopped by shutdown() before the client closes; destroyed after it

@@ -244,9 +244,16 @@ class Placer {
     }
     costs_.resize(nn);
     for (size_t i = 0; i < nn; ++i) costs_[i] = op_cost(g_, static_cast<NodeId>(i), v.code[i], shapes);
+    // Learned corrections only where every device has them: a device priced
+    // as measured beside one priced by the bare model would win or lose
+    // nodes for the difference between the two, not between the devices.
+    bool learned = true;
+    for (const DeviceProfile& d : t_.devices) learned &= d.learned != nullptr;
     compute_.resize(nn * nd_);
     for (size_t i = 0; i < nn; ++i)
-      for (size_t d = 0; d < nd_; ++d) compute_[i * nd_ + d] = predict_seconds(costs_[i], t_.devices[d]);
+      for (size_t d = 0; d < nd_; ++d)
+        compute_[i * nd_ + d] =
+            learned ? predict_seconds(costs_[i], t_.devices[d]) : model_seconds(costs_[i], t_.devices[d]);
   }
 
   // Places every node in `order` into `plan` (node_device, decisions,
@@ -579,6 +586,7 @@ Plan plan_graph(const Graph& g, const Topology& topo, const Residency& residency
   Plan plan;
   plan.graph_hash = plan_hash(g, bound_shapes);
   plan.topology_version = topo.version;
+  plan.residency_signature = residency.signature();
   for (const DeviceProfile& d : topo.devices) {
     plan.device_names.push_back(d.qualified_name());
     plan.budget_per_device.push_back(d.budget());
