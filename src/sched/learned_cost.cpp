@@ -79,6 +79,25 @@ void CostLearner::observe(OpCode c, double work, double model_s, double measured
   dirty_ = true;
 }
 
+void CostLearner::observe_run(size_t n_nodes, double run_s, double nodes_s) {
+  if (n_nodes == 0 || !(run_s > 0) || !(nodes_s >= 0) || !std::isfinite(run_s) || !std::isfinite(nodes_s))
+    return;
+  const double x = std::max(0.0, run_s - nodes_s) / static_cast<double>(n_nodes);
+  std::unique_lock<std::shared_mutex> lk(mu_);
+  ++gap_count_;
+  // As a cell, in seconds: a step moves it by at most e^kMaxStep times (or
+  // a microsecond from nothing).
+  const double w = std::max(kAlpha, 1.0 / static_cast<double>(gap_count_));
+  const double limit = std::max(gap_s_ * (std::exp(kMaxStep) - 1), 1e-6);
+  gap_s_ = gap_count_ == 1 ? x : std::max(0.0, gap_s_ + w * std::clamp(x - gap_s_, -limit, limit));
+  dirty_ = true;
+}
+
+double CostLearner::gap_s() const {
+  std::shared_lock<std::shared_mutex> lk(mu_);
+  return gap_s_;
+}
+
 uint64_t CostLearner::observations() const {
   std::shared_lock<std::shared_mutex> lk(mu_);
   return observations_;
@@ -99,6 +118,13 @@ void CostLearner::load() {
   const cJSON* cells = cJSON_GetObjectItemCaseSensitive(root, "cells");
   if (cJSON_IsNumber(ver) && ver->valuedouble == kLearnedVersion && cJSON_IsArray(cells)) {
     const double limit = std::log(kMaxFactor);
+    const cJSON* gap = cJSON_GetObjectItemCaseSensitive(root, "gap_s");
+    const cJSON* gap_n = cJSON_GetObjectItemCaseSensitive(root, "gap_count");
+    if (cJSON_IsNumber(gap) && gap->valuedouble >= 0 && gap->valuedouble < 1 && cJSON_IsNumber(gap_n) &&
+        gap_n->valuedouble >= 1) {
+      gap_s_ = gap->valuedouble;
+      gap_count_ = static_cast<uint64_t>(gap_n->valuedouble);
+    }
     const cJSON* c;
     cJSON_ArrayForEach(c, cells) {
       const cJSON* op = cJSON_GetObjectItemCaseSensitive(c, "op");
@@ -130,6 +156,8 @@ bool CostLearner::save() {
       return true;
     }
     cJSON_AddNumberToObject(root, "version", kLearnedVersion);
+    cJSON_AddNumberToObject(root, "gap_s", gap_s_);
+    cJSON_AddNumberToObject(root, "gap_count", static_cast<double>(gap_count_));
     cJSON* cells = cJSON_AddArrayToObject(root, "cells");
     for (const auto& [k, cell] : cells_) {
       cJSON* c = cJSON_CreateObject();

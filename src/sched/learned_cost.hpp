@@ -54,6 +54,14 @@ class CostLearner {
   // ignored. Any thread.
   void observe(OpCode c, double work, double model_s, double measured_s);
 
+  // The executor's time per node outside the nodes' kernels (handing a
+  // ready node to a worker, waking it), learned from whole runs: a run of n
+  // nodes on this device that took `run_s`, its kernels `nodes_s` in all,
+  // spent max(0, run_s - nodes_s) / n per node besides them (the same mean,
+  // in seconds). Plans add it after each node (0 while unknown). Any thread.
+  void observe_run(size_t n_nodes, double run_s, double nodes_s);
+  double gap_s() const;
+
   // Observations taken (since construction, loaded ones excluded).
   uint64_t observations() const;
   // Cells known.
@@ -80,6 +88,8 @@ class CostLearner {
   const std::string file_;
   mutable std::shared_mutex mu_;
   std::unordered_map<uint32_t, Cell> cells_;
+  double gap_s_ = 0;
+  uint64_t gap_count_ = 0;
   uint64_t observations_ = 0;
   bool dirty_ = false;
 };

@@ -249,6 +249,9 @@ class Placer {
     // nodes for the difference between the two, not between the devices.
     bool learned = true;
     for (const DeviceProfile& d : t_.devices) learned &= d.learned != nullptr;
+    gap_.assign(nd_, 0);
+    if (learned)
+      for (size_t d = 0; d < nd_; ++d) gap_[d] = t_.devices[d].learned->gap_s();
     compute_.resize(nn * nd_);
     for (size_t i = 0; i < nn; ++i)
       for (size_t d = 0; d < nd_; ++d)
@@ -482,7 +485,7 @@ class Placer {
       present_[static_cast<size_t>(o) * nd_ + static_cast<size_t>(d)] = 1;
       if (!routes_.remote(d)) on_coord_[o] = 1;
     }
-    clock_ = choice_finish;
+    clock_ = choice_finish + gap_[static_cast<size_t>(d)];  // the executor's hand-off to the next node
     cur_dev_ = d;
     plan_->node_device[id] = d;
     plan_->predicted_node_s[id] = compute_[static_cast<size_t>(id) * nd_ + static_cast<size_t>(d)];
@@ -513,6 +516,7 @@ class Placer {
   std::vector<int32_t> remaining_, node_kv_;
   std::vector<int> kv_home_;
   double clock_ = 0;
+  std::vector<double> gap_;  // per device: learned time between nodes (CostLearner::gap_s)
   int cur_dev_ = -1;
 };
 

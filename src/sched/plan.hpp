@@ -237,7 +237,9 @@ class PlanCache {
   // so that the next get_or_plan plans again with what the devices' learners
   // (DeviceProfile::learned) know by then. A run within the ratio resets
   // the count. Returns true when this report dropped the plan; a plan no
-  // longer cached is ignored.
+  // longer cached is ignored. A plan that predicts what the one dropped
+  // for its key predicted (planning again learned nothing new: devices
+  // without learners) is kept, so that it is not planned on every few runs.
   static constexpr int kDriftRuns = 3;
   static constexpr double kDriftRatio = 2.0;
   bool report(const Plan& plan, double measured_s);
@@ -263,6 +265,7 @@ class PlanCache {
   size_t capacity_;
   std::list<Entry> lru_;  // most recent first
   std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
+  std::unordered_map<Key, double, KeyHash> dropped_;  // predicted_total_s of the plan report() dropped
   uint64_t hits_ = 0, misses_ = 0, replans_ = 0;
 };
 

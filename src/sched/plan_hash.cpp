@@ -153,6 +153,11 @@ bool PlanCache::report(const Plan& plan, double measured_s) {
   Entry& e = *it->second;
   e.drifted = off ? e.drifted + 1 : 0;
   if (e.drifted < kDriftRuns) return false;
+  e.drifted = 0;
+  const Key key = e.key;
+  if (auto d = dropped_.find(key); d != dropped_.end() && d->second == plan.predicted_total_s) return false;
+  if (dropped_.size() >= capacity_) dropped_.clear();
+  dropped_[key] = plan.predicted_total_s;
   lru_.erase(it->second);
   index_.erase(it);
   ++replans_;
@@ -219,6 +224,7 @@ void PlanCache::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   lru_.clear();
   index_.clear();
+  dropped_.clear();
 }
 
 size_t PlanCache::size() const {

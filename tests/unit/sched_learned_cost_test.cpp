@@ -183,6 +183,46 @@ TEST(SchedLearnedCost, ADriftingPlanIsPlannedAgainWithWhatWasLearned) {
   EXPECT_NE(again, plan);
   EXPECT_EQ(again->node_device[0], 0);  // the matmul now goes to the CPU
   EXPECT_GT(again->predicted_total_s, plan->predicted_total_s);
+
+  // It drifts too (nothing more is learned): dropped once more, then the
+  // plan made again predicts what the dropped one did, and stays.
+  const double slower = 10 * again->predicted_total_s;
+  for (int i = 1; i < PlanCache::kDriftRuns; ++i) EXPECT_FALSE(cache.report(*again, slower));
+  EXPECT_TRUE(cache.report(*again, slower));
+  auto third = cache.get_or_plan(*g, topo, none);
+  EXPECT_EQ(third->predicted_total_s, again->predicted_total_s);
+  for (int i = 0; i < 3 * PlanCache::kDriftRuns; ++i) EXPECT_FALSE(cache.report(*third, slower));
+  EXPECT_EQ(cache.get_or_plan(*g, topo, none), third);
+  EXPECT_EQ(cache.replans(), 2u);
+}
+
+TEST(SchedLearnedCost, TheTimeBetweenNodesIsLearnedAndPlanned) {
+  const auto g = matmul_relu(64);
+  Topology topo;
+  topo.devices = {device("", "cpu:0", 100, 10)};
+  topo.devices[0].learned = std::make_shared<CostLearner>();
+  topo.version = 1;
+  const double bare = plan_graph(*g, topo, {}).predicted_total_s;
+  // Runs of 2 nodes whose kernels took 1 ms of 1.1 ms: 50 us per node besides.
+  for (int i = 0; i < 10; ++i) topo.devices[0].learned->observe_run(2, 1.1e-3, 1.0e-3);
+  EXPECT_NEAR(topo.devices[0].learned->gap_s(), 50e-6, 1e-9);
+  // Nodes overlapped: nothing besides; one run moves the mean by kAlpha of
+  // at most e^kMaxStep - 1 of it.
+  topo.devices[0].learned->observe_run(2, 0.5e-3, 1.0e-3);
+  EXPECT_NEAR(topo.devices[0].learned->gap_s(),
+              50e-6 * (1 - CostLearner::kAlpha * (std::exp(CostLearner::kMaxStep) - 1)), 1e-9);
+  const Plan p = plan_graph(*g, topo, {});
+  EXPECT_NEAR(p.predicted_total_s - bare, 2 * topo.devices[0].learned->gap_s(), 1e-9);
+  EXPECT_DOUBLE_EQ(p.predicted_node_s[0] + p.predicted_node_s[1], bare);  // nodes as before
+
+  const std::string file = temp_file("gap");
+  {
+    CostLearner l(file);
+    l.observe_run(4, 1e-3, 0.6e-3);
+    ASSERT_TRUE(l.save());
+  }
+  EXPECT_NEAR(CostLearner(file).gap_s(), 100e-6, 1e-12);
+  std::remove(file.c_str());
 }
 
 TEST(SchedLearnedCost, CorrectionsApplyOnlyWhenEveryDeviceLearns) {
