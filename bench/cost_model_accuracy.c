@@ -210,6 +210,10 @@ static void remove_tree(const char *dir) {
   rmdir(dir);
 }
 
+/* The temporary profile cache, removed at exit (bu_check exits on failure). */
+static char cache_dir[] = "/tmp/genie_cost_model_XXXXXX";
+static void remove_cache_dir(void) { remove_tree(cache_dir); }
+
 static double info_number(genie_context_t *ctx, const char *key) {
   char *json = NULL;
   cJSON *j;
@@ -232,7 +236,6 @@ int main(int argc, char **argv) {
   genie_graph_t *block = NULL;
   genie_tensor_t *in[TB_NUM_INPUTS], *e = NULL;
   bpair_t pair;
-  char cache_dir[] = "/tmp/genie_cost_model_XXXXXX";
   FILE *json;
   genie_config_t *cfg;
   gd_session_t s, split;
@@ -250,6 +253,7 @@ int main(int argc, char **argv) {
     perror("a temporary profile cache");
     return 1;
   }
+  atexit(remove_cache_dir);
   cfg = bpair_config();
   bu_check(genie_init(cfg, &ctx), "genie_init");
   genie_config_destroy(cfg);
@@ -352,6 +356,5 @@ int main(int argc, char **argv) {
     free(rows[i].r[AFTER]);
   }
   genie_shutdown(ctx);
-  remove_tree(cache_dir);
   return 0;
 }
