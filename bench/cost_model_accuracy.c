@@ -20,11 +20,18 @@
  * for the multi-node loop the master's measured stage time against the
  * plan's prediction per step (server info's last_plan_measured_ns and
  * last_plan_predicted_ns). Prints, per op class and per stage, the median
- * of measured / predicted and the share within ±25%. This benchmark only
- * measures; it asserts nothing.
+ * of measured / predicted and the share within ±25%, twice: before
+ * learning (the first plan, from the calibrated rates alone) and after
+ * warm-up (a plan made after the first runs taught the cost model their
+ * nodes' times: sched/learned_cost.hpp). The cost model starts from nothing
+ * learned: the profile cache is a fresh directory of this run (so the device
+ * is calibrated again first). This benchmark only measures; it asserts
+ * nothing.
  */
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <genie_seed.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../samples/c/gpt2_decode.h"
@@ -35,17 +42,19 @@
 #define MAX_ROWS 64
 #define MAX_NODES 1024
 
-/* Ratios (measured / predicted) collected under one label. */
+/* Ratios (measured / predicted) collected under one label, before learning
+ * (r[0]) and after warm-up (r[1]). */
 typedef struct row {
   char label[48];
-  double *r;
-  size_t n, cap;
+  double *r[2];
+  size_t n[2], cap[2];
 } row_t;
 
+enum { BEFORE = 0, AFTER = 1 };
 static row_t rows[MAX_ROWS];
 static int n_rows;
 
-static void add_ratio(const char *label, double ratio) {
+static void add_ratio(int when, const char *label, double ratio) {
   int i;
   row_t *w = NULL;
   if (!(ratio > 0)) return;
@@ -56,21 +65,32 @@ static void add_ratio(const char *label, double ratio) {
     w = &rows[n_rows++];
     snprintf(w->label, sizeof w->label, "%s", label);
   }
-  if (w->n == w->cap) {
-    w->cap = w->cap ? 2 * w->cap : 16;
-    w->r = realloc(w->r, w->cap * sizeof(double));
-    if (w->r == NULL) abort();
+  if (w->n[when] == w->cap[when]) {
+    w->cap[when] = w->cap[when] ? 2 * w->cap[when] : 16;
+    w->r[when] = realloc(w->r[when], w->cap[when] * sizeof(double));
+    if (w->r[when] == NULL) abort();
   }
-  w->r[w->n++] = ratio;
+  w->r[when][w->n[when]++] = ratio;
+}
+
+static size_t within_25(const double *r, size_t n) {
+  size_t i, within = 0;
+  for (i = 0; i < n; ++i) within += r[i] >= 0.75 && r[i] <= 1.25;
+  return within;
 }
 
 static void print_row(const row_t *w) {
-  size_t i, within = 0;
-  bu_stats_t s;
-  for (i = 0; i < w->n; ++i) within += w->r[i] >= 0.75 && w->r[i] <= 1.25;
-  s = bu_stats(w->r, w->n);
-  printf("%-34s %6zu %10.3f %10.3f %10.3f %8.0f%%\n", w->label, w->n, s.median, s.min, s.max,
-         100.0 * (double)within / (double)w->n);
+  int k;
+  printf("%-34s %6zu", w->label, w->n[BEFORE] > w->n[AFTER] ? w->n[BEFORE] : w->n[AFTER]);
+  for (k = BEFORE; k <= AFTER; ++k) {
+    if (w->n[k] == 0) {
+      printf(" %9s %8s", "-", "-");
+      continue;
+    }
+    printf(" %9.3f %7.0f%%", bu_stats(w->r[k], w->n[k]).median,
+           100.0 * (double)within_25(w->r[k], w->n[k]) / (double)w->n[k]);
+  }
+  printf("\n");
 }
 
 static cJSON *parse_file(const char *path) {
@@ -100,13 +120,13 @@ typedef void (*run_fn)(void *arg);
 /* Runs `run` `runs` times under a trace and adds, per node of the plan, the
  * median measured time over its predicted time to the node's op class, and
  * the graph's median time over the plan's total to `stage`. */
-static void measure(genie_context_t *ctx, const genie_graph_t *g, const char *const *names,
+static void measure(int when, genie_context_t *ctx, const genie_graph_t *g, const char *const *names,
                     genie_tensor_t *const *inputs, size_t n_inputs, run_fn run, void *arg, int runs,
                     const char *stage) {
   char *explain = NULL, path[64], label[48];
   cJSON *plan, *trace, *node, *ev;
   double *dur = bu_malloc(sizeof(double) * (size_t)runs), graph_us[256];
-  size_t n_graph = 0;
+  size_t n_graph = 0, k;
   int i;
   bu_check(genie_plan_explain_bound(ctx, g, names, inputs, n_inputs, &explain), "genie_plan_explain_bound");
   plan = cJSON_Parse(explain);
@@ -136,13 +156,12 @@ static void measure(genie_context_t *ctx, const genie_graph_t *g, const char *co
     }
     if (n == 0 || !(predicted_s > 0)) continue;
     snprintf(label, sizeof label, "op %s", op);
-    add_ratio(label, bu_stats(dur, n).median / predicted_s);
+    add_ratio(when, label, bu_stats(dur, n).median / predicted_s);
   }
-  if (n_graph > 0) {
-    snprintf(label, sizeof label, "stage %s (whole graph)", stage);
-    add_ratio(label, bu_stats(graph_us, n_graph).median * 1e-6 /
-                         cJSON_GetObjectItem(plan, "predicted_total_s")->valuedouble);
-  }
+  /* Each run of the graph is one stage. */
+  snprintf(label, sizeof label, "stage %s (whole graph)", stage);
+  for (k = 0; k < n_graph; ++k)
+    add_ratio(when, label, graph_us[k] * 1e-6 / cJSON_GetObjectItem(plan, "predicted_total_s")->valuedouble);
   cJSON_Delete(trace);
   cJSON_Delete(plan);
   free(dur);
@@ -172,6 +191,28 @@ static void run_decode(void *arg) {
   gd_step(d->s, d->logits);
 }
 
+/* Removes `dir` and what lies in it and its subdirectories (the profile cache). */
+static void remove_tree(const char *dir) {
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  char path[512];
+  struct stat st;
+  if (d == NULL) return;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+      remove_tree(path);
+    else
+      unlink(path);
+  }
+  closedir(d);
+  rmdir(dir);
+}
+
+/* The temporary profile cache, removed at exit (bu_check exits on failure). */
+static char cache_dir[] = "/tmp/genie_cost_model_XXXXXX";
+static void remove_cache_dir(void) { remove_tree(cache_dir); }
 
 static double info_number(genie_context_t *ctx, const char *key) {
   char *json = NULL;
@@ -207,6 +248,12 @@ int main(int argc, char **argv) {
   block_run_t br;
   decode_run_t dr;
 
+  /* Nothing learned yet: a profile cache of this run's own. */
+  if (mkdtemp(cache_dir) == NULL || setenv("XDG_CACHE_HOME", cache_dir, 1) != 0) {
+    perror("a temporary profile cache");
+    return 1;
+  }
+  atexit(remove_cache_dir);
   cfg = bpair_config();
   bu_check(genie_init(cfg, &ctx), "genie_init");
   genie_config_destroy(cfg);
@@ -216,7 +263,8 @@ int main(int argc, char **argv) {
   for (k = 0; k < TB_NUM_INPUTS; ++k) bu_check(genie_seed_tensor(ctx, block, tb_input_names[k], &in[k]), "seed");
   br.ctx = ctx, br.g = block, br.in = in;
   run_block(&br); /* warm-up */
-  measure(ctx, block, tb_input_names, in, TB_NUM_INPUTS, run_block, &br, runs, "block");
+  measure(BEFORE, ctx, block, tb_input_names, in, TB_NUM_INPUTS, run_block, &br, runs, "block");
+  measure(AFTER, ctx, block, tb_input_names, in, TB_NUM_INPUTS, run_block, &br, runs, "block");
 
   /* The decode step. */
   dims = bench_decode_dims(o.quick);
@@ -228,13 +276,13 @@ int main(int argc, char **argv) {
   memcpy(e_shape, es, sizeof es);
   e_shape[2] = dims.d;
   bu_check(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, e_shape, 3, NULL, &e), "embedding");
-  s.in[0] = e; /* bound for the plan only: each step binds its own */
-  {
-    /* Explained with the caches the next step binds. */
+  for (i = BEFORE; i <= AFTER; ++i) {
+    /* Explained with the caches the next step binds (and the embedding,
+     * bound for the plan only: each step binds its own). */
     genie_tensor_t *bound[GD_MAX_INPUTS];
     memcpy(bound, s.in, sizeof bound);
-    s.in[0] = NULL;
-    measure(ctx, s.g, m.name_ptrs, bound, m.n_inputs, run_decode, &dr, runs, "decode");
+    bound[0] = e;
+    measure(i, ctx, s.g, m.name_ptrs, bound, m.n_inputs, run_decode, &dr, runs, "decode");
   }
   genie_tensor_destroy(e);
 
@@ -245,39 +293,55 @@ int main(int argc, char **argv) {
   gd_step(&split, logits); /* warm-up */
   for (i = 0; i < runs; ++i) {
     gd_step(&split, logits);
-    add_ratio("stage multi-node decode (plan)",
+    add_ratio(BEFORE, "stage multi-node decode (plan)",
               info_number(remote, "last_plan_measured_ns") / info_number(remote, "last_plan_predicted_ns"));
   }
 
-  printf("Cost model: measured / predicted time (embedded on this machine's CPU; multi-node: a master and\n"
-         "a worker on loopback); %d runs per workload; target: 90%% within +-25%% (Djinn brief)\n\n",
-         runs);
-  printf("%-34s %6s %10s %10s %10s %9s\n", "op class / stage", "count", "median", "min", "max", "in 25%");
+  printf(
+      "Cost model: measured / predicted time (embedded on this machine's CPU; multi-node: a master and\n"
+      "a worker on loopback); %d runs per workload; before learning and after warm-up (%d runs);\n"
+      "target: 90%% within +-25%% (Djinn brief)\n\n",
+      runs, runs);
+  printf("%-34s %6s %9s %8s %9s %8s\n", "", "", "before", "", "after", "");
+  printf("%-34s %6s %9s %8s %9s %8s\n", "op class / stage", "count", "median", "in 25%", "median", "in 25%");
   for (i = 0; i < n_rows; ++i) print_row(&rows[i]);
   {
-    size_t all = 0, within = 0, j;
-    for (i = 0; i < n_rows; ++i)
-      if (strncmp(rows[i].label, "op ", 3) == 0)
-        for (j = 0; j < rows[i].n; ++j) {
-          ++all;
-          within += rows[i].r[j] >= 0.75 && rows[i].r[j] <= 1.25;
-        }
-    printf("\nall nodes: %zu, within +-25%%: %.0f%% (target 90%%)\n", all,
-           all ? 100.0 * (double)within / (double)all : 0.0);
+    /* [when][0: nodes, 1: stages] */
+    size_t all[2][2] = {{0, 0}, {0, 0}}, within[2][2] = {{0, 0}, {0, 0}};
+    int w, kind;
+    for (w = BEFORE; w <= AFTER; ++w)
+      for (i = 0; i < n_rows; ++i) {
+        kind = strncmp(rows[i].label, "op ", 3) == 0 ? 0 : 1;
+        all[w][kind] += rows[i].n[w];
+        within[w][kind] += within_25(rows[i].r[w], rows[i].n[w]);
+      }
+#define SHARE(w, k) (all[w][k] ? (double)within[w][k] / (double)all[w][k] : 0.0)
+    printf("\nwithin +-25%% (target 90%%):      before   after\n");
+    printf("  nodes (median per node)       %5.0f%%  %5.0f%%\n", 100 * SHARE(BEFORE, 0),
+           100 * SHARE(AFTER, 0));
+    printf("  stages (each run)             %5.0f%%  %5.0f%%\n", 100 * SHARE(BEFORE, 1),
+           100 * SHARE(AFTER, 1));
     json = bu_json_open(o.json_path);
     if (json) {
-      fprintf(json, "{\"bench\":\"cost_model_accuracy\",\"runs\":%d,\"nodes\":%zu,\"within_25\":%.4f,\"rows\":[",
-              runs, all, all ? (double)within / (double)all : 0.0);
+      fprintf(json,
+              "{\"bench\":\"cost_model_accuracy\",\"runs\":%d,\"nodes\":%zu,\"within_25\":%.4f,"
+              "\"within_25_after\":%.4f,\"stages_within_25\":%.4f,\"stages_within_25_after\":%.4f,\"rows\":[",
+              runs, all[BEFORE][0], SHARE(BEFORE, 0), SHARE(AFTER, 0), SHARE(BEFORE, 1), SHARE(AFTER, 1));
       for (i = 0; i < n_rows; ++i) {
-        const bu_stats_t st = bu_stats(rows[i].r, rows[i].n);
         fprintf(json, "%s{\"label\":", i ? "," : "");
         bu_json_str(json, rows[i].label);
-        fprintf(json, ",\"count\":%zu,\"median\":%.4f,\"min\":%.4f,\"max\":%.4f}", rows[i].n, st.median,
-                st.min, st.max);
+        for (w = BEFORE; w <= AFTER; ++w) {
+          bu_stats_t st = {0};
+          if (rows[i].n[w]) st = bu_stats(rows[i].r[w], rows[i].n[w]);
+          fprintf(json, ",\"%s\":{\"count\":%zu,\"median\":%.4f,\"min\":%.4f,\"max\":%.4f}",
+                  w == BEFORE ? "before" : "after", rows[i].n[w], st.median, st.min, st.max);
+        }
+        fprintf(json, "}");
       }
       fprintf(json, "]}\n");
       bu_json_close(json, o.json_path);
     }
+#undef SHARE
   }
 
   gd_session_close(&split);
@@ -287,7 +351,10 @@ int main(int argc, char **argv) {
   genie_graph_destroy(block);
   gd_model_free(&m);
   free(logits);
-  for (i = 0; i < n_rows; ++i) free(rows[i].r);
+  for (i = 0; i < n_rows; ++i) {
+    free(rows[i].r[BEFORE]);
+    free(rows[i].r[AFTER]);
+  }
   genie_shutdown(ctx);
   return 0;
 }

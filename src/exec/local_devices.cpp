@@ -3,6 +3,8 @@
 #include "core/error.hpp"
 #include "exec/backend_loader.hpp"
 #include "exec/plan_runner.hpp"
+#include "sched/learned_cost.hpp"
+#include "sched/profile_cache.hpp"
 
 namespace genie {
 
@@ -34,6 +36,17 @@ const sched::Topology& LocalDevices::topology() {
     p.node_id = node_id_;
     p.device = d.id.str();
     t->devices.push_back(std::move(p));
+  }
+  const std::string dir = sched::profile_cache_dir(opts);
+  for (size_t i = 0; i < t->devices.size() && !dir.empty(); ++i) {
+    sched::DeviceProfile& p = t->devices[i];
+    if (p.learned) continue;
+    const Entry& e = devices_[i];
+    const DeviceDesc* desc = nullptr;
+    for (const DeviceDesc& dd : e.ref.backend->devices())
+      if (dd.id == e.id) desc = &dd;
+    sched::DeviceIdentity id{e.id.kind, desc ? desc->description : e.id.str(), 0};
+    p.learned = sched::CostLearner::shared(sched::CostLearner::file_for_profile(sched::profile_cache_file(dir, id)));
   }
   t->version = 1;
   t->check();
@@ -74,8 +87,10 @@ void LocalDevices::run_staged(Placed placed, const std::shared_ptr<const Graph>&
 }
 
 bool LocalDevices::submit(const std::shared_ptr<const Graph>& g, std::unordered_map<ValueId, Shape> shapes,
-                          std::vector<TensorPtr> inputs, Executor::Done& done, ExecResult* ran) {
+                          std::vector<TensorPtr> inputs, Executor::Done& done, ExecResult* ran,
+                          std::shared_ptr<const sched::Plan>* plan) {
   Placed p = place(*g, shapes, inputs);
+  if (plan) *plan = p.plan;
   if (p.device >= 0) {
     // Everything on one device: no stages, no copies. On the host CPU
     // (device 0), a tiny graph runs here, as without other devices.

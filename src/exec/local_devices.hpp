@@ -38,7 +38,9 @@ class LocalDevices {
   // Throws Error(INVALID_ARGUMENT) for a device not listed here.
   int index_of(const TensorData& t) const;
   // The scheduler's view of the devices, each calibrated by its backend on
-  // first use. Thread-safe.
+  // first use; a device whose backend keeps no cost learner of its own gets
+  // one, kept in the profile cache under its kind and description
+  // (sched/learned_cost.hpp). Thread-safe.
   const sched::Topology& topology();
 
   // Where a graph runs: its plan over topology() with each input where it
@@ -65,8 +67,13 @@ class LocalDevices {
   // `*ran` set and `done` left untouched; otherwise issued on this thread,
   // Executor::Issue::Here), else by stages. False: `done` (moved from) is
   // called once as in run_staged.
+  // `plan`, when given, receives the plan before anything runs.
   bool submit(const std::shared_ptr<const Graph>& g, std::unordered_map<ValueId, Shape> shapes,
-              std::vector<TensorPtr> inputs, Executor::Done& done, ExecResult* ran);
+              std::vector<TensorPtr> inputs, Executor::Done& done, ExecResult* ran,
+              std::shared_ptr<const sched::Plan>* plan = nullptr);
+  // A run of `plan` took `measured_s`: a cached plan far off its prediction
+  // is planned again (sched::PlanCache::report).
+  void report(const sched::Plan& plan, double measured_s) { plans_.report(plan, measured_s); }
 
   uint64_t plan_hits() const { return plans_.hits(); }
   uint64_t plan_misses() const { return plans_.misses(); }

@@ -19,6 +19,7 @@
 #include "core/node_id.hpp"
 #include "exec/backend_loader.hpp"
 #include "exec/cpu/backend.hpp"
+#include "exec/learn.hpp"
 #include "exec/run_trace.hpp"
 #include "graph/binding.hpp"
 
@@ -266,6 +267,8 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
     snapshot->validate(&shapes);
     auto p = std::make_shared<SubmitMemo::Prepared>();
     if (client_) p->json = graph_to_json(*snapshot);
+    else
+      p->costs = sched::node_costs(*snapshot, &shapes);
     p->graph = std::move(snapshot);
     if (memo) memo->keep(version, descs, order, p);
     prepared = std::move(p);
@@ -279,6 +282,8 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
     bound.push_back(tensors[i].local());
   }
   auto state = std::make_shared<FutureState>(shared_from_this(), snapshot);
+  // Where the run goes, for the cost model's feed: a plan, else device 0.
+  auto ran_by = std::make_shared<std::shared_ptr<const sched::Plan>>();
 
   // A completion callback (on an executor worker) may submit while
   // shutdown() holds run_mu_ and waits for that very worker: once shutdown
@@ -289,8 +294,10 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
     std::this_thread::yield();
   }
   check_live();
-  Executor::Done done = [state, snapshot](ExecResult&& r) {
-    if (observing()) observe_run(*snapshot, r, "embedded");
+  Executor::Done done = [this, state, prepared, ran_by](ExecResult&& r) {
+    const Graph& snapshot = *prepared->graph;
+    if (observing()) observe_run(snapshot, r, "embedded");
+    if (learning_.load(std::memory_order_acquire)) learn(*prepared, r, ran_by->get(), 0);
     FutureResult fr;
     fr.status = r.status;
     fr.detail = std::move(r.detail);
@@ -304,7 +311,8 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
   ExecResult ran;
   bool here = false;
   if (planned) {
-    here = local_->submit(snapshot, std::move(plan_shapes), std::move(bound), done, &ran);
+    local_topology();  // from now on, runs teach the cost learners
+    here = local_->submit(snapshot, std::move(plan_shapes), std::move(bound), done, &ran, ran_by.get());
   } else if (Executor::is_tiny(*snapshot, bound)) {
     ran = exec_->run_inline(snapshot, std::move(bound));
     here = true;
@@ -329,7 +337,11 @@ int Context::device_of(const TensorData& t) const {
 }
 
 const sched::Topology& Context::local_topology() {
-  if (local_) return local_->topology();
+  if (local_) {
+    const sched::Topology& t = local_->topology();
+    learning_.store(true, std::memory_order_release);
+    return t;
+  }
   // Remote mode: plans over this process alone are still explained
   // against its CPU.
   std::lock_guard<std::mutex> lk(topo_mu_);
@@ -342,6 +354,18 @@ const sched::Topology& Context::local_topology() {
   t->check();
   topology_ = std::move(t);
   return *topology_;
+}
+
+void Context::learn(const SubmitMemo::Prepared& p, const ExecResult& r, const sched::Plan* plan, int device) {
+  const sched::Topology& topo = local_topology();  // built before learning_ is set
+  learn_from_run(p.costs, r, topo, plan ? &plan->node_device : nullptr, device);
+  if (plan && r.status == GENIE_OK) local_->report(*plan, static_cast<double>(r.exec_ns) * 1e-9);
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t last = learned_saved_ns_.load(std::memory_order_relaxed);
+  if (now - last >= kLearnedSaveNs && learned_saved_ns_.compare_exchange_strong(last, now))
+    save_learned(topo);
 }
 
 std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& prepared,
@@ -450,6 +474,7 @@ void Context::shutdown() {
   }
   if (cluster_) cluster_->stop();  // no event after this; timers gone from the loop
   exec_.reset();                   // waits for graphs in flight; their futures complete normally
+  if (learning_.load(std::memory_order_acquire)) save_learned(local_topology());
   if (client_) {
     client_->drain();  // completions owed on the direct link that nobody waits for
     const auto grace = std::chrono::milliseconds(cfg_.timeout_ms);

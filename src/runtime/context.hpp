@@ -43,7 +43,8 @@ class SubmitMemo {
  public:
   struct Prepared {
     std::shared_ptr<const Graph> graph;
-    std::string json;  // remote mode only
+    std::string json;                  // remote mode only
+    std::vector<sched::OpCost> costs;  // embedded mode only: each node's, what runs teach the cost model
   };
 
   // The Prepared kept for this version with the graph's inputs bound to
@@ -151,6 +152,15 @@ class Context : public std::enable_shared_from_this<Context> {
   std::unique_ptr<LocalDevices> local_;  // embedded mode: cpu:0, then the backends' devices
   std::mutex topo_mu_;
   std::unique_ptr<sched::Topology> topology_;  // remote mode: this CPU, built on first use
+  // Set once the topology is built (local_topology()): from then on, every
+  // embedded run teaches its devices' cost learners (exec/learn.hpp), saved
+  // at most every kLearnedSaveNs and at shutdown.
+  std::atomic<bool> learning_{false};
+  static constexpr int64_t kLearnedSaveNs = 10'000'000'000;
+  std::atomic<int64_t> learned_saved_ns_{0};
+  // Teaches the learners what run `r` of `p` measured; `plan` (null: the
+  // whole run on device `device`) says where each node ran.
+  void learn(const SubmitMemo::Prepared& p, const ExecResult& r, const sched::Plan* plan, int device);
   std::shared_ptr<RemoteClient> client_;       // remote mode
   // Stopped by shutdown() before the client closes; destroyed after it
   // (its loop-thread callbacks may run until the client's loop stops).

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "graph/op_schema.hpp"
 #include "sched/graph_view.hpp"
+#include "sched/learned_cost.hpp"
 #include "sched/plan.hpp"
 
 namespace genie::sched {
@@ -69,6 +70,7 @@ OpCost op_cost(const Graph& g, NodeId id, OpCode code, const std::vector<const S
   for (ValueId v : n.outputs) c.bytes_written += bytes_of(v);
   const Shape& out = *shapes[n.outputs[0]];
   const double out_n = numel_d(out);
+  c.code = code;
   c.gemm = code == OpCode::Matmul || code == OpCode::Linear || code == OpCode::Attention || code == OpCode::Conv2d;
 
   if (code == OpCode::Matmul) {
@@ -138,13 +140,26 @@ OpCost op_cost(const Graph& g, NodeId n, const std::vector<const Shape*>& shapes
 
 OpCost op_cost(const Graph& g, NodeId n) { return op_cost(g, n, value_shapes(g, nullptr)); }
 
+std::vector<OpCost> node_costs(const Graph& g, const std::unordered_map<ValueId, Shape>* bound_shapes) {
+  const std::vector<const Shape*> shapes = value_shapes(g, bound_shapes);
+  std::vector<OpCost> costs;
+  costs.reserve(g.nodes().size());
+  for (size_t i = 0; i < g.nodes().size(); ++i) costs.push_back(op_cost(g, static_cast<NodeId>(i), shapes));
+  return costs;
+}
+
 bool cost_model_knows(const std::string& op) { return op_code(op) != OpCode::Other; }
 
-double predict_seconds(const OpCost& c, const DeviceProfile& d) {
+double model_seconds(const OpCost& c, const DeviceProfile& d) {
   const double rate = c.gemm || !(d.vector_flops > 0) ? d.peak_flops : d.vector_flops;
   const double compute = c.flops / rate;
   const double memory = static_cast<double>(c.bytes()) / d.mem_bw_bytes_per_s;
   return std::max(compute, memory) + d.op_overhead_s;
+}
+
+double predict_seconds(const OpCost& c, const DeviceProfile& d) {
+  const double s = model_seconds(c, d);
+  return d.learned ? s * d.learned->factor(c.code, c.work()) : s;
 }
 
 }  // namespace genie::sched

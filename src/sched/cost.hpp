@@ -10,13 +10,17 @@
 namespace genie::sched {
 
 struct DeviceProfile;
+enum class OpCode : uint8_t;
 
 struct OpCost {
   double flops = 0;          // floating-point operations (a multiply-add is 2)
   uint64_t bytes_read = 0;   // bytes the kernel reads (a gather reads only the rows it needs)
   uint64_t bytes_written = 0;
   bool gemm = false;         // GEMM-like (matmul, linear, attention, conv2d): runs at peak_flops, else at vector_flops
+  OpCode code{};             // the op class (graph_view.hpp): what learned corrections are kept by
   uint64_t bytes() const { return bytes_read + bytes_written; }
+  // The size learned corrections are bucketed by (learned_cost.hpp).
+  double work() const { return flops + static_cast<double>(bytes()); }
 };
 
 // Shapes of every value of a validated graph: node outputs as inferred,
@@ -26,9 +30,10 @@ std::vector<const Shape*> value_shapes(const Graph& g, const std::unordered_map<
 // The cost of node `n` given the shapes of all values. Operators the model
 // does not know (custom ops) cost their bytes and one FLOP per output element.
 OpCost op_cost(const Graph& g, NodeId n, const std::vector<const Shape*>& shapes);
-enum class OpCode : uint8_t;
 // The same with the node's operator code already looked up (graph_view.hpp).
 OpCost op_cost(const Graph& g, NodeId n, OpCode code, const std::vector<const Shape*>& shapes);
+// The cost of every node, by node id (bound_shapes as for value_shapes).
+std::vector<OpCost> node_costs(const Graph& g, const std::unordered_map<ValueId, Shape>* bound_shapes);
 // Whether `op` has its own formula (else the custom-op rule applies).
 bool cost_model_knows(const std::string& op);
 // The same for a validated graph with static input shapes.
@@ -40,6 +45,9 @@ uint64_t value_bytes(DType t, const Shape& s);
 // Roofline: max(flops / rate, bytes / bandwidth) + the device's per-op
 // overhead; rate = peak_flops for GEMM-like ops, vector_flops (when set)
 // for the rest.
+double model_seconds(const OpCost& c, const DeviceProfile& d);
+// What the scheduler plans with: model_seconds times the device's learned
+// correction for the op class and size (DeviceProfile::learned), if any.
 double predict_seconds(const OpCost& c, const DeviceProfile& d);
 
 }  // namespace genie::sched

@@ -13,6 +13,35 @@ OpCode op_code(const std::string& op) {
   return it == table.end() ? OpCode::Other : it->second;
 }
 
+namespace {
+
+// In the order of the enumerators.
+constexpr const char* kClassNames[] = {
+    "other",    "matmul",    "linear",    "add",       "sub",         "mul",     "div",     "relu",
+    "silu",     "tanh",      "sigmoid",   "exp",       "log",         "sqrt",    "neg",     "abs",
+    "gelu",     "dropout",   "compare",   "where",     "masked_fill", "cast",    "softmax", "layer_norm",
+    "rms_norm", "embedding", "reshape",   "transpose", "permute",     "flatten", "concat",  "split",
+    "slice",    "reduce",    "attention", "conv2d",    "pool",
+};
+static_assert(sizeof kClassNames / sizeof *kClassNames == static_cast<size_t>(OpCode::Pool) + 1,
+              "one name per OpCode");
+
+}  // namespace
+
+const char* op_class_name(OpCode c) {
+  const size_t i = static_cast<size_t>(c);
+  return i < sizeof kClassNames / sizeof *kClassNames ? kClassNames[i] : "other";
+}
+
+bool op_class_from_name(const std::string& name, OpCode* out) {
+  for (size_t i = 0; i < sizeof kClassNames / sizeof *kClassNames; ++i)
+    if (name == kClassNames[i]) {
+      *out = static_cast<OpCode>(i);
+      return true;
+    }
+  return false;
+}
+
 GraphView::GraphView(const Graph& graph) : g(graph) {
   const size_t n_nodes = g.nodes().size(), n_values = g.values().size();
   code.resize(n_nodes);

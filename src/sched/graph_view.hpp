@@ -18,6 +18,11 @@ enum class OpCode : uint8_t {
   Transpose, Permute, Flatten, Concat, Split, Slice, Reduce, Attention, Conv2d, Pool,
 };
 OpCode op_code(const std::string& op);
+// The class's name ("matmul", "compare", "reduce", "pool", "other"), stable
+// across versions (learned corrections are kept on disk under it), and back
+// (false for a name no class has).
+const char* op_class_name(OpCode c);
+bool op_class_from_name(const std::string& name, OpCode* out);
 
 inline bool is_activation(OpCode c) {
   return c == OpCode::Relu || c == OpCode::Gelu || c == OpCode::Silu || c == OpCode::Tanh || c == OpCode::Sigmoid;

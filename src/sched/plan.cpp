@@ -263,12 +263,21 @@ class Placer {
     }
     costs_.resize(nn);
     for (size_t i = 0; i < nn; ++i) costs_[i] = op_cost(g_, static_cast<NodeId>(i), v.code[i], shapes);
+    // Learned corrections only where every device has them: a device priced
+    // as measured beside one priced by the bare model would win or lose
+    // nodes for the difference between the two, not between the devices.
+    bool learned = true;
+    for (const DeviceProfile& d : t_.devices) learned &= d.learned != nullptr;
+    gap_.assign(nd_, 0);
+    if (learned)
+      for (size_t d = 0; d < nd_; ++d) gap_[d] = t_.devices[d].learned->gap_s();
     classify();
     compute_.resize(nn * profiles_.size());
     for (size_t i = 0; i < nn; ++i)
-      for (size_t c = 0; c < profiles_.size(); ++c)
-        compute_[i * profiles_.size() + c] =
-            predict_seconds(costs_[i], t_.devices[static_cast<size_t>(profiles_[c])]);
+      for (size_t c = 0; c < profiles_.size(); ++c) {
+        const DeviceProfile& p = t_.devices[static_cast<size_t>(profiles_[c])];
+        compute_[i * profiles_.size() + c] = learned ? predict_seconds(costs_[i], p) : model_seconds(costs_[i], p);
+      }
   }
 
   // Places every node in `order` into `plan` (node_device, decisions,
@@ -351,7 +360,8 @@ class Placer {
   // direct paths that differ by node) and for topologies of 32 devices and
   // more; smaller ones are weighed device by device.
   void classify() {
-    using Figures = std::tuple<double, double, double, double>;
+    // Devices with learners of their own price apart (their corrections differ).
+    using Figures = std::tuple<double, double, double, double, const void*>;
     std::map<Figures, int> profile;
     using Alike = std::tuple<int, uint64_t, double, double, double, double>;
     std::map<Alike, int> alike;
@@ -361,7 +371,8 @@ class Placer {
     for (size_t d = 0; d < nd_; ++d) {
       const DeviceProfile& p = t_.devices[d];
       const auto [it, fresh] =
-          profile.emplace(Figures{p.peak_flops, p.vector_flops, p.mem_bw_bytes_per_s, p.op_overhead_s},
+          profile.emplace(Figures{p.peak_flops, p.vector_flops, p.mem_bw_bytes_per_s, p.op_overhead_s,
+                                  static_cast<const void*>(p.learned.get())},
                           static_cast<int>(profiles_.size()));
       if (fresh) profiles_.push_back(static_cast<int>(d));
       profile_of_[d] = it->second;
@@ -601,7 +612,7 @@ class Placer {
       make_present(o, d);
       if (!routes_.remote(d)) on_coord_[o] = 1;
     }
-    clock_ = choice_finish;
+    clock_ = choice_finish + gap_[static_cast<size_t>(d)];  // the executor's hand-off to the next node
     cur_dev_ = d;
     plan_->node_device[id] = d;
     plan_->predicted_node_s[id] = compute(id, d);
@@ -643,6 +654,7 @@ class Placer {
   std::vector<int32_t> remaining_, node_kv_;
   std::vector<int> kv_home_;
   double clock_ = 0;
+  std::vector<double> gap_;  // per device: learned time between nodes (CostLearner::gap_s)
   int cur_dev_ = -1;
 };
 
@@ -716,6 +728,7 @@ Plan plan_graph(const Graph& g, const Topology& topo, const Residency& residency
   Plan plan;
   plan.graph_hash = plan_hash(g, bound_shapes);
   plan.topology_version = topo.version;
+  plan.residency_signature = residency.signature();
   for (const DeviceProfile& d : topo.devices) {
     plan.device_names.push_back(d.qualified_name());
     plan.budget_per_device.push_back(d.budget());

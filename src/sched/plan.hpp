@@ -42,6 +42,7 @@
 #include "graph/graph.hpp"
 #include "sched/analysis.hpp"
 #include "sched/cost.hpp"
+#include "sched/learned_cost.hpp"
 #include "sched/profile_cache.hpp"
 
 namespace genie::sched {
@@ -64,6 +65,11 @@ struct DeviceProfile {
   uint64_t mem_capacity_bytes = 0;  // physical memory of the device
   uint64_t mem_budget_bytes = 0;    // what plans may use of it; 0 = the capacity
   double op_overhead_s = 2e-6;      // fixed cost of launching one node
+  // Corrections learned from measured runs on this device model
+  // (learned_cost.hpp), shared by every profile of the model in the process;
+  // null: the model's figures as they are. Not part of the plan-cache key: a
+  // cached plan is re-planned when its runs drift from it (PlanCache::report).
+  std::shared_ptr<CostLearner> learned;
 
   uint64_t budget() const { return mem_budget_bytes ? mem_budget_bytes : mem_capacity_bytes; }
   // "node-b/cuda:1", or "cpu:0" for this process.
@@ -156,6 +162,7 @@ struct NodeDecision {
 struct Plan {
   uint64_t graph_hash = 0;               // plan_hash() of the planned graph
   uint64_t topology_version = 0;
+  uint64_t residency_signature = 0;      // Residency::signature() of the planned residency
   std::vector<int> node_device;          // per NodeId: index into Topology::devices
   std::vector<NodeId> order;             // every node exactly once, dependencies first
   std::vector<Transfer> transfers;       // in the order the consumers run
@@ -224,9 +231,23 @@ class PlanCache {
                                           const std::unordered_map<ValueId, Shape>* bound_shapes = nullptr);
   void clear();
 
+  // A run of `plan` (a plan this cache handed out) took `measured_s`
+  // against its predicted_total_s. After kDriftRuns runs in a row more than
+  // kDriftRatio times off the prediction (either way) the plan is dropped,
+  // so that the next get_or_plan plans again with what the devices' learners
+  // (DeviceProfile::learned) know by then. A run within the ratio resets
+  // the count. Returns true when this report dropped the plan; a plan no
+  // longer cached is ignored. A plan that predicts what the one dropped
+  // for its key predicted (planning again learned nothing new: devices
+  // without learners) is kept, so that it is not planned on every few runs.
+  static constexpr int kDriftRuns = 3;
+  static constexpr double kDriftRatio = 2.0;
+  bool report(const Plan& plan, double measured_s);
+
   size_t size() const;
   uint64_t hits() const;
   uint64_t misses() const;
+  uint64_t replans() const;  // plans dropped by report()
 
  private:
   struct KeyHash {
@@ -235,12 +256,17 @@ class PlanCache {
                                  (k.residency * 0xc2b2ae3d27d4eb4full));
     }
   };
-  using Entry = std::pair<Key, std::shared_ptr<const Plan>>;
+  struct Entry {
+    Key key;
+    std::shared_ptr<const Plan> plan;
+    int drifted = 0;  // runs in a row off the prediction (report)
+  };
   mutable std::mutex mu_;
   size_t capacity_;
   std::list<Entry> lru_;  // most recent first
   std::unordered_map<Key, std::list<Entry>::iterator, KeyHash> index_;
-  uint64_t hits_ = 0, misses_ = 0;
+  std::unordered_map<Key, double, KeyHash> dropped_;  // predicted_total_s of the plan report() dropped
+  uint64_t hits_ = 0, misses_ = 0, replans_ = 0;
 };
 
 }  // namespace genie::sched

@@ -124,22 +124,44 @@ std::shared_ptr<const Plan> PlanCache::find(const Key& key) {
   ++hits_;
   metrics::add(metrics::Id::PlanCacheHits);
   if (it->second != lru_.begin()) lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->second;
+  return it->second->plan;
 }
 
 void PlanCache::insert(const Key& key, std::shared_ptr<const Plan> plan) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = index_.find(key); it != index_.end()) {
-    it->second->second = std::move(plan);
+    it->second->plan = std::move(plan);
+    it->second->drifted = 0;
     lru_.splice(lru_.begin(), lru_, it->second);
     return;
   }
-  lru_.emplace_front(key, std::move(plan));
+  lru_.push_front(Entry{key, std::move(plan)});
   index_[key] = lru_.begin();
   while (lru_.size() > capacity_) {
-    index_.erase(lru_.back().first);
+    index_.erase(lru_.back().key);
     lru_.pop_back();
   }
+}
+
+bool PlanCache::report(const Plan& plan, double measured_s) {
+  if (!(measured_s > 0) || !(plan.predicted_total_s > 0)) return false;
+  const double ratio = measured_s / plan.predicted_total_s;
+  const bool off = ratio > kDriftRatio || ratio < 1.0 / kDriftRatio;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = index_.find(Key{plan.graph_hash, plan.topology_version, plan.residency_signature});
+  if (it == index_.end() || it->second->plan.get() != &plan) return false;  // replaced or dropped meanwhile
+  Entry& e = *it->second;
+  e.drifted = off ? e.drifted + 1 : 0;
+  if (e.drifted < kDriftRuns) return false;
+  e.drifted = 0;
+  const Key key = e.key;
+  if (auto d = dropped_.find(key); d != dropped_.end() && d->second == plan.predicted_total_s) return false;
+  if (dropped_.size() >= capacity_) dropped_.clear();
+  dropped_[key] = plan.predicted_total_s;
+  lru_.erase(it->second);
+  index_.erase(it);
+  ++replans_;
+  return true;
 }
 
 // The scheduler's decision as a span of the trace (docs/observability.md):
@@ -202,6 +224,7 @@ void PlanCache::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   lru_.clear();
   index_.clear();
+  dropped_.clear();
 }
 
 size_t PlanCache::size() const {
@@ -215,6 +238,10 @@ uint64_t PlanCache::hits() const {
 uint64_t PlanCache::misses() const {
   std::lock_guard<std::mutex> lock(mu_);
   return misses_;
+}
+uint64_t PlanCache::replans() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return replans_;
 }
 
 }  // namespace genie::sched

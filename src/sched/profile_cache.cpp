@@ -42,11 +42,8 @@ std::string profile_cache_file(const std::string& dir, const DeviceIdentity& id)
 }
 
 bool read_profile_cache(const std::string& file, const DeviceIdentity& id, MeasuredRates* out) {
-  std::ifstream in(file);
-  if (!in) return false;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  std::string text;
+  if (!read_text_file(file, &text)) return false;
   cJSON* root = cJSON_ParseWithLength(text.data(), text.size());
   if (!root) return false;
   bool ok = false;
@@ -85,19 +82,36 @@ void write_profile_cache(const std::string& dir, const std::string& file, const 
   char* text = cJSON_Print(root);
   cJSON_Delete(root);
   if (!text) return;
-  // Written aside and renamed, so a concurrent reader never sees half a file.
+  write_text_file(file, std::string(text) + "\n");
+  cJSON_free(text);
+}
+
+bool read_text_file(const std::string& file, std::string* out) {
+  std::ifstream in(file);
+  if (!in) return false;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return false;
+  *out = ss.str();
+  return true;
+}
+
+bool write_text_file(const std::string& file, const std::string& text) {
+  if (const size_t slash = file.rfind('/'); slash != std::string::npos && slash > 0)
+    make_dirs(file.substr(0, slash));
   const std::string tmp = file + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << text << "\n";
+    out << text;
     if (!out) {
-      cJSON_free(text);
+      out.close();
       std::remove(tmp.c_str());
-      return;
+      return false;
     }
   }
-  cJSON_free(text);
-  if (std::rename(tmp.c_str(), file.c_str()) != 0) std::remove(tmp.c_str());
+  if (std::rename(tmp.c_str(), file.c_str()) == 0) return true;
+  std::remove(tmp.c_str());
+  return false;
 }
 
 }  // namespace genie::sched

@@ -43,4 +43,11 @@ bool read_profile_cache(const std::string& file, const DeviceIdentity& id, Measu
 void write_profile_cache(const std::string& dir, const std::string& file, const DeviceIdentity& id,
                          const MeasuredRates& rates);
 
+// The whole of `file` in *out: false when it cannot be read.
+bool read_text_file(const std::string& file, std::string* out);
+// Writes `text` to `file`, creating its directory, atomically: written aside
+// and renamed, so that a concurrent reader never sees half a file. False
+// (and nothing left behind) when it cannot.
+bool write_text_file(const std::string& file, const std::string& text);
+
 }  // namespace genie::sched

@@ -604,14 +604,16 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       result.detail = std::move(stages_detail);
       return result;
     }
+    const double measured_s = seconds_since(started);
     {
       std::lock_guard<std::mutex> lk(mu_);
       last_predicted_ns_ = static_cast<uint64_t>(plan.predicted_total_s * 1e9);
-      last_measured_ns_ = static_cast<uint64_t>(seconds_since(started) * 1e9);
+      last_measured_ns_ = static_cast<uint64_t>(measured_s * 1e9);
       if (last_predicted_ns_ > 0)
         metrics::observe(metrics::Id::CostModelRatio, {},
                          double(last_measured_ns_) / double(last_predicted_ns_));
     }
+    plans_.report(plan, measured_s);  // re-planned when it keeps drifting
     for (ValueId o : g.outputs()) {
       const Holding& h = held.at(o);
       Held out;

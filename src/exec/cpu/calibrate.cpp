@@ -139,6 +139,8 @@ sched::DeviceProfile calibrate_local_cpu(const sched::CalibrateOptions& opts) {
   d.mem_budget_bytes =
       static_cast<uint64_t>(static_cast<double>(std::min(avail, d.mem_capacity_bytes)) * frac);
   d.op_overhead_s = 2e-6;
+  if (opts.use_cache && !file.empty())
+    d.learned = sched::CostLearner::shared(sched::CostLearner::file_for_profile(file));
   return d;
 }
 

@@ -1,0 +1,35 @@
+#include "exec/learn.hpp"
+
+namespace genie {
+
+void learn_from_run(const std::vector<sched::OpCost>& costs, const ExecResult& r, const sched::Topology& topo,
+                    const std::vector<int>* node_device, int device) {
+  if (r.status != GENIE_OK || r.trace.size() != costs.size()) return;
+  if (node_device && node_device->size() != costs.size()) return;
+  double nodes_s = 0;
+  size_t ran = 0;
+  for (size_t i = 0; i < costs.size(); ++i) {
+    const NodeTrace& t = r.trace[i];
+    if (t.node != static_cast<NodeId>(i) || t.end_ns < t.start_ns) continue;  // did not run
+    const int d = node_device ? (*node_device)[i] : device;
+    if (d < 0 || static_cast<size_t>(d) >= topo.devices.size()) continue;
+    const sched::DeviceProfile& p = topo.devices[static_cast<size_t>(d)];
+    if (!p.learned) continue;
+    const double s = static_cast<double>(t.end_ns - t.start_ns) * 1e-9;
+    p.learned->observe(costs[i].code, costs[i].work(), sched::model_seconds(costs[i], p), s);
+    nodes_s += s;
+    ++ran;
+  }
+  // What the run spent besides its kernels, when it ran on one device (a
+  // planned run's stages also wait for transfers).
+  if (!node_device && device >= 0 && static_cast<size_t>(device) < topo.devices.size() && ran == costs.size())
+    if (const auto& l = topo.devices[static_cast<size_t>(device)].learned)
+      l->observe_run(ran, static_cast<double>(r.exec_ns) * 1e-9, nodes_s);
+}
+
+void save_learned(const sched::Topology& topo) {
+  for (const sched::DeviceProfile& p : topo.devices)
+    if (p.learned) p.learned->save();
+}
+
+}  // namespace genie

@@ -1,0 +1,97 @@
+// A cost model that learns: online corrections of the roofline model
+// (cost.hpp) from what the executor measures, per device model, op class and
+// size bucket (docs/scheduler.md, "Learning from measurements").
+//
+// Each cell holds an exponentially weighted mean of log(measured /
+// modelled) over the nodes of its op class whose work (FLOPs + bytes) falls
+// in its size bucket (powers of two); the model's prediction is multiplied
+// by exp(that mean). A cell starts at its first observation and moves by
+// max(kAlpha, 1 / count) of each later one's difference (the plain mean
+// until the weights meet), that difference clamped to +-kMaxStep (a run
+// preempted by another process moves it little). A size
+// with no cell of its own borrows the nearest cell of its op class within
+// two buckets; otherwise the model stands as it is.
+//
+// The cells are kept beside the device's calibration in the profile cache
+// (profile_cache.hpp): "<profile file>.learned.json", so that a later
+// process starts from what earlier ones learned.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+namespace genie::sched {
+
+enum class OpCode : uint8_t;
+
+class CostLearner {
+ public:
+  static constexpr double kAlpha = 0.2;      // weight of a new observation
+  static constexpr double kMaxStep = 0.5;    // largest move of one observation, in log units (x1.65)
+  static constexpr double kMaxFactor = 1e4;  // corrections stay within [1/kMaxFactor, kMaxFactor]
+
+  // A learner kept in `file` ("" = in memory only), loaded from it now when
+  // it exists and is readable (else it starts empty).
+  explicit CostLearner(std::string file = "");
+
+  // The process-wide learner of `file`: every device profile of the same
+  // device model in this process shares one, and so its observations.
+  static std::shared_ptr<CostLearner> shared(const std::string& file);
+
+  // The file of the learner of the device whose calibration is in
+  // `profile_file` ("" for "").
+  static std::string file_for_profile(const std::string& profile_file);
+
+  // What the model's prediction for a node of class `c` doing `work` (FLOPs
+  // + bytes) is multiplied by: 1 when nothing is known. Any thread.
+  double factor(OpCode c, double work) const;
+
+  // A node of class `c` doing `work` that the (uncorrected) model priced at
+  // `model_s` took `measured_s`. Non-positive or non-finite figures are
+  // ignored. Any thread.
+  void observe(OpCode c, double work, double model_s, double measured_s);
+
+  // The executor's time per node outside the nodes' kernels (handing a
+  // ready node to a worker, waking it), learned from whole runs: a run of n
+  // nodes on this device that took `run_s`, its kernels `nodes_s` in all,
+  // spent max(0, run_s - nodes_s) / n per node besides them (the same mean,
+  // in seconds). Plans add it after each node (0 while unknown). Any thread.
+  void observe_run(size_t n_nodes, double run_s, double nodes_s);
+  double gap_s() const;
+
+  // Observations taken (since construction, loaded ones excluded).
+  uint64_t observations() const;
+  // Cells known.
+  size_t cells() const;
+
+  // Writes the cells to the file when they changed since the last save
+  // (atomically: written aside and renamed). Returns false when it could not
+  // be written (nothing is lost: the cells stay in memory). Any thread.
+  bool save();
+
+  // The size bucket of `work`: floor(log2(work)), 0 for work < 2.
+  static int bucket(double work);
+
+ private:
+  struct Cell {
+    double log_factor = 0;
+    uint64_t count = 0;
+  };
+  static uint32_t key(OpCode c, int bucket) {
+    return static_cast<uint32_t>(c) << 8 | static_cast<uint32_t>(bucket);
+  }
+  void load();
+
+  const std::string file_;
+  mutable std::shared_mutex mu_;
+  std::unordered_map<uint32_t, Cell> cells_;
+  double gap_s_ = 0;
+  uint64_t gap_count_ = 0;
+  uint64_t observations_ = 0;
+  bool dirty_ = false;
+};
+
+}  // namespace genie::sched
