@@ -420,9 +420,12 @@ std::string MultiNode::explain(const Graph& g, const std::vector<Held>& inputs,
 }
 
 MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::vector<Held>& inputs,
-                           const std::unordered_map<ValueId, Shape>& shapes) {
+                           const std::unordered_map<ValueId, Shape>& shapes, const Charge& charge) {
   MultiResult result;
   const auto t0 = Clock::now();
+  // The charges of the copies read back from workers: released when the
+  // graph ends, after the copies (declared before them).
+  std::vector<std::shared_ptr<void>> charges;
   try {
     check(!cancelled_.load(), GENIE_ERR_SHUTDOWN, "the server is stopping");
     const Graph& g = *gp;
@@ -485,6 +488,13 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       Holding& h = held.at(v);
       if (h.local) return h.local;
       const RemoteTensorPtr& src = h.at.begin()->second;
+      // Charged before it is allocated: the worker's tensor, whose dtype
+      // and shape the plan checked, copied into this server's memory.
+      if (charge)
+        charges.push_back(charge(src->nbytes, [&] {
+          return cat("graph '", g.name(), "': value '", g.value(v).name, "' (", dims(src->dtype, src->shape),
+                     ", ", src->nbytes, " bytes) read back from worker ", src->node);
+        }));
       // Read whole before anyone sees it: no zeroing.
       auto t = std::make_shared<TensorData>(src->dtype, src->shape, TensorData::Uninitialized{});
       const uint64_t t0 = trace::on() ? trace::now_ns() : 0;

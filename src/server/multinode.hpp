@@ -122,10 +122,21 @@ class MultiNode {
   void close_all();
   void cancel();
 
+  // What a copy this server makes of a worker's value costs (the server
+  // charges it to the submitting session's quota and to its memory budget):
+  // called with its byte count and a description before the copy is made;
+  // returns what holds the charge until dropped, or throws
+  // Error(OUT_OF_MEMORY) when it does not fit. Empty: not charged.
+  using Charge = std::function<std::shared_ptr<void>(uint64_t bytes, const std::function<std::string()>& what)>;
+
   // Plans and runs a graph validated with `shapes`; inputs per graph input
-  // in declaration order. Never throws: failures come back in the result.
+  // in declaration order. The values read back from workers into this
+  // server's memory (inputs of its own stages, relays between workers) are
+  // charged through `charge` first and held until the graph ends; one that
+  // does not fit fails the graph with OUT_OF_MEMORY naming the value. Never
+  // throws: failures come back in the result.
   MultiResult run(const std::shared_ptr<const Graph>& g, const std::vector<Held>& inputs,
-                  const std::unordered_map<ValueId, Shape>& shapes);
+                  const std::unordered_map<ValueId, Shape>& shapes, const Charge& charge = {});
   // The plan run() would follow, as sched::Plan::explain_json. Throws.
   std::string explain(const Graph& g, const std::vector<Held>& inputs,
                       const std::unordered_map<ValueId, Shape>& shapes);

@@ -276,5 +276,59 @@ TEST_F(HostileWorkers, ReadsThroughTheMasterAreChargedToItsBudget) {
   a->tensor_read(x, 0, v.data(), 4u << 20);  // 4 MiB: within the budget
 }
 
+// y = x @ w1 on the worker (w1, a weight there), z = y @ w2 on the master
+// (w2, a weight here): the master reads y, f32[m, n], back from the worker.
+std::string split_graph(int64_t m, int64_t n) {
+  Graph g("hw-split");
+  g.value(g.add_input("x", DType::F32, {m, 1})).role = TensorRole::Input;
+  g.value(g.add_input("w1", DType::F32, {1, n})).role = TensorRole::Weight;
+  g.value(g.add_input("w2", DType::F32, {n, 1})).role = TensorRole::Weight;
+  g.add_node("matmul", "mm1", {"x", "w1"}, {"y"});
+  g.add_node("matmul", "mm2", {"y", "w2"}, {"z"});
+  g.mark_output("z");
+  return graph_to_json(g);
+}
+
+// The intermediate a master reads back from a worker between stages is
+// charged to the session and the server's budget first: one larger than the
+// budget fails its graph with OUT_OF_MEMORY naming the value, the server
+// goes on serving, and a copy that fits is released when its graph ends.
+TEST_F(HostileWorkers, ValuesReadBackFromWorkersAreChargedAndReleased) {
+  ProxiedWorker pw(/*stage_timeout_ms=*/60000, /*join=*/true, /*master_budget=*/8u << 20);
+  auto& [worker, proxy, master, registrar] = pw;
+  ASSERT_EQ(master->stats().workers(), 1u);
+  auto a = connect(master->port(), "tenant-a");
+  const auto run = [&](int64_t m, int64_t n) {
+    const uint64_t x = a->tensor_alloc(DType::F32, {m, 1}, "hw-worker/cpu:0");
+    const uint64_t w1 = a->tensor_alloc(DType::F32, {1, n}, "hw-worker/cpu:0");
+    const uint64_t w2 = a->tensor_alloc(DType::F32, {n, 1}, "cpu:0");
+    auto done = std::make_shared<std::promise<RemoteResult>>();
+    std::future<RemoteResult> f = done->get_future();
+    auto s = a->submit(split_graph(m, n), {{"x", x}, {"w1", w1}, {"w2", w2}},
+                       [done](RemoteResult&& r) { done->set_value(std::move(r)); });
+    if (s) a->watch(*s);
+    EXPECT_EQ(f.wait_for(seconds(60)), std::future_status::ready) << "the graph never completed";
+    RemoteResult r = f.get();
+    for (const RemoteOutput& o : r.outputs) a->tensor_free(o.tensor_id);
+    for (uint64_t t : {x, w1, w2}) a->tensor_free(t);
+    return r;
+  };
+  // y: 16 MiB, past the 8 MiB budget.
+  RemoteResult r = run(2048, 2048);
+  EXPECT_EQ(r.status, GENIE_ERR_OUT_OF_MEMORY) << r.detail;
+  EXPECT_NE(r.detail.find("value 'y'"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("hw-worker"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("memory budget"), std::string::npos) << r.detail;
+
+  // y: 4 MiB, within it; released at the graph's end, so that 6 MiB more
+  // fit afterwards.
+  r = run(512, 2048);
+  EXPECT_EQ(r.status, GENIE_OK) << r.detail;
+  EXPECT_GE(master->stats().server_transfer_bytes_by_role().at("activation"), 4u << 20)
+      << "y was not read back to the master";
+  const uint64_t big = a->tensor_alloc(DType::F32, {int64_t{6} << 18}, "cpu:0");
+  a->tensor_free(big);
+}
+
 }  // namespace
 }  // namespace genie
