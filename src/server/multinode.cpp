@@ -86,13 +86,14 @@ class BlockingDriver final : public StageDriver {
 }  // namespace
 
 MultiNode::MultiNode(std::string node_id, Config cfg, Executor& exec, ClusterMaster* cluster,
-                     std::string self_instance, int64_t stage_timeout_ms)
+                     std::string self_instance, int64_t stage_timeout_ms, size_t max_stage_waits)
     : node_id_(std::move(node_id)),
       cfg_(std::move(cfg)),
       exec_(exec),
       cluster_(cluster),
       self_instance_(std::move(self_instance)),
-      stage_timeout_ms_(stage_timeout_ms) {}
+      stage_timeout_ms_(stage_timeout_ms),
+      max_stage_waits_(std::max<size_t>(max_stage_waits, 1)) {}
 
 bool MultiNode::alive(const std::string& node) const { return !cluster_ || cluster_->node_alive(node); }
 
@@ -268,6 +269,18 @@ RemoteResult MultiNode::run_stage(RemoteClient& c, const std::string& node, cons
                                   const std::string& json,
                                   const std::vector<std::pair<std::string, uint64_t>>& bindings) {
   check(!cancelled_.load(), GENIE_ERR_SHUTDOWN, "the server is stopping");
+  // A thread of the task pool waits from here until the worker answers or
+  // the deadline passes: at most max_stage_waits_ of them at once.
+  struct Slot {
+    std::atomic<size_t>& n;
+    ~Slot() { n.fetch_sub(1); }
+  };
+  const size_t waiting = stage_waits_.fetch_add(1);
+  Slot slot{stage_waits_};
+  check(waiting < max_stage_waits_, GENIE_ERR_OUT_OF_MEMORY, "graph '", graph, "': its stage for worker ", node,
+        " was not sent: ", waiting, " stages already wait on workers on master ", node_id_, ", the most at once (",
+        max_stage_waits_, ", so that graphs waiting on workers never take every thread from the others); "
+        "it can be submitted again once one of them completes or reaches its deadline");
   RemoteResult r;
   const auto deadline = Clock::now() + std::chrono::milliseconds(stage_timeout_ms_);
   if (wait_submit(c, json, bindings, deadline, cancelled_, &r)) return r;

@@ -95,9 +95,13 @@ class MultiNode {
   // server's own instance (Welcome.server_instance), so that a worker whose
   // Welcome carries it (this server, reached through its own address or a
   // relay) is refused; `stage_timeout_ms` is how long a stage sent to a
-  // worker may take (ServerOptions::stage_timeout_ms).
+  // worker may take (ServerOptions::stage_timeout_ms). `max_stage_waits`:
+  // how many threads may wait on workers' stages at once (of the server's
+  // task pool, which run() and join() block): a stage past it fails at once
+  // with OUT_OF_MEMORY rather than wait, so that sessions whose workers
+  // stall cannot take every thread from the graphs of other sessions.
   MultiNode(std::string node_id, Config cfg, Executor& exec, ClusterMaster* cluster = nullptr,
-            std::string self_instance = {}, int64_t stage_timeout_ms = 600000);
+            std::string self_instance = {}, int64_t stage_timeout_ms = 600000, size_t max_stage_waits = 8);
 
   // Blocking: connects to the worker at host:port, measures the link (RTT
   // from the cluster role's Probe round trips when it measures one,
@@ -164,7 +168,8 @@ class MultiNode {
   bool alive(const std::string& node) const;
   // Submits one stage to worker `node` and waits for its completion until
   // the stage deadline (Config::stage_timeout_ms: TIMEOUT naming the worker)
-  // or cancel() (SHUTDOWN).
+  // or cancel() (SHUTDOWN); OUT_OF_MEMORY without submitting when
+  // max_stage_waits threads wait already.
   RemoteResult run_stage(RemoteClient& c, const std::string& node, const std::string& graph,
                          const std::string& json,
                          const std::vector<std::pair<std::string, uint64_t>>& bindings);
@@ -179,6 +184,8 @@ class MultiNode {
   ClusterMaster* const cluster_;
   const std::string self_instance_;
   const int64_t stage_timeout_ms_;
+  const size_t max_stage_waits_;
+  std::atomic<size_t> stage_waits_{0};  // threads in run_stage
   sched::PlanCache plans_;
 
   std::atomic<bool> cancelled_{false};
