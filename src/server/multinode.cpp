@@ -13,6 +13,7 @@
 #include "core/trace.hpp"
 #include "exec/overhead.hpp"
 #include "exec/plan_runner.hpp"
+#include "exec/run_memory.hpp"
 #include "graph/split.hpp"
 #include "server/master.hpp"
 
@@ -559,6 +560,15 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
     const auto local_stage = [&](const Stage& st) {
       std::vector<TensorPtr> ins;
       for (ValueId v : st.inputs) ins.push_back(here(v));
+      // Its outputs and intermediates, charged as a graph run here is
+      // (server/graphs.cpp), until the graph ends: later stages may read
+      // its outputs.
+      if (charge) {
+        const RunMemory need = run_memory(*st.graph);
+        charges.push_back(charge(need.peak, [&] {
+          return cat(need.describe(*st.graph), ", a stage of graph '", g.name(), "' on master ", node_id_);
+        }));
+      }
       auto done = std::make_shared<std::promise<ExecResult>>();
       std::future<ExecResult> f = done->get_future();
       exec_.run(st.graph, std::move(ins), [done](ExecResult&& r) { done->set_value(std::move(r)); });

@@ -135,10 +135,11 @@ class MultiNode {
 
   // Plans and runs a graph validated with `shapes`; inputs per graph input
   // in declaration order. The values read back from workers into this
-  // server's memory (inputs of its own stages, relays between workers) are
+  // server's memory (inputs of its own stages, relays between workers) and
+  // the outputs and intermediates of its own stages (their peak) are
   // charged through `charge` first and held until the graph ends; one that
-  // does not fit fails the graph with OUT_OF_MEMORY naming the value. Never
-  // throws: failures come back in the result.
+  // does not fit fails the graph with OUT_OF_MEMORY naming the value or
+  // stage. Never throws: failures come back in the result.
   MultiResult run(const std::shared_ptr<const Graph>& g, const std::vector<Held>& inputs,
                   const std::unordered_map<ValueId, Shape>& shapes, const Charge& charge = {});
   // The plan run() would follow, as sched::Plan::explain_json. Throws.

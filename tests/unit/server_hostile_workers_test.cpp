@@ -337,6 +337,34 @@ TEST_F(HostileWorkers, ValuesReadBackFromWorkersAreChargedAndReleased) {
   a->tensor_free(big);
 }
 
+// A multi-node graph's stage on the master is charged as a graph run there
+// is: one whose output is past the master's budget fails with
+// OUT_OF_MEMORY before it runs, and the server goes on.
+TEST_F(HostileWorkers, StagesOnTheMasterAreChargedToItsBudget) {
+  ProxiedWorker pw(/*stage_timeout_ms=*/60000, /*join=*/true, /*master_budget=*/8u << 20);
+  auto& [worker, proxy, master, registrar] = pw;
+  ASSERT_EQ(master->stats().workers(), 1u);
+  auto a = connect(master->port(), "tenant-a");
+  Graph g("hw-outer");
+  g.add_input("x", DType::F32, {2048, 1});
+  g.value(g.add_input("w", DType::F32, {1, 2048})).role = TensorRole::Weight;  // here: the stage too
+  g.add_node("matmul", "mm", {"x", "w"}, {"y"});                                // y: 16 MiB
+  g.mark_output("y");
+  const uint64_t x = a->tensor_alloc(DType::F32, {2048, 1}, "cpu:0");
+  const uint64_t w = a->tensor_alloc(DType::F32, {1, 2048}, "cpu:0");
+  auto done = std::make_shared<std::promise<RemoteResult>>();
+  std::future<RemoteResult> f = done->get_future();
+  auto s = a->submit(graph_to_json(g), {{"x", x}, {"w", w}},
+                     [done](RemoteResult&& r) { done->set_value(std::move(r)); });
+  if (s) a->watch(*s);
+  ASSERT_EQ(f.wait_for(seconds(60)), std::future_status::ready) << "the graph never completed";
+  const RemoteResult r = f.get();
+  EXPECT_EQ(r.status, GENIE_ERR_OUT_OF_MEMORY) << r.detail;
+  EXPECT_NE(r.detail.find("on master hw-master"), std::string::npos) << r.detail;
+  for (const RemoteOutput& o : r.outputs) a->tensor_free(o.tensor_id);
+  expect_graph_completes(*a);
+}
+
 // y = x @ w, w a weight on the worker (so the stage runs there): tiny.
 std::string pinned_graph() {
   Graph g("hw-pinned");
