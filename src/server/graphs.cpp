@@ -195,8 +195,16 @@ void Server::Impl::run_graph(const std::shared_ptr<Peer>& p, uint64_t rid,
     std::weak_ptr<Peer> wp = p;
     std::weak_ptr<Session> ws = p->session;
     ++graphs_in_flight;  // multinode_done counts it out
-    if (!tasks.post(p->session->serial(), [this, r, wp, ws, rid, reservation] {
-          auto result = std::make_shared<MultiResult>(workers->run(r->entry->graph, r->inputs, r->shapes));
+    // The copies the master reads back from workers for the graph are the
+    // session's and the server's bytes until the graph ends.
+    MultiNode::Charge charge = [this, ws](uint64_t bytes, const MemoryGate::Describe& what) {
+      std::shared_ptr<Session> s = ws.lock();
+      check(s != nullptr, GENIE_ERR_CONNECTION, what(), ": its session closed while the graph ran");
+      return std::shared_ptr<void>(gate.charge(s, bytes, what));
+    };
+    if (!tasks.post(p->session->serial(), [this, r, wp, ws, rid, reservation, charge] {
+          auto result =
+              std::make_shared<MultiResult>(workers->run(r->entry->graph, r->inputs, r->shapes, charge));
           loop.post([this, wp, ws, rid, graph = r->entry->graph, result, reservation] {
             reservation->release();
             multinode_done(wp.lock(), ws.lock(), rid, graph, *result);

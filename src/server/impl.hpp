@@ -67,6 +67,10 @@ constexpr size_t kIssueOnLoopNodes = 64;
 // Threads for blocking work (TaskPool): as many sessions' multi-node graphs
 // and forwarded calls wait on workers at once; more queue for a free one.
 constexpr size_t kTaskThreads = 16;
+// Of those, how many may wait on workers' stages at once (MultiNode): the
+// others stay free for graphs on this server and other sessions' calls,
+// however many sessions' workers stall.
+constexpr size_t kMaxStageWaits = kTaskThreads / 2;
 
 // Graph JSON from this size up is parsed and validated off the loop (on the
 // parse pool), so that no client's requests wait behind another's parse (a

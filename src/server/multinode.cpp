@@ -13,6 +13,7 @@
 #include "core/trace.hpp"
 #include "exec/overhead.hpp"
 #include "exec/plan_runner.hpp"
+#include "exec/run_memory.hpp"
 #include "graph/split.hpp"
 #include "server/master.hpp"
 
@@ -86,13 +87,14 @@ class BlockingDriver final : public StageDriver {
 }  // namespace
 
 MultiNode::MultiNode(std::string node_id, Config cfg, Executor& exec, ClusterMaster* cluster,
-                     std::string self_instance, int64_t stage_timeout_ms)
+                     std::string self_instance, int64_t stage_timeout_ms, size_t max_stage_waits)
     : node_id_(std::move(node_id)),
       cfg_(std::move(cfg)),
       exec_(exec),
       cluster_(cluster),
       self_instance_(std::move(self_instance)),
-      stage_timeout_ms_(stage_timeout_ms) {}
+      stage_timeout_ms_(stage_timeout_ms),
+      max_stage_waits_(std::max<size_t>(max_stage_waits, 1)) {}
 
 bool MultiNode::alive(const std::string& node) const { return !cluster_ || cluster_->node_alive(node); }
 
@@ -268,6 +270,18 @@ RemoteResult MultiNode::run_stage(RemoteClient& c, const std::string& node, cons
                                   const std::string& json,
                                   const std::vector<std::pair<std::string, uint64_t>>& bindings) {
   check(!cancelled_.load(), GENIE_ERR_SHUTDOWN, "the server is stopping");
+  // A thread of the task pool waits from here until the worker answers or
+  // the deadline passes: at most max_stage_waits_ of them at once.
+  struct Slot {
+    std::atomic<size_t>& n;
+    ~Slot() { n.fetch_sub(1); }
+  };
+  const size_t waiting = stage_waits_.fetch_add(1);
+  Slot slot{stage_waits_};
+  check(waiting < max_stage_waits_, GENIE_ERR_OUT_OF_MEMORY, "graph '", graph, "': its stage for worker ", node,
+        " was not sent: ", waiting, " stages already wait on workers on master ", node_id_, ", the most at once (",
+        max_stage_waits_, ", so that graphs waiting on workers never take every thread from the others); "
+        "it can be submitted again once one of them completes or reaches its deadline");
   RemoteResult r;
   const auto deadline = Clock::now() + std::chrono::milliseconds(stage_timeout_ms_);
   if (wait_submit(c, json, bindings, deadline, cancelled_, &r)) return r;
@@ -420,9 +434,12 @@ std::string MultiNode::explain(const Graph& g, const std::vector<Held>& inputs,
 }
 
 MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::vector<Held>& inputs,
-                           const std::unordered_map<ValueId, Shape>& shapes) {
+                           const std::unordered_map<ValueId, Shape>& shapes, const Charge& charge) {
   MultiResult result;
   const auto t0 = Clock::now();
+  // The charges of the copies read back from workers: released when the
+  // graph ends, after the copies (declared before them).
+  std::vector<std::shared_ptr<void>> charges;
   try {
     check(!cancelled_.load(), GENIE_ERR_SHUTDOWN, "the server is stopping");
     const Graph& g = *gp;
@@ -485,6 +502,13 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
       Holding& h = held.at(v);
       if (h.local) return h.local;
       const RemoteTensorPtr& src = h.at.begin()->second;
+      // Charged before it is allocated: the worker's tensor, whose dtype
+      // and shape the plan checked, copied into this server's memory.
+      if (charge)
+        charges.push_back(charge(src->nbytes, [&] {
+          return cat("graph '", g.name(), "': value '", g.value(v).name, "' (", dims(src->dtype, src->shape),
+                     ", ", src->nbytes, " bytes) read back from worker ", src->node);
+        }));
       // Read whole before anyone sees it: no zeroing.
       auto t = std::make_shared<TensorData>(src->dtype, src->shape, TensorData::Uninitialized{});
       const uint64_t t0 = trace::on() ? trace::now_ns() : 0;
@@ -536,6 +560,15 @@ MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::ve
     const auto local_stage = [&](const Stage& st) {
       std::vector<TensorPtr> ins;
       for (ValueId v : st.inputs) ins.push_back(here(v));
+      // Its outputs and intermediates, charged as a graph run here is
+      // (server/graphs.cpp), until the graph ends: later stages may read
+      // its outputs.
+      if (charge) {
+        const RunMemory need = run_memory(*st.graph);
+        charges.push_back(charge(need.peak, [&] {
+          return cat(need.describe(*st.graph), ", a stage of graph '", g.name(), "' on master ", node_id_);
+        }));
+      }
       auto done = std::make_shared<std::promise<ExecResult>>();
       std::future<ExecResult> f = done->get_future();
       exec_.run(st.graph, std::move(ins), [done](ExecResult&& r) { done->set_value(std::move(r)); });

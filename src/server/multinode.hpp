@@ -95,9 +95,13 @@ class MultiNode {
   // server's own instance (Welcome.server_instance), so that a worker whose
   // Welcome carries it (this server, reached through its own address or a
   // relay) is refused; `stage_timeout_ms` is how long a stage sent to a
-  // worker may take (ServerOptions::stage_timeout_ms).
+  // worker may take (ServerOptions::stage_timeout_ms). `max_stage_waits`:
+  // how many threads may wait on workers' stages at once (of the server's
+  // task pool, which run() and join() block): a stage past it fails at once
+  // with OUT_OF_MEMORY rather than wait, so that sessions whose workers
+  // stall cannot take every thread from the graphs of other sessions.
   MultiNode(std::string node_id, Config cfg, Executor& exec, ClusterMaster* cluster = nullptr,
-            std::string self_instance = {}, int64_t stage_timeout_ms = 600000);
+            std::string self_instance = {}, int64_t stage_timeout_ms = 600000, size_t max_stage_waits = 8);
 
   // Blocking: connects to the worker at host:port, measures the link (RTT
   // from the cluster role's Probe round trips when it measures one,
@@ -122,10 +126,22 @@ class MultiNode {
   void close_all();
   void cancel();
 
+  // What a copy this server makes of a worker's value costs (the server
+  // charges it to the submitting session's quota and to its memory budget):
+  // called with its byte count and a description before the copy is made;
+  // returns what holds the charge until dropped, or throws
+  // Error(OUT_OF_MEMORY) when it does not fit. Empty: not charged.
+  using Charge = std::function<std::shared_ptr<void>(uint64_t bytes, const std::function<std::string()>& what)>;
+
   // Plans and runs a graph validated with `shapes`; inputs per graph input
-  // in declaration order. Never throws: failures come back in the result.
+  // in declaration order. The values read back from workers into this
+  // server's memory (inputs of its own stages, relays between workers) and
+  // the outputs and intermediates of its own stages (their peak) are
+  // charged through `charge` first and held until the graph ends; one that
+  // does not fit fails the graph with OUT_OF_MEMORY naming the value or
+  // stage. Never throws: failures come back in the result.
   MultiResult run(const std::shared_ptr<const Graph>& g, const std::vector<Held>& inputs,
-                  const std::unordered_map<ValueId, Shape>& shapes);
+                  const std::unordered_map<ValueId, Shape>& shapes, const Charge& charge = {});
   // The plan run() would follow, as sched::Plan::explain_json. Throws.
   std::string explain(const Graph& g, const std::vector<Held>& inputs,
                       const std::unordered_map<ValueId, Shape>& shapes);
@@ -153,7 +169,8 @@ class MultiNode {
   bool alive(const std::string& node) const;
   // Submits one stage to worker `node` and waits for its completion until
   // the stage deadline (Config::stage_timeout_ms: TIMEOUT naming the worker)
-  // or cancel() (SHUTDOWN).
+  // or cancel() (SHUTDOWN); OUT_OF_MEMORY without submitting when
+  // max_stage_waits threads wait already.
   RemoteResult run_stage(RemoteClient& c, const std::string& node, const std::string& graph,
                          const std::string& json,
                          const std::vector<std::pair<std::string, uint64_t>>& bindings);
@@ -168,6 +185,8 @@ class MultiNode {
   ClusterMaster* const cluster_;
   const std::string self_instance_;
   const int64_t stage_timeout_ms_;
+  const size_t max_stage_waits_;
+  std::atomic<size_t> stage_waits_{0};  // threads in run_stage
   sched::PlanCache plans_;
 
   std::atomic<bool> cancelled_{false};

@@ -78,7 +78,8 @@ Server::Impl::Impl(ServerOptions o)
   {
     const Config c = client_config();
     if (opts.multinode)
-      workers = std::make_unique<MultiNode>(node_id, c, exec, opts.cluster, instance, opts.stage_timeout_ms);
+      workers = std::make_unique<MultiNode>(node_id, c, exec, opts.cluster, instance, opts.stage_timeout_ms,
+                                            kMaxStageWaits);
   }
   check(opts.port >= 0 && opts.port <= 65535, GENIE_ERR_INVALID_ARGUMENT, "port ", opts.port,
         " is outside 0..65535");

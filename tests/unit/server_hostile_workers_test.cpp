@@ -1,7 +1,8 @@
 // A master against workers it should not trust (docs/security.md, "What a
 // token holder can do to other tenants"): a registration that points the
-// master at itself (directly, or through a TCP relay), a worker that never
-// finishes its stage, and a worker that lies about its results. The master
+// master at itself (directly, or through a TCP relay), workers that never
+// finish their stages, a worker that lies about its results, and values
+// read back from workers past the master's budget. The master
 // and worker are real servers in this process on 127.0.0.1; the worker is
 // reached through FrameProxy, which can hold back its GraphDones or rewrite
 // them (a worker's word, as the master reads it).
@@ -86,6 +87,17 @@ std::future<RemoteResult> submit(RemoteClient& c, const std::string& json, uint6
   return f;
 }
 
+// Another tenant's one-node graph on the master completes (within a
+// generous bound: it must not wait for a stalled worker's deadline).
+void expect_graph_completes(RemoteClient& c) {
+  const uint64_t x = c.tensor_alloc(DType::F32, {4}, "cpu:0");
+  auto f = submit(c, relu_graph(4), x);
+  ASSERT_EQ(f.wait_for(seconds(30)), std::future_status::ready)
+      << "another tenant's graph waits behind the stalled ones";
+  const RemoteResult r = f.get();
+  EXPECT_EQ(r.status, GENIE_OK) << r.detail;
+}
+
 // A tensor of n floats on the worker, written through the master.
 uint64_t on_worker(RemoteClient& c, int64_t n) {
   const uint64_t id = c.tensor_alloc(DType::F32, {n}, "hw-worker/cpu:0");
@@ -163,12 +175,7 @@ TEST_F(HostileWorkers, AStalledWorkerHoldsOnlyItsGraphAndStopDoesNotWaitForIt) {
   auto fa = submit(*a, relu_graph(kN), xa);
   ASSERT_TRUE(eventually([&] { return proxy.held() > 0; }, 30000)) << "the stage never reached the worker";
 
-  const uint64_t xb = b->tensor_alloc(DType::F32, {4}, "cpu:0");
-  auto fb = submit(*b, relu_graph(4), xb);
-  ASSERT_EQ(fb.wait_for(seconds(30)), std::future_status::ready)
-      << "another tenant's graph waits behind the stalled one";
-  const RemoteResult rb = fb.get();
-  EXPECT_EQ(rb.status, GENIE_OK) << rb.detail;
+  expect_graph_completes(*b);
   EXPECT_NE(fa.wait_for(milliseconds(0)), std::future_status::ready) << "the stalled graph did not wait";
 
   // Stopping ends the wait at once rather than at the stage deadline.
@@ -274,6 +281,155 @@ TEST_F(HostileWorkers, ReadsThroughTheMasterAreChargedToItsBudget) {
                                           [&] { a->tensor_read(x, 0, v.data(), v.size() * sizeof(float)); });
   EXPECT_NE(detail.find("staging"), std::string::npos) << detail;
   a->tensor_read(x, 0, v.data(), 4u << 20);  // 4 MiB: within the budget
+}
+
+// y = x @ w1 on the worker (w1, a weight there), z = y @ w2 on the master
+// (w2, a weight here): the master reads y, f32[m, n], back from the worker.
+std::string split_graph(int64_t m, int64_t n) {
+  Graph g("hw-split");
+  g.value(g.add_input("x", DType::F32, {m, 1})).role = TensorRole::Input;
+  g.value(g.add_input("w1", DType::F32, {1, n})).role = TensorRole::Weight;
+  g.value(g.add_input("w2", DType::F32, {n, 1})).role = TensorRole::Weight;
+  g.add_node("matmul", "mm1", {"x", "w1"}, {"y"});
+  g.add_node("matmul", "mm2", {"y", "w2"}, {"z"});
+  g.mark_output("z");
+  return graph_to_json(g);
+}
+
+// The intermediate a master reads back from a worker between stages is
+// charged to the session and the server's budget first: one larger than the
+// budget fails its graph with OUT_OF_MEMORY naming the value, the server
+// goes on serving, and a copy that fits is released when its graph ends.
+TEST_F(HostileWorkers, ValuesReadBackFromWorkersAreChargedAndReleased) {
+  ProxiedWorker pw(/*stage_timeout_ms=*/60000, /*join=*/true, /*master_budget=*/8u << 20);
+  auto& [worker, proxy, master, registrar] = pw;
+  ASSERT_EQ(master->stats().workers(), 1u);
+  auto a = connect(master->port(), "tenant-a");
+  const auto run = [&](int64_t m, int64_t n) {
+    const uint64_t x = a->tensor_alloc(DType::F32, {m, 1}, "hw-worker/cpu:0");
+    const uint64_t w1 = a->tensor_alloc(DType::F32, {1, n}, "hw-worker/cpu:0");
+    const uint64_t w2 = a->tensor_alloc(DType::F32, {n, 1}, "cpu:0");
+    auto done = std::make_shared<std::promise<RemoteResult>>();
+    std::future<RemoteResult> f = done->get_future();
+    auto s = a->submit(split_graph(m, n), {{"x", x}, {"w1", w1}, {"w2", w2}},
+                       [done](RemoteResult&& r) { done->set_value(std::move(r)); });
+    if (s) a->watch(*s);
+    EXPECT_EQ(f.wait_for(seconds(60)), std::future_status::ready) << "the graph never completed";
+    RemoteResult r = f.get();
+    for (const RemoteOutput& o : r.outputs) a->tensor_free(o.tensor_id);
+    for (uint64_t t : {x, w1, w2}) a->tensor_free(t);
+    return r;
+  };
+  // y: 16 MiB, past the 8 MiB budget.
+  RemoteResult r = run(2048, 2048);
+  EXPECT_EQ(r.status, GENIE_ERR_OUT_OF_MEMORY) << r.detail;
+  EXPECT_NE(r.detail.find("value 'y'"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("hw-worker"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("memory budget"), std::string::npos) << r.detail;
+
+  // y: 4 MiB, within it; released at the graph's end, so that 6 MiB more
+  // fit afterwards.
+  r = run(512, 2048);
+  EXPECT_EQ(r.status, GENIE_OK) << r.detail;
+  EXPECT_GE(master->stats().server_transfer_bytes_by_role().at("activation"), 4u << 20)
+      << "y was not read back to the master";
+  const uint64_t big = a->tensor_alloc(DType::F32, {int64_t{6} << 18}, "cpu:0");
+  a->tensor_free(big);
+}
+
+// A multi-node graph's stage on the master is charged as a graph run there
+// is: one whose output is past the master's budget fails with
+// OUT_OF_MEMORY before it runs, and the server goes on.
+TEST_F(HostileWorkers, StagesOnTheMasterAreChargedToItsBudget) {
+  ProxiedWorker pw(/*stage_timeout_ms=*/60000, /*join=*/true, /*master_budget=*/8u << 20);
+  auto& [worker, proxy, master, registrar] = pw;
+  ASSERT_EQ(master->stats().workers(), 1u);
+  auto a = connect(master->port(), "tenant-a");
+  Graph g("hw-outer");
+  g.add_input("x", DType::F32, {2048, 1});
+  g.value(g.add_input("w", DType::F32, {1, 2048})).role = TensorRole::Weight;  // here: the stage too
+  g.add_node("matmul", "mm", {"x", "w"}, {"y"});                                // y: 16 MiB
+  g.mark_output("y");
+  const uint64_t x = a->tensor_alloc(DType::F32, {2048, 1}, "cpu:0");
+  const uint64_t w = a->tensor_alloc(DType::F32, {1, 2048}, "cpu:0");
+  auto done = std::make_shared<std::promise<RemoteResult>>();
+  std::future<RemoteResult> f = done->get_future();
+  auto s = a->submit(graph_to_json(g), {{"x", x}, {"w", w}},
+                     [done](RemoteResult&& r) { done->set_value(std::move(r)); });
+  if (s) a->watch(*s);
+  ASSERT_EQ(f.wait_for(seconds(60)), std::future_status::ready) << "the graph never completed";
+  const RemoteResult r = f.get();
+  EXPECT_EQ(r.status, GENIE_ERR_OUT_OF_MEMORY) << r.detail;
+  EXPECT_NE(r.detail.find("on master hw-master"), std::string::npos) << r.detail;
+  for (const RemoteOutput& o : r.outputs) a->tensor_free(o.tensor_id);
+  expect_graph_completes(*a);
+}
+
+// y = x @ w, w a weight on the worker (so the stage runs there): tiny.
+std::string pinned_graph() {
+  Graph g("hw-pinned");
+  g.value(g.add_input("x", DType::F32, {4, 1})).role = TensorRole::Input;
+  g.value(g.add_input("w", DType::F32, {1, 4})).role = TensorRole::Weight;
+  g.add_node("matmul", "mm", {"x", "w"}, {"y"});
+  g.mark_output("y");
+  return graph_to_json(g);
+}
+
+// As many sessions as the master has task threads (16), each with a graph
+// whose stage a stalled worker holds: the stages past the most that may
+// wait at once (8) fail at once, naming that bound, and another tenant's
+// graph on the master completes meanwhile. (Every waiting stage held a
+// thread before: the 16 took the whole pool, and the other graph waited for
+// the stage deadline.)
+TEST_F(HostileWorkers, StalledWorkersCannotTakeEveryTaskThread) {
+  ProxiedWorker pw(/*stage_timeout_ms=*/120000);
+  auto& [worker, proxy, master, registrar] = pw;
+  ASSERT_EQ(master->stats().workers(), 1u);
+  proxy.hold(wire::MsgType::GraphDone);  // the worker never answers now
+  constexpr int kSessions = 16;
+  std::vector<std::shared_ptr<RemoteClient>> hostile;
+  std::vector<std::future<RemoteResult>> stalled;
+  for (int i = 0; i < kSessions; ++i) {
+    hostile.push_back(connect(master->port(), cat("hostile-", i)));
+    RemoteClient& c = *hostile.back();
+    const uint64_t x = c.tensor_alloc(DType::F32, {4, 1}, "hw-worker/cpu:0");
+    const uint64_t w = c.tensor_alloc(DType::F32, {1, 4}, "hw-worker/cpu:0");
+    auto done = std::make_shared<std::promise<RemoteResult>>();
+    stalled.push_back(done->get_future());
+    auto s = c.submit(pinned_graph(), {{"x", x}, {"w", w}},
+                      [done](RemoteResult&& r) { done->set_value(std::move(r)); });
+    if (s) c.watch(*s);
+  }
+  // Each either waits on the worker (its stage held by the proxy) or was
+  // refused: wait until all are accounted for.
+  int refused = 0;
+  ASSERT_TRUE(eventually(
+      [&] {
+        refused = 0;
+        for (auto& f : stalled) refused += f.wait_for(milliseconds(0)) == std::future_status::ready;
+        return proxy.held() + refused >= kSessions;
+      },
+      60000))
+      << proxy.held() << " stages held, " << refused << " refused";
+  EXPECT_EQ(proxy.held(), 8) << "stages waiting on workers at once";
+  EXPECT_EQ(refused, kSessions - 8);
+  for (auto& f : stalled) {
+    if (f.wait_for(milliseconds(0)) != std::future_status::ready) continue;
+    const RemoteResult r = f.get();
+    EXPECT_EQ(r.status, GENIE_ERR_OUT_OF_MEMORY) << r.detail;
+    EXPECT_NE(r.detail.find("already wait on workers"), std::string::npos) << r.detail;
+  }
+
+  expect_graph_completes(*connect(master->port(), "tenant-b"));
+
+  std::thread stopper([&] {
+    master->stop();
+    master->wait();
+  });
+  for (auto& f : stalled)
+    if (f.valid()) EXPECT_EQ(f.wait_for(seconds(30)), std::future_status::ready) << "stop left a graph waiting";
+  stopper.join();
+  proxy.release();
 }
 
 }  // namespace
