@@ -33,8 +33,8 @@ void set_checked(Setting s, bool& field, int value) {
   field = value != 0;
 }
 void set_checked(Setting s, LogLevel& field, genie_log_level_t value) {
-  check(value >= GENIE_LOG_OFF && value <= GENIE_LOG_TRACE, GENIE_ERR_INVALID_ARGUMENT, setting_label(s).c_str(), " ",
-        static_cast<int>(value), " is not a genie_log_level_t");
+  check(value >= GENIE_LOG_OFF && value <= GENIE_LOG_TRACE, GENIE_ERR_INVALID_ARGUMENT,
+        setting_label(s).c_str(), " ", static_cast<int>(value), " is not a genie_log_level_t");
   field = static_cast<LogLevel>(value);
 }
 void set_checked(Setting s, std::string& field, const char* value, const std::string& def) {
@@ -42,8 +42,10 @@ void set_checked(Setting s, std::string& field, const char* value, const std::st
   check_setting(s, v, setting_label(s).c_str());
   field = v;
 }
-void set_checked(Setting s, std::vector<std::string>& field, const char* value, const std::vector<std::string>&) {
-  std::vector<std::string> v = value && *value ? parse_etcd_endpoints(value, setting_label(s).c_str()) : std::vector<std::string>{};
+void set_checked(Setting s, std::vector<std::string>& field, const char* value,
+                 const std::vector<std::string>&) {
+  std::vector<std::string> v =
+      value && *value ? parse_etcd_endpoints(value, setting_label(s).c_str()) : std::vector<std::string>{};
   check_setting(s, v, setting_label(s).c_str());
   field = std::move(v);
 }
@@ -129,15 +131,14 @@ genie_status_t genie_config_create(genie_config_t** out) {
 
 void genie_config_destroy(genie_config_t* config) { retire<ConfigObj>(config); }
 
-
 // The C setters of config_settings.def, one per line of ctype INT32, INT64,
 // BOOL, TEXT, ROLE, BACKEND or LOG_LEVEL; CUSTOM ones are written below.
-#define GENIE_SETTER_BODY(fn, ctype_t, field, ...)          \
-  genie_status_t fn(genie_config_t* config, ctype_t value) { \
-    return guard([&] {                                       \
-      Config& c = live<ConfigObj>(config)->cfg;              \
+#define GENIE_SETTER_BODY(fn, ctype_t, field, ...)             \
+  genie_status_t fn(genie_config_t* config, ctype_t value) {   \
+    return guard([&] {                                         \
+      Config& c = live<ConfigObj>(config)->cfg;                \
       set_checked(Setting::field, c.field, value __VA_ARGS__); \
-    });                                                      \
+    });                                                        \
   }
 #define GENIE_SETTER_INT32(fn, field) GENIE_SETTER_BODY(fn, int32_t, field)
 #define GENIE_SETTER_INT64(fn, field) GENIE_SETTER_BODY(fn, int64_t, field)

@@ -126,7 +126,8 @@ void from_env(Setting s, const char* var, const char* text, std::string& field) 
   field = text;
 }
 void from_env(Setting s, const char* var, const char* text, std::vector<std::string>& field) {
-  field = setting(s).kind == SettingKind::EtcdEndpoints ? parse_etcd_endpoints(text, var) : split_commas(text);
+  field =
+      setting(s).kind == SettingKind::EtcdEndpoints ? parse_etcd_endpoints(text, var) : split_commas(text);
   check_setting(s, field, var);
 }
 void from_env(Setting, const char* var, const char* text, genie_node_role_t& field) {
@@ -156,8 +157,8 @@ void check_setting(Setting s, const std::string& value, const char* what) {
     case SettingKind::NodeId: check_node_id(value, what); return;
     case SettingKind::AuthToken: check_auth_token(value, what); return;
     case SettingKind::Cluster:
-      check(!value.empty() && value.size() <= static_cast<size_t>(i.hi), GENIE_ERR_INVALID_ARGUMENT, what, " '",
-            value, "' is not ", i.lo, "..", i.hi, " bytes");
+      check(!value.empty() && value.size() <= static_cast<size_t>(i.hi), GENIE_ERR_INVALID_ARGUMENT, what,
+            " '", value, "' is not ", i.lo, "..", i.hi, " bytes");
       for (char c : value)
         check(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-',
               GENIE_ERR_INVALID_ARGUMENT, what, " '", value, "' may hold only [A-Za-z0-9._-]");
@@ -188,7 +189,9 @@ void check_setting(Setting, genie_node_role_t value, const char* what) {
 void check_setting(Setting, genie_backend_t value, const char* what) {
   check_enum(value, kBackends, "genie_backend_t", what);
 }
-void check_setting(Setting, LogLevel value, const char* what) { check_enum(value, kLogLevels, "log level", what); }
+void check_setting(Setting, LogLevel value, const char* what) {
+  check_enum(value, kLogLevels, "log level", what);
+}
 
 std::string setting_label(Setting s) {
   std::string label = setting(s).name;
@@ -242,8 +245,10 @@ void assign_text(T& field, const T& def, Setting s, const char* value) {
 
 void set_setting_int(Config& c, Setting s, int64_t value) {
   switch (s) {
-#define GENIE_SETTING(field, ...) \
-  case Setting::field: assign_int(c.field, s, value); return;
+#define GENIE_SETTING(field, ...)  \
+  case Setting::field:             \
+    assign_int(c.field, s, value); \
+    return;
 #include "core/config_settings.def"
 #undef GENIE_SETTING
     default: break;
@@ -253,8 +258,10 @@ void set_setting_int(Config& c, Setting s, int64_t value) {
 void set_setting_text(Config& c, Setting s, const char* value) {
   const Config defaults;
   switch (s) {
-#define GENIE_SETTING(field, ...) \
-  case Setting::field: assign_text(c.field, defaults.field, s, value); return;
+#define GENIE_SETTING(field, ...)                   \
+  case Setting::field:                              \
+    assign_text(c.field, defaults.field, s, value); \
+    return;
 #include "core/config_settings.def"
 #undef GENIE_SETTING
     default: break;
@@ -270,9 +277,9 @@ void copy_server_settings(const Config& from, Config& to) {
 
 void Config::apply_env() {
   if (!use_env) return;
-#define GENIE_SETTING(field, type, def, env_var, ...)                                   \
-  if (const char* var = env_var) {                                                     \
-    if (const char* v = env(var)) from_env(Setting::field, var, v, field);             \
+#define GENIE_SETTING(field, type, def, env_var, ...)                      \
+  if (const char* var = env_var) {                                         \
+    if (const char* v = env(var)) from_env(Setting::field, var, v, field); \
   }
 #include "core/config_settings.def"
 #undef GENIE_SETTING

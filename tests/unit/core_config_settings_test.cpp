@@ -36,7 +36,8 @@ void from_int(T& field, int64_t v) {
 int64_t read_int(const Config& c, Setting s) {
   switch (s) {
 #define GENIE_SETTING(field, ...) \
-  case Setting::field: return to_int(c.field, #field);
+  case Setting::field:            \
+    return to_int(c.field, #field);
 #include "core/config_settings.def"
 #undef GENIE_SETTING
     default: return 0;
@@ -46,7 +47,9 @@ int64_t read_int(const Config& c, Setting s) {
 void write_int(Config& c, Setting s, int64_t v) {
   switch (s) {
 #define GENIE_SETTING(field, ...) \
-  case Setting::field: from_int(c.field, v); break;
+  case Setting::field:            \
+    from_int(c.field, v);         \
+    break;
 #include "core/config_settings.def"
 #undef GENIE_SETTING
     default: break;
