@@ -75,9 +75,11 @@
  *     first in its comment; the others are read by contexts, and by
  *     servers where genie_server_create says so.
  *
- * Versions.  Every function declared here is part of 0.1.0 (GENIE_VERSION),
- *   the version this header has carried since it was first written; a
- *   function added in a later version says "@since" with that version.
+ * Versions.  Every function and type declared here without "@since" is part
+ *   of 0.1.0, the first version of this header; one added later says
+ *   "@since" with the version that added it (0.2: GENIE_VERSION 200).
+ *   Functions marked "Deprecated" keep working until the next ABI
+ *   (GENIE_ABI_VERSION); their comment names what replaces them.
  *
  * Threads.  Unless stated otherwise, functions may be called from any thread.
  *   One handle may be used from several threads at once only where its
@@ -124,7 +126,7 @@ extern "C" {
 
 /** Library version of this header (semantic versioning). */
 #define GENIE_VERSION_MAJOR 0
-#define GENIE_VERSION_MINOR 1
+#define GENIE_VERSION_MINOR 2
 #define GENIE_VERSION_PATCH 0
 /** Encoded as MAJOR*10000 + MINOR*100 + PATCH. */
 #define GENIE_VERSION \
@@ -251,7 +253,7 @@ GENIE_API const char *genie_dtype_name(genie_dtype_t dtype);
 /** Role of this process in a cluster (genie_config_set_role). The values
  *  start at 0x100 so that none is also a genie_tensor_role_t: passing a
  *  value of one role enumeration where the other is expected is answered
- *  with GENIE_ERR_INVALID_ARGUMENT. */
+ *  with GENIE_ERR_INVALID_ARGUMENT. @since 0.2 */
 typedef enum genie_node_role {
   GENIE_NODE_ROLE_CLIENT = 0x100,
   GENIE_NODE_ROLE_SERVER = 0x101,
@@ -326,7 +328,8 @@ typedef struct genie_context genie_context_t; /* a running Genie instance */
 typedef struct genie_tensor genie_tensor_t;   /* a tensor resident on a device */
 typedef struct genie_graph genie_graph_t;     /* a graph of tensor operations */
 typedef struct genie_future genie_future_t;   /* result of a graph submission */
-typedef struct genie_server genie_server_t;   /* a server run in this process */
+typedef struct genie_server genie_server_t;   /* a server run in this process; @since 0.2 */
+typedef struct genie_server_config genie_server_config_t; /* a server's own settings; @since 0.2 */
 
 /* ------------------------------------------------------------------------- */
 /* Configuration builder                                                     */
@@ -418,7 +421,7 @@ GENIE_API genie_status_t genie_config_set_use_env(genie_config_t *config,
  *  Graph deltas). Results never differ; genie_context_server_info counts
  *  the bytes sent with and without. Environment: GENIE_GRAPH_DELTAS (0|1).
  *  Errors: INVALID_HANDLE.
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_graph_deltas(genie_config_t *config,
                                                        int enabled);
 
@@ -442,7 +445,7 @@ GENIE_API genie_status_t genie_config_set_graph_deltas(genie_config_t *config,
  *  and the graph bytes sent, in both modes.
  *  Environment: GENIE_SEMANTICS (on|off|1|0).
  *  Errors: INVALID_HANDLE.
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_semantics(genie_config_t *config,
                                                     int enabled);
 
@@ -455,7 +458,7 @@ GENIE_API genie_status_t genie_config_set_semantics(genie_config_t *config,
  *  "abcd..."): make one with `openssl rand -hex 32`.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (shorter than 16 bytes, or
  *  longer than 4096).
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_auth_token(genie_config_t *config,
                                                      const char *token);
 
@@ -468,7 +471,7 @@ GENIE_API genie_status_t genie_config_set_auth_token(genie_config_t *config,
  *  when a connection or server is created: an unreadable file fails
  *  genie_init or genie_server_create with INVALID_ARGUMENT naming it.
  *  Environment: GENIE_TLS_CA. Errors: INVALID_HANDLE.
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_tls_ca(genie_config_t *config,
                                                  const char *ca_file);
 
@@ -478,7 +481,7 @@ GENIE_API genie_status_t genie_config_set_tls_ca(genie_config_t *config,
  *  the server asks for a client certificate. Environment: GENIE_TLS_CERT,
  *  GENIE_TLS_KEY. Errors: INVALID_HANDLE, INVALID_ARGUMENT (one of the two
  *  missing).
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_tls_cert(genie_config_t *config,
                                                    const char *cert_file,
                                                    const char *key_file);
@@ -487,7 +490,7 @@ GENIE_API genie_status_t genie_config_set_tls_cert(genie_config_t *config,
  *  certificate must carry (copied; NULL or "" means the host connected
  *  to, the default). Environment: GENIE_TLS_SERVER_NAME.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 255 bytes).
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_tls_server_name(
     genie_config_t *config, const char *name);
 
@@ -497,7 +500,9 @@ GENIE_API genie_status_t genie_config_set_tls_server_name(
  *  could then use the server). Set it only on a network you trust; the
  *  server logs a warning when it does. Environment: GENIE_ALLOW_INSECURE
  *  (0|1). Errors: INVALID_HANDLE.
- *  Threads: any; one thread at a time per configuration. */
+ *  Deprecated (0.2): a server's own setting; set "allow_insecure" with
+ *  genie_server_config_set_int and genie_server_create_with.
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_allow_insecure(genie_config_t *config,
                                                          int allow);
 
@@ -505,7 +510,9 @@ GENIE_API genie_status_t genie_config_set_allow_insecure(genie_config_t *config,
  *  lost, waiting for the client to reconnect, in milliseconds, >= 0
  *  (default 30000). Environment: GENIE_SESSION_GRACE (milliseconds).
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
- *  Threads: any; one thread at a time per configuration. */
+ *  Deprecated (0.2): a server's own setting; set "session_grace_ms" with
+ *  genie_server_config_set_int and genie_server_create_with.
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_session_grace_ms(
     genie_config_t *config, int64_t grace_ms);
 
@@ -518,7 +525,9 @@ GENIE_API genie_status_t genie_config_set_session_grace_ms(
  *  its workers) are exempt: they end with their connection.
  *  Environment: GENIE_SESSION_IDLE (milliseconds).
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative).
- *  Threads: any; one thread at a time per configuration. */
+ *  Deprecated (0.2): a server's own setting; set "session_idle_ms" with
+ *  genie_server_config_set_int and genie_server_create_with.
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_session_idle_ms(
     genie_config_t *config, int64_t idle_ms);
 
@@ -526,7 +535,9 @@ GENIE_API genie_status_t genie_config_set_session_idle_ms(
  *  authentication) within this many milliseconds, 10..86400000, is closed
  *  (default 10000). Environment: GENIE_HANDSHAKE_TIMEOUT.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
- *  Threads: any; one thread at a time per configuration. */
+ *  Deprecated (0.2): a server's own setting; set "handshake_timeout_ms" with
+ *  genie_server_config_set_int and genie_server_create_with.
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_handshake_timeout_ms(
     genie_config_t *config, int64_t timeout_ms);
 
@@ -534,14 +545,18 @@ GENIE_API genie_status_t genie_config_set_handshake_timeout_ms(
  *  1024); one past the limit is answered with an error and closed.
  *  Environment: GENIE_MAX_CONNECTIONS.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
- *  Threads: any; one thread at a time per configuration. */
+ *  Deprecated (0.2): a server's own setting; set "max_connections" with
+ *  genie_server_config_set_int and genie_server_create_with.
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_max_connections(
     genie_config_t *config, int32_t max_connections);
 
 /** Server: connections open at once from one source address, 0..1000000
  *  (0: no limit; default 128). Environment: GENIE_MAX_CONNECTIONS_PER_SOURCE.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
- *  Threads: any; one thread at a time per configuration. */
+ *  Deprecated (0.2): a server's own setting; set "max_connections_per_source" with
+ *  genie_server_config_set_int and genie_server_create_with.
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_max_connections_per_source(
     genie_config_t *config, int32_t max_connections);
 
@@ -549,7 +564,9 @@ GENIE_API genie_status_t genie_config_set_max_connections_per_source(
  *  0..1000000 (0: no limit; default 1024); a new session past the limit is
  *  refused with GENIE_ERR_CONNECTION. Environment: GENIE_MAX_SESSIONS.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
- *  Threads: any; one thread at a time per configuration. */
+ *  Deprecated (0.2): a server's own setting; set "max_sessions" with
+ *  genie_server_config_set_int and genie_server_create_with.
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_max_sessions(genie_config_t *config,
                                                        int32_t max_sessions);
 
@@ -561,7 +578,9 @@ GENIE_API genie_status_t genie_config_set_max_sessions(genie_config_t *config,
  *  at 16 bytes per byte of JSON (docs/security.md).
  *  Environment: GENIE_MAX_GRAPH_BYTES.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
- *  Threads: any; one thread at a time per configuration. */
+ *  Deprecated (0.2): a server's own setting; set "max_graph_bytes" with
+ *  genie_server_config_set_int and genie_server_create_with.
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_max_graph_bytes(genie_config_t *config,
                                                           int64_t max_bytes);
 
@@ -571,7 +590,9 @@ GENIE_API genie_status_t genie_config_set_max_graph_bytes(genie_config_t *config
  *  text shows it (its nodes' "op" keys counted), else once parsed.
  *  Environment: GENIE_MAX_GRAPH_NODES.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
- *  Threads: any; one thread at a time per configuration. */
+ *  Deprecated (0.2): a server's own setting; set "max_graph_nodes" with
+ *  genie_server_config_set_int and genie_server_create_with.
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_max_graph_nodes(genie_config_t *config,
                                                           int64_t max_nodes);
 
@@ -581,7 +602,9 @@ GENIE_API genie_status_t genie_config_set_max_graph_nodes(genie_config_t *config
  *  naming the worker and the stage, and the wait ends, whatever the worker
  *  does. Environment: GENIE_STAGE_TIMEOUT.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
- *  Threads: any; one thread at a time per configuration. */
+ *  Deprecated (0.2): a server's own setting; set "stage_timeout_ms" with
+ *  genie_server_config_set_int and genie_server_create_with.
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_stage_timeout_ms(
     genie_config_t *config, int64_t timeout_ms);
 
@@ -597,7 +620,7 @@ GENIE_API genie_status_t genie_config_set_stage_timeout_ms(
  *  creation then fails with UNSUPPORTED when this library was built without
  *  prometheus-cpp, and with IO when the address cannot be bound.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (outside -1..65535).
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_metrics_port(genie_config_t *config,
                                                        int32_t port);
 
@@ -608,7 +631,7 @@ GENIE_API genie_status_t genie_config_set_metrics_port(genie_config_t *config,
  *  authenticate; it shows counts, never tensor data).
  *  Environment: GENIE_METRICS_ADDR.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 255 bytes).
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_metrics_addr(genie_config_t *config,
                                                        const char *addr);
 
@@ -626,7 +649,7 @@ GENIE_API genie_status_t genie_config_set_metrics_addr(genie_config_t *config,
  *  node id). Environment: GENIE_ETCD_ENDPOINTS.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (an empty endpoint, one longer
  *  than 255 bytes or holding blanks, more than 16).
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_etcd_endpoints(genie_config_t *config,
                                                          const char *endpoints);
 
@@ -634,7 +657,7 @@ GENIE_API genie_status_t genie_config_set_etcd_endpoints(genie_config_t *config,
  *  can hold several Genie clusters (copied; NULL or "": "default").
  *  Environment: GENIE_CLUSTER.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not 1..64 of [A-Za-z0-9._-]).
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_cluster(genie_config_t *config,
                                                   const char *name);
 
@@ -643,13 +666,15 @@ GENIE_API genie_status_t genie_config_set_cluster(genie_config_t *config,
  *  cluster this long after; it renews at a third of it. etcd counts whole
  *  seconds: rounded up. Environment: GENIE_ETCD_LEASE_TTL (ms).
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (outside 1000..3600000).
- *  Threads: any; one thread at a time per configuration. */
+ *  Deprecated (0.2): a server's own setting; set "etcd_lease_ttl_ms" with
+ *  genie_server_config_set_int and genie_server_create_with.
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_etcd_lease_ttl_ms(genie_config_t *config,
                                                             int64_t ms);
 
 /** Whether this library was built with Prometheus metrics support
  *  (prometheus-cpp): 1 or 0. Any thread.
- *  Errors: none. Threads: any. */
+ *  Errors: none. Threads: any. @since 0.2 */
 GENIE_API int genie_metrics_supported(void);
 
 /** Execution traces (docs/observability.md, "Traces"): records every graph
@@ -665,13 +690,13 @@ GENIE_API int genie_metrics_supported(void);
  *  per process: starting again with the same path does nothing. Any thread.
  *  Errors: INVALID_ARGUMENT (path NULL or "", or a trace already recorded
  *  into another path), IO (the file cannot be created).
- *  Threads: any. */
+ *  Threads: any. @since 0.2 */
 GENIE_API genie_status_t genie_trace_start(const char *path);
 
 /** Writes the trace started by genie_trace_start (or GENIE_TRACE) and stops
  *  recording; does nothing when none is recorded. Any thread.
  *  Errors: IO (the file cannot be written).
- *  Threads: any. */
+ *  Threads: any. @since 0.2 */
 GENIE_API genie_status_t genie_trace_stop(void);
 
 /** Largest encoded control message accepted, in bytes, 4096..2^30 (default
@@ -679,7 +704,7 @@ GENIE_API genie_status_t genie_trace_stop(void);
  *  bytes are not counted (they travel beside the message).
  *  Environment: GENIE_MAX_MESSAGE.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT.
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_max_message_bytes(
     genie_config_t *config, int64_t max_bytes);
 
@@ -691,7 +716,9 @@ GENIE_API genie_status_t genie_config_set_max_message_bytes(
  * intermediates would pass it fails with GENIE_ERR_OUT_OF_MEMORY naming
  * the tensor or graph, the server, its use and the budget.
  * Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative).
- *  Threads: any; one thread at a time per configuration. */
+ *  Deprecated (0.2): a server's own setting; set "memory_budget_bytes" with
+ *  genie_server_config_set_int and genie_server_create_with.
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_memory_budget(genie_config_t *config,
                                                         int64_t bytes);
 
@@ -703,7 +730,10 @@ GENIE_API genie_status_t genie_config_set_memory_budget(genie_config_t *config,
  * tensors, 256 graphs. Past one, the request fails with
  * GENIE_ERR_OUT_OF_MEMORY naming the quota, the session's use and the
  * limit. Errors: INVALID_HANDLE, INVALID_ARGUMENT (a negative value).
- *  Threads: any; one thread at a time per configuration. */
+ *  Deprecated (0.2): a server's own settings; set "session_max_bytes",
+ *  "session_max_tensors" and "session_max_graphs" with
+ *  genie_server_config_set_int and genie_server_create_with.
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_session_quota(genie_config_t *config,
                                                         int64_t max_bytes,
                                                         int64_t max_tensors,
@@ -714,7 +744,7 @@ GENIE_API genie_status_t genie_config_set_session_quota(genie_config_t *config,
  *  often (and, once the master is lost, probes it this often); the master
  *  checks for silent nodes this often. Environment: GENIE_HEARTBEAT_INTERVAL.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range).
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_heartbeat_interval_ms(
     genie_config_t *config, int64_t interval_ms);
 
@@ -726,21 +756,21 @@ GENIE_API genie_status_t genie_config_set_heartbeat_interval_ms(
  *  (checked at genie_init / genie_server_create).
  *  Environment: GENIE_HEARTBEAT_TIMEOUT.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range).
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_heartbeat_timeout_ms(
     genie_config_t *config, int64_t timeout_ms);
 
 /** Interval between polls of the local GPUs (NVML) in milliseconds,
  *  10..86400000 (default 5000). Environment: GENIE_GPU_POLL_INTERVAL.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range).
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_gpu_poll_interval_ms(
     genie_config_t *config, int64_t interval_ms);
 
 /** Interval between health checks in milliseconds, 10..86400000 (default
  *  30000). Environment: GENIE_HEALTH_INTERVAL.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range).
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_health_interval_ms(
     genie_config_t *config, int64_t interval_ms);
 
@@ -751,9 +781,71 @@ GENIE_API genie_status_t genie_config_set_health_interval_ms(
  *  genie_init never runs it unless the backend asked for is dpdk or
  *  dpdk_gpudev. Environment: GENIE_DPDK_PROBE (0|1).
  *  Errors: INVALID_HANDLE.
- *  Threads: any; one thread at a time per configuration. */
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
 GENIE_API genie_status_t genie_config_set_dpdk_probe(genie_config_t *config,
                                                      int enabled);
+
+/** Sets the integer or boolean setting `name` (a field of the reference in
+ *  docs/configuration.md, e.g. "timeout_ms", "graph_deltas") to `value`,
+ *  checked against its bounds there. Settings a server alone reads are
+ *  refused here: set them on a genie_server_config_t. The environment still
+ *  overrides the value (genie_config_set_use_env).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (name NULL or not an integer or
+ *  boolean setting of a client, or value outside its bounds; the detail
+ *  names the setting and its bounds).
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
+GENIE_API genie_status_t genie_config_set_int(genie_config_t *config,
+                                              const char *name, int64_t value);
+
+/** Sets the text setting `name` (docs/configuration.md, e.g. "cluster",
+ *  "etcd_endpoints") to `value` (copied; NULL or "" restores its default),
+ *  checked as its setter checks it. Server-only settings are refused here.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (name NULL or not a text
+ *  setting of a client, or a bad value).
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
+GENIE_API genie_status_t genie_config_set_string(genie_config_t *config,
+                                                 const char *name,
+                                                 const char *value);
+
+/* ------------------------------------------------------------------------- */
+/* Server configuration builder                                              */
+/* ------------------------------------------------------------------------- */
+
+/** Creates the settings only a server reads (docs/configuration.md, side
+ *  "server": session grace and idle time, handshake timeout, connection,
+ *  session and graph limits, the stage timeout, the memory budget and
+ *  session quotas, the transports it serves, insecure listening, the etcd
+ *  lease), at their defaults. Pass it to genie_server_create_with beside a
+ *  genie_config_t, which keeps the settings clients and servers share. The
+ *  genie_config_set_* setters of these settings still work with
+ *  genie_server_create and are deprecated.
+ *  Errors: INVALID_ARGUMENT (out is NULL), OUT_OF_MEMORY.
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
+GENIE_API genie_status_t genie_server_config_create(genie_server_config_t **out);
+
+/** Destroys server settings. Accepts NULL. Servers created from them are not
+ *  affected (genie_server_create_with copies them).
+ *  Errors: none (a bad handle is ignored).
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
+GENIE_API void genie_server_config_destroy(genie_server_config_t *config);
+
+/** Sets the server's integer or boolean setting `name` (docs/configuration.md,
+ *  e.g. "max_sessions", "session_idle_ms", "allow_insecure") to `value`,
+ *  checked against its bounds. Environment variables still override it.
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (name NULL or not an integer or
+ *  boolean server setting, or value outside its bounds).
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
+GENIE_API genie_status_t genie_server_config_set_int(
+    genie_server_config_t *config, const char *name, int64_t value);
+
+/** Sets the server's text setting `name` (docs/configuration.md, e.g.
+ *  "serve_transports": "ucx,loopback") to `value` (copied; NULL or ""
+ *  restores its default).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (name NULL or not a text server
+ *  setting, or a bad value).
+ *  Threads: any; one thread at a time per configuration. @since 0.2 */
+GENIE_API genie_status_t genie_server_config_set_string(
+    genie_server_config_t *config, const char *name, const char *value);
 
 /* ------------------------------------------------------------------------- */
 /* Context                                                                   */
@@ -822,7 +914,7 @@ GENIE_API int genie_context_is_embedded(const genie_context_t *ctx);
  *  snapshot: the connection may be lost right after the call.
  *  Errors: INVALID_HANDLE (not a live context), INVALID_ARGUMENT (out
  *  NULL). Never waits for the server.
- *  Threads: any; thread-safe on one context. */
+ *  Threads: any; thread-safe on one context. @since 0.2 */
 GENIE_API genie_status_t genie_context_is_connected(const genie_context_t *ctx,
                                                     int *out);
 
@@ -862,7 +954,7 @@ GENIE_API const char *genie_context_node_id(const genie_context_t *ctx);
  *  off).
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, UNSUPPORTED (embedded mode),
  *  CONNECTION, TIMEOUT, SHUTDOWN.
- *  Threads: any; thread-safe on one context. */
+ *  Threads: any; thread-safe on one context. @since 0.2 */
 GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,
                                                    char **out_json);
 
@@ -900,21 +992,31 @@ GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,
  *  support in this library), IO (the metrics address cannot be bound),
  *  INVALID_ARGUMENT (beyond loopback without authentication, or this
  *  process already serves metrics on another port).
- *  Threads: any; thread-safe on one server. */
+ *  Threads: any; thread-safe on one server. @since 0.2 */
 GENIE_API genie_status_t genie_server_create(const genie_config_t *config,
                                              const char *host, int32_t port,
                                              genie_server_t **out);
 
+/** As genie_server_create, with the server's own settings from `server`
+ *  (may be NULL: their defaults) and the shared ones from `config` (may be
+ *  NULL); server settings set on `config` through the deprecated setters
+ *  are ignored. Environment overrides apply to both.
+ *  Errors: as genie_server_create.
+ *  Threads: any; thread-safe on one server. @since 0.2 */
+GENIE_API genie_status_t genie_server_create_with(
+    const genie_config_t *config, const genie_server_config_t *server,
+    const char *host, int32_t port, genie_server_t **out);
+
 /** The TCP port the server listens on. Errors: INVALID_HANDLE,
  *  INVALID_ARGUMENT.
- *  Threads: any; thread-safe on one server. */
+ *  Threads: any; thread-safe on one server. @since 0.2 */
 GENIE_API genie_status_t genie_server_port(const genie_server_t *server,
                                            int32_t *out);
 
 /** The TCP port of the server's metrics endpoint (see
  *  genie_config_set_metrics_port), or -1 when it serves none.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL).
- *  Threads: any; thread-safe on one server. */
+ *  Threads: any; thread-safe on one server. @since 0.2 */
 GENIE_API genie_status_t genie_server_metrics_port(const genie_server_t *server,
                                                    int32_t *out);
 
@@ -922,18 +1024,18 @@ GENIE_API genie_status_t genie_server_metrics_port(const genie_server_t *server,
  *  and report, closes every connection and frees every session. Returns at
  *  once; genie_server_wait blocks until that is done. Safe from any thread
  *  and idempotent. Errors: INVALID_HANDLE.
- *  Threads: any; thread-safe on one server. */
+ *  Threads: any; thread-safe on one server. @since 0.2 */
 GENIE_API genie_status_t genie_server_stop(genie_server_t *server);
 
 /** Blocks until the server has stopped (after genie_server_stop).
  *  Errors: INVALID_HANDLE.
- *  Threads: any; thread-safe on one server. */
+ *  Threads: any; thread-safe on one server. @since 0.2 */
 GENIE_API genie_status_t genie_server_wait(genie_server_t *server);
 
 /** Stops the server (as genie_server_stop + genie_server_wait) and releases
  *  it. Accepts NULL.
  *  Errors: none (a bad handle is ignored).
- *  Threads: any; no other call with the same handle may still be running. */
+ *  Threads: any; no other call with the same handle may still be running. @since 0.2 */
 GENIE_API void genie_server_destroy(genie_server_t *server);
 
 /* ------------------------------------------------------------------------- */
@@ -962,7 +1064,7 @@ GENIE_API void genie_server_destroy(genie_server_t *server);
  * probe found; UCX is used only when asked for.
  */
 
-/** Health of a node, worst first last. */
+/** Health of a node, worst first last. @since 0.2 */
 typedef enum genie_health {
   GENIE_HEALTH_HEALTHY = 0,
   GENIE_HEALTH_DEGRADED = 1,  /* works, with a problem (a GPU overheated, a
@@ -976,7 +1078,7 @@ typedef enum genie_health {
 
 /** Cluster events, one bit each, so that a subscription mask can combine
  *  them. The JSON passed with each is described in docs/cluster.md; every
- *  one has "type" (the name without GENIE_EVENT_) and "time_ms". */
+ *  one has "type" (the name without GENIE_EVENT_) and "time_ms". @since 0.2 */
 typedef enum genie_event_type {
   GENIE_EVENT_NODE_JOINED = 1u << 0,     /* a node appeared in the view */
   GENIE_EVENT_NODE_LOST = 1u << 1,       /* silent past the heartbeat timeout */
@@ -997,7 +1099,7 @@ typedef enum genie_event_type {
  *  genie_subscribe and genie_cluster_state; it must not call genie_shutdown
  *  on its context, and in remote mode functions that wait for the server
  *  fail there with UNSUPPORTED (see genie_future_callback_t). Keep it short:
- *  heartbeats wait while it runs. */
+ *  heartbeats wait while it runs. @since 0.2 */
 typedef void (*genie_event_fn)(genie_event_type_t type, const char *event_json,
                                void *user_data);
 
@@ -1011,7 +1113,7 @@ typedef void (*genie_event_fn)(genie_event_type_t type, const char *event_json,
  *  duration_ms each), "health" (level and reasons), "counters". Thread-safe.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out_json NULL), SHUTDOWN,
  *  OUT_OF_MEMORY.
- *  Threads: any; thread-safe on one context. */
+ *  Threads: any; thread-safe on one context. @since 0.2 */
 GENIE_API genie_status_t genie_cluster_state(genie_context_t *ctx,
                                              char **out_json);
 
@@ -1029,7 +1131,7 @@ GENIE_API genie_status_t genie_cluster_state(genie_context_t *ctx,
  *  not an error. Waits at most the configured timeout for the host.
  *  Errors: INVALID_ARGUMENT (out_json NULL, port outside 1..65535 with a
  *  host, bad environment value), INVALID_HANDLE, OUT_OF_MEMORY.
- *  Threads: any. */
+ *  Threads: any. @since 0.2 */
 GENIE_API genie_status_t genie_discover(const genie_config_t *config,
                                         const char *host, int32_t port,
                                         char **out_json);
@@ -1052,7 +1154,7 @@ GENIE_API genie_status_t genie_discover(const genie_config_t *config,
  *  UNSUPPORTED (the etcd store plugin, libgenie_store_etcd.so, is not
  *  installed), CONNECTION (no endpoint answers; the detail names them),
  *  TIMEOUT, PROTOCOL (etcd refused the read), OUT_OF_MEMORY.
- *  Threads: any. */
+ *  Threads: any. @since 0.2 */
 GENIE_API genie_status_t genie_cluster_members(const genie_config_t *config,
                                                char **out_json);
 
@@ -1065,7 +1167,7 @@ GENIE_API genie_status_t genie_cluster_members(const genie_config_t *config,
  *  subscription lasts as long as the context).
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (fn NULL, mask 0 or with bits
  *  outside GENIE_EVENT_ALL), SHUTDOWN.
- *  Threads: any; thread-safe on one context. */
+ *  Threads: any; thread-safe on one context. @since 0.2 */
 GENIE_API genie_status_t genie_subscribe(genie_context_t *ctx, uint32_t mask,
                                          genie_event_fn fn, void *user_data,
                                          uint64_t *out_subscription);
@@ -1076,7 +1178,7 @@ GENIE_API genie_status_t genie_subscribe(genie_context_t *ctx, uint32_t mask,
  *  does not wait). Subscriptions end with their context anyway.
  *  Errors: INVALID_HANDLE, NOT_FOUND (no such subscription: unknown, or
  *  already ended).
- *  Threads: any; thread-safe on one context. */
+ *  Threads: any; thread-safe on one context. @since 0.2 */
 GENIE_API genie_status_t genie_unsubscribe(genie_context_t *ctx,
                                            uint64_t subscription);
 
@@ -1191,7 +1293,7 @@ GENIE_API const char *genie_tensor_device(const genie_tensor_t *tensor);
  *  role not a genie_tensor_role_t, e.g. a genie_node_role_t; layer below
  *  -1 or above 65534, the largest a tag can carry); on error the
  *  annotation is unchanged. Thread-safe.
- *  Threads: any; thread-safe on one tensor. */
+ *  Threads: any; thread-safe on one tensor. @since 0.2 */
 GENIE_API genie_status_t genie_tensor_set_semantics(genie_tensor_t *tensor,
                                                     genie_phase_t phase,
                                                     genie_tensor_role_t role,
@@ -1200,7 +1302,7 @@ GENIE_API genie_status_t genie_tensor_set_semantics(genie_tensor_t *tensor,
 /** The tensor's annotation (genie_tensor_set_semantics): GENIE_PHASE_UNKNOWN,
  *  GENIE_TENSOR_ROLE_UNSPECIFIED and -1 where it has none. Any
  *  out-parameter may be NULL. Errors: INVALID_HANDLE. Thread-safe.
- *  Threads: any; thread-safe on one tensor. */
+ *  Threads: any; thread-safe on one tensor. @since 0.2 */
 GENIE_API genie_status_t genie_tensor_get_semantics(const genie_tensor_t *tensor,
                                                     genie_phase_t *phase,
                                                     genie_tensor_role_t *role,
@@ -1381,19 +1483,19 @@ GENIE_API genie_status_t genie_graph_num_nodes(const genie_graph_t *graph,
  *  destroyed.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL), NOT_FOUND (index out
  *  of range).
- *  Threads: any, several at once, while no thread changes the graph. */
+ *  Threads: any, several at once, while no thread changes the graph. @since 0.2 */
 GENIE_API genie_status_t genie_graph_node_name(const genie_graph_t *graph,
                                                size_t index, const char **out);
 
 /** Operator of node `index` ("matmul", ...), numbered as
  *  genie_graph_node_name. Borrowed: valid until the graph is next changed
  *  or destroyed. Errors: as genie_graph_node_name.
- *  Threads: any, several at once, while no thread changes the graph. */
+ *  Threads: any, several at once, while no thread changes the graph. @since 0.2 */
 GENIE_API genie_status_t genie_graph_node_op(const genie_graph_t *graph,
                                              size_t index, const char **out);
 
 /** Number of declared graph inputs. Errors: INVALID_HANDLE, INVALID_ARGUMENT.
- *  Threads: any, several at once, while no thread changes the graph. */
+ *  Threads: any, several at once, while no thread changes the graph. @since 0.2 */
 GENIE_API genie_status_t genie_graph_num_inputs(const genie_graph_t *graph,
                                                 size_t *out);
 
@@ -1401,20 +1503,20 @@ GENIE_API genie_status_t genie_graph_num_inputs(const genie_graph_t *graph,
  *  graph is next changed or destroyed.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL), NOT_FOUND (index out
  *  of range).
- *  Threads: any, several at once, while no thread changes the graph. */
+ *  Threads: any, several at once, while no thread changes the graph. @since 0.2 */
 GENIE_API genie_status_t genie_graph_input_name(const genie_graph_t *graph,
                                                 size_t index, const char **out);
 
 /** Number of values marked as outputs. Errors: INVALID_HANDLE,
  *  INVALID_ARGUMENT.
- *  Threads: any, several at once, while no thread changes the graph. */
+ *  Threads: any, several at once, while no thread changes the graph. @since 0.2 */
 GENIE_API genie_status_t genie_graph_num_outputs(const genie_graph_t *graph,
                                                  size_t *out);
 
 /** Name of output `index` (mark order: the future's output order). Borrowed:
  *  valid until the graph is next changed or destroyed.
  *  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND.
- *  Threads: any, several at once, while no thread changes the graph. */
+ *  Threads: any, several at once, while no thread changes the graph. @since 0.2 */
 GENIE_API genie_status_t genie_graph_output_name(const genie_graph_t *graph,
                                                  size_t index,
                                                  const char **out);
@@ -1492,7 +1594,7 @@ GENIE_API genie_status_t genie_graph_from_json(const char *json, size_t len,
  *  genie_tensor_write for the weights (SHUTDOWN, CONNECTION, OUT_OF_MEMORY
  *  ...). On any error the out-parameters are untouched and no tensor is left
  *  allocated. Thread-safe: other threads may use the context meanwhile.
- *  Threads: any. */
+ *  Threads: any. @since 0.2 */
 GENIE_API genie_status_t genie_graph_import_onnx(genie_context_t *ctx,
                                                  const void *model, size_t len,
                                                  const char *device,
@@ -1538,7 +1640,7 @@ GENIE_API genie_status_t genie_graph_import_onnx(genie_context_t *ctx,
  *  row-major (`strides`, in elements, are the row-major strides of
  *  `shape`), valid only during the call; inputs are read-only, outputs are
  *  allocated by Genie with the inferred shape and every byte must be
- *  written. An omitted optional input has dtype GENIE_DTYPE_INVALID. */
+ *  written. An omitted optional input has dtype GENIE_DTYPE_INVALID. @since 0.2 */
 typedef struct genie_op_tensor {
   void *data;
   size_t nbytes;
@@ -1549,7 +1651,7 @@ typedef struct genie_op_tensor {
 } genie_op_tensor_t;
 
 /** The call a callback serves (one node's inference or kernel run):
- *  attributes and the error message. Valid only during the callback. */
+ *  attributes and the error message. Valid only during the callback. @since 0.2 */
 typedef struct genie_op_ctx genie_op_ctx_t;
 
 /** Shape and dtype inference: given the inputs' dtypes and shapes
@@ -1559,7 +1661,7 @@ typedef struct genie_op_ctx genie_op_ctx_t;
  *  Also the place to check inputs and attributes: return
  *  GENIE_ERR_SHAPE_MISMATCH, GENIE_ERR_DTYPE_MISMATCH or
  *  GENIE_ERR_INVALID_ATTRIBUTE with genie_op_set_error(). Runs whenever a
- *  graph using the op is validated (validation, submission, planning). */
+ *  graph using the op is validated (validation, submission, planning). @since 0.2 */
 typedef genie_status_t (*genie_op_infer_fn)(genie_op_ctx_t *ctx,
                                             const genie_op_tensor_t *inputs,
                                             size_t n_inputs,
@@ -1568,7 +1670,7 @@ typedef genie_status_t (*genie_op_infer_fn)(genie_op_ctx_t *ctx,
                                             void *user_data);
 
 /** A kernel: computes the outputs from the inputs (see genie_op_tensor_t).
- *  The shapes are those inference gave. */
+ *  The shapes are those inference gave. @since 0.2 */
 typedef genie_status_t (*genie_op_kernel_fn)(genie_op_ctx_t *ctx,
                                              const genie_op_tensor_t *inputs,
                                              size_t n_inputs,
@@ -1579,7 +1681,7 @@ typedef genie_status_t (*genie_op_kernel_fn)(genie_op_ctx_t *ctx,
 /** Optional cost estimate for the scheduler: the floating-point operations
  *  of one node, given its input and output types (data NULL). A negative
  *  or NaN result means "unknown". Without it a custom op costs one FLOP per
- *  output element plus the bytes it reads and writes. */
+ *  output element plus the bytes it reads and writes. @since 0.2 */
 typedef double (*genie_op_flops_fn)(genie_op_ctx_t *ctx,
                                     const genie_op_tensor_t *inputs,
                                     size_t n_inputs,
@@ -1590,7 +1692,7 @@ typedef double (*genie_op_flops_fn)(genie_op_ctx_t *ctx,
  *  sizeof(genie_op_desc_t) (GENIE_OP_DESC_SIZE_V1); fields are only ever
  *  appended, and the library treats fields beyond a smaller struct_size
  *  as zero. Zero-initialise it (`genie_op_desc_t d = {0};` or memset) so
- *  unused fields are 0. */
+ *  unused fields are 0. @since 0.2 */
 typedef struct genie_op_desc {
   size_t struct_size;
   /** "acme.swish": 1 to 64 characters of [A-Za-z0-9_.], starting with a
@@ -1630,7 +1732,7 @@ typedef struct genie_op_desc {
  *  was built against a newer genie.h), UNSUPPORTED (cuda_kernel set: no
  *  CUDA kernels in this version). On error nothing is registered and
  *  destroy is not called. Thread-safe.
- *  Threads: any; thread-safe. */
+ *  Threads: any; thread-safe. @since 0.2 */
 GENIE_API genie_status_t genie_op_register(const genie_op_desc_t *desc);
 
 /** Removes custom op `name`. Graphs already built keep their nodes but no
@@ -1638,19 +1740,19 @@ GENIE_API genie_status_t genie_op_register(const genie_op_desc_t *desc);
  *  then destroy(user_data) runs. Errors: INVALID_ARGUMENT (name NULL),
  *  NOT_FOUND (no custom op of that name; built-in ops cannot be removed).
  *  Thread-safe; must not be called from a callback of the op.
- *  Threads: any; thread-safe. */
+ *  Threads: any; thread-safe. @since 0.2 */
 GENIE_API genie_status_t genie_op_unregister(const char *name);
 
 /** 1 if `name` is a registered custom op, else 0 (also for NULL and for
  *  built-in ops). Never fails.
- *  Errors: none. Threads: any. */
+ *  Errors: none. Threads: any. @since 0.2 */
 GENIE_API int genie_op_is_registered(const char *name);
 
 /** The symbol an op library exports (see genie_op_library_load). */
 #define GENIE_OP_LIBRARY_INIT "genie_op_library_init"
 /** Its type: registers the library's ops with genie_op_register and
  *  returns GENIE_OK, or an error status (such as that of a failed
- *  genie_op_register, whose detail genie_op_library_load passes on). */
+ *  genie_op_register, whose detail genie_op_library_load passes on). @since 0.2 */
 typedef genie_status_t (*genie_op_library_init_fn)(void);
 
 /** Loads an op library: a shared object that links libgenie and exports
@@ -1663,7 +1765,7 @@ typedef genie_status_t (*genie_op_library_init_fn)(void);
  *  loaded: the detail has dlopen's reason), NOT_FOUND (it does not export
  *  genie_op_library_init), or the error its init returned (the detail
  *  names the library). Thread-safe.
- *  Threads: any; thread-safe. */
+ *  Threads: any; thread-safe. @since 0.2 */
 GENIE_API genie_status_t genie_op_library_load(const char *path);
 
 /** Attribute `name` of the node, for callbacks. The string and arrays are
@@ -1672,7 +1774,7 @@ GENIE_API genie_status_t genie_op_library_load(const char *path);
  *  (ctx, name or an out-parameter NULL), NOT_FOUND (the node has no such
  *  attribute), INVALID_ATTRIBUTE (it has another type; the detail says
  *  which).
- *  Threads: the callback's own thread, during the callback. */
+ *  Threads: the callback's own thread, during the callback. @since 0.2 */
 GENIE_API genie_status_t genie_op_attr_int(const genie_op_ctx_t *ctx,
                                            const char *name, int64_t *out);
 GENIE_API genie_status_t genie_op_attr_float(const genie_op_ctx_t *ctx,
@@ -1692,7 +1794,7 @@ GENIE_API genie_status_t genie_op_attr_floats(const genie_op_ctx_t *ctx,
 /** Sets the message that goes with the error status the callback is about
  *  to return (copied; the last call wins). Without it the detail names the
  *  status only. Errors: INVALID_ARGUMENT (ctx or message NULL).
- *  Threads: the callback's own thread, during the callback. */
+ *  Threads: the callback's own thread, during the callback. @since 0.2 */
 GENIE_API genie_status_t genie_op_set_error(genie_op_ctx_t *ctx,
                                             const char *message);
 
@@ -1857,7 +1959,7 @@ GENIE_API genie_status_t genie_future_exec_ns(const genie_future_t *future,
  *  largest tensors alive), SHUTDOWN, and in remote mode CONNECTION and
  *  TIMEOUT (the master did not answer) or any error the master reports.
  *  Threads: any thread; concurrent calls on one context are fine (the graph
- *  must not be changed meanwhile). */
+ *  must not be changed meanwhile). @since 0.2 */
 GENIE_API genie_status_t genie_plan_explain(genie_context_t *ctx,
                                             const genie_graph_t *graph,
                                             char **out_json);
@@ -1877,7 +1979,7 @@ GENIE_API genie_status_t genie_plan_explain(genie_context_t *ctx,
  *  bindings: INVALID_ARGUMENT (input_names or inputs NULL with n_inputs > 0,
  *  a NULL name, a tensor of another context), INVALID_HANDLE (a tensor),
  *  INVALID_GRAPH (an unknown, unbound or twice-bound input), DTYPE_MISMATCH,
- *  SHAPE_MISMATCH. Threads: as genie_plan_explain. */
+ *  SHAPE_MISMATCH. Threads: as genie_plan_explain. @since 0.2 */
 GENIE_API genie_status_t genie_plan_explain_bound(
     genie_context_t *ctx, const genie_graph_t *graph,
     const char *const *input_names, genie_tensor_t *const *inputs,

@@ -19,15 +19,17 @@ ROOT = Path(__file__).resolve().parent.parent
 HEADER = ROOT / "include" / "genie.h"
 TABLE = ROOT / "tests" / "capi" / "header_errors_table.h"
 
-HANDLES = {"config", "context", "tensor", "graph", "future", "server"}
+HANDLES = {"config", "context", "tensor", "graph", "future", "server", "server_config"}
 # Handle parameters that may be NULL by design (defaults): not probed with NULL.
-NULL_ALLOWED = {"genie_server_create", "genie_discover", "genie_cluster_members", "genie_init_abi"}
+NULL_ALLOWED = {"genie_server_create", "genie_server_create_with", "genie_discover", "genie_cluster_members",
+                "genie_init_abi"}
 # Not called with valid handles and NULL arguments: they end or block on the
 # handle (stop, wait, destroy).
 NO_ARG_PROBE = {"genie_shutdown", "genie_server_stop", "genie_server_wait",
                 "genie_config_destroy", "genie_tensor_destroy",
                 "genie_graph_destroy", "genie_future_destroy",
-                "genie_server_destroy", "genie_trace_stop", "genie_free"}
+                "genie_server_destroy", "genie_server_config_destroy",
+                "genie_trace_stop", "genie_free"}
 
 
 def parse(text):

@@ -27,7 +27,7 @@ import (
 	"genie.dev/genie/internal/capi"
 )
 
-// Version is the library's version string ("0.1.0").
+// Version is the library's version string ("0.2.0").
 func Version() string { return capi.Genie_version_string() }
 
 // ABIVersion is the ABI version of the library loaded at run time.

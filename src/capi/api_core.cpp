@@ -18,12 +18,52 @@ thread_local std::string t_last_error;
 
 void set_last_error(const std::string& detail) { t_last_error = detail; }
 
+namespace {
+
+// What a C setter's argument becomes in its field, checked against the
+// setting (config_settings.def) before anything changes. A string NULL or ""
+// sets the default.
+template <class T, class C>
+void set_checked(Setting s, T& field, C value) {
+  check_setting(s, value, setting_label(s).c_str());
+  field = value;
+}
+void set_checked(Setting s, bool& field, int value) {
+  (void)s;
+  field = value != 0;
+}
+void set_checked(Setting s, LogLevel& field, genie_log_level_t value) {
+  check(value >= GENIE_LOG_OFF && value <= GENIE_LOG_TRACE, GENIE_ERR_INVALID_ARGUMENT,
+        setting_label(s).c_str(), " ", static_cast<int>(value), " is not a genie_log_level_t");
+  field = static_cast<LogLevel>(value);
+}
+void set_checked(Setting s, std::string& field, const char* value, const std::string& def) {
+  const std::string v = value && *value ? value : def;
+  check_setting(s, v, setting_label(s).c_str());
+  field = v;
+}
+void set_checked(Setting s, std::vector<std::string>& field, const char* value,
+                 const std::vector<std::string>&) {
+  std::vector<std::string> v =
+      value && *value ? parse_etcd_endpoints(value, setting_label(s).c_str()) : std::vector<std::string>{};
+  check_setting(s, v, setting_label(s).c_str());
+  field = std::move(v);
+}
+
+}  // namespace
+
 }  // namespace genie
 
 extern "C" {
 
 uint32_t genie_version(void) { return GENIE_VERSION; }
-const char* genie_version_string(void) { return "0.1.0"; }
+#define GENIE_STR2(x) #x
+#define GENIE_STR(x) GENIE_STR2(x)
+const char* genie_version_string(void) {
+  return GENIE_STR(GENIE_VERSION_MAJOR) "." GENIE_STR(GENIE_VERSION_MINOR) "." GENIE_STR(GENIE_VERSION_PATCH);
+}
+#undef GENIE_STR
+#undef GENIE_STR2
 uint32_t genie_abi_version(void) { return GENIE_ABI_VERSION; }
 int genie_metrics_supported(void) { return metrics::supported() ? 1 : 0; }
 
@@ -91,66 +131,39 @@ genie_status_t genie_config_create(genie_config_t** out) {
 
 void genie_config_destroy(genie_config_t* config) { retire<ConfigObj>(config); }
 
-#define GENIE_CONFIG_SETTER(fn, type, body)               \
-  genie_status_t fn(genie_config_t* config, type value) { \
-    return guard([&] {                                    \
-      Config& c = live<ConfigObj>(config)->cfg;           \
-      body;                                               \
-    });                                                   \
+// The C setters of config_settings.def, one per line of ctype INT32, INT64,
+// BOOL, TEXT, ROLE, BACKEND or LOG_LEVEL; CUSTOM ones are written below.
+#define GENIE_SETTER_BODY(fn, ctype_t, field, ...)             \
+  genie_status_t fn(genie_config_t* config, ctype_t value) {   \
+    return guard([&] {                                         \
+      Config& c = live<ConfigObj>(config)->cfg;                \
+      set_checked(Setting::field, c.field, value __VA_ARGS__); \
+    });                                                        \
   }
+#define GENIE_SETTER_INT32(fn, field) GENIE_SETTER_BODY(fn, int32_t, field)
+#define GENIE_SETTER_INT64(fn, field) GENIE_SETTER_BODY(fn, int64_t, field)
+#define GENIE_SETTER_BOOL(fn, field) GENIE_SETTER_BODY(fn, int, field)
+#define GENIE_SETTER_TEXT(fn, field) GENIE_SETTER_BODY(fn, const char*, field, , Config{}.field)
+#define GENIE_SETTER_ROLE(fn, field) GENIE_SETTER_BODY(fn, genie_node_role_t, field)
+#define GENIE_SETTER_BACKEND(fn, field) GENIE_SETTER_BODY(fn, genie_backend_t, field)
+#define GENIE_SETTER_LOG_LEVEL(fn, field) GENIE_SETTER_BODY(fn, genie_log_level_t, field)
+#define GENIE_SETTER_CUSTOM(fn, field)
+#define GENIE_SETTER_NONE(fn, field)
+#define GENIE_SETTING(field, type, def, env, kind, lo, hi, side, setter, ctype, help) \
+  GENIE_SETTER_##ctype(setter, field)
+#include "core/config_settings.def"
+#undef GENIE_SETTING
+#undef GENIE_SETTER_BODY
+#undef GENIE_SETTER_INT32
+#undef GENIE_SETTER_INT64
+#undef GENIE_SETTER_BOOL
+#undef GENIE_SETTER_TEXT
+#undef GENIE_SETTER_ROLE
+#undef GENIE_SETTER_BACKEND
+#undef GENIE_SETTER_LOG_LEVEL
+#undef GENIE_SETTER_CUSTOM
+#undef GENIE_SETTER_NONE
 
-GENIE_CONFIG_SETTER(genie_config_set_master_addr, const char*, {
-  const std::string v = value ? value : "";
-  check(v.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "master address is longer than 255 bytes");
-  c.master_addr = v;
-})
-GENIE_CONFIG_SETTER(genie_config_set_master_port, int32_t, {
-  check_port(value, "master port");
-  c.master_port = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_node_id, const char*, {
-  const std::string v = value ? value : "";
-  check_node_id(v, "node id");
-  c.node_id = v;
-})
-GENIE_CONFIG_SETTER(genie_config_set_role, genie_node_role_t, {
-  check(value >= GENIE_NODE_ROLE_CLIENT && value <= GENIE_NODE_ROLE_WORKER, GENIE_ERR_INVALID_ARGUMENT,
-        "role ", static_cast<int>(value), " is not a genie_node_role_t");
-  c.role = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_backend, genie_backend_t, {
-  check(value >= GENIE_BACKEND_AUTO && value <= GENIE_BACKEND_UCX, GENIE_ERR_INVALID_ARGUMENT,
-        "backend ", static_cast<int>(value), " is not a genie_backend_t");
-  c.backend = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_log_level, genie_log_level_t, {
-  check(value >= GENIE_LOG_OFF && value <= GENIE_LOG_TRACE, GENIE_ERR_INVALID_ARGUMENT, "log level ",
-        static_cast<int>(value), " is not a genie_log_level_t");
-  c.log_level = static_cast<LogLevel>(value);
-})
-GENIE_CONFIG_SETTER(genie_config_set_timeout_ms, int64_t, {
-  check(value > 0, GENIE_ERR_INVALID_ARGUMENT, "timeout ", value, " ms must be positive");
-  c.timeout_ms = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_num_threads, int32_t, {
-  check(value >= 0 && value <= 1024, GENIE_ERR_INVALID_ARGUMENT, "num_threads ", value,
-        " is outside 0..1024");
-  c.num_threads = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_use_env, int, { c.use_env = value != 0; })
-GENIE_CONFIG_SETTER(genie_config_set_graph_deltas, int, { c.graph_deltas = value != 0; })
-GENIE_CONFIG_SETTER(genie_config_set_semantics, int, { c.semantics = value != 0; })
-GENIE_CONFIG_SETTER(genie_config_set_auth_token, const char*, {
-  const std::string v = value ? value : "";
-  check_auth_token(v, "auth token");
-  c.auth_token = v;
-})
-GENIE_CONFIG_SETTER(genie_config_set_tls_ca, const char*, { c.tls_ca = value ? value : ""; })
-GENIE_CONFIG_SETTER(genie_config_set_tls_server_name, const char*, {
-  const std::string v = value ? value : "";
-  check(v.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "TLS server name is longer than 255 bytes");
-  c.tls_server_name = v;
-})
 genie_status_t genie_config_set_tls_cert(genie_config_t* config, const char* cert_file,
                                          const char* key_file) {
   return guard([&] {
@@ -162,105 +175,19 @@ genie_status_t genie_config_set_tls_cert(genie_config_t* config, const char* cer
     c.tls_key = key;
   });
 }
-GENIE_CONFIG_SETTER(genie_config_set_allow_insecure, int, { c.allow_insecure = value != 0; })
-GENIE_CONFIG_SETTER(genie_config_set_session_grace_ms, int64_t, {
-  check_grace(value, "session grace");
-  c.session_grace_ms = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_session_idle_ms, int64_t, {
-  check_grace(value, "session idle timeout");
-  c.session_idle_ms = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_handshake_timeout_ms, int64_t, {
-  check_interval(value, "handshake timeout");
-  c.handshake_timeout_ms = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_max_connections, int32_t, {
-  check_limit(value, "max connections");
-  c.max_connections = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_max_connections_per_source, int32_t, {
-  check_limit(value, "max connections per source");
-  c.max_connections_per_source = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_max_sessions, int32_t, {
-  check_limit(value, "max sessions");
-  c.max_sessions = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_max_graph_bytes, int64_t, {
-  check_graph_limit(value, "max graph bytes");
-  c.max_graph_bytes = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_max_graph_nodes, int64_t, {
-  check_graph_limit(value, "max graph nodes");
-  c.max_graph_nodes = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_stage_timeout_ms, int64_t, {
-  check_interval(value, "stage timeout");
-  c.stage_timeout_ms = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_metrics_port, int32_t, {
-  check(value >= -1 && value <= 65535, GENIE_ERR_INVALID_ARGUMENT, "metrics port ", value,
-        " is outside -1..65535 (-1: off, 0: a free port)");
-  c.metrics_port = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_metrics_addr, const char*, {
-  const std::string v = value && *value ? value : "127.0.0.1";
-  check(v.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "metrics address is longer than 255 bytes");
-  c.metrics_addr = v;
-})
-GENIE_CONFIG_SETTER(genie_config_set_etcd_endpoints, const char*, {
-  c.etcd_endpoints = value && *value ? parse_etcd_endpoints(value, "etcd endpoints") : std::vector<std::string>{};
-})
-GENIE_CONFIG_SETTER(genie_config_set_cluster, const char*, {
-  const std::string v = value && *value ? value : "default";
-  check_cluster_name(v, "cluster name");
-  c.cluster = v;
-})
-GENIE_CONFIG_SETTER(genie_config_set_etcd_lease_ttl_ms, int64_t, {
-  check_etcd_lease_ttl(value, "etcd lease TTL");
-  c.etcd_lease_ttl_ms = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_memory_budget, int64_t, {
-  check_quota(value, "memory budget");
-  c.memory_budget_bytes = value;
-})
+
 genie_status_t genie_config_set_session_quota(genie_config_t* config, int64_t max_bytes, int64_t max_tensors,
                                               int64_t max_graphs) {
   return guard([&] {
     Config& c = live<ConfigObj>(config)->cfg;
-    check_quota(max_bytes, "session byte quota");
-    check_quota(max_tensors, "session tensor quota");
-    check_quota(max_graphs, "session graph quota");
+    check_setting(Setting::session_max_bytes, max_bytes, "session byte quota");
+    check_setting(Setting::session_max_tensors, max_tensors, "session tensor quota");
+    check_setting(Setting::session_max_graphs, max_graphs, "session graph quota");
     c.session_max_bytes = max_bytes;
     c.session_max_tensors = max_tensors ? max_tensors : Config::kDefaultSessionMaxTensors;
     c.session_max_graphs = max_graphs ? max_graphs : Config::kDefaultSessionMaxGraphs;
   });
 }
-GENIE_CONFIG_SETTER(genie_config_set_max_message_bytes, int64_t, {
-  check_max_message(value, "max message");
-  c.max_message_bytes = value;
-})
-
-GENIE_CONFIG_SETTER(genie_config_set_heartbeat_interval_ms, int64_t, {
-  check_interval(value, "heartbeat interval");
-  c.heartbeat_interval_ms = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_heartbeat_timeout_ms, int64_t, {
-  check_interval(value, "heartbeat timeout");
-  c.heartbeat_timeout_ms = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_gpu_poll_interval_ms, int64_t, {
-  check_interval(value, "GPU poll interval");
-  c.gpu_poll_interval_ms = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_health_interval_ms, int64_t, {
-  check_interval(value, "health interval");
-  c.health_interval_ms = value;
-})
-GENIE_CONFIG_SETTER(genie_config_set_dpdk_probe, int, { c.dpdk_probe = value != 0; })
-
-#undef GENIE_CONFIG_SETTER
 
 // --- context ---------------------------------------------------------------
 

@@ -28,7 +28,7 @@ namespace genie {
 
 static_assert(sizeof(uintptr_t) == 8, "handle values need 64-bit pointers");
 
-enum class HandleKind : uint64_t { Config = 1, Context, Tensor, Graph, Future, Server };
+enum class HandleKind : uint64_t { Config = 1, Context, Tensor, Graph, Future, Server, ServerConfig };
 
 namespace handle_bits {
 constexpr unsigned kSlotBits = 26, kGenBits = 34;

@@ -51,6 +51,15 @@ struct ConfigObj {
   Config cfg;
 };
 
+// A server's own settings (genie_server_config_t): the Server-side fields of
+// a Config (config_settings.def); the others stay at their defaults.
+struct ServerConfigObj {
+  using Handle = genie_server_config_t;
+  static constexpr HandleKind kKind = HandleKind::ServerConfig;
+  static constexpr const char* kName = "server config";
+  Config cfg;
+};
+
 struct ContextObj {
   using Handle = genie_context_t;
   static constexpr HandleKind kKind = HandleKind::Context;

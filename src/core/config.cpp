@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <type_traits>
 #include <utility>
 
 namespace genie {
@@ -37,19 +39,6 @@ const char* env(const char* name) {
   return (v && *v) ? v : nullptr;
 }
 
-// Each variable of `vars` that is set, parsed and checked by `check_value`
-// (which names the variable), into its field.
-template <class T, size_t N>
-void read_numbers(const std::pair<const char*, T*> (&vars)[N], void (*check_value)(int64_t, const char*)) {
-  for (const auto& [name, field] : vars) {
-    if (const char* v = env(name)) {
-      const int64_t n = parse_int(name, v);
-      check_value(n, name);
-      *field = static_cast<T>(n);
-    }
-  }
-}
-
 }  // namespace
 
 void check_node_id(const std::string& id, const char* what) {
@@ -70,172 +59,242 @@ void check_port(int64_t port, const char* what) {
   check(port >= 1 && port <= 65535, GENIE_ERR_INVALID_ARGUMENT, what, " ", port, " is outside 1..65535");
 }
 
-void Config::apply_env() {
-  if (!use_env) return;
-  if (const char* v = env("GENIE_MASTER_ADDR")) master_addr = v;
-  if (const char* v = env("GENIE_MASTER_PORT")) {
-    const int64_t p = parse_int("GENIE_MASTER_PORT", v);
-    check_port(p, "GENIE_MASTER_PORT");
-    master_port = static_cast<int32_t>(p);
+const SettingInfo* settings() {
+  static constexpr SettingInfo table[] = {
+#define GENIE_SETTING(field, type, def, env, kind, lo, hi, side, setter, ctype, help) \
+  {#field, env, SettingKind::kind, lo, hi, SettingSide::side, #setter, help},
+#include "core/config_settings.def"
+#undef GENIE_SETTING
+  };
+  static_assert(std::size(table) == static_cast<size_t>(Setting::count));
+  return table;
+}
+
+namespace {
+
+template <class Enum, size_t N>
+void check_enum(Enum value, const Enum (&vals)[N], const char* type, const char* what) {
+  for (size_t i = 0; i < N; ++i)
+    if (vals[i] == value) return;
+  fail(GENIE_ERR_INVALID_ARGUMENT, what, " ", static_cast<int>(value), " is not a ", type);
+}
+
+const char* const kRoleNames[] = {"client", "server", "worker"};
+const genie_node_role_t kRoles[] = {GENIE_NODE_ROLE_CLIENT, GENIE_NODE_ROLE_SERVER, GENIE_NODE_ROLE_WORKER};
+const char* const kBackendNames[] = {"auto", "tcp", "rdma", "dpdk", "dpdk_gpudev", "ucx"};
+const genie_backend_t kBackends[] = {GENIE_BACKEND_AUTO, GENIE_BACKEND_TCP,         GENIE_BACKEND_RDMA,
+                                     GENIE_BACKEND_DPDK, GENIE_BACKEND_DPDK_GPUDEV, GENIE_BACKEND_UCX};
+const char* const kLogNames[] = {"off", "error", "warn", "info", "debug", "trace"};
+const LogLevel kLogLevels[] = {LogLevel::Off,  LogLevel::Error, LogLevel::Warn,
+                               LogLevel::Info, LogLevel::Debug, LogLevel::Trace};
+
+std::vector<std::string> split_commas(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t start = 0; start <= list.size();) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    out.push_back(list.substr(start, end - start));
+    start = end + 1;
   }
-  if (const char* v = env("GENIE_NODE_ID")) {
-    check_node_id(v, "GENIE_NODE_ID");
-    node_id = v;
-  }
-  if (const char* v = env("GENIE_NODE_ROLE")) {
-    static const char* const names[] = {"client", "server", "worker"};
-    static const genie_node_role_t vals[] = {GENIE_NODE_ROLE_CLIENT, GENIE_NODE_ROLE_SERVER,
-                                             GENIE_NODE_ROLE_WORKER};
-    role = parse_enum("GENIE_NODE_ROLE", v, names, vals);
-  }
-  if (const char* v = env("GENIE_BACKEND")) {
-    static const char* const names[] = {"auto", "tcp", "rdma", "dpdk", "dpdk_gpudev", "ucx"};
-    static const genie_backend_t vals[] = {GENIE_BACKEND_AUTO, GENIE_BACKEND_TCP, GENIE_BACKEND_RDMA,
-                                           GENIE_BACKEND_DPDK, GENIE_BACKEND_DPDK_GPUDEV, GENIE_BACKEND_UCX};
-    backend = parse_enum("GENIE_BACKEND", v, names, vals);
-  }
-  if (const char* v = env("GENIE_LOG_LEVEL")) {
-    static const char* const names[] = {"off", "error", "warn", "info", "debug", "trace"};
-    static const LogLevel vals[] = {LogLevel::Off,  LogLevel::Error, LogLevel::Warn,
-                                    LogLevel::Info, LogLevel::Debug, LogLevel::Trace};
-    log_level = parse_enum("GENIE_LOG_LEVEL", v, names, vals);
-  }
-  if (const char* v = env("GENIE_TIMEOUT")) {
-    const int64_t t = parse_int("GENIE_TIMEOUT", v);
-    check(t > 0, GENIE_ERR_INVALID_ARGUMENT, "GENIE_TIMEOUT=", v,
-          " must be a positive number of milliseconds");
-    timeout_ms = t;
-  }
-  if (const char* v = env("GENIE_AUTH_TOKEN")) auth_token = v;
-  if (const char* v = env("GENIE_TLS_CERT")) tls_cert = v;
-  if (const char* v = env("GENIE_TLS_KEY")) tls_key = v;
-  if (const char* v = env("GENIE_TLS_CA")) tls_ca = v;
-  if (const char* v = env("GENIE_TLS_SERVER_NAME")) tls_server_name = v;
-  if (const char* v = env("GENIE_SESSION_GRACE")) {
-    session_grace_ms = parse_int("GENIE_SESSION_GRACE", v);
-    check_grace(session_grace_ms, "GENIE_SESSION_GRACE");
-  }
-  if (const char* v = env("GENIE_SESSION_IDLE")) {
-    session_idle_ms = parse_int("GENIE_SESSION_IDLE", v);
-    check_grace(session_idle_ms, "GENIE_SESSION_IDLE");
-  }
-  if (const char* v = env("GENIE_HANDSHAKE_TIMEOUT")) {
-    handshake_timeout_ms = parse_int("GENIE_HANDSHAKE_TIMEOUT", v);
-    check_interval(handshake_timeout_ms, "GENIE_HANDSHAKE_TIMEOUT");
-  }
-  const std::pair<const char*, int32_t*> limits[] = {
-      {"GENIE_MAX_CONNECTIONS", &max_connections},
-      {"GENIE_MAX_CONNECTIONS_PER_SOURCE", &max_connections_per_source},
-      {"GENIE_MAX_SESSIONS", &max_sessions}};
-  read_numbers(limits, check_limit);
-  const std::pair<const char*, int64_t*> graph_limits[] = {{"GENIE_MAX_GRAPH_BYTES", &max_graph_bytes},
-                                                           {"GENIE_MAX_GRAPH_NODES", &max_graph_nodes}};
-  read_numbers(graph_limits, check_graph_limit);
-  if (const char* v = env("GENIE_MAX_MESSAGE")) {
-    max_message_bytes = parse_int("GENIE_MAX_MESSAGE", v);
-    check_max_message(max_message_bytes, "GENIE_MAX_MESSAGE");
-  }
-  const std::pair<const char*, int64_t*> quotas[] = {{"GENIE_MEMORY_BUDGET", &memory_budget_bytes},
-                                                     {"GENIE_SESSION_MAX_BYTES", &session_max_bytes},
-                                                     {"GENIE_SESSION_MAX_TENSORS", &session_max_tensors},
-                                                     {"GENIE_SESSION_MAX_GRAPHS", &session_max_graphs}};
-  read_numbers(quotas, check_quota);
-  const std::pair<const char*, int64_t*> intervals[] = {{"GENIE_HEARTBEAT_INTERVAL", &heartbeat_interval_ms},
-                                                        {"GENIE_HEARTBEAT_TIMEOUT", &heartbeat_timeout_ms},
-                                                        {"GENIE_GPU_POLL_INTERVAL", &gpu_poll_interval_ms},
-                                                        {"GENIE_HEALTH_INTERVAL", &health_interval_ms},
-                                                        {"GENIE_STAGE_TIMEOUT", &stage_timeout_ms}};
-  read_numbers(intervals, check_interval);
-  if (const char* v = env("GENIE_DPDK_PROBE")) {
-    static const char* const names[] = {"0", "1"};
-    static const bool vals[] = {false, true};
-    dpdk_probe = parse_enum("GENIE_DPDK_PROBE", v, names, vals);
-  }
-  if (const char* v = env("GENIE_ALLOW_INSECURE")) {
-    static const char* const names[] = {"0", "1"};
-    static const bool vals[] = {false, true};
-    allow_insecure = parse_enum("GENIE_ALLOW_INSECURE", v, names, vals);
-  }
-  if (const char* v = env("GENIE_GRAPH_DELTAS")) {
-    static const char* const names[] = {"0", "1"};
-    static const bool vals[] = {false, true};
-    graph_deltas = parse_enum("GENIE_GRAPH_DELTAS", v, names, vals);
-  }
-  if (const char* v = env("GENIE_SEMANTICS")) {
+  return out;
+}
+
+// A setting's value from its environment variable's text, checked.
+void from_env(Setting s, const char* var, const char* text, int32_t& field) {
+  const int64_t n = parse_int(var, text);
+  check_setting(s, n, var);
+  field = static_cast<int32_t>(n);
+}
+void from_env(Setting s, const char* var, const char* text, int64_t& field) {
+  const int64_t n = parse_int(var, text);
+  check_setting(s, n, var);
+  field = n;
+}
+void from_env(Setting s, const char* var, const char* text, bool& field) {
+  if (setting(s).kind == SettingKind::OnOff) {
     static const char* const names[] = {"on", "off", "1", "0"};
     static const bool vals[] = {true, false, true, false};
-    semantics = parse_enum("GENIE_SEMANTICS", v, names, vals);
-  }
-  if (const char* v = env("GENIE_DIRECT_CALLS")) {
+    field = parse_enum(var, text, names, vals);
+  } else {
     static const char* const names[] = {"0", "1"};
     static const bool vals[] = {false, true};
-    direct_calls = parse_enum("GENIE_DIRECT_CALLS", v, names, vals);
+    field = parse_enum(var, text, names, vals);
   }
-  if (const char* v = env("GENIE_TRANSPORT")) {
-    check_transport_name(v, "GENIE_TRANSPORT");
-    transport = v;
+}
+void from_env(Setting s, const char* var, const char* text, std::string& field) {
+  check_setting(s, std::string(text), var);
+  field = text;
+}
+void from_env(Setting s, const char* var, const char* text, std::vector<std::string>& field) {
+  field =
+      setting(s).kind == SettingKind::EtcdEndpoints ? parse_etcd_endpoints(text, var) : split_commas(text);
+  check_setting(s, field, var);
+}
+void from_env(Setting, const char* var, const char* text, genie_node_role_t& field) {
+  field = parse_enum(var, text, kRoleNames, kRoles);
+}
+void from_env(Setting, const char* var, const char* text, genie_backend_t& field) {
+  field = parse_enum(var, text, kBackendNames, kBackends);
+}
+void from_env(Setting, const char* var, const char* text, LogLevel& field) {
+  field = parse_enum(var, text, kLogNames, kLogLevels);
+}
+
+}  // namespace
+
+void check_setting(Setting s, int64_t value, const char* what) {
+  const SettingInfo& i = setting(s);
+  if (i.hi == INT64_MAX)
+    check(value >= i.lo, GENIE_ERR_INVALID_ARGUMENT, what, " ", value, " is below ", i.lo, " (", i.help, ")");
+  else
+    check(value >= i.lo && value <= i.hi, GENIE_ERR_INVALID_ARGUMENT, what, " ", value, " is outside ", i.lo,
+          "..", i.hi, " (", i.help, ")");
+}
+
+void check_setting(Setting s, const std::string& value, const char* what) {
+  const SettingInfo& i = setting(s);
+  switch (i.kind) {
+    case SettingKind::NodeId: check_node_id(value, what); return;
+    case SettingKind::AuthToken: check_auth_token(value, what); return;
+    case SettingKind::Cluster:
+      check(!value.empty() && value.size() <= static_cast<size_t>(i.hi), GENIE_ERR_INVALID_ARGUMENT, what,
+            " '", value, "' is not ", i.lo, "..", i.hi, " bytes");
+      for (char c : value)
+        check(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-',
+              GENIE_ERR_INVALID_ARGUMENT, what, " '", value, "' may hold only [A-Za-z0-9._-]");
+      return;
+    case SettingKind::Transport:
+      if (!value.empty()) check_transport_name(value, what);
+      return;
+    default:
+      check(value.size() >= static_cast<size_t>(i.lo), GENIE_ERR_INVALID_ARGUMENT, what, " is empty");
+      check(i.hi == 0 || value.size() <= static_cast<size_t>(i.hi), GENIE_ERR_INVALID_ARGUMENT, what,
+            " is longer than ", i.hi, " bytes");
   }
-  if (const char* v = env("GENIE_SERVE_TRANSPORTS")) {
-    serve_transports.clear();
-    const std::string list = v;
-    for (size_t start = 0; start <= list.size();) {
-      size_t end = list.find(',', start);
-      if (end == std::string::npos) end = list.size();
-      const std::string name = list.substr(start, end - start);
-      check_transport_name(name, "GENIE_SERVE_TRANSPORTS entry");
-      serve_transports.push_back(name);
-      start = end + 1;
+}
+
+void check_setting(Setting s, const std::vector<std::string>& value, const char* what) {
+  const SettingInfo& i = setting(s);
+  if (i.kind == SettingKind::TransportList) {
+    for (const std::string& t : value) check_transport_name(t, what);
+    return;
+  }
+  check(value.size() <= static_cast<size_t>(i.hi), GENIE_ERR_INVALID_ARGUMENT, what, " names ", value.size(),
+        " endpoints (at most ", i.hi, ")");
+}
+
+void check_setting(Setting, genie_node_role_t value, const char* what) {
+  check_enum(value, kRoles, "genie_node_role_t", what);
+}
+void check_setting(Setting, genie_backend_t value, const char* what) {
+  check_enum(value, kBackends, "genie_backend_t", what);
+}
+void check_setting(Setting, LogLevel value, const char* what) {
+  check_enum(value, kLogLevels, "log level", what);
+}
+
+std::string setting_label(Setting s) {
+  std::string label = setting(s).name;
+  for (const char* unit : {"_ms", "_bytes"}) {
+    const size_t n = std::strlen(unit);
+    if (label.size() > n && label.compare(label.size() - n, n, unit) == 0) label.resize(label.size() - n);
+  }
+  for (char& c : label)
+    if (c == '_') c = ' ';
+  return label;
+}
+
+const SettingInfo* find_setting(const char* name, Setting* id) {
+  if (name == nullptr) return nullptr;
+  for (size_t i = 0; i < static_cast<size_t>(Setting::count); ++i)
+    if (std::strcmp(settings()[i].name, name) == 0) {
+      *id = static_cast<Setting>(i);
+      return &settings()[i];
     }
-  }
-  if (const char* v = env("GENIE_METRICS_PORT")) {
-    const int64_t p = parse_int("GENIE_METRICS_PORT", v);
-    check(p >= -1 && p <= 65535, GENIE_ERR_INVALID_ARGUMENT, "GENIE_METRICS_PORT=", v,
-          " is outside -1..65535 (-1: off, 0: a free port)");
-    metrics_port = static_cast<int32_t>(p);
-  }
-  if (const char* v = env("GENIE_METRICS_ADDR")) metrics_addr = v;
-  if (const char* v = env("GENIE_ETCD_ENDPOINTS")) etcd_endpoints = parse_etcd_endpoints(v, "GENIE_ETCD_ENDPOINTS");
-  if (const char* v = env("GENIE_CLUSTER")) {
-    check_cluster_name(v, "GENIE_CLUSTER");
-    cluster = v;
-  }
-  if (const char* v = env("GENIE_ETCD_LEASE_TTL")) {
-    const int64_t ms = parse_int("GENIE_ETCD_LEASE_TTL", v);
-    check_etcd_lease_ttl(ms, "GENIE_ETCD_LEASE_TTL");
-    etcd_lease_ttl_ms = ms;
-  }
-  if (const char* v = env("GENIE_NUM_THREADS")) {
-    const int64_t n = parse_int("GENIE_NUM_THREADS", v);
-    check(n >= 0 && n <= 1024, GENIE_ERR_INVALID_ARGUMENT, "GENIE_NUM_THREADS=", v, " is outside 0..1024");
-    num_threads = static_cast<int32_t>(n);
+  return nullptr;
+}
+
+namespace {
+
+template <class T>
+void assign_int(T& field, Setting s, int64_t value) {
+  const std::string label = setting_label(s);
+  if constexpr (std::is_same_v<T, bool>) {
+    check(value == 0 || value == 1, GENIE_ERR_INVALID_ARGUMENT, label, " ", value, " is not 0 or 1");
+    field = value != 0;
+  } else if constexpr (std::is_integral_v<T>) {
+    check_setting(s, value, label.c_str());
+    field = static_cast<T>(value);
+  } else {
+    fail(GENIE_ERR_INVALID_ARGUMENT, "setting '", setting(s).name, "' is not an integer or boolean");
   }
 }
 
-void check_grace(int64_t ms, const char* what) {
-  check(ms >= 0, GENIE_ERR_INVALID_ARGUMENT, what, " ", ms, " ms must not be negative");
+template <class T>
+void assign_text(T& field, const T& def, Setting s, const char* value) {
+  if (value == nullptr || *value == '\0') {
+    field = def;
+    return;
+  }
+  T v = field;
+  from_env(s, setting_label(s).c_str(), value, v);
+  field = std::move(v);
 }
 
-void check_max_message(int64_t bytes, const char* what) {
-  check(bytes >= 4096 && bytes <= (int64_t{1} << 30), GENIE_ERR_INVALID_ARGUMENT, what, " ", bytes,
-        " is outside 4096..2^30 bytes");
+}  // namespace
+
+void set_setting_int(Config& c, Setting s, int64_t value) {
+  switch (s) {
+#define GENIE_SETTING(field, ...)  \
+  case Setting::field:             \
+    assign_int(c.field, s, value); \
+    return;
+#include "core/config_settings.def"
+#undef GENIE_SETTING
+    default: break;
+  }
 }
 
-void check_interval(int64_t ms, const char* what) {
-  check(ms >= 10 && ms <= 86400000, GENIE_ERR_INVALID_ARGUMENT, what, " ", ms, " ms is outside 10..86400000");
+void set_setting_text(Config& c, Setting s, const char* value) {
+  const Config defaults;
+  switch (s) {
+#define GENIE_SETTING(field, ...)                   \
+  case Setting::field:                              \
+    assign_text(c.field, defaults.field, s, value); \
+    return;
+#include "core/config_settings.def"
+#undef GENIE_SETTING
+    default: break;
+  }
 }
 
-void check_limit(int64_t n, const char* what) {
-  check(n >= 0 && n <= 1000000, GENIE_ERR_INVALID_ARGUMENT, what, " ", n,
-        " is outside 0..1000000 (0: no limit)");
+void copy_server_settings(const Config& from, Config& to) {
+#define GENIE_SETTING(field, ...) \
+  if (setting(Setting::field).side == SettingSide::Server) to.field = from.field;
+#include "core/config_settings.def"
+#undef GENIE_SETTING
 }
 
-void check_graph_limit(int64_t value, const char* what) {
-  check(value >= 0 && value <= (int64_t{1} << 40), GENIE_ERR_INVALID_ARGUMENT, what, " ", value,
-        " is outside 0..2^40 (0: no limit)");
+void Config::apply_env() {
+  if (!use_env) return;
+#define GENIE_SETTING(field, type, def, env_var, ...)                      \
+  if (const char* var = env_var) {                                         \
+    if (const char* v = env(var)) from_env(Setting::field, var, v, field); \
+  }
+#include "core/config_settings.def"
+#undef GENIE_SETTING
 }
 
-void check_quota(int64_t value, const char* what) {
-  check(value >= 0, GENIE_ERR_INVALID_ARGUMENT, what, " ", value, " must not be negative (0: the default)");
+void Config::validate() const {
+#define GENIE_SETTING(field, ...) check_setting(Setting::field, field, setting_label(Setting::field).c_str());
+#include "core/config_settings.def"
+#undef GENIE_SETTING
+  if (!selected_transport.empty()) check_transport_name(selected_transport, "selected transport");
+  check(heartbeat_timeout_ms >= heartbeat_interval_ms, GENIE_ERR_INVALID_ARGUMENT, "heartbeat timeout ",
+        heartbeat_timeout_ms, " ms is below the heartbeat interval ", heartbeat_interval_ms,
+        " ms: every node would be marked lost between two heartbeats");
+  check(tls_cert.empty() == tls_key.empty(), GENIE_ERR_INVALID_ARGUMENT,
+        "a TLS certificate needs its private key and the other way round (GENIE_TLS_CERT and GENIE_TLS_KEY)");
 }
 
 std::vector<std::string> parse_etcd_endpoints(const std::string& list, const char* what) {
@@ -255,19 +314,6 @@ std::vector<std::string> parse_etcd_endpoints(const std::string& list, const cha
   return out;
 }
 
-void check_cluster_name(const std::string& name, const char* what) {
-  check(!name.empty() && name.size() <= 64, GENIE_ERR_INVALID_ARGUMENT, what, " '", name,
-        "' is not 1..64 bytes");
-  for (char c : name)
-    check(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-',
-          GENIE_ERR_INVALID_ARGUMENT, what, " '", name, "' may hold only [A-Za-z0-9._-]");
-}
-
-void check_etcd_lease_ttl(int64_t ms, const char* what) {
-  check(ms >= 1000 && ms <= 3600000, GENIE_ERR_INVALID_ARGUMENT, what, " ", ms,
-        " ms is outside 1000..3600000 (etcd counts whole seconds)");
-}
-
 bool is_transport_name(const std::string& name) {
   if (name.empty() || name.size() > 64) return false;
   for (char c : name)
@@ -278,48 +324,6 @@ bool is_transport_name(const std::string& name) {
 void check_transport_name(const std::string& name, const char* what) {
   check(is_transport_name(name), GENIE_ERR_INVALID_ARGUMENT, what, " '", name,
         "' is not a transport name (1..64 of lowercase letters, digits and '_', e.g. tcp)");
-}
-
-void Config::validate() const {
-  check_interval(heartbeat_interval_ms, "heartbeat interval");
-  check_interval(heartbeat_timeout_ms, "heartbeat timeout");
-  check_interval(gpu_poll_interval_ms, "GPU poll interval");
-  check_interval(health_interval_ms, "health interval");
-  check(heartbeat_timeout_ms >= heartbeat_interval_ms, GENIE_ERR_INVALID_ARGUMENT, "heartbeat timeout ",
-        heartbeat_timeout_ms, " ms is below the heartbeat interval ", heartbeat_interval_ms,
-        " ms: every node would be marked lost between two heartbeats");
-  check_grace(session_grace_ms, "session grace");
-  check_grace(session_idle_ms, "session idle timeout");
-  check_interval(handshake_timeout_ms, "handshake timeout");
-  check_limit(max_connections, "max connections");
-  check_limit(max_connections_per_source, "max connections per source");
-  check_limit(max_sessions, "max sessions");
-  check_max_message(max_message_bytes, "max message");
-  check_graph_limit(max_graph_bytes, "max graph bytes");
-  check_graph_limit(max_graph_nodes, "max graph nodes");
-  check_interval(stage_timeout_ms, "stage timeout");
-  check_auth_token(auth_token, "auth token");
-  check(tls_cert.empty() == tls_key.empty(), GENIE_ERR_INVALID_ARGUMENT,
-        "a TLS certificate needs its private key and the other way round (GENIE_TLS_CERT and GENIE_TLS_KEY)");
-  check_quota(memory_budget_bytes, "memory budget");
-  check_quota(session_max_bytes, "session byte quota");
-  check_quota(session_max_tensors, "session tensor quota");
-  check_quota(session_max_graphs, "session graph quota");
-  check_port(master_port, "master port");
-  check(metrics_port >= -1 && metrics_port <= 65535, GENIE_ERR_INVALID_ARGUMENT, "metrics port ", metrics_port,
-        " is outside -1..65535");
-  check(!metrics_addr.empty() && metrics_addr.size() <= 255, GENIE_ERR_INVALID_ARGUMENT,
-        "metrics address is empty or longer than 255 bytes");
-  check_node_id(node_id, "node id");
-  check(master_addr.size() <= 255, GENIE_ERR_INVALID_ARGUMENT, "master address is longer than 255 bytes");
-  check(timeout_ms > 0, GENIE_ERR_INVALID_ARGUMENT, "timeout must be positive");
-  check(num_threads >= 0 && num_threads <= 1024, GENIE_ERR_INVALID_ARGUMENT, "num_threads outside 0..1024");
-  if (!transport.empty()) check_transport_name(transport, "transport");
-  if (!selected_transport.empty()) check_transport_name(selected_transport, "selected transport");
-  for (const std::string& t : serve_transports) check_transport_name(t, "served transport");
-  check(etcd_endpoints.size() <= 16, GENIE_ERR_INVALID_ARGUMENT, "more than 16 etcd endpoints");
-  check_cluster_name(cluster, "cluster name");
-  check_etcd_lease_ttl(etcd_lease_ttl_ms, "etcd lease TTL");
 }
 
 const char* role_str(genie_node_role_t r) {

@@ -18,7 +18,7 @@ static void on_done(genie_future_t *f, genie_status_t status, void *user) {
 static void test_versions_and_status(void) {
   CHECK(genie_version() == GENIE_VERSION);
   CHECK(genie_abi_version() == GENIE_ABI_VERSION);
-  CHECK(strcmp(genie_version_string(), "0.1.0") == 0);
+  CHECK(strcmp(genie_version_string(), "0.2.0") == 0);
   CHECK(strcmp(genie_status_str(GENIE_OK), "GENIE_OK") == 0);
   CHECK(strcmp(genie_status_str(GENIE_ERR_PARSE), "GENIE_ERR_PARSE") == 0);
   CHECK(strcmp(genie_status_str(-999), "unknown status") == 0);

@@ -13,6 +13,7 @@ typedef struct probe_handles {
   genie_graph_t *graph;
   genie_future_t *future;
   genie_server_t *server;
+  genie_server_config_t *server_config;
 } probe_handles_t;
 
 /* How a function answers: a status, nothing, a value, or a pointer. */

@@ -172,6 +172,27 @@ static long probe_null_genie_config_set_dpdk_probe(const probe_handles_t *h) { (
 static long probe_kind_genie_config_set_dpdk_probe(const probe_handles_t *h) { return genie_config_set_dpdk_probe((genie_config_t *)h->tensor, 0); }
 static long probe_args_genie_config_set_dpdk_probe(const probe_handles_t *h) { return genie_config_set_dpdk_probe(h->config, 0); }
 static const genie_status_t codes_genie_config_set_dpdk_probe[] = {GENIE_ERR_INVALID_HANDLE};
+static long probe_null_genie_config_set_int(const probe_handles_t *h) { (void)h; return genie_config_set_int(NULL, "x", 0); }
+static long probe_kind_genie_config_set_int(const probe_handles_t *h) { return genie_config_set_int((genie_config_t *)h->tensor, "x", 0); }
+static long probe_args_genie_config_set_int(const probe_handles_t *h) { return genie_config_set_int(h->config, NULL, 0); }
+static const genie_status_t codes_genie_config_set_int[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE};
+static long probe_null_genie_config_set_string(const probe_handles_t *h) { (void)h; return genie_config_set_string(NULL, "x", "x"); }
+static long probe_kind_genie_config_set_string(const probe_handles_t *h) { return genie_config_set_string((genie_config_t *)h->tensor, "x", "x"); }
+static long probe_args_genie_config_set_string(const probe_handles_t *h) { return genie_config_set_string(h->config, NULL, NULL); }
+static const genie_status_t codes_genie_config_set_string[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE};
+static long probe_args_genie_server_config_create(const probe_handles_t *h) { (void)h; return genie_server_config_create(NULL); }
+static const genie_status_t codes_genie_server_config_create[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_OUT_OF_MEMORY};
+static long probe_null_genie_server_config_destroy(const probe_handles_t *h) { (void)h; genie_server_config_destroy(NULL); return 0; }
+static long probe_kind_genie_server_config_destroy(const probe_handles_t *h) { genie_server_config_destroy((genie_server_config_t *)h->config); return 0; }
+static const genie_status_t codes_genie_server_config_destroy[] = {0};
+static long probe_null_genie_server_config_set_int(const probe_handles_t *h) { (void)h; return genie_server_config_set_int(NULL, "x", 0); }
+static long probe_kind_genie_server_config_set_int(const probe_handles_t *h) { return genie_server_config_set_int((genie_server_config_t *)h->config, "x", 0); }
+static long probe_args_genie_server_config_set_int(const probe_handles_t *h) { return genie_server_config_set_int(h->server_config, NULL, 0); }
+static const genie_status_t codes_genie_server_config_set_int[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE};
+static long probe_null_genie_server_config_set_string(const probe_handles_t *h) { (void)h; return genie_server_config_set_string(NULL, "x", "x"); }
+static long probe_kind_genie_server_config_set_string(const probe_handles_t *h) { return genie_server_config_set_string((genie_server_config_t *)h->config, "x", "x"); }
+static long probe_args_genie_server_config_set_string(const probe_handles_t *h) { return genie_server_config_set_string(h->server_config, NULL, NULL); }
+static const genie_status_t codes_genie_server_config_set_string[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE};
 static long probe_args_genie_init_abi(const probe_handles_t *h) { return genie_init_abi(0, h->config, NULL); }
 static const genie_status_t codes_genie_init_abi[] = {GENIE_ERR_AUTH, GENIE_ERR_CONNECTION, GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE, GENIE_ERR_IO, GENIE_ERR_OUT_OF_MEMORY, GENIE_ERR_PROTOCOL, GENIE_ERR_TIMEOUT, GENIE_ERR_UNSUPPORTED, GENIE_ERR_VERSION_MISMATCH};
 static long probe_null_genie_shutdown(const probe_handles_t *h) { (void)h; genie_shutdown(NULL); return 0; }
@@ -196,6 +217,8 @@ static long probe_args_genie_context_server_info(const probe_handles_t *h) { ret
 static const genie_status_t codes_genie_context_server_info[] = {GENIE_ERR_CONNECTION, GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE, GENIE_ERR_SHUTDOWN, GENIE_ERR_TIMEOUT, GENIE_ERR_UNSUPPORTED};
 static long probe_args_genie_server_create(const probe_handles_t *h) { return genie_server_create(h->config, NULL, 0, NULL); }
 static const genie_status_t codes_genie_server_create[] = {GENIE_ERR_AUTH, GENIE_ERR_CONNECTION, GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE, GENIE_ERR_IO, GENIE_ERR_TIMEOUT, GENIE_ERR_UNSUPPORTED, GENIE_ERR_VERSION_MISMATCH};
+static long probe_args_genie_server_create_with(const probe_handles_t *h) { return genie_server_create_with(h->config, h->server_config, NULL, 0, NULL); }
+static const genie_status_t codes_genie_server_create_with[] = {GENIE_ERR_AUTH, GENIE_ERR_CONNECTION, GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE, GENIE_ERR_IO, GENIE_ERR_TIMEOUT, GENIE_ERR_UNSUPPORTED, GENIE_ERR_VERSION_MISMATCH};
 static long probe_null_genie_server_port(const probe_handles_t *h) { (void)h; return genie_server_port(NULL, (int32_t *)(void *)probe_buf); }
 static long probe_kind_genie_server_port(const probe_handles_t *h) { return genie_server_port((const genie_server_t *)h->config, (int32_t *)(void *)probe_buf); }
 static long probe_args_genie_server_port(const probe_handles_t *h) { return genie_server_port(h->server, NULL); }
@@ -485,6 +508,12 @@ static const probe_fn_t probe_table[] = {
   {"genie_config_set_gpu_poll_interval_ms", PROBE_STATUS, codes_genie_config_set_gpu_poll_interval_ms, 2, PROBE_NO_VALUE, probe_null_genie_config_set_gpu_poll_interval_ms, probe_kind_genie_config_set_gpu_poll_interval_ms, probe_args_genie_config_set_gpu_poll_interval_ms},
   {"genie_config_set_health_interval_ms", PROBE_STATUS, codes_genie_config_set_health_interval_ms, 2, PROBE_NO_VALUE, probe_null_genie_config_set_health_interval_ms, probe_kind_genie_config_set_health_interval_ms, probe_args_genie_config_set_health_interval_ms},
   {"genie_config_set_dpdk_probe", PROBE_STATUS, codes_genie_config_set_dpdk_probe, 1, PROBE_NO_VALUE, probe_null_genie_config_set_dpdk_probe, probe_kind_genie_config_set_dpdk_probe, probe_args_genie_config_set_dpdk_probe},
+  {"genie_config_set_int", PROBE_STATUS, codes_genie_config_set_int, 2, PROBE_NO_VALUE, probe_null_genie_config_set_int, probe_kind_genie_config_set_int, probe_args_genie_config_set_int},
+  {"genie_config_set_string", PROBE_STATUS, codes_genie_config_set_string, 2, PROBE_NO_VALUE, probe_null_genie_config_set_string, probe_kind_genie_config_set_string, probe_args_genie_config_set_string},
+  {"genie_server_config_create", PROBE_STATUS, codes_genie_server_config_create, 2, PROBE_NO_VALUE, NULL, NULL, probe_args_genie_server_config_create},
+  {"genie_server_config_destroy", PROBE_VOID, codes_genie_server_config_destroy, 0, PROBE_NO_VALUE, probe_null_genie_server_config_destroy, probe_kind_genie_server_config_destroy, NULL},
+  {"genie_server_config_set_int", PROBE_STATUS, codes_genie_server_config_set_int, 2, PROBE_NO_VALUE, probe_null_genie_server_config_set_int, probe_kind_genie_server_config_set_int, probe_args_genie_server_config_set_int},
+  {"genie_server_config_set_string", PROBE_STATUS, codes_genie_server_config_set_string, 2, PROBE_NO_VALUE, probe_null_genie_server_config_set_string, probe_kind_genie_server_config_set_string, probe_args_genie_server_config_set_string},
   {"genie_init_abi", PROBE_STATUS, codes_genie_init_abi, 10, PROBE_NO_VALUE, NULL, NULL, probe_args_genie_init_abi},
   {"genie_shutdown", PROBE_VOID, codes_genie_shutdown, 0, PROBE_NO_VALUE, probe_null_genie_shutdown, probe_kind_genie_shutdown, NULL},
   {"genie_is_initialized", PROBE_VALUE, codes_genie_is_initialized, 0, 0, probe_null_genie_is_initialized, probe_kind_genie_is_initialized, NULL},
@@ -493,6 +522,7 @@ static const probe_fn_t probe_table[] = {
   {"genie_context_node_id", PROBE_POINTER, codes_genie_context_node_id, 0, 0, probe_null_genie_context_node_id, probe_kind_genie_context_node_id, NULL},
   {"genie_context_server_info", PROBE_STATUS, codes_genie_context_server_info, 6, PROBE_NO_VALUE, probe_null_genie_context_server_info, probe_kind_genie_context_server_info, probe_args_genie_context_server_info},
   {"genie_server_create", PROBE_STATUS, codes_genie_server_create, 8, PROBE_NO_VALUE, NULL, NULL, probe_args_genie_server_create},
+  {"genie_server_create_with", PROBE_STATUS, codes_genie_server_create_with, 8, PROBE_NO_VALUE, NULL, NULL, probe_args_genie_server_create_with},
   {"genie_server_port", PROBE_STATUS, codes_genie_server_port, 2, PROBE_NO_VALUE, probe_null_genie_server_port, probe_kind_genie_server_port, probe_args_genie_server_port},
   {"genie_server_metrics_port", PROBE_STATUS, codes_genie_server_metrics_port, 2, PROBE_NO_VALUE, probe_null_genie_server_metrics_port, probe_kind_genie_server_metrics_port, probe_args_genie_server_metrics_port},
   {"genie_server_stop", PROBE_STATUS, codes_genie_server_stop, 1, PROBE_NO_VALUE, probe_null_genie_server_stop, probe_kind_genie_server_stop, NULL},

@@ -43,6 +43,7 @@ static genie_status_t make_handles(probe_handles_t *h) {
   genie_status_t st;
   memset(h, 0, sizeof *h);
   if ((st = genie_config_create(&h->config)) != GENIE_OK) return st;
+  if ((st = genie_server_config_create(&h->server_config)) != GENIE_OK) return st;
   if ((st = genie_config_set_use_env(h->config, 0)) != GENIE_OK) return st;
   if ((st = genie_config_set_num_threads(h->config, 1)) != GENIE_OK) return st;
   if ((st = genie_init(h->config, &h->context)) != GENIE_OK) return st;
@@ -114,6 +115,7 @@ int main(void) {
   genie_tensor_destroy(h.tensor);
   genie_shutdown(h.context);
   genie_config_destroy(h.config);
+  genie_server_config_destroy(h.server_config);
   printf("%zu functions, %zu bad calls (%zu INVALID_HANDLE, %zu INVALID_ARGUMENT), %d failures\n",
          n, calls, invalid_handle, invalid_argument, failures);
   return failures ? 1 : 0;

@@ -44,7 +44,7 @@ mkdir -p "$tmp/cmake_consumer"
 cat > "$tmp/cmake_consumer/CMakeLists.txt" <<CMAKE
 cmake_minimum_required(VERSION 3.20)
 project(consumer C)
-find_package(Genie 0.1 REQUIRED)
+find_package(Genie 0.2 REQUIRED)
 add_executable(consumer $src/tests/scripts/consumer.c)
 target_link_libraries(consumer PRIVATE Genie::genie)
 CMAKE

@@ -25,11 +25,18 @@ when genie.init runs or genie.torch is imported, with torch imported.
 import sys as _sys
 
 from . import capi
-from .core import (Context, Future, Graph, Node, OnnxModel, Server, Subscription, Tensor, Event, discover,
-                   cluster_members, dtype_code, dtype_name, numpy_dtype, version, trace_start, trace_stop, PHASES, MODALITIES, ROLES, HEALTH,
-                   EVENT_NODE_JOINED, EVENT_NODE_LOST, EVENT_NODE_RECOVERED, EVENT_GPU_AVAILABLE,
-                   EVENT_GPU_UNAVAILABLE, EVENT_GPU_OVERHEATED, EVENT_HEALTH_CHANGED,
-                   EVENT_BACKEND_SELECTED, EVENT_ALL, load_op_library, op_registered, unregister_op)
+from .context import Context, Subscription
+from .dtypes import dtype_code, dtype_name, numpy_dtype
+from .enums import (EVENT_ALL, EVENT_BACKEND_SELECTED, EVENT_GPU_AVAILABLE, EVENT_GPU_OVERHEATED,
+                    EVENT_GPU_UNAVAILABLE, EVENT_HEALTH_CHANGED, EVENT_NODE_JOINED, EVENT_NODE_LOST,
+                    EVENT_NODE_RECOVERED, HEALTH, MODALITIES, PHASES, ROLES, Event)
+from .future import Future
+from .graph import Graph, Node
+from .library import cluster_members, discover, load_op_library, op_registered, trace_start, trace_stop, unregister_op, version
+from .onnx_model import OnnxModel
+from .server import Server
+from .tensor import Tensor
+from . import core  # noqa: F401 (genie.core: the same names, as before the split)
 from .cluster import (ClusterConfig, ClusterState, GPUInfo, NodeInfo, get_cluster_state, get_context, init,
                       is_initialized, shutdown)
 from .errors import *  # noqa: F401,F403 (the exception classes)

@@ -86,6 +86,7 @@ GENIE_OUT_HANDLE(genie_tensor_t)
 GENIE_OUT_HANDLE(genie_graph_t)
 GENIE_OUT_HANDLE(genie_future_t)
 GENIE_OUT_HANDLE(genie_server_t)
+GENIE_OUT_HANDLE(genie_server_config_t)
 
 %typemap(in, numinputs=0) size_t *out (size_t tmp), size_t *nbytes (size_t tmp) { tmp = 0; $1 = &tmp; }
 %typemap(argout) size_t *out, size_t *nbytes {

@@ -34,7 +34,9 @@ import threading
 import time
 
 from . import capi, errors
-from .core import BACKENDS as _BACKEND_CODES, Context, Server
+from .context import Context
+from .enums import BACKENDS as _BACKEND_CODES
+from .server import Server
 
 __all__ = ["ClusterConfig", "ClusterState", "NodeInfo", "GPUInfo", "init", "shutdown",
            "is_initialized", "get_cluster_state", "get_context"]

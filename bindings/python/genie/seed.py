@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from .core import dtype_name, dtype_code
+from .dtypes import dtype_name, dtype_code
 
 _M64 = (1 << 64) - 1
 

@@ -4,9 +4,9 @@
 #![allow(non_camel_case_types, non_upper_case_globals, dead_code, clippy::all)]
 
 pub const GENIE_VERSION_MAJOR: u32 = 0;
-pub const GENIE_VERSION_MINOR: u32 = 1;
+pub const GENIE_VERSION_MINOR: u32 = 2;
 pub const GENIE_VERSION_PATCH: u32 = 0;
-pub const GENIE_VERSION: u32 = 100;
+pub const GENIE_VERSION: u32 = 200;
 pub const GENIE_ABI_VERSION: u32 = 1;
 pub const GENIE_OK: u32 = 0;
 pub const GENIE_IN_PROGRESS: u32 = 1;
@@ -105,12 +105,12 @@ pub const genie_node_role_GENIE_NODE_ROLE_MAX_ENUM: genie_node_role = 2147483647
 #[doc = " Role of this process in a cluster (genie_config_set_role). The values"]
 #[doc = "  start at 0x100 so that none is also a genie_tensor_role_t: passing a"]
 #[doc = "  value of one role enumeration where the other is expected is answered"]
-#[doc = "  with GENIE_ERR_INVALID_ARGUMENT."]
+#[doc = "  with GENIE_ERR_INVALID_ARGUMENT. @since 0.2"]
 pub type genie_node_role = ::std::os::raw::c_uint;
 #[doc = " Role of this process in a cluster (genie_config_set_role). The values"]
 #[doc = "  start at 0x100 so that none is also a genie_tensor_role_t: passing a"]
 #[doc = "  value of one role enumeration where the other is expected is answered"]
-#[doc = "  with GENIE_ERR_INVALID_ARGUMENT."]
+#[doc = "  with GENIE_ERR_INVALID_ARGUMENT. @since 0.2"]
 pub use self::genie_node_role as genie_node_role_t;
 pub const genie_backend_GENIE_BACKEND_AUTO: genie_backend = 0;
 pub const genie_backend_GENIE_BACKEND_TCP: genie_backend = 1;
@@ -202,6 +202,12 @@ pub struct genie_server {
     _unused: [u8; 0],
 }
 pub type genie_server_t = genie_server;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct genie_server_config {
+    _unused: [u8; 0],
+}
+pub type genie_server_config_t = genie_server_config;
 extern "C" {
     #[doc = " Creates a configuration with defaults: no master (embedded mode), master"]
     #[doc = "  port 5555, generated node id, role client, backend auto, log level warn,"]
@@ -297,7 +303,7 @@ extern "C" {
     #[doc = "  Graph deltas). Results never differ; genie_context_server_info counts"]
     #[doc = "  the bytes sent with and without. Environment: GENIE_GRAPH_DELTAS (0|1)."]
     #[doc = "  Errors: INVALID_HANDLE."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_graph_deltas(config: *mut genie_config_t, enabled: ::std::os::raw::c_int)
         -> genie_status_t;
 }
@@ -322,7 +328,7 @@ extern "C" {
     #[doc = "  and the graph bytes sent, in both modes."]
     #[doc = "  Environment: GENIE_SEMANTICS (on|off|1|0)."]
     #[doc = "  Errors: INVALID_HANDLE."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_semantics(config: *mut genie_config_t, enabled: ::std::os::raw::c_int) -> genie_status_t;
 }
 extern "C" {
@@ -335,7 +341,7 @@ extern "C" {
     #[doc = "  \"abcd...\"): make one with `openssl rand -hex 32`."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (shorter than 16 bytes, or"]
     #[doc = "  longer than 4096)."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_auth_token(
         config: *mut genie_config_t,
         token: *const ::std::os::raw::c_char,
@@ -351,7 +357,7 @@ extern "C" {
     #[doc = "  when a connection or server is created: an unreadable file fails"]
     #[doc = "  genie_init or genie_server_create with INVALID_ARGUMENT naming it."]
     #[doc = "  Environment: GENIE_TLS_CA. Errors: INVALID_HANDLE."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_tls_ca(
         config: *mut genie_config_t,
         ca_file: *const ::std::os::raw::c_char,
@@ -364,7 +370,7 @@ extern "C" {
     #[doc = "  the server asks for a client certificate. Environment: GENIE_TLS_CERT,"]
     #[doc = "  GENIE_TLS_KEY. Errors: INVALID_HANDLE, INVALID_ARGUMENT (one of the two"]
     #[doc = "  missing)."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_tls_cert(
         config: *mut genie_config_t,
         cert_file: *const ::std::os::raw::c_char,
@@ -376,7 +382,7 @@ extern "C" {
     #[doc = "  certificate must carry (copied; NULL or \"\" means the host connected"]
     #[doc = "  to, the default). Environment: GENIE_TLS_SERVER_NAME."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 255 bytes)."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_tls_server_name(
         config: *mut genie_config_t,
         name: *const ::std::os::raw::c_char,
@@ -389,7 +395,9 @@ extern "C" {
     #[doc = "  could then use the server). Set it only on a network you trust; the"]
     #[doc = "  server logs a warning when it does. Environment: GENIE_ALLOW_INSECURE"]
     #[doc = "  (0|1). Errors: INVALID_HANDLE."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Deprecated (0.2): a server's own setting; set \"allow_insecure\" with"]
+    #[doc = "  genie_server_config_set_int and genie_server_create_with."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_allow_insecure(config: *mut genie_config_t, allow: ::std::os::raw::c_int)
         -> genie_status_t;
 }
@@ -398,7 +406,9 @@ extern "C" {
     #[doc = "  lost, waiting for the client to reconnect, in milliseconds, >= 0"]
     #[doc = "  (default 30000). Environment: GENIE_SESSION_GRACE (milliseconds)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Deprecated (0.2): a server's own setting; set \"session_grace_ms\" with"]
+    #[doc = "  genie_server_config_set_int and genie_server_create_with."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_session_grace_ms(config: *mut genie_config_t, grace_ms: i64) -> genie_status_t;
 }
 extern "C" {
@@ -411,7 +421,9 @@ extern "C" {
     #[doc = "  its workers) are exempt: they end with their connection."]
     #[doc = "  Environment: GENIE_SESSION_IDLE (milliseconds)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative)."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Deprecated (0.2): a server's own setting; set \"session_idle_ms\" with"]
+    #[doc = "  genie_server_config_set_int and genie_server_create_with."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_session_idle_ms(config: *mut genie_config_t, idle_ms: i64) -> genie_status_t;
 }
 extern "C" {
@@ -419,7 +431,9 @@ extern "C" {
     #[doc = "  authentication) within this many milliseconds, 10..86400000, is closed"]
     #[doc = "  (default 10000). Environment: GENIE_HANDSHAKE_TIMEOUT."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Deprecated (0.2): a server's own setting; set \"handshake_timeout_ms\" with"]
+    #[doc = "  genie_server_config_set_int and genie_server_create_with."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_handshake_timeout_ms(config: *mut genie_config_t, timeout_ms: i64) -> genie_status_t;
 }
 extern "C" {
@@ -427,14 +441,18 @@ extern "C" {
     #[doc = "  1024); one past the limit is answered with an error and closed."]
     #[doc = "  Environment: GENIE_MAX_CONNECTIONS."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Deprecated (0.2): a server's own setting; set \"max_connections\" with"]
+    #[doc = "  genie_server_config_set_int and genie_server_create_with."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_max_connections(config: *mut genie_config_t, max_connections: i32) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Server: connections open at once from one source address, 0..1000000"]
     #[doc = "  (0: no limit; default 128). Environment: GENIE_MAX_CONNECTIONS_PER_SOURCE."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Deprecated (0.2): a server's own setting; set \"max_connections_per_source\" with"]
+    #[doc = "  genie_server_config_set_int and genie_server_create_with."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_max_connections_per_source(
         config: *mut genie_config_t,
         max_connections: i32,
@@ -445,7 +463,9 @@ extern "C" {
     #[doc = "  0..1000000 (0: no limit; default 1024); a new session past the limit is"]
     #[doc = "  refused with GENIE_ERR_CONNECTION. Environment: GENIE_MAX_SESSIONS."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Deprecated (0.2): a server's own setting; set \"max_sessions\" with"]
+    #[doc = "  genie_server_config_set_int and genie_server_create_with."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_max_sessions(config: *mut genie_config_t, max_sessions: i32) -> genie_status_t;
 }
 extern "C" {
@@ -457,7 +477,9 @@ extern "C" {
     #[doc = "  at 16 bytes per byte of JSON (docs/security.md)."]
     #[doc = "  Environment: GENIE_MAX_GRAPH_BYTES."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Deprecated (0.2): a server's own setting; set \"max_graph_bytes\" with"]
+    #[doc = "  genie_server_config_set_int and genie_server_create_with."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_max_graph_bytes(config: *mut genie_config_t, max_bytes: i64) -> genie_status_t;
 }
 extern "C" {
@@ -467,7 +489,9 @@ extern "C" {
     #[doc = "  text shows it (its nodes' \"op\" keys counted), else once parsed."]
     #[doc = "  Environment: GENIE_MAX_GRAPH_NODES."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Deprecated (0.2): a server's own setting; set \"max_graph_nodes\" with"]
+    #[doc = "  genie_server_config_set_int and genie_server_create_with."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_max_graph_nodes(config: *mut genie_config_t, max_nodes: i64) -> genie_status_t;
 }
 extern "C" {
@@ -477,7 +501,9 @@ extern "C" {
     #[doc = "  naming the worker and the stage, and the wait ends, whatever the worker"]
     #[doc = "  does. Environment: GENIE_STAGE_TIMEOUT."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Deprecated (0.2): a server's own setting; set \"stage_timeout_ms\" with"]
+    #[doc = "  genie_server_config_set_int and genie_server_create_with."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_stage_timeout_ms(config: *mut genie_config_t, timeout_ms: i64) -> genie_status_t;
 }
 extern "C" {
@@ -493,7 +519,7 @@ extern "C" {
     #[doc = "  creation then fails with UNSUPPORTED when this library was built without"]
     #[doc = "  prometheus-cpp, and with IO when the address cannot be bound."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (outside -1..65535)."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_metrics_port(config: *mut genie_config_t, port: i32) -> genie_status_t;
 }
 extern "C" {
@@ -504,7 +530,7 @@ extern "C" {
     #[doc = "  authenticate; it shows counts, never tensor data)."]
     #[doc = "  Environment: GENIE_METRICS_ADDR."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (longer than 255 bytes)."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_metrics_addr(
         config: *mut genie_config_t,
         addr: *const ::std::os::raw::c_char,
@@ -525,7 +551,7 @@ extern "C" {
     #[doc = "  node id). Environment: GENIE_ETCD_ENDPOINTS."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (an empty endpoint, one longer"]
     #[doc = "  than 255 bytes or holding blanks, more than 16)."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_etcd_endpoints(
         config: *mut genie_config_t,
         endpoints: *const ::std::os::raw::c_char,
@@ -536,7 +562,7 @@ extern "C" {
     #[doc = "  can hold several Genie clusters (copied; NULL or \"\": \"default\")."]
     #[doc = "  Environment: GENIE_CLUSTER."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (not 1..64 of [A-Za-z0-9._-])."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_cluster(config: *mut genie_config_t, name: *const ::std::os::raw::c_char)
         -> genie_status_t;
 }
@@ -546,13 +572,15 @@ extern "C" {
     #[doc = "  cluster this long after; it renews at a third of it. etcd counts whole"]
     #[doc = "  seconds: rounded up. Environment: GENIE_ETCD_LEASE_TTL (ms)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (outside 1000..3600000)."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Deprecated (0.2): a server's own setting; set \"etcd_lease_ttl_ms\" with"]
+    #[doc = "  genie_server_config_set_int and genie_server_create_with."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_etcd_lease_ttl_ms(config: *mut genie_config_t, ms: i64) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Whether this library was built with Prometheus metrics support"]
     #[doc = "  (prometheus-cpp): 1 or 0. Any thread."]
-    #[doc = "  Errors: none. Threads: any."]
+    #[doc = "  Errors: none. Threads: any. @since 0.2"]
     pub fn genie_metrics_supported() -> ::std::os::raw::c_int;
 }
 extern "C" {
@@ -569,14 +597,14 @@ extern "C" {
     #[doc = "  per process: starting again with the same path does nothing. Any thread."]
     #[doc = "  Errors: INVALID_ARGUMENT (path NULL or \"\", or a trace already recorded"]
     #[doc = "  into another path), IO (the file cannot be created)."]
-    #[doc = "  Threads: any."]
+    #[doc = "  Threads: any. @since 0.2"]
     pub fn genie_trace_start(path: *const ::std::os::raw::c_char) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Writes the trace started by genie_trace_start (or GENIE_TRACE) and stops"]
     #[doc = "  recording; does nothing when none is recorded. Any thread."]
     #[doc = "  Errors: IO (the file cannot be written)."]
-    #[doc = "  Threads: any."]
+    #[doc = "  Threads: any. @since 0.2"]
     pub fn genie_trace_stop() -> genie_status_t;
 }
 extern "C" {
@@ -585,7 +613,7 @@ extern "C" {
     #[doc = "  bytes are not counted (they travel beside the message)."]
     #[doc = "  Environment: GENIE_MAX_MESSAGE."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_max_message_bytes(config: *mut genie_config_t, max_bytes: i64) -> genie_status_t;
 }
 extern "C" {
@@ -597,7 +625,9 @@ extern "C" {
     #[doc = " intermediates would pass it fails with GENIE_ERR_OUT_OF_MEMORY naming"]
     #[doc = " the tensor or graph, the server, its use and the budget."]
     #[doc = " Errors: INVALID_HANDLE, INVALID_ARGUMENT (negative)."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Deprecated (0.2): a server's own setting; set \"memory_budget_bytes\" with"]
+    #[doc = "  genie_server_config_set_int and genie_server_create_with."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_memory_budget(config: *mut genie_config_t, bytes: i64) -> genie_status_t;
 }
 extern "C" {
@@ -609,7 +639,10 @@ extern "C" {
     #[doc = " tensors, 256 graphs. Past one, the request fails with"]
     #[doc = " GENIE_ERR_OUT_OF_MEMORY naming the quota, the session's use and the"]
     #[doc = " limit. Errors: INVALID_HANDLE, INVALID_ARGUMENT (a negative value)."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Deprecated (0.2): a server's own settings; set \"session_max_bytes\","]
+    #[doc = "  \"session_max_tensors\" and \"session_max_graphs\" with"]
+    #[doc = "  genie_server_config_set_int and genie_server_create_with."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_session_quota(
         config: *mut genie_config_t,
         max_bytes: i64,
@@ -623,7 +656,7 @@ extern "C" {
     #[doc = "  often (and, once the master is lost, probes it this often); the master"]
     #[doc = "  checks for silent nodes this often. Environment: GENIE_HEARTBEAT_INTERVAL."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range)."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_heartbeat_interval_ms(config: *mut genie_config_t, interval_ms: i64) -> genie_status_t;
 }
 extern "C" {
@@ -635,21 +668,21 @@ extern "C" {
     #[doc = "  (checked at genie_init / genie_server_create)."]
     #[doc = "  Environment: GENIE_HEARTBEAT_TIMEOUT."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range)."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_heartbeat_timeout_ms(config: *mut genie_config_t, timeout_ms: i64) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Interval between polls of the local GPUs (NVML) in milliseconds,"]
     #[doc = "  10..86400000 (default 5000). Environment: GENIE_GPU_POLL_INTERVAL."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range)."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_gpu_poll_interval_ms(config: *mut genie_config_t, interval_ms: i64) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Interval between health checks in milliseconds, 10..86400000 (default"]
     #[doc = "  30000). Environment: GENIE_HEALTH_INTERVAL."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out of range)."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_health_interval_ms(config: *mut genie_config_t, interval_ms: i64) -> genie_status_t;
 }
 extern "C" {
@@ -660,8 +693,83 @@ extern "C" {
     #[doc = "  genie_init never runs it unless the backend asked for is dpdk or"]
     #[doc = "  dpdk_gpudev. Environment: GENIE_DPDK_PROBE (0|1)."]
     #[doc = "  Errors: INVALID_HANDLE."]
-    #[doc = "  Threads: any; one thread at a time per configuration."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
     pub fn genie_config_set_dpdk_probe(config: *mut genie_config_t, enabled: ::std::os::raw::c_int) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Sets the integer or boolean setting `name` (a field of the reference in"]
+    #[doc = "  docs/configuration.md, e.g. \"timeout_ms\", \"graph_deltas\") to `value`,"]
+    #[doc = "  checked against its bounds there. Settings a server alone reads are"]
+    #[doc = "  refused here: set them on a genie_server_config_t. The environment still"]
+    #[doc = "  overrides the value (genie_config_set_use_env)."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (name NULL or not an integer or"]
+    #[doc = "  boolean setting of a client, or value outside its bounds; the detail"]
+    #[doc = "  names the setting and its bounds)."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
+    pub fn genie_config_set_int(
+        config: *mut genie_config_t,
+        name: *const ::std::os::raw::c_char,
+        value: i64,
+    ) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Sets the text setting `name` (docs/configuration.md, e.g. \"cluster\","]
+    #[doc = "  \"etcd_endpoints\") to `value` (copied; NULL or \"\" restores its default),"]
+    #[doc = "  checked as its setter checks it. Server-only settings are refused here."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (name NULL or not a text"]
+    #[doc = "  setting of a client, or a bad value)."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
+    pub fn genie_config_set_string(
+        config: *mut genie_config_t,
+        name: *const ::std::os::raw::c_char,
+        value: *const ::std::os::raw::c_char,
+    ) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Creates the settings only a server reads (docs/configuration.md, side"]
+    #[doc = "  \"server\": session grace and idle time, handshake timeout, connection,"]
+    #[doc = "  session and graph limits, the stage timeout, the memory budget and"]
+    #[doc = "  session quotas, the transports it serves, insecure listening, the etcd"]
+    #[doc = "  lease), at their defaults. Pass it to genie_server_create_with beside a"]
+    #[doc = "  genie_config_t, which keeps the settings clients and servers share. The"]
+    #[doc = "  genie_config_set_* setters of these settings still work with"]
+    #[doc = "  genie_server_create and are deprecated."]
+    #[doc = "  Errors: INVALID_ARGUMENT (out is NULL), OUT_OF_MEMORY."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
+    pub fn genie_server_config_create(out: *mut *mut genie_server_config_t) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Destroys server settings. Accepts NULL. Servers created from them are not"]
+    #[doc = "  affected (genie_server_create_with copies them)."]
+    #[doc = "  Errors: none (a bad handle is ignored)."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
+    pub fn genie_server_config_destroy(config: *mut genie_server_config_t);
+}
+extern "C" {
+    #[doc = " Sets the server's integer or boolean setting `name` (docs/configuration.md,"]
+    #[doc = "  e.g. \"max_sessions\", \"session_idle_ms\", \"allow_insecure\") to `value`,"]
+    #[doc = "  checked against its bounds. Environment variables still override it."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (name NULL or not an integer or"]
+    #[doc = "  boolean server setting, or value outside its bounds)."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
+    pub fn genie_server_config_set_int(
+        config: *mut genie_server_config_t,
+        name: *const ::std::os::raw::c_char,
+        value: i64,
+    ) -> genie_status_t;
+}
+extern "C" {
+    #[doc = " Sets the server's text setting `name` (docs/configuration.md, e.g."]
+    #[doc = "  \"serve_transports\": \"ucx,loopback\") to `value` (copied; NULL or \"\""]
+    #[doc = "  restores its default)."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (name NULL or not a text server"]
+    #[doc = "  setting, or a bad value)."]
+    #[doc = "  Threads: any; one thread at a time per configuration. @since 0.2"]
+    pub fn genie_server_config_set_string(
+        config: *mut genie_server_config_t,
+        name: *const ::std::os::raw::c_char,
+        value: *const ::std::os::raw::c_char,
+    ) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Library entry point behind genie_init; call genie_init instead, which"]
@@ -715,7 +823,7 @@ extern "C" {
     #[doc = "  snapshot: the connection may be lost right after the call."]
     #[doc = "  Errors: INVALID_HANDLE (not a live context), INVALID_ARGUMENT (out"]
     #[doc = "  NULL). Never waits for the server."]
-    #[doc = "  Threads: any; thread-safe on one context."]
+    #[doc = "  Threads: any; thread-safe on one context. @since 0.2"]
     pub fn genie_context_is_connected(ctx: *const genie_context_t, out: *mut ::std::os::raw::c_int) -> genie_status_t;
 }
 extern "C" {
@@ -756,7 +864,7 @@ extern "C" {
     #[doc = "  off)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT, UNSUPPORTED (embedded mode),"]
     #[doc = "  CONNECTION, TIMEOUT, SHUTDOWN."]
-    #[doc = "  Threads: any; thread-safe on one context."]
+    #[doc = "  Threads: any; thread-safe on one context. @since 0.2"]
     pub fn genie_context_server_info(
         ctx: *mut genie_context_t,
         out_json: *mut *mut ::std::os::raw::c_char,
@@ -788,7 +896,7 @@ extern "C" {
     #[doc = "  support in this library), IO (the metrics address cannot be bound),"]
     #[doc = "  INVALID_ARGUMENT (beyond loopback without authentication, or this"]
     #[doc = "  process already serves metrics on another port)."]
-    #[doc = "  Threads: any; thread-safe on one server."]
+    #[doc = "  Threads: any; thread-safe on one server. @since 0.2"]
     pub fn genie_server_create(
         config: *const genie_config_t,
         host: *const ::std::os::raw::c_char,
@@ -797,16 +905,31 @@ extern "C" {
     ) -> genie_status_t;
 }
 extern "C" {
+    #[doc = " As genie_server_create, with the server's own settings from `server`"]
+    #[doc = "  (may be NULL: their defaults) and the shared ones from `config` (may be"]
+    #[doc = "  NULL); server settings set on `config` through the deprecated setters"]
+    #[doc = "  are ignored. Environment overrides apply to both."]
+    #[doc = "  Errors: as genie_server_create."]
+    #[doc = "  Threads: any; thread-safe on one server. @since 0.2"]
+    pub fn genie_server_create_with(
+        config: *const genie_config_t,
+        server: *const genie_server_config_t,
+        host: *const ::std::os::raw::c_char,
+        port: i32,
+        out: *mut *mut genie_server_t,
+    ) -> genie_status_t;
+}
+extern "C" {
     #[doc = " The TCP port the server listens on. Errors: INVALID_HANDLE,"]
     #[doc = "  INVALID_ARGUMENT."]
-    #[doc = "  Threads: any; thread-safe on one server."]
+    #[doc = "  Threads: any; thread-safe on one server. @since 0.2"]
     pub fn genie_server_port(server: *const genie_server_t, out: *mut i32) -> genie_status_t;
 }
 extern "C" {
     #[doc = " The TCP port of the server's metrics endpoint (see"]
     #[doc = "  genie_config_set_metrics_port), or -1 when it serves none."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL)."]
-    #[doc = "  Threads: any; thread-safe on one server."]
+    #[doc = "  Threads: any; thread-safe on one server. @since 0.2"]
     pub fn genie_server_metrics_port(server: *const genie_server_t, out: *mut i32) -> genie_status_t;
 }
 extern "C" {
@@ -814,20 +937,20 @@ extern "C" {
     #[doc = "  and report, closes every connection and frees every session. Returns at"]
     #[doc = "  once; genie_server_wait blocks until that is done. Safe from any thread"]
     #[doc = "  and idempotent. Errors: INVALID_HANDLE."]
-    #[doc = "  Threads: any; thread-safe on one server."]
+    #[doc = "  Threads: any; thread-safe on one server. @since 0.2"]
     pub fn genie_server_stop(server: *mut genie_server_t) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Blocks until the server has stopped (after genie_server_stop)."]
     #[doc = "  Errors: INVALID_HANDLE."]
-    #[doc = "  Threads: any; thread-safe on one server."]
+    #[doc = "  Threads: any; thread-safe on one server. @since 0.2"]
     pub fn genie_server_wait(server: *mut genie_server_t) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Stops the server (as genie_server_stop + genie_server_wait) and releases"]
     #[doc = "  it. Accepts NULL."]
     #[doc = "  Errors: none (a bad handle is ignored)."]
-    #[doc = "  Threads: any; no other call with the same handle may still be running."]
+    #[doc = "  Threads: any; no other call with the same handle may still be running. @since 0.2"]
     pub fn genie_server_destroy(server: *mut genie_server_t);
 }
 pub const genie_health_GENIE_HEALTH_HEALTHY: genie_health = 0;
@@ -835,9 +958,9 @@ pub const genie_health_GENIE_HEALTH_DEGRADED: genie_health = 1;
 pub const genie_health_GENIE_HEALTH_UNHEALTHY: genie_health = 2;
 pub const genie_health_GENIE_HEALTH_CRITICAL: genie_health = 3;
 pub const genie_health_GENIE_HEALTH_MAX_ENUM: genie_health = 2147483647;
-#[doc = " Health of a node, worst first last."]
+#[doc = " Health of a node, worst first last. @since 0.2"]
 pub type genie_health = ::std::os::raw::c_uint;
-#[doc = " Health of a node, worst first last."]
+#[doc = " Health of a node, worst first last. @since 0.2"]
 pub use self::genie_health as genie_health_t;
 pub const genie_event_type_GENIE_EVENT_NODE_JOINED: genie_event_type = 1;
 pub const genie_event_type_GENIE_EVENT_NODE_LOST: genie_event_type = 2;
@@ -851,11 +974,11 @@ pub const genie_event_type_GENIE_EVENT_ALL: genie_event_type = 255;
 pub const genie_event_type_GENIE_EVENT_MAX_ENUM: genie_event_type = 2147483647;
 #[doc = " Cluster events, one bit each, so that a subscription mask can combine"]
 #[doc = "  them. The JSON passed with each is described in docs/cluster.md; every"]
-#[doc = "  one has \"type\" (the name without GENIE_EVENT_) and \"time_ms\"."]
+#[doc = "  one has \"type\" (the name without GENIE_EVENT_) and \"time_ms\". @since 0.2"]
 pub type genie_event_type = ::std::os::raw::c_uint;
 #[doc = " Cluster events, one bit each, so that a subscription mask can combine"]
 #[doc = "  them. The JSON passed with each is described in docs/cluster.md; every"]
-#[doc = "  one has \"type\" (the name without GENIE_EVENT_) and \"time_ms\"."]
+#[doc = "  one has \"type\" (the name without GENIE_EVENT_) and \"time_ms\". @since 0.2"]
 pub use self::genie_event_type as genie_event_type_t;
 #[doc = " Event callback. Runs on the context's loop thread, one event at a time,"]
 #[doc = "  in the order the events happened. `event_json` is borrowed for the call"]
@@ -863,7 +986,7 @@ pub use self::genie_event_type as genie_event_type_t;
 #[doc = "  genie_subscribe and genie_cluster_state; it must not call genie_shutdown"]
 #[doc = "  on its context, and in remote mode functions that wait for the server"]
 #[doc = "  fail there with UNSUPPORTED (see genie_future_callback_t). Keep it short:"]
-#[doc = "  heartbeats wait while it runs."]
+#[doc = "  heartbeats wait while it runs. @since 0.2"]
 pub type genie_event_fn = ::std::option::Option<
     unsafe extern "C" fn(
         type_: genie_event_type_t,
@@ -882,7 +1005,7 @@ extern "C" {
     #[doc = "  duration_ms each), \"health\" (level and reasons), \"counters\". Thread-safe."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out_json NULL), SHUTDOWN,"]
     #[doc = "  OUT_OF_MEMORY."]
-    #[doc = "  Threads: any; thread-safe on one context."]
+    #[doc = "  Threads: any; thread-safe on one context. @since 0.2"]
     pub fn genie_cluster_state(ctx: *mut genie_context_t, out_json: *mut *mut ::std::os::raw::c_char)
         -> genie_status_t;
 }
@@ -901,7 +1024,7 @@ extern "C" {
     #[doc = "  not an error. Waits at most the configured timeout for the host."]
     #[doc = "  Errors: INVALID_ARGUMENT (out_json NULL, port outside 1..65535 with a"]
     #[doc = "  host, bad environment value), INVALID_HANDLE, OUT_OF_MEMORY."]
-    #[doc = "  Threads: any."]
+    #[doc = "  Threads: any. @since 0.2"]
     pub fn genie_discover(
         config: *const genie_config_t,
         host: *const ::std::os::raw::c_char,
@@ -928,7 +1051,7 @@ extern "C" {
     #[doc = "  UNSUPPORTED (the etcd store plugin, libgenie_store_etcd.so, is not"]
     #[doc = "  installed), CONNECTION (no endpoint answers; the detail names them),"]
     #[doc = "  TIMEOUT, PROTOCOL (etcd refused the read), OUT_OF_MEMORY."]
-    #[doc = "  Threads: any."]
+    #[doc = "  Threads: any. @since 0.2"]
     pub fn genie_cluster_members(
         config: *const genie_config_t,
         out_json: *mut *mut ::std::os::raw::c_char,
@@ -944,7 +1067,7 @@ extern "C" {
     #[doc = "  subscription lasts as long as the context)."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (fn NULL, mask 0 or with bits"]
     #[doc = "  outside GENIE_EVENT_ALL), SHUTDOWN."]
-    #[doc = "  Threads: any; thread-safe on one context."]
+    #[doc = "  Threads: any; thread-safe on one context. @since 0.2"]
     pub fn genie_subscribe(
         ctx: *mut genie_context_t,
         mask: u32,
@@ -960,7 +1083,7 @@ extern "C" {
     #[doc = "  does not wait). Subscriptions end with their context anyway."]
     #[doc = "  Errors: INVALID_HANDLE, NOT_FOUND (no such subscription: unknown, or"]
     #[doc = "  already ended)."]
-    #[doc = "  Threads: any; thread-safe on one context."]
+    #[doc = "  Threads: any; thread-safe on one context. @since 0.2"]
     pub fn genie_unsubscribe(ctx: *mut genie_context_t, subscription: u64) -> genie_status_t;
 }
 extern "C" {
@@ -1089,7 +1212,7 @@ extern "C" {
     #[doc = "  role not a genie_tensor_role_t, e.g. a genie_node_role_t; layer below"]
     #[doc = "  -1 or above 65534, the largest a tag can carry); on error the"]
     #[doc = "  annotation is unchanged. Thread-safe."]
-    #[doc = "  Threads: any; thread-safe on one tensor."]
+    #[doc = "  Threads: any; thread-safe on one tensor. @since 0.2"]
     pub fn genie_tensor_set_semantics(
         tensor: *mut genie_tensor_t,
         phase: genie_phase_t,
@@ -1101,7 +1224,7 @@ extern "C" {
     #[doc = " The tensor's annotation (genie_tensor_set_semantics): GENIE_PHASE_UNKNOWN,"]
     #[doc = "  GENIE_TENSOR_ROLE_UNSPECIFIED and -1 where it has none. Any"]
     #[doc = "  out-parameter may be NULL. Errors: INVALID_HANDLE. Thread-safe."]
-    #[doc = "  Threads: any; thread-safe on one tensor."]
+    #[doc = "  Threads: any; thread-safe on one tensor. @since 0.2"]
     pub fn genie_tensor_get_semantics(
         tensor: *const genie_tensor_t,
         phase: *mut genie_phase_t,
@@ -1315,7 +1438,7 @@ extern "C" {
     #[doc = "  destroyed."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL), NOT_FOUND (index out"]
     #[doc = "  of range)."]
-    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph. @since 0.2"]
     pub fn genie_graph_node_name(
         graph: *const genie_graph_t,
         index: usize,
@@ -1326,7 +1449,7 @@ extern "C" {
     #[doc = " Operator of node `index` (\"matmul\", ...), numbered as"]
     #[doc = "  genie_graph_node_name. Borrowed: valid until the graph is next changed"]
     #[doc = "  or destroyed. Errors: as genie_graph_node_name."]
-    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph. @since 0.2"]
     pub fn genie_graph_node_op(
         graph: *const genie_graph_t,
         index: usize,
@@ -1335,7 +1458,7 @@ extern "C" {
 }
 extern "C" {
     #[doc = " Number of declared graph inputs. Errors: INVALID_HANDLE, INVALID_ARGUMENT."]
-    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph. @since 0.2"]
     pub fn genie_graph_num_inputs(graph: *const genie_graph_t, out: *mut usize) -> genie_status_t;
 }
 extern "C" {
@@ -1343,7 +1466,7 @@ extern "C" {
     #[doc = "  graph is next changed or destroyed."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out NULL), NOT_FOUND (index out"]
     #[doc = "  of range)."]
-    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph. @since 0.2"]
     pub fn genie_graph_input_name(
         graph: *const genie_graph_t,
         index: usize,
@@ -1353,14 +1476,14 @@ extern "C" {
 extern "C" {
     #[doc = " Number of values marked as outputs. Errors: INVALID_HANDLE,"]
     #[doc = "  INVALID_ARGUMENT."]
-    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph. @since 0.2"]
     pub fn genie_graph_num_outputs(graph: *const genie_graph_t, out: *mut usize) -> genie_status_t;
 }
 extern "C" {
     #[doc = " Name of output `index` (mark order: the future's output order). Borrowed:"]
     #[doc = "  valid until the graph is next changed or destroyed."]
     #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT, NOT_FOUND."]
-    #[doc = "  Threads: any, several at once, while no thread changes the graph."]
+    #[doc = "  Threads: any, several at once, while no thread changes the graph. @since 0.2"]
     pub fn genie_graph_output_name(
         graph: *const genie_graph_t,
         index: usize,
@@ -1453,7 +1576,7 @@ extern "C" {
     #[doc = "  genie_tensor_write for the weights (SHUTDOWN, CONNECTION, OUT_OF_MEMORY"]
     #[doc = "  ...). On any error the out-parameters are untouched and no tensor is left"]
     #[doc = "  allocated. Thread-safe: other threads may use the context meanwhile."]
-    #[doc = "  Threads: any."]
+    #[doc = "  Threads: any. @since 0.2"]
     pub fn genie_graph_import_onnx(
         ctx: *mut genie_context_t,
         model: *const ::std::os::raw::c_void,
@@ -1470,7 +1593,7 @@ extern "C" {
 #[doc = "  row-major (`strides`, in elements, are the row-major strides of"]
 #[doc = "  `shape`), valid only during the call; inputs are read-only, outputs are"]
 #[doc = "  allocated by Genie with the inferred shape and every byte must be"]
-#[doc = "  written. An omitted optional input has dtype GENIE_DTYPE_INVALID."]
+#[doc = "  written. An omitted optional input has dtype GENIE_DTYPE_INVALID. @since 0.2"]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct genie_op_tensor {
@@ -1487,7 +1610,7 @@ pub struct genie_op_tensor {
 #[doc = "  row-major (`strides`, in elements, are the row-major strides of"]
 #[doc = "  `shape`), valid only during the call; inputs are read-only, outputs are"]
 #[doc = "  allocated by Genie with the inferred shape and every byte must be"]
-#[doc = "  written. An omitted optional input has dtype GENIE_DTYPE_INVALID."]
+#[doc = "  written. An omitted optional input has dtype GENIE_DTYPE_INVALID. @since 0.2"]
 pub type genie_op_tensor_t = genie_op_tensor;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -1495,7 +1618,7 @@ pub struct genie_op_ctx {
     _unused: [u8; 0],
 }
 #[doc = " The call a callback serves (one node's inference or kernel run):"]
-#[doc = "  attributes and the error message. Valid only during the callback."]
+#[doc = "  attributes and the error message. Valid only during the callback. @since 0.2"]
 pub type genie_op_ctx_t = genie_op_ctx;
 #[doc = " Shape and dtype inference: given the inputs' dtypes and shapes"]
 #[doc = "  (`inputs[0 .. n_inputs)`, data NULL) and the node's attributes (through"]
@@ -1504,7 +1627,7 @@ pub type genie_op_ctx_t = genie_op_ctx;
 #[doc = "  Also the place to check inputs and attributes: return"]
 #[doc = "  GENIE_ERR_SHAPE_MISMATCH, GENIE_ERR_DTYPE_MISMATCH or"]
 #[doc = "  GENIE_ERR_INVALID_ATTRIBUTE with genie_op_set_error(). Runs whenever a"]
-#[doc = "  graph using the op is validated (validation, submission, planning)."]
+#[doc = "  graph using the op is validated (validation, submission, planning). @since 0.2"]
 pub type genie_op_infer_fn = ::std::option::Option<
     unsafe extern "C" fn(
         ctx: *mut genie_op_ctx_t,
@@ -1516,7 +1639,7 @@ pub type genie_op_infer_fn = ::std::option::Option<
     ) -> genie_status_t,
 >;
 #[doc = " A kernel: computes the outputs from the inputs (see genie_op_tensor_t)."]
-#[doc = "  The shapes are those inference gave."]
+#[doc = "  The shapes are those inference gave. @since 0.2"]
 pub type genie_op_kernel_fn = ::std::option::Option<
     unsafe extern "C" fn(
         ctx: *mut genie_op_ctx_t,
@@ -1530,7 +1653,7 @@ pub type genie_op_kernel_fn = ::std::option::Option<
 #[doc = " Optional cost estimate for the scheduler: the floating-point operations"]
 #[doc = "  of one node, given its input and output types (data NULL). A negative"]
 #[doc = "  or NaN result means \"unknown\". Without it a custom op costs one FLOP per"]
-#[doc = "  output element plus the bytes it reads and writes."]
+#[doc = "  output element plus the bytes it reads and writes. @since 0.2"]
 pub type genie_op_flops_fn = ::std::option::Option<
     unsafe extern "C" fn(
         ctx: *mut genie_op_ctx_t,
@@ -1545,7 +1668,7 @@ pub type genie_op_flops_fn = ::std::option::Option<
 #[doc = "  sizeof(genie_op_desc_t) (GENIE_OP_DESC_SIZE_V1); fields are only ever"]
 #[doc = "  appended, and the library treats fields beyond a smaller struct_size"]
 #[doc = "  as zero. Zero-initialise it (`genie_op_desc_t d = {0};` or memset) so"]
-#[doc = "  unused fields are 0."]
+#[doc = "  unused fields are 0. @since 0.2"]
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct genie_op_desc {
@@ -1576,7 +1699,7 @@ pub struct genie_op_desc {
 #[doc = "  sizeof(genie_op_desc_t) (GENIE_OP_DESC_SIZE_V1); fields are only ever"]
 #[doc = "  appended, and the library treats fields beyond a smaller struct_size"]
 #[doc = "  as zero. Zero-initialise it (`genie_op_desc_t d = {0};` or memset) so"]
-#[doc = "  unused fields are 0."]
+#[doc = "  unused fields are 0. @since 0.2"]
 pub type genie_op_desc_t = genie_op_desc;
 extern "C" {
     #[doc = " Registers a custom operator for this process. `desc` and its strings"]
@@ -1590,7 +1713,7 @@ extern "C" {
     #[doc = "  was built against a newer genie.h), UNSUPPORTED (cuda_kernel set: no"]
     #[doc = "  CUDA kernels in this version). On error nothing is registered and"]
     #[doc = "  destroy is not called. Thread-safe."]
-    #[doc = "  Threads: any; thread-safe."]
+    #[doc = "  Threads: any; thread-safe. @since 0.2"]
     pub fn genie_op_register(desc: *const genie_op_desc_t) -> genie_status_t;
 }
 extern "C" {
@@ -1599,18 +1722,18 @@ extern "C" {
     #[doc = "  then destroy(user_data) runs. Errors: INVALID_ARGUMENT (name NULL),"]
     #[doc = "  NOT_FOUND (no custom op of that name; built-in ops cannot be removed)."]
     #[doc = "  Thread-safe; must not be called from a callback of the op."]
-    #[doc = "  Threads: any; thread-safe."]
+    #[doc = "  Threads: any; thread-safe. @since 0.2"]
     pub fn genie_op_unregister(name: *const ::std::os::raw::c_char) -> genie_status_t;
 }
 extern "C" {
     #[doc = " 1 if `name` is a registered custom op, else 0 (also for NULL and for"]
     #[doc = "  built-in ops). Never fails."]
-    #[doc = "  Errors: none. Threads: any."]
+    #[doc = "  Errors: none. Threads: any. @since 0.2"]
     pub fn genie_op_is_registered(name: *const ::std::os::raw::c_char) -> ::std::os::raw::c_int;
 }
 #[doc = " Its type: registers the library's ops with genie_op_register and"]
 #[doc = "  returns GENIE_OK, or an error status (such as that of a failed"]
-#[doc = "  genie_op_register, whose detail genie_op_library_load passes on)."]
+#[doc = "  genie_op_register, whose detail genie_op_library_load passes on). @since 0.2"]
 pub type genie_op_library_init_fn = ::std::option::Option<unsafe extern "C" fn() -> genie_status_t>;
 extern "C" {
     #[doc = " Loads an op library: a shared object that links libgenie and exports"]
@@ -1623,7 +1746,7 @@ extern "C" {
     #[doc = "  loaded: the detail has dlopen's reason), NOT_FOUND (it does not export"]
     #[doc = "  genie_op_library_init), or the error its init returned (the detail"]
     #[doc = "  names the library). Thread-safe."]
-    #[doc = "  Threads: any; thread-safe."]
+    #[doc = "  Threads: any; thread-safe. @since 0.2"]
     pub fn genie_op_library_load(path: *const ::std::os::raw::c_char) -> genie_status_t;
 }
 extern "C" {
@@ -1633,7 +1756,7 @@ extern "C" {
     #[doc = "  (ctx, name or an out-parameter NULL), NOT_FOUND (the node has no such"]
     #[doc = "  attribute), INVALID_ATTRIBUTE (it has another type; the detail says"]
     #[doc = "  which)."]
-    #[doc = "  Threads: the callback's own thread, during the callback."]
+    #[doc = "  Threads: the callback's own thread, during the callback. @since 0.2"]
     pub fn genie_op_attr_int(
         ctx: *const genie_op_ctx_t,
         name: *const ::std::os::raw::c_char,
@@ -1674,7 +1797,7 @@ extern "C" {
     #[doc = " Sets the message that goes with the error status the callback is about"]
     #[doc = "  to return (copied; the last call wins). Without it the detail names the"]
     #[doc = "  status only. Errors: INVALID_ARGUMENT (ctx or message NULL)."]
-    #[doc = "  Threads: the callback's own thread, during the callback."]
+    #[doc = "  Threads: the callback's own thread, during the callback. @since 0.2"]
     pub fn genie_op_set_error(ctx: *mut genie_op_ctx_t, message: *const ::std::os::raw::c_char) -> genie_status_t;
 }
 #[doc = " Completion callback. Runs once, on a Genie thread (an executor worker in"]
@@ -1845,7 +1968,7 @@ extern "C" {
     #[doc = "  largest tensors alive), SHUTDOWN, and in remote mode CONNECTION and"]
     #[doc = "  TIMEOUT (the master did not answer) or any error the master reports."]
     #[doc = "  Threads: any thread; concurrent calls on one context are fine (the graph"]
-    #[doc = "  must not be changed meanwhile)."]
+    #[doc = "  must not be changed meanwhile). @since 0.2"]
     pub fn genie_plan_explain(
         ctx: *mut genie_context_t,
         graph: *const genie_graph_t,
@@ -1868,7 +1991,7 @@ extern "C" {
     #[doc = "  bindings: INVALID_ARGUMENT (input_names or inputs NULL with n_inputs > 0,"]
     #[doc = "  a NULL name, a tensor of another context), INVALID_HANDLE (a tensor),"]
     #[doc = "  INVALID_GRAPH (an unknown, unbound or twice-bound input), DTYPE_MISMATCH,"]
-    #[doc = "  SHAPE_MISMATCH. Threads: as genie_plan_explain."]
+    #[doc = "  SHAPE_MISMATCH. Threads: as genie_plan_explain. @since 0.2"]
     pub fn genie_plan_explain_bound(
         ctx: *mut genie_context_t,
         graph: *const genie_graph_t,

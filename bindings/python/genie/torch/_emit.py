@@ -18,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .. import errors
-from ..core import Graph
+from ..graph import Graph
 
 
 class UnsupportedOpError(errors.UnsupportedError):

@@ -16,7 +16,7 @@ import threading
 import torch
 import torch.fx as fx
 
-from .. import core
+from ..context import Context
 from ._emit import Emitter, GV, UnsupportedOpError, canonical_function, canonical_method, to_numpy
 from ._trace import Trace, fn_name as _fn_name, trace
 
@@ -329,7 +329,7 @@ class CapturedModule:
         self.name = name or type(module).__name__
         self.phase, self.modality = phase, modality
         self._own_ctx = context is None
-        self.context = context if context is not None else core.Context()
+        self.context = context if context is not None else Context()
         self._lock = threading.Lock()
         self._weights = {}  # qualified name -> resident Tensor, shared by variants
         self._variants = {}

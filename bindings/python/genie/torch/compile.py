@@ -25,7 +25,7 @@ import threading
 import torch
 import torch.fx as fx
 
-from .. import core
+from ..context import Context
 from ._emit import to_numpy
 from .capture import _Variant, _signature, convert
 
@@ -43,7 +43,7 @@ def _context(options):
     global _default_ctx
     with _default_lock:
         if _default_ctx is None or _default_ctx.closed:
-            _default_ctx = core.Context()
+            _default_ctx = Context()
         return _default_ctx
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from .. import errors
-from ..core import Graph
+from ..graph import Graph
 from ._emit import _TORCH_TO_GENIE, to_numpy
 from ._trace import trace
 from .capture import CapturedModule, _map_spec, convert

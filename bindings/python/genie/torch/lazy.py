@@ -19,7 +19,7 @@ import weakref
 
 import torch
 
-from .. import core
+from ..context import Context
 from .capture import _fn_name
 from ._emit import Emitter, GV, UnsupportedOpError, canonical_function, canonical_method, to_numpy
 
@@ -31,7 +31,7 @@ def _default_context():
     global _default_ctx
     with _default_lock:
         if _default_ctx is None or _default_ctx.closed:
-            _default_ctx = core.Context()
+            _default_ctx = Context()
         return _default_ctx
 
 
