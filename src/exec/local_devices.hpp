@@ -62,11 +62,12 @@ class LocalDevices {
   void run_staged(Placed placed, const std::shared_ptr<const Graph>& g,
                   std::unordered_map<ValueId, Shape> shapes, std::vector<TensorPtr> inputs,
                   Executor::Done done);
-  // place, then run: on its one device without stages (a tiny graph on the
-  // host CPU, Executor::is_tiny, on this thread: then true is returned with
-  // `*ran` set and `done` left untouched; otherwise issued on this thread,
-  // Executor::Issue::Here), else by stages. False: `done` (moved from) is
-  // called once as in run_staged.
+  // place, then run: on its one device without stages (issued on this
+  // thread, Executor::Issue::Here), else by stages; false is returned and
+  // `done` (moved from) is called once as in run_staged. A tiny graph
+  // (Executor::is_tiny) on host tensors, or one the plan puts on the host
+  // CPU, runs on this thread: true is returned with `*ran` set and `done`
+  // left untouched (the first is not planned: `*plan` is then null).
   // `plan`, when given, receives the plan before anything runs.
   bool submit(const std::shared_ptr<const Graph>& g, std::unordered_map<ValueId, Shape> shapes,
               std::vector<TensorPtr> inputs, Executor::Done& done, ExecResult* ran,
