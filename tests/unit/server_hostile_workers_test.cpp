@@ -385,15 +385,23 @@ TEST_F(HostileWorkers, StalledWorkersCannotTakeEveryTaskThread) {
   ProxiedWorker pw(/*stage_timeout_ms=*/120000);
   auto& [worker, proxy, master, registrar] = pw;
   ASSERT_EQ(master->stats().workers(), 1u);
-  proxy.hold(wire::MsgType::GraphDone);  // the worker never answers now
   constexpr int kSessions = 16;
   std::vector<std::shared_ptr<RemoteClient>> hostile;
-  std::vector<std::future<RemoteResult>> stalled;
+  std::vector<std::pair<uint64_t, uint64_t>> bound;
+  // Every session's tensors on the worker first (allocations are calls of
+  // their own, bounded by the client timeout, not what is tested here)...
   for (int i = 0; i < kSessions; ++i) {
     hostile.push_back(connect(master->port(), cat("hostile-", i)));
     RemoteClient& c = *hostile.back();
-    const uint64_t x = c.tensor_alloc(DType::F32, {4, 1}, "hw-worker/cpu:0");
-    const uint64_t w = c.tensor_alloc(DType::F32, {1, 4}, "hw-worker/cpu:0");
+    bound.emplace_back(c.tensor_alloc(DType::F32, {4, 1}, "hw-worker/cpu:0"),
+                       c.tensor_alloc(DType::F32, {1, 4}, "hw-worker/cpu:0"));
+  }
+  // ...then every session's graph, to a worker that never answers now.
+  proxy.hold(wire::MsgType::GraphDone);
+  std::vector<std::future<RemoteResult>> stalled;
+  for (int i = 0; i < kSessions; ++i) {
+    RemoteClient& c = *hostile[static_cast<size_t>(i)];
+    const auto [x, w] = bound[static_cast<size_t>(i)];
     auto done = std::make_shared<std::promise<RemoteResult>>();
     stalled.push_back(done->get_future());
     auto s = c.submit(pinned_graph(), {{"x", x}, {"w", w}},
