@@ -311,7 +311,9 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
   ExecResult ran;
   bool here = false;
   if (planned) {
-    local_topology();  // from now on, runs teach the cost learners
+    // From the first plan on, runs teach the cost learners (the topology,
+    // built once, says so; checked without its lock on every later submit).
+    if (!learning_.load(std::memory_order_acquire)) local_topology();
     here = local_->submit(snapshot, std::move(plan_shapes), std::move(bound), done, &ran, ran_by.get());
   } else if (Executor::is_tiny(*snapshot, bound)) {
     ran = exec_->run_inline(snapshot, std::move(bound));
