@@ -148,6 +148,11 @@ type Options struct {
 	// disaggregation, one remote call per operation, weights and KV caches
 	// sent with every submission; for comparison (genie_config_set_semantics).
 	DisableSemantics bool
+
+	// Settings sets any other setting clients read (docs/configuration.md)
+	// by name, after the fields above: {"max_message_bytes": 1 << 20}.
+	// A server's own settings go to NewServerWith.
+	Settings Settings
 }
 
 // newConfig builds a genie_config_t from opts; the library validates each
@@ -233,6 +238,11 @@ func newConfig(opts *Options) (uintptr, error) {
 			capi.Genie_config_destroy(cfg)
 			return 0, err
 		}
+	}
+	if err := applySettings("genie_config", cfg, opts.Settings,
+		capi.Genie_config_set_int, capi.Genie_config_set_string); err != nil {
+		capi.Genie_config_destroy(cfg)
+		return 0, err
 	}
 	return cfg, nil
 }
@@ -354,6 +364,14 @@ type Server struct{ h handle }
 // it the node id, worker threads, auth token, heartbeat interval and
 // timeout (its sweep of silent nodes) and IgnoreEnv apply.
 func NewServer(opts *Options, host string, port int) (*Server, error) {
+	return newServer(opts, host, "genie_server_create", func(cfg uintptr, p *uintptr) int {
+		return capi.Genie_server_create(cfg, host, port, p)
+	})
+}
+
+// newServer creates a server with create(config, out) on the
+// genie_config_t made from opts (0 when opts is nil).
+func newServer(opts *Options, host, op string, create func(uintptr, *uintptr) int) (*Server, error) {
 	var cfg uintptr
 	if opts != nil {
 		var err error
@@ -362,11 +380,11 @@ func NewServer(opts *Options, host string, port int) (*Server, error) {
 		}
 		defer capi.Genie_config_destroy(cfg)
 	}
-	if err := checkNames("genie_server_create", host); err != nil {
+	if err := checkNames(op, host); err != nil {
 		return nil, err
 	}
 	var p uintptr
-	if err := call("genie_server_create", func() int { return capi.Genie_server_create(cfg, host, port, &p) }); err != nil {
+	if err := call(op, func() int { return create(cfg, &p) }); err != nil {
 		return nil, err
 	}
 	s := &Server{h: handle{p: p, kind: "server"}}

@@ -1,17 +1,19 @@
 """A genie_config_t built from keyword arguments (shared by Context,
-Server and discover); the caller destroys it."""
+Server and discover), and a server's own genie_server_config_t; the caller
+destroys them. Any setting of docs/configuration.md can also be given by
+name in a ``settings`` mapping (genie_config_set_int / _string)."""
 
 from ._lib import capi
 from .enums import BACKENDS, LOG_LEVELS, _enum
 
 
 def build_config(master_addr=None, port=None, timeout_ms=None, num_threads=None, log_level=None,
-                 auth_token=None, node_id=None, use_env=True, session_grace_ms=None,
+                 auth_token=None, node_id=None, use_env=True,
                  max_message_bytes=None, heartbeat_interval_ms=None, heartbeat_timeout_ms=None,
                  gpu_poll_interval_ms=None, health_interval_ms=None, graph_deltas=None,
-                 semantics=None, dpdk_probe=None, allow_insecure=None, tls_ca=None, tls_cert=None, tls_key=None,
+                 semantics=None, dpdk_probe=None, tls_ca=None, tls_cert=None, tls_key=None,
                  tls_server_name=None, backend=None, etcd_endpoints=None, cluster=None,
-                 etcd_lease_ttl_ms=None):
+                 etcd_lease_ttl_ms=None, settings=None):
     cfg = capi.genie_config_create()
     try:
         capi.genie_config_set_use_env(cfg, 1 if use_env else 0)
@@ -32,8 +34,6 @@ def build_config(master_addr=None, port=None, timeout_ms=None, num_threads=None,
             capi.genie_config_set_auth_token(cfg, auth_token)
         if node_id is not None:
             capi.genie_config_set_node_id(cfg, node_id)
-        if session_grace_ms is not None:
-            capi.genie_config_set_session_grace_ms(cfg, int(session_grace_ms))
         if max_message_bytes is not None:
             capi.genie_config_set_max_message_bytes(cfg, int(max_message_bytes))
         for setter, value in ((capi.genie_config_set_heartbeat_interval_ms, heartbeat_interval_ms),
@@ -48,8 +48,6 @@ def build_config(master_addr=None, port=None, timeout_ms=None, num_threads=None,
             capi.genie_config_set_semantics(cfg, 1 if semantics else 0)
         if dpdk_probe is not None:
             capi.genie_config_set_dpdk_probe(cfg, 1 if dpdk_probe else 0)
-        if allow_insecure is not None:
-            capi.genie_config_set_allow_insecure(cfg, 1 if allow_insecure else 0)
         if tls_ca is not None:
             capi.genie_config_set_tls_ca(cfg, str(tls_ca))
         if tls_cert is not None or tls_key is not None:
@@ -67,7 +65,37 @@ def build_config(master_addr=None, port=None, timeout_ms=None, num_threads=None,
             capi.genie_config_set_cluster(cfg, cluster)
         if etcd_lease_ttl_ms is not None:
             capi.genie_config_set_etcd_lease_ttl_ms(cfg, int(etcd_lease_ttl_ms))
+        apply_settings(cfg, settings, capi.genie_config_set_int, capi.genie_config_set_string)
     except BaseException:
         capi.genie_config_destroy(cfg)
         raise
     return cfg
+
+
+def apply_settings(cfg, settings, set_int, set_string):
+    """Sets each ``name: value`` of the mapping `settings` by name: text
+    (str, or None for the default) through `set_string`, integers and
+    booleans through `set_int`. The library checks names and bounds: a
+    setting it does not know, or one of the other side (a server's on a
+    client's configuration), raises InvalidArgumentError naming it."""
+    for name, value in dict(settings or {}).items():
+        if value is None or isinstance(value, str):
+            set_string(cfg, name, value)
+        elif isinstance(value, (bool, int)):
+            set_int(cfg, name, int(value))
+        else:
+            raise TypeError("setting %r: expected str, int or bool, got %s"
+                            % (name, type(value).__name__))
+
+
+def build_server_config(settings=None):
+    """A genie_server_config_t with the server-side settings of the mapping
+    `settings` (docs/configuration.md, side "server")."""
+    scfg = capi.genie_server_config_create()
+    try:
+        apply_settings(scfg, settings, capi.genie_server_config_set_int,
+                       capi.genie_server_config_set_string)
+    except BaseException:
+        capi.genie_server_config_destroy(scfg)
+        raise
+    return scfg

@@ -61,6 +61,11 @@ class Context(_Handle):
     client URLs, or one comma-separated string) and no master address enter
     the cluster through a server registered there; ``cluster`` names its
     namespace (default "default").
+
+    Any other client setting of docs/configuration.md is set by name in
+    ``settings`` (``{"timeout_ms": 2000, "graph_deltas": False}``); an
+    unknown name, a server's setting or a value out of bounds raises
+    InvalidArgumentError naming it.
     """
 
     def __init__(self, master_addr=None, port=None, *, timeout_ms=None, num_threads=None,
@@ -68,7 +73,7 @@ class Context(_Handle):
                  heartbeat_interval_ms=None, heartbeat_timeout_ms=None,
                  gpu_poll_interval_ms=None, health_interval_ms=None, graph_deltas=None,
                  semantics=None, tls_ca=None, tls_cert=None, tls_key=None, tls_server_name=None,
-                 backend=None, etcd_endpoints=None, cluster=None):
+                 backend=None, etcd_endpoints=None, cluster=None, settings=None):
         self._subs = set()
         cfg = build_config(master_addr, port, timeout_ms, num_threads, log_level, auth_token,
                            node_id, use_env, heartbeat_interval_ms=heartbeat_interval_ms,
@@ -77,7 +82,7 @@ class Context(_Handle):
                            health_interval_ms=health_interval_ms, graph_deltas=graph_deltas,
                            semantics=semantics, tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key,
                            tls_server_name=tls_server_name, backend=backend,
-                           etcd_endpoints=etcd_endpoints, cluster=cluster)
+                           etcd_endpoints=etcd_endpoints, cluster=cluster, settings=settings)
         try:
             self._h = capi.genie_init_abi(capi.GENIE_ABI_VERSION, cfg)
         finally:

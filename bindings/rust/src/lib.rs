@@ -39,12 +39,14 @@ pub mod ffi;
 mod error;
 mod graph;
 mod onnx;
+mod settings;
 mod tensor;
 
 pub use cluster::{cluster_members, discover, Event, EventKind, EventMask, Subscription};
 pub use error::{Error, ErrorKind, Result};
 pub use graph::{Graph, Node};
 pub use onnx::{load_op_library, op_registered, OnnxModel};
+pub use settings::{ServerConfig, SettingValue};
 pub use tensor::{Element, Tensor, TensorInfo};
 
 use std::ffi::{CStr, CString};

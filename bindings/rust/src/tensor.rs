@@ -85,7 +85,8 @@ impl Tensor {
         let (mut phase, mut role, mut layer): (ffi::genie_phase_t, ffi::genie_tensor_role_t, i32) = (0, 0, -1);
         // SAFETY: live tensor; plain out-parameters.
         check(unsafe { ffi::genie_tensor_get_semantics(self.raw(), &mut phase, &mut role, &mut layer) })?;
-        let newer = |what: &str, v: i64| Error::new(ErrorKind::Unsupported, format!("{} {} is newer than this crate", what, v));
+        let newer =
+            |what: &str, v: i64| Error::new(ErrorKind::Unsupported, format!("{} {} is newer than this crate", what, v));
         let phase = Phase::from_raw(phase).ok_or_else(|| newer("phase", phase as i64))?;
         let role = Role::from_raw(role).ok_or_else(|| newer("role", role as i64))?;
         Ok((phase, role, layer))

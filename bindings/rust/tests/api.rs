@@ -3,7 +3,9 @@
 use std::thread;
 use std::time::Duration;
 
-use genie::{Config, Context, DType, Error, ErrorKind, Future, Graph, Modality, Phase, Role, Server, Tensor};
+use genie::{
+    Config, Context, DType, Error, ErrorKind, Future, Graph, Modality, Phase, Role, Server, ServerConfig, Tensor,
+};
 
 const X: [f32; 6] = [1.0, 2.0, 3.0, -1.0, 0.5, 2.0];
 const W: [f32; 12] = [0.1, 0.2, 0.3, -0.4, 0.5, -0.6, 1.0, 0.0, -1.0, 0.25, 0.25, 0.25];
@@ -341,4 +343,28 @@ fn trace_start_stop() {
     let text = std::fs::read_to_string(path).unwrap();
     assert!(text.contains("\"traceEvents\""), "{}", text);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Settings by name (`Config::set`, `ServerConfig::set`) reach
+/// genie_config_set_int/_string and genie_server_config_set_*: checked by
+/// the library, and in force.
+#[test]
+fn settings_by_name() {
+    let mut cfg = Config::new().unwrap();
+    cfg.use_env(false).unwrap();
+    assert_err(cfg.set("timeout_ms", -5), ErrorKind::InvalidArgument, "below 1");
+    assert_err(cfg.set("max_sessions", 4), ErrorKind::InvalidArgument, "'max_sessions' is a server's setting");
+    assert_err(cfg.set("no_such_setting", true), ErrorKind::InvalidArgument, "no_such_setting");
+    assert_err(cfg.set("cluster", "bad name!"), ErrorKind::InvalidArgument, "bad name");
+    let mut own = ServerConfig::new().unwrap();
+    assert_err(own.set("timeout_ms", 5), ErrorKind::InvalidArgument, "not a setting of a server alone");
+    // A server's own setting in force: one session at most.
+    own.set("max_sessions", 1).unwrap();
+    let server = Server::with_settings(Some(&cfg), Some(&own), None, 0).unwrap();
+    let port = server.port().unwrap();
+    cfg.master_addr(Some("127.0.0.1")).unwrap().master_port(i32::from(port)).unwrap();
+    cfg.set("timeout_ms", 10_000).unwrap().set("graph_deltas", false).unwrap();
+    let ctx = Context::with_config(&cfg).unwrap();
+    assert!(ctx.is_connected().unwrap());
+    assert_err(Context::with_config(&cfg), ErrorKind::Connection, "limit");
 }

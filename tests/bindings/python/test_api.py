@@ -247,6 +247,31 @@ def test_seed_matches_c_generator(genie_bin, tmp_path):
         assert printed[name] == f"{value:.6g}", (name, printed, mine)
 
 
+def test_settings_by_name():
+    """Context(settings=...) and Server(server_settings=...) reach
+    genie_config_set_int/_string and genie_server_config_set_*: checked by
+    the library, and in force."""
+    with pytest.raises(genie.InvalidArgumentError, match="below 1"):
+        genie.Context(use_env=False, settings={"timeout_ms": -5})
+    with pytest.raises(genie.InvalidArgumentError, match="'max_sessions' is a server's setting"):
+        genie.Context(use_env=False, settings={"max_sessions": 4})
+    with pytest.raises(genie.InvalidArgumentError, match="no_such_setting"):
+        genie.Context(use_env=False, settings={"no_such_setting": 1})
+    with pytest.raises(genie.InvalidArgumentError, match="bad name"):
+        genie.Context(use_env=False, settings={"cluster": "bad name!"})
+    with pytest.raises(TypeError, match="timeout_ms"):
+        genie.Context(use_env=False, settings={"timeout_ms": 1.5})
+    with pytest.raises(genie.InvalidArgumentError, match="not a setting of a server alone"):
+        genie.Server(port=0, use_env=False, server_settings={"timeout_ms": 5})
+    # A server's own setting in force: one session at most.
+    with genie.Server(port=0, use_env=False, server_settings={"max_sessions": 1}) as srv:
+        with genie.Context("127.0.0.1", srv.port, use_env=False,
+                           settings={"timeout_ms": 10000, "graph_deltas": False}) as rc:
+            assert rc.connected is True
+            with pytest.raises(genie.ConnectionError, match="limit"):
+                genie.Context("127.0.0.1", srv.port, use_env=False, timeout_ms=10000)
+
+
 def test_in_process_server_and_remote_context():
     with genie.Server(port=0, use_env=False) as srv:
         assert srv.port > 0
