@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/select.hpp"
 #include "genie.h"
 
 namespace genie {
@@ -71,13 +72,6 @@ NodeStatus node_from_json(const cJSON* j);
 
 // Whether a data-plane backend can be used on one end: the hardware probe
 // and whether this build has its transport.
-struct BackendAvail {
-  genie_backend_t backend = GENIE_BACKEND_TCP;
-  bool probe_ok = false;
-  std::string probe;  // what the probe found, or why not
-  bool built = false;
-  bool available() const { return probe_ok && built; }
-};
 JsonPtr backends_to_json(const std::vector<BackendAvail>& b);
 // Throws Error(PROTOCOL).
 std::vector<BackendAvail> backends_from_json(const cJSON* j);

@@ -1,13 +1,12 @@
-// The cluster layer's decisions without a network: backend selection on
-// both ends, health levels, node status JSON from untrusted peers, and the
-// event bus's unsubscribe guarantees.
+// The cluster layer's decisions without a network: health levels, node
+// status JSON from untrusted peers, and the event bus's unsubscribe
+// guarantees. (Backend selection: dataplane_select_test.)
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
 
-#include "cluster/discovery.hpp"
 #include "cluster/events.hpp"
 #include "cluster/health.hpp"
 #include "cluster/types.hpp"
@@ -15,60 +14,6 @@
 
 namespace genie {
 namespace {
-
-// Every backend, with the given ones usable (probe ok, transport built).
-std::vector<BackendAvail> ends(std::initializer_list<genie_backend_t> usable) {
-  std::vector<BackendAvail> v;
-  for (genie_backend_t b : {GENIE_BACKEND_TCP, GENIE_BACKEND_RDMA, GENIE_BACKEND_DPDK, GENIE_BACKEND_DPDK_GPUDEV}) {
-    bool on = b == GENIE_BACKEND_TCP;
-    for (genie_backend_t u : usable) on = on || u == b;
-    v.push_back({b, on, on ? "found" : "nothing found", on});
-  }
-  return v;
-}
-
-TEST(ClusterSelect, AutoPrefersGpudevThenRdmaThenDpdkOnBothEnds) {
-  const auto all = ends({GENIE_BACKEND_RDMA, GENIE_BACKEND_DPDK, GENIE_BACKEND_DPDK_GPUDEV});
-  EXPECT_EQ(select_backend(GENIE_BACKEND_AUTO, all, &all, "s").backend, GENIE_BACKEND_DPDK_GPUDEV);
-  const auto no_gpudev = ends({GENIE_BACKEND_RDMA, GENIE_BACKEND_DPDK});
-  EXPECT_EQ(select_backend(GENIE_BACKEND_AUTO, all, &no_gpudev, "s").backend, GENIE_BACKEND_RDMA);
-  const auto dpdk = ends({GENIE_BACKEND_DPDK});
-  const Selection s = select_backend(GENIE_BACKEND_AUTO, all, &dpdk, "s");
-  EXPECT_EQ(s.backend, GENIE_BACKEND_DPDK);
-  EXPECT_NE(s.reason.find("rdma (server s: probe: nothing found"), std::string::npos) << s.reason;
-  // The other end decides too: nothing in common falls back to TCP.
-  const auto none = ends({});
-  const Selection t = select_backend(GENIE_BACKEND_AUTO, all, &none, "s");
-  EXPECT_EQ(t.backend, GENIE_BACKEND_TCP);
-  EXPECT_NE(t.reason.find("auto: tcp"), std::string::npos);
-  // Without a remote end (embedded), this end alone.
-  EXPECT_EQ(select_backend(GENIE_BACKEND_AUTO, dpdk, nullptr, "").backend, GENIE_BACKEND_DPDK);
-}
-
-TEST(ClusterSelect, ExplicitBackendFailsNamingTheProbeAndTheEnd) {
-  const auto local = ends({GENIE_BACKEND_RDMA});
-  const auto remote = ends({});
-  EXPECT_EQ(select_backend(GENIE_BACKEND_RDMA, local, &local, "s").backend, GENIE_BACKEND_RDMA);
-  EXPECT_EQ(select_backend(GENIE_BACKEND_TCP, remote, &remote, "s").backend, GENIE_BACKEND_TCP);
-  try {
-    select_backend(GENIE_BACKEND_RDMA, local, &remote, "srv-1");
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), GENIE_ERR_UNSUPPORTED);
-    EXPECT_NE(e.detail().find("server srv-1: probe: nothing found"), std::string::npos) << e.detail();
-    EXPECT_EQ(e.detail().find("this node"), std::string::npos) << e.detail();
-  }
-  // The real local probes of this build: no transport but TCP.
-  const auto real = local_backends(RdmaProbe{}, dpdk_not_probed("not probed"));
-  try {
-    select_backend(GENIE_BACKEND_DPDK_GPUDEV, real, nullptr, "");
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), GENIE_ERR_UNSUPPORTED);
-    EXPECT_NE(e.detail().find("not probed"), std::string::npos) << e.detail();
-    EXPECT_NE(e.detail().find("transport not built"), std::string::npos) << e.detail();
-  }
-}
 
 TEST(ClusterHealth, WorstFindingWinsAndEveryFindingIsAReason) {
   HealthInputs in;
@@ -158,72 +103,6 @@ TEST(ClusterEvents, MaskSelectsEvents) {
   EXPECT_EQ(bus.publish(GENIE_EVENT_NODE_LOST, "{}"), 0u);
   EXPECT_EQ(bus.publish(GENIE_EVENT_GPU_AVAILABLE, "{}"), 1u);
   EXPECT_EQ(g_calls.load(), 1);
-}
-
-}  // namespace
-}  // namespace genie
-
-namespace genie {
-namespace {
-
-// UCX's resource list (ucp_context_print_info) decides ucx and rdma.
-TEST(UcxProbe, ParsesResourcesAndTellsRdmaTransportsApart) {
-  const std::string here =
-      "#      resource 0  :  md 0  dev 0  flags -- self/memory0\n"
-      "#      resource 1  :  md 1  dev 1  flags -- tcp/lo\n"
-      "#      resource 2  :  md 3  dev 3  flags -- posix/memory\n";
-  UcxProbe p;
-  p.probed = true;
-  parse_ucx_info(here, p);
-  EXPECT_TRUE(p.ok);
-  EXPECT_EQ(p.resources, (std::vector<std::string>{"self/memory0", "tcp/lo", "posix/memory"}));
-  EXPECT_TRUE(p.rdma.empty());
-  EXPECT_NE(p.reason.find("tcp/lo"), std::string::npos);
-
-  UcxProbe ib;
-  ib.probed = true;
-  parse_ucx_info(here + "#      resource 3  :  md 4  dev 4  flags -- rc_mlx5/mlx5_0:1\n", ib);
-  EXPECT_EQ(ib.rdma, (std::vector<std::string>{"rc_mlx5/mlx5_0:1"}));
-
-  UcxProbe none;
-  parse_ucx_info("!libucp.so.0 not loaded (UCX is not installed)\n", none);
-  EXPECT_FALSE(none.ok);
-  EXPECT_EQ(none.reason, "libucp.so.0 not loaded (UCX is not installed)");
-}
-
-TEST(UcxProbe, RdmaNeedsADeviceThatUcxDrives) {
-  RdmaProbe verbs;
-  verbs.available = true;
-  verbs.reason = "1 RDMA device(s) with an ACTIVE port";
-  UcxProbe tcp_only;
-  tcp_only.probed = true;
-  parse_ucx_info("#      resource 1  :  md 1  dev 1  flags -- tcp/lo\n", tcp_only);
-  auto find = [](const std::vector<BackendAvail>& v, genie_backend_t b) {
-    for (const BackendAvail& a : v)
-      if (a.backend == b) return a;
-    return BackendAvail{};
-  };
-  const auto v = local_backends(verbs, dpdk_not_probed("-"), tcp_only);
-  EXPECT_FALSE(find(v, GENIE_BACKEND_RDMA).probe_ok);
-  EXPECT_NE(find(v, GENIE_BACKEND_RDMA).probe.find("UCX drives none of them"), std::string::npos);
-  EXPECT_TRUE(find(v, GENIE_BACKEND_UCX).probe_ok);
-  UcxProbe ib;
-  ib.probed = true;
-  parse_ucx_info("#      resource 1  :  md 1  dev 1  flags -- tcp/lo\n"
-                 "#      resource 2  :  md 2  dev 2  flags -- rc_verbs/mlx5_0:1\n",
-                 ib);
-  const auto w = local_backends(verbs, dpdk_not_probed("-"), ib);
-  EXPECT_TRUE(find(w, GENIE_BACKEND_RDMA).probe_ok);
-  EXPECT_NE(find(w, GENIE_BACKEND_RDMA).probe.find("rc_verbs/mlx5_0:1"), std::string::npos);
-  // No verbs device: UCX's word does not matter.
-  EXPECT_FALSE(find(local_backends(RdmaProbe{}, dpdk_not_probed("-"), ib), GENIE_BACKEND_RDMA).probe_ok);
-}
-
-// ucx is chosen only when asked for: auto prefers tcp to UCX over TCP.
-TEST(UcxProbe, AutoNeverPicksTheUcxBackend) {
-  std::vector<BackendAvail> v = {{GENIE_BACKEND_TCP, true, "", true}, {GENIE_BACKEND_UCX, true, "", true}};
-  EXPECT_EQ(select_backend(GENIE_BACKEND_AUTO, v, &v, "s").backend, GENIE_BACKEND_TCP);
-  EXPECT_EQ(select_backend(GENIE_BACKEND_UCX, v, &v, "s").backend, GENIE_BACKEND_UCX);
 }
 
 }  // namespace

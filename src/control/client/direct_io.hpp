@@ -1,8 +1,8 @@
 // The direct link's frames (direct.hpp) in control's terms: the blocking
 // framed I/O of the TCP transport (dataplane/tcp/blocking_stream.hpp) with
 // control's message types and the client's data-socket settings. Shared by
-// the link's transfers (direct.cpp) and its submissions
-// (direct_submit.cpp).
+// the link's transfers (direct.cpp), its submissions (direct_submit.cpp)
+// and the probe of a server (cluster/discovery.cpp).
 #pragma once
 
 #include <chrono>

@@ -2,6 +2,7 @@
 // handshake and authentication, reconnecting after a loss, closing.
 #include "control/auth.hpp"
 #include "control/client/impl.hpp"
+#include "dataplane/select.hpp"
 
 namespace genie {
 
@@ -164,36 +165,10 @@ void RemoteClient::Impl::begin_attempt() {
 }
 
 RemoteClient::Impl::DataEndpoint RemoteClient::Impl::choose_data_endpoint(const wire::Welcome& w) const {
-  const bool demanded = !cfg.transport.empty();
-  const std::string want = demanded ? cfg.transport : cfg.selected_transport.empty() ? "tcp" : cfg.selected_transport;
-  if (want == "tcp") return {"tcp", addr};
-  if (tls) {
-    // Only TCP encrypts: with TLS, tensors never take another transport.
-    check(!demanded, GENIE_ERR_UNSUPPORTED, "data transport '", want,
-          "' (GENIE_TRANSPORT) cannot be used with TLS: it does not encrypt");
-    log(LogLevel::Info, "client: data transport '", want,
-        "' is not used with TLS: data connections go over tcp");
-    return {"tcp", addr};
-  }
-  std::string offered;
-  const wire::DataEndpoint* found = nullptr;
-  for (const wire::DataEndpoint& e : w.data_endpoints()) {
-    offered += (offered.empty() ? "" : ", ") + e.transport();
-    if (e.transport() == want) found = &e;
-  }
-  std::string why;
-  if (found == nullptr) {
-    why = cat("server ", addr, " does not offer it (it offers ", offered.empty() ? std::string("tcp") : offered,
-              "; a server offers more with GENIE_SERVE_TRANSPORTS)");
-  } else {
-    dataplane::TransportLookup t = dataplane::lookup_transport(want);
-    if (t.transport) return {want, found->address().empty() ? addr : found->address()};
-    why = t.reason;
-  }
-  check(!demanded, GENIE_ERR_UNSUPPORTED, "data transport '", want, "' (GENIE_TRANSPORT) cannot be used: ", why);
-  log(LogLevel::Info, "client: data transport '", want, "' of the selected backend is not used (", why,
-      "): data connections go over tcp");
-  return {"tcp", addr};
+  std::vector<DataTransport> offered;
+  for (const wire::DataEndpoint& e : w.data_endpoints()) offered.push_back({e.transport(), e.address()});
+  DataTransport t = choose_data_transport(cfg.transport, cfg.selected_transport, tls != nullptr, offered, addr);
+  return {std::move(t.transport), std::move(t.address)};
 }
 
 void RemoteClient::Impl::open_data_link() {

@@ -1,19 +1,21 @@
-#include "cluster/ucx_probe.hpp"
+#include "dataplane/ucx/probe.hpp"
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <infiniband/verbs.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
 
-#include "cluster/child_probe.hpp"
+#include "dataplane/child_probe.hpp"
 #include "core/error.hpp"
 
 namespace genie {
@@ -122,20 +124,6 @@ UcxProbe probe_ucx(int64_t timeout_ms) {
   return p;
 }
 
-JsonPtr ucx_to_json(const UcxProbe& p) {
-  JsonPtr o = json_object();
-  cJSON_AddBoolToObject(o.get(), "available", p.ok);
-  cJSON_AddBoolToObject(o.get(), "probed", p.probed);
-  cJSON_AddStringToObject(o.get(), "reason", p.reason.c_str());
-  JsonPtr r = json_array();
-  for (const std::string& s : p.resources) cJSON_AddItemToArray(r.get(), cJSON_CreateString(s.c_str()));
-  cJSON_AddItemToObject(o.get(), "transports", r.release());
-  JsonPtr d = json_array();
-  for (const std::string& s : p.rdma) cJSON_AddItemToArray(d.get(), cJSON_CreateString(s.c_str()));
-  cJSON_AddItemToObject(o.get(), "rdma_transports", d.release());
-  return o;
-}
-
 UcxProbe probe_ucx_if_used(const Config& cfg, bool rdma_device) {
   const bool offered = std::find(cfg.serve_transports.begin(), cfg.serve_transports.end(), "ucx") !=
                        cfg.serve_transports.end();
@@ -145,6 +133,94 @@ UcxProbe probe_ucx_if_used(const Config& cfg, bool rdma_device) {
     return ucx_not_probed(
         "UCX not probed at start (the backend asked for does not use it; `genie discover` runs it)");
   return probe_ucx(std::min<int64_t>(cfg.timeout_ms, 10000));
+}
+
+// ---------------------------------------------------------------------------
+// RDMA devices (ibverbs)
+// ---------------------------------------------------------------------------
+
+namespace {
+
+const char* port_state_str(int s) {
+  switch (s) {
+    case IBV_PORT_NOP: return "NOP";
+    case IBV_PORT_DOWN: return "DOWN";
+    case IBV_PORT_INIT: return "INIT";
+    case IBV_PORT_ARMED: return "ARMED";
+    case IBV_PORT_ACTIVE: return "ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER: return "ACTIVE_DEFER";
+    default: return "UNKNOWN";
+  }
+}
+
+const char* link_layer_str(int l) {
+  switch (l) {
+    case IBV_LINK_LAYER_INFINIBAND: return "InfiniBand";
+    case IBV_LINK_LAYER_ETHERNET: return "Ethernet";
+    default: return "unspecified";
+  }
+}
+
+}  // namespace
+
+RdmaProbe probe_rdma() {
+  RdmaProbe p;
+  // Stays loaded for the life of the process: providers it loads keep
+  // state that unloading would leave dangling.
+  static void* lib = dlopen("libibverbs.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    p.reason = "libibverbs.so.1 not loaded (rdma-core is not installed)";
+    return p;
+  }
+  ibv_device** (*get_list)(int*);
+  void (*free_list)(ibv_device**);
+  const char* (*dev_name)(ibv_device*);
+  ibv_context* (*open_dev)(ibv_device*);
+  int (*close_dev)(ibv_context*);
+  int (*query_dev)(ibv_context*, ibv_device_attr*);
+  int (*query_port)(ibv_context*, uint8_t, ibv_port_attr*);
+  if (!probe_symbol(lib, "ibv_get_device_list", get_list) || !probe_symbol(lib, "ibv_free_device_list", free_list) ||
+      !probe_symbol(lib, "ibv_get_device_name", dev_name) || !probe_symbol(lib, "ibv_open_device", open_dev) ||
+      !probe_symbol(lib, "ibv_close_device", close_dev) || !probe_symbol(lib, "ibv_query_device", query_dev) ||
+      !probe_symbol(lib, "ibv_query_port", query_port)) {
+    p.reason = "libibverbs.so.1 lacks the verbs this probe uses";
+    return p;
+  }
+  int n = 0;
+  ibv_device** list = get_list(&n);
+  if (!list) {
+    const int err = errno;
+    p.reason = err == ENOSYS
+                   ? "no RDMA support in this kernel (ibv_get_device_list: Function not implemented)"
+                   : cat("ibv_get_device_list failed: ", std::strerror(err));
+    return p;
+  }
+  for (int i = 0; i < n; ++i) {
+    RdmaDevice d;
+    d.name = dev_name(list[i]) ? dev_name(list[i]) : "?";
+    ibv_context* ctx = open_dev(list[i]);
+    if (ctx) {
+      ibv_device_attr attr{};
+      if (query_dev(ctx, &attr) == 0) {
+        for (uint8_t port = 1; port <= attr.phys_port_cnt; ++port) {
+          ibv_port_attr pa{};
+          if (query_port(ctx, port, &pa) != 0) continue;
+          d.ports.push_back({port, port_state_str(pa.state), link_layer_str(pa.link_layer)});
+          if (pa.state == IBV_PORT_ACTIVE) p.available = true;
+        }
+      }
+      close_dev(ctx);
+    }
+    p.devices.push_back(std::move(d));
+  }
+  free_list(list);
+  if (n == 0)
+    p.reason = "no RDMA device (ibv_get_device_list found none)";
+  else if (!p.available)
+    p.reason = cat(n, " RDMA device(s), no ACTIVE port");
+  else
+    p.reason = cat(n, " RDMA device(s) with an ACTIVE port");
+  return p;
 }
 
 }  // namespace genie

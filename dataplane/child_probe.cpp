@@ -1,4 +1,4 @@
-#include "cluster/child_probe.hpp"
+#include "dataplane/child_probe.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -1,20 +1,42 @@
+// The probes of the ucx transport, which carries the ucx and rdma backends
+// (dataplane/select.hpp): what UCX finds on this host, and the RDMA devices
+// (ibverbs) it could drive. Compiled into libgenie, not the plugin: a
+// probe never loads the transport.
+//
 // What UCX finds on this host: its transports and devices ("tcp/lo",
 // "posix/memory", "rc_mlx5/mlx5_0:1" ...), read from
 // ucp_context_print_info. UCX is loaded (dlopen libucp.so.0) and started in
 // a forked child that reports through a pipe and exits, so that this
 // process never runs UCX's memory hooks for a probe; it takes a few tens of
 // milliseconds, so genie_init runs it only when the backend asked for may
-// use UCX (see agent.cpp).
+// use UCX (probe_ucx_if_used).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "cluster/types.hpp"
 #include "core/config.hpp"
 
 namespace genie {
+
+struct RdmaPort {
+  uint32_t port = 0;
+  std::string state;       // "ACTIVE", "DOWN" ...
+  std::string link_layer;  // "InfiniBand", "Ethernet"
+};
+struct RdmaDevice {
+  std::string name;
+  std::vector<RdmaPort> ports;
+};
+struct RdmaProbe {
+  bool available = false;  // a device with an ACTIVE port
+  std::string reason;
+  std::vector<RdmaDevice> devices;
+};
+// libibverbs.so.1 (dlopen): ibv_get_device_list, ibv_open_device,
+// ibv_query_port. In this process: it is cheap and starts nothing.
+RdmaProbe probe_rdma();
 
 struct UcxProbe {
   bool probed = false;
@@ -38,7 +60,5 @@ UcxProbe probe_ucx_if_used(const Config& cfg, bool rdma_device);
 // Parses ucp_context_print_info's text into `p` (resources, rdma, ok,
 // reason). Separate for tests.
 void parse_ucx_info(const std::string& text, UcxProbe& p);
-
-JsonPtr ucx_to_json(const UcxProbe& p);
 
 }  // namespace genie

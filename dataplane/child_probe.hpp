@@ -5,6 +5,8 @@
 // file, within a deadline, and kills a child that overruns it.
 #pragma once
 
+#include <dlfcn.h>
+
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -20,5 +22,13 @@ struct ChildReport {
 // Forks and runs `child(fd)` there; `child` writes to fd and must not
 // return (it ends with _exit). Reaps the child before returning.
 ChildReport run_child_probe(int64_t timeout_ms, const std::function<void(int fd)>& child);
+
+// dlsym of `name` in `lib` into the function pointer `out`; false when
+// the library lacks it.
+template <class F>
+bool probe_symbol(void* lib, const char* name, F& out) {
+  out = reinterpret_cast<F>(dlsym(lib, name));
+  return out != nullptr;
+}
 
 }  // namespace genie
