@@ -56,6 +56,11 @@ def throughput(d):
         out[f"tensor read {size} GB/s"] = r["read_gbps"]
         if "write_stream" in r:
             out[f"tensor write in a stream {size} GB/s"] = r["write_stream"]["gbps"]
+        # Each against plain TCP making the same calls in the same run: the
+        # machine's drift between the two builds' runs cancels.
+        for key, label in (("write_after_read", "write"), ("read", "read"), ("write_stream", "write in a stream")):
+            if isinstance(r.get(key), dict) and "per_raw" in r[key]:
+                out[f"tensor {label} {size} / plain TCP"] = r[key]["per_raw"]
     return out
 
 
