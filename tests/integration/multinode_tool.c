@@ -37,6 +37,19 @@
  *       the split graph runs across both servers again (the restarted
  *       worker executed it); prints "ok survive".
  *
+ *   peers B PORT_B C PORT_C
+ *       servers of a cluster on etcd (tests/scripts/etcd_peers_test.sh),
+ *       entered at another one (GENIE_MASTER_*), which none of them joined:
+ *       the split graph with w1 on server B and w2 on server C runs across
+ *       them (the entry plans it; B executes a stage: its graphs_executed
+ *       grows) and equals in-process execution. Prints "ready", waits for
+ *       "dead" (B was killed): the graph bound to w1 fails with CONNECTION
+ *       (its time printed); prints "ready", waits for "expired" (B's key
+ *       went): the same graph fails with CONNECTION naming B, a new tensor
+ *       on B is refused with CONNECTION, and the graph with w1 on the entry
+ *       and w2 still on C runs across the two left and matches in-process
+ *       execution; prints "ok peers".
+ *
  * Prints "ok" and counters on success. Exit status: 0 on success, 1 when an
  * assertion fails (the reason on stderr), 3 when a Genie call fails, 2 on
  * bad usage. */
@@ -46,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../samples/c/gpt2_decode.h"
 
@@ -464,6 +478,75 @@ static int cmd_survive(const char *worker) {
   return 0;
 }
 
+/* --- peers ------------------------------------------------------------------- */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmd_peers(const char *b, int b_port, const char *c, int c_port) {
+  char devb[300], devc[300], line[256];
+  snprintf(devb, sizeof devb, "%s/cpu:0", b);
+  snprintf(devc, sizeof devc, "%s/cpu:0", c);
+  const double b_graphs0 = worker_number(b_port, "graphs_executed");
+  struct split_run r;
+  split_begin(&r, devb, devc); /* runs it and compares with in-process */
+  char *info = server_info(r.ctx);
+  EXPECT(info_number(info, NULL, "workers") >= 2, "the entry server does not place on the other two: %s", info);
+  const double graphs0 = info_number(info, NULL, "multinode_graphs");
+  EXPECT(graphs0 >= 1, "the entry server planned no graph across servers: %s", info);
+  genie_free(info);
+  EXPECT(worker_number(b_port, "graphs_executed") > b_graphs0, "server %s ran no stage of the graph", b);
+  EXPECT(worker_number(c_port, "graphs_executed") >= 1, "server %s executed nothing", c);
+  printf("ok placed: w1 on %s, w2 on %s, entered elsewhere: the result equals in-process execution\n", b, c);
+
+  /* B is dead: its key lives until its lease runs out. */
+  wait_line("dead", line, sizeof line);
+  genie_future_t *f = NULL;
+  const double t0 = now_s();
+  genie_status_t st = genie_graph_submit(r.ctx, r.g, split_names, r.in, 3, &f);
+  if (st == GENIE_OK) st = genie_future_wait(f, -1);
+  EXPECT(st == GENIE_ERR_CONNECTION, "a graph bound to a tensor of the dead %s gave %s, not CONNECTION: %s", b,
+         genie_status_str(st), genie_last_error());
+  printf("graph needing the dead %s: %s after %.0f ms: %s\n", b, genie_status_str(st), (now_s() - t0) * 1e3,
+         genie_last_error());
+  genie_future_destroy(f);
+  f = NULL;
+
+  /* B's key went: it has left every plan. */
+  wait_line("expired", line, sizeof line);
+  st = genie_graph_submit(r.ctx, r.g, split_names, r.in, 3, &f);
+  if (st == GENIE_OK) st = genie_future_wait(f, -1);
+  EXPECT(st == GENIE_ERR_CONNECTION && strstr(genie_last_error(), b) != NULL,
+         "a graph bound to a tensor of %s, whose key went, gave %s: %s", b, genie_status_str(st), genie_last_error());
+  printf("after its key went: %s: %s\n", genie_status_str(st), genie_last_error());
+  genie_future_destroy(f);
+  const int64_t w1s[2] = {K, N};
+  genie_tensor_t *t = NULL;
+  st = genie_tensor_alloc(r.ctx, GENIE_DTYPE_F32, w1s, 2, devb, &t);
+  EXPECT(st == GENIE_ERR_CONNECTION && strstr(genie_last_error(), b) != NULL, "a tensor on the dead %s gave %s: %s",
+         b, genie_status_str(st), genie_last_error());
+  genie_tensor_t *w1_entry = tensor(r.ctx, NULL, w1s, 2, r.w1);
+  genie_tensor_t *in[3] = {r.in[0], w1_entry, r.in[2]};
+  float got[M * P], want[M * P];
+  run_and_read(r.ctx, r.g, split_names, in, 3, got, sizeof got);
+  run_and_read(r.emb, r.g, split_names, r.ein, 3, want, sizeof want);
+  double scale;
+  const double diff = max_abs_diff(got, want, M * P, &scale);
+  EXPECT(scale > 0 && diff <= 1e-5 * scale, "after %s died: result differs from in-process: %g (scale %g)", b, diff,
+         scale);
+  info = server_info(r.ctx);
+  EXPECT(info_number(info, NULL, "multinode_graphs") > graphs0, "the next graph was not placed across servers: %s",
+         info);
+  genie_free(info);
+  printf("ok peers: the next graph ran on the entry server and %s and equals in-process execution\n", c);
+  genie_tensor_destroy(w1_entry);
+  split_end(&r);
+  return 0;
+}
+
 /* --- decode ------------------------------------------------------------------ */
 
 /* The master's counters are cumulative (other scenarios ran before): this
@@ -555,7 +638,8 @@ int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "decode") == 0) return cmd_decode(argv[2], atoi(argv[3]));
   if (argc == 3 && strcmp(argv[1], "survive") == 0) return cmd_survive(argv[2]);
   if (argc == 6 && strcmp(argv[1], "direct") == 0) return cmd_direct(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]));
+  if (argc == 6 && strcmp(argv[1], "peers") == 0) return cmd_peers(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]));
   fprintf(stderr, "usage: multinode_tool split WORKER WORKER_PORT | decode WORKER STEPS | survive WORKER | "
-                  "direct WORKER_B PORT_B WORKER_C PORT_C\n");
+                  "direct WORKER_B PORT_B WORKER_C PORT_C | peers B PORT_B C PORT_C\n");
   return 2;
 }
