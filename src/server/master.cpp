@@ -81,6 +81,7 @@ void ClusterMaster::register_self(const std::string& host, int port, const std::
         JsonPtr j = node_to_json(s);
         cJSON_AddItemToObject(j.get(), "backends",
                               json_parse(backends_json_, "this server's backends").release());
+        cJSON_AddNumberToObject(j.get(), "lease_ttl_ms", static_cast<double>(cfg_.etcd_lease_ttl_ms));
         if (!profile.empty())
           cJSON_AddItemToObject(j.get(), "profile", json_parse(profile, "this server's profile").release());
         return json_text(j.get());

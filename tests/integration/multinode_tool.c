@@ -50,6 +50,17 @@
  *       and w2 still on C runs across the two left and matches in-process
  *       execution; prints "ok peers".
  *
+ *   lost
+ *       a client entering a cluster on etcd (GENIE_ETCD_ENDPOINTS, no
+ *       master address): x in host memory, w1 and w2 on its entry server;
+ *       the split graph runs there (its output y stays there). Prints
+ *       "entered NODE", then "ready", waits for "dead" (NODE was killed):
+ *       reading w1 fails with CONNECTION naming w1 and NODE (its time
+ *       printed); genie_context_lost_tensors lists w1, w2 and y and not x;
+ *       x still reads back; the graph fails naming w1; genie_init again
+ *       reaches another server, where the graph runs again and matches
+ *       in-process execution; prints "ok lost".
+ *
  * Prints "ok" and counters on success. Exit status: 0 on success, 1 when an
  * assertion fails (the reason on stderr), 3 when a Genie call fails, 2 on
  * bad usage. */
@@ -397,6 +408,30 @@ static void wait_line(const char *want, char *line, size_t n) {
   EXPECT(strncmp(line, want, strlen(want)) == 0, "expected '%s' on stdin, got '%s'", want, line);
 }
 
+/* The split graph g run in-process on x, w1 and w2 (its tensors in ein,
+ * its result in want[M * P]): the reference a scenario compares with. */
+static genie_context_t *embedded_reference(genie_graph_t *g, const float *x, const float *w1, const float *w2,
+                                           genie_tensor_t *ein[3], float *want) {
+  const int64_t xs[2] = {M, K}, w1s[2] = {K, N}, w2s[2] = {N, P};
+  genie_context_t *emb = embedded();
+  ein[0] = tensor(emb, NULL, xs, 2, x);
+  ein[1] = tensor(emb, NULL, w1s, 2, w1);
+  ein[2] = tensor(emb, NULL, w2s, 2, w2);
+  run_and_read(emb, g, split_names, ein, 3, want, (size_t)(M * P) * sizeof(float));
+  return emb;
+}
+
+/* Frees what embedded_reference made, the graph and the inputs' values. */
+static void reference_end(genie_context_t *emb, genie_tensor_t *ein[3], genie_graph_t *g, float *x, float *w1,
+                          float *w2) {
+  for (int i = 0; i < 3; ++i) genie_tensor_destroy(ein[i]);
+  genie_shutdown(emb);
+  genie_graph_destroy(g);
+  free(x);
+  free(w1);
+  free(w2);
+}
+
 static int cmd_survive(const char *worker) {
   const int64_t xs[2] = {M, K}, w1s[2] = {K, N}, w2s[2] = {N, P};
   float *x = random_floats(M * K, 1), *w1 = random_floats(K * N, 0.25f), *w2 = random_floats(N * P, 0.25f);
@@ -407,10 +442,8 @@ static int cmd_survive(const char *worker) {
   float got[M * P], want[M * P];
   double scale;
 
-  genie_context_t *emb = embedded();
-  genie_tensor_t *ein[3] = {tensor(emb, NULL, xs, 2, x), tensor(emb, NULL, w1s, 2, w1),
-                            tensor(emb, NULL, w2s, 2, w2)};
-  run_and_read(emb, g, names, ein, 3, want, sizeof want);
+  genie_tensor_t *ein[3];
+  genie_context_t *emb = embedded_reference(g, x, w1, w2, ein, want);
 
   genie_context_t *ctx = connect_master();
   genie_tensor_t *x_m = tensor(ctx, NULL, xs, 2, x), *w1_m = tensor(ctx, NULL, w1s, 2, w1),
@@ -468,13 +501,8 @@ static int cmd_survive(const char *worker) {
   genie_tensor_destroy(x_m);
   genie_tensor_destroy(w1_m);
   genie_tensor_destroy(w2_m);
-  for (int i = 0; i < 3; ++i) genie_tensor_destroy(ein[i]);
   genie_shutdown(ctx);
-  genie_shutdown(emb);
-  genie_graph_destroy(g);
-  free(x);
-  free(w1);
-  free(w2);
+  reference_end(emb, ein, g, x, w1, w2);
   return 0;
 }
 
@@ -544,6 +572,90 @@ static int cmd_peers(const char *b, int b_port, const char *c, int c_port) {
   printf("ok peers: the next graph ran on the entry server and %s and equals in-process execution\n", c);
   genie_tensor_destroy(w1_entry);
   split_end(&r);
+  return 0;
+}
+
+/* --- lost ---------------------------------------------------------------------- */
+
+/* The "node_id" of the server info of ctx, into out. */
+static void server_node(genie_context_t *ctx, char *out, size_t n) {
+  char *info = server_info(ctx);
+  const char *p = strstr(info, "\"node_id\":\"");
+  EXPECT(p != NULL, "no node_id in %s", info);
+  p += strlen("\"node_id\":\"");
+  size_t i = 0;
+  while (p[i] && p[i] != '"' && i + 1 < n) {
+    out[i] = p[i];
+    ++i;
+  }
+  out[i] = '\0';
+  genie_free(info);
+}
+
+static int cmd_lost(void) {
+  const int64_t xs[2] = {M, K}, w1s[2] = {K, N}, w2s[2] = {N, P};
+  float *x = random_floats(M * K, 1), *w1 = random_floats(K * N, 0.25f), *w2 = random_floats(N * P, 0.25f);
+  genie_graph_t *g = split_graph();
+  char entry[256], other[256], line[256];
+  float got[M * P], want[M * P];
+  double scale;
+
+  genie_tensor_t *ein[3];
+  genie_context_t *emb = embedded_reference(g, x, w1, w2, ein, want);
+
+  genie_context_t *ctx = connect_master(); /* through etcd */
+  server_node(ctx, entry, sizeof entry);
+  genie_tensor_t *in[3] = {tensor(ctx, "cpu", xs, 2, x), tensor(ctx, NULL, w1s, 2, w1), tensor(ctx, NULL, w2s, 2, w2)};
+  genie_future_t *f = NULL;
+  genie_tensor_t *y = NULL;
+  CALL(genie_graph_submit(ctx, g, split_names, in, 3, &f));
+  CALL(genie_future_wait(f, -1));
+  CALL(genie_future_output(f, 0, &y)); /* stays on the server */
+  CALL(genie_tensor_read(y, 0, got, sizeof got));
+  EXPECT(max_abs_diff(got, want, M * P, &scale) <= 1e-5 * scale, "result differs from in-process");
+  char *lost = NULL;
+  CALL(genie_context_lost_tensors(ctx, &lost));
+  EXPECT(strstr(lost, "\"session\":\"connected\"") && strstr(lost, "\"tensors\":[]"), "lost while alive: %s", lost);
+  genie_free(lost);
+  printf("entered %s\n", entry);
+
+  wait_line("dead", line, sizeof line);
+  const double t0 = now_s();
+  genie_status_t st = genie_tensor_read(in[1], 0, got, sizeof(float));
+  const double dt = now_s() - t0;
+  EXPECT(st == GENIE_ERR_CONNECTION && strstr(genie_last_error(), "'w1'") && strstr(genie_last_error(), entry),
+         "reading w1 after %s died gave %s: %s", entry, genie_status_str(st), genie_last_error());
+  printf("reading w1 after %s died: %s after %.0f ms: %s\n", entry, genie_status_str(st), dt * 1e3,
+         genie_last_error());
+  CALL(genie_context_lost_tensors(ctx, &lost));
+  EXPECT(strstr(lost, "\"session\":\"lost\"") && strstr(lost, "\"name\":\"w1\"") &&
+             strstr(lost, "\"name\":\"w2\"") && strstr(lost, "\"name\":\"y\"") && !strstr(lost, "\"name\":\"x\""),
+         "genie_context_lost_tensors: %s", lost);
+  printf("lost: %s\n", lost);
+  genie_free(lost);
+  float xb[M * K];
+  CALL(genie_tensor_read(in[0], 0, xb, sizeof xb));
+  EXPECT(memcmp(xb, x, sizeof xb) == 0, "the host tensor x changed");
+  genie_future_destroy(f);
+  f = NULL;
+  st = genie_graph_submit(ctx, g, split_names, in, 3, &f);
+  EXPECT(st == GENIE_ERR_CONNECTION && strstr(genie_last_error(), "'w1'"), "submitting after %s died gave %s: %s",
+         entry, genie_status_str(st), genie_last_error());
+  genie_tensor_destroy(y);
+  for (int i = 0; i < 3; ++i) genie_tensor_destroy(in[i]);
+  genie_shutdown(ctx);
+
+  ctx = connect_master(); /* through etcd again: another server */
+  server_node(ctx, other, sizeof other);
+  EXPECT(strcmp(other, entry) != 0, "genie_init reached the dead %s again", entry);
+  genie_tensor_t *in2[3] = {tensor(ctx, "cpu", xs, 2, x), tensor(ctx, NULL, w1s, 2, w1),
+                            tensor(ctx, NULL, w2s, 2, w2)};
+  run_and_read(ctx, g, split_names, in2, 3, got, sizeof got);
+  EXPECT(max_abs_diff(got, want, M * P, &scale) <= 1e-5 * scale, "result on %s differs from in-process", other);
+  printf("ok lost: genie_init again entered %s, the graph matches in-process execution\n", other);
+  for (int i = 0; i < 3; ++i) genie_tensor_destroy(in2[i]);
+  genie_shutdown(ctx);
+  reference_end(emb, ein, g, x, w1, w2);
   return 0;
 }
 
@@ -638,8 +750,9 @@ int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "decode") == 0) return cmd_decode(argv[2], atoi(argv[3]));
   if (argc == 3 && strcmp(argv[1], "survive") == 0) return cmd_survive(argv[2]);
   if (argc == 6 && strcmp(argv[1], "direct") == 0) return cmd_direct(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]));
+  if (argc == 2 && strcmp(argv[1], "lost") == 0) return cmd_lost();
   if (argc == 6 && strcmp(argv[1], "peers") == 0) return cmd_peers(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]));
   fprintf(stderr, "usage: multinode_tool split WORKER WORKER_PORT | decode WORKER STEPS | survive WORKER | "
-                  "direct WORKER_B PORT_B WORKER_C PORT_C | peers B PORT_B C PORT_C\n");
+                  "direct WORKER_B PORT_B WORKER_C PORT_C | peers B PORT_B C PORT_C | lost\n");
   return 2;
 }

@@ -9,7 +9,13 @@
 #   3. kill -9 of s2: the graph bound to its tensor fails with CONNECTION
 #      (within the lease TTL: s1's calls to another server wait at most
 #      that); its key expires, s1 drops it; the graph then fails naming s2,
-#      and the next graph runs on s1 and s3; SIGTERM stops s1 and s3
+#      and the next graph runs on s1 and s3
+#   4. a client entering through etcd, its entry server killed -9: its next
+#      call fails with CONNECTION (within the lease TTL: its reconnect
+#      window) naming the tensor and the server; genie_context_lost_tensors
+#      lists the tensors that lived there by name, its host tensor is
+#      untouched; genie_init again reaches the other server and the graph
+#      runs there; the last server stops on SIGTERM
 set -euo pipefail
 source "$(dirname "$0")/lib/servers.sh"
 source "$(dirname "$0")/lib/etcd.sh"
@@ -63,10 +69,30 @@ exec 3>&-
 wait "$TOOL_PID" || fail "peers client: $(cat "$TMP/tool.err")"
 cat "$TMP/tool.out" | grep -v '^ready'
 grep -q '^ok peers' "$TMP/tool.out" || fail "no 'ok peers'"
-# Servers holding sessions on each other stop cleanly.
-kill -TERM "$PID_s1" "$PID_s3"
-for _ in $(seq 1 200); do kill -0 "$PID_s1" 2>/dev/null || kill -0 "$PID_s3" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$PID_s1" 2>/dev/null && fail "s1 did not stop on SIGTERM"
-kill -0 "$PID_s3" 2>/dev/null && fail "s3 did not stop on SIGTERM"
-echo "ok 3: a killed server fails the graph that needed it; the next graph runs on the others; SIGTERM stops the rest"
+echo "ok 3: a killed server fails the graph that needed it; the next graph runs on the others"
+
+# --- 4. a client's entry server dies ---------------------------------------------
+mkfifo "$TMP/ctl2"
+GENIE_ETCD_ENDPOINTS=$ENDPOINT "$TOOL" lost <"$TMP/ctl2" >"$TMP/lost.out" 2>"$TMP/lost.err" &
+LOST_PID=$!; PIDS+=("$LOST_PID")
+exec 4>"$TMP/ctl2"
+wait_for "$TMP/lost.out" '^ready' 60 || fail "the etcd client did not start: $(cat "$TMP/lost.err")"
+ENTRY=$(sed -n 's/^entered //p' "$TMP/lost.out")
+case "$ENTRY" in
+  s1) kill -9 "$PID_s1"; LEFT=s3 ;;
+  s3) kill -9 "$PID_s3"; LEFT=s1 ;;
+  *) fail "the client entered '$ENTRY'" ;;
+esac
+echo dead >&4
+exec 4>&-
+wait "$LOST_PID" || fail "lost client: $(cat "$TMP/lost.err")"
+grep -v '^ready' "$TMP/lost.out"
+grep -q '^ok lost' "$TMP/lost.out" || fail "no 'ok lost'"
+echo "ok 4: the entry server's death: CONNECTION naming the lost tensors, listed by name; genie_init again reached $LEFT"
+
+# A server holding sessions on others stops cleanly.
+eval "LEFT_PID=\$PID_$LEFT"
+kill -TERM "$LEFT_PID"
+for _ in $(seq 1 200); do kill -0 "$LEFT_PID" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$LEFT_PID" 2>/dev/null && fail "$LEFT did not stop on SIGTERM"
 echo "PASS"
