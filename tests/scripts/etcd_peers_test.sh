@@ -32,7 +32,7 @@ for _ in $(seq 1 200); do
   sleep 0.1
 done
 keys() { "$ETCDCTL" --endpoints "$ENDPOINT" get --prefix /genie/p1/nodes/ --keys-only | grep -v '^$' || true; }
-export GENIE_CLUSTER=p1 GENIE_ETCD_LEASE_TTL=3000 GENIE_TIMEOUT=20000
+export GENIE_CLUSTER=p1 GENIE_ETCD_LEASE_TTL=4000 GENIE_TIMEOUT=20000
 
 # --- 1. every server places on the others -------------------------------------
 for s in s1 s2 s3; do
@@ -62,7 +62,7 @@ t0=$(now_ms)
 echo dead >&3
 wait_for "$TMP/tool.out" 'graph needing the dead s2' 30 || fail "the graph needing s2 did not fail"
 wait_for "$TMP/s1.err" "server s2 no longer used for placement" 20 || fail "s1 did not drop s2"
-echo "s1 dropped s2 $(( $(now_ms) - t0 )) ms after kill -9 (lease TTL 3000 ms)"
+echo "s1 dropped s2 $(( $(now_ms) - t0 )) ms after kill -9 (lease TTL 4000 ms)"
 keys | grep -q /s2 && fail "s2's key outlived its lease"
 echo expired >&3
 exec 3>&-
