@@ -970,7 +970,9 @@ GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,
  *  docs/cluster.md, "Failover"), every such tensor still held by a handle
  *  or future is lost: never recomputed or filled in. Its next
  *  genie_tensor_write, genie_tensor_read or a submission binding it fails
- *  with CONNECTION naming it and the server, and it is listed here. A
+ *  with CONNECTION naming it and the server (in a context that entered
+ *  through etcd, the call the loss cut short already does, after waiting
+ *  out the reconnect window), and it is listed here. A
  *  tensor's name is the graph value it was last bound to or produced as,
  *  else "tensor ID". Host tensors ("cpu") and other contexts' tensors are
  *  untouched. The list is empty while the session lives; genie_init again

@@ -239,13 +239,14 @@ void Context::tensor_io(const TensorRef& t, const std::function<void()>& io) con
     io();
   } catch (const Error& e) {
     if (e.code() != GENIE_ERR_CONNECTION) throw;
-    // A call cut by the loss of the connection: whether the session comes
-    // back (the tensor intact) or not (lost) is known within the reconnect
-    // window; the caller learns which.
-    // One round trip tells: it waits for a reconnect in progress and fails
-    // once the session is gone (a first one may be cut by the same loss).
+    // A call cut by the loss of the connection of a context that entered
+    // through etcd: whether the session comes back (the tensor intact) or
+    // not (lost) is known within its short reconnect window (the server's
+    // lease TTL); the caller learns which. One round trip tells: it waits
+    // for a reconnect in progress and fails once the session is gone (a
+    // first one may be cut by the same loss). Other contexts answer at once.
     RemoteClient& c = *t.remote()->client;
-    for (int i = 0; i < 2 && !c.failed(); ++i) {
+    for (int i = 0; i < 2 && cfg_.reconnect_window_ms > 0 && !c.failed(); ++i) {
       try {
         c.server_info_json();
         break;

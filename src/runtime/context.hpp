@@ -119,9 +119,10 @@ class Context : public std::enable_shared_from_this<Context> {
   // Tensors lost with the server (runtime/held_tensors.hpp). tensor_io runs
   // `io` (a write or read of `t`) and, when `t` is a server tensor whose
   // session is gone for good, before or because of the call, throws
-  // CONNECTION naming the tensor and the server instead. A call cut by a
-  // lost connection waits (at most the reconnect window) to learn whether
-  // the session comes back.
+  // CONNECTION naming the tensor and the server instead. In a context that
+  // entered through etcd, a call cut by a lost connection waits (at most
+  // the reconnect window, the server's lease TTL) to learn whether the
+  // session comes back.
   void tensor_io(const TensorRef& t, const std::function<void()>& io) const;
   // genie_context_lost_tensors: {"server", "address", "session"
   // ("connected", "reconnecting", "lost"; "embedded"), "tensors": [...]}.
