@@ -958,6 +958,32 @@ GENIE_API const char *genie_context_node_id(const genie_context_t *ctx);
 GENIE_API genie_status_t genie_context_server_info(genie_context_t *ctx,
                                                    char **out_json);
 
+/** The tensors of `ctx` lost with its server, as JSON text released with
+ *  genie_free: {"server": its node id, "address": "host:port", "session":
+ *  "connected", "reconnecting" or "lost" ("embedded", with null server and
+ *  address, in embedded mode), "tensors": [{"name", "id", "server",
+ *  "device", "dtype", "shape", "nbytes"}, ...]}, by name. A tensor allocated
+ *  on the server (or a graph output left there) lives only in this
+ *  context's session on it; once that session is gone for good (the server
+ *  died or stayed unreachable past the reconnect window, which is the
+ *  server's lease TTL for a context that entered a cluster on etcd:
+ *  docs/cluster.md, "Failover"), every such tensor still held by a handle
+ *  or future is lost: never recomputed or filled in. Its next
+ *  genie_tensor_write, genie_tensor_read or a submission binding it fails
+ *  with CONNECTION naming it and the server (in a context that entered
+ *  through etcd, the call the loss cut short already does, after waiting
+ *  out the reconnect window), and it is listed here. A
+ *  tensor's name is the graph value it was last bound to or produced as,
+ *  else "tensor ID". Host tensors ("cpu") and other contexts' tensors are
+ *  untouched. The list is empty while the session lives; genie_init again
+ *  reaches another server (after destroying the lost tensors and
+ *  genie_shutdown of this context).
+ *  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out_json NULL), OUT_OF_MEMORY.
+ *  Never waits for the server.
+ *  Threads: any; thread-safe on one context. @since 0.2 */
+GENIE_API genie_status_t genie_context_lost_tensors(const genie_context_t *ctx,
+                                                    char **out_json);
+
 /* ------------------------------------------------------------------------- */
 /* Servers                                                                   */
 /* ------------------------------------------------------------------------- */

@@ -334,14 +334,28 @@ func (c *Context) IsConnected() (bool, error) {
 // ServerInfo returns the server's statistics as JSON (remote mode only:
 // ErrUnsupported embedded).
 func (c *Context) ServerInfo() (string, error) {
-	const op = "genie_context_server_info"
+	return c.jsonOf("genie_context_server_info", capi.Genie_context_server_info)
+}
+
+// LostTensors returns, as JSON, the tensors lost with the context's server
+// (genie_context_lost_tensors): {"server", "address", "session", "tensors":
+// [{"name", "id", "server", "device", "dtype", "shape", "nbytes"}]}. A lost
+// tensor's next use fails with ErrConnection naming it; Init again reaches
+// another server.
+func (c *Context) LostTensors() (string, error) {
+	return c.jsonOf("genie_context_lost_tensors", capi.Genie_context_lost_tensors)
+}
+
+// jsonOf returns the JSON text that the context function fn (named op)
+// writes, freed after copying.
+func (c *Context) jsonOf(op string, fn func(uintptr, *uintptr) int) (string, error) {
 	p, err := c.h.acquire(op)
 	if err != nil {
 		return "", err
 	}
 	defer c.h.mu.RUnlock()
 	var s uintptr
-	if err := call(op, func() int { return capi.Genie_context_server_info(p, &s) }); err != nil {
+	if err := call(op, func() int { return fn(p, &s) }); err != nil {
 		return "", err
 	}
 	return takeCString(s, int(capi.Genie_go_strlen(s))), nil

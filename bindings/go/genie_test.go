@@ -575,6 +575,11 @@ func TestRemote(t *testing.T) {
 	if !strings.Contains(info, `"sessions"`) {
 		t.Fatalf("server info %s", info)
 	}
+	lost, err := ctx.LostTensors()
+	must(t, err)
+	if !strings.Contains(lost, `"session":"connected"`) || !strings.Contains(lost, `"tensors":[]`) {
+		t.Fatalf("lost tensors of a live session %s", lost)
+	}
 	g := buildMLP(t)
 	checkClose(t, runMLP(t, ctx, g), mlpExpected())
 	tn, err := ctx.Alloc(genie.F32, []int64{2}, "")

@@ -262,4 +262,16 @@ genie_status_t genie_context_server_info(genie_context_t* ctx, char** out_json) 
   });
 }
 
+genie_status_t genie_context_lost_tensors(const genie_context_t* ctx, char** out_json) {
+  return guard([&] {
+    const Context& c = *live<ContextObj>(ctx)->impl;
+    check_out(out_json, "out_json");
+    const std::string json = c.lost_tensors_json();
+    char* copy = static_cast<char*>(std::malloc(json.size() + 1));
+    check(copy != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");
+    std::memcpy(copy, json.c_str(), json.size() + 1);
+    *out_json = copy;
+  });
+}
+
 }  // extern "C"

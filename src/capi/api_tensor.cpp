@@ -51,7 +51,7 @@ genie_status_t genie_tensor_write(genie_tensor_t* tensor, size_t offset, const v
     TensorObj* t = live<TensorObj>(tensor);
     t->ctx->check_live();
     check_range(t, offset, nbytes, src, "src");
-    t->ref.write(offset, src, nbytes);
+    t->ctx->tensor_io(t->ref, [&] { t->ref.write(offset, src, nbytes); });
   });
 }
 
@@ -60,7 +60,7 @@ genie_status_t genie_tensor_read(const genie_tensor_t* tensor, size_t offset, vo
     const TensorObj* t = live<TensorObj>(tensor);
     t->ctx->check_live();
     check_range(t, offset, nbytes, dst, "dst");
-    t->ref.read(offset, dst, nbytes);
+    t->ctx->tensor_io(t->ref, [&] { t->ref.read(offset, dst, nbytes); });
   });
 }
 

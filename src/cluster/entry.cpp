@@ -66,8 +66,11 @@ std::vector<EntryServer> entry_servers(const Config& cfg, const std::string& cli
       JsonPtr j = json_parse(m.value, "a member's status");
       const NodeStatus n = node_from_json(j.get());
       if (n.role != GENIE_NODE_ROLE_SERVER || n.listen.empty()) continue;
-      EntryServer s{m.id, {}, 0};
+      EntryServer s{m.id, {}, 0, 0};
       dataplane::split_address(n.listen, &s.host, &s.port);
+      const cJSON* ttl = cJSON_GetObjectItemCaseSensitive(j.get(), "lease_ttl_ms");
+      if (cJSON_IsNumber(ttl) && ttl->valuedouble >= 1000 && ttl->valuedouble <= 3600000)
+        s.lease_ttl_ms = static_cast<int64_t>(ttl->valuedouble);
       if (s.host.empty() || s.port <= 0) continue;
       found.push_back({std::move(s), static_cast<int>(n.health), fnv1a(cat(client_node, "/", m.id))});
     } catch (const Error& e) {

@@ -4,6 +4,7 @@
 // `genie discover --etcd` lists them.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ struct EntryServer {
   std::string node_id;
   std::string host;
   int port = 0;
+  int64_t lease_ttl_ms = 0;  // its lease's TTL, as it registered it (0: not said)
 };
 
 // The servers registered in cfg's etcd cluster that serve at a host:port:

@@ -56,6 +56,12 @@ struct Config {
   // backend's transport. When it cannot be had, data connections fall back
   // to TCP (`transport`, demanded by the user, fails instead). Both empty: TCP.
   std::string selected_transport;
+  // Remote mode, set at init, not by the user: how long the client tries to
+  // reconnect after losing its server (0: timeout_ms). A context that
+  // entered a cluster on etcd sets it to its server's lease TTL: a server
+  // that does not answer within it has lost its key by then
+  // (docs/cluster.md, "Failover").
+  int64_t reconnect_window_ms = 0;
 
   // Applies GENIE_* environment variables when use_env is set. Throws
   // Error(INVALID_ARGUMENT) naming the variable and the value on a bad value.

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "cluster/entry.hpp"
+#include "cluster/types.hpp"
 #include "control/client.hpp"
 #include "control/semantic_tag.hpp"
 #include "core/error.hpp"
@@ -61,6 +62,7 @@ Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {
     entries = entry_servers(cfg_, node_id_);
     cfg_.master_addr = entries[0].host;
     cfg_.master_port = entries[0].port;
+    cfg_.reconnect_window_ms = entries[0].lease_ttl_ms;
   }
   // Entry `i` did not answer (`e`): on to the next one, if there is one
   // and the failure was a connection's.
@@ -73,6 +75,7 @@ Context::Context(Config cfg, double config_ms) : cfg_(std::move(cfg)) {
     ++entry;
     cfg_.master_addr = entries[entry].host;
     cfg_.master_port = entries[entry].port;
+    cfg_.reconnect_window_ms = entries[entry].lease_ttl_ms;
     return true;
   };
   // Phases 2-4: local node, discovery, backend.
@@ -223,8 +226,53 @@ TensorRef Context::alloc(DType dtype, Shape shape, const char* device, std::stri
     client_->tensor_free(id);
     throw;
   }
+  held_.add(rt);
   *canonical = p.canonical;
   return TensorRef(std::move(rt));
+}
+
+void Context::tensor_io(const TensorRef& t, const std::function<void()>& io) const {
+  if (!t.is_remote()) return io();
+  const std::string address = cat(cfg_.master_addr, ":", cfg_.master_port);
+  held_.check_not_lost(*t.remote(), address);
+  try {
+    io();
+  } catch (const Error& e) {
+    if (e.code() != GENIE_ERR_CONNECTION) throw;
+    // A call cut by the loss of the connection of a context that entered
+    // through etcd: whether the session comes back (the tensor intact) or
+    // not (lost) is known within its short reconnect window (the server's
+    // lease TTL); the caller learns which. One round trip tells: it waits
+    // for a reconnect in progress and fails once the session is gone (a
+    // first one may be cut by the same loss). Other contexts answer at once.
+    RemoteClient& c = *t.remote()->client;
+    for (int i = 0; i < 2 && cfg_.reconnect_window_ms > 0 && !c.failed(); ++i) {
+      try {
+        c.server_info_json();
+        break;
+      } catch (const Error&) {
+      }
+    }
+    held_.check_not_lost(*t.remote(), address, e.detail());
+    throw;
+  }
+}
+
+std::string Context::lost_tensors_json() const {
+  JsonPtr o = json_object();
+  if (!client_) {
+    cJSON_AddNullToObject(o.get(), "server");
+    cJSON_AddNullToObject(o.get(), "address");
+    cJSON_AddStringToObject(o.get(), "session", "embedded");
+    cJSON_AddItemToObject(o.get(), "tensors", json_array().release());
+    return json_text(o.get());
+  }
+  cJSON_AddStringToObject(o.get(), "server", client_->server_node_id().c_str());
+  cJSON_AddStringToObject(o.get(), "address", cat(cfg_.master_addr, ":", cfg_.master_port).c_str());
+  cJSON_AddStringToObject(o.get(), "session",
+                          client_->failed() ? "lost" : client_->connected() ? "connected" : "reconnecting");
+  cJSON_AddItemToObject(o.get(), "tensors", json_parse(held_.lost_json(), "the lost tensors").release());
+  return json_text(o.get());
 }
 
 std::shared_ptr<const SubmitMemo::Prepared> SubmitMemo::find(uint64_t version,
@@ -379,6 +427,14 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
   // Held until the graph completes, so no input is freed under it (whatever
   // the caller destroys meanwhile).
   std::vector<TensorRef> inputs;
+  // Named after the input each is bound to; one lost with the server fails
+  // the submission naming it (runtime/held_tensors.hpp), before any upload.
+  const std::string address = cat(cfg_.master_addr, ":", cfg_.master_port);
+  for (size_t i : order) {
+    if (!tensors[i].is_remote()) continue;
+    held_.rename(*tensors[i].remote(), names[i]);
+    held_.check_not_lost(*tensors[i].remote(), address);
+  }
   for (size_t i : order) {
     TensorRef t = tensors[i];
     if (!t.is_remote()) {
@@ -407,7 +463,10 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
     ++inflight_;
   }
   std::weak_ptr<RemoteClient> weak_client = client_;
-  auto done = [state, inputs = std::move(inputs), weak_client, n_outputs](RemoteResult&& r) mutable {
+  std::vector<std::string> output_names;
+  for (ValueId v : snapshot.outputs()) output_names.push_back(snapshot.value(v).name);
+  auto done = [state, inputs = std::move(inputs), weak_client, n_outputs,
+               output_names = std::move(output_names)](RemoteResult&& r) mutable {
     // On the client's loop thread.
     FutureResult fr;
     fr.status = r.status;
@@ -435,6 +494,8 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
     }
     inputs.clear();
     std::shared_ptr<Context> ctx = state->ctx();
+    for (size_t i = 0; i < fr.outputs.size() && i < output_names.size(); ++i)
+      if (fr.outputs[i].is_remote()) ctx->held_.add(fr.outputs[i].remote(), output_names[i]);
     state->complete(std::move(fr));
     ctx->remote_graph_done();
   };

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -26,6 +27,7 @@
 #include "graph/binding.hpp"
 #include "graph/graph.hpp"
 #include "runtime/future.hpp"
+#include "runtime/held_tensors.hpp"
 #include "runtime/tensor_ref.hpp"
 #include "sched/plan.hpp"
 
@@ -114,6 +116,18 @@ class Context : public std::enable_shared_from_this<Context> {
   // ServerInfo as JSON (remote mode); throws UNSUPPORTED in embedded mode.
   std::string server_info_json();
 
+  // Tensors lost with the server (runtime/held_tensors.hpp). tensor_io runs
+  // `io` (a write or read of `t`) and, when `t` is a server tensor whose
+  // session is gone for good, before or because of the call, throws
+  // CONNECTION naming the tensor and the server instead. In a context that
+  // entered through etcd, a call cut by a lost connection waits (at most
+  // the reconnect window, the server's lease TTL) to learn whether the
+  // session comes back.
+  void tensor_io(const TensorRef& t, const std::function<void()>& io) const;
+  // genie_context_lost_tensors: {"server", "address", "session"
+  // ("connected", "reconnecting", "lost"; "embedded"), "tensors": [...]}.
+  std::string lost_tensors_json() const;
+
   // Discovery, state, events (genie_cluster_state, genie_subscribe).
   ClusterAgent& cluster() { return *cluster_; }
 
@@ -162,6 +176,7 @@ class Context : public std::enable_shared_from_this<Context> {
   // whole run on device `device`) says where each node ran.
   void learn(const SubmitMemo::Prepared& p, const ExecResult& r, const sched::Plan* plan, int device);
   std::shared_ptr<RemoteClient> client_;       // remote mode
+  HeldTensors held_;                           // remote mode: this context's tensors on its server
   // Stopped by shutdown() before the client closes; destroyed after it
   // (its loop-thread callbacks may run until the client's loop stops).
   std::unique_ptr<ClusterAgent> cluster_;

@@ -61,7 +61,7 @@ ClusterMaster::~ClusterMaster() {
   store_->unwatch(watch_);
 }
 
-void ClusterMaster::register_self(const std::string& host, int port) {
+void ClusterMaster::register_self(const std::string& host, int port, const std::string& profile) {
   if (!cluster_) return;
   const std::string listen = cat(host, ":", port);
   std::string id;
@@ -71,7 +71,7 @@ void ClusterMaster::register_self(const std::string& host, int port) {
   }
   registration_ = std::make_unique<Registration>(
       cluster_, id,
-      [this, listen] {
+      [this, listen, profile] {
         std::lock_guard<std::mutex> lk(mu_);
         NodeStatus s = self_status();
         s.role = GENIE_NODE_ROLE_SERVER;
@@ -81,6 +81,9 @@ void ClusterMaster::register_self(const std::string& host, int port) {
         JsonPtr j = node_to_json(s);
         cJSON_AddItemToObject(j.get(), "backends",
                               json_parse(backends_json_, "this server's backends").release());
+        cJSON_AddNumberToObject(j.get(), "lease_ttl_ms", static_cast<double>(cfg_.etcd_lease_ttl_ms));
+        if (!profile.empty())
+          cJSON_AddItemToObject(j.get(), "profile", json_parse(profile, "this server's profile").release());
         return json_text(j.get());
       },
       cfg_.etcd_lease_ttl_ms);
@@ -120,6 +123,7 @@ void ClusterMaster::on_member(const MemberEvent& ev, bool from_cluster) {
     it->second.status.alive = false;
     it->second.json.clear();
     view_.clear();
+    if (from_cluster && it->second.in_cluster && follow_) follow_(ev.id, {});
     if (from_cluster)
       log(LogLevel::Info, "cluster: node ", ev.id, " lost: it left ", cluster_->describe(),
           " (its lease expired or it stopped)");
@@ -141,10 +145,25 @@ void ClusterMaster::on_member(const MemberEvent& ev, bool from_cluster) {
     log(LogLevel::Info, "cluster: node ", ev.id, " recovered");
   }
   n.alive = true;
+  const bool server = from_cluster && n.role == GENIE_NODE_ROLE_SERVER;
   it->second.status = std::move(n);
   it->second.json = ev.value;
   it->second.last_seen = std::chrono::steady_clock::now();
+  if (from_cluster) {
+    const bool was = it->second.in_cluster;
+    it->second.in_cluster = server;
+    it->second.registered = server ? ev.value : std::string();
+    if (follow_ && (server || was)) follow_(ev.id, it->second.registered);
+  }
   view_.clear();
+}
+
+void ClusterMaster::follow_servers(ServerFn fn) {
+  std::lock_guard<std::mutex> lk(mu_);
+  follow_ = std::move(fn);
+  if (!follow_) return;
+  for (const auto& [id, m] : members_)
+    if (m.in_cluster && m.status.alive && id != node_id_) follow_(id, m.registered);
 }
 
 void ClusterMaster::answer_probe(wire::ProbeReply& r) {

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -89,9 +90,22 @@ class ClusterMaster {
   // The server's node id, once it is known.
   void set_node_id(const std::string& id);
   // With a cluster store: registers this server there (after set_node_id),
-  // serving at host:port, with its status as value (cluster/registration.hpp).
-  // Throws what Registration's constructor throws.
-  void register_self(const std::string& host, int port);
+  // serving at host:port, with its status as value (cluster/registration.hpp)
+  // and `profile` (a JSON object: its CPU's calibration, which the other
+  // servers plan with; empty: none) under "profile". Throws what
+  // Registration's constructor throws.
+  void register_self(const std::string& host, int port, const std::string& profile = {});
+  // The other servers of the cluster store, as they come and go (the peers
+  // a server places stages on: server/cluster_peers.hpp). `fn(id, value)`
+  // runs with the value a server registered when it joins or its value
+  // changes, and with an empty value when its key goes (its lease expired
+  // or was revoked): at once for every live server held now, then on the
+  // store's watch thread, with this object's lock held, so it must only
+  // take note (queue). This server's own key is never reported (compared
+  // by node id). A new call replaces the function; null stops the calls:
+  // after it returns, the old function does not run again.
+  using ServerFn = std::function<void(const std::string& id, const std::string& value)>;
+  void follow_servers(ServerFn fn);
   // Nodes tracked (not counting the master), alive ones.
   size_t alive_nodes() const;
   // Whether `node` may get work: not a member marked lost.
@@ -107,6 +121,8 @@ class ClusterMaster {
     std::string json;  // `status` encoded, for the view; empty: not yet
     std::chrono::steady_clock::time_point last_seen;
     uint64_t lease = 0;  // the store's lease its entry lives under
+    bool in_cluster = false;  // from the cluster store (a server of it)
+    std::string registered;   // its value there, as registered
   };
   // Writes `n` to the store under its lease (renewed, or a new one of the
   // heartbeat timeout). Without mu_ held: the watch takes it.
@@ -132,6 +148,7 @@ class ClusterMaster {
   std::shared_ptr<MembershipStore> cluster_;
   std::unique_ptr<MemberCache> cluster_cache_;
   std::unique_ptr<Registration> registration_;
+  ServerFn follow_;  // under mu_
   std::string backends_json_;
   GpuMonitor gpu_;
   LoopThread* loop_ = nullptr;

@@ -134,6 +134,10 @@ void MultiNode::join(const std::string& node_id, const std::string& host, int po
         "worker '", node_id, "' at ", host, ":", port, " is this master (", node_id_,
         ") itself: the server answering there is this one (its handshake says so), and a master never "
         "places work on itself through the worker path");
+  // The server answering there is the node that registered, by its own
+  // handshake: an address that now serves another node is not taken for it.
+  check(w->client->server_node_id() == node_id, GENIE_ERR_AUTH, "worker '", node_id, "' at ", host, ":", port,
+        " answers as node '", w->client->server_node_id(), "': a node's address must serve that node");
   // The link, measured once: the RTT the cluster layer measures with its
   // Probe (the figure genie_discover and the cluster state report), else
   // the best of a few ServerInfo round trips; and one write.
@@ -218,13 +222,13 @@ void MultiNode::join(const std::string& node_id, const std::string& host, int po
       static_cast<int64_t>(static_cast<double>(probe) / write_s / 1e6), " MB/s)");
 }
 
-std::shared_ptr<RemoteClient> MultiNode::leave(const void* registered_by) {
+std::shared_ptr<RemoteClient> MultiNode::leave(const void* registered_by, const std::string& why) {
   std::lock_guard<std::mutex> lk(mu_);
   for (auto it = workers_.begin(); it != workers_.end(); ++it) {
     if (it->second->registered_by != registered_by) continue;
     auto c = it->second->client;
     log(LogLevel::Info, "master ", node_id_, ": worker ", it->first, " left");
-    left_[it->first] = "its session with this master closed";
+    left_[it->first] = why;
     workers_.erase(it);
     ++version_;
     return c;
@@ -419,7 +423,9 @@ MultiNode::Planned MultiNode::plan(const Graph& g, const std::vector<Held>& inpu
       std::lock_guard<std::mutex> lk(mu_);
       fail(GENIE_ERR_CONNECTION, "input '", name, "' lives on worker ", node,
            workers_.count(node) ? ", which the cluster layer marked lost (no heartbeat within the timeout)"
-                                : ", which has left (its session with this master closed)",
+                                : cat(", which has left (",
+                                      left_.count(node) ? left_.at(node) : "its session with this master closed",
+                                      ")"),
            ": its tensors cannot be reached; bind tensors of this master or of a live worker");
     }
     res.value_device[name] = static_cast<int>(it - p.device_node.begin());

@@ -111,9 +111,11 @@ class MultiNode {
   // Throws the connection's errors.
   void join(const std::string& node_id, const std::string& host, int port,
             std::vector<sched::DeviceProfile> devices, const void* registered_by);
-  // The worker registered by this session, if any, leaves; returns its
-  // client (closed by whoever drops the last reference: it may block).
-  std::shared_ptr<RemoteClient> leave(const void* registered_by);
+  // The worker registered by this session, if any, leaves (`why`: what its
+  // users are told, "worker 'X' is gone (why)"); returns its client (closed
+  // by whoever drops the last reference: it may block).
+  std::shared_ptr<RemoteClient> leave(const void* registered_by,
+                                      const std::string& why = "its session with this master closed");
   // The session on a worker work may be placed on: registered and not
   // marked lost by the cluster layer. Otherwise throws CONNECTION when the
   // node is (or was) a worker, lost or gone, UNSUPPORTED when it never
@@ -147,6 +149,8 @@ class MultiNode {
                       const std::unordered_map<ValueId, Shape>& shapes);
 
   Stats stats() const;
+  // This server's CPU as the planner sees it (calibrated once, cached).
+  const sched::DeviceProfile& local_profile();
 
  private:
   struct Planned {
@@ -156,7 +160,6 @@ class MultiNode {
   };
   Planned plan(const Graph& g, const std::vector<Held>& inputs,
                const std::unordered_map<ValueId, Shape>& shapes);
-  const sched::DeviceProfile& local_profile();
   // Counts bytes moved between servers for a value of `role` (direct: from
   // one worker to another without passing here).
   void count(const std::string& role, uint64_t bytes, bool direct = false);

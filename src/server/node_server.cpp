@@ -8,6 +8,7 @@
 #include "core/host.hpp"
 #include "core/log.hpp"
 #include "core/memory.hpp"
+#include "server/multinode.hpp"
 
 namespace genie {
 
@@ -113,6 +114,10 @@ NodeServer::NodeServer(Config cfg, const std::string& host, int port) {
   opts.join_host = join_host;
   opts.join_port = join_port;
   opts.client_timeout_ms = cfg.timeout_ms;
+  // On etcd, a server's calls to another server (and its reconnect window
+  // there) end within the lease TTL: a server that does not answer again
+  // within it has lost its key by then (docs/cluster.md).
+  if (!cfg.etcd_endpoints.empty()) opts.client_timeout_ms = std::min(cfg.timeout_ms, cfg.etcd_lease_ttl_ms);
   opts.data_transports = cfg.serve_transports;
   opts.link_transport = cfg.transport;
   opts.multinode = true;
@@ -127,7 +132,12 @@ NodeServer::NodeServer(Config cfg, const std::string& host, int port) {
   opts.cluster = master_.get();
   server_ = std::make_unique<Server>(std::move(opts));
   master_->set_node_id(server_->node_id());
-  if (cluster) master_->register_self(advertise_address(advertise), server_->port());
+  if (cluster) {
+    // Its CPU's calibration goes into its key: the others plan with it.
+    master_->register_self(advertise_address(advertise), server_->port(),
+                           profile_to_json(server_->multinode()->local_profile()));
+    peers_ = std::make_unique<ClusterPeers>(*master_, *server_->multinode());
+  }
   if (cfg.metrics_port >= 0) serve_metrics(cfg, budget);
 }
 
@@ -152,6 +162,7 @@ void NodeServer::serve_metrics(const Config& cfg, uint64_t budget) {
 
 NodeServer::~NodeServer() {
   collector_.reset();
+  peers_.reset();
   server_.reset();
 }
 

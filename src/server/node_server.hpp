@@ -1,6 +1,7 @@
 // A server node (`genie serve`, genie_server_create): a Server with its
 // cluster role (ClusterMaster: probes, heartbeats, node tracking, the
-// cluster store) and multi-node orchestration, and its metrics endpoint.
+// cluster store) and multi-node orchestration (on etcd, over the other
+// servers of its cluster: ClusterPeers), and its metrics endpoint.
 #pragma once
 
 #include <memory>
@@ -8,6 +9,7 @@
 
 #include "core/config.hpp"
 #include "core/metrics.hpp"
+#include "server/cluster_peers.hpp"
 #include "server/master.hpp"
 #include "server/server.hpp"
 
@@ -39,6 +41,7 @@ class NodeServer {
 
   std::unique_ptr<ClusterMaster> master_;  // outlives server_, which calls it on its loop
   std::unique_ptr<Server> server_;
+  std::unique_ptr<ClusterPeers> peers_;  // on etcd: the other servers in server_'s registry
   std::shared_ptr<metrics::Exposure> exposure_;
   std::shared_ptr<void> collector_;  // reads server_ and master_: released first
 };

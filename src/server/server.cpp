@@ -485,6 +485,7 @@ void Server::wait() {
 }
 
 ServerStats Server::stats() const { return impl_->server_info(); }
+MultiNode* Server::multinode() const { return impl_->workers.get(); }
 
 bool Server::run_in_loop(const std::function<void()>& fn) {
   std::promise<void> ran;

@@ -145,6 +145,8 @@ struct ServerOptions {
 // (server/session.hpp), and reported the same way to clients and callers.
 using ServerStats = wire::ServerInfo;
 
+class MultiNode;
+
 class Server {
  public:
   // Binds and listens (throws Error(IO) naming host:port and the reason,
@@ -168,6 +170,11 @@ class Server {
 
   // Thread-safe.
   ServerStats stats() const;
+
+  // Its multi-node orchestration (server/multinode.hpp), where other servers
+  // are added as workers (server/cluster_peers.hpp); null when
+  // ServerOptions::multinode is off. Lives as long as the server.
+  MultiNode* multinode() const;
 
   // For in-process harnesses (fuzz/server_fuzz.cpp), which feed frames to
   // the server without sockets or threads per input. run_in_loop runs `fn`

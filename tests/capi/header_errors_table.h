@@ -215,6 +215,10 @@ static long probe_null_genie_context_server_info(const probe_handles_t *h) { (vo
 static long probe_kind_genie_context_server_info(const probe_handles_t *h) { return genie_context_server_info((genie_context_t *)h->config, (char **)(void *)probe_buf); }
 static long probe_args_genie_context_server_info(const probe_handles_t *h) { return genie_context_server_info(h->context, NULL); }
 static const genie_status_t codes_genie_context_server_info[] = {GENIE_ERR_CONNECTION, GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE, GENIE_ERR_SHUTDOWN, GENIE_ERR_TIMEOUT, GENIE_ERR_UNSUPPORTED};
+static long probe_null_genie_context_lost_tensors(const probe_handles_t *h) { (void)h; return genie_context_lost_tensors(NULL, (char **)(void *)probe_buf); }
+static long probe_kind_genie_context_lost_tensors(const probe_handles_t *h) { return genie_context_lost_tensors((const genie_context_t *)h->config, (char **)(void *)probe_buf); }
+static long probe_args_genie_context_lost_tensors(const probe_handles_t *h) { return genie_context_lost_tensors(h->context, NULL); }
+static const genie_status_t codes_genie_context_lost_tensors[] = {GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE, GENIE_ERR_OUT_OF_MEMORY};
 static long probe_args_genie_server_create(const probe_handles_t *h) { return genie_server_create(h->config, NULL, 0, NULL); }
 static const genie_status_t codes_genie_server_create[] = {GENIE_ERR_AUTH, GENIE_ERR_CONNECTION, GENIE_ERR_INVALID_ARGUMENT, GENIE_ERR_INVALID_HANDLE, GENIE_ERR_IO, GENIE_ERR_TIMEOUT, GENIE_ERR_UNSUPPORTED, GENIE_ERR_VERSION_MISMATCH};
 static long probe_args_genie_server_create_with(const probe_handles_t *h) { return genie_server_create_with(h->config, h->server_config, NULL, 0, NULL); }
@@ -521,6 +525,7 @@ static const probe_fn_t probe_table[] = {
   {"genie_context_is_connected", PROBE_STATUS, codes_genie_context_is_connected, 2, PROBE_NO_VALUE, probe_null_genie_context_is_connected, probe_kind_genie_context_is_connected, probe_args_genie_context_is_connected},
   {"genie_context_node_id", PROBE_POINTER, codes_genie_context_node_id, 0, 0, probe_null_genie_context_node_id, probe_kind_genie_context_node_id, NULL},
   {"genie_context_server_info", PROBE_STATUS, codes_genie_context_server_info, 6, PROBE_NO_VALUE, probe_null_genie_context_server_info, probe_kind_genie_context_server_info, probe_args_genie_context_server_info},
+  {"genie_context_lost_tensors", PROBE_STATUS, codes_genie_context_lost_tensors, 3, PROBE_NO_VALUE, probe_null_genie_context_lost_tensors, probe_kind_genie_context_lost_tensors, probe_args_genie_context_lost_tensors},
   {"genie_server_create", PROBE_STATUS, codes_genie_server_create, 8, PROBE_NO_VALUE, NULL, NULL, probe_args_genie_server_create},
   {"genie_server_create_with", PROBE_STATUS, codes_genie_server_create_with, 8, PROBE_NO_VALUE, NULL, NULL, probe_args_genie_server_create_with},
   {"genie_server_port", PROBE_STATUS, codes_genie_server_port, 2, PROBE_NO_VALUE, probe_null_genie_server_port, probe_kind_genie_server_port, probe_args_genie_server_port},

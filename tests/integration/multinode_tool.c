@@ -37,6 +37,30 @@
  *       the split graph runs across both servers again (the restarted
  *       worker executed it); prints "ok survive".
  *
+ *   peers B PORT_B C PORT_C
+ *       servers of a cluster on etcd (tests/scripts/etcd_peers_test.sh),
+ *       entered at another one (GENIE_MASTER_*), which none of them joined:
+ *       the split graph with w1 on server B and w2 on server C runs across
+ *       them (the entry plans it; B executes a stage: its graphs_executed
+ *       grows) and equals in-process execution. Prints "ready", waits for
+ *       "dead" (B was killed): the graph bound to w1 fails with CONNECTION
+ *       (its time printed); prints "ready", waits for "expired" (B's key
+ *       went): the same graph fails with CONNECTION naming B, a new tensor
+ *       on B is refused with CONNECTION, and the graph with w1 on the entry
+ *       and w2 still on C runs across the two left and matches in-process
+ *       execution; prints "ok peers".
+ *
+ *   lost
+ *       a client entering a cluster on etcd (GENIE_ETCD_ENDPOINTS, no
+ *       master address): x in host memory, w1 and w2 on its entry server;
+ *       the split graph runs there (its output y stays there). Prints
+ *       "entered NODE", then "ready", waits for "dead" (NODE was killed):
+ *       reading w1 fails with CONNECTION naming w1 and NODE (its time
+ *       printed); genie_context_lost_tensors lists w1, w2 and y and not x;
+ *       x still reads back; the graph fails naming w1; genie_init again
+ *       reaches another server, where the graph runs again and matches
+ *       in-process execution; prints "ok lost".
+ *
  * Prints "ok" and counters on success. Exit status: 0 on success, 1 when an
  * assertion fails (the reason on stderr), 3 when a Genie call fails, 2 on
  * bad usage. */
@@ -46,6 +70,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../../samples/c/gpt2_decode.h"
 
@@ -383,6 +408,30 @@ static void wait_line(const char *want, char *line, size_t n) {
   EXPECT(strncmp(line, want, strlen(want)) == 0, "expected '%s' on stdin, got '%s'", want, line);
 }
 
+/* The split graph g run in-process on x, w1 and w2 (its tensors in ein,
+ * its result in want[M * P]): the reference a scenario compares with. */
+static genie_context_t *embedded_reference(genie_graph_t *g, const float *x, const float *w1, const float *w2,
+                                           genie_tensor_t *ein[3], float *want) {
+  const int64_t xs[2] = {M, K}, w1s[2] = {K, N}, w2s[2] = {N, P};
+  genie_context_t *emb = embedded();
+  ein[0] = tensor(emb, NULL, xs, 2, x);
+  ein[1] = tensor(emb, NULL, w1s, 2, w1);
+  ein[2] = tensor(emb, NULL, w2s, 2, w2);
+  run_and_read(emb, g, split_names, ein, 3, want, (size_t)(M * P) * sizeof(float));
+  return emb;
+}
+
+/* Frees what embedded_reference made, the graph and the inputs' values. */
+static void reference_end(genie_context_t *emb, genie_tensor_t *ein[3], genie_graph_t *g, float *x, float *w1,
+                          float *w2) {
+  for (int i = 0; i < 3; ++i) genie_tensor_destroy(ein[i]);
+  genie_shutdown(emb);
+  genie_graph_destroy(g);
+  free(x);
+  free(w1);
+  free(w2);
+}
+
 static int cmd_survive(const char *worker) {
   const int64_t xs[2] = {M, K}, w1s[2] = {K, N}, w2s[2] = {N, P};
   float *x = random_floats(M * K, 1), *w1 = random_floats(K * N, 0.25f), *w2 = random_floats(N * P, 0.25f);
@@ -393,10 +442,8 @@ static int cmd_survive(const char *worker) {
   float got[M * P], want[M * P];
   double scale;
 
-  genie_context_t *emb = embedded();
-  genie_tensor_t *ein[3] = {tensor(emb, NULL, xs, 2, x), tensor(emb, NULL, w1s, 2, w1),
-                            tensor(emb, NULL, w2s, 2, w2)};
-  run_and_read(emb, g, names, ein, 3, want, sizeof want);
+  genie_tensor_t *ein[3];
+  genie_context_t *emb = embedded_reference(g, x, w1, w2, ein, want);
 
   genie_context_t *ctx = connect_master();
   genie_tensor_t *x_m = tensor(ctx, NULL, xs, 2, x), *w1_m = tensor(ctx, NULL, w1s, 2, w1),
@@ -454,13 +501,161 @@ static int cmd_survive(const char *worker) {
   genie_tensor_destroy(x_m);
   genie_tensor_destroy(w1_m);
   genie_tensor_destroy(w2_m);
-  for (int i = 0; i < 3; ++i) genie_tensor_destroy(ein[i]);
   genie_shutdown(ctx);
-  genie_shutdown(emb);
-  genie_graph_destroy(g);
-  free(x);
-  free(w1);
-  free(w2);
+  reference_end(emb, ein, g, x, w1, w2);
+  return 0;
+}
+
+/* --- peers ------------------------------------------------------------------- */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmd_peers(const char *b, int b_port, const char *c, int c_port) {
+  char devb[300], devc[300], line[256];
+  snprintf(devb, sizeof devb, "%s/cpu:0", b);
+  snprintf(devc, sizeof devc, "%s/cpu:0", c);
+  const double b_graphs0 = worker_number(b_port, "graphs_executed");
+  struct split_run r;
+  split_begin(&r, devb, devc); /* runs it and compares with in-process */
+  char *info = server_info(r.ctx);
+  EXPECT(info_number(info, NULL, "workers") >= 2, "the entry server does not place on the other two: %s", info);
+  const double graphs0 = info_number(info, NULL, "multinode_graphs");
+  EXPECT(graphs0 >= 1, "the entry server planned no graph across servers: %s", info);
+  genie_free(info);
+  EXPECT(worker_number(b_port, "graphs_executed") > b_graphs0, "server %s ran no stage of the graph", b);
+  EXPECT(worker_number(c_port, "graphs_executed") >= 1, "server %s executed nothing", c);
+  printf("ok placed: w1 on %s, w2 on %s, entered elsewhere: the result equals in-process execution\n", b, c);
+
+  /* B is dead: its key lives until its lease runs out. */
+  wait_line("dead", line, sizeof line);
+  genie_future_t *f = NULL;
+  const double t0 = now_s();
+  genie_status_t st = genie_graph_submit(r.ctx, r.g, split_names, r.in, 3, &f);
+  if (st == GENIE_OK) st = genie_future_wait(f, -1);
+  EXPECT(st == GENIE_ERR_CONNECTION, "a graph bound to a tensor of the dead %s gave %s, not CONNECTION: %s", b,
+         genie_status_str(st), genie_last_error());
+  printf("graph needing the dead %s: %s after %.0f ms: %s\n", b, genie_status_str(st), (now_s() - t0) * 1e3,
+         genie_last_error());
+  genie_future_destroy(f);
+  f = NULL;
+
+  /* B's key went: it has left every plan. */
+  wait_line("expired", line, sizeof line);
+  st = genie_graph_submit(r.ctx, r.g, split_names, r.in, 3, &f);
+  if (st == GENIE_OK) st = genie_future_wait(f, -1);
+  EXPECT(st == GENIE_ERR_CONNECTION && strstr(genie_last_error(), b) != NULL,
+         "a graph bound to a tensor of %s, whose key went, gave %s: %s", b, genie_status_str(st), genie_last_error());
+  printf("after its key went: %s: %s\n", genie_status_str(st), genie_last_error());
+  genie_future_destroy(f);
+  const int64_t w1s[2] = {K, N};
+  genie_tensor_t *t = NULL;
+  st = genie_tensor_alloc(r.ctx, GENIE_DTYPE_F32, w1s, 2, devb, &t);
+  EXPECT(st == GENIE_ERR_CONNECTION && strstr(genie_last_error(), b) != NULL, "a tensor on the dead %s gave %s: %s",
+         b, genie_status_str(st), genie_last_error());
+  genie_tensor_t *w1_entry = tensor(r.ctx, NULL, w1s, 2, r.w1);
+  genie_tensor_t *in[3] = {r.in[0], w1_entry, r.in[2]};
+  float got[M * P], want[M * P];
+  run_and_read(r.ctx, r.g, split_names, in, 3, got, sizeof got);
+  run_and_read(r.emb, r.g, split_names, r.ein, 3, want, sizeof want);
+  double scale;
+  const double diff = max_abs_diff(got, want, M * P, &scale);
+  EXPECT(scale > 0 && diff <= 1e-5 * scale, "after %s died: result differs from in-process: %g (scale %g)", b, diff,
+         scale);
+  info = server_info(r.ctx);
+  EXPECT(info_number(info, NULL, "multinode_graphs") > graphs0, "the next graph was not placed across servers: %s",
+         info);
+  genie_free(info);
+  printf("ok peers: the next graph ran on the entry server and %s and equals in-process execution\n", c);
+  genie_tensor_destroy(w1_entry);
+  split_end(&r);
+  return 0;
+}
+
+/* --- lost ---------------------------------------------------------------------- */
+
+/* The "node_id" of the server info of ctx, into out. */
+static void server_node(genie_context_t *ctx, char *out, size_t n) {
+  char *info = server_info(ctx);
+  const char *p = strstr(info, "\"node_id\":\"");
+  EXPECT(p != NULL, "no node_id in %s", info);
+  p += strlen("\"node_id\":\"");
+  size_t i = 0;
+  while (p[i] && p[i] != '"' && i + 1 < n) {
+    out[i] = p[i];
+    ++i;
+  }
+  out[i] = '\0';
+  genie_free(info);
+}
+
+static int cmd_lost(void) {
+  const int64_t xs[2] = {M, K}, w1s[2] = {K, N}, w2s[2] = {N, P};
+  float *x = random_floats(M * K, 1), *w1 = random_floats(K * N, 0.25f), *w2 = random_floats(N * P, 0.25f);
+  genie_graph_t *g = split_graph();
+  char entry[256], other[256], line[256];
+  float got[M * P], want[M * P];
+  double scale;
+
+  genie_tensor_t *ein[3];
+  genie_context_t *emb = embedded_reference(g, x, w1, w2, ein, want);
+
+  genie_context_t *ctx = connect_master(); /* through etcd */
+  server_node(ctx, entry, sizeof entry);
+  genie_tensor_t *in[3] = {tensor(ctx, "cpu", xs, 2, x), tensor(ctx, NULL, w1s, 2, w1), tensor(ctx, NULL, w2s, 2, w2)};
+  genie_future_t *f = NULL;
+  genie_tensor_t *y = NULL;
+  CALL(genie_graph_submit(ctx, g, split_names, in, 3, &f));
+  CALL(genie_future_wait(f, -1));
+  CALL(genie_future_output(f, 0, &y)); /* stays on the server */
+  CALL(genie_tensor_read(y, 0, got, sizeof got));
+  EXPECT(max_abs_diff(got, want, M * P, &scale) <= 1e-5 * scale, "result differs from in-process");
+  char *lost = NULL;
+  CALL(genie_context_lost_tensors(ctx, &lost));
+  EXPECT(strstr(lost, "\"session\":\"connected\"") && strstr(lost, "\"tensors\":[]"), "lost while alive: %s", lost);
+  genie_free(lost);
+  printf("entered %s\n", entry);
+
+  wait_line("dead", line, sizeof line);
+  const double t0 = now_s();
+  genie_status_t st = genie_tensor_read(in[1], 0, got, sizeof(float));
+  const double dt = now_s() - t0;
+  EXPECT(st == GENIE_ERR_CONNECTION && strstr(genie_last_error(), "'w1'") && strstr(genie_last_error(), entry),
+         "reading w1 after %s died gave %s: %s", entry, genie_status_str(st), genie_last_error());
+  printf("reading w1 after %s died: %s after %.0f ms: %s\n", entry, genie_status_str(st), dt * 1e3,
+         genie_last_error());
+  CALL(genie_context_lost_tensors(ctx, &lost));
+  EXPECT(strstr(lost, "\"session\":\"lost\"") && strstr(lost, "\"name\":\"w1\"") &&
+             strstr(lost, "\"name\":\"w2\"") && strstr(lost, "\"name\":\"y\"") && !strstr(lost, "\"name\":\"x\""),
+         "genie_context_lost_tensors: %s", lost);
+  printf("lost: %s\n", lost);
+  genie_free(lost);
+  float xb[M * K];
+  CALL(genie_tensor_read(in[0], 0, xb, sizeof xb));
+  EXPECT(memcmp(xb, x, sizeof xb) == 0, "the host tensor x changed");
+  genie_future_destroy(f);
+  f = NULL;
+  st = genie_graph_submit(ctx, g, split_names, in, 3, &f);
+  EXPECT(st == GENIE_ERR_CONNECTION && strstr(genie_last_error(), "'w1'"), "submitting after %s died gave %s: %s",
+         entry, genie_status_str(st), genie_last_error());
+  genie_tensor_destroy(y);
+  for (int i = 0; i < 3; ++i) genie_tensor_destroy(in[i]);
+  genie_shutdown(ctx);
+
+  ctx = connect_master(); /* through etcd again: another server */
+  server_node(ctx, other, sizeof other);
+  EXPECT(strcmp(other, entry) != 0, "genie_init reached the dead %s again", entry);
+  genie_tensor_t *in2[3] = {tensor(ctx, "cpu", xs, 2, x), tensor(ctx, NULL, w1s, 2, w1),
+                            tensor(ctx, NULL, w2s, 2, w2)};
+  run_and_read(ctx, g, split_names, in2, 3, got, sizeof got);
+  EXPECT(max_abs_diff(got, want, M * P, &scale) <= 1e-5 * scale, "result on %s differs from in-process", other);
+  printf("ok lost: genie_init again entered %s, the graph matches in-process execution\n", other);
+  for (int i = 0; i < 3; ++i) genie_tensor_destroy(in2[i]);
+  genie_shutdown(ctx);
+  reference_end(emb, ein, g, x, w1, w2);
   return 0;
 }
 
@@ -555,7 +750,9 @@ int main(int argc, char **argv) {
   if (argc == 4 && strcmp(argv[1], "decode") == 0) return cmd_decode(argv[2], atoi(argv[3]));
   if (argc == 3 && strcmp(argv[1], "survive") == 0) return cmd_survive(argv[2]);
   if (argc == 6 && strcmp(argv[1], "direct") == 0) return cmd_direct(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]));
+  if (argc == 2 && strcmp(argv[1], "lost") == 0) return cmd_lost();
+  if (argc == 6 && strcmp(argv[1], "peers") == 0) return cmd_peers(argv[2], atoi(argv[3]), argv[4], atoi(argv[5]));
   fprintf(stderr, "usage: multinode_tool split WORKER WORKER_PORT | decode WORKER STEPS | survive WORKER | "
-                  "direct WORKER_B PORT_B WORKER_C PORT_C\n");
+                  "direct WORKER_B PORT_B WORKER_C PORT_C | peers B PORT_B C PORT_C | lost\n");
   return 2;
 }

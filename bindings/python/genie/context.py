@@ -117,6 +117,14 @@ class Context(_Handle):
         """Statistics of the connected server as a dict (remote mode)."""
         return json.loads(capi.genie_context_server_info(self._h))
 
+    def lost_tensors(self):
+        """The tensors lost with this context's server (genie_context_lost_tensors),
+        as a dict: "server", "address", "session" ("connected", "reconnecting",
+        "lost"; "embedded"), "tensors" (each "name", "id", "server", "device",
+        "dtype", "shape", "nbytes"). A lost tensor's next use raises a
+        ConnectionError naming it; genie.init() again reaches another server."""
+        return json.loads(capi.genie_context_lost_tensors(self._h))
+
     def cluster_state(self):
         """The cluster as this context sees it, as a dict (docs/cluster.md):
         "mode", "node" (this node), "nodes", "master" (None embedded),

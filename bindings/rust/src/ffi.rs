@@ -871,6 +871,35 @@ extern "C" {
     ) -> genie_status_t;
 }
 extern "C" {
+    #[doc = " The tensors of `ctx` lost with its server, as JSON text released with"]
+    #[doc = "  genie_free: {\"server\": its node id, \"address\": \"host:port\", \"session\":"]
+    #[doc = "  \"connected\", \"reconnecting\" or \"lost\" (\"embedded\", with null server and"]
+    #[doc = "  address, in embedded mode), \"tensors\": [{\"name\", \"id\", \"server\","]
+    #[doc = "  \"device\", \"dtype\", \"shape\", \"nbytes\"}, ...]}, by name. A tensor allocated"]
+    #[doc = "  on the server (or a graph output left there) lives only in this"]
+    #[doc = "  context's session on it; once that session is gone for good (the server"]
+    #[doc = "  died or stayed unreachable past the reconnect window, which is the"]
+    #[doc = "  server's lease TTL for a context that entered a cluster on etcd:"]
+    #[doc = "  docs/cluster.md, \"Failover\"), every such tensor still held by a handle"]
+    #[doc = "  or future is lost: never recomputed or filled in. Its next"]
+    #[doc = "  genie_tensor_write, genie_tensor_read or a submission binding it fails"]
+    #[doc = "  with CONNECTION naming it and the server (in a context that entered"]
+    #[doc = "  through etcd, the call the loss cut short already does, after waiting"]
+    #[doc = "  out the reconnect window), and it is listed here. A"]
+    #[doc = "  tensor's name is the graph value it was last bound to or produced as,"]
+    #[doc = "  else \"tensor ID\". Host tensors (\"cpu\") and other contexts' tensors are"]
+    #[doc = "  untouched. The list is empty while the session lives; genie_init again"]
+    #[doc = "  reaches another server (after destroying the lost tensors and"]
+    #[doc = "  genie_shutdown of this context)."]
+    #[doc = "  Errors: INVALID_HANDLE, INVALID_ARGUMENT (out_json NULL), OUT_OF_MEMORY."]
+    #[doc = "  Never waits for the server."]
+    #[doc = "  Threads: any; thread-safe on one context. @since 0.2"]
+    pub fn genie_context_lost_tensors(
+        ctx: *const genie_context_t,
+        out_json: *mut *mut ::std::os::raw::c_char,
+    ) -> genie_status_t;
+}
+extern "C" {
     #[doc = " Creates a server listening on `host` (NULL: \"127.0.0.1\"; binding any"]
     #[doc = "  other address is an explicit choice) and `port` (0 picks a free port: read"]
     #[doc = "  it with genie_server_port). It serves at once, on its own thread. From"]

@@ -451,6 +451,18 @@ impl Context {
         Ok(unsafe { take_cstring(s) })
     }
 
+    /// The tensors lost with the context's server, as JSON
+    /// (genie_context_lost_tensors): "server", "address", "session",
+    /// "tensors" (each "name", "id", "server", "device", "dtype", "shape",
+    /// "nbytes"). A lost tensor's next use fails with a Connection error
+    /// naming it; `Context::new` again reaches another server.
+    pub fn lost_tensors(&self) -> Result<String> {
+        let mut s = ptr::null_mut();
+        // SAFETY: live context; `s` receives a string we free below.
+        check(unsafe { ffi::genie_context_lost_tensors(self.raw.as_ptr(), &mut s) })?;
+        Ok(unsafe { take_cstring(s) })
+    }
+
     /// Allocates a zero-filled tensor resident on `device` ("cpu", "gpu:N",
     /// "remote:N" ...; None: the context's default device).
     pub fn alloc(&self, dtype: DType, shape: &[i64], device: Option<&str>) -> Result<Tensor> {

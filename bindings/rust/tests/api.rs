@@ -298,6 +298,9 @@ fn remote_through_in_process_server() {
     assert!(!ctx.is_embedded());
     assert!(ctx.is_connected().unwrap());
     assert!(ctx.server_info().unwrap().contains("\"sessions\""));
+    let lost = ctx.lost_tensors().unwrap();
+    assert!(lost.contains("\"session\":\"connected\"") && lost.contains("\"tensors\":[]"), "{}", lost);
+    assert!(context().lost_tensors().unwrap().contains("\"session\":\"embedded\""));
     assert_close(&run(&ctx, &mlp()), &expected());
     let t = ctx.alloc(DType::F32, &[2], None).unwrap();
     assert_eq!(t.device(), "remote:0");

@@ -203,6 +203,8 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
         addr(cat(c.master_addr, ":", c.master_port)),
         max_message(static_cast<uint32_t>(c.max_message_bytes)),
         timeout(std::chrono::milliseconds(c.timeout_ms)),
+        reconnect_window(std::chrono::milliseconds(
+            c.reconnect_window_ms > 0 ? std::min(c.reconnect_window_ms, c.timeout_ms) : c.timeout_ms)),
         tls(client_tls(c)) {}
 
   // --- immutable after connect() returns --------------------------------
@@ -211,6 +213,7 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   const std::string addr;
   const uint32_t max_message;
   const std::chrono::milliseconds timeout;
+  const std::chrono::milliseconds reconnect_window;  // Config::reconnect_window_ms
   // TLS for the control connection and a TCP data connection; null: none.
   const std::shared_ptr<const dataplane::tcp::TlsContext> tls;
   std::string server_node;

@@ -125,9 +125,9 @@ void RemoteClient::Impl::arm_deadline() {
         else if (self->state == State::Reconnecting)
           self->give_up(GENIE_ERR_CONNECTION,
                         cat("connection to ", self->addr, " lost and not re-established within ",
-                            self->timeout.count(), " ms"));
+                            self->reconnect_window.count(), " ms"));
       },
-      static_cast<uint64_t>(timeout.count()), 0);
+      static_cast<uint64_t>((state == State::Reconnecting ? reconnect_window : timeout).count()), 0);
 }
 
 void RemoteClient::Impl::teardown() {
@@ -244,7 +244,7 @@ void RemoteClient::Impl::connection_lost(const std::string& why) {
   direct_lost(why);
   resuming = true;
   retry_ms = 0;
-  reconnect_deadline = Clock::now() + timeout;
+  reconnect_deadline = Clock::now() + reconnect_window;
   arm_deadline();
   begin_attempt();
 }

@@ -38,6 +38,7 @@ def test_context_embedded(ctx):
     with pytest.raises(genie.UnsupportedError) as e:
         ctx.server_info()
     assert e.value.code == genie.capi.GENIE_ERR_UNSUPPORTED
+    assert ctx.lost_tensors() == {"server": None, "address": None, "session": "embedded", "tensors": []}
 
 
 @pytest.mark.parametrize("dtype,npd", [("f32", np.float32), ("f16", np.float16), ("i32", np.int32),
@@ -286,6 +287,8 @@ def test_in_process_server_and_remote_context():
             assert out["y"][3, 127] == 64.0
             info = rc.server_info()
             assert info["tensors"] >= 1
+            lost = rc.lost_tensors()
+            assert lost["session"] == "connected" and lost["tensors"] == [], lost
             w1.close()
 
 
