@@ -85,8 +85,8 @@ class BlockingEndpoint final : public BlockingChannel {
     }
   }
 
-  void send_frame(const FrameHeader& fh, const void* msg, size_t msg_len, const void* payload, uint64_t payload_len,
-                  Deadline& deadline) override {
+  void send_frame(const FrameHeader& fh, const void* msg, size_t msg_len, const void* payload,
+                  uint64_t payload_len, Deadline& deadline) override {
     alive();
     FrameHeader h = fh;
     h.payload_len = payload_len;
@@ -115,13 +115,15 @@ class BlockingEndpoint final : public BlockingChannel {
     if (m.id != kAmFrame)
       broke(Broke::Protocol, cat("an active message ", m.id, " from ", peer_, " where a frame was expected"));
     if (m.header.size() != kFrameHeaderSize)
-      broke(Broke::Protocol, cat("a frame header of ", m.header.size(), " bytes (expected ", kFrameHeaderSize, ")"));
+      broke(Broke::Protocol,
+            cat("a frame header of ", m.header.size(), " bytes (expected ", kFrameHeaderSize, ")"));
     const auto* hb = reinterpret_cast<const uint8_t*>(m.header.data());
     FrameHeader h;
     try {
       h = decode_frame_header(hb, std::min(max_message, max_message_), types);
       if (m.length != h.msg_len)
-        broke(Broke::Protocol, cat("a frame carries ", m.length, " bytes of message, its header says ", h.msg_len));
+        broke(Broke::Protocol,
+              cat("a frame carries ", m.length, " bytes of message, its header says ", h.msg_len));
       take(m, msg, m.length, deadline);
       verify_frame_crc(hb, msg->data(), msg->size(), types);
     } catch (const Error& e) {
@@ -195,28 +197,25 @@ class BlockingEndpoint final : public BlockingChannel {
     BlockingEndpoint* ep;
     bool pending = false;
     ucs_status_t status = UCS_OK;
+    // Inside progress.
+    static void completed(void* req, ucs_status_t st, void* user) {
+      auto* r = static_cast<Request*>(user);
+      r->status = st;
+      r->pending = false;
+      ucp_request_free(req);
+    }
     ucp_request_param_t param(uint32_t flags) {
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
       p.flags = flags;
-      p.cb.send = [](void* req, ucs_status_t st, void* user) {
-        auto* r = static_cast<Request*>(user);
-        r->status = st;
-        r->pending = false;
-        ucp_request_free(req);
-      };
+      p.cb.send = &Request::completed;
       p.user_data = this;
       return p;
     }
     ucp_request_param_t recv_param() {
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-      p.cb.recv_am = [](void* req, ucs_status_t st, size_t, void* user) {
-        auto* r = static_cast<Request*>(user);
-        r->status = st;
-        r->pending = false;
-        ucp_request_free(req);
-      };
+      p.cb.recv_am = [](void* req, ucs_status_t st, size_t, void* user) { completed(req, st, user); };
       p.user_data = this;
       return p;
     }
@@ -278,8 +277,7 @@ class BlockingEndpoint final : public BlockingChannel {
   // Throws Closed once the channel is broken or interrupted.
   void alive() const {
     if (interrupted_.load(std::memory_order_acquire)) broke(Broke::Closed, "the connection was closed");
-    if (errored_)
-      broke(Broke::Closed, cat("connection to ", peer_, " lost: ", ucs_status_string(error_)));
+    if (errored_) broke(Broke::Closed, cat("connection to ", peer_, " lost: ", ucs_status_string(error_)));
   }
 
   // Progresses the worker until `done` holds: polling first (the host's

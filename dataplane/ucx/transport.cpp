@@ -177,8 +177,8 @@ class UcxTransport final : public Transport {
                                                     Deadline deadline) override {
     const Resolved r = resolve(address, false);
     return ucx::connect_blocking(ctx_, reinterpret_cast<const sockaddr*>(&r.addr), r.len,
-                                 format_sockaddr(reinterpret_cast<const sockaddr*>(&r.addr)), options.max_message,
-                                 deadline);
+                                 format_sockaddr(reinterpret_cast<const sockaddr*>(&r.addr)),
+                                 options.max_message, deadline);
   }
 
  private:

@@ -131,8 +131,8 @@ ucp_worker_h create_worker(ucp_context_h ctx, ucs_thread_mode_t mode, const AmRo
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
     hp.id = id;
-    hp.cb = id == kAmWelcome ? &route_am<kAmWelcome>
-            : id == kAmFrame ? &route_am<kAmFrame>
+    hp.cb = id == kAmWelcome   ? &route_am<kAmWelcome>
+            : id == kAmFrame   ? &route_am<kAmFrame>
             : id == kAmPayload ? &route_am<kAmPayload>
                                : &route_am<kAmBye>;
     hp.arg = const_cast<AmRoute*>(route);

@@ -675,9 +675,8 @@ TEST_P(Transports, BlockingChannelsTalkToAnOrdinaryListener) {
     h.request_id = 100 + n;
     Deadline d = soon();
     bc->send_frame(h, "ask", 3, n ? out.data() : nullptr, n, d);
-    ASSERT_TRUE(server->wait([&] {
-      return server->frames.size() == at + 1 && (n == 0 || server->frames[at].payload_done);
-    }));
+    ASSERT_TRUE(server->wait(
+        [&] { return server->frames.size() == at + 1 && (n == 0 || server->frames[at].payload_done); }));
     {
       std::lock_guard<std::mutex> lk(server->mu);
       EXPECT_EQ(server->frames[at].h.request_id, 100 + n);

@@ -45,6 +45,23 @@ void warm_up(RemoteClient& c) {
   c.tensor_free(id);
 }
 
+// Writes and reads back a tensor of each size; each pair of calls must
+// take the direct link (*calls counts them).
+void round_trips(RemoteClient& c, std::initializer_list<size_t> sizes, uint64_t* calls) {
+  for (size_t n : sizes) {
+    SCOPED_TRACE(n);
+    const auto src = random_bytes(n, static_cast<uint32_t>(n));
+    const uint64_t id = c.tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");
+    c.tensor_write(id, 0, src.data(), n);
+    std::vector<uint8_t> back(n, 0xee);
+    c.tensor_read(id, 0, back.data(), n);
+    EXPECT_TRUE(back == src);
+    *calls += 2;
+    EXPECT_EQ(c.direct_transfers(), *calls);
+    c.tensor_free(id);
+  }
+}
+
 class DirectTest : public ::testing::Test {
  protected:
   void SetUp() override { set_log_level(LogLevel::Error); }
@@ -61,18 +78,8 @@ TEST_F(DirectTest, SynchronousTransfersTakeTheCallersOwnSocket) {
   // Around the read-ahead too: a payload read whole from the buffer with
   // its header, and one whose rest goes straight to the caller's buffer.
   constexpr size_t ra = dataplane::tcp::kReadAhead;
-  for (size_t n :
-       {size_t{0}, size_t{1}, ra - 60, ra - 1, ra, ra + 1, size_t{4096}, size_t{64} << 10, kDirectMaxBytes}) {
-    SCOPED_TRACE(n);
-    const auto src = random_bytes(n, static_cast<uint32_t>(n));
-    const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");
-    c->tensor_write(id, 0, src.data(), n);
-    std::vector<uint8_t> back(n, 0xee);
-    c->tensor_read(id, 0, back.data(), n);
-    EXPECT_TRUE(back == src);
-    calls += 2;
-    EXPECT_EQ(c->direct_transfers(), calls);
-  }
+  round_trips(*c, {size_t{0}, size_t{1}, ra - 60, ra - 1, ra, ra + 1, size_t{4096}, size_t{64} << 10, kDirectMaxBytes},
+              &calls);
   // One more connection, opened once and kept.
   EXPECT_EQ(proxy.accepted(), 3);
   // Larger transfers take the loop.
@@ -137,18 +144,7 @@ TEST_F(DirectTest, OverUcxTheLinkIsTheTransportsBlockingChannel) {
   auto c = RemoteClient::connect(cfg, "direct-ucx");
   warm_up(*c);
   uint64_t calls = 0;
-  for (size_t n : {size_t{1}, size_t{4096}, size_t{64} << 10, kDirectMaxBytes}) {
-    SCOPED_TRACE(n);
-    const auto src = random_bytes(n, static_cast<uint32_t>(n));
-    const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");
-    c->tensor_write(id, 0, src.data(), n);
-    std::vector<uint8_t> back(n, 0xee);
-    c->tensor_read(id, 0, back.data(), n);
-    EXPECT_TRUE(back == src);
-    calls += 2;
-    EXPECT_EQ(c->direct_transfers(), calls);
-    c->tensor_free(id);
-  }
+  round_trips(*c, {size_t{1}, size_t{4096}, size_t{64} << 10, kDirectMaxBytes}, &calls);
   uint8_t b[8] = {};
   expect_error(GENIE_ERR_NOT_FOUND, [&] { c->tensor_read(999, 0, b, 8); });
   const uint64_t id = c->tensor_alloc(DType::F32, {2}, "cpu:0");

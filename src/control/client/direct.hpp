@@ -32,9 +32,9 @@
 // for transfers only (submissions take the loop); a transport without
 // blocking channels keeps the framed path.
 //
-// Not used (the framed path runs instead): above kDirectMaxBytes, on the loop thread, while the session is not ready (the framed path
-// waits for a reconnect), with Config::direct_calls off, and after opening
-// the direct link failed, until the session is next re-established.
+// Not used (the framed path runs instead): above kDirectMaxBytes, on the loop thread, while the session is
+// not ready (the framed path waits for a reconnect), with Config::direct_calls off, and after opening the
+// direct link failed, until the session is next re-established.
 //
 // A session opens its direct link only once it has made kDirectAfterCalls
 // synchronous transfers: one that moves a few tensors (a client that

@@ -48,10 +48,13 @@ wire::FrameHeader Exchange::reply(uint64_t rid, std::string* msg) {
   return h;
 }
 
-void SocketExchange::send(MsgType type, uint64_t rid, const std::string& msg, const void* payload, uint64_t len) {
+void SocketExchange::send(MsgType type, uint64_t rid, const std::string& msg, const void* payload,
+                          uint64_t len) {
   send_frame(io_, type, rid, msg, payload, len);
 }
-wire::FrameHeader SocketExchange::read(std::string* msg, bool spin) { return read_frame(io_, max_, msg, spin); }
+wire::FrameHeader SocketExchange::read(std::string* msg, bool spin) {
+  return read_frame(io_, max_, msg, spin);
+}
 void SocketExchange::payload(void* dst, size_t n) { recv_all(io_, dst, n, false); }
 void SocketExchange::skip(uint64_t n) {
   std::vector<char> sink(static_cast<size_t>(std::min<uint64_t>(n, 1 << 16)));
@@ -62,7 +65,8 @@ void SocketExchange::skip(uint64_t n) {
   }
 }
 
-void ChannelExchange::send(MsgType type, uint64_t rid, const std::string& msg, const void* payload, uint64_t len) {
+void ChannelExchange::send(MsgType type, uint64_t rid, const std::string& msg, const void* payload,
+                           uint64_t len) {
   dataplane::FrameHeader h;
   h.type = static_cast<uint16_t>(type);
   h.request_id = rid;

@@ -65,7 +65,8 @@ class Exchange {
 class SocketExchange final : public Exchange {
  public:
   SocketExchange(const Io& io, uint32_t max_message) : io_(io), max_(max_message) {}
-  void send(wire::MsgType type, uint64_t rid, const std::string& msg, const void* payload, uint64_t len) override;
+  void send(wire::MsgType type, uint64_t rid, const std::string& msg, const void* payload,
+            uint64_t len) override;
   wire::FrameHeader read(std::string* msg, bool spin) override;
   void payload(void* dst, size_t n) override;
   void skip(uint64_t n) override;
@@ -81,7 +82,8 @@ class ChannelExchange final : public Exchange {
  public:
   ChannelExchange(dataplane::BlockingChannel& ch, Deadline deadline, uint32_t max_message)
       : ch_(ch), deadline_(deadline), max_(max_message) {}
-  void send(wire::MsgType type, uint64_t rid, const std::string& msg, const void* payload, uint64_t len) override;
+  void send(wire::MsgType type, uint64_t rid, const std::string& msg, const void* payload,
+            uint64_t len) override;
   wire::FrameHeader read(std::string* msg, bool spin) override;
   void payload(void* dst, size_t n) override;
   void skip(uint64_t n) override;
