@@ -15,7 +15,7 @@
 // comes through the TransportHost passed to create(). The classes cross the
 // boundary as they are, so a plugin must be built with the same compiler
 // family and C++ standard library as libgenie, and kTransportAbiVersion goes
-// up with every change to transport.hpp, frame.hpp or TransportHost. A
+// up with every change to transport.hpp, blocking.hpp, frame.hpp or TransportHost. A
 // loaded plugin is never unloaded (its objects may live until the process
 // exits).
 #pragma once
@@ -28,11 +28,12 @@
 
 #include "core/log.hpp"
 #include "core/metrics.hpp"
+#include "core/spin.hpp"
 #include "dataplane/transport.hpp"
 
 namespace genie::dataplane {
 
-constexpr uint32_t kTransportAbiVersion = 4;  // 4: TransportHost::byte_counter
+constexpr uint32_t kTransportAbiVersion = 5;  // 5: Transport::connect_blocking, TransportHost::spin
 constexpr const char* kPluginEntrySymbol = "genie_transport_plugin";
 
 // libgenie's services for a plugin; valid until the process exits.
@@ -48,6 +49,10 @@ struct TransportHost {
   // long as the process, so a plugin resolves it once and adds to it from
   // any thread (Counter::add is inline: no call into libgenie).
   metrics::Counter& (*byte_counter)(const char* transport, bool sent);
+  // core/spin.hpp's spin_while (libgenie's rule for when a thread may
+  // busy-wait before it sleeps): a blocking channel polls its transport
+  // this way before it waits on the transport's event fd.
+  bool (*spin)(const std::function<SpinStep()>& step, std::chrono::microseconds idle);
 };
 
 // The host libgenie passes to the plugins it loads.

@@ -99,7 +99,10 @@ const TransportHost& transport_host() {
       [](uv_loop_t* loop, std::function<void()> fn) { return add_close_hook(loop, std::move(fn)); },
       [](uv_loop_t* loop, uint64_t id) { remove_close_hook(loop, id); },
       [](LogLevel level, const std::string& msg) { log(level, msg); },
-      [](const char* transport, bool sent) -> metrics::Counter& { return transport_bytes(transport, sent); }};
+      [](const char* transport, bool sent) -> metrics::Counter& { return transport_bytes(transport, sent); },
+      [](const std::function<SpinStep()>& step, std::chrono::microseconds idle) {
+        return spin_while(step, idle);
+      }};
   return host;
 }
 

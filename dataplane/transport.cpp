@@ -110,6 +110,12 @@ Channel::~Channel() = default;
 Listener::~Listener() = default;
 Transport::~Transport() = default;
 
+std::unique_ptr<BlockingChannel> Transport::connect_blocking(const std::string& address,
+                                                             const ChannelOptions&, Deadline) {
+  fail(GENIE_ERR_UNSUPPORTED, "transport '", capabilities().name,
+       "' has no blocking channels (connecting to ", address, ")");
+}
+
 void Channel::put(const std::shared_ptr<MemoryRegion>&, uint64_t, const MemoryDescriptor&, uint64_t, uint64_t,
                   RmaDone done) {
   answer(done, GENIE_ERR_UNSUPPORTED,

@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/blocking.hpp"
 #include "dataplane/frame.hpp"
 #include "genie.h"
 
@@ -367,6 +368,20 @@ class Transport {
   virtual std::shared_ptr<Channel> connect(uv_loop_t* loop, const std::string& address,
                                            const ChannelOptions& options, ChannelHandlers handlers,
                                            ConnectFn on_connected) = 0;
+
+  // Connects to `address` (as a listener reports it) with a channel the
+  // calling thread drives itself (dataplane/blocking.hpp), for a caller
+  // that sends a request and waits for its answer without an event loop in
+  // between; the listener's side is an ordinary Channel. Returns once the
+  // channel is connected and may send. Any thread. Throws
+  // Error(UNSUPPORTED) on a transport without it (the default; TCP callers
+  // use tcp/blocking_stream.hpp on a socket of their own),
+  // Error(CONNECTION) naming the target and the reason when it cannot be
+  // reached by the deadline, Error(INVALID_ARGUMENT) for an address that
+  // does not parse. Only options.max_message applies (the limit of the
+  // frames it receives).
+  virtual std::unique_ptr<BlockingChannel> connect_blocking(const std::string& address,
+                                                            const ChannelOptions& options, Deadline deadline);
 };
 
 // The descriptor of host memory [data, data + length) registered with

@@ -150,8 +150,6 @@ void read_ahead(BlockingStream& s, bool spin) {
 
 }  // namespace
 
-void broke(Broke why, std::string detail) { throw StreamBroken{why, std::move(detail)}; }
-
 // Waits until `fd` is ready for `events` or the deadline passes. A reply
 // that comes within microseconds is taken without sleeping (core/spin.hpp).
 void wait_for(int fd, short events, Deadline& deadline, bool spin) {

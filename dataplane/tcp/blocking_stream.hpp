@@ -17,48 +17,19 @@
 #include <cstdint>
 #include <string>
 
+#include "dataplane/blocking.hpp"
 #include "dataplane/frame.hpp"
 
 namespace genie::dataplane::tcp {
 
 class TlsSession;
 
-using StreamClock = std::chrono::steady_clock;
-
-// Why an exchange stopped.
-enum class Broke { Timeout, Closed, Protocol };
-struct StreamBroken {
-  Broke why;
-  std::string detail;
-};
-
-[[noreturn]] void broke(Broke why, std::string detail);
-
-// When an exchange gives up: at a fixed time, or `budget` after the first
-// moment it has to wait, so that an exchange that never waits reads no
-// clock (tens of nanoseconds each on a VM, on every synchronous call).
-class Deadline {
- public:
-  Deadline(StreamClock::time_point at) : at_(at), set_(true) {}  // NOLINT(google-explicit-constructor)
-  static Deadline after(StreamClock::duration budget) {
-    Deadline d;
-    d.budget_ = budget;
-    return d;
-  }
-  StreamClock::time_point at() {
-    if (!set_) {
-      at_ = StreamClock::now() + budget_;
-      set_ = true;
-    }
-    return at_;
-  }
-
- private:
-  Deadline() = default;
-  StreamClock::time_point at_{};
-  StreamClock::duration budget_{};
-  bool set_ = false;
-};
+// The blocking exchange's deadline and failures (dataplane/blocking.hpp).
+using dataplane::broke;
+using dataplane::Broke;
+using dataplane::Deadline;
+using dataplane::StreamBroken;
+using dataplane::StreamClock;
 
 // One exchange on a stream: its socket, with TLS its session, and the
 // bytes received (decrypted, with TLS) but not yet taken by a frame, which

@@ -9,21 +9,10 @@
 namespace genie::dataplane::ucx {
 namespace {
 
-// Payloads from this size on travel by rendezvous: UCX moves them into the
-// receiver's sink, with no copy of ours on either side.
-constexpr uint64_t kRndvBytes = 16 << 10;
-
 // How long a loop teardown waits for a channel's forced close to complete.
 constexpr auto kTeardownWait = std::chrono::milliseconds(2000);
 
 bool fits(uint64_t offset, uint64_t length, uint64_t size) { return offset <= size && length <= size - offset; }
-
-// genie_transport_bytes_total{transport="ucx"} (dataplane/transport_bytes.hpp).
-void count_bytes(bool sent, uint64_t n) {
-  static metrics::Counter& out = g_host->byte_counter(kName, true);
-  static metrics::Counter& in = g_host->byte_counter(kName, false);
-  (sent ? out : in).add(static_cast<double>(n));
-}
 
 // GENIE_UCX_RMA=always: offer RMA even on channels where UCX only emulates
 // it (to exercise the RMA path without RDMA hardware; slower). Unset or

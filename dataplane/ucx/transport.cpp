@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "dataplane/resolve.hpp"
+#include "dataplane/ucx/blocking.hpp"
 #include "dataplane/ucx/channel.hpp"
 #include "dataplane/ucx/worker.hpp"
 
@@ -170,6 +171,14 @@ class UcxTransport final : public Transport {
                                          target);
     ep->start_connect(reinterpret_cast<const sockaddr*>(&r.addr), r.len, std::move(on_connected));
     return ep;
+  }
+
+  std::unique_ptr<BlockingChannel> connect_blocking(const std::string& address, const ChannelOptions& options,
+                                                    Deadline deadline) override {
+    const Resolved r = resolve(address, false);
+    return ucx::connect_blocking(ctx_, reinterpret_cast<const sockaddr*>(&r.addr), r.len,
+                                 format_sockaddr(reinterpret_cast<const sockaddr*>(&r.addr)),
+                                 options.max_message, deadline);
   }
 
  private:

@@ -107,30 +107,56 @@ std::shared_ptr<LoopWorker> LoopWorker::for_loop(const std::shared_ptr<Context>&
 
 LoopWorker::LoopWorker(std::shared_ptr<Context> ctx, uv_loop_t* loop) : ctx_(std::move(ctx)), loop_(loop) {}
 
-void LoopWorker::start() {
+namespace {
+
+// The receive callback has no id argument: one instance per id, `arg` the
+// AmRoute.
+template <unsigned Id>
+ucs_status_t route_am(void* arg, const void* header, size_t header_len, void* data, size_t length,
+                      const ucp_am_recv_param_t* param) {
+  auto* r = static_cast<const AmRoute*>(arg);
+  return r->fn(r->arg, Id, header, header_len, data, length, param);
+}
+
+}  // namespace
+
+ucp_worker_h create_worker(ucp_context_h ctx, ucs_thread_mode_t mode, const AmRoute* route) {
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // the owner's loop thread only
-  ucs_status_t st = ucp_worker_create(ctx_->get(), &wp, &worker_);
+  wp.thread_mode = mode;
+  ucp_worker_h worker = nullptr;
+  ucs_status_t st = ucp_worker_create(ctx, &wp, &worker);
   if (st != UCS_OK) fail(GENIE_ERR_IO, "UCX: ucp_worker_create failed: ", ucs_status_string(st));
   for (unsigned id : {kAmWelcome, kAmFrame, kAmPayload, kAmBye}) {
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
     hp.id = id;
-    hp.cb = id == kAmWelcome ? &LoopWorker::on_am_id<kAmWelcome>
-            : id == kAmFrame ? &LoopWorker::on_am_id<kAmFrame>
-            : id == kAmPayload ? &LoopWorker::on_am_id<kAmPayload>
-                               : &LoopWorker::on_am_id<kAmBye>;
-    hp.arg = this;
-    st = ucp_worker_set_am_recv_handler(worker_, &hp);
+    hp.cb = id == kAmWelcome   ? &route_am<kAmWelcome>
+            : id == kAmFrame   ? &route_am<kAmFrame>
+            : id == kAmPayload ? &route_am<kAmPayload>
+                               : &route_am<kAmBye>;
+    hp.arg = const_cast<AmRoute*>(route);
+    st = ucp_worker_set_am_recv_handler(worker, &hp);
     if (st != UCS_OK) {
-      ucp_worker_destroy(worker_);
-      worker_ = nullptr;
+      ucp_worker_destroy(worker);
       fail(GENIE_ERR_IO, "UCX: cannot set an active message handler: ", ucs_status_string(st));
     }
   }
+  return worker;
+}
+
+void count_bytes(bool sent, uint64_t n) {
+  static metrics::Counter& out = g_host->byte_counter(kName, true);
+  static metrics::Counter& in = g_host->byte_counter(kName, false);
+  (sent ? out : in).add(static_cast<double>(n));
+}
+
+void LoopWorker::start() {
+  route_ = AmRoute{&LoopWorker::on_am, this};
+  // The owner's loop thread only.
+  worker_ = create_worker(ctx_->get(), UCS_THREAD_MODE_SINGLE, &route_);
   int fd = -1;
-  st = ucp_worker_get_efd(worker_, &fd);
+  const ucs_status_t st = ucp_worker_get_efd(worker_, &fd);
   if (st != UCS_OK) {
     ucp_worker_destroy(worker_);
     worker_ = nullptr;
@@ -207,7 +233,7 @@ bool LoopWorker::drive_until(const std::function<bool()>& done, std::chrono::mil
   return true;
 }
 
-ucs_status_t LoopWorker::on_am(unsigned id, void* arg, const void* header, size_t header_len, void* data,
+ucs_status_t LoopWorker::on_am(void* arg, unsigned id, const void* header, size_t header_len, void* data,
                                size_t length, const ucp_am_recv_param_t* param) {
   auto* self = static_cast<LoopWorker*>(arg);
   if ((param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) == 0) return UCS_OK;  // not ours: dropped

@@ -34,6 +34,10 @@ constexpr const char* kName = "ucx";
 // (the connecting side is connected once it arrives) and an orderly close.
 enum AmId : unsigned { kAmWelcome = 1, kAmFrame = 2, kAmPayload = 3, kAmBye = 4 };
 
+// Payloads from this size on travel by rendezvous: UCX moves them into the
+// receiver's sink, with no copy of ours on either side.
+constexpr uint64_t kRndvBytes = 16 << 10;
+
 extern const TransportHost* g_host;
 
 template <class... Parts>
@@ -67,6 +71,20 @@ class AmSink {
                               const ucp_am_recv_param_t* param) = 0;
 };
 
+// Where a worker's active messages go: fn(arg, id, ...) inside progress.
+struct AmRoute {
+  ucs_status_t (*fn)(void* arg, unsigned id, const void* header, size_t header_len, void* data, size_t length,
+                     const ucp_am_recv_param_t* param);
+  void* arg;
+};
+
+// A worker with the handlers of every AmId, routed to `route` (which must
+// outlive it). Throws Error(IO) naming UCX's reason.
+ucp_worker_h create_worker(ucp_context_h ctx, ucs_thread_mode_t mode, const AmRoute* route);
+
+// genie_transport_bytes_total{transport="ucx"} (dataplane/transport_bytes.hpp).
+void count_bytes(bool sent, uint64_t n);
+
 class LoopWorker : public std::enable_shared_from_this<LoopWorker> {
  public:
   struct Handles;  // the uv handles, freed by their close callbacks
@@ -94,18 +112,13 @@ class LoopWorker : public std::enable_shared_from_this<LoopWorker> {
  private:
   LoopWorker(std::shared_ptr<Context> ctx, uv_loop_t* loop);
   void start();
-  // The receive callback has no id argument: one instance per id.
-  template <unsigned Id>
-  static ucs_status_t on_am_id(void* arg, const void* header, size_t header_len, void* data, size_t length,
-                               const ucp_am_recv_param_t* param) {
-    return on_am(Id, arg, header, header_len, data, length, param);
-  }
-  static ucs_status_t on_am(unsigned id, void* arg, const void* header, size_t header_len, void* data,
+  static ucs_status_t on_am(void* arg, unsigned id, const void* header, size_t header_len, void* data,
                             size_t length, const ucp_am_recv_param_t* param);
 
   std::shared_ptr<Context> ctx_;
   uv_loop_t* loop_;
   ucp_worker_h worker_ = nullptr;
+  AmRoute route_{};
   Handles* h_ = nullptr;
   bool pumping_ = false;
   std::vector<std::function<void()>> later_;

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
@@ -635,6 +636,105 @@ TEST_P(Transports, ForgedRemoteKeysAreRefusedBeforeUse) {
   // The channel still works with the real key.
   EXPECT_EQ(remote_access(p, true, local, 0, rd, 0, 4096).first, GENIE_OK);
   EXPECT_EQ(theirs, mine);
+}
+
+// Transport::connect_blocking (dataplane/blocking.hpp): the calling thread
+// drives a channel to an ordinary listener: frames and payloads both ways,
+// eager and rendezvous sizes, a deadline, interrupt() from another thread,
+// and the peer's close. Transports without blocking channels say so.
+TEST_P(Transports, BlockingChannelsTalkToAnOrdinaryListener) {
+  auto server = std::make_shared<End>();
+  auto listener = server_loop_.run([&] {
+    return t_->listen(server_loop_.loop(), "127.0.0.1:0", {}, [server](Listener& l) {
+      auto ch = l.accept(server->handlers());
+      std::lock_guard<std::mutex> lk(server->mu);
+      server->ch = ch;
+      server->cv.notify_all();
+    });
+  });
+  const std::string addr = server_loop_.run([&] { return listener->address(); });
+  const auto soon = [] { return Deadline(StreamClock::now() + kWait); };
+  std::unique_ptr<BlockingChannel> bc;
+  try {
+    bc = t_->connect_blocking(addr, {}, soon());
+  } catch (const Error& e) {
+    EXPECT_NE(GetParam(), "ucx") << e.detail();
+    EXPECT_EQ(e.code(), GENIE_ERR_UNSUPPORTED) << e.detail();
+    EXPECT_NE(e.detail().find("no blocking channels"), std::string::npos) << e.detail();
+    server_loop_.run([&] { listener->close(); });
+    return;
+  }
+  ASSERT_TRUE(server->wait([&] { return server->ch != nullptr; }));
+  size_t at = 0;
+  for (const size_t n : {size_t{0}, size_t{4096}, size_t{1} << 20}) {
+    SCOPED_TRACE(n);
+    // Caller -> listener: the frame and its payload land in the sink.
+    const std::vector<uint8_t> out = pattern(n, 3);
+    FrameHeader h;
+    h.type = 7;
+    h.request_id = 100 + n;
+    Deadline d = soon();
+    bc->send_frame(h, "ask", 3, n ? out.data() : nullptr, n, d);
+    ASSERT_TRUE(server->wait(
+        [&] { return server->frames.size() == at + 1 && (n == 0 || server->frames[at].payload_done); }));
+    {
+      std::lock_guard<std::mutex> lk(server->mu);
+      EXPECT_EQ(server->frames[at].h.request_id, 100 + n);
+      EXPECT_EQ(server->frames[at].msg, "ask");
+      if (n) EXPECT_EQ(*server->frames[at].payload, out);
+    }
+    ++at;
+    // Listener -> caller.
+    auto back = std::make_shared<std::vector<uint8_t>>(pattern(n, 4));
+    server_loop_.run([&] { server->ch->send(7, 200 + n, 0, "answer", n ? back->data() : nullptr, n, back); });
+    std::string msg;
+    const FrameHeader got = bc->recv_frame(kDefaultMaxMessage, {}, &msg, d);
+    EXPECT_EQ(got.request_id, 200 + n);
+    EXPECT_EQ(msg, "answer");
+    ASSERT_EQ(got.payload_len, n);
+    std::vector<uint8_t> in(n);
+    if (n) bc->recv_payload(in.data(), n, d);
+    EXPECT_EQ(in, *back);
+  }
+  EXPECT_TRUE(bc->idle_ok());
+  // Nothing comes: the deadline ends the wait.
+  std::string msg;
+  Deadline brief(StreamClock::now() + std::chrono::milliseconds(50));
+  try {
+    bc->recv_frame(kDefaultMaxMessage, {}, &msg, brief);
+    ADD_FAILURE() << "a frame came from nowhere";
+  } catch (const StreamBroken& b) {
+    EXPECT_EQ(b.why, Broke::Timeout) << b.detail;
+  }
+  // Another thread interrupts a blocked wait.
+  const std::shared_ptr<Channel> first = server_loop_.run([&] { return server->ch; });
+  {
+    auto again = t_->connect_blocking(addr, {}, soon());
+    std::thread other([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      again->interrupt();
+    });
+    Deadline d = soon();
+    try {
+      again->recv_frame(kDefaultMaxMessage, {}, &msg, d);
+      ADD_FAILURE() << "an interrupted wait returned a frame";
+    } catch (const StreamBroken& b) {
+      EXPECT_EQ(b.why, Broke::Closed) << b.detail;
+    }
+    other.join();
+    EXPECT_FALSE(again->idle_ok());
+  }
+  // The listener's side closes: the caller hears it.
+  server_loop_.run([&] { first->close(GENIE_OK, "done"); });
+  try {
+    Deadline d = soon();
+    bc->recv_frame(kDefaultMaxMessage, {}, &msg, d);
+    ADD_FAILURE() << "a frame after the peer closed";
+  } catch (const StreamBroken& b) {
+    EXPECT_EQ(b.why, Broke::Closed) << b.detail;
+  }
+  bc.reset();
+  server_loop_.run([&] { listener->close(); });
 }
 
 INSTANTIATE_TEST_SUITE_P(Dataplane, Transports,

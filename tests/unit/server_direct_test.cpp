@@ -15,6 +15,7 @@
 #include "control/client/direct.hpp"
 #include "control/client/direct_io.hpp"
 #include "core/log.hpp"
+#include "dataplane/registry.hpp"
 #include "graph/graph.hpp"
 #include "server/server.hpp"
 #include "server_client_testing.hpp"
@@ -44,6 +45,23 @@ void warm_up(RemoteClient& c) {
   c.tensor_free(id);
 }
 
+// Writes and reads back a tensor of each size; each pair of calls must
+// take the direct link (*calls counts them).
+void round_trips(RemoteClient& c, std::initializer_list<size_t> sizes, uint64_t* calls) {
+  for (size_t n : sizes) {
+    SCOPED_TRACE(n);
+    const auto src = random_bytes(n, static_cast<uint32_t>(n));
+    const uint64_t id = c.tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");
+    c.tensor_write(id, 0, src.data(), n);
+    std::vector<uint8_t> back(n, 0xee);
+    c.tensor_read(id, 0, back.data(), n);
+    EXPECT_TRUE(back == src);
+    *calls += 2;
+    EXPECT_EQ(c.direct_transfers(), *calls);
+    c.tensor_free(id);
+  }
+}
+
 class DirectTest : public ::testing::Test {
  protected:
   void SetUp() override { set_log_level(LogLevel::Error); }
@@ -60,18 +78,8 @@ TEST_F(DirectTest, SynchronousTransfersTakeTheCallersOwnSocket) {
   // Around the read-ahead too: a payload read whole from the buffer with
   // its header, and one whose rest goes straight to the caller's buffer.
   constexpr size_t ra = dataplane::tcp::kReadAhead;
-  for (size_t n :
-       {size_t{0}, size_t{1}, ra - 60, ra - 1, ra, ra + 1, size_t{4096}, size_t{64} << 10, kDirectMaxBytes}) {
-    SCOPED_TRACE(n);
-    const auto src = random_bytes(n, static_cast<uint32_t>(n));
-    const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");
-    c->tensor_write(id, 0, src.data(), n);
-    std::vector<uint8_t> back(n, 0xee);
-    c->tensor_read(id, 0, back.data(), n);
-    EXPECT_TRUE(back == src);
-    calls += 2;
-    EXPECT_EQ(c->direct_transfers(), calls);
-  }
+  round_trips(*c, {size_t{0}, size_t{1}, ra - 60, ra - 1, ra, ra + 1, size_t{4096}, size_t{64} << 10, kDirectMaxBytes},
+              &calls);
   // One more connection, opened once and kept.
   EXPECT_EQ(proxy.accepted(), 3);
   // Larger transfers take the loop.
@@ -116,6 +124,38 @@ TEST_F(DirectTest, ServerErrorsComeBackAndTheLinkStaysUsable) {
   EXPECT_EQ(got[0], 3.0f);
   EXPECT_EQ(got[1], 4.0f);
   EXPECT_EQ(c->direct_transfers(), 2u);
+}
+
+// Over a data transport with blocking channels (ucx), the direct link is
+// that transport's channel driven by the caller: the same transfers land,
+// errors come back as on TCP, and a refused write's closed channel is
+// replaced by the next call.
+TEST_F(DirectTest, OverUcxTheLinkIsTheTransportsBlockingChannel) {
+  ::setenv("GENIE_TRANSPORT_PATH", GENIE_PLUGIN_DIR ":" GENIE_TEST_PLUGIN_DIR, 1);
+  ::setenv("UCX_TLS", "tcp,self,sm", 0);  // no RDMA device needed; one set outside wins
+#if defined(__SANITIZE_ADDRESS__)
+  ::setenv("UCX_MEM_EVENTS", "no", 0);  // UCX's memory hooks and LeakSanitizer's exit-time scan do not mix
+#endif
+  const dataplane::TransportLookup ucx = dataplane::lookup_transport("ucx");
+  if (!ucx.transport) GTEST_SKIP() << "ucx is not available here: " << ucx.reason;
+  auto server = start_server_offering("direct-ucx", {"tcp", "ucx"});
+  Config cfg = config(server->port(), 20000);
+  cfg.transport = "ucx";  // demanded: no fall back to TCP
+  auto c = RemoteClient::connect(cfg, "direct-ucx");
+  warm_up(*c);
+  uint64_t calls = 0;
+  round_trips(*c, {size_t{1}, size_t{4096}, size_t{64} << 10, kDirectMaxBytes}, &calls);
+  uint8_t b[8] = {};
+  expect_error(GENIE_ERR_NOT_FOUND, [&] { c->tensor_read(999, 0, b, 8); });
+  const uint64_t id = c->tensor_alloc(DType::F32, {2}, "cpu:0");
+  expect_error(GENIE_ERR_SIZE_MISMATCH, [&] { c->tensor_write(id, 4, b, 8); });
+  const float v[2] = {3, 4};
+  c->tensor_write(id, 0, v, sizeof v);
+  float got[2] = {};
+  c->tensor_read(id, 0, got, sizeof got);
+  EXPECT_EQ(got[0], 3.0f);
+  EXPECT_EQ(got[1], 4.0f);
+  EXPECT_EQ(c->direct_transfers(), calls + 2);
 }
 
 // Graph submissions (asynchronous, through the loop on the control

@@ -6,9 +6,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <optional>
+
 #include "control/auth.hpp"
 #include "control/client/direct_io.hpp"
 #include "control/client/impl.hpp"
+#include "dataplane/registry.hpp"
 #include "dataplane/tcp/tls.hpp"
 
 namespace genie {
@@ -25,6 +28,7 @@ bool DirectLink::reset() {
   std::lock_guard<std::mutex> lk(fd_mu);
   if (fd >= 0) ::close(fd);
   fd = -1;
+  chan.reset();  // under fd_mu: interrupt() may be using it
   return shut;
 }
 
@@ -32,11 +36,13 @@ void DirectLink::shutdown() {
   std::lock_guard<std::mutex> lk(fd_mu);
   shut = true;
   if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+  if (chan) chan->interrupt();
 }
 
 void DirectLink::interrupt() {
   std::lock_guard<std::mutex> lk(fd_mu);
   if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+  if (chan) chan->interrupt();
 }
 
 void DirectLink::next_turn() {
@@ -51,14 +57,18 @@ bool RemoteClient::Impl::direct_open(bool submission, uint64_t* joined) {
   uint64_t epoch;
   {
     std::lock_guard<std::mutex> lk(mu);
-    if (state != State::Ready || data_endpoint.transport != "tcp") return false;
-    if (submission && !data_submit) return false;
+    if (state != State::Ready) return false;
+    // Submissions on the socket only (a blocking channel carries transfers).
+    if (submission && (!data_submit || data_endpoint.transport != "tcp")) return false;
     epoch = link_epoch;
   }
   if (joined != nullptr) *joined = epoch;
-  if (direct.fd >= 0 && direct.epoch != epoch) {
+  if (direct.open() && direct.epoch != epoch) {
     // Joined to connections the server has dropped since.
     direct_failed(GENIE_ERR_CONNECTION, cat("connection to ", addr, " lost (the session reconnected)"));
+  } else if (direct.chan && Clock::now() - direct.heard > kDirectQuietCheck && !direct.chan->idle_ok()) {
+    std::lock_guard<std::mutex> lk(direct.send_mu);
+    direct.reset();
   } else if (direct.fd >= 0 && direct.owed_count.load() == 0 &&
              (direct.taken != direct.plain.size() ||
               (Clock::now() - direct.heard > kDirectQuietCheck && !idle_ok(direct.fd)))) {
@@ -66,18 +76,19 @@ bool RemoteClient::Impl::direct_open(bool submission, uint64_t* joined) {
     std::lock_guard<std::mutex> lk(direct.send_mu);
     direct.reset();
   }
-  if (direct.fd >= 0) return true;
+  if (direct.open()) return true;
   if (direct.refused == epoch) return false;
   {
     std::lock_guard<std::mutex> lk(direct.fd_mu);
     if (direct.shut) return false;  // closing: the framed path says SHUTDOWN
   }
-  std::string address, secret;
+  std::string address, transport, secret;
   uint64_t session;
   {
     std::lock_guard<std::mutex> lk(mu);
     if (state != State::Ready || link_epoch != epoch) return false;
     address = data_endpoint.address;
+    transport = data_endpoint.transport;
     // Written on the loop thread before the first Ready, never after.
     secret = token;
     session = session_id;
@@ -86,38 +97,51 @@ bool RemoteClient::Impl::direct_open(bool submission, uint64_t* joined) {
   // Joining the session as a data connection does (link.cpp): DataHello,
   // the server's challenge, the proof of the session's secret, Welcome.
   int fd = -1;
+  std::unique_ptr<dataplane::BlockingChannel> chan;
   std::unique_ptr<dataplane::tcp::TlsSession> session_tls;
   std::string plain;
   size_t taken = 0;
   try {
-    fd = connect_to(address, deadline);
-    Io io{fd, nullptr, &plain, &taken, deadline};
-    if (tls != nullptr) {
-      // As the loop's data connection: TLS with this client's settings,
-      // the server's certificate checked against the host connected to.
-      std::string host;
-      int port = 0;
-      dataplane::split_address(address, &host, &port);
-      session_tls = std::make_unique<dataplane::tcp::TlsSession>(tls, host);
-      io.tls = session_tls.get();
-      dataplane::tcp::tls_handshake(io);
+    std::optional<SocketExchange> sock;
+    std::optional<ChannelExchange> other;
+    std::string binding;
+    if (transport == "tcp") {
+      fd = connect_to(address, deadline);
+      Io io{fd, nullptr, &plain, &taken, deadline};
+      if (tls != nullptr) {
+        // As the loop's data connection: TLS with this client's settings,
+        // the server's certificate checked against the host connected to.
+        std::string host;
+        int port = 0;
+        dataplane::split_address(address, &host, &port);
+        session_tls = std::make_unique<dataplane::tcp::TlsSession>(tls, host);
+        io.tls = session_tls.get();
+        dataplane::tcp::tls_handshake(io);
+        // Bound to this TLS connection, as the loop's data connection's is.
+        binding = session_tls->channel_binding();
+      }
+      sock.emplace(io, max_message);
+    } else {
+      dataplane::ChannelOptions o;
+      o.max_message = max_message;
+      chan = dataplane::find_transport(transport)->connect_blocking(address, o, deadline);
+      other.emplace(*chan, deadline, max_message);
     }
+    Exchange& x = sock ? static_cast<Exchange&>(*sock) : *other;
     std::string msg;
     wire::DataHello h;
     h.set_session_id(session);
     uint64_t rid = next_id.fetch_add(1);
-    send_frame(io, MsgType::DataHello, rid, wire::encode_msg(h), nullptr, 0);
-    wire::FrameHeader fh = recv_reply(io, rid, max_message, &msg);
+    x.send(MsgType::DataHello, rid, wire::encode_msg(h), nullptr, 0);
+    wire::FrameHeader fh = x.reply(rid, &msg);
     check(!is_error(fh) && fh.type == MsgType::Challenge && fh.payload_len == 0, GENIE_ERR_PROTOCOL,
           "the server answered the DataHello with ", wire::type_name(fh.type));
     const auto c = wire::parse_msg<wire::Challenge>(msg, fh.type);
     wire::AuthResponse r;
-    // Bound to this TLS connection, as the loop's data connection's is.
-    r.set_session_mac(
-        data_proof(secret, c.nonce(), session, "tcp", session_tls ? session_tls->channel_binding() : ""));
+    r.set_session_mac(data_proof(secret, c.nonce(), session, transport, binding));
     rid = next_id.fetch_add(1);
-    send_frame(io, MsgType::AuthResponse, rid, wire::encode_msg(r), nullptr, 0);
-    fh = recv_reply(io, rid, max_message, &msg);
+    x.send(MsgType::AuthResponse, rid, wire::encode_msg(r), nullptr, 0);
+    fh = x.reply(rid, &msg);
     check(!is_error(fh) && fh.type == MsgType::Welcome && fh.payload_len == 0, GENIE_ERR_PROTOCOL,
           "the server answered the session proof with ", wire::type_name(fh.type));
   } catch (const LinkBroken& b) {
@@ -128,21 +152,24 @@ bool RemoteClient::Impl::direct_open(bool submission, uint64_t* joined) {
     return false;
   } catch (const Error& e) {
     if (fd >= 0) ::close(fd);
-    log(LogLevel::Debug, "client: direct link to ", address, " not opened (", e.detail(), "): framed calls");
+    log(LogLevel::Debug, "client: direct link to ", address, " over ", transport, " not opened (", e.detail(),
+        "): framed calls");
     direct.refused = epoch;
     return false;
   }
   std::lock_guard<std::mutex> sending(direct.send_mu);
   std::lock_guard<std::mutex> lk(direct.fd_mu);
   if (direct.shut) {
-    ::close(fd);
+    if (fd >= 0) ::close(fd);
     return false;  // closed meanwhile: the framed path says SHUTDOWN
   }
   direct.fd = fd;
+  direct.chan = std::move(chan);
   direct.epoch = epoch;
   direct.tls = std::move(session_tls);
   direct.plain = std::move(plain);
   direct.taken = taken;
+  direct.heard = Clock::now();
   return true;
 }
 
@@ -165,7 +192,13 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
     return e;
   };
 
-  Io io{direct.fd, direct.tls.get(), &direct.plain, &direct.taken, deadline};
+  std::optional<SocketExchange> sock;
+  std::optional<ChannelExchange> other;
+  if (direct.chan)
+    other.emplace(*direct.chan, deadline, max_message);
+  else
+    sock.emplace(Io{direct.fd, direct.tls.get(), &direct.plain, &direct.taken, deadline}, max_message);
+  Exchange& x = sock ? static_cast<Exchange&>(*sock) : *other;
   const uint64_t rid = next_id.fetch_add(1);
   std::string msg;
   wire::FrameHeader fh;
@@ -173,7 +206,7 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
   // may come first.
   const auto reply = [&] {
     for (;;) {
-      fh = read_frame(io, max_message, &msg, true);
+      fh = x.read(&msg, true);
       if (fh.request_id == rid) return;
       bool owed;
       {
@@ -192,13 +225,13 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
       m.set_offset(offset);
       try {
         std::lock_guard<std::mutex> sending(direct.send_mu);
-        send_frame(io, MsgType::TensorWrite, rid, wire::encode_msg(m), buf, nbytes);
+        x.send(MsgType::TensorWrite, rid, wire::encode_msg(m), buf, nbytes);
       } catch (const LinkBroken& b) {
         // A refused write: the server answers with its error and closes
         // without reading the payload. Its error is the one to report.
         if (b.why != Broke::Closed) throw;
         try {
-          io.deadline = std::min(deadline, Clock::now() + std::chrono::seconds(1));
+          x.set_deadline(std::min(deadline, Clock::now() + std::chrono::seconds(1)));
           reply();
         } catch (const LinkBroken&) {
           throw b;
@@ -214,18 +247,13 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
       m.set_offset(offset);
       m.set_nbytes(nbytes);
       std::lock_guard<std::mutex> sending(direct.send_mu);
-      send_frame(io, MsgType::TensorRead, rid, wire::encode_msg(m), nullptr, 0);
+      x.send(MsgType::TensorRead, rid, wire::encode_msg(m), nullptr, 0);
     }
     reply();
     if (is_error(fh)) {
       // The link stays in step: an error's payload (none is sent) is read
       // and dropped.
-      std::vector<char> sink(static_cast<size_t>(std::min<uint64_t>(fh.payload_len, 1 << 16)));
-      for (uint64_t left = fh.payload_len; left > 0;) {
-        const size_t k = static_cast<size_t>(std::min<uint64_t>(left, sink.size()));
-        recv_all(io, sink.data(), k, false);
-        left -= k;
-      }
+      x.skip(fh.payload_len);
       auto [st, detail] = parse_error(msg);
       // A refused write's payload is never read: the server closes the
       // connection after its error, so the next call opens a new one.
@@ -238,7 +266,7 @@ bool RemoteClient::Impl::direct_transfer(bool write, uint64_t id, size_t offset,
     const uint64_t want = write ? 0 : nbytes;
     if (fh.payload_len != want)
       broke(Broke::Protocol, cat("reply carries ", fh.payload_len, " bytes, ", want, " were asked for"));
-    if (!write) recv_all(io, buf, nbytes, false);
+    if (!write) x.payload(buf, nbytes);
     direct.heard = Clock::now();
   } catch (const LinkBroken& b) {
     throw lost(b);

@@ -26,10 +26,15 @@
 // client's settings and certificate, and its session proof is bound to
 // that TLS connection.
 //
-// Not used (the framed path runs instead): above kDirectMaxBytes, for a
-// data transport other than TCP, on the loop thread, while the session is not ready (the framed path
-// waits for a reconnect), with Config::direct_calls off, and after opening
-// the direct link failed, until the session is next re-established.
+// Over a data transport other than TCP, the link is the transport's
+// blocking channel (dataplane/blocking.hpp: over UCX, a worker and
+// endpoint of the link's own that the caller progresses while it waits),
+// for transfers only (submissions take the loop); a transport without
+// blocking channels keeps the framed path.
+//
+// Not used (the framed path runs instead): above kDirectMaxBytes, on the loop thread, while the session is
+// not ready (the framed path waits for a reconnect), with Config::direct_calls off, and after opening the
+// direct link failed, until the session is next re-established.
 //
 // A session opens its direct link only once it has made kDirectAfterCalls
 // synchronous transfers: one that moves a few tensors (a client that
@@ -83,9 +88,12 @@
 #include <unordered_map>
 #include <vector>
 
-namespace genie::dataplane::tcp {
+namespace genie::dataplane {
+class BlockingChannel;
+namespace tcp {
 class TlsSession;
 }
+}  // namespace genie::dataplane
 
 namespace genie {
 
@@ -118,6 +126,9 @@ struct DirectLink {
   std::mutex mu;
   std::mutex fd_mu;
   int fd = -1;           // written under both mutexes
+  // Instead of fd, over another transport: its blocking channel (written
+  // under both mutexes).
+  std::unique_ptr<dataplane::BlockingChannel> chan;
   uint64_t epoch = 0;    // the session establishment it joined (under mu)
   uint64_t refused = 0;  // the establishment in which opening it failed (under mu)
   bool shut = false;     // close() ran: never opened again (under fd_mu)
@@ -160,8 +171,10 @@ struct DirectLink {
   bool drain = false;         // collect every owed completion (closing; under wait_mu)
   bool watcher_stop = false;  // under wait_mu
 
-  // Closes the socket (under mu and send_mu, or from the destructor); true
-  // once shutdown() has run.
+  // True while a socket or a channel is open (under mu).
+  bool open() const { return fd >= 0 || chan != nullptr; }
+  // Closes the socket or channel (under mu and send_mu, or from the
+  // destructor); true once shutdown() has run.
   bool reset();
   // Any thread: ends a call blocked on the socket and keeps it from being
   // opened again.

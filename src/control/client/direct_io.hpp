@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "control/wire.hpp"
+#include "dataplane/blocking.hpp"
 #include "dataplane/tcp/blocking_stream.hpp"
 
 namespace genie::direct_io {
@@ -42,5 +43,56 @@ wire::FrameHeader recv_reply(Io& io, uint64_t rid, uint32_t max_message, std::st
 // A blocking connect bounded by the deadline, with the loop's data
 // connection's options. Throws Error(CONNECTION).
 int connect_to(const std::string& address, Clock::time_point deadline);
+
+// One exchange on the direct link, whatever carries it: the caller's
+// socket (Io) or a transport's blocking channel. Failures throw LinkBroken.
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  virtual void send(wire::MsgType type, uint64_t rid, const std::string& msg, const void* payload,
+                    uint64_t len) = 0;
+  // The next frame's header and message; its payload, if any, is the
+  // caller's to read (payload() or skip()).
+  virtual wire::FrameHeader read(std::string* msg, bool spin) = 0;
+  virtual void payload(void* dst, size_t n) = 0;
+  // Reads and drops an n-byte payload.
+  virtual void skip(uint64_t n) = 0;
+  virtual void set_deadline(Clock::time_point at) = 0;
+  // read(), for the reply to request `rid` (Protocol if it is not).
+  wire::FrameHeader reply(uint64_t rid, std::string* msg);
+};
+
+class SocketExchange final : public Exchange {
+ public:
+  SocketExchange(const Io& io, uint32_t max_message) : io_(io), max_(max_message) {}
+  void send(wire::MsgType type, uint64_t rid, const std::string& msg, const void* payload,
+            uint64_t len) override;
+  wire::FrameHeader read(std::string* msg, bool spin) override;
+  void payload(void* dst, size_t n) override;
+  void skip(uint64_t n) override;
+  void set_deadline(Clock::time_point at) override { io_.deadline = at; }
+  Io& io() { return io_; }
+
+ private:
+  Io io_;
+  uint32_t max_;
+};
+
+class ChannelExchange final : public Exchange {
+ public:
+  ChannelExchange(dataplane::BlockingChannel& ch, Deadline deadline, uint32_t max_message)
+      : ch_(ch), deadline_(deadline), max_(max_message) {}
+  void send(wire::MsgType type, uint64_t rid, const std::string& msg, const void* payload,
+            uint64_t len) override;
+  wire::FrameHeader read(std::string* msg, bool spin) override;
+  void payload(void* dst, size_t n) override;
+  void skip(uint64_t n) override;
+  void set_deadline(Clock::time_point at) override { deadline_ = at; }
+
+ private:
+  dataplane::BlockingChannel& ch_;
+  Deadline deadline_;
+  uint32_t max_;
+};
 
 }  // namespace genie::direct_io
