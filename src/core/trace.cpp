@@ -45,7 +45,11 @@ struct Recorder {
   uint64_t t0_ns = 0;
   Document doc;
   std::set<std::pair<int64_t, int64_t>> named;
+  std::map<std::string, int64_t> rows;  // process_row: name -> pid
 };
+
+// Linux pids stay below 2^22: pids from here on name other processes' rows.
+constexpr int64_t kFirstOtherPid = int64_t{1} << 30;
 
 Recorder& recorder() {
   static Recorder* r = new Recorder();  // never destroyed: any thread may record during exit
@@ -102,6 +106,7 @@ void start(const std::string& path) {
   r.t0_ns = steady_now_ns();
   r.doc = Document{};
   r.named.clear();
+  r.rows.clear();
   r.doc.metadata["clock"] = "steady, microseconds from the start of tracing";
   detail::g_on.store(true);
 }
@@ -159,12 +164,28 @@ void record(Event e, const std::string& thread_name) {
   r.doc.events.push_back(std::move(e));
 }
 
+int64_t process_row(const std::string& name) {
+  Recorder& r = recorder();
+  std::lock_guard<std::mutex> lk(r.mu);
+  auto [it, added] = r.rows.emplace(name, kFirstOtherPid + static_cast<int64_t>(r.rows.size()));
+  if (added) r.doc.process_names[it->second] = name;
+  return it->second;
+}
+
+void set_metadata(const std::string& key, const std::string& value) {
+  if (!on()) return;
+  Recorder& r = recorder();
+  std::lock_guard<std::mutex> lk(r.mu);
+  if (detail::g_on.load()) r.doc.metadata[key] = value;
+}
+
 uint64_t now_ns() { return steady_now_ns(); }
 
 void transfer(const Transfer& t, uint64_t start_ns, uint64_t end_ns) {
   if (!on()) return;
   Event e;
-  e.name = cat(t.role.empty() ? "transfer" : t.role, " ", t.bytes, " B");
+  e.name = cat(t.direction, t.direction.empty() ? "" : " ", t.role.empty() ? "transfer" : t.role, " ",
+               t.bytes, " B");
   e.cat = "transfer";
   e.ts_us = ts_us(start_ns);
   e.dur_us = end_ns >= start_ns ? static_cast<double>(end_ns - start_ns) / 1e3 : 0;
@@ -172,6 +193,7 @@ void transfer(const Transfer& t, uint64_t start_ns, uint64_t end_ns) {
   e.tid = kTransferTid;
   e.args = {{"transport", t.transport}, {"role", t.role}, {"phase", t.phase},
             {"from", t.from},           {"to", t.to},     {"value", t.value}};
+  if (!t.direction.empty()) e.args.push_back({"direction", t.direction});
   e.num_args = {{"bytes", static_cast<double>(t.bytes)}};
   record(std::move(e), "transfers");
 }

@@ -22,6 +22,7 @@
 #include "exec/learn.hpp"
 #include "exec/run_trace.hpp"
 #include "graph/binding.hpp"
+#include "runtime/remote_trace.hpp"
 
 namespace genie {
 
@@ -407,8 +408,11 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
     ++inflight_;
   }
   std::weak_ptr<RemoteClient> weak_client = client_;
-  auto done = [state, inputs = std::move(inputs), weak_client, n_outputs](RemoteResult&& r) mutable {
+  const RemoteTrace traced = remote_trace_begin(*client_);
+  auto done = [state, inputs = std::move(inputs), weak_client, n_outputs, traced,
+               graph = prepared.graph](RemoteResult&& r) mutable {
     // On the client's loop thread.
+    if (traced.submit_ns != 0) remote_trace_end(*graph, traced, r);
     FutureResult fr;
     fr.status = r.status;
     fr.detail = std::move(r.detail);
@@ -440,7 +444,7 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
   };
   std::shared_ptr<RemoteClient::Submission> direct;
   try {
-    direct = client_->submit(prepared.json, std::move(bindings), std::move(done));
+    direct = client_->submit(prepared.json, std::move(bindings), std::move(done), traced.clock.known);
   } catch (...) {
     remote_graph_done();
     throw;

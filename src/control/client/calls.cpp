@@ -197,6 +197,7 @@ std::string RemoteClient::Impl::full_submission(Call& call, std::string* out) {
     b->set_tensor_id(tid);
   }
   m.set_keep_as_base(true);
+  m.set_trace(call.trace);
   *out = wire::encode_msg(m);
   graph_bytes_sent.fetch_add(wire::kHeaderSize + out->size(), std::memory_order_relaxed);
   call.send_type = MsgType::GraphSubmit;
@@ -295,6 +296,7 @@ PayloadSink RemoteClient::Impl::on_frame(Link link, const wire::FrameHeader& fh,
                            : call->type == MsgType::ServerInfoRequest ? MsgType::ServerInfo
                            : call->type == MsgType::Heartbeat         ? MsgType::HeartbeatReply
                            : call->type == MsgType::PlanExplain       ? MsgType::PlanExplainReply
+                           : call->type == MsgType::ClockProbe        ? MsgType::ClockProbeReply
                                                                       : MsgType::Ok;
       if (fh.type != want || fh.payload_len)
         return protocol(cat("reply is ", wire::type_name(fh.type), ", expected ", wire::type_name(want)));
@@ -336,6 +338,23 @@ RemoteResult RemoteClient::Impl::parse_done(const std::string& msg) {
   r.status = d.status() == GENIE_OK ? GENIE_OK : peer_status(d.status());
   r.detail = d.detail();
   r.exec_ns = d.exec_ns();
+  r.spans.reserve(static_cast<size_t>(d.spans_size()));
+  for (const wire::TraceSpan& w : d.spans()) {
+    RemoteSpan s;
+    s.event.name = w.name();
+    s.event.cat = w.cat();
+    s.event.tid = w.track();
+    for (const auto& [k, v] : w.args()) s.event.args.emplace_back(k, v);
+    for (const auto& [k, v] : w.num_args()) s.event.num_args.emplace_back(k, v);
+    // Protobuf maps have no order: sorted, so that rows read the same every time.
+    std::sort(s.event.args.begin(), s.event.args.end());
+    std::sort(s.event.num_args.begin(), s.event.num_args.end());
+    s.row = w.track_name();
+    s.start_ns = w.start_ns();
+    s.dur_ns = w.dur_ns();
+    r.spans.push_back(std::move(s));
+  }
+  r.spans_dropped = d.spans_dropped();
   for (const auto& o : d.outputs()) {
     RemoteOutput out;
     out.name = o.name();
