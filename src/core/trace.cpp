@@ -19,6 +19,10 @@ std::atomic<bool> g_on{false};
 }
 
 namespace {
+std::atomic<uint64_t> g_generation{0};
+}
+
+namespace {
 
 using Json = std::unique_ptr<cJSON, void (*)(cJSON*)>;
 
@@ -107,6 +111,7 @@ void start(const std::string& path) {
   r.doc = Document{};
   r.named.clear();
   r.rows.clear();
+  g_generation.fetch_add(1);
   r.doc.metadata["clock"] = "steady, microseconds from the start of tracing";
   detail::g_on.store(true);
 }
@@ -153,16 +158,35 @@ double ts_us(uint64_t steady_ns) {
                          : -static_cast<double>(t0 - steady_ns) / 1e3;
 }
 
-void record(Event e, const std::string& thread_name) {
-  if (!on()) return;
-  Recorder& r = recorder();
-  std::lock_guard<std::mutex> lk(r.mu);
-  if (!detail::g_on.load()) return;
+namespace {
+
+// Under r.mu, while recording.
+void add(Recorder& r, Event&& e, const std::string& thread_name) {
   if (r.doc.process_names.count(e.pid) == 0) r.doc.process_names[e.pid] = cat("genie ", e.pid);
   if (!thread_name.empty() && r.named.insert({e.pid, e.tid}).second)
     r.doc.thread_names[{e.pid, e.tid}] = thread_name;
   r.doc.events.push_back(std::move(e));
 }
+
+}  // namespace
+
+void record(Event e, const std::string& thread_name) {
+  if (!on()) return;
+  Recorder& r = recorder();
+  std::lock_guard<std::mutex> lk(r.mu);
+  if (!detail::g_on.load()) return;
+  add(r, std::move(e), thread_name);
+}
+
+void record(std::vector<Event>&& events, const std::vector<std::string>& rows) {
+  if (!on()) return;
+  Recorder& r = recorder();
+  std::lock_guard<std::mutex> lk(r.mu);
+  if (!detail::g_on.load()) return;
+  for (size_t i = 0; i < events.size(); ++i) add(r, std::move(events[i]), i < rows.size() ? rows[i] : "");
+}
+
+uint64_t generation() { return g_generation.load(); }
 
 int64_t process_row(const std::string& name) {
   Recorder& r = recorder();

@@ -70,6 +70,11 @@ void start_from_env();
 // process ("genie PID") the first time each is seen. Nothing when not
 // recording. Any thread.
 void record(Event e, const std::string& thread_name = "");
+// The same for each events[i] on its row rows[i], under one lock.
+void record(std::vector<Event>&& events, const std::vector<std::string>& rows);
+// Counts the traces started: a new value means a new trace (whose rows and
+// metadata start empty).
+uint64_t generation();
 
 // The pid of a process row of another process, named `name` (a server
 // whose spans a client merges into its trace): the same pid for the same

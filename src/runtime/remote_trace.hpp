@@ -25,8 +25,9 @@ struct RemoteTrace {
 // measured) and the submission time. submit_ns stays 0 when no trace is
 // recorded. Never throws.
 RemoteTrace remote_trace_begin(RemoteClient& client);
-// `r` completed the submission `t` began (any thread). Nothing when not
-// traced or no longer recording. Never throws.
-void remote_trace_end(const Graph& g, const RemoteTrace& t, const RemoteResult& r);
+// `r` completed the submission `t` began (any thread); its spans are
+// moved into the trace. Nothing when not traced or no longer recording.
+// Never throws.
+void remote_trace_end(const Graph& g, const RemoteTrace& t, RemoteResult& r);
 
 }  // namespace genie

@@ -22,8 +22,16 @@ void add_trace_spans(const Graph& g, const ExecResult& r, wire::GraphDone& d) {
     w->set_track_name(std::move(s.row));
     w->set_start_ns(s.start_ns);
     w->set_dur_ns(s.dur_ns);
-    for (auto& [k, v] : s.event.args) (*w->mutable_args())[k] = std::move(v);
-    for (const auto& [k, v] : s.event.num_args) (*w->mutable_num_args())[k] = v;
+    for (auto& [k, v] : s.event.args) {
+      wire::TraceArg* a = w->add_args();
+      a->set_key(k);
+      a->set_text(std::move(v));
+    }
+    for (const auto& [k, v] : s.event.num_args) {
+      wire::TraceArg* a = w->add_args();
+      a->set_key(k);
+      a->set_number(v);
+    }
     bytes += w->ByteSizeLong();
     if (bytes > kMaxTraceSpanBytes) {
       d.mutable_spans()->RemoveLast();

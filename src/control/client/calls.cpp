@@ -339,17 +339,18 @@ RemoteResult RemoteClient::Impl::parse_done(const std::string& msg) {
   r.detail = d.detail();
   r.exec_ns = d.exec_ns();
   r.spans.reserve(static_cast<size_t>(d.spans_size()));
-  for (const wire::TraceSpan& w : d.spans()) {
+  for (wire::TraceSpan& w : *d.mutable_spans()) {
     RemoteSpan s;
-    s.event.name = w.name();
-    s.event.cat = w.cat();
+    s.event.name = std::move(*w.mutable_name());
+    s.event.cat = std::move(*w.mutable_cat());
     s.event.tid = w.track();
-    for (const auto& [k, v] : w.args()) s.event.args.emplace_back(k, v);
-    for (const auto& [k, v] : w.num_args()) s.event.num_args.emplace_back(k, v);
-    // Protobuf maps have no order: sorted, so that rows read the same every time.
-    std::sort(s.event.args.begin(), s.event.args.end());
-    std::sort(s.event.num_args.begin(), s.event.num_args.end());
-    s.row = w.track_name();
+    for (wire::TraceArg& a : *w.mutable_args()) {
+      if (a.value_case() == wire::TraceArg::kNumber)
+        s.event.num_args.emplace_back(std::move(*a.mutable_key()), a.number());
+      else
+        s.event.args.emplace_back(std::move(*a.mutable_key()), std::move(*a.mutable_text()));
+    }
+    s.row = std::move(*w.mutable_track_name());
     s.start_ns = w.start_ns();
     s.dur_ns = w.dur_ns();
     r.spans.push_back(std::move(s));
