@@ -21,9 +21,9 @@
 #include <thread>
 #include <vector>
 
-#include "core/trace.hpp"
 #include "control/wire.hpp"
 #include "core/log.hpp"
+#include "core/trace.hpp"
 #include "genie.pb.h"
 #include "graph/delta.hpp"
 #include "graph/graph.hpp"
