@@ -30,6 +30,14 @@
 // the library has no Prometheus support the A/B is left out, saying so.
 // BENCH_METRICS_AA=1 starts the second server without metrics too: the
 // same ratio then shows the noise floor of comparing two server processes.
+//
+// Tracing overhead (docs/observability.md, "Cost"): each round also times
+// the remote and pipelined calls against the first server while this
+// process records a trace (genie_trace_start: the client's span of each
+// graph, the server's spans returned in each GraphDone and merged), before
+// the untraced calls in odd rounds, after them in even ones, and reports
+// the per-round ratios tracing on / off. The server-clock estimate a trace
+// makes (8 round trips, once per 10 s) is taken by an untimed call first.
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
@@ -336,6 +344,8 @@ int main(int argc, char** argv) {
 #endif
   }
   std::vector<double> metrics_sync_ratio, metrics_pipe_ratio;  // per round: on / off
+  std::vector<double> trace_sync_ratio, trace_pipe_ratio;      // per round: tracing on / off
+  const std::string trace_path = "/tmp/genie_bench_rpc_trace_" + std::to_string(::getpid()) + ".json";
   // Per round: p50s of the raw ping-pongs (blocking, polling), embedded,
   // remote, pipelined and gRPC calls; which CPU class the pipelined phase
   // ran in (-1: unknown).
@@ -356,7 +366,18 @@ int main(int argc, char** argv) {
     for (int i = 0; i < calls; ++i) a.push_back(time_us([&] { raw.call(); }));
     for (int i = 0; i < calls; ++i) f.push_back(time_us([&] { raw_poll.call(); }));
     for (int i = 0; i < calls; ++i) e.push_back(time_us([&] { embedded.call(); }));
+    // The same calls against the first server while this process traces.
+    std::vector<double> ts, tp;
+    const auto traced_phase = [&] {
+      bu_check(genie_trace_start(trace_path.c_str()), "genie_trace_start");
+      genie.call();  // untimed: the server-clock estimate
+      for (int i = 0; i < calls; ++i) ts.push_back(time_us([&] { genie.call(); }));
+      for (int i = 0; i < calls / kDepth; ++i)
+        tp.push_back(time_us([&] { genie.call_pipelined(kDepth); }) / kDepth);
+      bu_check(genie_trace_stop(), "genie_trace_stop");
+    };
     if (r % 2 == 1) metered_phase();
+    if (r % 2 == 1) traced_phase();
     for (int i = 0; i < calls; ++i) b.push_back(time_us([&] { genie.call(); }));
     const ThreadTimes before = thread_times(server.pid);
     const double phase_t0 = bu_now_s(), cpu0 = process_cpu_ns();
@@ -371,6 +392,9 @@ int main(int argc, char** argv) {
       server_cpu[shared].push_back(run_ns(before, after) / submissions / 1e3);
     }
     if (r % 2 == 0) metered_phase();
+    if (r % 2 == 0) traced_phase();
+    trace_sync_ratio.push_back(median_of(ts) / median_of(b));
+    trace_pipe_ratio.push_back(median_of(tp) / median_of(c));
     if (genie_metered) {
       metrics_sync_ratio.push_back(median_of(ms) / median_of(b));
       metrics_pipe_ratio.push_back(median_of(mp) / median_of(c));
@@ -508,12 +532,22 @@ int main(int argc, char** argv) {
     std::printf("  submit+wait p50 %.3f (%.3f-%.3f), pipelined per submit %.3f (%.3f-%.3f), goal within 1.03\n",
                 ms.median, ms.min, ms.max, mp.median, mp.min, mp.max);
   }
+  std::remove(trace_path.c_str());
+  const bu_stats_t ts = bu_stats(trace_sync_ratio.data(), trace_sync_ratio.size());
+  const bu_stats_t tp = bu_stats(trace_pipe_ratio.data(), trace_pipe_ratio.size());
+  std::printf(
+      "tracing on / off (this process recording a trace with the server's spans merged, against the same\n"
+      "server untraced, same round):\n"
+      "  submit+wait p50 %.3f (%.3f-%.3f), pipelined per submit %.3f (%.3f-%.3f)\n",
+      ts.median, ts.min, ts.max, tp.median, tp.min, tp.max);
   if (json)
     std::fprintf(json,
                  "],\"goal_ratio\":%.4f,\"pipelined_ratio\":%.4f,\"pipelined_rounds_one_cpu\":%zu,"
                  "\"sustained_pipelined_ratio\":%.4f,\"metrics_on_off_sync\":%.4f,"
-                 "\"metrics_on_off_pipelined\":%.4f}\n",
-                 goal.median, pipe.median, ratio_pipe_split[1].size(), sustained, metrics_sync, metrics_pipe);
+                 "\"metrics_on_off_pipelined\":%.4f,\"trace_on_off_sync\":%.4f,"
+                 "\"trace_on_off_pipelined\":%.4f}\n",
+                 goal.median, pipe.median, ratio_pipe_split[1].size(), sustained, metrics_sync, metrics_pipe,
+                 ts.median, tp.median);
   bu_json_close(json, o.json_path);
   genie_remote.reset();
   genie_embedded.reset();

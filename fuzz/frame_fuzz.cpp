@@ -55,6 +55,8 @@ void parse_as(MsgType t, const std::string& b) {
     case MsgType::WorkerRegister: return parse<w::WorkerRegister>(b, t);
     case MsgType::PlanExplain: return parse<w::PlanExplain>(b, t);
     case MsgType::PlanExplainReply: return parse<w::PlanExplainReply>(b, t);
+    case MsgType::ClockProbe: return parse<w::ClockProbe>(b, t);
+    case MsgType::ClockProbeReply: return parse<w::ClockProbeReply>(b, t);
     case MsgType::Goodbye: return parse<w::Goodbye>(b, t);
     case MsgType::Probe: return parse<w::Probe>(b, t);
     case MsgType::ProbeReply: return parse<w::ProbeReply>(b, t);

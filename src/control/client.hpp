@@ -24,9 +24,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "control/clock_offset.hpp"
 #include "core/config.hpp"
 #include "core/dtype.hpp"
 #include "core/shape.hpp"
+#include "core/trace.hpp"
 #include "dataplane/transport.hpp"
 #include "genie.h"
 #include "sched/plan.hpp"
@@ -45,11 +47,25 @@ struct RemoteOutput {
   std::string device = "cpu:0";
 };
 
+// A span of the server's run of a graph (GraphDone.spans): `event` without
+// its times and process, on the server's row event.tid named `row`, from
+// start_ns on the server's steady clock for dur_ns.
+struct RemoteSpan {
+  trace::Event event;
+  std::string row;
+  uint64_t start_ns = 0;
+  uint64_t dur_ns = 0;
+};
+
 struct RemoteResult {
   genie_status_t status = GENIE_OK;
   std::string detail;
   std::vector<RemoteOutput> outputs;  // graph outputs, mark order
   uint64_t exec_ns = 0;
+  // A submission with want_spans: what the server recorded of the run, and
+  // how many spans it left out (its bounds, server/trace_spans.hpp).
+  std::vector<RemoteSpan> spans{};
+  uint32_t spans_dropped = 0;
 };
 
 class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
@@ -118,10 +134,13 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   // there (a collect() of any submission, a transfer on the link, or the
   // watcher thread). A caller waits for it with collect(); watch(), or
   // dropping the last handle, leaves it to the watcher thread.
+  //
+  // `want_spans`: the completion carries the server's spans of the run
+  // (RemoteResult::spans), from a server that sends them (trace_spans()).
   struct Submission;
   std::shared_ptr<Submission> submit(const std::string& graph_json,
                                      std::vector<std::pair<std::string, uint64_t>> bindings,
-                                     std::function<void(RemoteResult&&)> done);
+                                     std::function<void(RemoteResult&&)> done, bool want_spans = false);
   // Returns once `s`'s done has run or at `deadline`, reading the direct
   // link on this thread while no other thread does. Returns at once on a
   // thread running a completion read off the link (the reader goes on).
@@ -149,6 +168,19 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   // Tensor writes and reads done on the caller's own socket, without the
   // loop (control/client/direct.hpp).
   uint64_t direct_transfers() const;
+
+  // The server sends the spans of the graphs a submission asks for and
+  // answers ClockProbe (Welcome.trace_spans; false from older servers).
+  bool trace_spans() const;
+  // The server's steady clock against this process's (trace::now_ns()),
+  // from kClockProbes ClockProbe round trips on the control connection
+  // (control/clock_offset.hpp); measured once per connection to the
+  // server and again once older than kClockMaxAge. Not known from a server
+  // without trace_spans(). Throws as a synchronous call does (CONNECTION,
+  // TIMEOUT, SHUTDOWN). Any thread but the loop thread.
+  static constexpr int kClockProbes = 8;
+  static constexpr std::chrono::seconds kClockMaxAge{10};
+  ClockOffset server_clock();
 
   // ServerInfo as JSON text, with this client's GraphStats under "client".
   std::string server_info_json();

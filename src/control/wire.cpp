@@ -29,6 +29,8 @@ bool known_type(uint16_t type) {
     case MsgType::WorkerRegister:
     case MsgType::PlanExplain:
     case MsgType::PlanExplainReply:
+    case MsgType::ClockProbe:
+    case MsgType::ClockProbeReply:
     case MsgType::Goodbye:
     case MsgType::Probe:
     case MsgType::ProbeReply:
@@ -67,6 +69,8 @@ const char* type_name(MsgType t) {
     case MsgType::WorkerRegister: return "WorkerRegister";
     case MsgType::PlanExplain: return "PlanExplain";
     case MsgType::PlanExplainReply: return "PlanExplainReply";
+    case MsgType::ClockProbe: return "ClockProbe";
+    case MsgType::ClockProbeReply: return "ClockProbeReply";
     case MsgType::Goodbye: return "Goodbye";
     case MsgType::Probe: return "Probe";
     case MsgType::ProbeReply: return "ProbeReply";

@@ -51,6 +51,10 @@ enum class MsgType : uint16_t {
   WorkerRegister = 32,
   PlanExplain = 33,
   PlanExplainReply = 34,
+  // The server's steady clock, for merging its trace spans into a client's
+  // (only to servers whose Welcome has trace_spans).
+  ClockProbe = 35,
+  ClockProbeReply = 36,
   Goodbye = 40,
   // Cluster (docs/cluster.md): Probe/ProbeReply before any handshake,
   // Heartbeat/HeartbeatReply on a session's control connection.

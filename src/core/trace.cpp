@@ -19,6 +19,10 @@ std::atomic<bool> g_on{false};
 }
 
 namespace {
+std::atomic<uint64_t> g_generation{0};
+}
+
+namespace {
 
 using Json = std::unique_ptr<cJSON, void (*)(cJSON*)>;
 
@@ -45,7 +49,11 @@ struct Recorder {
   uint64_t t0_ns = 0;
   Document doc;
   std::set<std::pair<int64_t, int64_t>> named;
+  std::map<std::string, int64_t> rows;  // process_row: name -> pid
 };
+
+// Linux pids stay below 2^22: pids from here on name other processes' rows.
+constexpr int64_t kFirstOtherPid = int64_t{1} << 30;
 
 Recorder& recorder() {
   static Recorder* r = new Recorder();  // never destroyed: any thread may record during exit
@@ -102,6 +110,8 @@ void start(const std::string& path) {
   r.t0_ns = steady_now_ns();
   r.doc = Document{};
   r.named.clear();
+  r.rows.clear();
+  g_generation.fetch_add(1);
   r.doc.metadata["clock"] = "steady, microseconds from the start of tracing";
   detail::g_on.store(true);
 }
@@ -148,15 +158,49 @@ double ts_us(uint64_t steady_ns) {
                          : -static_cast<double>(t0 - steady_ns) / 1e3;
 }
 
+namespace {
+
+// Under r.mu, while recording.
+void add(Recorder& r, Event&& e, const std::string& thread_name) {
+  if (r.doc.process_names.count(e.pid) == 0) r.doc.process_names[e.pid] = cat("genie ", e.pid);
+  if (!thread_name.empty() && r.named.insert({e.pid, e.tid}).second)
+    r.doc.thread_names[{e.pid, e.tid}] = thread_name;
+  r.doc.events.push_back(std::move(e));
+}
+
+}  // namespace
+
 void record(Event e, const std::string& thread_name) {
   if (!on()) return;
   Recorder& r = recorder();
   std::lock_guard<std::mutex> lk(r.mu);
   if (!detail::g_on.load()) return;
-  if (r.doc.process_names.count(e.pid) == 0) r.doc.process_names[e.pid] = cat("genie ", e.pid);
-  if (!thread_name.empty() && r.named.insert({e.pid, e.tid}).second)
-    r.doc.thread_names[{e.pid, e.tid}] = thread_name;
-  r.doc.events.push_back(std::move(e));
+  add(r, std::move(e), thread_name);
+}
+
+void record(std::vector<Event>&& events, const std::vector<std::string>& rows) {
+  if (!on()) return;
+  Recorder& r = recorder();
+  std::lock_guard<std::mutex> lk(r.mu);
+  if (!detail::g_on.load()) return;
+  for (size_t i = 0; i < events.size(); ++i) add(r, std::move(events[i]), i < rows.size() ? rows[i] : "");
+}
+
+uint64_t generation() { return g_generation.load(); }
+
+int64_t process_row(const std::string& name) {
+  Recorder& r = recorder();
+  std::lock_guard<std::mutex> lk(r.mu);
+  auto [it, added] = r.rows.emplace(name, kFirstOtherPid + static_cast<int64_t>(r.rows.size()));
+  if (added) r.doc.process_names[it->second] = name;
+  return it->second;
+}
+
+void set_metadata(const std::string& key, const std::string& value) {
+  if (!on()) return;
+  Recorder& r = recorder();
+  std::lock_guard<std::mutex> lk(r.mu);
+  if (detail::g_on.load()) r.doc.metadata[key] = value;
 }
 
 uint64_t now_ns() { return steady_now_ns(); }
@@ -164,7 +208,8 @@ uint64_t now_ns() { return steady_now_ns(); }
 void transfer(const Transfer& t, uint64_t start_ns, uint64_t end_ns) {
   if (!on()) return;
   Event e;
-  e.name = cat(t.role.empty() ? "transfer" : t.role, " ", t.bytes, " B");
+  e.name = cat(t.direction, t.direction.empty() ? "" : " ", t.role.empty() ? "transfer" : t.role, " ",
+               t.bytes, " B");
   e.cat = "transfer";
   e.ts_us = ts_us(start_ns);
   e.dur_us = end_ns >= start_ns ? static_cast<double>(end_ns - start_ns) / 1e3 : 0;
@@ -172,6 +217,7 @@ void transfer(const Transfer& t, uint64_t start_ns, uint64_t end_ns) {
   e.tid = kTransferTid;
   e.args = {{"transport", t.transport}, {"role", t.role}, {"phase", t.phase},
             {"from", t.from},           {"to", t.to},     {"value", t.value}};
+  if (!t.direction.empty()) e.args.push_back({"direction", t.direction});
   e.num_args = {{"bytes", static_cast<double>(t.bytes)}};
   record(std::move(e), "transfers");
 }

@@ -70,15 +70,29 @@ void start_from_env();
 // process ("genie PID") the first time each is seen. Nothing when not
 // recording. Any thread.
 void record(Event e, const std::string& thread_name = "");
+// The same for each events[i] on its row rows[i], under one lock.
+void record(std::vector<Event>&& events, const std::vector<std::string>& rows);
+// Counts the traces started: a new value means a new trace (whose rows and
+// metadata start empty).
+uint64_t generation();
+
+// The pid of a process row of another process, named `name` (a server
+// whose spans a client merges into its trace): the same pid for the same
+// name until stop(), above any real pid. Any thread.
+int64_t process_row(const std::string& name);
+// Sets the trace's metadata ("otherData") `key` to `value`. Nothing when
+// not recording. Any thread.
+void set_metadata(const std::string& key, const std::string& value);
 
 // This process's steady clock in nanoseconds (the clock of ts_us).
 uint64_t now_ns();
 
 // A tensor moved between `from` and `to` over `transport` from `start_ns`
 // to `end_ns` (now_ns()), with its semantic tag's `role` and `phase`, as a
-// span on this process's "transfers" row: named "<role> <bytes> B",
-// `args` bytes, transport, role, phase, from, to, value. Nothing when not
-// recording. Any thread.
+// span on this process's "transfers" row: named "<role> <bytes> B"
+// ("<direction> <role> <bytes> B" with a direction: a client's `write` or
+// `read`), `args` bytes, transport, role, phase, from, to, value (and
+// direction). Nothing when not recording. Any thread.
 struct Transfer {
   std::string value;
   std::string transport;
@@ -87,6 +101,7 @@ struct Transfer {
   std::string from;
   std::string to;
   uint64_t bytes = 0;
+  std::string direction{};
 };
 void transfer(const Transfer& t, uint64_t start_ns, uint64_t end_ns);
 

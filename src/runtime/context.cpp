@@ -23,6 +23,7 @@
 #include "exec/learn.hpp"
 #include "exec/run_trace.hpp"
 #include "graph/binding.hpp"
+#include "runtime/remote_trace.hpp"
 
 namespace genie {
 
@@ -465,9 +466,11 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
   std::weak_ptr<RemoteClient> weak_client = client_;
   std::vector<std::string> output_names;
   for (ValueId v : snapshot.outputs()) output_names.push_back(snapshot.value(v).name);
-  auto done = [state, inputs = std::move(inputs), weak_client, n_outputs,
+  const RemoteTrace traced = remote_trace_begin(*client_);
+  auto done = [state, inputs = std::move(inputs), weak_client, n_outputs, traced, graph = prepared.graph,
                output_names = std::move(output_names)](RemoteResult&& r) mutable {
     // On the client's loop thread.
+    if (traced.submit_ns != 0) remote_trace_end(*graph, traced, r);
     FutureResult fr;
     fr.status = r.status;
     fr.detail = std::move(r.detail);
@@ -501,7 +504,7 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
   };
   std::shared_ptr<RemoteClient::Submission> direct;
   try {
-    direct = client_->submit(prepared.json, std::move(bindings), std::move(done));
+    direct = client_->submit(prepared.json, std::move(bindings), std::move(done), traced.clock.known);
   } catch (...) {
     remote_graph_done();
     throw;

@@ -4,6 +4,7 @@
 
 #include "control/semantic_tag.hpp"
 #include "control/wire_tag.hpp"
+#include "core/trace.hpp"
 #include "server/impl.hpp"
 #include "server/master.hpp"
 #include "server/rma.hpp"
@@ -36,6 +37,7 @@ bool is_client_request(MsgType t) {
     case MsgType::Heartbeat:
     case MsgType::WorkerRegister:
     case MsgType::PlanExplain:
+    case MsgType::ClockProbe:
     case MsgType::Goodbye: return true;
     default: return false;
   }
@@ -148,6 +150,7 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       const wire::GraphSubmit& m = *full;
       parse_into(*full, msg, h.type);
       free_carried(*p->session, m.free_tensor_ids());
+      if (m.trace()) want_spans(*p, rid);
       counters.graph_submits_full.fetch_add(1, std::memory_order_relaxed);
       counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
       try {
@@ -173,6 +176,7 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       wire::GraphSubmitDelta& m = *delta;
       parse_into(m, msg, h.type);
       free_carried(*p->session, m.free_tensor_ids());
+      if (m.trace()) want_spans(*p, rid);
       counters.graph_submits_delta.fetch_add(1, std::memory_order_relaxed);
       counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
       bool unknown_base = false;
@@ -182,6 +186,7 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
         graph_submit(p, rid, *text, m.bindings());
       } catch (const Error& e) {
         if (unknown_base) {
+          p->traced.erase(rid);
           counters.graph_delta_unknown_base.fetch_add(1, std::memory_order_relaxed);
           wire::ErrorReply r;
           r.set_status(e.code());
@@ -210,6 +215,13 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       } catch (const Error& e) {
         send_error(*p, rid, e.code(), e.detail());
       }
+      return {};
+    }
+    case MsgType::ClockProbe: {
+      parse_msg<wire::ClockProbe>(msg, h.type);
+      wire::ClockProbeReply r;
+      r.set_server_ns(trace::now_ns());
+      send(*p, MsgType::ClockProbeReply, rid, r);
       return {};
     }
     case MsgType::ServerInfoRequest:
@@ -333,6 +345,7 @@ void Server::Impl::count_tagged(const char* dir, const dataplane::SemanticTag& t
 }
 
 void Server::Impl::send_error(Peer& p, uint64_t rid, genie_status_t status, const std::string& detail) {
+  if (!p.traced.empty()) p.traced.erase(rid);
   wire::ErrorReply e;
   e.set_status(status);
   e.set_detail(detail);

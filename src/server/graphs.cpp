@@ -5,6 +5,7 @@
 #include "dataplane/transport_bytes.hpp"
 #include "exec/run_trace.hpp"
 #include "server/impl.hpp"
+#include "server/trace_spans.hpp"
 
 namespace genie {
 
@@ -361,6 +362,7 @@ void Server::Impl::report_done(const std::shared_ptr<Peer>& p, const std::shared
       d.set_status(r.status);
       d.set_detail(r.detail);
       d.set_exec_ns(r.exec_ns);
+      if (!p->traced.empty() && p->traced.erase(rid) != 0) add_trace_spans(graph, r, d);
       if (r.status == GENIE_OK) {
         for (size_t i = 0; i < r.outputs.size() && i < graph.outputs().size(); ++i) {
           const auto& t = r.outputs[i];

@@ -20,6 +20,7 @@
 #include <mutex>
 #include <random>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "control/client.hpp"
 #include "control/connection.hpp"
@@ -123,6 +124,10 @@ struct Peer : std::enable_shared_from_this<Peer> {
   uint64_t read_bytes_in_flight = 0;
   std::deque<WaitingRead> reads_waiting;
   bool pumping_reads = false;
+  // Graph submissions of this connection in flight that asked for their
+  // spans (GraphSubmit.trace): their GraphDone carries them (trace_spans.cpp).
+  // At most kMaxTracedInFlight; past it a submission is not traced.
+  std::unordered_set<uint64_t> traced;
   // Once set, further frames are ignored and the connection closes as soon as
   // its queued replies are written (so an ErrorReply reaches the client).
   bool closing = false;
@@ -212,6 +217,9 @@ struct Server::Impl {
                   const std::shared_ptr<const Graph>& graph, ExecResult& r);
   // What graph_done and multinode_done share: `store(output, session)`
   // puts one output in the session and returns its tensor id.
+  // Notes that request `rid` of `p` asks for its graph's spans (a
+  // submission with trace set); report_done answers it, send_error forgets it.
+  static void want_spans(Peer& p, uint64_t rid);
   template <class Result, class Store>
   void report_done(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s, uint64_t rid,
                    const Graph& graph, Result& r, Store store);

@@ -21,7 +21,7 @@ metrics::Family family(const char* name, const char* help, bool counter, double 
 }
 
 // A server's ServerInfo as metric families (docs/observability.md).
-std::vector<metrics::Family> server_families(const ServerStats& s, uint64_t budget) {
+std::vector<metrics::Family> server_families(const ServerStats& s, uint64_t budget, const SessionQuota& q) {
   std::vector<metrics::Family> f;
   f.push_back(
       family("genie_sessions", "Live sessions, connected or in their grace period.", false, s.sessions()));
@@ -31,6 +31,13 @@ std::vector<metrics::Family> server_families(const ServerStats& s, uint64_t budg
   f.push_back(family("genie_memory_budget_bytes",
                      "What tensors and graphs in flight may hold in all (the server's memory budget).", false,
                      double(budget)));
+  // The quotas as the server applies them (a 0 setting: its default).
+  f.push_back(family("genie_session_quota_bytes", "What one session's tensors and graphs in flight may hold.",
+                     false, double(q.max_bytes ? q.max_bytes : budget)));
+  f.push_back(family("genie_session_quota_tensors", "Tensors one session may hold.", false,
+                     double(q.max_tensors ? q.max_tensors : SessionQuota::kDefaultTensors)));
+  f.push_back(family("genie_session_quota_graphs", "Graphs one session may have in flight.", false,
+                     double(q.max_graphs ? q.max_graphs : SessionQuota::kDefaultGraphs)));
   f.push_back(
       family("genie_uptime_seconds", "Seconds since the server started.", false, s.uptime_ms() / 1e3));
   f.push_back(family("genie_connections_refused_total",
@@ -153,8 +160,11 @@ void NodeServer::serve_metrics(const Config& cfg, uint64_t budget) {
   if (!is_loopback(cfg.metrics_addr))
     log(LogLevel::Warn, "server: metrics served on ", cfg.metrics_addr, ":", exposure_->port(),
         " without authentication (they show counts, never tensor data)");
-  collector_ = metrics::add_collector([this, budget] {
-    std::vector<metrics::Family> f = server_families(server_->stats(), budget);
+  const SessionQuota quota{static_cast<uint64_t>(cfg.session_max_bytes),
+                           static_cast<uint64_t>(cfg.session_max_tensors),
+                           static_cast<uint64_t>(cfg.session_max_graphs)};
+  collector_ = metrics::add_collector([this, budget, quota] {
+    std::vector<metrics::Family> f = server_families(server_->stats(), budget, quota);
     for (metrics::Family& m : master_->metric_families()) f.push_back(std::move(m));
     return f;
   });

@@ -64,6 +64,23 @@ TEST(CapiMetrics, BeyondLoopbackNeedsAuthentication) {
   EXPECT_EQ(ctx, nullptr);
 }
 
+// The per-session quotas as the server applies them, beside its budget.
+TEST(CapiMetrics, SessionQuotasAreGauges) {
+  if (!genie_metrics_supported()) GTEST_SKIP() << "built without prometheus-cpp: metrics are not supported";
+  Config cfg;
+  ASSERT_GENIE_OK(genie_config_set_metrics_port(cfg.c, 0));
+  ASSERT_GENIE_OK(genie_config_set_session_quota(cfg.c, 1 << 20, 100, 0));
+  genie_server_t* s = nullptr;
+  ASSERT_GENIE_OK(genie_server_create(cfg.c, "127.0.0.1", 0, &s));
+  int32_t port = 0;
+  ASSERT_GENIE_OK(genie_server_metrics_port(s, &port));
+  const std::string text = scrape(port);
+  EXPECT_EQ(sample(text, "genie_session_quota_bytes"), 1 << 20) << text.substr(0, 400);
+  EXPECT_EQ(sample(text, "genie_session_quota_tensors"), 100);
+  EXPECT_EQ(sample(text, "genie_session_quota_graphs"), 256) << "0 keeps the default";
+  genie_server_destroy(s);
+}
+
 TEST(CapiMetrics, ServersAndContextsOfOneProcessShareTheEndpoint) {
   if (!genie_metrics_supported()) {
     Config cfg;

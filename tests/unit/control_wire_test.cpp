@@ -154,7 +154,7 @@ TEST(ControlWire, VersionIsCheckedBeforeTheRestOfTheHeader) {
 }
 
 TEST(ControlWire, RejectsUnknownTypes) {
-  for (uint16_t t : {0, 8, 9, 19, 24, 35, 39, 41, 1000, 65535}) {
+  for (uint16_t t : {0, 8, 9, 19, 24, 37, 39, 41, 1000, 65535}) {
     FrameHeader h;
     h.type = static_cast<MsgType>(t);
     const Encoded e = encode(h, "");
@@ -240,6 +240,8 @@ TEST(ControlWire, KnownTypesAndNames) {
                          MsgType::WorkerRegister,
                          MsgType::PlanExplain,
                          MsgType::PlanExplainReply,
+                         MsgType::ClockProbe,
+                         MsgType::ClockProbeReply,
                          MsgType::Goodbye,
                          MsgType::Probe,
                          MsgType::ProbeReply,

@@ -23,6 +23,7 @@
 
 #include "control/wire.hpp"
 #include "core/log.hpp"
+#include "core/trace.hpp"
 #include "genie.pb.h"
 #include "graph/delta.hpp"
 #include "graph/graph.hpp"
@@ -905,6 +906,47 @@ TEST_F(ControlServer, TensorIdsAreScopedToTheirSession) {
   a.send(MsgType::TensorFree, 42, fr);
   EXPECT_EQ(read(a, id, 0, 4).error().status(), GENIE_ERR_NOT_FOUND);
   EXPECT_EQ(server.stats().tensors(), 0u);
+}
+
+// Spans go back only with a submission that asks for them (trace = true),
+// and the server answers ClockProbe with its clock (Welcome.trace_spans).
+TEST_F(ControlServer, SpansOnlyForASubmissionThatAsks) {
+  Server server(options());
+  Raw c(server.port());
+  const wire::Welcome w = handshake(c);
+  EXPECT_TRUE(w.trace_spans());
+  const uint64_t a = alloc(c, {2, 3});
+  const uint64_t b = alloc(c, {2, 3});
+  c.send(MsgType::GraphSubmit, 50, submit_msg(add_mul_graph(), {{"b", b}, {"a", a}}));
+  const auto plain = c.reply(50).as<wire::GraphDone>();
+  ASSERT_EQ(plain.status(), GENIE_OK) << plain.detail();
+  EXPECT_EQ(plain.spans_size(), 0) << "not asked";
+  wire::GraphSubmit traced = submit_msg(add_mul_graph(), {{"b", b}, {"a", a}});
+  traced.set_trace(true);
+  c.send(MsgType::GraphSubmit, 51, traced);
+  const auto done = c.reply(51).as<wire::GraphDone>();
+  ASSERT_EQ(done.status(), GENIE_OK) << done.detail();
+  ASSERT_EQ(done.spans_size(), 3) << "the graph and its two nodes";
+  EXPECT_EQ(done.spans(0).cat(), "graph");
+  EXPECT_EQ(done.spans(0).dur_ns(), done.exec_ns());
+  EXPECT_EQ(done.spans(1).cat(), "node");
+  EXPECT_EQ(done.spans_dropped(), 0u);
+  // A traced submission refused is answered by its error alone.
+  wire::GraphSubmit bad = submit_msg(add_mul_graph(), {{"b", b}});
+  bad.set_trace(true);
+  c.send(MsgType::GraphSubmit, 52, bad);
+  EXPECT_TRUE(c.reply(52).is_error());
+  c.send(MsgType::GraphSubmit, 53, submit_msg(add_mul_graph(), {{"b", b}, {"a", a}}));
+  EXPECT_EQ(c.reply(53).as<wire::GraphDone>().spans_size(), 0) << "the next one did not ask";
+
+  const uint64_t before = trace::now_ns();
+  c.send(MsgType::ClockProbe, 60, wire::ClockProbe());
+  Frame f = c.reply(60);
+  ASSERT_EQ(f.h.type, MsgType::ClockProbeReply);
+  const uint64_t server_ns = f.as<wire::ClockProbeReply>().server_ns();
+  // One process, one steady clock.
+  EXPECT_GE(server_ns, before);
+  EXPECT_LE(server_ns, trace::now_ns());
 }
 
 TEST_F(ControlServer, GraphRunsAndItsOutputsStayOnTheServer) {

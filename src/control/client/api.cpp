@@ -3,6 +3,8 @@
 #include "control/client/rma.hpp"
 #include "control/wire_json.hpp"
 #include "control/wire_tag.hpp"
+#include "core/trace.hpp"
+#include "graph/graph.hpp"
 
 namespace genie {
 
@@ -53,11 +55,42 @@ uint64_t RemoteClient::tensor_alloc(DType dtype, const Shape& shape, const std::
   return wire::parse_msg<wire::TensorAllocReply>(call->reply, call->reply_type).tensor_id();
 }
 
+namespace {
+
+// Which of tensor_write/_read's paths moved the bytes, for its trace span.
+enum class Path { Rma, Direct, Loop };
+
+// The span of one tensor write or read on this process's "transfers" row
+// (core/trace.hpp): its bytes, the transport that carried them and the
+// tensor's semantic tag. Called only while a trace is recorded.
+void trace_tensor_io(bool write, Path path, const std::string& data_transport, uint64_t id, size_t nbytes,
+                     const dataplane::SemanticTag& tag, const std::string& server, uint64_t t0) {
+  trace::Transfer t;
+  t.value = cat("tensor ", id);
+  switch (path) {
+    case Path::Rma: t.transport = cat(data_transport, " (rma)"); break;
+    case Path::Direct: t.transport = "tcp (direct link)"; break;
+    case Path::Loop: t.transport = data_transport; break;
+  }
+  t.role = role_name(static_cast<TensorRole>(tag.role));
+  t.phase = phase_name(static_cast<Phase>(tag.phase));
+  t.from = write ? "client" : server;
+  t.to = write ? server : "client";
+  t.bytes = nbytes;
+  t.direction = write ? "write" : "read";
+  trace::transfer(t, t0, trace::now_ns());
+}
+
+}  // namespace
+
 void RemoteClient::tensor_write(uint64_t id, size_t offset, const void* src, size_t nbytes,
                                 const dataplane::SemanticTag& tag) {
   check(src != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "src is NULL");
+  const uint64_t t0 = trace::on() ? trace::now_ns() : 0;
+  Path path = Path::Rma;
   if (!impl_->rma_transfer(true, id, offset, const_cast<void*>(src), nbytes, tag) &&
-      !impl_->direct_transfer(true, id, offset, const_cast<void*>(src), nbytes)) {
+      (path = Path::Direct, !impl_->direct_transfer(true, id, offset, const_cast<void*>(src), nbytes))) {
+    path = Path::Loop;
     wire::TensorWrite m;
     m.set_tensor_id(id);
     m.set_offset(offset);
@@ -67,13 +100,18 @@ void RemoteClient::tensor_write(uint64_t id, size_t offset, const void* src, siz
     impl_->transact(call, wire::encode_msg(m), src, nbytes);
   }
   impl_->tensor_bytes_written.fetch_add(nbytes, std::memory_order_relaxed);
+  if (t0 != 0 && trace::on())
+    trace_tensor_io(true, path, data_transport(), id, nbytes, tag, impl_->server_node, t0);
 }
 
 void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nbytes,
                                const dataplane::SemanticTag& tag) {
   check(dst != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "dst is NULL");
+  const uint64_t t0 = trace::on() ? trace::now_ns() : 0;
+  Path path = Path::Rma;
   if (!impl_->rma_transfer(false, id, offset, dst, nbytes, tag) &&
-      !impl_->direct_transfer(false, id, offset, dst, nbytes)) {
+      (path = Path::Direct, !impl_->direct_transfer(false, id, offset, dst, nbytes))) {
+    path = Path::Loop;
     wire::TensorRead m;
     m.set_tensor_id(id);
     m.set_offset(offset);
@@ -85,6 +123,8 @@ void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nby
     impl_->transact(call, wire::encode_msg(m));
   }
   impl_->tensor_bytes_read.fetch_add(nbytes, std::memory_order_relaxed);
+  if (t0 != 0 && trace::on())
+    trace_tensor_io(false, path, data_transport(), id, nbytes, tag, impl_->server_node, t0);
 }
 
 uint64_t RemoteClient::direct_transfers() const {
@@ -149,10 +189,11 @@ size_t field_bytes(size_t len) {
 
 std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
     const std::string& graph_json, std::vector<std::pair<std::string, uint64_t>> bindings,
-    std::function<void(RemoteResult&&)> done) {
+    std::function<void(RemoteResult&&)> done, bool want_spans) {
   Impl& im = *impl_;
   auto call = std::make_shared<Call>(MsgType::GraphSubmit, Link::Control);
   call->done = std::move(done);
+  call->trace = want_spans && trace_spans();
   // What the full message takes (graph_bytes_full), counted without
   // encoding the JSON, or the bindings twice.
   size_t full_bytes = wire::kHeaderSize + field_bytes(graph_json.size());
@@ -172,6 +213,7 @@ std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
         lp->set_json(std::move(p.json));
       }
       add_bindings(&d, bindings);
+      d.set_trace(call->trace);
       for (const wire::Binding& b : d.bindings()) full_bytes += field_bytes(b.ByteSizeLong());
       msg = wire::encode_msg(d);
       call->send_type = MsgType::GraphSubmitDelta;
@@ -187,6 +229,7 @@ std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
     add_bindings(&full, bindings);
     full_bytes += full.ByteSizeLong();
     full.set_keep_as_base(im.cfg.graph_deltas);
+    full.set_trace(call->trace);
     full.set_graph_json(graph_json);
     msg = wire::encode_msg(full);
   }
@@ -229,6 +272,39 @@ RemoteClient::GraphStats RemoteClient::graph_stats() const {
   s.tensor_bytes_written = im.tensor_bytes_written.load();
   s.tensor_bytes_read = im.tensor_bytes_read.load();
   return s;
+}
+
+bool RemoteClient::trace_spans() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->trace_spans;
+}
+
+ClockOffset RemoteClient::server_clock() {
+  Impl& im = *impl_;
+  uint64_t epoch = 0;
+  {
+    std::lock_guard<std::mutex> lk(im.mu);
+    if (!im.trace_spans) return {};
+    epoch = im.link_epoch;
+  }
+  std::lock_guard<std::mutex> lk(im.clock_mu);
+  const auto now = std::chrono::steady_clock::now();
+  if (im.clock.known && im.clock_epoch == epoch && now - im.clock_at < kClockMaxAge) return im.clock;
+  std::vector<ClockSample> samples;
+  const std::string probe = wire::encode_msg(wire::ClockProbe());
+  for (int i = 0; i < kClockProbes; ++i) {
+    auto call = std::make_shared<Call>(MsgType::ClockProbe, Link::Control);
+    ClockSample s;
+    s.t0_ns = trace::now_ns();
+    im.transact(call, probe);
+    s.t1_ns = trace::now_ns();
+    s.server_ns = wire::parse_msg<wire::ClockProbeReply>(call->reply, call->reply_type).server_ns();
+    samples.push_back(s);
+  }
+  im.clock = estimate_clock_offset(samples);
+  im.clock_at = now;
+  im.clock_epoch = epoch;
+  return im.clock;
 }
 
 std::string RemoteClient::server_info_json() {

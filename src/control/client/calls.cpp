@@ -197,6 +197,7 @@ std::string RemoteClient::Impl::full_submission(Call& call, std::string* out) {
     b->set_tensor_id(tid);
   }
   m.set_keep_as_base(true);
+  m.set_trace(call.trace);
   *out = wire::encode_msg(m);
   graph_bytes_sent.fetch_add(wire::kHeaderSize + out->size(), std::memory_order_relaxed);
   call.send_type = MsgType::GraphSubmit;
@@ -295,6 +296,7 @@ PayloadSink RemoteClient::Impl::on_frame(Link link, const wire::FrameHeader& fh,
                            : call->type == MsgType::ServerInfoRequest ? MsgType::ServerInfo
                            : call->type == MsgType::Heartbeat         ? MsgType::HeartbeatReply
                            : call->type == MsgType::PlanExplain       ? MsgType::PlanExplainReply
+                           : call->type == MsgType::ClockProbe        ? MsgType::ClockProbeReply
                                                                       : MsgType::Ok;
       if (fh.type != want || fh.payload_len)
         return protocol(cat("reply is ", wire::type_name(fh.type), ", expected ", wire::type_name(want)));
@@ -336,6 +338,24 @@ RemoteResult RemoteClient::Impl::parse_done(const std::string& msg) {
   r.status = d.status() == GENIE_OK ? GENIE_OK : peer_status(d.status());
   r.detail = d.detail();
   r.exec_ns = d.exec_ns();
+  r.spans.reserve(static_cast<size_t>(d.spans_size()));
+  for (wire::TraceSpan& w : *d.mutable_spans()) {
+    RemoteSpan s;
+    s.event.name = std::move(*w.mutable_name());
+    s.event.cat = std::move(*w.mutable_cat());
+    s.event.tid = w.track();
+    for (wire::TraceArg& a : *w.mutable_args()) {
+      if (a.value_case() == wire::TraceArg::kNumber)
+        s.event.num_args.emplace_back(std::move(*a.mutable_key()), a.number());
+      else
+        s.event.args.emplace_back(std::move(*a.mutable_key()), std::move(*a.mutable_text()));
+    }
+    s.row = std::move(*w.mutable_track_name());
+    s.start_ns = w.start_ns();
+    s.dur_ns = w.dur_ns();
+    r.spans.push_back(std::move(s));
+  }
+  r.spans_dropped = d.spans_dropped();
   for (const auto& o : d.outputs()) {
     RemoteOutput out;
     out.name = o.name();

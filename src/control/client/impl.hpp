@@ -101,6 +101,7 @@ struct Call {
   // not hold the base (loop thread only).
   std::shared_ptr<const std::string> full_json;
   std::vector<std::pair<std::string, uint64_t>> bindings;
+  bool trace = false;  // the submission asks for the server's spans
   std::shared_ptr<const std::string> base_digest;
   std::shared_ptr<const std::string> graph_digest;
 
@@ -255,6 +256,15 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   // Written on the loop thread under mu.
   bool data_submit = false;
   bool submit_frees = false;
+  // The server sends spans and answers ClockProbe (Welcome.trace_spans).
+  // Written on the loop thread under mu.
+  bool trace_spans = false;
+  // server_clock()'s last estimate, when and in which link_epoch it was
+  // made (a reconnect may reach another server process), under clock_mu.
+  std::mutex clock_mu;
+  ClockOffset clock;
+  std::chrono::steady_clock::time_point clock_at{};
+  uint64_t clock_epoch = 0;
   // The data channel carries RMA only by emulating it through the server's
   // CPU (Channel::rma_emulated): rma_transfer takes the framed path. Set
   // on the loop thread when the data connection is up.

@@ -312,6 +312,7 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
         data_endpoint = std::move(chosen);
         data_submit = w.data_submit();
         submit_frees = w.submit_frees();
+        trace_spans = w.trace_spans();
       }
       if (!resuming) {
         token = w.session_token();
