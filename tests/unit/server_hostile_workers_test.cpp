@@ -348,7 +348,7 @@ TEST_F(HostileWorkers, StagesOnTheMasterAreChargedToItsBudget) {
   Graph g("hw-outer");
   g.add_input("x", DType::F32, {2048, 1});
   g.value(g.add_input("w", DType::F32, {1, 2048})).role = TensorRole::Weight;  // here: the stage too
-  g.add_node("matmul", "mm", {"x", "w"}, {"y"});                                // y: 16 MiB
+  g.add_node("matmul", "mm", {"x", "w"}, {"y"});                               // y: 16 MiB
   g.mark_output("y");
   const uint64_t x = a->tensor_alloc(DType::F32, {2048, 1}, "cpu:0");
   const uint64_t w = a->tensor_alloc(DType::F32, {1, 2048}, "cpu:0");
@@ -375,6 +375,50 @@ std::string pinned_graph() {
   return graph_to_json(g);
 }
 
+// `n` sessions (hostile-0, ...), each with its tensors on the worker behind
+// `proxy`, then each with a graph whose stage that worker never answers
+// (the proxy holds its GraphDones from now on): the graphs' completions.
+struct Stalled {
+  std::vector<std::shared_ptr<RemoteClient>> sessions;
+  std::vector<std::future<RemoteResult>> graphs;
+};
+Stalled stall(const Server& master, FrameProxy& proxy, int n) {
+  Stalled st;
+  std::vector<std::pair<uint64_t, uint64_t>> bound;
+  // Every session's tensors on the worker first (allocations are calls of
+  // their own, not what is tested here)...
+  for (int i = 0; i < n; ++i) {
+    st.sessions.push_back(connect(master.port(), cat("hostile-", i)));
+    RemoteClient& c = *st.sessions.back();
+    bound.emplace_back(c.tensor_alloc(DType::F32, {4, 1}, "hw-worker/cpu:0"),
+                       c.tensor_alloc(DType::F32, {1, 4}, "hw-worker/cpu:0"));
+  }
+  // ...then every session's graph, to a worker that never answers now.
+  proxy.hold(wire::MsgType::GraphDone);
+  for (int i = 0; i < n; ++i) {
+    RemoteClient& c = *st.sessions[static_cast<size_t>(i)];
+    const auto [x, w] = bound[static_cast<size_t>(i)];
+    auto done = std::make_shared<std::promise<RemoteResult>>();
+    st.graphs.push_back(done->get_future());
+    auto s = c.submit(pinned_graph(), {{"x", x}, {"w", w}},
+                      [done](RemoteResult&& r) { done->set_value(std::move(r)); });
+    if (s) c.watch(*s);
+  }
+  return st;
+}
+
+// Stops the master: every graph still waiting ends.
+void stop_ends_every_wait(Server& master, std::vector<std::future<RemoteResult>>& graphs) {
+  std::thread stopper([&] {
+    master.stop();
+    master.wait();
+  });
+  for (auto& f : graphs)
+    if (f.valid())
+      EXPECT_EQ(f.wait_for(seconds(30)), std::future_status::ready) << "stop left a graph waiting";
+  stopper.join();
+}
+
 // As many sessions as the master has task threads (16), each with a graph
 // whose stage a stalled worker holds: the stages past the most that may
 // wait at once (8) fail at once, naming that bound, and another tenant's
@@ -386,28 +430,8 @@ TEST_F(HostileWorkers, StalledWorkersCannotTakeEveryTaskThread) {
   auto& [worker, proxy, master, registrar] = pw;
   ASSERT_EQ(master->stats().workers(), 1u);
   constexpr int kSessions = 16;
-  std::vector<std::shared_ptr<RemoteClient>> hostile;
-  std::vector<std::pair<uint64_t, uint64_t>> bound;
-  // Every session's tensors on the worker first (allocations are calls of
-  // their own, bounded by the client timeout, not what is tested here)...
-  for (int i = 0; i < kSessions; ++i) {
-    hostile.push_back(connect(master->port(), cat("hostile-", i)));
-    RemoteClient& c = *hostile.back();
-    bound.emplace_back(c.tensor_alloc(DType::F32, {4, 1}, "hw-worker/cpu:0"),
-                       c.tensor_alloc(DType::F32, {1, 4}, "hw-worker/cpu:0"));
-  }
-  // ...then every session's graph, to a worker that never answers now.
-  proxy.hold(wire::MsgType::GraphDone);
-  std::vector<std::future<RemoteResult>> stalled;
-  for (int i = 0; i < kSessions; ++i) {
-    RemoteClient& c = *hostile[static_cast<size_t>(i)];
-    const auto [x, w] = bound[static_cast<size_t>(i)];
-    auto done = std::make_shared<std::promise<RemoteResult>>();
-    stalled.push_back(done->get_future());
-    auto s = c.submit(pinned_graph(), {{"x", x}, {"w", w}},
-                      [done](RemoteResult&& r) { done->set_value(std::move(r)); });
-    if (s) c.watch(*s);
-  }
+  Stalled st = stall(*master, proxy, kSessions);
+  std::vector<std::future<RemoteResult>>& stalled = st.graphs;
   // Each either waits on the worker (its stage held by the proxy) or was
   // refused: wait until all are accounted for.
   int refused = 0;
@@ -430,13 +454,35 @@ TEST_F(HostileWorkers, StalledWorkersCannotTakeEveryTaskThread) {
 
   expect_graph_completes(*connect(master->port(), "tenant-b"));
 
-  std::thread stopper([&] {
-    master->stop();
-    master->wait();
-  });
-  for (auto& f : stalled)
-    if (f.valid()) EXPECT_EQ(f.wait_for(seconds(30)), std::future_status::ready) << "stop left a graph waiting";
-  stopper.join();
+  stop_ends_every_wait(*master, stalled);
+  proxy.release();
+}
+
+// Sessions whose graphs wait on a stalled worker, their stages sent to it
+// back to back; another session's tensor calls on that worker go through
+// meanwhile (before, the master's task pool started too few threads for
+// tasks posted back to back: some stages and the allocation behind them
+// waited for a thread held by a stalled stage, until the client's timeout).
+TEST_F(HostileWorkers, CallsToAWorkerDoNotWaitBehindItsStalledStages) {
+  ProxiedWorker pw(/*stage_timeout_ms=*/120000);
+  auto& [worker, proxy, master, registrar] = pw;
+  ASSERT_EQ(master->stats().workers(), 1u);
+  constexpr int kSessions = 8;
+  auto b = connect(master->port(), "tenant-b");
+  Stalled st = stall(*master, proxy, kSessions);
+  ASSERT_TRUE(eventually([&] { return proxy.held() >= kSessions; }, 20000))
+      << "only " << proxy.held() << " of " << kSessions << " stages reached the worker";
+  // Each call would fail with TIMEOUT (the client's, 10 s) behind them.
+  for (int i = 0; i < 3; ++i) {
+    const uint64_t y = b->tensor_alloc(DType::F32, {4}, "hw-worker/cpu:0");
+    const float v[4] = {1, 2, 3, float(i)};
+    float back[4] = {};
+    b->tensor_write(y, 0, v, sizeof v);
+    b->tensor_read(y, 0, back, sizeof back);
+    EXPECT_EQ(back[3], float(i));
+    b->tensor_free(y);
+  }
+  stop_ends_every_wait(*master, st.graphs);
   proxy.release();
 }
 
