@@ -35,8 +35,8 @@ std::string dims(DType dtype, const Shape& shape) {
   return s + "]";
 }
 
-// Runs `body` and reports to `done`: its errors as statuses (drivers throw
-// nothing).
+// Runs `body`, reporting what it throws to `done` as a status (drivers and
+// the run throw nothing); `body` reports its success itself.
 void report(const StageDone& done, const std::function<void()>& body) {
   try {
     body();
@@ -44,9 +44,9 @@ void report(const StageDone& done, const std::function<void()>& body) {
   } catch (const Error& e) {
     done(e.code(), e.detail());
   } catch (const std::bad_alloc&) {
-    done(GENIE_ERR_OUT_OF_MEMORY, "out of memory running a stage of a multi-node graph");
+    done(GENIE_ERR_OUT_OF_MEMORY, "out of memory running a multi-node graph");
   } catch (const std::exception& e) {
-    done(GENIE_ERR_INTERNAL, cat("internal error running a stage of a multi-node graph: ", e.what()));
+    done(GENIE_ERR_INTERNAL, cat("internal error running a multi-node graph: ", e.what()));
   }
 }
 
@@ -80,30 +80,31 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
 
   // On the calling (task) thread until the first worker stage is sent.
   void start() {
-    try {
-      check(!mn_.cancelled_.load(), GENIE_ERR_SHUTDOWN, "the server is stopping");
-      pl_ = mn_.plan(g_, inputs_, shapes_);
-      stages_ = split_stages(g_, pl_.plan->node_device, pl_.plan->order, &shapes_);
-      {
-        std::lock_guard<std::mutex> lk(mn_.mu_);
-        ++mn_.multinode_graphs_;
-      }
-      started_ = Clock::now();
-      for (size_t k = 0; k < inputs_.size(); ++k) {
-        Holding& h = held_[g_.inputs()[k]];
-        if (inputs_[k].local) {
-          h.local = inputs_[k].local;
-        } else {
-          h.home = inputs_[k].remote->node;
-          h.at[h.home] = inputs_[k].remote;
-        }
-      }
-      for (const std::string& node : pl_.device_node)
-        drivers_.push_back(node.empty() ? static_cast<StageDriver*>(&local_) : &worker_);
-    } catch (...) {
-      fail_with(std::current_exception());
-      return;
-    }
+    bool planned = false;
+    report([this](genie_status_t status, std::string detail) { finish(status, std::move(detail)); },
+           [&] {
+             check(!mn_.cancelled_.load(), GENIE_ERR_SHUTDOWN, "the server is stopping");
+             pl_ = mn_.plan(g_, inputs_, shapes_);
+             stages_ = split_stages(g_, pl_.plan->node_device, pl_.plan->order, &shapes_);
+             {
+               std::lock_guard<std::mutex> lk(mn_.mu_);
+               ++mn_.multinode_graphs_;
+             }
+             started_ = Clock::now();
+             for (size_t k = 0; k < inputs_.size(); ++k) {
+               Holding& h = held_[g_.inputs()[k]];
+               if (inputs_[k].local) {
+                 h.local = inputs_[k].local;
+               } else {
+                 h.home = inputs_[k].remote->node;
+                 h.at[h.home] = inputs_[k].remote;
+               }
+             }
+             for (const std::string& node : pl_.device_node)
+               drivers_.push_back(node.empty() ? static_cast<StageDriver*>(&local_) : &worker_);
+             planned = true;
+           });
+    if (!planned) return;
     // The run keeps itself alive until its last stage reports.
     run_stages(stages_, drivers_, [self = shared_from_this()](genie_status_t status, std::string detail) {
       self->finish(status, std::move(detail));
@@ -118,23 +119,6 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
     TensorPtr local;
     std::map<std::string, RemoteTensorPtr> at;
   };
-
-  void fail_with(std::exception_ptr e) {
-    genie_status_t st = GENIE_ERR_INTERNAL;
-    std::string detail;
-    try {
-      std::rethrow_exception(e);
-    } catch (const Error& x) {
-      st = x.code();
-      detail = x.detail();
-    } catch (const std::bad_alloc&) {
-      st = GENIE_ERR_OUT_OF_MEMORY;
-      detail = "out of memory running a multi-node graph";
-    } catch (const std::exception& x) {
-      detail = cat("internal error running a multi-node graph: ", x.what());
-    }
-    finish(st, std::move(detail));
-  }
 
   // The run's end: its result to done_, then the copies and charges go.
   void finish(genie_status_t status, std::string detail) {
@@ -170,12 +154,13 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
       }
     }
     result.exec_ns = static_cast<uint64_t>(seconds_since(t0_) * 1e9);
-    Done d = std::move(done_);
-    d(std::move(result));
-    // The copies read back, then their charges (the outputs handed on are
-    // the caller's now).
+    // The copies read back, then their charges, go before the result is
+    // handed on (the outputs it holds are its own): a client that has its
+    // result finds the bytes free.
     held_.clear();
     charges_.clear();
+    Done d = std::move(done_);
+    d(std::move(result));
   }
 
   bool is_kv(ValueId v) const {
@@ -223,7 +208,14 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
     // Read whole before anyone sees it: no zeroing.
     auto t = std::make_shared<TensorData>(src->dtype, src->shape, TensorData::Uninitialized{});
     const uint64_t t0 = trace::on() ? trace::now_ns() : 0;
-    src->client->tensor_read(src->id, 0, t->bytes(), t->nbytes(), tag_of(v));
+    try {
+      src->client->tensor_read(src->id, 0, t->bytes(), t->nbytes(), tag_of(v));
+    } catch (const Error& e) {
+      if (e.code() != GENIE_ERR_TIMEOUT) throw;
+      fail(GENIE_ERR_TIMEOUT, "graph '", g_.name(), "': value '", g_.value(v).name,
+           "' was not read back from worker ", src->node, " within ", mn_.stage_timeout_ms_,
+           " ms (the stage deadline): ", e.detail());
+    }
     moved(v, t->nbytes(), false, *src->client, src->node, "", t0);
     h.local = t;
     return t;
@@ -300,10 +292,27 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
     check(client != nullptr, GENIE_ERR_CONNECTION, "worker ", node, " left before its part of graph '",
           g_.name(), "' ran");
     const std::string& device = pl_.topo.devices.at(static_cast<size_t>(st.device)).device;
-    std::vector<std::pair<std::string, uint64_t>> bindings;
-    for (ValueId v : st.inputs) bindings.emplace_back(g_.value(v).name, there(v, node, device, client));
-    const std::string what = cat("graph '", g_.name(), "': its stage for worker ", node);
+    // The stage deadline bounds its inputs' moves as well as its run: each
+    // call to a worker times out by then (its session's timeout is no
+    // longer: MultiNode::join), and the moves together end by it.
     const int64_t limit_ms = mn_.stage_timeout_ms_;
+    const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(limit_ms);
+    std::vector<std::pair<std::string, uint64_t>> bindings;
+    for (ValueId v : st.inputs) {
+      const std::string& name = g_.value(v).name;
+      const auto late = [&] {
+        return cat("graph '", g_.name(), "': value '", name, "' was not moved to worker ", node,
+                   " for its stage within ", limit_ms, " ms (the stage deadline)");
+      };
+      check(Clock::now() < deadline, GENIE_ERR_TIMEOUT, late());
+      try {
+        bindings.emplace_back(name, there(v, node, device, client));
+      } catch (const Error& e) {
+        if (e.code() != GENIE_ERR_TIMEOUT) throw;
+        fail(GENIE_ERR_TIMEOUT, late(), ": ", e.detail());
+      }
+    }
+    const std::string what = cat("graph '", g_.name(), "': its stage for worker ", node);
     // The rest of the stage, on a task thread in the session's order
     // (inline when the pool has stopped taking tasks).
     auto resume = [self = shared_from_this()](std::function<void()> rest) {
@@ -312,7 +321,7 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
     };
     StageWaits& waits = mn_.waits_;
     const uint64_t id = waits.add(
-        session_, Clock::now() + std::chrono::milliseconds(limit_ms),
+        session_, deadline,
         [resume, done, node, name = g_.name(), limit_ms](bool stopping) {
           resume([done, node, name, limit_ms, stopping] {
             if (stopping)

@@ -32,7 +32,7 @@ using std::chrono::milliseconds;
 using std::chrono::seconds;
 
 std::unique_ptr<Server> start_master(int64_t stage_timeout_ms = 60000, uint64_t memory_budget = 0,
-                                     int64_t session_max_stages = 16) {
+                                     int64_t session_max_stages = 16, int64_t client_timeout_ms = 10000) {
   ServerOptions o;
   o.session_max_stages = session_max_stages;
   o.memory_budget = memory_budget;
@@ -40,7 +40,7 @@ std::unique_ptr<Server> start_master(int64_t stage_timeout_ms = 60000, uint64_t 
   o.num_threads = 2;
   o.node_id = "hw-master";
   o.session_grace_ms = 0;
-  o.client_timeout_ms = 10000;
+  o.client_timeout_ms = client_timeout_ms;
   o.stage_timeout_ms = stage_timeout_ms;
   o.multinode = true;
   return std::make_unique<Server>(o);
@@ -117,10 +117,10 @@ constexpr int64_t kN = int64_t{1} << 22;
 // when `join`).
 struct ProxiedWorker {
   explicit ProxiedWorker(int64_t stage_timeout_ms, bool join = true, uint64_t master_budget = 0,
-                         int64_t session_max_stages = 16)
+                         int64_t session_max_stages = 16, int64_t client_timeout_ms = 10000)
       : worker(start_worker()),
         proxy(worker->port()),
-        master(start_master(stage_timeout_ms, master_budget, session_max_stages)),
+        master(start_master(stage_timeout_ms, master_budget, session_max_stages, client_timeout_ms)),
         registrar(connect(master->port(), "hw-worker", GENIE_NODE_ROLE_WORKER)) {
     if (join) enrol();
   }
@@ -529,6 +529,36 @@ TEST_F(HostileWorkers, CallsToAWorkerDoNotWaitBehindItsStalledStages) {
     b->tensor_free(y);
   }
   stop_ends_every_wait(*master, st.graphs);
+  proxy.release();
+}
+
+// The calls that move a stage's inputs to its worker end by the stage
+// deadline too, not only by the master's client timeout (120 s here): a
+// worker that never answers the allocation of a value moved there fails the
+// graph with TIMEOUT naming the worker and the deadline.
+TEST_F(HostileWorkers, MovesBeforeAStageEndByTheStageDeadline) {
+  ProxiedWorker pw(/*stage_timeout_ms=*/1000, /*join=*/true, /*master_budget=*/0, /*session_max_stages=*/16,
+                   /*client_timeout_ms=*/120000);
+  auto& [worker, proxy, master, registrar] = pw;
+  ASSERT_EQ(master->stats().workers(), 1u);
+  auto a = connect(master->port(), "tenant-a");
+  // x on the master, w on the worker: the stage runs where w is, so x is
+  // allocated and written there first.
+  const uint64_t x = a->tensor_alloc(DType::F32, {4, 1}, "cpu:0");
+  const uint64_t w = a->tensor_alloc(DType::F32, {1, 4}, "hw-worker/cpu:0");
+  proxy.hold(wire::MsgType::TensorAllocReply);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto f = submit_pinned(*a, x, w);
+  ASSERT_EQ(f.wait_for(seconds(30)), std::future_status::ready) << "the move waits for the client timeout";
+  const RemoteResult r = f.get();
+  ASSERT_GT(proxy.held(), 0) << "x was not moved to the worker: the plan changed";
+  EXPECT_EQ(r.status, GENIE_ERR_TIMEOUT) << r.detail;
+  EXPECT_NE(r.detail.find("worker hw-worker"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("1000 ms (the stage deadline)"), std::string::npos) << r.detail;
+  std::printf(
+      "a move to a stalled worker failed its graph after %lld ms (stage deadline 1000 ms, client "
+      "timeout 120000 ms)\n",
+      static_cast<long long>(ms_since(t0)));
   proxy.release();
 }
 
