@@ -203,13 +203,21 @@ void Server::Impl::run_graph(const std::shared_ptr<Peer>& p, uint64_t rid,
       check(s != nullptr, GENIE_ERR_CONNECTION, what(), ": its session closed while the graph ran");
       return std::shared_ptr<void>(gate.charge(s, bytes, what));
     };
-    if (!tasks.post(p->session->serial(), [this, r, wp, ws, rid, reservation, charge] {
-          auto result =
-              std::make_shared<MultiResult>(workers->run(r->entry->graph, r->inputs, r->shapes, charge));
-          loop.post([this, wp, ws, rid, graph = r->entry->graph, result, reservation] {
-            reservation->release();
-            multinode_done(wp.lock(), ws.lock(), rid, graph, *result);
-          });
+    // Started on the task pool; its stages on workers hold no thread while
+    // they wait (MultiNode::run), what follows them is posted back here.
+    const uint64_t key = p->session->serial();
+    MultiNode::Post post = [this, key](std::function<void()> task) {
+      return tasks.post(key, std::move(task));
+    };
+    MultiNode::Done done = [this, wp, ws, rid, graph = r->entry->graph, reservation](MultiResult&& m) {
+      auto result = std::make_shared<MultiResult>(std::move(m));
+      loop.post([this, wp, ws, rid, graph, result, reservation] {
+        reservation->release();
+        multinode_done(wp.lock(), ws.lock(), rid, graph, *result);
+      });
+    };
+    if (!post([this, r, charge, key, post, done] {
+          workers->run(r->entry->graph, r->inputs, r->shapes, charge, key, post, done);
         })) {
       --graphs_in_flight;
       fail(GENIE_ERR_SHUTDOWN, "the server is stopping");
@@ -414,7 +422,8 @@ wire::ServerInfo Server::Impl::server_info() const {
     for (const auto& [key, n] : tagged_bytes) (*i.mutable_tagged_bytes())[key] = n;
     for (const std::string& t : data_transports_offered) i.add_data_transports(t);
   }
-  for (const auto& [key, bytes] : dataplane::transport_byte_totals()) (*i.mutable_transport_bytes())[key] = bytes;
+  for (const auto& [key, bytes] : dataplane::transport_byte_totals())
+    (*i.mutable_transport_bytes())[key] = bytes;
   return i;
 }
 

@@ -65,13 +65,10 @@ constexpr size_t kMaxDataConnections = 8;
 // node's kernels take microseconds to queue); larger ones go to a worker.
 constexpr size_t kIssueOnLoopNodes = 64;
 
-// Threads for blocking work (TaskPool): as many sessions' multi-node graphs
-// and forwarded calls wait on workers at once; more queue for a free one.
+// Threads for blocking work (TaskPool): as many sessions' forwarded calls
+// to workers, and multi-node graphs between their stages, run at once; more
+// queue for a free one. Stages waiting on workers hold none (MultiNode).
 constexpr size_t kTaskThreads = 16;
-// Of those, how many may wait on workers' stages at once (MultiNode): the
-// others stay free for graphs on this server and other sessions' calls,
-// however many sessions' workers stall.
-constexpr size_t kMaxStageWaits = kTaskThreads / 2;
 
 // Graph JSON from this size up is parsed and validated off the loop (on the
 // parse pool), so that no client's requests wait behind another's parse (a

@@ -49,52 +49,17 @@ bool wait_submit(RemoteClient& c, const std::string& json,
   return true;
 }
 
-std::string dims(DType dtype, const Shape& shape) {
-  std::string s = cat(dtype_name(dtype), "[");
-  for (size_t i = 0; i < shape.size(); ++i) append_to(s, i ? ", " : "", shape[i]);
-  return s + "]";
-}
-
-}  // namespace
-
-namespace {
-
-// A stage driver that runs its stage on the calling thread (the master's
-// task thread) and completes before returning.
-class BlockingDriver final : public StageDriver {
- public:
-  explicit BlockingDriver(std::function<void(const Stage&)> body) : body_(std::move(body)) {}
-  void run(size_t, const Stage& st, StageDone done) override {
-    try {
-      body_(st);
-    } catch (const Error& e) {
-      done(e.code(), e.detail());
-      return;
-    } catch (const std::bad_alloc&) {
-      done(GENIE_ERR_OUT_OF_MEMORY, "out of memory running a stage of a multi-node graph");
-      return;
-    } catch (const std::exception& e) {
-      done(GENIE_ERR_INTERNAL, cat("internal error running a stage of a multi-node graph: ", e.what()));
-      return;
-    }
-    done(GENIE_OK, {});
-  }
-
- private:
-  std::function<void(const Stage&)> body_;
-};
-
 }  // namespace
 
 MultiNode::MultiNode(std::string node_id, Config cfg, Executor& exec, ClusterMaster* cluster,
-                     std::string self_instance, int64_t stage_timeout_ms, size_t max_stage_waits)
+                     std::string self_instance, int64_t stage_timeout_ms, size_t session_max_stages)
     : node_id_(std::move(node_id)),
       cfg_(std::move(cfg)),
       exec_(exec),
       cluster_(cluster),
       self_instance_(std::move(self_instance)),
       stage_timeout_ms_(stage_timeout_ms),
-      max_stage_waits_(std::max<size_t>(max_stage_waits, 1)) {}
+      waits_(session_max_stages) {}
 
 bool MultiNode::alive(const std::string& node) const { return !cluster_ || cluster_->node_alive(node); }
 
@@ -120,6 +85,9 @@ void MultiNode::join(const std::string& node_id, const std::string& host, int po
   c.master_addr = host;
   c.master_port = port;
   c.role = GENIE_NODE_ROLE_SERVER;
+  // Every call to the worker (the tensor moves between a graph's stages
+  // among them) is answered by the stage deadline or fails naming it.
+  c.timeout_ms = std::min<int64_t>(c.timeout_ms, stage_timeout_ms_);
   auto w = std::make_shared<Worker>();
   w->node_id = node_id;
   w->host = host;
@@ -188,7 +156,7 @@ void MultiNode::join(const std::string& node_id, const std::string& host, int po
     double& best = nodes == 1 ? submit_s : chain_s;
     for (int i = 0; i < 4; ++i) {
       const auto ts = Clock::now();
-      RemoteResult r = run_stage(*w->client, node_id, "link_probe", json, {{"v0", one}});
+      RemoteResult r = run_probe(*w->client, node_id, json, {{"v0", one}});
       const double dt = seconds_since(ts);
       check(r.status == GENIE_OK, r.status, "worker ", node_id, " failed the link probe graph: ", r.detail);
       for (const RemoteOutput& o : r.outputs) w->client->tensor_free(o.tensor_id);
@@ -268,31 +236,20 @@ std::vector<std::string> MultiNode::worker_names() const {
   return v;
 }
 
-void MultiNode::cancel() { cancelled_.store(true); }
+void MultiNode::cancel() {
+  cancelled_.store(true);
+  waits_.stop();
+}
 
-RemoteResult MultiNode::run_stage(RemoteClient& c, const std::string& node, const std::string& graph,
-                                  const std::string& json,
+RemoteResult MultiNode::run_probe(RemoteClient& c, const std::string& node, const std::string& json,
                                   const std::vector<std::pair<std::string, uint64_t>>& bindings) {
   check(!cancelled_.load(), GENIE_ERR_SHUTDOWN, "the server is stopping");
-  // A thread of the task pool waits from here until the worker answers or
-  // the deadline passes: at most max_stage_waits_ of them at once.
-  struct Slot {
-    std::atomic<size_t>& n;
-    ~Slot() { n.fetch_sub(1); }
-  };
-  const size_t waiting = stage_waits_.fetch_add(1);
-  Slot slot{stage_waits_};
-  check(waiting < max_stage_waits_, GENIE_ERR_OUT_OF_MEMORY, "graph '", graph, "': its stage for worker ", node,
-        " was not sent: ", waiting, " stages already wait on workers on master ", node_id_, ", the most at once (",
-        max_stage_waits_, ", so that graphs waiting on workers never take every thread from the others); "
-        "it can be submitted again once one of them completes or reaches its deadline");
   RemoteResult r;
   const auto deadline = Clock::now() + std::chrono::milliseconds(stage_timeout_ms_);
   if (wait_submit(c, json, bindings, deadline, cancelled_, &r)) return r;
-  check(!cancelled_.load(), GENIE_ERR_SHUTDOWN, "the server stopped while graph '", graph,
-        "' waited for worker ", node);
-  fail(GENIE_ERR_TIMEOUT, "worker ", node, " did not finish its stage of graph '", graph, "' within ",
-       stage_timeout_ms_, " ms (the stage deadline)");
+  check(!cancelled_.load(), GENIE_ERR_SHUTDOWN, "the server stopped while worker ", node, " joined");
+  fail(GENIE_ERR_TIMEOUT, "worker ", node, " did not finish the link probe graph within ", stage_timeout_ms_,
+       " ms (the stage deadline)");
 }
 
 std::shared_ptr<RemoteClient> MultiNode::drop_unhealthy(const std::string& node, const std::string& why) {
@@ -437,246 +394,6 @@ MultiNode::Planned MultiNode::plan(const Graph& g, const std::vector<Held>& inpu
 std::string MultiNode::explain(const Graph& g, const std::vector<Held>& inputs,
                                const std::unordered_map<ValueId, Shape>& shapes) {
   return plan(g, inputs, shapes).plan->explain_json(g);
-}
-
-MultiResult MultiNode::run(const std::shared_ptr<const Graph>& gp, const std::vector<Held>& inputs,
-                           const std::unordered_map<ValueId, Shape>& shapes, const Charge& charge) {
-  MultiResult result;
-  const auto t0 = Clock::now();
-  // The charges of the copies read back from workers: released when the
-  // graph ends, after the copies (declared before them).
-  std::vector<std::shared_ptr<void>> charges;
-  try {
-    check(!cancelled_.load(), GENIE_ERR_SHUTDOWN, "the server is stopping");
-    const Graph& g = *gp;
-    const Planned pl = plan(g, inputs, shapes);
-    const sched::Plan& plan = *pl.plan;
-    std::vector<Stage> stages = split_stages(g, plan.node_device, plan.order, &shapes);
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      ++multinode_graphs_;
-    }
-    const auto started = Clock::now();
-
-    // Where each value is: its home (where it was produced or bound: "" =
-    // here) and the copies made for other nodes.
-    struct Holding {
-      std::string home;
-      TensorPtr local;
-      std::map<std::string, RemoteTensorPtr> at;
-    };
-    std::unordered_map<ValueId, Holding> held;
-    for (size_t k = 0; k < inputs.size(); ++k) {
-      Holding& h = held[g.inputs()[k]];
-      if (inputs[k].local) {
-        h.local = inputs[k].local;
-      } else {
-        h.home = inputs[k].remote->node;
-        h.at[h.home] = inputs[k].remote;
-      }
-    }
-    const auto is_kv = [&](ValueId v) {
-      const size_t i = static_cast<size_t>(v);
-      return i < plan.analysis.value_kv.size() && plan.analysis.value_kv[i] >= 0;
-    };
-    // What a transport that carries tags (dpdk) puts on the value's packets.
-    const auto tag_of = [&](ValueId v) { return semantic_tag(g, v, is_kv(v)); };
-    const auto role_of = [&](ValueId v) -> std::string {
-      if (is_kv(v)) return "kv_cache";
-      const Value& val = g.value(v);
-      switch (val.kind) {
-        case ValueKind::Constant: return "constant";
-        case ValueKind::NodeOutput: return "activation";
-        case ValueKind::Input: return val.role == TensorRole::Unspecified ? "input" : role_name(val.role);
-      }
-      return "input";
-    };
-    // Counts a move of `v` (and traces it: from `t0`, by the transport of
-    // `over`, between nodes `from` and `to`; "" is this server).
-    const auto moved = [&](ValueId v, uint64_t bytes, bool direct, RemoteClient& over,
-                           const std::string& from, const std::string& to, uint64_t t0) {
-      count(role_of(v), bytes, direct);
-      if (!trace::on()) return;
-      const dataplane::SemanticTag tag = tag_of(v);
-      trace::transfer(
-          {g.value(v).name, direct ? "direct (worker to worker)" : over.data_transport(), role_of(v),
-           phase_name(Phase(tag.phase)), from.empty() ? "master" : from, to.empty() ? "master" : to, bytes},
-          t0, trace::now_ns());
-    };
-    // The value as a tensor of this server (read from a worker if need be).
-    const auto here = [&](ValueId v) -> TensorPtr {
-      Holding& h = held.at(v);
-      if (h.local) return h.local;
-      const RemoteTensorPtr& src = h.at.begin()->second;
-      // Charged before it is allocated: the worker's tensor, whose dtype
-      // and shape the plan checked, copied into this server's memory.
-      if (charge)
-        charges.push_back(charge(src->nbytes, [&] {
-          return cat("graph '", g.name(), "': value '", g.value(v).name, "' (", dims(src->dtype, src->shape),
-                     ", ", src->nbytes, " bytes) read back from worker ", src->node);
-        }));
-      // Read whole before anyone sees it: no zeroing.
-      auto t = std::make_shared<TensorData>(src->dtype, src->shape, TensorData::Uninitialized{});
-      const uint64_t t0 = trace::on() ? trace::now_ns() : 0;
-      src->client->tensor_read(src->id, 0, t->bytes(), t->nbytes(), tag_of(v));
-      moved(v, t->nbytes(), false, *src->client, src->node, "", t0);
-      h.local = t;
-      return t;
-    };
-    // The value as a tensor of worker `node`, on its device `device`: moved
-    // there from another worker directly when it lives on workers only
-    // (the relay through this server is the fallback), else written from
-    // this server.
-    const auto there = [&](ValueId v, const std::string& node, const std::string& device,
-                           const std::shared_ptr<RemoteClient>& client) -> uint64_t {
-      Holding& h = held.at(v);
-      if (auto it = h.at.find(node); it != h.at.end()) return it->second->id;
-      if (!h.local) {
-        const RemoteTensorPtr& src = h.at.count(h.home) ? h.at.at(h.home) : h.at.begin()->second;
-        auto wt =
-            std::make_shared<RemoteTensor>(client, node, client->tensor_alloc(src->dtype, src->shape, device),
-                                           src->dtype, src->shape, cat(node, "/", device));
-        const uint64_t t0 = trace::on() ? trace::now_ns() : 0;
-        if (move_direct(*src, *wt, tag_of(v))) {
-          moved(v, wt->nbytes, true, *src->client, src->node, node, t0);
-          h.at[node] = wt;
-          return wt->id;
-        }
-        TensorPtr t = here(v);
-        const uint64_t t1 = trace::on() ? trace::now_ns() : 0;
-        client->tensor_write(wt->id, 0, t->bytes(), t->nbytes(), tag_of(v));
-        moved(v, t->nbytes(), false, *client, "", node, t1);
-        h.at[node] = wt;
-        return wt->id;
-      }
-      TensorPtr t = here(v);
-      const uint64_t id = client->tensor_alloc(t->dtype(), t->shape(), device);
-      auto wt =
-          std::make_shared<RemoteTensor>(client, node, id, t->dtype(), t->shape(), cat(node, "/", device));
-      const uint64_t t0 = trace::on() ? trace::now_ns() : 0;
-      client->tensor_write(id, 0, t->bytes(), t->nbytes(), tag_of(v));
-      moved(v, t->nbytes(), false, *client, "", node, t0);
-      h.at[node] = wt;
-      return id;
-    };
-
-    // The plan runner (exec/plan_runner.hpp) runs the stages through two
-    // drivers, both blocking this task thread until their stage is done:
-    // this server's CPU, and the workers.
-    const auto local_stage = [&](const Stage& st) {
-      std::vector<TensorPtr> ins;
-      for (ValueId v : st.inputs) ins.push_back(here(v));
-      // Its outputs and intermediates, charged as a graph run here is
-      // (server/graphs.cpp), until the graph ends: later stages may read
-      // its outputs.
-      if (charge) {
-        const RunMemory need = run_memory(*st.graph);
-        charges.push_back(charge(need.peak, [&] {
-          return cat(need.describe(*st.graph), ", a stage of graph '", g.name(), "' on master ", node_id_);
-        }));
-      }
-      auto done = std::make_shared<std::promise<ExecResult>>();
-      std::future<ExecResult> f = done->get_future();
-      exec_.run(st.graph, std::move(ins), [done](ExecResult&& r) { done->set_value(std::move(r)); });
-      ExecResult r = f.get();
-      if (r.status != GENIE_OK) throw Error(r.status, std::move(r.detail));
-      for (size_t i = 0; i < st.outputs.size(); ++i) {
-        Holding& h = held[st.outputs[i]];
-        h.home.clear();
-        h.local = std::move(r.outputs[i]);
-      }
-    };
-    const auto worker_stage = [&](const Stage& st) {
-      const std::string& node = pl.device_node.at(static_cast<size_t>(st.device));
-      std::shared_ptr<RemoteClient> client = client_of(node);
-      check(client != nullptr, GENIE_ERR_CONNECTION, "worker ", node, " left before its part of graph '",
-            g.name(), "' ran");
-      const std::string& device = pl.topo.devices.at(static_cast<size_t>(st.device)).device;
-      std::vector<std::pair<std::string, uint64_t>> bindings;
-      for (ValueId v : st.inputs) bindings.emplace_back(g.value(v).name, there(v, node, device, client));
-      RemoteResult r = run_stage(*client, node, g.name(), graph_to_json(*st.graph), bindings);
-      if (r.status != GENIE_OK) throw Error(r.status, cat("on worker ", node, ": ", r.detail));
-      // A worker's word is checked against the plan before anything is
-      // kept, allocated or forwarded on it: the outputs the stage graph
-      // declares, each of its dtype and shape (so of its byte count; reads
-      // then check the bytes that come back against it). A mismatch fails
-      // the graph and the worker gets no more work.
-      std::string lie;
-      if (r.outputs.size() != st.outputs.size()) {
-        lie = cat("it returned ", r.outputs.size(), " outputs for a stage of ", st.outputs.size());
-      } else {
-        for (size_t i = 0; i < st.outputs.size() && lie.empty(); ++i) {
-          const Value& want = st.graph->value(st.graph->outputs()[i]);
-          const RemoteOutput& o = r.outputs[i];
-          if (o.dtype != want.dtype || o.shape != want.shape)
-            lie = cat("it returned output '", want.name, "' as ", dims(o.dtype, o.shape),
-                      ", but the plan makes it ", dims(want.dtype, want.shape));
-        }
-      }
-      if (!lie.empty()) {
-        for (const RemoteOutput& o : r.outputs) client->tensor_free(o.tensor_id);
-        drop_unhealthy(node, lie);
-        fail(GENIE_ERR_PROTOCOL, "graph '", g.name(), "': worker ", node, " answered against its plan (", lie,
-             "); it is marked unhealthy and gets no more work until it "
-             "registers again");
-      }
-      for (size_t i = 0; i < st.outputs.size(); ++i) {
-        Holding& h = held[st.outputs[i]];
-        h.home = node;
-        const RemoteOutput& o = r.outputs[i];
-        h.at[node] = std::make_shared<RemoteTensor>(client, node, o.tensor_id, o.dtype, o.shape,
-                                                    cat(node, "/", o.device.empty() ? device : o.device));
-      }
-    };
-    BlockingDriver here_driver(local_stage), worker_driver(worker_stage);
-    std::vector<StageDriver*> drivers;
-    for (const std::string& node : pl.device_node)
-      drivers.push_back(node.empty() ? static_cast<StageDriver*>(&here_driver) : &worker_driver);
-    genie_status_t stages_status = GENIE_ERR_INTERNAL;
-    std::string stages_detail = "the plan runner did not complete";
-    run_stages(stages, drivers, [&](genie_status_t status, std::string detail) {
-      stages_status = status;
-      stages_detail = std::move(detail);
-    });
-    if (stages_status != GENIE_OK) {
-      result.status = stages_status;
-      result.detail = std::move(stages_detail);
-      return result;
-    }
-    const double measured_s = seconds_since(started);
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      last_predicted_ns_ = static_cast<uint64_t>(plan.predicted_total_s * 1e9);
-      last_measured_ns_ = static_cast<uint64_t>(measured_s * 1e9);
-      if (last_predicted_ns_ > 0)
-        metrics::observe(metrics::Id::CostModelRatio, {},
-                         double(last_measured_ns_) / double(last_predicted_ns_));
-    }
-    plans_.report(plan, measured_s);  // re-planned when it keeps drifting
-    for (ValueId o : g.outputs()) {
-      const Holding& h = held.at(o);
-      Held out;
-      if (h.home.empty())
-        out.local = h.local;
-      else
-        out.remote = h.at.at(h.home);
-      result.outputs.push_back(std::move(out));
-    }
-  } catch (const Error& e) {
-    result.status = e.code();
-    result.detail = e.detail();
-    result.outputs.clear();
-  } catch (const std::bad_alloc&) {
-    result.status = GENIE_ERR_OUT_OF_MEMORY;
-    result.detail = "out of memory running a multi-node graph";
-    result.outputs.clear();
-  } catch (const std::exception& e) {
-    result.status = GENIE_ERR_INTERNAL;
-    result.detail = cat("internal error running a multi-node graph: ", e.what());
-    result.outputs.clear();
-  }
-  result.exec_ns = static_cast<uint64_t>(seconds_since(t0) * 1e9);
-  return result;
 }
 
 }  // namespace genie

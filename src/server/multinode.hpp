@@ -12,9 +12,11 @@
 // between the master and the worker directly, never through the client.
 // Outputs stay where they were produced.
 //
-// Threads: the registry and counters are thread-safe. run() and explain()
-// block (remote calls, local execution): the server calls them on its task
-// thread, never on its loop thread.
+// Threads: the registry and counters are thread-safe. join(), explain()
+// and the start of run() block (remote calls, local execution): the server
+// calls them on its task thread, never on its loop thread. A run waits for
+// its workers' stages on no thread (StageWaits): what follows a stage runs
+// on a task thread posted when its reply, its deadline or the stop comes.
 #pragma once
 
 #include <atomic>
@@ -34,6 +36,7 @@
 #include "exec/executor.hpp"
 #include "graph/graph.hpp"
 #include "sched/plan.hpp"
+#include "server/stage_waits.hpp"
 
 namespace genie {
 
@@ -95,13 +98,15 @@ class MultiNode {
   // server's own instance (Welcome.server_instance), so that a worker whose
   // Welcome carries it (this server, reached through its own address or a
   // relay) is refused; `stage_timeout_ms` is how long a stage sent to a
-  // worker may take (ServerOptions::stage_timeout_ms). `max_stage_waits`:
-  // how many threads may wait on workers' stages at once (of the server's
-  // task pool, which run() and join() block): a stage past it fails at once
-  // with OUT_OF_MEMORY rather than wait, so that sessions whose workers
-  // stall cannot take every thread from the graphs of other sessions.
+  // worker may take (ServerOptions::stage_timeout_ms), and bounds each
+  // call to a worker (the sessions on workers time out by then).
+  // `session_max_stages`: how many stages one session may have waiting on
+  // workers at once (ServerOptions::session_max_stages): a stage past it
+  // fails at once with OUT_OF_MEMORY naming the bound, so that a tenant
+  // whose workers stall holds a bounded share of this server.
   MultiNode(std::string node_id, Config cfg, Executor& exec, ClusterMaster* cluster = nullptr,
-            std::string self_instance = {}, int64_t stage_timeout_ms = 600000, size_t max_stage_waits = 8);
+            std::string self_instance = {}, int64_t stage_timeout_ms = 600000,
+            size_t session_max_stages = 16);
 
   // Blocking: connects to the worker at host:port, measures the link (RTT
   // from the cluster role's Probe round trips when it measures one,
@@ -126,6 +131,8 @@ class MultiNode {
   std::vector<std::string> worker_names() const;
   // Closes every worker session (blocking).
   void close_all();
+  // The server is stopping: every stage waiting on a worker ends now
+  // (SHUTDOWN), and no stage is sent from now on.
   void cancel();
 
   // What a copy this server makes of a worker's value costs (the server
@@ -133,17 +140,32 @@ class MultiNode {
   // called with its byte count and a description before the copy is made;
   // returns what holds the charge until dropped, or throws
   // Error(OUT_OF_MEMORY) when it does not fit. Empty: not charged.
-  using Charge = std::function<std::shared_ptr<void>(uint64_t bytes, const std::function<std::string()>& what)>;
+  using Charge =
+      std::function<std::shared_ptr<void>(uint64_t bytes, const std::function<std::string()>& what)>;
+
+  // Runs `task` on a thread of the server's task pool, after the tasks of
+  // the same session posted before it; false (not run) once the pool stops.
+  using Post = std::function<bool(std::function<void()>)>;
+  using Done = std::function<void(MultiResult&&)>;
 
   // Plans and runs a graph validated with `shapes`; inputs per graph input
-  // in declaration order. The values read back from workers into this
-  // server's memory (inputs of its own stages, relays between workers) and
-  // the outputs and intermediates of its own stages (their peak) are
-  // charged through `charge` first and held until the graph ends; one that
-  // does not fit fails the graph with OUT_OF_MEMORY naming the value or
-  // stage. Never throws: failures come back in the result.
-  MultiResult run(const std::shared_ptr<const Graph>& g, const std::vector<Held>& inputs,
-                  const std::unordered_map<ValueId, Shape>& shapes, const Charge& charge = {});
+  // in declaration order; `session` is the submitting session's key (its
+  // bound on stages waiting). Runs on the calling thread up to the first
+  // stage sent to a worker; the rest runs on task threads through `post`
+  // once that stage's reply comes. A stage that fails or is not answered
+  // by its deadline (TIMEOUT naming the worker and the deadline), or the
+  // server's stop (SHUTDOWN), fails the graph. The values read back from
+  // workers into this server's memory (inputs of its own stages, relays
+  // between workers) and the outputs and intermediates of its own stages
+  // (their peak) are charged through `charge` first and held until the
+  // graph ends; one that does not fit fails the graph with OUT_OF_MEMORY
+  // naming the value or stage. Each call to a worker for a stage (moving
+  // its inputs there) must be answered by the stage deadline (TIMEOUT
+  // naming the worker). Never throws: `done` is called exactly once, with
+  // the outputs or the failure, on the calling thread, a task thread, or
+  // (when the pool has stopped) the thread that ended the wait.
+  void run(std::shared_ptr<const Graph> g, std::vector<Held> inputs,
+           std::unordered_map<ValueId, Shape> shapes, Charge charge, uint64_t session, Post post, Done done);
   // The plan run() would follow, as sched::Plan::explain_json. Throws.
   std::string explain(const Graph& g, const std::vector<Held>& inputs,
                       const std::unordered_map<ValueId, Shape>& shapes);
@@ -170,12 +192,11 @@ class MultiNode {
   // other errors. `tag`: the value's, which the destination fetches with.
   bool move_direct(const RemoteTensor& src, const RemoteTensor& dst, const dataplane::SemanticTag& tag);
   bool alive(const std::string& node) const;
-  // Submits one stage to worker `node` and waits for its completion until
-  // the stage deadline (Config::stage_timeout_ms: TIMEOUT naming the worker)
-  // or cancel() (SHUTDOWN); OUT_OF_MEMORY without submitting when
-  // max_stage_waits threads wait already.
-  RemoteResult run_stage(RemoteClient& c, const std::string& node, const std::string& graph,
-                         const std::string& json,
+  class GraphRun;  // multinode_run.cpp
+  // Submits one graph to worker `node` and waits for its completion on this
+  // thread until the stage deadline (TIMEOUT naming the worker) or cancel()
+  // (SHUTDOWN): join()'s link probe.
+  RemoteResult run_probe(RemoteClient& c, const std::string& node, const std::string& json,
                          const std::vector<std::pair<std::string, uint64_t>>& bindings);
   // Worker `node` answered something its plan rules out (a result of
   // another dtype or shape): it gets no more work until it registers again,
@@ -188,8 +209,6 @@ class MultiNode {
   ClusterMaster* const cluster_;
   const std::string self_instance_;
   const int64_t stage_timeout_ms_;
-  const size_t max_stage_waits_;
-  std::atomic<size_t> stage_waits_{0};  // threads in run_stage
   sched::PlanCache plans_;
 
   std::atomic<bool> cancelled_{false};
@@ -206,6 +225,8 @@ class MultiNode {
   std::set<std::pair<std::string, std::string>> direct_refused_;  // (source, destination) node ids
   uint64_t last_predicted_ns_ = 0, last_measured_ns_ = 0;
   std::map<std::string, uint64_t> by_role_;
+  // Last: ended (stop) before the rest goes.
+  StageWaits waits_;
 };
 
 }  // namespace genie

@@ -113,6 +113,7 @@ NodeServer::NodeServer(Config cfg, const std::string& host, int port) {
   opts.max_graph_bytes = static_cast<uint64_t>(cfg.max_graph_bytes);
   opts.max_graph_nodes = static_cast<uint64_t>(cfg.max_graph_nodes);
   opts.stage_timeout_ms = cfg.stage_timeout_ms;
+  opts.session_max_stages = cfg.session_max_stages;
   opts.num_threads = cfg.num_threads;
   opts.memory_budget = static_cast<uint64_t>(cfg.memory_budget_bytes);
   opts.quota = {static_cast<uint64_t>(cfg.session_max_bytes), static_cast<uint64_t>(cfg.session_max_tensors),

@@ -79,7 +79,7 @@ Server::Impl::Impl(ServerOptions o)
     const Config c = client_config();
     if (opts.multinode)
       workers = std::make_unique<MultiNode>(node_id, c, exec, opts.cluster, instance, opts.stage_timeout_ms,
-                                            kMaxStageWaits);
+                                            static_cast<size_t>(std::max<int64_t>(opts.session_max_stages, 1)));
   }
   check(opts.port >= 0 && opts.port <= 65535, GENIE_ERR_INVALID_ARGUMENT, "port ", opts.port,
         " is outside 0..65535");

@@ -133,6 +133,10 @@ struct ServerOptions {
   // A master: how long one stage sent to a worker may take before its graph
   // fails with TIMEOUT naming the worker (docs/multinode.md).
   int64_t stage_timeout_ms = 600000;
+  // A master: how many stages one session may have waiting on workers at
+  // once; past it a stage fails at once with OUT_OF_MEMORY
+  // (server/stage_waits.hpp). No thread waits for them.
+  int64_t session_max_stages = 16;
   // The data transport of the sessions this server opens (to its master,
   // as a master to its workers, to peers), demanded as Config::transport
   // (GENIE_TRANSPORT of `genie serve`); empty: TCP. With dpdk, the values a

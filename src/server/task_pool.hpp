@@ -33,7 +33,12 @@ class TaskPool {
     Key& k = keys_[key];
     k.tasks.push_back(std::move(task));
     if (!k.running && k.tasks.size() == 1) ready_.push_back(key);
-    if (idle_ == 0 && threads_.size() < max_threads_)
+    // Each idle thread takes one ready key. A thread notified a moment ago
+    // still counts as idle until it wakes, so comparing with the keys
+    // waiting (not with zero) starts a thread for every key beyond those:
+    // tasks posted faster than idle threads wake would otherwise wait for
+    // a thread that never comes, behind tasks that block.
+    if (ready_.size() > idle_ && threads_.size() < max_threads_)
       threads_.emplace_back([this] { run(); });
     else
       cv_.notify_one();

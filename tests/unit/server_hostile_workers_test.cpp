@@ -31,24 +31,26 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-std::unique_ptr<Server> start_master(int64_t stage_timeout_ms = 60000, uint64_t memory_budget = 0) {
+std::unique_ptr<Server> start_master(int64_t stage_timeout_ms = 60000, uint64_t memory_budget = 0,
+                                     int64_t session_max_stages = 16, int64_t client_timeout_ms = 10000) {
   ServerOptions o;
+  o.session_max_stages = session_max_stages;
   o.memory_budget = memory_budget;
   o.port = 0;
   o.num_threads = 2;
   o.node_id = "hw-master";
   o.session_grace_ms = 0;
-  o.client_timeout_ms = 10000;
+  o.client_timeout_ms = client_timeout_ms;
   o.stage_timeout_ms = stage_timeout_ms;
   o.multinode = true;
   return std::make_unique<Server>(o);
 }
 
-std::unique_ptr<Server> start_worker() {
+std::unique_ptr<Server> start_worker(const std::string& node_id = "hw-worker") {
   ServerOptions o;
   o.port = 0;
   o.num_threads = 1;
-  o.node_id = "hw-worker";
+  o.node_id = node_id;
   o.session_grace_ms = 0;
   return std::make_unique<Server>(o);
 }
@@ -114,10 +116,11 @@ constexpr int64_t kN = int64_t{1} << 22;
 // the worker's session on the master that registered it (registered now
 // when `join`).
 struct ProxiedWorker {
-  explicit ProxiedWorker(int64_t stage_timeout_ms, bool join = true, uint64_t master_budget = 0)
+  explicit ProxiedWorker(int64_t stage_timeout_ms, bool join = true, uint64_t master_budget = 0,
+                         int64_t session_max_stages = 16, int64_t client_timeout_ms = 10000)
       : worker(start_worker()),
         proxy(worker->port()),
-        master(start_master(stage_timeout_ms, master_budget)),
+        master(start_master(stage_timeout_ms, master_budget, session_max_stages, client_timeout_ms)),
         registrar(connect(master->port(), "hw-worker", GENIE_NODE_ROLE_WORKER)) {
     if (join) enrol();
   }
@@ -348,7 +351,7 @@ TEST_F(HostileWorkers, StagesOnTheMasterAreChargedToItsBudget) {
   Graph g("hw-outer");
   g.add_input("x", DType::F32, {2048, 1});
   g.value(g.add_input("w", DType::F32, {1, 2048})).role = TensorRole::Weight;  // here: the stage too
-  g.add_node("matmul", "mm", {"x", "w"}, {"y"});                                // y: 16 MiB
+  g.add_node("matmul", "mm", {"x", "w"}, {"y"});                               // y: 16 MiB
   g.mark_output("y");
   const uint64_t x = a->tensor_alloc(DType::F32, {2048, 1}, "cpu:0");
   const uint64_t w = a->tensor_alloc(DType::F32, {1, 2048}, "cpu:0");
@@ -375,68 +378,187 @@ std::string pinned_graph() {
   return graph_to_json(g);
 }
 
-// As many sessions as the master has task threads (16), each with a graph
-// whose stage a stalled worker holds: the stages past the most that may
-// wait at once (8) fail at once, naming that bound, and another tenant's
-// graph on the master completes meanwhile. (Every waiting stage held a
-// thread before: the 16 took the whole pool, and the other graph waited for
-// the stage deadline.)
-TEST_F(HostileWorkers, StalledWorkersCannotTakeEveryTaskThread) {
-  ProxiedWorker pw(/*stage_timeout_ms=*/120000);
-  auto& [worker, proxy, master, registrar] = pw;
-  ASSERT_EQ(master->stats().workers(), 1u);
-  constexpr int kSessions = 16;
-  std::vector<std::shared_ptr<RemoteClient>> hostile;
+// `n` sessions (hostile-0, ...), each with its tensors on the worker behind
+// `proxy`, then each with a graph whose stage that worker never answers
+// (the proxy holds its GraphDones from now on): the graphs' completions.
+struct Stalled {
+  std::vector<std::shared_ptr<RemoteClient>> sessions;
+  std::vector<std::future<RemoteResult>> graphs;
+};
+Stalled stall(const Server& master, FrameProxy& proxy, int n) {
+  Stalled st;
   std::vector<std::pair<uint64_t, uint64_t>> bound;
   // Every session's tensors on the worker first (allocations are calls of
-  // their own, bounded by the client timeout, not what is tested here)...
-  for (int i = 0; i < kSessions; ++i) {
-    hostile.push_back(connect(master->port(), cat("hostile-", i)));
-    RemoteClient& c = *hostile.back();
+  // their own, not what is tested here)...
+  for (int i = 0; i < n; ++i) {
+    st.sessions.push_back(connect(master.port(), cat("hostile-", i)));
+    RemoteClient& c = *st.sessions.back();
     bound.emplace_back(c.tensor_alloc(DType::F32, {4, 1}, "hw-worker/cpu:0"),
                        c.tensor_alloc(DType::F32, {1, 4}, "hw-worker/cpu:0"));
   }
   // ...then every session's graph, to a worker that never answers now.
   proxy.hold(wire::MsgType::GraphDone);
-  std::vector<std::future<RemoteResult>> stalled;
-  for (int i = 0; i < kSessions; ++i) {
-    RemoteClient& c = *hostile[static_cast<size_t>(i)];
+  for (int i = 0; i < n; ++i) {
+    RemoteClient& c = *st.sessions[static_cast<size_t>(i)];
     const auto [x, w] = bound[static_cast<size_t>(i)];
     auto done = std::make_shared<std::promise<RemoteResult>>();
-    stalled.push_back(done->get_future());
+    st.graphs.push_back(done->get_future());
     auto s = c.submit(pinned_graph(), {{"x", x}, {"w", w}},
                       [done](RemoteResult&& r) { done->set_value(std::move(r)); });
     if (s) c.watch(*s);
   }
-  // Each either waits on the worker (its stage held by the proxy) or was
-  // refused: wait until all are accounted for.
-  int refused = 0;
-  ASSERT_TRUE(eventually(
-      [&] {
-        refused = 0;
-        for (auto& f : stalled) refused += f.wait_for(milliseconds(0)) == std::future_status::ready;
-        return proxy.held() + refused >= kSessions;
-      },
-      60000))
-      << proxy.held() << " stages held, " << refused << " refused";
-  EXPECT_EQ(proxy.held(), 8) << "stages waiting on workers at once";
-  EXPECT_EQ(refused, kSessions - 8);
-  for (auto& f : stalled) {
-    if (f.wait_for(milliseconds(0)) != std::future_status::ready) continue;
-    const RemoteResult r = f.get();
-    EXPECT_EQ(r.status, GENIE_ERR_OUT_OF_MEMORY) << r.detail;
-    EXPECT_NE(r.detail.find("already wait on workers"), std::string::npos) << r.detail;
-  }
+  return st;
+}
 
-  expect_graph_completes(*connect(master->port(), "tenant-b"));
-
+// Stops the master: every graph still waiting ends.
+void stop_ends_every_wait(Server& master, std::vector<std::future<RemoteResult>>& graphs) {
   std::thread stopper([&] {
-    master->stop();
-    master->wait();
+    master.stop();
+    master.wait();
   });
-  for (auto& f : stalled)
-    if (f.valid()) EXPECT_EQ(f.wait_for(seconds(30)), std::future_status::ready) << "stop left a graph waiting";
+  for (auto& f : graphs)
+    if (f.valid())
+      EXPECT_EQ(f.wait_for(seconds(30)), std::future_status::ready) << "stop left a graph waiting";
   stopper.join();
+}
+
+// Submits pinned_graph() on x and w (where they live, the stage runs).
+std::future<RemoteResult> submit_pinned(RemoteClient& c, uint64_t x, uint64_t w) {
+  auto done = std::make_shared<std::promise<RemoteResult>>();
+  std::future<RemoteResult> f = done->get_future();
+  auto s = c.submit(pinned_graph(), {{"x", x}, {"w", w}},
+                    [done](RemoteResult&& r) { done->set_value(std::move(r)); });
+  if (s) c.watch(*s);
+  return f;
+}
+
+// More sessions than the master has task threads (16), each with a graph
+// whose stage a stalled worker holds: every stage is sent (none waits for a
+// thread, none is refused), and meanwhile another tenant's graph on the
+// master and another tenant's graph on a healthy worker complete. One
+// session past its bound of stages waiting (here 2) is refused the next,
+// naming the bound. (Each waiting stage held a task thread before, and a
+// cap of 8 of them for all sessions refused the rest whoever sent them.)
+TEST_F(HostileWorkers, StagesWaitingOnAStalledWorkerHoldNoThread) {
+  ProxiedWorker pw(/*stage_timeout_ms=*/120000, /*join=*/true, /*master_budget=*/0, /*session_max_stages=*/2);
+  auto& [worker, proxy, master, registrar] = pw;
+  auto healthy = start_worker("hw-healthy");
+  auto healthy_registrar = connect(master->port(), "hw-healthy", GENIE_NODE_ROLE_WORKER);
+  healthy_registrar->register_worker("127.0.0.1", healthy->port(), one_cpu());
+  ASSERT_EQ(master->stats().workers(), 2u);
+  auto greedy = connect(master->port(), "greedy");
+  const uint64_t gx = greedy->tensor_alloc(DType::F32, {4, 1}, "hw-worker/cpu:0");
+  const uint64_t gw = greedy->tensor_alloc(DType::F32, {1, 4}, "hw-worker/cpu:0");
+
+  constexpr int kSessions = 24;
+  Stalled st = stall(*master, proxy, kSessions);
+  ASSERT_TRUE(eventually([&] { return proxy.held() >= kSessions; }, 20000))
+      << proxy.held() << " of " << kSessions << " stages reached the worker";
+  for (auto& f : st.graphs) EXPECT_NE(f.wait_for(milliseconds(0)), std::future_status::ready);
+
+  // One session: two stages wait, the third is refused.
+  std::vector<std::future<RemoteResult>> mine;
+  for (int i = 0; i < 2; ++i) mine.push_back(submit_pinned(*greedy, gx, gw));
+  ASSERT_TRUE(eventually([&] { return proxy.held() >= kSessions + 2; }, 20000));
+  std::future<RemoteResult> third = submit_pinned(*greedy, gx, gw);
+  ASSERT_EQ(third.wait_for(seconds(20)), std::future_status::ready)
+      << "a stage past the session's bound waits";
+  const RemoteResult r = third.get();
+  EXPECT_EQ(r.status, GENIE_ERR_OUT_OF_MEMORY) << r.detail;
+  EXPECT_NE(r.detail.find("GENIE_SESSION_MAX_STAGES"), std::string::npos) << r.detail;
+
+  // Another tenant: a graph on the master, and one on the healthy worker.
+  auto other = connect(master->port(), "tenant-b");
+  expect_graph_completes(*other);
+  const uint64_t hx = other->tensor_alloc(DType::F32, {4, 1}, "hw-healthy/cpu:0");
+  const uint64_t hw = other->tensor_alloc(DType::F32, {1, 4}, "hw-healthy/cpu:0");
+  auto f = submit_pinned(*other, hx, hw);
+  ASSERT_EQ(f.wait_for(seconds(30)), std::future_status::ready) << "a graph on a healthy worker waits";
+  const RemoteResult ok = f.get();
+  EXPECT_EQ(ok.status, GENIE_OK) << ok.detail;
+  ASSERT_EQ(ok.outputs.size(), 1u);
+  EXPECT_EQ(ok.outputs[0].device, "hw-healthy/cpu:0") << "the graph did not run on the healthy worker";
+  EXPECT_GE(master->stats().workers(), 2u);
+
+  for (auto& g : mine) st.graphs.push_back(std::move(g));
+  stop_ends_every_wait(*master, st.graphs);
+  proxy.release();
+}
+
+// Stopping the master ends every stage waiting on a worker at once (each
+// graph fails with SHUTDOWN), long before their deadline.
+TEST_F(HostileWorkers, StopEndsEveryStageWaitingOnAWorker) {
+  ProxiedWorker pw(/*stage_timeout_ms=*/120000);
+  auto& [worker, proxy, master, registrar] = pw;
+  constexpr int kSessions = 20;
+  Stalled st = stall(*master, proxy, kSessions);
+  ASSERT_TRUE(eventually([&] { return proxy.held() >= kSessions; }, 20000));
+  const auto t0 = std::chrono::steady_clock::now();
+  stop_ends_every_wait(*master, st.graphs);
+  for (auto& f : st.graphs) {
+    const RemoteResult r = f.get();
+    EXPECT_NE(r.status, GENIE_OK);
+  }
+  std::printf("master stopped %lld ms after stop() with %d stages waiting (deadline 120000 ms)\n",
+              static_cast<long long>(ms_since(t0)), kSessions);
+  proxy.release();
+}
+
+// Sessions whose graphs wait on a stalled worker, their stages sent to it
+// back to back; another session's tensor calls on that worker go through
+// meanwhile (before, the master's task pool started too few threads for
+// tasks posted back to back: some stages and the allocation behind them
+// waited for a thread held by a stalled stage, until the client's timeout).
+TEST_F(HostileWorkers, CallsToAWorkerDoNotWaitBehindItsStalledStages) {
+  ProxiedWorker pw(/*stage_timeout_ms=*/120000);
+  auto& [worker, proxy, master, registrar] = pw;
+  ASSERT_EQ(master->stats().workers(), 1u);
+  constexpr int kSessions = 8;
+  auto b = connect(master->port(), "tenant-b");
+  Stalled st = stall(*master, proxy, kSessions);
+  ASSERT_TRUE(eventually([&] { return proxy.held() >= kSessions; }, 20000))
+      << "only " << proxy.held() << " of " << kSessions << " stages reached the worker";
+  // Each call would fail with TIMEOUT (the client's, 10 s) behind them.
+  for (int i = 0; i < 3; ++i) {
+    const uint64_t y = b->tensor_alloc(DType::F32, {4}, "hw-worker/cpu:0");
+    const float v[4] = {1, 2, 3, float(i)};
+    float back[4] = {};
+    b->tensor_write(y, 0, v, sizeof v);
+    b->tensor_read(y, 0, back, sizeof back);
+    EXPECT_EQ(back[3], float(i));
+    b->tensor_free(y);
+  }
+  stop_ends_every_wait(*master, st.graphs);
+  proxy.release();
+}
+
+// The calls that move a stage's inputs to its worker end by the stage
+// deadline too, not only by the master's client timeout (120 s here): a
+// worker that never answers the allocation of a value moved there fails the
+// graph with TIMEOUT naming the worker and the deadline.
+TEST_F(HostileWorkers, MovesBeforeAStageEndByTheStageDeadline) {
+  ProxiedWorker pw(/*stage_timeout_ms=*/1000, /*join=*/true, /*master_budget=*/0, /*session_max_stages=*/16,
+                   /*client_timeout_ms=*/120000);
+  auto& [worker, proxy, master, registrar] = pw;
+  ASSERT_EQ(master->stats().workers(), 1u);
+  auto a = connect(master->port(), "tenant-a");
+  // x on the master, w on the worker: the stage runs where w is, so x is
+  // allocated and written there first.
+  const uint64_t x = a->tensor_alloc(DType::F32, {4, 1}, "cpu:0");
+  const uint64_t w = a->tensor_alloc(DType::F32, {1, 4}, "hw-worker/cpu:0");
+  proxy.hold(wire::MsgType::TensorAllocReply);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto f = submit_pinned(*a, x, w);
+  ASSERT_EQ(f.wait_for(seconds(30)), std::future_status::ready) << "the move waits for the client timeout";
+  const RemoteResult r = f.get();
+  ASSERT_GT(proxy.held(), 0) << "x was not moved to the worker: the plan changed";
+  EXPECT_EQ(r.status, GENIE_ERR_TIMEOUT) << r.detail;
+  EXPECT_NE(r.detail.find("worker hw-worker"), std::string::npos) << r.detail;
+  EXPECT_NE(r.detail.find("1000 ms (the stage deadline)"), std::string::npos) << r.detail;
+  std::printf(
+      "a move to a stalled worker failed its graph after %lld ms (stage deadline 1000 ms, client "
+      "timeout 120000 ms)\n",
+      static_cast<long long>(ms_since(t0)));
   proxy.release();
 }
 
