@@ -261,7 +261,15 @@ typedef enum genie_node_role {
   GENIE_NODE_ROLE_MAX_ENUM = 0x7fffffff
 } genie_node_role_t;
 
-/** Data-plane backend. AUTO picks the best available on both ends. */
+/** Data-plane backend: what a user selects to move tensor bytes. AUTO picks
+ *  the best available on both ends: dpdk_gpudev > rdma > dpdk > tcp. Each
+ *  backend is carried by one transport, the plugin of that name
+ *  (libgenie_transport_<name>.so; tcp is built in): rdma and ucx by ucx,
+ *  dpdk and dpdk_gpudev by their own. Transport names appear only where a
+ *  server lists what it offers (the serve_transports setting), where the
+ *  environment demands one for a client's data connections
+ *  (GENIE_TRANSPORT: init fails when it cannot be had) and in
+ *  genie_discover's report. */
 typedef enum genie_backend {
   GENIE_BACKEND_AUTO = 0,
   GENIE_BACKEND_TCP = 1,
