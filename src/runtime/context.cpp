@@ -464,11 +464,9 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
     ++inflight_;
   }
   std::weak_ptr<RemoteClient> weak_client = client_;
-  std::vector<std::string> output_names;
-  for (ValueId v : snapshot.outputs()) output_names.push_back(snapshot.value(v).name);
   const RemoteTrace traced = remote_trace_begin(*client_);
-  auto done = [state, inputs = std::move(inputs), weak_client, n_outputs, traced, graph = prepared.graph,
-               output_names = std::move(output_names)](RemoteResult&& r) mutable {
+  auto done = [state, inputs = std::move(inputs), weak_client, n_outputs, traced,
+               graph = prepared.graph](RemoteResult&& r) mutable {
     // On the client's loop thread.
     if (traced.submit_ns != 0) remote_trace_end(*graph, traced, r);
     FutureResult fr;
@@ -497,8 +495,10 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
     }
     inputs.clear();
     std::shared_ptr<Context> ctx = state->ctx();
-    for (size_t i = 0; i < fr.outputs.size() && i < output_names.size(); ++i)
-      if (fr.outputs[i].is_remote()) ctx->held_.add(fr.outputs[i].remote(), output_names[i]);
+    // Named after the graph's outputs (runtime/held_tensors.hpp).
+    const std::vector<ValueId>& outs = graph->outputs();
+    for (size_t i = 0; i < fr.outputs.size() && i < outs.size(); ++i)
+      if (fr.outputs[i].is_remote()) ctx->held_.add(fr.outputs[i].remote(), graph->value(outs[i]).name);
     state->complete(std::move(fr));
     ctx->remote_graph_done();
   };
