@@ -148,6 +148,43 @@ static inline void bu_json_close(FILE *f, const char *path) {
   }
 }
 
+/* GENIE_BENCH_SERVER=host:port, the server a benchmark runs against (e.g.
+ * across emulated links, bench/links/run.sh): 1 when set (host and *port
+ * filled), 0 when not; exits with 2 when it is not host:port. */
+static inline int bu_bench_server(char *host, size_t host_size, int32_t *port) {
+  const char *env = getenv("GENIE_BENCH_SERVER"), *colon;
+  if (!env || !*env) return 0;
+  colon = strrchr(env, ':');
+  if (!colon || colon == env || (size_t)(colon - env) >= host_size) {
+    fprintf(stderr, "bench: GENIE_BENCH_SERVER='%s' is not host:port\n", env);
+    exit(2);
+  }
+  memcpy(host, env, (size_t)(colon - env));
+  host[colon - env] = '\0';
+  *port = (int32_t)atoi(colon + 1);
+  return 1;
+}
+
+/* A context that ignores the environment: embedded when host is NULL, else
+ * a client of host:port with semantics on or off (blind mode) and the
+ * token in GENIE_AUTH_TOKEN, if any. */
+static inline genie_context_t *bu_context(const char *host, int32_t port, int semantics) {
+  genie_config_t *cfg = NULL;
+  genie_context_t *ctx = NULL;
+  bu_check(genie_config_create(&cfg), "genie_config_create");
+  bu_check(genie_config_set_use_env(cfg, 0), "genie_config_set_use_env");
+  if (host) {
+    bu_check(genie_config_set_master_addr(cfg, host), "genie_config_set_master_addr");
+    bu_check(genie_config_set_master_port(cfg, port), "genie_config_set_master_port");
+    bu_check(genie_config_set_semantics(cfg, semantics), "genie_config_set_semantics");
+    if (getenv("GENIE_AUTH_TOKEN"))
+      bu_check(genie_config_set_auth_token(cfg, getenv("GENIE_AUTH_TOKEN")), "genie_config_set_auth_token");
+  }
+  bu_check(genie_init(cfg, &ctx), "genie_init");
+  genie_config_destroy(cfg);
+  return ctx;
+}
+
 /* A number of the "client" object of genie_context_server_info (this
  * context's own traffic counters; remote mode). */
 static inline double bu_client_counter(genie_context_t *ctx, const char *key) {

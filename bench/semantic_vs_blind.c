@@ -162,27 +162,9 @@ static int run_cnn(genie_context_t *const *ctx, int runs) {
   return bad;
 }
 
-static genie_context_t *make_ctx(const char *host, int32_t port, int side) {
-  genie_config_t *cfg = NULL;
-  genie_context_t *ctx = NULL;
-  bu_check(genie_config_create(&cfg), "genie_config_create");
-  bu_check(genie_config_set_use_env(cfg, 0), "genie_config_set_use_env");
-  if (side != LOCAL) {
-    bu_check(genie_config_set_master_addr(cfg, host), "genie_config_set_master_addr");
-    bu_check(genie_config_set_master_port(cfg, port), "genie_config_set_master_port");
-    bu_check(genie_config_set_semantics(cfg, side == SEMANTIC), "genie_config_set_semantics");
-    if (getenv("GENIE_AUTH_TOKEN"))
-      bu_check(genie_config_set_auth_token(cfg, getenv("GENIE_AUTH_TOKEN")), "genie_config_set_auth_token");
-  }
-  bu_check(genie_init(cfg, &ctx), "genie_init");
-  genie_config_destroy(cfg);
-  return ctx;
-}
-
 int main(int argc, char **argv) {
   const bu_options_t o = bu_parse_args(argc, argv, " (decode steps per side; default 32, --quick 4)");
   const int steps = o.iters ? o.iters : (o.quick ? 4 : 32);
-  const char *server_env = getenv("GENIE_BENCH_SERVER");
   const char *label = getenv("GENIE_BENCH_LABEL");
   char host[256] = "127.0.0.1";
   int32_t port = 0;
@@ -198,16 +180,7 @@ int main(int argc, char **argv) {
   int i, k, j, mismatch = 0;
   FILE *json;
 
-  if (server_env && *server_env) {
-    const char *colon = strrchr(server_env, ':');
-    if (!colon || colon == server_env || (size_t)(colon - server_env) >= sizeof host) {
-      fprintf(stderr, "bench: GENIE_BENCH_SERVER='%s' is not host:port\n", server_env);
-      return 2;
-    }
-    memcpy(host, server_env, (size_t)(colon - server_env));
-    host[colon - server_env] = '\0';
-    port = (int32_t)atoi(colon + 1);
-  } else {
+  if (!bu_bench_server(host, sizeof host, &port)) {
     genie_config_t *scfg = NULL;
     bu_check(genie_config_create(&scfg), "genie_config_create");
     bu_check(genie_config_set_use_env(scfg, 0), "genie_config_set_use_env");
@@ -224,7 +197,7 @@ int main(int argc, char **argv) {
     logits[k] = bu_malloc(sizeof(float) * (size_t)dims.vocab);
     t[k] = bu_malloc(sizeof(double) * (size_t)steps);
     added[k] = bu_malloc(sizeof(double) * (size_t)steps);
-    ctx[k] = make_ctx(host, port, k);
+    ctx[k] = bu_context(k == LOCAL ? NULL : host, port, k == SEMANTIC);
     t0 = bu_now_s();
     gd_session_open(&s[k], ctx[k], &m, NULL, 0);
     setup_ms[k] = (bu_now_s() - t0) * 1e3;

@@ -253,6 +253,7 @@ class Placer {
     vbytes_.resize(nv);
     for (size_t x = 0; x < nv; ++x) vbytes_[x] = value_bytes(g_.value(static_cast<ValueId>(x)).dtype, *shapes[x]);
     resident_home_.assign(nv, -1);
+    movable_.assign(nv, 0);
     for (const auto& [name, dev] : r.value_device) {
       const ValueId x = g_.find_value(name);
       check(x != kNone && g_.value(x).kind == ValueKind::Input, GENIE_ERR_INVALID_ARGUMENT, "residency names '",
@@ -300,6 +301,12 @@ class Placer {
     return true;
   }
   void finish(Plan& plan) { plan.node_cost = std::move(costs_); }
+  // Resident weights that no longer keep their nodes (pull_modules): their
+  // nodes are placed by finish time, the weights moved where they run.
+  void set_movable(std::vector<uint8_t> m) { movable_ = std::move(m); }
+  bool same_node(int a, int b) const {
+    return nodes_.node_of[static_cast<size_t>(a)] == nodes_.node_of[static_cast<size_t>(b)];
+  }
   const std::vector<uint64_t>& vbytes() const { return vbytes_; }
 
  private:
@@ -508,7 +515,7 @@ class Placer {
     if (dec.rule != Rule::KvCacheColocation) {
       uint64_t best = 0;
       for (ValueId x : n.inputs)
-        if (x != kNone && resident_home_[x] >= 0 && g_.value(x).role == TensorRole::Weight &&
+        if (x != kNone && resident_home_[x] >= 0 && g_.value(x).role == TensorRole::Weight && !movable_[x] &&
             (pinned < 0 || vbytes_[x] > best)) {
           best = vbytes_[x];
           pinned = resident_home_[x];
@@ -636,6 +643,7 @@ class Placer {
   const size_t nd_;
   std::vector<uint64_t> vbytes_;
   std::vector<int> resident_home_, home_;
+  std::vector<uint8_t> movable_;  // per value: a resident weight that does not pin its nodes
   std::vector<std::vector<int>> where_;  // per value: the devices it is present on
   std::vector<uint8_t> on_coord_;
   std::vector<OpCost> costs_;
@@ -657,6 +665,16 @@ class Placer {
   std::vector<double> gap_;  // per device: learned time between nodes (CostLearner::gap_s)
   int cur_dev_ = -1;
 };
+
+// Takes a trial placement (Placer::run) as the plan.
+void adopt(Plan& plan, Plan&& trial) {
+  plan.node_device = std::move(trial.node_device);
+  plan.predicted_node_s = std::move(trial.predicted_node_s);
+  plan.decisions = std::move(trial.decisions);
+  plan.transfers = std::move(trial.transfers);
+  plan.peak_bytes_per_device = std::move(trial.peak_bytes_per_device);
+  plan.predicted_total_s = trial.predicted_total_s;
+}
 
 // Stage merging: the list scheduler decides one node at a time, so it can
 // send a node to another node's device for a small gain and pay the way
@@ -693,17 +711,67 @@ void merge_stages(Placer& placer, const std::vector<NodeId>& order, const Analys
         Plan trial;
         ++trials;
         if (placer.run(order, a, trial, &forced) && trial.predicted_total_s < plan.predicted_total_s * (1 - 1e-9)) {
-          plan.node_device = std::move(trial.node_device);
-          plan.predicted_node_s = std::move(trial.predicted_node_s);
-          plan.decisions = std::move(trial.decisions);
-          plan.transfers = std::move(trial.transfers);
-          plan.peak_bytes_per_device = std::move(trial.peak_bytes_per_device);
-          plan.predicted_total_s = trial.predicted_total_s;
+          adopt(plan, std::move(trial));
           improved = true;
         }
       }
     }
   }
+}
+
+// Moving a module to its inputs. The resident-weight rule keeps each node
+// with its largest resident weight: right while the weights outweigh what
+// the nodes read and return, wrong for a module whose inputs are the larger
+// (a vision encoder's weights on a worker, a high-resolution image where
+// the request arrives). For each module (nodes sharing a module path, as
+// annotated) kept on one device by resident weights, at most kMaxTrials of
+// them, plan again with those weights free to move (their nodes then go
+// where they finish first, the weights moved there) and keep the plan if
+// its predicted total is lower and every node of the module left the
+// weights' node (a move to another device beside the weights is not what
+// this is for: the weights stay resident where they were put). Graphs
+// without module paths are unchanged.
+void pull_modules(Placer& placer, const Graph& g, const std::vector<NodeId>& order, const Analysis& a, Plan& plan) {
+  constexpr size_t kMaxTrials = 8;
+  std::vector<std::pair<int, std::string>> groups;
+  for (NodeId id : order) {
+    const std::string& module = g.node(id).ann.module_path;
+    const std::pair<int, std::string> key{plan.node_device[id], module};
+    if (plan.decisions[id].rule == Rule::ResidentWeight && !module.empty() &&
+        std::find(groups.begin(), groups.end(), key) == groups.end())
+      groups.push_back(key);
+  }
+  if (groups.size() > kMaxTrials) groups.resize(kMaxTrials);
+  std::vector<std::vector<ValueId>> weights(groups.size());
+  std::vector<std::vector<NodeId>> members(groups.size());
+  for (NodeId id : order)
+    for (size_t k = 0; k < groups.size(); ++k)
+      if (plan.node_device[id] == groups[k].first && g.node(id).ann.module_path == groups[k].second) {
+        members[k].push_back(id);
+        for (ValueId x : g.node(id).inputs)
+          if (x != kNone && g.value(x).role == TensorRole::Weight) weights[k].push_back(x);
+      }
+  std::vector<uint8_t> movable(g.values().size(), 0);
+  bool pulled = false;
+  for (size_t k = 0; k < groups.size(); ++k) {
+    std::vector<uint8_t> trial_movable = movable;
+    for (ValueId x : weights[k]) trial_movable[x] = 1;
+    placer.set_movable(trial_movable);
+    Plan trial;
+    try {
+      if (!placer.run(order, a, trial) || trial.predicted_total_s >= plan.predicted_total_s * (1 - 1e-9)) continue;
+    } catch (const Error&) {
+      continue;  // e.g. the weights do not fit where the inputs are
+    }
+    bool left = true;
+    for (NodeId id : members[k]) left &= !placer.same_node(trial.node_device[id], groups[k].first);
+    if (!left) continue;
+    adopt(plan, std::move(trial));
+    movable = std::move(trial_movable);
+    pulled = true;
+  }
+  placer.set_movable(std::move(movable));
+  if (pulled) merge_stages(placer, order, a, plan);
 }
 
 }  // namespace
@@ -750,6 +818,7 @@ Plan plan_graph(const Graph& g, const Topology& topo, const Residency& residency
   plan.order = memory_aware_order(view, placer.vbytes());
   placer.run(plan.order, plan.analysis, plan);
   merge_stages(placer, plan.order, plan.analysis, plan);
+  pull_modules(placer, g, plan.order, plan.analysis, plan);
   placer.finish(plan);
   lap(&PlanTimings::placement_s);
   return plan;

@@ -185,6 +185,41 @@ TEST(SchedPlan, ResidentWeightsStay) {
   for (const Transfer& tr : p.transfers) EXPECT_NE(tr.value, "w");
 }
 
+// A module whose input outweighs its resident weights runs where the input
+// is, its weights moved there (pull_modules); without a module path, or with
+// weights that outweigh the input, the weights keep their nodes.
+TEST(SchedPlan, AModuleRunsWhereItsInputIsWhenTheInputOutweighsItsWeights) {
+  for (const bool big_input : {true, false}) {
+    for (const bool module : {true, false}) {
+      SCOPED_TRACE(std::string(big_input ? "4 MB input, 16 kB weight" : "8 kB input, 1 MB weight") +
+                   (module ? ", module" : ", no module"));
+      Graph g("enc");
+      g.add_input("x", DType::F32, {big_input ? 4096 : 8, 256});
+      const ValueId w = g.add_input("w", DType::F32, {big_input ? 16 : 1024, 256});
+      g.value(w).role = TensorRole::Weight;
+      const NodeId fc = g.add_node("linear", "fc", {"x", "w"}, {"y"});
+      g.add_node("relu", "act", {"y"}, {"z"});
+      if (module) g.node(fc).ann.module_path = "enc";
+      g.mark_output("z");
+      g.validate();
+      Residency r;
+      r.value_device["x"] = 0;  // node-a, where the request arrives
+      r.value_device["w"] = 1;  // node-b/cpu:0
+      const Plan p = plan_graph(g, two_nodes(), r);
+      if (big_input && module) {
+        EXPECT_EQ(p.node_device[fc], 0);
+        EXPECT_EQ(p.decisions[fc].rule, Rule::MinFinishTime);
+        ASSERT_EQ(p.transfers.size(), 1u);
+        EXPECT_EQ(p.transfers[0].value, "w");
+      } else {
+        EXPECT_EQ(p.node_device[fc], 1);
+        EXPECT_EQ(p.decisions[fc].rule, Rule::ResidentWeight);
+        for (const Transfer& tr : p.transfers) EXPECT_NE(tr.value, "w");
+      }
+    }
+  }
+}
+
 TEST(SchedPlan, KvCacheStaysWithItsDecodeAttention) {
   const Topology t = two_nodes();
   for (bool fused : {false, true}) {
