@@ -42,8 +42,11 @@
 #include "../samples/c/gpt2_decode.h"
 #include "bench_util.h"
 
-enum { LOCAL, SPLIT, ONE, BLIND, SIDES };
-static const char *const side_name[SIDES] = {"local", "split", "one", "blind"};
+enum { LOCAL, SPLIT, PINNED, ONE, BLIND, SIDES };
+static const char *const side_name[SIDES] = {"local", "split", "pinned", "one", "blind"};
+
+/* Whether node() annotates module paths (the pinned side's graph has none). */
+static int g_modules = 1;
 
 typedef struct dims {
   int64_t d, patch, patches, vocab, tokens, answers;
@@ -105,7 +108,7 @@ static void node(genie_graph_t *g, const char *prefix, genie_modality_t mod, con
   prefixed(o, sizeof o, prefix, out);
   outp[0] = o;
   bu_check(genie_graph_add_node(g, op, nm, inp, (size_t)n_in, outp, 1), nm);
-  bu_check(genie_graph_set_module(g, nm, prefix), "module");
+  if (g_modules) bu_check(genie_graph_set_module(g, nm, prefix), "module");
   if (mod != GENIE_MODALITY_UNKNOWN) bu_check(genie_graph_set_modality(g, nm, mod), "modality");
 }
 #define NODE(g, p, mod, op, name, out, ...)                          \
@@ -229,8 +232,8 @@ static size_t bind(const model_t *m, genie_tensor_t *image, genie_tensor_t *ques
 }
 
 /* One request: writes the inputs, runs the graph, reads the logits. */
-static double request(const model_t *m, genie_context_t *ctx, genie_tensor_t *const *w, const float *img,
-                      const int64_t *q, float *logits) {
+static double request(const model_t *m, genie_graph_t *graph, genie_context_t *ctx, genie_tensor_t *const *w,
+                      const float *img, const int64_t *q, float *logits) {
   const int64_t ishape[2] = {m->dm.patches, m->dm.patch}, qshape[1] = {m->dm.tokens};
   const char *names[2 + MAX_W];
   genie_tensor_t *bound[2 + MAX_W], *image = NULL, *question = NULL, *out = NULL;
@@ -242,7 +245,7 @@ static double request(const model_t *m, genie_context_t *ctx, genie_tensor_t *co
   bu_check(genie_tensor_alloc(ctx, GENIE_DTYPE_I64, qshape, 1, "cpu", &question), "question alloc");
   bu_check(genie_tensor_write(question, 0, q, sizeof(int64_t) * (size_t)m->dm.tokens), "question");
   n = bind(m, image, question, w, names, bound);
-  bu_check(genie_graph_submit(ctx, m->g, names, bound, n, &f), "vqa submit");
+  bu_check(genie_graph_submit(ctx, graph, names, bound, n, &f), "vqa submit");
   bu_check(genie_future_wait(f, -1), "vqa run");
   bu_check(genie_future_output(f, 0, &out), "vqa logits");
   bu_check(genie_tensor_read(out, 0, logits, sizeof(float) * (size_t)m->dm.answers), "vqa read");
@@ -257,7 +260,8 @@ static double request(const model_t *m, genie_context_t *ctx, genie_tensor_t *co
  * request on `w` binds it (genie_plan_explain_bound), what it moves
  * between devices and its predicted time. Returns 1 when every node is on
  * one device. */
-static int explain(const model_t *m, genie_context_t *ctx, genie_tensor_t *const *w, const char *what) {
+static int explain(const model_t *m, genie_graph_t *graph, genie_context_t *ctx, genie_tensor_t *const *w,
+                   const char *what) {
   static const char *const mods[3] = {"vision", "text", "fusion"};
   const int64_t ishape[2] = {m->dm.patches, m->dm.patch}, qshape[1] = {m->dm.tokens};
   const char *names[2 + MAX_W];
@@ -270,7 +274,7 @@ static int explain(const model_t *m, genie_context_t *ctx, genie_tensor_t *const
   bu_check(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, ishape, 2, "cpu", &image), "image alloc");
   bu_check(genie_tensor_alloc(ctx, GENIE_DTYPE_I64, qshape, 1, "cpu", &question), "question alloc");
   n = bind(m, image, question, w, names, bound);
-  bu_check(genie_plan_explain_bound(ctx, m->g, names, bound, n, &json), "genie_plan_explain_bound");
+  bu_check(genie_plan_explain_bound(ctx, graph, names, bound, n, &json), "genie_plan_explain_bound");
   doc = cJSON_Parse(json);
   if (!doc) {
     fprintf(stderr, "bench: the plan is not JSON\n");
@@ -309,18 +313,21 @@ static int explain(const model_t *m, genie_context_t *ctx, genie_tensor_t *const
 static int run_size(const char *size, dims_t dm, genie_context_t *const ctx[SIDES], const char *const workers[2],
                     int runs, FILE *json) {
   const char *const dev_one[3] = {NULL, NULL, NULL};
-  model_t m;
+  model_t m, plain;
   genie_tensor_t *w[SIDES][MAX_W];
   float *img, *logits[SIDES];
   int64_t *q;
-  double *t[SIDES], *r_so, *r_sl, *r_bs;
+  double *t[SIDES], *r_so, *r_sl, *r_bs, *r_sp;
   wire_t moved[SIDES];
-  bu_stats_t st[SIDES], so, sl, bs;
+  bu_stats_t st[SIDES], so, sl, bs, sp;
   uint64_t seed = 0xfeed;
   size_t i, wbytes[3] = {0, 0, 0};
   int it, j, k, bad = 0, split_one, one_one;
   char wsplit[2][64];
   model_build(&m, dm);
+  g_modules = 0;
+  model_build(&plain, dm);
+  g_modules = 1;
   for (i = 0; i < m.nw; ++i) wbytes[m.w[i].module] += weight_bytes(&m.w[i]);
   img = bu_malloc(sizeof(float) * (size_t)(dm.patches * dm.patch));
   for (i = 0; i < (size_t)(dm.patches * dm.patch); ++i) img[i] = gd_rand(&seed);
@@ -329,14 +336,17 @@ static int run_size(const char *size, dims_t dm, genie_context_t *const ctx[SIDE
   for (k = 0; k < 2; ++k) snprintf(wsplit[k], sizeof wsplit[k], "%s/cpu:0", workers[k]);
   {
     const char *const ds[3] = {wsplit[0], wsplit[1], NULL};
-    for (k = 0; k < SIDES; ++k) weights_place(&m, ctx[k], k == SPLIT ? ds : dev_one, w[k]);
+    for (k = 0; k < SIDES; ++k)
+      if (k != PINNED) weights_place(&m, ctx[k], k == SPLIT ? ds : dev_one, w[k]);
+    memcpy(w[PINNED], w[SPLIT], sizeof w[SPLIT]); /* the same tensors, the graph without module paths */
   }
   printf("\n[%s] image %lld patches x %lld (%.0f kB), question %lld tokens; weights: vision %.0f kB, text %.0f kB, "
          "fusion %.0f kB\n",
          size, (long long)dm.patches, (long long)dm.patch, dm.patches * dm.patch * 4 / 1e3, (long long)dm.tokens,
          wbytes[0] / 1e3, wbytes[1] / 1e3, wbytes[2] / 1e3);
-  split_one = explain(&m, ctx[SPLIT], w[SPLIT], "split");
-  one_one = explain(&m, ctx[ONE], w[ONE], "one");
+  split_one = explain(&m, m.g, ctx[SPLIT], w[SPLIT], "split");
+  explain(&m, plain.g, ctx[PINNED], w[PINNED], "pinned");
+  one_one = explain(&m, m.g, ctx[ONE], w[ONE], "one");
   for (k = 0; k < SIDES; ++k) {
     logits[k] = bu_malloc(sizeof(float) * (size_t)dm.answers);
     t[k] = bu_malloc(sizeof(double) * (size_t)runs);
@@ -345,11 +355,12 @@ static int run_size(const char *size, dims_t dm, genie_context_t *const ctx[SIDE
   r_so = bu_malloc(sizeof(double) * (size_t)runs);
   r_sl = bu_malloc(sizeof(double) * (size_t)runs);
   r_bs = bu_malloc(sizeof(double) * (size_t)runs);
+  r_sp = bu_malloc(sizeof(double) * (size_t)runs);
   for (it = -1; it < runs; ++it) { /* -1: the warm-up (plans, graph caches) */
     for (j = 0; j < SIDES; ++j) {
       const int side = (it + 1 + j) % SIDES;
       const wire_t a = wire_now(ctx[side]);
-      const double ms = request(&m, ctx[side], w[side], img, q, logits[side]);
+      const double ms = request(&m, side == PINNED ? plain.g : m.g, ctx[side], w[side], img, q, logits[side]);
       const wire_t b = wire_now(ctx[side]);
       if (it < 0) continue;
       t[side][it] = ms;
@@ -364,10 +375,11 @@ static int run_size(const char *size, dims_t dm, genie_context_t *const ctx[SIDE
       r_so[it] = t[SPLIT][it] / t[ONE][it];
       r_sl[it] = t[SPLIT][it] / t[LOCAL][it];
       r_bs[it] = t[BLIND][it] / t[SPLIT][it];
+      r_sp[it] = t[SPLIT][it] / t[PINNED][it];
     }
   }
   printf("  %d requests per side interleaved after a warm-up; answer logits %s\n", runs,
-         bad ? "DIFFER" : "equal on all four sides");
+         bad ? "DIFFER" : "equal on all five sides");
   printf("  %-7s %9s %9s %12s %12s %14s\n", "side", "p50 ms", "p99 ms", "up B/req", "down B/req",
          "between B/req");
   for (k = 0; k < SIDES; ++k) {
@@ -378,8 +390,10 @@ static int run_size(const char *size, dims_t dm, genie_context_t *const ctx[SIDE
   so = bu_stats(r_so, (size_t)runs);
   sl = bu_stats(r_sl, (size_t)runs);
   bs = bu_stats(r_bs, (size_t)runs);
-  printf("  per request: split/one %.3f, split/local %.3f, blind/split %.3f (medians of per-request ratios)\n",
-         so.median, sl.median, bs.median);
+  sp = bu_stats(r_sp, (size_t)runs);
+  printf("  per request: split/pinned %.3f, split/one %.3f, split/local %.3f, blind/split %.3f (medians of "
+         "per-request ratios)\n",
+         sp.median, so.median, sl.median, bs.median);
   if (json) {
     fprintf(json, "%s\"%s\":{\"patches\":%lld,\"runs\":%d,\"split_plan_one_server\":%s,\"one_plan_one_server\":%s",
             strcmp(size, "small") == 0 ? "" : ",", size, (long long)dm.patches, runs, split_one ? "true" : "false",
@@ -389,20 +403,23 @@ static int run_size(const char *size, dims_t dm, genie_context_t *const ctx[SIDE
               "\"between_bytes\":%.1f}",
               side_name[k], st[k].median, st[k].p99, moved[k].up / runs, moved[k].down / runs,
               moved[k].between / runs);
-    fprintf(json, ",\"split_over_one\":%.4f,\"split_over_local\":%.4f,\"blind_over_split\":%.4f}", so.median,
-            sl.median, bs.median);
+    fprintf(json, ",\"split_over_pinned\":%.4f,\"split_over_one\":%.4f,\"split_over_local\":%.4f,"
+            "\"blind_over_split\":%.4f}", sp.median, so.median, sl.median, bs.median);
   }
   for (k = 0; k < SIDES; ++k) {
-    for (i = 0; i < m.nw; ++i) genie_tensor_destroy(w[k][i]);
+    if (k != PINNED)
+      for (i = 0; i < m.nw; ++i) genie_tensor_destroy(w[k][i]);
     free(logits[k]);
     free(t[k]);
   }
   free(r_so);
   free(r_sl);
   free(r_bs);
+  free(r_sp);
   free(img);
   free(q);
   model_free(&m);
+  model_free(&plain);
   return bad;
 }
 
@@ -447,7 +464,7 @@ int main(int argc, char **argv) {
   }
   ctx[LOCAL] = bu_context(NULL, 0, 1);
   ctx[SPLIT] = bu_context(host, port, 1);
-  ctx[ONE] = ctx[SPLIT]; /* same session: the deployments differ by where the weights are */
+  ctx[ONE] = ctx[PINNED] = ctx[SPLIT]; /* one session: the sides differ by where the weights are, or the graph */
   ctx[BLIND] = bu_context(host, port, 0);
   small.d = large.d = o.quick ? 32 : 64;
   small.patch = large.patch = 192; /* 8x8 RGB patches */
