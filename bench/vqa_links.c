@@ -7,28 +7,32 @@
  * head (concat, linear, gelu, linear to answer logits; module "fusion"),
  * built as one Genie graph with module, modality and role annotations.
  *
- * Run four ways, requests interleaved (the order rotates every request):
+ * Run five ways, requests interleaved (the order rotates every request):
  *   local     embedded mode, in this process;
  *   split     remote, the vision weights resident on worker B, the text
  *             weights on worker C, the fusion head's on the master A (the
  *             model sharded over the servers, as in the design documents);
  *             the master's scheduler places the graph;
+ *   pinned    the same weights, the graph without module paths: the
+ *             scheduler's resident-weight rule alone keeps every encoder
+ *             with its weights (the plan "split" gets unless moving a
+ *             module to its inputs is predicted faster: sched pull_modules);
  *   one       remote, every weight resident on the master: all on one
  *             server (the workers idle);
  *   blind     remote with genie_config_set_semantics(cfg, 0): one remote
  *             call per operation, every weight sent with every request.
  * Each request writes the image patches and the question tokens, runs the
  * graph and reads the answer logits; the logits are checked equal across
- * the four (exit 1 if not). Two image sizes: "small" (32x32, 16 patches:
+ * the five (exit 1 if not). Two image sizes: "small" (32x32, 16 patches:
  * the weights outweigh the image) and "large" (256x256, 1024 patches: the
  * image outweighs the vision encoder's weights). For each, the plans the
- * master makes for split and one (genie_plan_explain_bound: the devices of
- * each module, the bytes moved between servers, the predicted time), then
- * per side the request p50/p99, the bytes on the client's wire per request
- * (graph submissions and tensor writes up, reads down), the bytes the
- * master moved between servers per request (server_transfer_bytes), and
- * the ratios split/one, split/local and blind/split (medians of
- * per-request ratios).
+ * master makes for split, pinned and one (genie_plan_explain_bound: the
+ * devices of each module and the rules that decided, the bytes moved
+ * between devices, the predicted time), then per side the request p50/p99,
+ * the bytes on the client's wire per request (graph submissions and tensor
+ * writes up, reads down), the bytes the master moved between servers per
+ * request (server_transfer_bytes), and the ratios split/pinned, split/one,
+ * split/local and blind/split (medians of per-request ratios).
  *
  * Servers: GENIE_BENCH_SERVER=host:port is the master, GENIE_VQA_WORKERS
  * names its two workers' node ids ("vqa-b,vqa-c"; bench/links/run.sh starts
