@@ -129,6 +129,7 @@ check_link() {
 start_serve() {
   local ns=$1 addr=$2 out=$3
   shift 3
+  : >"$out.out"
   GENIE_AUTH_TOKEN=$TOKEN timeout 900 ip netns exec "$ns" "$GENIE" serve --host "$addr" --port 0 "$@" \
     >"$out.out" 2>"$out.err" &
   PIDS+=($!)
