@@ -304,6 +304,7 @@ class Placer {
   // Resident weights that no longer keep their nodes (pull_modules): their
   // nodes are placed by finish time, the weights moved where they run.
   void set_movable(std::vector<uint8_t> m) { movable_ = std::move(m); }
+  bool multi_node() const { return nodes_.names.size() > 1; }
   bool same_node(int a, int b) const {
     return nodes_.node_of[static_cast<size_t>(a)] == nodes_.node_of[static_cast<size_t>(b)];
   }
@@ -733,6 +734,7 @@ void merge_stages(Placer& placer, const std::vector<NodeId>& order, const Analys
 // without module paths are unchanged.
 void pull_modules(Placer& placer, const Graph& g, const std::vector<NodeId>& order, const Analysis& a, Plan& plan) {
   constexpr size_t kMaxTrials = 8;
+  if (!placer.multi_node()) return;  // nowhere else for a module to go
   std::vector<std::pair<int, std::string>> groups;
   for (NodeId id : order) {
     const std::string& module = g.node(id).ann.module_path;
