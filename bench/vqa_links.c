@@ -115,9 +115,9 @@ static void node(genie_graph_t *g, const char *prefix, genie_modality_t mod, con
   if (g_modules) bu_check(genie_graph_set_module(g, nm, prefix), "module");
   if (mod != GENIE_MODALITY_UNKNOWN) bu_check(genie_graph_set_modality(g, nm, mod), "modality");
 }
-#define NODE(g, p, mod, op, name, out, ...)                          \
-  do {                                                               \
-    const char *in_[] = {__VA_ARGS__};                               \
+#define NODE(g, p, mod, op, name, out, ...)                               \
+  do {                                                                    \
+    const char *in_[] = {__VA_ARGS__};                                    \
     node(g, p, mod, op, name, out, (int)(sizeof in_ / sizeof *in_), in_); \
   } while (0)
 
@@ -226,8 +226,8 @@ static wire_t wire_now(genie_context_t *ctx) {
 }
 
 /* Binds the image, the question and the weights: names/bound of n. */
-static size_t bind(const model_t *m, genie_tensor_t *image, genie_tensor_t *question, genie_tensor_t *const *w,
-                   const char **names, genie_tensor_t **bound) {
+static size_t bind(const model_t *m, genie_tensor_t *image, genie_tensor_t *question,
+                   genie_tensor_t *const *w, const char **names, genie_tensor_t **bound) {
   size_t i, n = 0;
   names[n] = "image", bound[n++] = image;
   names[n] = "question", bound[n++] = question;
@@ -294,7 +294,8 @@ static int explain(const model_t *m, genie_graph_t *graph, genie_context_t *ctx,
       if (!nm || !dev || strncmp(nm, mods[k], strlen(mods[k])) != 0) continue;
       if (!first[0]) snprintf(first, sizeof first, "%s", dev);
       if (strcmp(first, dev) != 0) one = 0;
-      if (!strstr(devs, dev)) snprintf(devs + strlen(devs), sizeof devs - strlen(devs), "%s%s", *devs ? "+" : "", dev);
+      if (!strstr(devs, dev))
+        snprintf(devs + strlen(devs), sizeof devs - strlen(devs), "%s%s", *devs ? "+" : "", dev);
       if (rule && !strstr(rules, rule))
         snprintf(rules + strlen(rules), sizeof rules - strlen(rules), "%s%s", *rules ? "," : "", rule);
     }
@@ -314,8 +315,8 @@ static int explain(const model_t *m, genie_graph_t *graph, genie_context_t *ctx,
 
 /* Runs one image size: plans, then `runs` interleaved requests per side.
  * Returns 1 when the sides' logits differ. */
-static int run_size(const char *size, dims_t dm, genie_context_t *const ctx[SIDES], const char *const workers[2],
-                    int runs, FILE *json) {
+static int run_size(const char *size, dims_t dm, genie_context_t *const ctx[SIDES],
+                    const char *const workers[2], int runs, FILE *json) {
   const char *const dev_one[3] = {NULL, NULL, NULL};
   model_t m, plain;
   genie_tensor_t *w[SIDES][MAX_W];
@@ -344,10 +345,12 @@ static int run_size(const char *size, dims_t dm, genie_context_t *const ctx[SIDE
       if (k != PINNED) weights_place(&m, ctx[k], k == SPLIT ? ds : dev_one, w[k]);
     memcpy(w[PINNED], w[SPLIT], sizeof w[SPLIT]); /* the same tensors, the graph without module paths */
   }
-  printf("\n[%s] image %lld patches x %lld (%.0f kB), question %lld tokens; weights: vision %.0f kB, text %.0f kB, "
-         "fusion %.0f kB\n",
-         size, (long long)dm.patches, (long long)dm.patch, dm.patches * dm.patch * 4 / 1e3, (long long)dm.tokens,
-         wbytes[0] / 1e3, wbytes[1] / 1e3, wbytes[2] / 1e3);
+  printf(
+      "\n[%s] image %lld patches x %lld (%.0f kB), question %lld tokens; weights: vision %.0f kB, text %.0f "
+      "kB, "
+      "fusion %.0f kB\n",
+      size, (long long)dm.patches, (long long)dm.patch, dm.patches * dm.patch * 4 / 1e3, (long long)dm.tokens,
+      wbytes[0] / 1e3, wbytes[1] / 1e3, wbytes[2] / 1e3);
   split_one = explain(&m, m.g, ctx[SPLIT], w[SPLIT], "split");
   explain(&m, plain.g, ctx[PINNED], w[PINNED], "pinned");
   one_one = explain(&m, m.g, ctx[ONE], w[ONE], "one");
@@ -388,27 +391,32 @@ static int run_size(const char *size, dims_t dm, genie_context_t *const ctx[SIDE
          "between B/req");
   for (k = 0; k < SIDES; ++k) {
     st[k] = bu_stats(t[k], (size_t)runs);
-    printf("  %-7s %9.3f %9.3f %12.0f %12.0f %14.0f\n", side_name[k], st[k].median, st[k].p99, moved[k].up / runs,
-           moved[k].down / runs, moved[k].between / runs);
+    printf("  %-7s %9.3f %9.3f %12.0f %12.0f %14.0f\n", side_name[k], st[k].median, st[k].p99,
+           moved[k].up / runs, moved[k].down / runs, moved[k].between / runs);
   }
   so = bu_stats(r_so, (size_t)runs);
   sl = bu_stats(r_sl, (size_t)runs);
   bs = bu_stats(r_bs, (size_t)runs);
   sp = bu_stats(r_sp, (size_t)runs);
-  printf("  per request: split/pinned %.3f, split/one %.3f, split/local %.3f, blind/split %.3f (medians of "
-         "per-request ratios)\n",
-         sp.median, so.median, sl.median, bs.median);
+  printf(
+      "  per request: split/pinned %.3f, split/one %.3f, split/local %.3f, blind/split %.3f (medians of "
+      "per-request ratios)\n",
+      sp.median, so.median, sl.median, bs.median);
   if (json) {
-    fprintf(json, "%s\"%s\":{\"patches\":%lld,\"runs\":%d,\"split_plan_one_server\":%s,\"one_plan_one_server\":%s",
-            strcmp(size, "small") == 0 ? "" : ",", size, (long long)dm.patches, runs, split_one ? "true" : "false",
-            one_one ? "true" : "false");
+    fprintf(json,
+            "%s\"%s\":{\"patches\":%lld,\"runs\":%d,\"split_plan_one_server\":%s,\"one_plan_one_server\":%s",
+            strcmp(size, "small") == 0 ? "" : ",", size, (long long)dm.patches, runs,
+            split_one ? "true" : "false", one_one ? "true" : "false");
     for (k = 0; k < SIDES; ++k)
-      fprintf(json, ",\"%s\":{\"p50_ms\":%.4f,\"p99_ms\":%.4f,\"up_bytes\":%.1f,\"down_bytes\":%.1f,"
+      fprintf(json,
+              ",\"%s\":{\"p50_ms\":%.4f,\"p99_ms\":%.4f,\"up_bytes\":%.1f,\"down_bytes\":%.1f,"
               "\"between_bytes\":%.1f}",
               side_name[k], st[k].median, st[k].p99, moved[k].up / runs, moved[k].down / runs,
               moved[k].between / runs);
-    fprintf(json, ",\"split_over_pinned\":%.4f,\"split_over_one\":%.4f,\"split_over_local\":%.4f,"
-            "\"blind_over_split\":%.4f}", sp.median, so.median, sl.median, bs.median);
+    fprintf(json,
+            ",\"split_over_pinned\":%.4f,\"split_over_one\":%.4f,\"split_over_local\":%.4f,"
+            "\"blind_over_split\":%.4f}",
+            sp.median, so.median, sl.median, bs.median);
   }
   for (k = 0; k < SIDES; ++k) {
     if (k != PINNED)
@@ -468,20 +476,24 @@ int main(int argc, char **argv) {
   }
   ctx[LOCAL] = bu_context(NULL, 0, 1);
   ctx[SPLIT] = bu_context(host, port, 1);
-  ctx[ONE] = ctx[PINNED] = ctx[SPLIT]; /* one session: the sides differ by where the weights are, or the graph */
+  ctx[ONE] = ctx[PINNED] =
+      ctx[SPLIT]; /* one session: the sides differ by where the weights are, or the graph */
   ctx[BLIND] = bu_context(host, port, 0);
   small.d = large.d = o.quick ? 32 : 64;
-  small.patch = large.patch = 192; /* 8x8 RGB patches */
-  small.patches = 16;              /* a 32x32 image */
+  small.patch = large.patch = 192;      /* 8x8 RGB patches */
+  small.patches = 16;                   /* a 32x32 image */
   large.patches = o.quick ? 256 : 1024; /* 128x128 (--quick) or 256x256 */
   small.vocab = large.vocab = 1000;
   small.tokens = large.tokens = 16;
   small.answers = large.answers = 100;
-  printf("VQA-style model across three servers (master A, workers %s and %s): a ViT-like vision encoder and a text\n"
-         "encoder (each: embedding, layer norm, self-attention, MLP, residuals, mean pool; hidden %lld) fused by a\n"
-         "head (concat, linear, gelu, linear to %lld answers); server %s:%d%s%s\n",
-         workers[0], workers[1], (long long)small.d, (long long)small.answers, host, port, label ? ", link " : "",
-         label ? label : "");
+  printf(
+      "VQA-style model across three servers (master A, workers %s and %s): a ViT-like vision encoder and a "
+      "text\n"
+      "encoder (each: embedding, layer norm, self-attention, MLP, residuals, mean pool; hidden %lld) fused "
+      "by a\n"
+      "head (concat, linear, gelu, linear to %lld answers); server %s:%d%s%s\n",
+      workers[0], workers[1], (long long)small.d, (long long)small.answers, host, port,
+      label ? ", link " : "", label ? label : "");
   json = bu_json_open(o.json_path);
   if (json) {
     fprintf(json, "{\"bench\":\"vqa_links\",\"link\":");

@@ -30,11 +30,11 @@
  * spinning. Root only (CAP_SYS_ADMIN for setns, CAP_NET_ADMIN for TUN).
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/if.h>
 #include <linux/if_tun.h>
-#include <arpa/inet.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -121,7 +121,8 @@ static int parse_port(char *v, port_t *p) {
   char extra;
   if (!c1 || !c2 || c1 == v || c2 == c1 + 1) return -1;
   *c1 = *c2 = '\0';
-  if (sscanf(c2 + 1, "%u.%u.%u.%u%c", &a, &b, &c, &d, &extra) != 4 || a > 255 || b > 255 || c > 255 || d > 255)
+  if (sscanf(c2 + 1, "%u.%u.%u.%u%c", &a, &b, &c, &d, &extra) != 4 || a > 255 || b > 255 || c > 255 ||
+      d > 255)
     return -1;
   p->ns = v;
   p->dev = c1 + 1;
@@ -217,17 +218,22 @@ int main(int argc, char **argv) {
   for (i = 1; i + 1 < argc; i += 2) {
     const char *f = argv[i];
     char *v = argv[i + 1];
-    if (!strcmp(f, "--ns-a")) ports[0].ns = v, pair |= 1;
-    else if (!strcmp(f, "--dev-a")) ports[0].dev = v, pair |= 2;
-    else if (!strcmp(f, "--ns-b")) ports[1].ns = v, pair |= 4;
-    else if (!strcmp(f, "--dev-b")) ports[1].dev = v, pair |= 8;
+    if (!strcmp(f, "--ns-a"))
+      ports[0].ns = v, pair |= 1;
+    else if (!strcmp(f, "--dev-a"))
+      ports[0].dev = v, pair |= 2;
+    else if (!strcmp(f, "--ns-b"))
+      ports[1].ns = v, pair |= 4;
+    else if (!strcmp(f, "--dev-b"))
+      ports[1].dev = v, pair |= 8;
     else if (!strcmp(f, "--port")) {
       if (n == MAX_PORTS || parse_port(v, &ports[n]) != 0) {
         fprintf(stderr, "genie_linkemu: --port needs NS,NAME,A.B.C.D (at most %d), got '%s'\n", MAX_PORTS, v);
         return 2;
       }
       ++n, hub = 1;
-    } else if (!strcmp(f, "--delay-us")) delay_us = arg_long(f, v, 0, 1000000);
+    } else if (!strcmp(f, "--delay-us"))
+      delay_us = arg_long(f, v, 0, 1000000);
     else if (!strcmp(f, "--rate-mbit")) rate_mbit = arg_long(f, v, 0, 1000000);
     else if (!strcmp(f, "--seconds")) seconds = arg_long(f, v, 1, 86400);
     else if (!strcmp(f, "--queue")) queue = arg_long(f, v, 16, 65536);
@@ -283,8 +289,9 @@ int main(int argc, char **argv) {
   }
   for (i = 0; i < n; ++i)
     printf("genie_linkemu: to %s/%s: %llu packets, %llu bytes, %llu dropped, latest release %.1f us late\n",
-           ports[i].ns, ports[i].dev, (unsigned long long)ports[i].packets, (unsigned long long)ports[i].bytes,
-           (unsigned long long)ports[i].drops, (double)ports[i].max_late_ns / 1000.0);
+           ports[i].ns, ports[i].dev, (unsigned long long)ports[i].packets,
+           (unsigned long long)ports[i].bytes, (unsigned long long)ports[i].drops,
+           (double)ports[i].max_late_ns / 1000.0);
   if (hub) printf("genie_linkemu: %llu packets for no port dropped\n", (unsigned long long)unroutable);
   for (i = 0; i < n; ++i) {
     free(ports[i].q);

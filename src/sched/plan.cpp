@@ -644,7 +644,7 @@ class Placer {
   const size_t nd_;
   std::vector<uint64_t> vbytes_;
   std::vector<int> resident_home_, home_;
-  std::vector<uint8_t> movable_;  // per value: a resident weight that does not pin its nodes
+  std::vector<uint8_t> movable_;         // per value: a resident weight that does not pin its nodes
   std::vector<std::vector<int>> where_;  // per value: the devices it is present on
   std::vector<uint8_t> on_coord_;
   std::vector<OpCost> costs_;
@@ -732,7 +732,8 @@ void merge_stages(Placer& placer, const std::vector<NodeId>& order, const Analys
 // weights' node (a move to another device beside the weights is not what
 // this is for: the weights stay resident where they were put). Graphs
 // without module paths are unchanged.
-void pull_modules(Placer& placer, const Graph& g, const std::vector<NodeId>& order, const Analysis& a, Plan& plan) {
+void pull_modules(Placer& placer, const Graph& g, const std::vector<NodeId>& order, const Analysis& a,
+                  Plan& plan) {
   constexpr size_t kMaxTrials = 8;
   if (!placer.multi_node()) return;  // nowhere else for a module to go
   std::vector<std::pair<int, std::string>> groups;
@@ -761,7 +762,8 @@ void pull_modules(Placer& placer, const Graph& g, const std::vector<NodeId>& ord
     placer.set_movable(trial_movable);
     Plan trial;
     try {
-      if (!placer.run(order, a, trial) || trial.predicted_total_s >= plan.predicted_total_s * (1 - 1e-9)) continue;
+      if (!placer.run(order, a, trial) || trial.predicted_total_s >= plan.predicted_total_s * (1 - 1e-9))
+        continue;
     } catch (const Error&) {
       continue;  // e.g. the weights do not fit where the inputs are
     }
