@@ -27,7 +27,8 @@
 #   LINK_WORKLOADS="p2p hub" (which topologies; default both)
 # The nanoGPT needs the project's Python environment (scripts/python-env.sh)
 # and the Python binding in BUILD_DIR; without them it is skipped with the
-# reason, the rest runs.
+# reason, the rest runs. GENIE_SANITIZE=1 (a sanitizer build, as ctest
+# says) preloads the sanitizer runtimes into its Python.
 # Exit 77 (skipped, with the reason) without root, ip/tc, TUN or iperf3.
 # Bounded: every step has a timeout; namespaces, processes and devices go
 # on exit (trap).
@@ -197,9 +198,16 @@ run_p2p() {
     args=()
     [ "$QUICK" = 1 ] && args+=(--quick)
     [ -n "$JSON_DIR" ] && args+=(--json "$JSON_DIR/torch_gpt_links_$prof.json")
+    local pyenv=()
+    if [ "${GENIE_SANITIZE:-0}" = 1 ]; then
+      # libgenie carries ASan/UBSan: their runtimes first, leak checks off
+      # (the interpreter's own heap), as tests/scripts/python_test.sh does.
+      pyenv=(LD_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
+        ASAN_OPTIONS=detect_leaks=0:verify_asan_link_order=0:abort_on_error=1 PYTHONMALLOC=malloc)
+    fi
     GENIE_AUTH_TOKEN=$TOKEN PYTHONPATH="$BUILD/bindings/python" \
-      timeout 600 ip netns exec "$NC" "$PY" "$HERE/torch_gpt_links.py" --server "$SADDR:$port" \
-      --label "$prof" "${args[@]}" | sed 's/^/   /'
+      timeout 600 ip netns exec "$NC" env "${pyenv[@]}" "$PY" "$HERE/torch_gpt_links.py" \
+      --server "$SADDR:$port" --label "$prof" "${args[@]}" | sed 's/^/   /'
   fi
   cleanup
   sed 's/^/   /' "$TMP/emu.out"
