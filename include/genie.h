@@ -1872,7 +1872,7 @@ typedef void (*genie_future_callback_t)(genie_future_t *future,
  *  another submission never leaves the server. Bound server tensors are
  *  used in place; a host ("cpu") tensor is copied to the server for this
  *  submission only (allocate it on "remote:0" to keep it resident there):
- *  inside the submission itself when it is small (at most 256 KiB, 1 MiB
+ *  inside the submission itself when it is small (at most 64 KiB, 1 MiB
  *  for all of them), with its own upload otherwise. An output annotated
  *  GENIE_TENSOR_ROLE_OUTPUT (genie_graph_set_role: what the caller reads)
  *  held in the server's host memory comes back inside the graph's

@@ -26,7 +26,7 @@ constexpr uint32_t kDefaultMaxMessage = dataplane::kDefaultMaxMessage;  // 64 Mi
 // Small tensors inside a submission and its completion (Welcome.
 // inline_tensors; docs/protocol.md): at most this many bytes each, and in
 // all per submission (its inline inputs) or per completion (its outputs).
-constexpr size_t kMaxInlineTensorBytes = 256 * 1024;
+constexpr size_t kMaxInlineTensorBytes = 64 * 1024;
 constexpr size_t kMaxInlineBytes = 1024 * 1024;
 
 enum class MsgType : uint16_t {

@@ -287,6 +287,11 @@ std::shared_ptr<const SubmitMemo::Prepared> SubmitMemo::find(uint64_t version,
   return prepared_;
 }
 
+std::string SubmitMemo::json(uint64_t version) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return prepared_ && version == version_ ? prepared_->json : std::string();
+}
+
 void SubmitMemo::keep(uint64_t version, const std::vector<TensorDesc>& descs,
                       const std::vector<size_t>& order, std::shared_ptr<const Prepared> p) {
   std::lock_guard<std::mutex> lk(mu_);
@@ -316,9 +321,16 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
     auto snapshot = std::make_shared<Graph>(graph);
     snapshot->validate(&shapes);
     auto p = std::make_shared<SubmitMemo::Prepared>();
-    if (client_) p->json = graph_to_json(*snapshot);
-    else
+    if (client_) {
+      // The graph as declared, not as bound: the server binds the tensors'
+      // own shapes. A loop whose shapes change every step (a growing KV
+      // cache) then sends the same text each time, a delta without patches,
+      // which the server does not parse again (server/graph_cache.hpp).
+      p->json = memo ? memo->json(version) : std::string();
+      if (p->json.empty()) p->json = graph_to_json(graph);
+    } else {
       p->costs = sched::node_costs(*snapshot, &shapes);
+    }
     p->graph = std::move(snapshot);
     if (memo) memo->keep(version, descs, order, p);
     prepared = std::move(p);

@@ -84,7 +84,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
   bind_inline(*p, inlined, names, descs, tensors);
   std::shared_ptr<const GraphCache::Entry> cached = graphs.find(json, names, descs);
   if (!cached && json.size() >= kOffLoopParseBytes) {
-    parse_off_loop(p, rid, json, std::move(tensors), std::move(remote), std::move(loaded));
+    parse_off_loop(p, rid, json, std::move(tensors), std::move(remote), std::move(loaded), bindings.size());
     return;
   }
   if (!cached) {
@@ -92,6 +92,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     graphs.put(json, names, descs, cached);
   }
   if (loaded) loaded();
+  count_inline(*cached->graph, names, bindings.size(), tensors);
   run_graph(p, rid, cached, tensors, remote, descs);
 }
 
@@ -104,13 +105,14 @@ struct Server::Impl::Parse {
   std::vector<TensorPtr> tensors;
   std::vector<RemoteTensorPtr> remote;
   std::function<void()> loaded;
+  size_t first_inline = 0;                         // names from here on were given inline
   std::shared_ptr<const GraphCache::Entry> entry;  // once parsed
   std::exception_ptr error;                        // or why not
 };
 
 void Server::Impl::parse_off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
                                   std::vector<TensorPtr> tensors, std::vector<RemoteTensorPtr> remote,
-                                  std::function<void()> loaded) {
+                                  std::function<void()> loaded, size_t first_inline) {
   // Past the limits it is refused now, before anything is charged, copied
   // or queued (a scan of the text: a millisecond per ten megabytes or so).
   graphs.check_limits(json);
@@ -126,6 +128,7 @@ void Server::Impl::parse_off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, 
   job->tensors = std::move(tensors);
   job->remote = std::move(remote);
   job->loaded = std::move(loaded);
+  job->first_inline = first_inline;
   std::weak_ptr<Peer> wp = p;
   std::weak_ptr<Session> ws = p->session;
   ++graphs_in_flight;  // graph_parsed counts it out: stopping waits for the parse
@@ -155,6 +158,7 @@ void Server::Impl::graph_parsed(const std::shared_ptr<Peer>& p, const std::share
       if (job.error) std::rethrow_exception(job.error);
       graphs.put(job.json, job.names, job.descs, job.entry);
       if (job.loaded) job.loaded();
+      count_inline(*job.entry->graph, job.names, job.first_inline, job.tensors);
       run_graph(p, rid, job.entry, job.tensors, job.remote, job.descs);
     } catch (const Error& e) {
       send_error(*p, rid, e.code(), e.detail());

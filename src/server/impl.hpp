@@ -198,12 +198,16 @@ struct Server::Impl {
                    std::vector<TensorPtr>& tensors);
   // Notes which outputs request `rid` of `p` wants back; report_done takes
   // them (take_wanted_outputs), send_error forgets them.
+  // Counts the inline inputs (names[first..], tensors[first..]) as written
+  // bytes under the tags the graph gives them, as their uploads would have been.
+  void count_inline(const Graph& g, const std::vector<std::string>& names, size_t first,
+                    const std::vector<TensorPtr>& tensors);
   static void want_outputs(Peer& p, uint64_t rid, const google::protobuf::RepeatedField<uint32_t>& which);
   static std::vector<uint32_t> take_wanted_outputs(Peer& p, uint64_t rid);
   struct Parse;
   void parse_off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
                       std::vector<TensorPtr> tensors, std::vector<RemoteTensorPtr> remote,
-                      std::function<void()> loaded);
+                      std::function<void()> loaded, size_t first_inline);
   void graph_parsed(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s, uint64_t rid,
                     Parse& job);
   // A validated graph's run, its bindings resolved (per binding: the

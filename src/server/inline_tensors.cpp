@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "control/semantic_tag.hpp"
 #include "server/impl.hpp"
 #include "server/trace_spans.hpp"
 
@@ -35,9 +36,10 @@ void Server::Impl::bind_inline(Peer& p, const Inlined& in, std::vector<std::stri
     total += bytes;
     check(std::find(names.begin(), names.end(), name) == names.end(), GENIE_ERR_INVALID_ARGUMENT, "input '", name,
           "' is bound twice");
-    // The session's bytes for as long as the graph holds the tensor.
-    std::shared_ptr<MemoryGate::Reservation> charge =
-        gate.charge(p.session, bytes, [&] { return cat("inline input '", name, "' of ", bytes, " bytes"); });
+    // A tensor of the session, and its bytes, for as long as the graph
+    // holds it.
+    std::shared_ptr<MemoryGate::Reservation> charge = gate.charge(
+        p.session, bytes, [&] { return cat("inline input '", name, "' of ", bytes, " bytes"); }, 1);
     struct Held {
       Held(DType d, Shape s, std::shared_ptr<MemoryGate::Reservation> c)
           : t(d, std::move(s), TensorData::Uninitialized{}), charge(std::move(c)) {}
@@ -50,6 +52,12 @@ void Server::Impl::bind_inline(Peer& p, const Inlined& in, std::vector<std::stri
     descs.push_back({held->t.dtype(), held->t.shape()});
     tensors.push_back(TensorPtr(held, &held->t));
   }
+}
+
+void Server::Impl::count_inline(const Graph& g, const std::vector<std::string>& names, size_t first,
+                                const std::vector<TensorPtr>& tensors) {
+  for (size_t i = first; i < names.size() && i < tensors.size(); ++i)
+    if (tensors[i]) count_tagged("write", semantic_tag(g, g.find_value(names[i])), tensors[i]->nbytes());
 }
 
 void Server::Impl::want_outputs(Peer& p, uint64_t rid, const google::protobuf::RepeatedField<uint32_t>& which) {
