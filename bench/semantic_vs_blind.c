@@ -37,7 +37,10 @@ static double client_counter(genie_context_t *ctx, const char *key) {
 static double bytes_up(genie_context_t *ctx) {
   return client_counter(ctx, "graph_bytes_sent") + client_counter(ctx, "tensor_bytes_written");
 }
-static double bytes_down(genie_context_t *ctx) { return client_counter(ctx, "tensor_bytes_read"); }
+/* Reads, and completions (outputs' bytes that came back inside them included). */
+static double bytes_down(genie_context_t *ctx) {
+  return client_counter(ctx, "tensor_bytes_read") + client_counter(ctx, "completion_bytes");
+}
 
 /* Workload 2: a small CNN on a batch of 8 RGB 32x32 images (conv 3->16,
  * relu, max-pool, conv 16->32, relu, max-pool, flatten, linear -> 10), its
@@ -91,6 +94,7 @@ static int run_cnn(genie_context_t *const *ctx, int runs) {
     CNN_NODE("linear", "fc", 3, "logits", "f", "fc_w", "fc_b");
 #undef CNN_NODE
     bu_check(genie_graph_mark_output(g, "logits"), "mark");
+    bu_check(genie_graph_set_role(g, "logits", GENIE_TENSOR_ROLE_OUTPUT), "role");
   }
   x = bu_malloc(sizeof(float) * xn);
   for (j = 0; j < xn; ++j) x[j] = gd_rand(&seed);

@@ -320,6 +320,8 @@ typedef enum genie_tensor_role {
   GENIE_TENSOR_ROLE_ACTIVATION = 2,
   GENIE_TENSOR_ROLE_KV_CACHE = 3,
   GENIE_TENSOR_ROLE_INPUT = 4,
+  /** A result the caller reads: in remote mode a small one comes back
+   *  inside its graph's completion (genie_graph_submit). */
   GENIE_TENSOR_ROLE_OUTPUT = 5,
   GENIE_TENSOR_ROLE_MAX_ENUM = 0x7fffffff
 } genie_tensor_role_t;
@@ -1869,7 +1871,14 @@ typedef void (*genie_future_callback_t)(genie_future_t *future,
  *  (lazy: bytes cross the network only when read), so an output passed to
  *  another submission never leaves the server. Bound server tensors are
  *  used in place; a host ("cpu") tensor is copied to the server for this
- *  submission only (allocate it on "remote:0" to keep it resident there).
+ *  submission only (allocate it on "remote:0" to keep it resident there):
+ *  inside the submission itself when it is small (at most 64 KiB, 1 MiB
+ *  for all of them), with its own upload otherwise. An output annotated
+ *  GENIE_TENSOR_ROLE_OUTPUT (genie_graph_set_role: what the caller reads)
+ *  held in the server's host memory comes back inside the graph's
+ *  completion when it is as small, so that genie_tensor_read of it costs
+ *  no round trip; it stays on the server all the same. A step of a decode
+ *  loop (token in host memory, logits annotated) is one round trip.
  *  Bindings are checked here, before anything is sent, as in embedded mode.
  *  The call does not wait for the server: it returns once the graph is
  *  queued, so many submissions can be in flight (they are sent in call

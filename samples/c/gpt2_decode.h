@@ -155,6 +155,9 @@ static genie_graph_t *gd_graph(gd_dims_t dm, unsigned kv_annotated) {
     in[0] = "xf", in[1] = "wte";
     gd_node(g, "linear", "lm_head", in, 2, "logits", -1);
     gd_check(genie_graph_mark_output(g, "logits"), "mark logits");
+    /* What the caller reads each step: a remote step carries it back inside
+     * its completion. */
+    gd_check(genie_graph_set_role(g, "logits", GENIE_TENSOR_ROLE_OUTPUT), "logits role");
     for (l = 0; l < dm.layers; ++l) {
       snprintf(k, sizeof k, "l%d.k_new", l);
       gd_check(genie_graph_mark_output(g, k), "mark k");

@@ -45,6 +45,30 @@ struct RemoteOutput {
   // Where it lives, in the server's names: "cpu:0" (its own device) or
   // "NODE/DEVICE" (one of its workers); a valid device string.
   std::string device = "cpu:0";
+  // Its bytes, when the submission asked for them (SubmitExtras::
+  // return_outputs) and the server sent them: has_data, and data holds the
+  // whole tensor.
+  bool has_data = false;
+  std::string data;
+};
+
+// What a submission carries besides its graph and bindings, for a server
+// with inline_tensors() (docs/protocol.md, "Small tensors inside a
+// submission"): graph inputs given by value, bound for this submission only
+// (each at most wire::kMaxInlineTensorBytes, kMaxInlineBytes in all; the
+// bytes are copied while submit() encodes), and the indexes of the outputs
+// whose bytes the completion should carry (RemoteOutput::data).
+struct InlineInput {
+  std::string name;
+  DType dtype = DType::Invalid;
+  Shape shape;
+  const void* data = nullptr;
+  size_t nbytes = 0;
+};
+struct SubmitExtras {
+  std::vector<InlineInput> inputs;
+  std::vector<uint32_t> return_outputs;
+  bool empty() const { return inputs.empty() && return_outputs.empty(); }
 };
 
 // A span of the server's run of a graph (GraphDone.spans): `event` without
@@ -138,9 +162,13 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   // `want_spans`: the completion carries the server's spans of the run
   // (RemoteResult::spans), from a server that sends them (trace_spans()).
   struct Submission;
+  //
+  // `extras`: inline inputs and outputs asked back, for a server with
+  // inline_tensors() only (INTERNAL otherwise: the caller checks first).
   std::shared_ptr<Submission> submit(const std::string& graph_json,
                                      std::vector<std::pair<std::string, uint64_t>> bindings,
-                                     std::function<void(RemoteResult&&)> done, bool want_spans = false);
+                                     std::function<void(RemoteResult&&)> done, bool want_spans = false,
+                                     const SubmitExtras& extras = {});
   // Returns once `s`'s done has run or at `deadline`, reading the direct
   // link on this thread while no other thread does. Returns at once on a
   // thread running a completion read off the link (the reader goes on).
@@ -163,6 +191,9 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
     uint64_t submits_full = 0, submits_delta = 0, delta_fallbacks = 0;
     uint64_t bytes_sent = 0, bytes_full = 0;
     uint64_t tensor_bytes_written = 0, tensor_bytes_read = 0;
+    // Completion frames received (GraphDone), outputs' bytes inside them
+    // included; and of those, the outputs' bytes alone.
+    uint64_t completion_bytes = 0, inline_output_bytes = 0;
   };
   GraphStats graph_stats() const;
   // Tensor writes and reads done on the caller's own socket, without the
@@ -172,6 +203,10 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   // The server sends the spans of the graphs a submission asks for and
   // answers ClockProbe (Welcome.trace_spans; false from older servers).
   bool trace_spans() const;
+  // The server takes small tensors inside submissions and sends small
+  // outputs back inside completions (Welcome.inline_tensors; false from
+  // older servers).
+  bool inline_tensors() const;
   // The server's steady clock against this process's (trace::now_ns()),
   // from kClockProbes ClockProbe round trips on the control connection
   // (control/clock_offset.hpp); measured once per connection to the

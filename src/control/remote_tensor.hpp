@@ -6,8 +6,11 @@
 // RemoteTensor; the server frees the tensor when the last holder lets go.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "control/client.hpp"
@@ -38,6 +41,41 @@ struct RemoteTensor {
   const Shape shape;
   const size_t nbytes;
   const std::string device;  // canonical, as genie_tensor_device reports it
+
+  // The tensor's bytes as the completion of the graph that produced it
+  // carried them (RemoteOutput::data), so that reading them costs no round
+  // trip. Whoever may change the tensor drops them first: a write, a graph
+  // binding it. Any thread.
+  void set_cached(std::string bytes) {
+    auto b = std::make_shared<const std::string>(std::move(bytes));
+    std::lock_guard<std::mutex> lk(cache_mu_);
+    cached_ = std::move(b);
+    has_cache_.store(true, std::memory_order_release);
+  }
+  void drop_cached() {
+    if (!has_cache_.load(std::memory_order_acquire)) return;
+    std::lock_guard<std::mutex> lk(cache_mu_);
+    cached_.reset();
+    has_cache_.store(false, std::memory_order_release);
+  }
+  // False (dst untouched) when no bytes are cached; the range is checked
+  // against nbytes by the caller.
+  bool read_cached(size_t offset, void* dst, size_t n) const {
+    if (!has_cache_.load(std::memory_order_acquire)) return false;
+    std::shared_ptr<const std::string> b;
+    {
+      std::lock_guard<std::mutex> lk(cache_mu_);
+      b = cached_;
+    }
+    if (!b || b->size() != nbytes) return false;
+    std::memcpy(dst, b->data() + offset, n);
+    return true;
+  }
+
+ private:
+  mutable std::mutex cache_mu_;
+  std::shared_ptr<const std::string> cached_;
+  std::atomic<bool> has_cache_{false};
 };
 
 using RemoteTensorPtr = std::shared_ptr<RemoteTensor>;

@@ -23,6 +23,11 @@ constexpr uint32_t kProtocolVersion = 3;  // Hello.protocol_version
 constexpr size_t kHeaderSize = dataplane::kFrameHeaderSize;
 constexpr uint32_t kFlagError = 1u << 0;  // the message is an ErrorReply
 constexpr uint32_t kDefaultMaxMessage = dataplane::kDefaultMaxMessage;  // 64 MiB of encoded message
+// Small tensors inside a submission and its completion (Welcome.
+// inline_tensors; docs/protocol.md): at most this many bytes each, and in
+// all per submission (its inline inputs) or per completion (its outputs).
+constexpr size_t kMaxInlineTensorBytes = 64 * 1024;
+constexpr size_t kMaxInlineBytes = 1024 * 1024;
 
 enum class MsgType : uint16_t {
   Hello = 1,

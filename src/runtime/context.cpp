@@ -14,6 +14,7 @@
 #include "cluster/types.hpp"
 #include "control/client.hpp"
 #include "control/semantic_tag.hpp"
+#include "control/wire.hpp"
 #include "core/error.hpp"
 #include "core/host.hpp"
 #include "core/log.hpp"
@@ -286,6 +287,11 @@ std::shared_ptr<const SubmitMemo::Prepared> SubmitMemo::find(uint64_t version,
   return prepared_;
 }
 
+std::string SubmitMemo::json(uint64_t version) {
+  std::lock_guard<std::mutex> lk(mu_);
+  return prepared_ && version == version_ ? prepared_->json : std::string();
+}
+
 void SubmitMemo::keep(uint64_t version, const std::vector<TensorDesc>& descs,
                       const std::vector<size_t>& order, std::shared_ptr<const Prepared> p) {
   std::lock_guard<std::mutex> lk(mu_);
@@ -315,9 +321,16 @@ std::shared_ptr<FutureState> Context::submit(const Graph& graph, const std::vect
     auto snapshot = std::make_shared<Graph>(graph);
     snapshot->validate(&shapes);
     auto p = std::make_shared<SubmitMemo::Prepared>();
-    if (client_) p->json = graph_to_json(*snapshot);
-    else
+    if (client_) {
+      // The graph as declared, not as bound: the server binds the tensors'
+      // own shapes. A loop whose shapes change every step (a growing KV
+      // cache) then sends the same text each time, a delta without patches,
+      // which the server does not parse again (server/graph_cache.hpp).
+      p->json = memo ? memo->json(version) : std::string();
+      if (p->json.empty()) p->json = graph_to_json(graph);
+    } else {
       p->costs = sched::node_costs(*snapshot, &shapes);
+    }
     p->graph = std::move(snapshot);
     if (memo) memo->keep(version, descs, order, p);
     prepared = std::move(p);
@@ -436,8 +449,22 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
     held_.rename(*tensors[i].remote(), names[i]);
     held_.check_not_lost(*tensors[i].remote(), address);
   }
+  // Small host tensors go inside the submission, and outputs the graph
+  // annotates as what the caller reads come back inside its completion,
+  // where the server takes them (docs/protocol.md, "Small tensors inside a
+  // submission"): a step of a decode loop is then one round trip.
+  SubmitExtras extras;
+  const bool inline_ok = client_->inline_tensors();
+  size_t inline_bytes = 0;
   for (size_t i : order) {
     TensorRef t = tensors[i];
+    if (!t.is_remote() && inline_ok && t.local()->host_accessible() && t.nbytes() <= wire::kMaxInlineTensorBytes &&
+        inline_bytes + t.nbytes() <= wire::kMaxInlineBytes) {
+      inline_bytes += t.nbytes();
+      extras.inputs.push_back({names[i], t.dtype(), t.shape(), t.local()->bytes(), t.nbytes()});
+      inputs.push_back(std::move(t));
+      continue;
+    }
     if (!t.is_remote()) {
       // Host memory bound in remote mode: copied to the server for this
       // submission only (allocate on "remote:0" to keep it resident there),
@@ -450,10 +477,15 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
     }
     check(t.remote()->client == client_, GENIE_ERR_INVALID_ARGUMENT, "tensor bound to '", names[i],
           "' lives on another server connection");
+    t.remote()->drop_cached();  // the graph may change what it binds
     bindings.emplace_back(names[i], t.remote()->id);
     inputs.push_back(std::move(t));
   }
   const size_t n_outputs = snapshot.outputs().size();
+  if (inline_ok)
+    for (size_t k = 0; k < n_outputs; ++k)
+      if (snapshot.value(snapshot.outputs()[k]).role == TensorRole::Output)
+        extras.return_outputs.push_back(static_cast<uint32_t>(k));
   auto state = std::make_shared<FutureState>(shared_from_this(), prepared.graph);
   {
     // Not run_mu_: shutdown holds that while the loop thread delivers the
@@ -476,10 +508,12 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
     try {
       // Dtypes and shapes were validated by the client: only memory can fail.
       if (auto client = weak_client.lock()) {
-        for (RemoteOutput& o : r.outputs)
-          fr.outputs.emplace_back(std::make_shared<RemoteTensor>(client, client->server_node_id(),
-                                                                 o.tensor_id, o.dtype, std::move(o.shape),
-                                                                 client_device_name(*client, o.device)));
+        for (RemoteOutput& o : r.outputs) {
+          auto t = std::make_shared<RemoteTensor>(client, client->server_node_id(), o.tensor_id, o.dtype,
+                                                  std::move(o.shape), client_device_name(*client, o.device));
+          if (o.has_data) t->set_cached(std::move(o.data));
+          fr.outputs.emplace_back(std::move(t));
+        }
       }
     } catch (const std::exception& e) {
       // The future completes whatever happens; outputs already wrapped are
@@ -504,7 +538,7 @@ std::shared_ptr<FutureState> Context::submit_remote(const SubmitMemo::Prepared& 
   };
   std::shared_ptr<RemoteClient::Submission> direct;
   try {
-    direct = client_->submit(prepared.json, std::move(bindings), std::move(done), traced.clock.known);
+    direct = client_->submit(prepared.json, std::move(bindings), std::move(done), traced.clock.known, extras);
   } catch (...) {
     remote_graph_done();
     throw;

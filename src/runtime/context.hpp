@@ -36,7 +36,8 @@ namespace genie {
 class RemoteClient;
 
 // What a submission derives from a graph: the snapshot validated with the
-// bound shapes and, in remote mode, its JSON. A graph handle keeps the last
+// bound shapes and, in remote mode, the graph's JSON as declared (the same
+// for any shapes bound). A graph handle keeps the last
 // one, so that submitting an unchanged graph again with the same shapes (the
 // usual loop) skips the copy, the validation and the encoding. `version`
 // names the graph's state: the handle bumps it whenever the graph may
@@ -56,6 +57,9 @@ class SubmitMemo {
                                        const std::vector<size_t>& order);
   void keep(uint64_t version, const std::vector<TensorDesc>& descs, const std::vector<size_t>& order,
             std::shared_ptr<const Prepared> p);
+  // The JSON kept for this version whatever the shapes (remote mode: the
+  // graph as declared), or empty.
+  std::string json(uint64_t version);
 
  private:
   std::mutex mu_;

@@ -46,22 +46,26 @@ void TensorRef::write(size_t offset, const void* src, size_t n) const { write(of
 
 void TensorRef::write(size_t offset, const void* src, size_t n, const dataplane::SemanticTag& tag) const {
   if (n == 0) return;
-  if (remote_)
+  if (remote_) {
+    remote_->drop_cached();
     remote_->client->tensor_write(remote_->id, offset, src, n, tag);
-  else if (local_->host_accessible())
+  } else if (local_->host_accessible()) {
     std::memcpy(local_->bytes() + offset, src, n);
-  else
+  } else {
     write_tensor(backend_of(*local_), *local_, offset, src, n);
+  }
 }
 
 void TensorRef::read(size_t offset, void* dst, size_t n) const {
   if (n == 0) return;
-  if (remote_)
-    remote_->client->tensor_read(remote_->id, offset, dst, n, tag());
-  else if (local_->host_accessible())
+  if (remote_) {
+    // Bytes its graph's completion carried cost no round trip.
+    if (!remote_->read_cached(offset, dst, n)) remote_->client->tensor_read(remote_->id, offset, dst, n, tag());
+  } else if (local_->host_accessible()) {
     std::memcpy(dst, local_->bytes() + offset, n);
-  else
+  } else {
     read_tensor(backend_of(*local_), *local_, offset, dst, n);
+  }
 }
 
 }  // namespace genie

@@ -151,18 +151,19 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       parse_into(*full, msg, h.type);
       free_carried(*p->session, m.free_tensor_ids());
       if (m.trace()) want_spans(*p, rid);
+      want_outputs(*p, rid, m.return_outputs());
       counters.graph_submits_full.fetch_add(1, std::memory_order_relaxed);
       counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
       try {
         if (m.keep_as_base()) {
           auto text = std::make_shared<const std::string>(m.graph_json());
           std::weak_ptr<Session> ws = p->session;
-          graph_submit(p, rid, *text, m.bindings(), [this, text, ws] {
+          graph_submit(p, rid, *text, m.bindings(), m.inline_inputs(), [this, text, ws] {
             // Only graphs that loaded.
             if (auto s = ws.lock()) bases.put(base_key(*s, delta::digest(*text)), text);
           });
         } else {
-          graph_submit(p, rid, m.graph_json(), m.bindings());
+          graph_submit(p, rid, m.graph_json(), m.bindings(), m.inline_inputs());
         }
       } catch (const Error& e) {
         send_error(*p, rid, e.code(), e.detail());
@@ -177,16 +178,18 @@ PayloadSink Server::Impl::request(const std::shared_ptr<Peer>& p, const wire::Fr
       parse_into(m, msg, h.type);
       free_carried(*p->session, m.free_tensor_ids());
       if (m.trace()) want_spans(*p, rid);
+      want_outputs(*p, rid, m.return_outputs());
       counters.graph_submits_delta.fetch_add(1, std::memory_order_relaxed);
       counters.graph_submit_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
       bool unknown_base = false;
       try {
         const std::shared_ptr<const std::string> text = rebuild(*p->session, m, &unknown_base);
         metrics::add(metrics::Id::GraphDeltaSavedBytes, {}, double(text->size()) - double(msg.size()));
-        graph_submit(p, rid, *text, m.bindings());
+        graph_submit(p, rid, *text, m.bindings(), m.inline_inputs());
       } catch (const Error& e) {
         if (unknown_base) {
           p->traced.erase(rid);
+          p->returning.erase(rid);
           counters.graph_delta_unknown_base.fetch_add(1, std::memory_order_relaxed);
           wire::ErrorReply r;
           r.set_status(e.code());
@@ -346,6 +349,7 @@ void Server::Impl::count_tagged(const char* dir, const dataplane::SemanticTag& t
 
 void Server::Impl::send_error(Peer& p, uint64_t rid, genie_status_t status, const std::string& detail) {
   if (!p.traced.empty()) p.traced.erase(rid);
+  if (!p.returning.empty()) p.returning.erase(rid);
   wire::ErrorReply e;
   e.set_status(status);
   e.set_detail(detail);

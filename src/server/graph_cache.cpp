@@ -90,7 +90,7 @@ std::shared_ptr<const GraphCache::Entry> GraphCache::load(const std::string& jso
                                                           const std::vector<std::string>& names,
                                                           const std::vector<TensorDesc>& descs) const {
   check_limits(json);
-  std::unique_ptr<Graph> g = graph_from_json(json.data(), json.size());
+  std::unique_ptr<Graph> g = parse(json);
   check(max_nodes_ == 0 || g->nodes().size() <= max_nodes_, GENIE_ERR_TOO_LARGE, "graph of ",
         g->nodes().size(), " nodes: this server runs at most ", max_nodes_, " nodes per graph (",
         limit_setting_, ")");
@@ -102,6 +102,39 @@ std::shared_ptr<const GraphCache::Entry> GraphCache::load(const std::string& jso
   e.memory = run_memory(*g);
   e.graph = std::move(g);
   return made;
+}
+
+std::unique_ptr<Graph> GraphCache::parse(const std::string& json) const {
+  {
+    std::lock_guard<std::mutex> lk(parsed_mu_);
+    for (auto it = parsed_.begin(); it != parsed_.end(); ++it) {
+      if (it->json != json) continue;
+      parsed_.splice(parsed_.begin(), parsed_, it);
+      ++parses_saved_;
+      return std::make_unique<Graph>(*parsed_.front().graph);
+    }
+  }
+  std::unique_ptr<Graph> g = graph_from_json(json.data(), json.size());
+  // As put(): a text that would take a large share of the budget is not kept.
+  size_t cost = json.size();
+  for (const Value& v : g->values())
+    if (v.constant) cost += v.constant->nbytes();
+  if (max_entries_ != 0 && cost <= max_bytes_ / 4) {
+    auto kept = std::make_shared<const Graph>(*g);
+    std::lock_guard<std::mutex> lk(parsed_mu_);
+    parsed_.push_front(Parsed{json, std::move(kept), cost});
+    parsed_bytes_ += cost;
+    while (parsed_.size() > kParsedGraphs || parsed_bytes_ > max_bytes_ / 4) {
+      parsed_bytes_ -= parsed_.back().cost;
+      parsed_.pop_back();
+    }
+  }
+  return g;
+}
+
+uint64_t GraphCache::parses_saved() const {
+  std::lock_guard<std::mutex> lk(parsed_mu_);
+  return parses_saved_;
 }
 
 void GraphCache::put(const std::string& json, const std::vector<std::string>& names,

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -71,6 +72,13 @@ class GraphCache {
   size_t bytes() const { return bytes_; }
   uint64_t hits() const { return hits_; }
   uint64_t misses() const { return misses_; }
+  // Misses that copied a graph parsed before instead of parsing its JSON.
+  uint64_t parses_saved() const;
+
+  // Graphs kept as parsed (before binding), by their JSON text: a graph
+  // submitted again with other shapes (a decode loop's growing KV cache:
+  // a miss above) is copied and validated, not parsed again.
+  static constexpr size_t kParsedGraphs = 8;
 
  private:
   struct Key {
@@ -103,6 +111,21 @@ class GraphCache {
   std::string key_;  // the bindings of the lookup under way
   uint64_t hits_ = 0;
   uint64_t misses_ = 0;
+
+  // The graph of `json` as parsed: a copy of one kept, or parsed now (and
+  // kept when small enough). Any thread.
+  std::unique_ptr<Graph> parse(const std::string& json) const;
+  mutable std::mutex parsed_mu_;
+  // Most recent first, at most kParsedGraphs and a quarter of max_bytes_
+  // (their JSON and constants) in all.
+  struct Parsed {
+    std::string json;
+    std::shared_ptr<const Graph> graph;
+    size_t cost = 0;
+  };
+  mutable std::list<Parsed> parsed_;
+  mutable size_t parsed_bytes_ = 0;
+  mutable uint64_t parses_saved_ = 0;
 };
 
 }  // namespace genie

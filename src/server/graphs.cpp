@@ -53,7 +53,7 @@ std::shared_ptr<const std::string> Server::Impl::rebuild(const Session& s, const
 }
 
 void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
-                                const Bindings& bindings, std::function<void()> loaded) {
+                                const Bindings& bindings, const Inlined& inlined, std::function<void()> loaded) {
   check(!stopping, GENIE_ERR_SHUTDOWN, "the server is stopping");
   p->session->settle();
   // Only names and shapes: the reused buffers hold no tensor after this
@@ -81,9 +81,10 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     descs[i].shape = t->shape();  // into the buffer the last submission left
     tensors.push_back(std::move(t));
   }
+  bind_inline(*p, inlined, names, descs, tensors);
   std::shared_ptr<const GraphCache::Entry> cached = graphs.find(json, names, descs);
   if (!cached && json.size() >= kOffLoopParseBytes) {
-    parse_off_loop(p, rid, json, std::move(tensors), std::move(remote), std::move(loaded));
+    parse_off_loop(p, rid, json, std::move(tensors), std::move(remote), std::move(loaded), bindings.size());
     return;
   }
   if (!cached) {
@@ -91,6 +92,7 @@ void Server::Impl::graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, co
     graphs.put(json, names, descs, cached);
   }
   if (loaded) loaded();
+  count_inline(*cached->graph, names, bindings.size(), tensors);
   run_graph(p, rid, cached, tensors, remote, descs);
 }
 
@@ -103,13 +105,14 @@ struct Server::Impl::Parse {
   std::vector<TensorPtr> tensors;
   std::vector<RemoteTensorPtr> remote;
   std::function<void()> loaded;
+  size_t first_inline = 0;                         // names from here on were given inline
   std::shared_ptr<const GraphCache::Entry> entry;  // once parsed
   std::exception_ptr error;                        // or why not
 };
 
 void Server::Impl::parse_off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
                                   std::vector<TensorPtr> tensors, std::vector<RemoteTensorPtr> remote,
-                                  std::function<void()> loaded) {
+                                  std::function<void()> loaded, size_t first_inline) {
   // Past the limits it is refused now, before anything is charged, copied
   // or queued (a scan of the text: a millisecond per ten megabytes or so).
   graphs.check_limits(json);
@@ -125,6 +128,7 @@ void Server::Impl::parse_off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, 
   job->tensors = std::move(tensors);
   job->remote = std::move(remote);
   job->loaded = std::move(loaded);
+  job->first_inline = first_inline;
   std::weak_ptr<Peer> wp = p;
   std::weak_ptr<Session> ws = p->session;
   ++graphs_in_flight;  // graph_parsed counts it out: stopping waits for the parse
@@ -154,6 +158,7 @@ void Server::Impl::graph_parsed(const std::shared_ptr<Peer>& p, const std::share
       if (job.error) std::rethrow_exception(job.error);
       graphs.put(job.json, job.names, job.descs, job.entry);
       if (job.loaded) job.loaded();
+      count_inline(*job.entry->graph, job.names, job.first_inline, job.tensors);
       run_graph(p, rid, job.entry, job.tensors, job.remote, job.descs);
     } catch (const Error& e) {
       send_error(*p, rid, e.code(), e.detail());
@@ -347,6 +352,8 @@ static std::string device_of(const TensorPtr& t) { return served_device_name(*t)
 static std::string device_of(const Held& t) {
   return t.local ? served_device_name(*t.local) : t.remote->device;
 }
+static const TensorData* here(const TensorPtr& t) { return t.get(); }
+static const TensorData* here(const Held& t) { return t.local.get(); }
 
 template <class Result, class Store>
 void Server::Impl::report_done(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s,
@@ -365,12 +372,16 @@ void Server::Impl::report_done(const std::shared_ptr<Peer>& p, const std::shared
     try {
       size_t bytes = r.detail.size();
       for (ValueId o : graph.outputs()) bytes += graph.value(o).name.size() + 64;
+      const std::vector<uint32_t> wanted = take_wanted_outputs(*p, rid);
+      for (uint32_t i : wanted)
+        if (i < r.outputs.size() && here(r.outputs[i])) bytes += here(r.outputs[i])->nbytes();
       wire::ReusedMsg<wire::GraphDone> done(bytes);
       wire::GraphDone& d = *done;
       d.set_status(r.status);
       d.set_detail(r.detail);
       d.set_exec_ns(r.exec_ns);
       if (!p->traced.empty() && p->traced.erase(rid) != 0) add_trace_spans(graph, r, d);
+      size_t budget = wire::kMaxInlineBytes;
       if (r.status == GENIE_OK) {
         for (size_t i = 0; i < r.outputs.size() && i < graph.outputs().size(); ++i) {
           const auto& t = r.outputs[i];
@@ -379,6 +390,7 @@ void Server::Impl::report_done(const std::shared_ptr<Peer>& p, const std::shared
           o->set_dtype(static_cast<int32_t>(dtype_of(t)));
           for (int64_t dim : shape_of(t)) o->add_shape(dim);
           o->set_device(device_of(t));
+          if (std::find(wanted.begin(), wanted.end(), i) != wanted.end()) add_output_data(here(t), *o, &budget);
           o->set_tensor_id(store(t, *s));
         }
       }

@@ -240,6 +240,7 @@ wire::Welcome Server::Impl::welcome(const Session& s, bool resumed, bool control
   w.set_data_submit(true);
   w.set_submit_frees(true);
   w.set_trace_spans(true);
+  w.set_inline_tensors(true);
   for (const Listening& l : listeners) {
     wire::DataEndpoint* e = w.add_data_endpoints();
     e->set_transport(l.transport);

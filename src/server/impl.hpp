@@ -125,12 +125,21 @@ struct Peer : std::enable_shared_from_this<Peer> {
   // spans (GraphSubmit.trace): their GraphDone carries them (trace_spans.cpp).
   // At most kMaxTracedInFlight; past it a submission is not traced.
   std::unordered_set<uint64_t> traced;
+  // Submissions of this connection in flight that asked for outputs' bytes
+  // in their GraphDone (SubmitInline.return_outputs; inline_tensors.cpp):
+  // the indexes asked. At most kMaxTracedInFlight; past it none are sent.
+  std::unordered_map<uint64_t, std::vector<uint32_t>> returning;
   // Once set, further frames are ignored and the connection closes as soon as
   // its queued replies are written (so an ErrorReply reaches the client).
   bool closing = false;
   genie_status_t close_status = GENIE_OK;
   std::string close_detail;
 };
+
+// Puts host tensor t's bytes in o (OutputTensor.data) when they fit
+// kMaxInlineTensorBytes and what is left of *budget (less them); nothing
+// for a null or device tensor (inline_tensors.cpp).
+void add_output_data(const TensorData* t, wire::OutputTensor& o, size_t* budget);
 
 // A server tensor's device as clients see it ("cpu:0", "cuda:0").
 inline std::string served_device_name(const TensorData& t) {
@@ -173,15 +182,32 @@ struct Server::Impl {
   // and kept (task pool).
   std::shared_ptr<RemoteClient> peer_link(const std::string& host, int port);
   using Bindings = google::protobuf::RepeatedPtrField<wire::Binding>;
+  using Inlined = google::protobuf::RepeatedPtrField<wire::InlineTensor>;
   // `loaded`, when set, runs on the loop thread once the graph has parsed
   // and validated, before it runs (sooner or later than this returns:
   // JSON of kOffLoopParseBytes or more is parsed on the parse pool).
+  // `inlined`: inputs given by value (bind_inline).
   void graph_submit(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
-                    const Bindings& bindings, std::function<void()> loaded = nullptr);
+                    const Bindings& bindings, const Inlined& inlined, std::function<void()> loaded = nullptr);
+  // Small tensors inside submissions and completions (inline_tensors.cpp).
+  // bind_inline: each inline input checked (dtype, shape, its bytes, the
+  // bounds, a name bound once) and made a host tensor charged to p's
+  // session while anything holds it, appended to names/descs/tensors.
+  // Throws INVALID_ARGUMENT, SIZE_MISMATCH, TOO_LARGE, OUT_OF_MEMORY.
+  void bind_inline(Peer& p, const Inlined& in, std::vector<std::string>& names, std::vector<TensorDesc>& descs,
+                   std::vector<TensorPtr>& tensors);
+  // Notes which outputs request `rid` of `p` wants back; report_done takes
+  // them (take_wanted_outputs), send_error forgets them.
+  // Counts the inline inputs (names[first..], tensors[first..]) as written
+  // bytes under the tags the graph gives them, as their uploads would have been.
+  void count_inline(const Graph& g, const std::vector<std::string>& names, size_t first,
+                    const std::vector<TensorPtr>& tensors);
+  static void want_outputs(Peer& p, uint64_t rid, const google::protobuf::RepeatedField<uint32_t>& which);
+  static std::vector<uint32_t> take_wanted_outputs(Peer& p, uint64_t rid);
   struct Parse;
   void parse_off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, const std::string& json,
                       std::vector<TensorPtr> tensors, std::vector<RemoteTensorPtr> remote,
-                      std::function<void()> loaded);
+                      std::function<void()> loaded, size_t first_inline);
   void graph_parsed(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s, uint64_t rid,
                     Parse& job);
   // A validated graph's run, its bindings resolved (per binding: the

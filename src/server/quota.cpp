@@ -63,9 +63,9 @@ MemoryGate::Reservation MemoryGate::hold(const std::shared_ptr<Session>& s, uint
 }
 
 std::shared_ptr<MemoryGate::Reservation> MemoryGate::charge(const std::shared_ptr<Session>& s, uint64_t bytes,
-                                                            const Describe& what) {
-  admit(*s, bytes, 0, false, what);
-  return std::make_shared<Reservation>(Reservation::Key{}, *this, s, bytes, 0, false);
+                                                            const Describe& what, uint64_t tensors) {
+  admit(*s, bytes, tensors, false, what);
+  return std::make_shared<Reservation>(Reservation::Key{}, *this, s, bytes, tensors, false);
 }
 
 MemoryGate::Reservation::Reservation(Key, MemoryGate& gate, const std::shared_ptr<Session>& s, uint64_t bytes,

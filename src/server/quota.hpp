@@ -84,11 +84,11 @@ class MemoryGate {
   std::shared_ptr<Reservation> reserve(const std::shared_ptr<Session>& s, uint64_t bytes, uint64_t tensors,
                                        const Describe& what);
   Reservation hold(const std::shared_ptr<Session>& s, uint64_t bytes, uint64_t tensors, const Describe& what);
-  // Bytes only (no tensor, no graph in flight), for buffers the server
-  // stages for session `s` (a tensor forwarded to or from a worker). Any
-  // thread.
+  // Bytes (and `tensors`, 0 by default; no graph in flight), for buffers
+  // the server stages for session `s` (a tensor forwarded to or from a
+  // worker, an input given inside a submission). Any thread.
   std::shared_ptr<Reservation> charge(const std::shared_ptr<Session>& s, uint64_t bytes,
-                                      const Describe& what);
+                                      const Describe& what, uint64_t tensors = 0);
 
  private:
   const uint64_t budget_;

@@ -37,6 +37,32 @@ TEST(GraphCache, SameJsonAndBindingsHitAndShareTheGraph) {
   EXPECT_EQ(e1->graph->value(e1->graph->outputs()[0]).shape, Shape{4});
 }
 
+// A decode loop binds the same graph to other shapes every step: each is a
+// miss, but the graph is parsed once and copied after, and each copy is
+// validated with its own shapes.
+TEST(GraphCache, TheSameJsonWithOtherShapesIsNotParsedAgain) {
+  GraphCache cache;
+  const std::string json = add_json();
+  for (int64_t n = 1; n <= 5; ++n) {
+    const std::shared_ptr<const GraphCache::Entry> e = cache.get(json, kAB, f32(n));
+    EXPECT_EQ(e->graph->value(e->graph->outputs()[0]).shape, Shape{n});
+  }
+  EXPECT_EQ(cache.misses(), 5u);
+  EXPECT_EQ(cache.parses_saved(), 4u);
+  // Another text is parsed; a bad binding of a kept text is refused, not kept.
+  cache.get(add_json("other"), kAB, f32(2));
+  EXPECT_EQ(cache.parses_saved(), 4u);
+  EXPECT_THROW(cache.get(json, kAB, {{DType::F32, {2}}, {DType::F32, {3}}}), Error);
+  EXPECT_EQ(cache.parses_saved(), 5u);
+  const std::shared_ptr<const GraphCache::Entry> two = cache.get(json, kAB, f32(2));
+  EXPECT_EQ(two->graph->value(two->graph->outputs()[0]).shape, Shape{2});
+  // Past kParsedGraphs texts, the oldest is parsed again.
+  for (size_t i = 0; i < GraphCache::kParsedGraphs; ++i) cache.get(add_json("g" + std::to_string(i)), kAB, f32(1));
+  const uint64_t saved = cache.parses_saved();
+  cache.get(json, kAB, f32(9));
+  EXPECT_EQ(cache.parses_saved(), saved);
+}
+
 // The three steps of get() as the server takes them for a large graph
 // (find on its loop, load on another thread, put back on its loop): load
 // keeps nothing, put keeps what load made, and a second put of the same

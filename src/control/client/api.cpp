@@ -187,13 +187,35 @@ size_t field_bytes(size_t len) {
 
 }  // namespace
 
+// The encoded wire::SubmitInline of `extras` (empty when it is).
+static std::string encode_extras(const SubmitExtras& extras) {
+  if (extras.empty()) return {};
+  size_t total = 0;
+  wire::SubmitInline m;
+  for (const InlineInput& in : extras.inputs) {
+    check(in.nbytes <= wire::kMaxInlineTensorBytes && total + in.nbytes <= wire::kMaxInlineBytes,
+          GENIE_ERR_INTERNAL, "inline input '", in.name, "' of ", in.nbytes, " bytes is past the bounds");
+    total += in.nbytes;
+    wire::InlineTensor* t = m.add_inline_inputs();
+    t->set_name(in.name);
+    t->set_dtype(static_cast<int32_t>(in.dtype));
+    for (int64_t d : in.shape) t->add_shape(d);
+    t->set_data(in.data, in.nbytes);
+  }
+  for (uint32_t i : extras.return_outputs) m.add_return_outputs(i);
+  return wire::encode_msg(m);
+}
+
 std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
     const std::string& graph_json, std::vector<std::pair<std::string, uint64_t>> bindings,
-    std::function<void(RemoteResult&&)> done, bool want_spans) {
+    std::function<void(RemoteResult&&)> done, bool want_spans, const SubmitExtras& extras) {
   Impl& im = *impl_;
+  check(extras.empty() || inline_tensors(), GENIE_ERR_INTERNAL,
+        "inline tensors for a server that does not take them");
   auto call = std::make_shared<Call>(MsgType::GraphSubmit, Link::Control);
   call->done = std::move(done);
   call->trace = want_spans && trace_spans();
+  call->inline_extra = encode_extras(extras);
   // What the full message takes (graph_bytes_full), counted without
   // encoding the JSON, or the bindings twice.
   size_t full_bytes = wire::kHeaderSize + field_bytes(graph_json.size());
@@ -233,6 +255,9 @@ std::shared_ptr<RemoteClient::Submission> RemoteClient::submit(
     full.set_graph_json(graph_json);
     msg = wire::encode_msg(full);
   }
+  // A parser merges the concatenated encodings (wire::SubmitInline).
+  msg += call->inline_extra;
+  full_bytes += call->inline_extra.size();
   const size_t sent = wire::kHeaderSize + msg.size();
   // Read before the loop owns the call (a fallback changes its send_type).
   const bool as_delta = call->send_type == MsgType::GraphSubmitDelta;
@@ -271,7 +296,14 @@ RemoteClient::GraphStats RemoteClient::graph_stats() const {
   s.bytes_full = im.graph_bytes_full.load();
   s.tensor_bytes_written = im.tensor_bytes_written.load();
   s.tensor_bytes_read = im.tensor_bytes_read.load();
+  s.completion_bytes = im.completion_bytes.load();
+  s.inline_output_bytes = im.inline_output_bytes.load();
   return s;
+}
+
+bool RemoteClient::inline_tensors() const {
+  std::lock_guard<std::mutex> lk(impl_->mu);
+  return impl_->inline_tensors;
 }
 
 bool RemoteClient::trace_spans() const {
@@ -328,6 +360,8 @@ std::string RemoteClient::server_info_json() {
   cJSON_AddNumberToObject(c, "graph_bytes_full", static_cast<double>(g.bytes_full));
   cJSON_AddNumberToObject(c, "tensor_bytes_written", static_cast<double>(g.tensor_bytes_written));
   cJSON_AddNumberToObject(c, "tensor_bytes_read", static_cast<double>(g.tensor_bytes_read));
+  cJSON_AddNumberToObject(c, "completion_bytes", static_cast<double>(g.completion_bytes));
+  cJSON_AddNumberToObject(c, "inline_output_bytes", static_cast<double>(g.inline_output_bytes));
   cJSON_AddBoolToObject(c, "semantics", impl_->cfg.semantics);
   char* text = cJSON_PrintUnformatted(o.get());
   check(text != nullptr, GENIE_ERR_OUT_OF_MEMORY, "out of memory");

@@ -199,6 +199,7 @@ std::string RemoteClient::Impl::full_submission(Call& call, std::string* out) {
   m.set_keep_as_base(true);
   m.set_trace(call.trace);
   *out = wire::encode_msg(m);
+  *out += call.inline_extra;
   graph_bytes_sent.fetch_add(wire::kHeaderSize + out->size(), std::memory_order_relaxed);
   call.send_type = MsgType::GraphSubmit;
   call.full_json.reset();
@@ -328,6 +329,7 @@ static const std::string& canonical_device(const std::string& reported) {
 
 RemoteResult RemoteClient::Impl::parse_done(const std::string& msg) {
   RemoteResult r;
+  completion_bytes.fetch_add(wire::kHeaderSize + msg.size(), std::memory_order_relaxed);
   wire::ReusedMsg<wire::GraphDone> done(msg.size());
   wire::GraphDone& d = *done;
   if (!d.ParseFromString(msg)) {
@@ -356,7 +358,7 @@ RemoteResult RemoteClient::Impl::parse_done(const std::string& msg) {
     r.spans.push_back(std::move(s));
   }
   r.spans_dropped = d.spans_dropped();
-  for (const auto& o : d.outputs()) {
+  for (auto& o : *d.mutable_outputs()) {
     RemoteOutput out;
     out.name = o.name();
     out.tensor_id = o.tensor_id();
@@ -365,10 +367,19 @@ RemoteResult RemoteClient::Impl::parse_done(const std::string& msg) {
     if (!o.device().empty()) out.device = o.device();
     bool ok = dtype_valid(o.dtype()) && out.shape.size() <= GENIE_MAX_DIMS;
     try {
-      if (ok) byte_size(out.shape, dtype_size(out.dtype));
+      if (ok) {
+        const size_t bytes = byte_size(out.shape, dtype_size(out.dtype));
+        // Bytes that are not the whole tensor are refused, not trusted.
+        if (o.has_data()) ok = o.data().size() == bytes;
+      }
       if (ok) out.device = canonical_device(out.device);
     } catch (const Error&) {
       ok = false;
+    }
+    if (ok && o.has_data()) {
+      inline_output_bytes.fetch_add(o.data().size(), std::memory_order_relaxed);
+      out.has_data = true;
+      out.data = std::move(*o.mutable_data());
     }
     if (!ok && r.status == GENIE_OK) {
       r.status = GENIE_ERR_PROTOCOL;

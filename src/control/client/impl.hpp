@@ -101,6 +101,9 @@ struct Call {
   // not hold the base (loop thread only).
   std::shared_ptr<const std::string> full_json;
   std::vector<std::pair<std::string, uint64_t>> bindings;
+  // Its encoded wire::SubmitInline (inline inputs, outputs asked back):
+  // appended to the submission, and to the full one sent instead of a delta.
+  std::string inline_extra;
   bool trace = false;  // the submission asks for the server's spans
   std::shared_ptr<const std::string> base_digest;
   std::shared_ptr<const std::string> graph_digest;
@@ -251,6 +254,8 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   std::atomic<uint64_t> graph_bytes_full{0};  // the same submissions as full GraphSubmit frames
   // Payload bytes of the tensor writes and reads that succeeded.
   std::atomic<uint64_t> tensor_bytes_written{0}, tensor_bytes_read{0};
+  // GraphDone frames received (header included), and the outputs' bytes in them.
+  std::atomic<uint64_t> completion_bytes{0}, inline_output_bytes{0};
   // The server accepts submissions on a data connection
   // (Welcome.data_submit), and frees inside them (Welcome.submit_frees).
   // Written on the loop thread under mu.
@@ -259,6 +264,9 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   // The server sends spans and answers ClockProbe (Welcome.trace_spans).
   // Written on the loop thread under mu.
   bool trace_spans = false;
+  // Small tensors inside submissions and completions (Welcome.inline_tensors).
+  // Written on the loop thread under mu.
+  bool inline_tensors = false;
   // server_clock()'s last estimate, when and in which link_epoch it was
   // made (a reconnect may reach another server process), under clock_mu.
   std::mutex clock_mu;

@@ -313,6 +313,7 @@ void RemoteClient::Impl::handshake_frame(Link link, const wire::FrameHeader& fh,
         data_submit = w.data_submit();
         submit_frees = w.submit_frees();
         trace_spans = w.trace_spans();
+        inline_tensors = w.inline_tensors();
       }
       if (!resuming) {
         token = w.session_token();

@@ -82,6 +82,11 @@ class KVCacheGenerator:
                 if inp["name"].startswith("past_kv."):
                     inp["shape"][self.cache_dim] = -1
                     doc.setdefault("roles", {})[inp["name"]] = "kv_cache"
+            # The new caches stay where they are made; only the logits are
+            # what the caller reads (a remote step then carries them back
+            # inside its completion).
+            for s in _leaves(spec)[1:]:
+                doc.setdefault("roles", {})[doc["outputs"][s[1]]] = "kv_cache"
             docs.append(doc)
             ems.append((em, spec))
         (em, spec), (em2, _) = ems
@@ -111,7 +116,8 @@ class KVCacheGenerator:
         names = list(em.inputs)
         for n in (names[0], names[-1]):  # the token and its position: written each step
             dt, shape = graph.value_info(n)
-            bindings[n] = ctx.tensor(shape, dt)
+            # In host memory: a remote step carries them inside its submission.
+            bindings[n] = ctx.tensor(shape, dt, device="cpu")
             owned.append(bindings[n])
         self._decode = (graph, bindings, names, spec, owned)
         return self._decode
