@@ -220,7 +220,8 @@ static wire_t wire_now(genie_context_t *ctx) {
   wire_t w = {0, 0, 0};
   if (genie_context_is_embedded(ctx) == 1) return w;
   w.up = bu_client_counter(ctx, "graph_bytes_sent") + bu_client_counter(ctx, "tensor_bytes_written");
-  w.down = bu_client_counter(ctx, "tensor_bytes_read");
+  /* Reads, and completions (outputs that came back inside them). */
+  w.down = bu_client_counter(ctx, "tensor_bytes_read") + bu_client_counter(ctx, "completion_bytes");
   w.between = info_number(ctx, "server_transfer_bytes");
   return w;
 }

@@ -73,7 +73,9 @@ def counters(ctx):
     if ctx.embedded:
         return 0, 0
     c = ctx.server_info()["client"]
-    return c["graph_bytes_sent"] + c["tensor_bytes_written"], c["tensor_bytes_read"]
+    # Down: reads, and completions (outputs that came back inside them).
+    return (c["graph_bytes_sent"] + c["tensor_bytes_written"],
+            c["tensor_bytes_read"] + c.get("completion_bytes", 0))
 
 
 def main():
