@@ -1,9 +1,12 @@
 #include "exec/learn.hpp"
 
+#include <cmath>
+
 namespace genie {
 
 void learn_from_run(const std::vector<sched::OpCost>& costs, const ExecResult& r, const sched::Topology& topo,
-                    const std::vector<int>* node_device, int device) {
+                    const std::vector<int>* node_device, int device,
+                    const std::vector<sched::OpCost>* graph_costs) {
   if (r.status != GENIE_OK || r.trace.size() != costs.size()) return;
   if (node_device && node_device->size() != costs.size()) return;
   double nodes_s = 0;
@@ -24,7 +27,19 @@ void learn_from_run(const std::vector<sched::OpCost>& costs, const ExecResult& r
   // planned run's stages also wait for transfers).
   if (!node_device && device >= 0 && static_cast<size_t>(device) < topo.devices.size() && ran == costs.size())
     if (const auto& l = topo.devices[static_cast<size_t>(device)].learned)
-      l->observe_run(ran, static_cast<double>(r.exec_ns) * 1e-9, nodes_s);
+      l->observe_run(sched::cost_signature(graph_costs ? *graph_costs : costs), ran,
+                     static_cast<double>(r.exec_ns) * 1e-9, nodes_s);
+}
+
+void learn_from_stage(const std::vector<sched::OpCost>& costs, double run_s, const sched::DeviceProfile& device) {
+  if (!device.learned || costs.empty() || !(run_s > 0) || !std::isfinite(run_s)) return;
+  std::vector<double> predicted(costs.size());
+  double total = 0;
+  for (size_t i = 0; i < costs.size(); ++i) total += predicted[i] = sched::predict_seconds(costs[i], device);
+  if (!(total > 0)) return;
+  for (size_t i = 0; i < costs.size(); ++i)
+    device.learned->observe(costs[i].code, costs[i].work(), sched::model_seconds(costs[i], device),
+                            run_s * predicted[i] / total);
 }
 
 void save_learned(const sched::Topology& topo) {

@@ -148,6 +148,20 @@ std::vector<OpCost> node_costs(const Graph& g, const std::unordered_map<ValueId,
   return costs;
 }
 
+uint64_t cost_signature(const std::vector<OpCost>& costs) {
+  // FNV-1a over the op class of each node: sizes left out, so that the
+  // steps of a decode loop, whose caches grow by one token each, share one.
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 0x100000001b3ull;
+  };
+  mix(costs.size());
+  for (const OpCost& c : costs) {
+    mix(static_cast<uint64_t>(c.code));
+  }
+  return h ? h : 1;
+}
+
 bool cost_model_knows(const std::string& op) { return op_code(op) != OpCode::Other; }
 
 double model_seconds(const OpCost& c, const DeviceProfile& d) {

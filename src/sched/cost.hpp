@@ -39,6 +39,13 @@ bool cost_model_knows(const std::string& op);
 // The same for a validated graph with static input shapes.
 OpCost op_cost(const Graph& g, NodeId n);
 
+// A digest of a graph's structure as its costs show it (each node's op
+// class, in node order; not the sizes, so the steps of a decode loop whose
+// caches grow share one), never 0: what the learned time between nodes is
+// kept by (CostLearner::observe_run). The same for the planner's graph and
+// for the graph the executor ran, without hashing the graph on every run.
+uint64_t cost_signature(const std::vector<OpCost>& costs);
+
 // Bytes of a value of the given dtype and shape (0 for an unknown dtype).
 uint64_t value_bytes(DType t, const Shape& s);
 

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "sched/graph_view.hpp"
@@ -15,8 +18,30 @@ namespace {
 
 // Version of the file's format; a file of another version is ignored (and
 // replaced by the next save).
-constexpr int kLearnedVersion = 1;
+constexpr int kLearnedVersion = 2;
 constexpr int kMaxBucket = 80;  // 2^80 FLOPs + bytes: beyond any node
+
+bool parse_hex(const char* s, uint64_t* out) {
+  if (std::strlen(s) != 16) return false;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s, &end, 16);
+  if (end != s + 16) return false;
+  *out = v;
+  return true;
+}
+
+// A mean of seconds and its count from `o` (under those keys); false, and
+// nothing set, when either is missing or out of range.
+bool load_seconds(const cJSON* o, const char* s_key, const char* n_key, double* s, uint64_t* n) {
+  const cJSON* v = cJSON_GetObjectItemCaseSensitive(o, s_key);
+  const cJSON* c = cJSON_GetObjectItemCaseSensitive(o, n_key);
+  if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || !(v->valuedouble < 1) || !cJSON_IsNumber(c) ||
+      !(c->valuedouble >= 1))
+    return false;
+  *s = v->valuedouble;
+  *n = static_cast<uint64_t>(c->valuedouble);
+  return true;
+}
 
 }  // namespace
 
@@ -79,23 +104,54 @@ void CostLearner::observe(OpCode c, double work, double model_s, double measured
   dirty_ = true;
 }
 
-void CostLearner::observe_run(size_t n_nodes, double run_s, double nodes_s) {
+void CostLearner::Seconds::add(double x) {
+  ++count;
+  const double w = std::max(kAlpha, 1.0 / static_cast<double>(count));
+  const double limit = std::max(s * (std::exp(kMaxStep) - 1), 1e-6);
+  s = count == 1 ? x : std::max(0.0, s + w * std::clamp(x - s, -limit, limit));
+}
+
+void CostLearner::observe_run(uint64_t graph, size_t n_nodes, double run_s, double nodes_s) {
   if (n_nodes == 0 || !(run_s > 0) || !(nodes_s >= 0) || !std::isfinite(run_s) || !std::isfinite(nodes_s))
     return;
   const double x = std::max(0.0, run_s - nodes_s) / static_cast<double>(n_nodes);
   std::unique_lock<std::shared_mutex> lk(mu_);
-  ++gap_count_;
-  // As a cell, in seconds: a step moves it by at most e^kMaxStep times (or
-  // a microsecond from nothing).
-  const double w = std::max(kAlpha, 1.0 / static_cast<double>(gap_count_));
-  const double limit = std::max(gap_s_ * (std::exp(kMaxStep) - 1), 1e-6);
-  gap_s_ = gap_count_ == 1 ? x : std::max(0.0, gap_s_ + w * std::clamp(x - gap_s_, -limit, limit));
+  gap_.add(x);
+  if (graph != 0) {
+    if (graph_gap_.size() >= kMaxGraphs && !graph_gap_.count(graph)) {
+      // Room for a new graph: the least observed one goes.
+      auto least = graph_gap_.begin();
+      for (auto it = graph_gap_.begin(); it != graph_gap_.end(); ++it)
+        if (it->second.count < least->second.count) least = it;
+      graph_gap_.erase(least);
+    }
+    graph_gap_[graph].add(x);
+  }
   dirty_ = true;
 }
 
-double CostLearner::gap_s() const {
+double CostLearner::gap_s(uint64_t graph) const {
   std::shared_lock<std::shared_mutex> lk(mu_);
-  return gap_s_;
+  if (graph != 0)
+    if (auto it = graph_gap_.find(graph); it != graph_gap_.end()) return it->second.s;
+  return gap_.s;
+}
+
+void CostLearner::observe_stage(double overhead_s) {
+  if (!std::isfinite(overhead_s)) return;
+  std::unique_lock<std::shared_mutex> lk(mu_);
+  stage_.add(std::max(0.0, overhead_s));
+  dirty_ = true;
+}
+
+double CostLearner::stage_s() const {
+  std::shared_lock<std::shared_mutex> lk(mu_);
+  return stage_.s;
+}
+
+bool CostLearner::stage_known() const {
+  std::shared_lock<std::shared_mutex> lk(mu_);
+  return stage_.count > 0;
 }
 
 uint64_t CostLearner::observations() const {
@@ -116,14 +172,21 @@ void CostLearner::load() {
   if (!root) return;
   const cJSON* ver = cJSON_GetObjectItemCaseSensitive(root, "version");
   const cJSON* cells = cJSON_GetObjectItemCaseSensitive(root, "cells");
-  if (cJSON_IsNumber(ver) && ver->valuedouble == kLearnedVersion && cJSON_IsArray(cells)) {
+  // Version 1 files (cells and the device's gap) load as they are.
+  if (cJSON_IsNumber(ver) && (ver->valuedouble == 1 || ver->valuedouble == kLearnedVersion) &&
+      cJSON_IsArray(cells)) {
     const double limit = std::log(kMaxFactor);
-    const cJSON* gap = cJSON_GetObjectItemCaseSensitive(root, "gap_s");
-    const cJSON* gap_n = cJSON_GetObjectItemCaseSensitive(root, "gap_count");
-    if (cJSON_IsNumber(gap) && gap->valuedouble >= 0 && gap->valuedouble < 1 && cJSON_IsNumber(gap_n) &&
-        gap_n->valuedouble >= 1) {
-      gap_s_ = gap->valuedouble;
-      gap_count_ = static_cast<uint64_t>(gap_n->valuedouble);
+    load_seconds(root, "gap_s", "gap_count", &gap_.s, &gap_.count);
+    load_seconds(root, "stage_s", "stage_count", &stage_.s, &stage_.count);
+    const cJSON* gg;
+    cJSON_ArrayForEach(gg, cJSON_GetObjectItemCaseSensitive(root, "graph_gaps")) {
+      const cJSON* key = cJSON_GetObjectItemCaseSensitive(gg, "graph");
+      uint64_t k = 0;
+      Seconds v;
+      if (!cJSON_IsString(key) || !parse_hex(key->valuestring, &k) || k == 0 ||
+          !load_seconds(gg, "gap_s", "count", &v.s, &v.count) || graph_gap_.size() >= kMaxGraphs)
+        continue;
+      graph_gap_[k] = v;
     }
     const cJSON* c;
     cJSON_ArrayForEach(c, cells) {
@@ -156,8 +219,20 @@ bool CostLearner::save() {
       return true;
     }
     cJSON_AddNumberToObject(root, "version", kLearnedVersion);
-    cJSON_AddNumberToObject(root, "gap_s", gap_s_);
-    cJSON_AddNumberToObject(root, "gap_count", static_cast<double>(gap_count_));
+    cJSON_AddNumberToObject(root, "gap_s", gap_.s);
+    cJSON_AddNumberToObject(root, "gap_count", static_cast<double>(gap_.count));
+    cJSON_AddNumberToObject(root, "stage_s", stage_.s);
+    cJSON_AddNumberToObject(root, "stage_count", static_cast<double>(stage_.count));
+    cJSON* graphs = cJSON_AddArrayToObject(root, "graph_gaps");
+    for (const auto& [k, v] : graph_gap_) {
+      cJSON* gg = cJSON_CreateObject();
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(k));
+      cJSON_AddStringToObject(gg, "graph", hex);
+      cJSON_AddNumberToObject(gg, "gap_s", v.s);
+      cJSON_AddNumberToObject(gg, "count", static_cast<double>(v.count));
+      cJSON_AddItemToArray(graphs, gg);
+    }
     cJSON* cells = cJSON_AddArrayToObject(root, "cells");
     for (const auto& [k, cell] : cells_) {
       cJSON* c = cJSON_CreateObject();

@@ -59,13 +59,37 @@ class CostLearner {
   // nodes on this device that took `run_s`, its kernels `nodes_s` in all,
   // spent max(0, run_s - nodes_s) / n per node besides them (the same mean,
   // in seconds). Plans add it after each node (0 while unknown). Any thread.
-  void observe_run(size_t n_nodes, double run_s, double nodes_s);
-  double gap_s() const;
+  //
+  // `graph` (cost_signature() of the run's graph, 0 = none) keeps a figure
+  // of that graph's own besides the device's: graphs differ in how their
+  // nodes hand off (a chain of microsecond ops waits on every wake-up, a
+  // block of GEMMs hides it), so gap_s(graph) is that graph's figure once it
+  // has one, else the device's.
+  void observe_run(size_t n_nodes, double run_s, double nodes_s) { observe_run(0, n_nodes, run_s, nodes_s); }
+  void observe_run(uint64_t graph, size_t n_nodes, double run_s, double nodes_s);
+  double gap_s(uint64_t graph = 0) const;
+
+  // What one stage on this device costs the coordinator of a multi-node
+  // plan beyond the device's own run of it (its executor's time) and the
+  // moves of its inputs: for a worker, the GraphSubmit round trip (the
+  // network, the worker decoding and checking the stage, the reply); for the
+  // coordinator's own device, splitting and handing over the stage. Learned
+  // from measured stages as an exponentially weighted mean in seconds (as
+  // gap_s); stage_known() says whether any stage was seen. Any thread.
+  void observe_stage(double overhead_s);
+  double stage_s() const;
+  bool stage_known() const;
+
+  // The file it is kept in ("" = in memory only).
+  const std::string& file() const { return file_; }
 
   // Observations taken (since construction, loaded ones excluded).
   uint64_t observations() const;
   // Cells known.
   size_t cells() const;
+
+  // Graphs whose own gap is kept, at most (the least observed go first).
+  static constexpr size_t kMaxGraphs = 256;
 
   // Writes the cells to the file when they changed since the last save
   // (atomically: written aside and renamed). Returns false when it could not
@@ -80,6 +104,15 @@ class CostLearner {
     double log_factor = 0;
     uint64_t count = 0;
   };
+  // An exponentially weighted mean of seconds: the plain mean of the first
+  // 1/kAlpha observations, then kAlpha of each one's difference, that
+  // difference clamped to e^kMaxStep - 1 of the mean (or a microsecond from
+  // nothing), never below 0.
+  struct Seconds {
+    double s = 0;
+    uint64_t count = 0;
+    void add(double x);
+  };
   static uint32_t key(OpCode c, int bucket) {
     return static_cast<uint32_t>(c) << 8 | static_cast<uint32_t>(bucket);
   }
@@ -88,8 +121,8 @@ class CostLearner {
   const std::string file_;
   mutable std::shared_mutex mu_;
   std::unordered_map<uint32_t, Cell> cells_;
-  double gap_s_ = 0;
-  uint64_t gap_count_ = 0;
+  Seconds gap_, stage_;
+  std::unordered_map<uint64_t, Seconds> graph_gap_;
   uint64_t observations_ = 0;
   bool dirty_ = false;
 };

@@ -269,8 +269,17 @@ class Placer {
     bool learned = true;
     for (const DeviceProfile& d : t_.devices) learned &= d.learned != nullptr;
     gap_.assign(nd_, 0);
-    if (learned)
-      for (size_t d = 0; d < nd_; ++d) gap_[d] = t_.devices[d].learned->gap_s();
+    stage_.assign(nd_, -1);
+    if (learned) {
+      const uint64_t graph = cost_signature(costs_);
+      for (size_t d = 0; d < nd_; ++d) {
+        const CostLearner& l = *t_.devices[d].learned;
+        gap_[d] = l.gap_s(graph);
+        // A stage's overhead is the multi-node runtime's: a plan over one
+        // node runs as one graph.
+        if (l.stage_known() && nodes_.names.size() > 1) stage_[d] = l.stage_s();
+      }
+    }
     classify();
     compute_.resize(nn * profiles_.size());
     for (size_t i = 0; i < nn; ++i)
@@ -363,7 +372,7 @@ class Placer {
     // Devices with learners of their own price apart (their corrections differ).
     using Figures = std::tuple<double, double, double, double, const void*>;
     std::map<Figures, int> profile;
-    using Alike = std::tuple<int, uint64_t, double, double, double, double>;
+    using Alike = std::tuple<int, uint64_t, double, double, double, double, double>;
     std::map<Alike, int> alike;
     prune_ = nd_ >= 32 && routes_.all_linked;
     profile_of_.resize(nd_);
@@ -380,7 +389,7 @@ class Placer {
       if (!prune_ || node == 0) continue;
       const Routes::Hop& h = routes_.to_coord[static_cast<size_t>(node)];
       const auto [c, added] =
-          alike.emplace(Alike{it->second, p.budget(), h.request, h.dispatch, h.bandwidth, h.per_node},
+          alike.emplace(Alike{it->second, p.budget(), h.request, h.dispatch, h.bandwidth, h.per_node, stage_[d]},
                         static_cast<int>(members_.size()));
       if (added) members_.emplace_back(), class_start_.push_back(0);
       members_[static_cast<size_t>(c->second)].push_back(static_cast<int>(d));
@@ -448,11 +457,21 @@ class Placer {
     return routes_.move(home_[x], d, vbytes_[x], on_coord_[x] != 0, nullptr);
   }
 
+  // What starting a stage on device d costs besides its nodes and inputs:
+  // the stage overhead learned for the device (CostLearner::stage_s: for a
+  // worker, in place of its link's GraphSubmit figures; on the coordinator,
+  // its own handling of a stage), else the link's GraphSubmit round trip (0
+  // on the coordinator).
+  double stage_cost(int d) const {
+    const double learned = stage_[static_cast<size_t>(d)];
+    return learned >= 0 ? learned : routes_.dispatch(d);
+  }
+
   // Serial seconds from now until node `id` would start computing on d: the
   // dispatch of a new stage and the moves of its inputs (kInf if unreachable).
   double lead_s(NodeId id, int d) const {
     const Node& n = g_.node(id);
-    double s = (d == cur_dev_ ? 0 : routes_.dispatch(d)) + routes_.per_node(d);
+    double s = (d == cur_dev_ ? 0 : stage_cost(d)) + routes_.per_node(d);
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const ValueId x = n.inputs[i];
       if (x == kNone) continue;
@@ -654,7 +673,8 @@ class Placer {
   std::vector<int32_t> remaining_, node_kv_;
   std::vector<int> kv_home_;
   double clock_ = 0;
-  std::vector<double> gap_;  // per device: learned time between nodes (CostLearner::gap_s)
+  std::vector<double> gap_;    // per device: learned time between nodes (CostLearner::gap_s)
+  std::vector<double> stage_;  // per device: learned overhead of a stage (CostLearner::stage_s), -1 unknown
   int cur_dev_ = -1;
 };
 
