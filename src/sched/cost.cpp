@@ -113,6 +113,7 @@ OpCost op_cost(const Graph& g, NodeId id, OpCode code, const std::vector<const S
     // A gather: reads the ids and only the rows it looks up.
     c.bytes_read = bytes_of(n.inputs[0]) + bytes_of(n.outputs[0]);
   } else if (code == OpCode::Reshape || code == OpCode::Flatten) {
+    c.view_bytes = c.bytes_written;
     c.bytes_read = 0;  // metadata only: the data is not touched
     c.bytes_written = 0;
   } else if (code == OpCode::Transpose || code == OpCode::Permute || code == OpCode::Concat || code == OpCode::Split ||

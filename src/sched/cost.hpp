@@ -18,9 +18,14 @@ struct OpCost {
   uint64_t bytes_written = 0;
   bool gemm = false;         // GEMM-like (matmul, linear, attention, conv2d): runs at peak_flops, else at vector_flops
   OpCode code{};             // the op class (graph_view.hpp): what learned corrections are kept by
+  // Bytes of the output of an op the roofline counts as free (a reshape
+  // touches no data: bytes_read and bytes_written are 0), so that its
+  // learned correction still tells a small view from a large one (a
+  // reshape of a non-contiguous tensor copies it).
+  uint64_t view_bytes = 0;
   uint64_t bytes() const { return bytes_read + bytes_written; }
   // The size learned corrections are bucketed by (learned_cost.hpp).
-  double work() const { return flops + static_cast<double>(bytes()); }
+  double work() const { return flops + static_cast<double>(bytes() + view_bytes); }
 };
 
 // Shapes of every value of a validated graph: node outputs as inferred,
