@@ -23,7 +23,11 @@
  * of measured / predicted and the share within ±25%, twice: before
  * learning (the first plan, from the calibrated rates alone) and after
  * warm-up (a plan made after the first runs taught the cost model their
- * nodes' times: sched/learned_cost.hpp). The cost model starts from nothing
+ * nodes' times: sched/learned_cost.hpp; the multi-node loop: 20 steps after
+ * 20 more that taught the master its stages and its worker's), and beside
+ * them the machine's own spread of the same measurement (the floor: no
+ * prediction agrees with a measurement more often than the measurement
+ * agrees with itself). The cost model starts from nothing
  * learned: the profile cache is a fresh directory of this run (so the device
  * is calibrated again first). This benchmark only measures; it asserts
  * nothing.

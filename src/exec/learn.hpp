@@ -13,14 +13,17 @@ namespace genie {
 // Reports every node of the completed run `r` (of a graph whose node costs,
 // by node id, are `costs`) to the learner of the device that ran it:
 // topo.devices[(*node_device)[node]], or topo.devices[device] when
-// node_device is null. A run on one device also teaches that device's time
-// between nodes, for the graph whose costs are `graph_costs` (the planned
-// graph: a stage of a multi-node plan reports under its whole graph's;
-// null: `costs`). A failed run, a run whose trace does not cover the graph,
-// and devices without a learner teach nothing. Any thread.
+// node_device is null: its class's cell and the node's own, kept under the
+// graph whose costs are `graph_costs` (the planned graph: a stage of a
+// multi-node plan reports under its whole graph's, its node i as
+// (*graph_nodes)[i]; null: `costs` and i). A run on one device also teaches
+// that device's time between nodes for that graph. A failed run, a run
+// whose trace does not cover the graph, and devices without a learner teach
+// nothing. Any thread.
 void learn_from_run(const std::vector<sched::OpCost>& costs, const ExecResult& r, const sched::Topology& topo,
                     const std::vector<int>* node_device, int device,
-                    const std::vector<sched::OpCost>* graph_costs = nullptr);
+                    const std::vector<sched::OpCost>* graph_costs = nullptr,
+                    const std::vector<NodeId>* graph_nodes = nullptr);
 
 // A run whose nodes' times are not known, only the whole run's: a stage
 // `costs` that a worker's executor ran in `run_s` (what it reports with the

@@ -177,4 +177,10 @@ double predict_seconds(const OpCost& c, const DeviceProfile& d) {
   return d.learned ? s * d.learned->factor(c.code, c.work()) : s;
 }
 
+double predict_seconds(const OpCost& c, const DeviceProfile& d, uint64_t graph, size_t node) {
+  double f;
+  if (d.learned && d.learned->node_factor(graph, node, &f)) return model_seconds(c, d) * f;
+  return predict_seconds(c, d);
+}
+
 }  // namespace genie::sched

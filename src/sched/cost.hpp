@@ -61,5 +61,9 @@ double model_seconds(const OpCost& c, const DeviceProfile& d);
 // What the scheduler plans with: model_seconds times the device's learned
 // correction for the op class and size (DeviceProfile::learned), if any.
 double predict_seconds(const OpCost& c, const DeviceProfile& d);
+// The same for node `node` of the graph whose cost_signature() is `graph`:
+// that node's own learned factor when it has one (CostLearner::observe_node),
+// else its class's.
+double predict_seconds(const OpCost& c, const DeviceProfile& d, uint64_t graph, size_t node);
 
 }  // namespace genie::sched

@@ -85,23 +85,62 @@ double CostLearner::factor(OpCode c, double work) const {
   return 1;
 }
 
-void CostLearner::observe(OpCode c, double work, double model_s, double measured_s) {
-  if (!(model_s > 0) || !(measured_s > 0) || !std::isfinite(model_s) || !std::isfinite(measured_s)) return;
+bool CostLearner::log_ratio(double model_s, double measured_s, double* x) {
+  if (!(model_s > 0) || !(measured_s > 0) || !std::isfinite(model_s) || !std::isfinite(measured_s)) return false;
   const double limit = std::log(kMaxFactor);
-  const double x = std::clamp(std::log(measured_s / model_s), -limit, limit);
-  std::unique_lock<std::shared_mutex> lk(mu_);
-  Cell& cell = cells_[key(c, bucket(work))];
-  ++cell.count;
-  if (cell.count == 1) {
-    cell.log_factor = x;
+  *x = std::clamp(std::log(measured_s / model_s), -limit, limit);
+  return true;
+}
+
+void CostLearner::Cell::add(double x) {
+  ++count;
+  if (count == 1) {
+    log_factor = x;
   } else {
     // The mean of the first 1/kAlpha observations (no start value to decay
     // from), then the exponentially weighted one.
-    const double w = std::max(kAlpha, 1.0 / static_cast<double>(cell.count));
-    cell.log_factor += w * std::clamp(x - cell.log_factor, -kMaxStep, kMaxStep);
+    const double w = std::max(kAlpha, 1.0 / static_cast<double>(count));
+    log_factor += w * std::clamp(x - log_factor, -kMaxStep, kMaxStep);
   }
+}
+
+void CostLearner::observe(OpCode c, double work, double model_s, double measured_s) {
+  double x;
+  if (!log_ratio(model_s, measured_s, &x)) return;
+  std::unique_lock<std::shared_mutex> lk(mu_);
+  cells_[key(c, bucket(work))].add(x);
   ++observations_;
   dirty_ = true;
+}
+
+void CostLearner::observe_node(uint64_t graph, size_t node, double model_s, double measured_s) {
+  double x;
+  if (graph == 0 || node >= kMaxGraphNodes || !log_ratio(model_s, measured_s, &x)) return;
+  std::unique_lock<std::shared_mutex> lk(mu_);
+  auto it = node_cells_.find(graph);
+  if (it == node_cells_.end()) {
+    if (node_cells_.size() >= kMaxGraphs) {
+      // Room for a new graph: the least observed one goes.
+      auto least = node_cells_.begin();
+      for (auto n = node_cells_.begin(); n != node_cells_.end(); ++n)
+        if (n->second.observed < least->second.observed) least = n;
+      node_cells_.erase(least);
+    }
+    it = node_cells_.emplace(graph, GraphNodes{}).first;
+  }
+  GraphNodes& g = it->second;
+  if (g.cells.size() <= node) g.cells.resize(node + 1);
+  g.cells[node].add(x);
+  ++g.observed;
+  dirty_ = true;
+}
+
+bool CostLearner::node_factor(uint64_t graph, size_t node, double* f) const {
+  std::shared_lock<std::shared_mutex> lk(mu_);
+  auto it = node_cells_.find(graph);
+  if (it == node_cells_.end() || node >= it->second.cells.size() || it->second.cells[node].count == 0) return false;
+  *f = std::exp(it->second.cells[node].log_factor);
+  return true;
 }
 
 void CostLearner::Seconds::add(double x) {
@@ -178,6 +217,31 @@ void CostLearner::load() {
     const double limit = std::log(kMaxFactor);
     load_seconds(root, "gap_s", "gap_count", &gap_.s, &gap_.count);
     load_seconds(root, "stage_s", "stage_count", &stage_.s, &stage_.count);
+    const cJSON* gn;
+    cJSON_ArrayForEach(gn, cJSON_GetObjectItemCaseSensitive(root, "graph_nodes")) {
+      const cJSON* key = cJSON_GetObjectItemCaseSensitive(gn, "graph");
+      const cJSON* fs = cJSON_GetObjectItemCaseSensitive(gn, "factors");
+      const cJSON* ns = cJSON_GetObjectItemCaseSensitive(gn, "counts");
+      uint64_t k = 0;
+      if (!cJSON_IsString(key) || !parse_hex(key->valuestring, &k) || k == 0 || !cJSON_IsArray(fs) ||
+          !cJSON_IsArray(ns) || cJSON_GetArraySize(fs) != cJSON_GetArraySize(ns) ||
+          cJSON_GetArraySize(fs) > static_cast<int>(kMaxGraphNodes) || node_cells_.size() >= kMaxGraphs)
+        continue;
+      GraphNodes g;
+      g.cells.resize(static_cast<size_t>(cJSON_GetArraySize(fs)));
+      const cJSON* f = fs->child;
+      const cJSON* n = ns->child;
+      // A damaged node's cell stays empty (its class's applies).
+      for (size_t i = 0; f && n; ++i, f = f->next, n = n->next) {
+        if (!cJSON_IsNumber(f) || !(f->valuedouble > 0) || !std::isfinite(f->valuedouble) || !cJSON_IsNumber(n) ||
+            !(n->valuedouble >= 1))
+          continue;
+        g.cells[i].log_factor = std::clamp(std::log(f->valuedouble), -limit, limit);
+        g.cells[i].count = static_cast<uint64_t>(n->valuedouble);
+        g.observed += g.cells[i].count;
+      }
+      node_cells_[k] = std::move(g);
+    }
     const cJSON* gg;
     cJSON_ArrayForEach(gg, cJSON_GetObjectItemCaseSensitive(root, "graph_gaps")) {
       const cJSON* key = cJSON_GetObjectItemCaseSensitive(gg, "graph");
@@ -223,6 +287,21 @@ bool CostLearner::save() {
     cJSON_AddNumberToObject(root, "gap_count", static_cast<double>(gap_.count));
     cJSON_AddNumberToObject(root, "stage_s", stage_.s);
     cJSON_AddNumberToObject(root, "stage_count", static_cast<double>(stage_.count));
+    cJSON* nodes = cJSON_AddArrayToObject(root, "graph_nodes");
+    for (const auto& [k, g] : node_cells_) {
+      cJSON* gn = cJSON_CreateObject();
+      char hex[17];
+      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(k));
+      cJSON_AddStringToObject(gn, "graph", hex);
+      cJSON* fs = cJSON_AddArrayToObject(gn, "factors");
+      cJSON* ns = cJSON_AddArrayToObject(gn, "counts");
+      for (const Cell& c : g.cells) {
+        // An empty cell is written as count 0, which loads as empty.
+        cJSON_AddItemToArray(fs, cJSON_CreateNumber(std::exp(c.log_factor)));
+        cJSON_AddItemToArray(ns, cJSON_CreateNumber(static_cast<double>(c.count)));
+      }
+      cJSON_AddItemToArray(nodes, gn);
+    }
     cJSON* graphs = cJSON_AddArrayToObject(root, "graph_gaps");
     for (const auto& [k, v] : graph_gap_) {
       cJSON* gg = cJSON_CreateObject();

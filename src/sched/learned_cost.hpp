@@ -22,6 +22,7 @@
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace genie::sched {
 
@@ -53,6 +54,20 @@ class CostLearner {
   // `model_s` took `measured_s`. Non-positive or non-finite figures are
   // ignored. Any thread.
   void observe(OpCode c, double work, double model_s, double measured_s);
+
+  // Node `node` of the graph whose cost_signature() is `graph` (a graph
+  // that recurs: each step of a decode loop, each run of a cached plan)
+  // took `measured_s` against the (uncorrected) model's `model_s`: kept as a
+  // cell of that node's own, as the class cells are. Nodes of one class and
+  // size differ by where they sit (the first reader of a tensor waits for
+  // its cache lines, a permute of a transposed view copies), which only a
+  // node's own measurements tell. At most kMaxGraphs graphs (the least
+  // observed go first) of at most kMaxGraphNodes nodes. Any thread.
+  void observe_node(uint64_t graph, size_t node, double model_s, double measured_s);
+  // That node's factor, when it has been measured (else false: the class's
+  // factor applies). Any thread.
+  bool node_factor(uint64_t graph, size_t node, double* f) const;
+  static constexpr size_t kMaxGraphNodes = 1 << 16;
 
   // The executor's time per node outside the nodes' kernels (handing a
   // ready node to a worker, waking it), learned from whole runs: a run of n
@@ -103,7 +118,17 @@ class CostLearner {
   struct Cell {
     double log_factor = 0;
     uint64_t count = 0;
+    // The first observation, then the plain mean of the first 1/kAlpha,
+    // then kAlpha of each one's difference, clamped to +-kMaxStep.
+    void add(double x);
   };
+  struct GraphNodes {
+    std::vector<Cell> cells;  // by node id
+    uint64_t observed = 0;
+  };
+  // log(measured / model) clamped to +-log(kMaxFactor); false for a figure
+  // that is not positive and finite.
+  static bool log_ratio(double model_s, double measured_s, double* x);
   // An exponentially weighted mean of seconds: the plain mean of the first
   // 1/kAlpha observations, then kAlpha of each one's difference, that
   // difference clamped to e^kMaxStep - 1 of the mean (or a microsecond from
@@ -123,6 +148,7 @@ class CostLearner {
   std::unordered_map<uint32_t, Cell> cells_;
   Seconds gap_, stage_;
   std::unordered_map<uint64_t, Seconds> graph_gap_;
+  std::unordered_map<uint64_t, GraphNodes> node_cells_;
   uint64_t observations_ = 0;
   bool dirty_ = false;
 };

@@ -270,8 +270,8 @@ class Placer {
     for (const DeviceProfile& d : t_.devices) learned &= d.learned != nullptr;
     gap_.assign(nd_, 0);
     stage_.assign(nd_, -1);
+    const uint64_t graph = learned ? cost_signature(costs_) : 0;
     if (learned) {
-      const uint64_t graph = cost_signature(costs_);
       for (size_t d = 0; d < nd_; ++d) {
         const CostLearner& l = *t_.devices[d].learned;
         gap_[d] = l.gap_s(graph);
@@ -285,7 +285,7 @@ class Placer {
     for (size_t i = 0; i < nn; ++i)
       for (size_t c = 0; c < profiles_.size(); ++c) {
         const DeviceProfile& p = t_.devices[static_cast<size_t>(profiles_[c])];
-        compute_[i * profiles_.size() + c] = learned ? predict_seconds(costs_[i], p) : model_seconds(costs_[i], p);
+        compute_[i * profiles_.size() + c] = learned ? predict_seconds(costs_[i], p, graph, i) : model_seconds(costs_[i], p);
       }
   }
 

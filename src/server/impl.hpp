@@ -217,6 +217,7 @@ struct Server::Impl {
   // has its CPU's profile (a worker from joining, a master from its first
   // plan; a server that never calibrates is not made to). Loop thread.
   void learn_from(const Graph& graph, const ExecResult& r);
+  void save_learned();  // writes it now (at stop)
   std::mutex learn_mu;                          // learn_topo
   std::shared_ptr<const sched::Topology> learn_topo;  // this server's CPU, with its learner
   int64_t learned_saved_ns = 0;                 // loop thread

@@ -332,7 +332,7 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
     if (r.status != GENIE_OK) throw Error(r.status, std::move(r.detail));
     // Its nodes teach this server's learner, and its time between nodes
     // is kept under the whole graph's (what plans of it look up).
-    learn_from_run(stage_costs(st), r, pl_.topo, nullptr, st.device, &pl_.plan->node_cost);
+    learn_from_run(stage_costs(st), r, pl_.topo, nullptr, st.device, &pl_.plan->node_cost, &st.nodes);
     timing_[index].run_s = static_cast<double>(r.exec_ns) * 1e-9;
     timing_[index].wall_s = seconds_since(timing_[index].start);
     for (size_t i = 0; i < st.outputs.size(); ++i) {

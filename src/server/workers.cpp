@@ -78,8 +78,17 @@ void Server::Impl::learn_from(const Graph& graph, const ExecResult& r) {
                           .count();
   if (now - learned_saved_ns >= 10'000'000'000) {
     learned_saved_ns = now;
-    save_learned(*topo);
+    genie::save_learned(*topo);
   }
+}
+
+void Server::Impl::save_learned() {
+  std::shared_ptr<const sched::Topology> topo;
+  {
+    std::lock_guard<std::mutex> lk(learn_mu);
+    topo = learn_topo;
+  }
+  if (topo) genie::save_learned(*topo);
 }
 
 void Server::Impl::off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, std::function<void()> task) {
