@@ -382,9 +382,11 @@ int main(int argc, char **argv) {
         for (w = BEFORE; w <= FLOOR; ++w) {
           bu_stats_t st = {0};
           if (rows[i].n[w]) st = bu_stats(rows[i].r[w], rows[i].n[w]);
-          fprintf(json, ",\"%s\":{\"count\":%zu,\"median\":%.4f,\"min\":%.4f,\"max\":%.4f}",
+          fprintf(json,
+                  ",\"%s\":{\"count\":%zu,\"median\":%.4f,\"min\":%.4f,\"max\":%.4f,\"within_25\":%.4f}",
                   w == BEFORE ? "before" : w == AFTER ? "after" : "floor", rows[i].n[w], st.median, st.min,
-                  st.max);
+                  st.max,
+                  rows[i].n[w] ? (double)within_25(rows[i].r[w], rows[i].n[w]) / (double)rows[i].n[w] : 0.0);
         }
         fprintf(json, "}");
       }

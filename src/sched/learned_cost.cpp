@@ -92,16 +92,23 @@ bool CostLearner::log_ratio(double model_s, double measured_s, double* x) {
   return true;
 }
 
-void CostLearner::Cell::add(double x) {
-  ++count;
-  if (count == 1) {
-    log_factor = x;
-  } else {
-    // The mean of the first 1/kAlpha observations (no start value to decay
-    // from), then the exponentially weighted one.
-    const double w = std::max(kAlpha, 1.0 / static_cast<double>(count));
-    log_factor += w * std::clamp(x - log_factor, -kMaxStep, kMaxStep);
+double CostLearner::Window::add(double current, uint64_t count, double x) {
+  auto push = [this](double y) {
+    v[next] = y;
+    next = static_cast<uint8_t>((next + 1) % kWindow);
+    if (n < kWindow) ++n;
+  };
+  if (n == 0 && count > 0) push(current);  // a loaded estimate
+  push(x);
+  // Insertion sort: at most kWindow values (std::sort draws a false
+  // -Warray-bounds from GCC 12 on so small an array).
+  double sorted[kWindow];
+  for (int i = 0; i < n; ++i) {
+    int j = i;
+    for (; j > 0 && sorted[j - 1] > v[i]; --j) sorted[j] = sorted[j - 1];
+    sorted[j] = v[i];
   }
+  return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
 }
 
 void CostLearner::observe(OpCode c, double work, double model_s, double measured_s) {
@@ -141,13 +148,6 @@ bool CostLearner::node_factor(uint64_t graph, size_t node, double* f) const {
   if (it == node_cells_.end() || node >= it->second.cells.size() || it->second.cells[node].count == 0) return false;
   *f = std::exp(it->second.cells[node].log_factor);
   return true;
-}
-
-void CostLearner::Seconds::add(double x) {
-  ++count;
-  const double w = std::max(kAlpha, 1.0 / static_cast<double>(count));
-  const double limit = std::max(s * (std::exp(kMaxStep) - 1), 1e-6);
-  s = count == 1 ? x : std::max(0.0, s + w * std::clamp(x - s, -limit, limit));
 }
 
 void CostLearner::observe_run(uint64_t graph, size_t n_nodes, double run_s, double nodes_s) {

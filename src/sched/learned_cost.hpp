@@ -2,14 +2,12 @@
 // (cost.hpp) from what the executor measures, per device model, op class and
 // size bucket (docs/scheduler.md, "Learning from measurements").
 //
-// Each cell holds an exponentially weighted mean of log(measured /
-// modelled) over the nodes of its op class whose work (FLOPs + bytes) falls
-// in its size bucket (powers of two); the model's prediction is multiplied
-// by exp(that mean). A cell starts at its first observation and moves by
-// max(kAlpha, 1 / count) of each later one's difference (the plain mean
-// until the weights meet), that difference clamped to +-kMaxStep (a run
-// preempted by another process moves it little). A size
-// with no cell of its own borrows the nearest cell of its op class within
+// Each cell holds the median of the last kWindow observations of
+// log(measured / modelled) over the nodes of its op class whose work (FLOPs
+// + bytes) falls in its size bucket (powers of two); the model's prediction
+// is multiplied by exp(that median). A burst of runs preempted by another
+// process, shorter than half the window, does not move it; a lasting change
+// is followed within half the window. A size with no cell of its own borrows the nearest cell of its op class within
 // two buckets; otherwise the model stands as it is.
 //
 // The cells are kept beside the device's calibration in the profile cache
@@ -30,8 +28,7 @@ enum class OpCode : uint8_t;
 
 class CostLearner {
  public:
-  static constexpr double kAlpha = 0.2;      // weight of a new observation
-  static constexpr double kMaxStep = 0.5;    // largest move of one observation, in log units (x1.65)
+  static constexpr int kWindow = 9;          // observations each estimate is the median of
   static constexpr double kMaxFactor = 1e4;  // corrections stay within [1/kMaxFactor, kMaxFactor]
 
   // A learner kept in `file` ("" = in memory only), loaded from it now when
@@ -115,12 +112,18 @@ class CostLearner {
   static int bucket(double work);
 
  private:
+  // The median of the last kWindow observations; a loaded estimate counts
+  // as one observation.
+  struct Window {
+    double v[kWindow] = {};
+    uint8_t n = 0, next = 0;
+    double add(double current, uint64_t count, double x);  // the new estimate
+  };
   struct Cell {
-    double log_factor = 0;
+    double log_factor = 0;  // the estimate
     uint64_t count = 0;
-    // The first observation, then the plain mean of the first 1/kAlpha,
-    // then kAlpha of each one's difference, clamped to +-kMaxStep.
-    void add(double x);
+    Window w;
+    void add(double x) { log_factor = w.add(log_factor, count++, x); }
   };
   struct GraphNodes {
     std::vector<Cell> cells;  // by node id
@@ -129,15 +132,13 @@ class CostLearner {
   // log(measured / model) clamped to +-log(kMaxFactor); false for a figure
   // that is not positive and finite.
   static bool log_ratio(double model_s, double measured_s, double* x);
-  // An exponentially weighted mean of seconds: the plain mean of the first
-  // 1/kAlpha observations, then kAlpha of each one's difference, that
-  // difference clamped to e^kMaxStep - 1 of the mean (or a microsecond from
-  // nothing), never below 0.
   struct Seconds {
-    double s = 0;
+    double s = 0;  // the estimate
     uint64_t count = 0;
-    void add(double x);
+    Window w;
+    void add(double x) { s = w.add(s, count++, x); }
   };
+
   static uint32_t key(OpCode c, int bucket) {
     return static_cast<uint32_t>(c) << 8 | static_cast<uint32_t>(bucket);
   }
