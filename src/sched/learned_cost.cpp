@@ -80,7 +80,8 @@ double CostLearner::factor(OpCode c, double work) const {
   for (int d : {0, -1, 1, -2, 2}) {
     const int at = b + d;
     if (at < 0 || at > kMaxBucket) continue;
-    if (auto it = cells_.find(key(c, at)); it != cells_.end()) return std::exp(it->second.log_factor);
+    if (auto it = cells_.find(key(c, at)); it != cells_.end() && it->second.count >= kMinObservations)
+      return std::exp(it->second.log_factor);
   }
   return 1;
 }
@@ -145,7 +146,9 @@ void CostLearner::observe_node(uint64_t graph, size_t node, double model_s, doub
 bool CostLearner::node_factor(uint64_t graph, size_t node, double* f) const {
   std::shared_lock<std::shared_mutex> lk(mu_);
   auto it = node_cells_.find(graph);
-  if (it == node_cells_.end() || node >= it->second.cells.size() || it->second.cells[node].count == 0) return false;
+  if (it == node_cells_.end() || node >= it->second.cells.size() ||
+      it->second.cells[node].count < kMinObservations)
+    return false;
   *f = std::exp(it->second.cells[node].log_factor);
   return true;
 }
@@ -172,8 +175,9 @@ void CostLearner::observe_run(uint64_t graph, size_t n_nodes, double run_s, doub
 double CostLearner::gap_s(uint64_t graph) const {
   std::shared_lock<std::shared_mutex> lk(mu_);
   if (graph != 0)
-    if (auto it = graph_gap_.find(graph); it != graph_gap_.end()) return it->second.s;
-  return gap_.s;
+    if (auto it = graph_gap_.find(graph); it != graph_gap_.end() && it->second.count >= kMinObservations)
+      return it->second.s;
+  return gap_.count >= kMinObservations ? gap_.s : 0;
 }
 
 void CostLearner::observe_stage(double overhead_s) {
@@ -190,7 +194,7 @@ double CostLearner::stage_s() const {
 
 bool CostLearner::stage_known() const {
   std::shared_lock<std::shared_mutex> lk(mu_);
-  return stage_.count > 0;
+  return stage_.count >= kMinObservations;
 }
 
 uint64_t CostLearner::observations() const {

@@ -29,6 +29,9 @@ enum class OpCode : uint8_t;
 class CostLearner {
  public:
   static constexpr int kWindow = 9;          // observations each estimate is the median of
+  // Observations an estimate needs before plans use it: the median of three
+  // outvotes one cold run (a fresh process's first kernels and pages).
+  static constexpr uint64_t kMinObservations = 3;
   static constexpr double kMaxFactor = 1e4;  // corrections stay within [1/kMaxFactor, kMaxFactor]
 
   // A learner kept in `file` ("" = in memory only), loaded from it now when

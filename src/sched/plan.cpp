@@ -308,6 +308,17 @@ class Placer {
     plan.predicted_total_s = clock_;
     return true;
   }
+  // Learned stage overheads price a placement made without them (they do
+  // not steer it): each is a residual of whole stages on a device, which
+  // also takes up what the planned moves into its stages missed, so it
+  // says what a stage there costs, not whether a node should go there.
+  // Whether any device has one; from now on run() prices with them.
+  bool price_learned_stages() {
+    for (double s : stage_)
+      if (s >= 0) learned_stages_ = true;
+    return learned_stages_;
+  }
+
   void finish(Plan& plan) { plan.node_cost = std::move(costs_); }
   const std::vector<uint64_t>& vbytes() const { return vbytes_; }
 
@@ -464,8 +475,9 @@ class Placer {
   // on the coordinator).
   double stage_cost(int d) const {
     const double learned = stage_[static_cast<size_t>(d)];
-    return learned >= 0 ? learned : routes_.dispatch(d);
+    return learned_stages_ && learned >= 0 ? learned : routes_.dispatch(d);
   }
+
 
   // Serial seconds from now until node `id` would start computing on d: the
   // dispatch of a new stage and the moves of its inputs (kInf if unreachable).
@@ -675,6 +687,7 @@ class Placer {
   double clock_ = 0;
   std::vector<double> gap_;    // per device: learned time between nodes (CostLearner::gap_s)
   std::vector<double> stage_;  // per device: learned overhead of a stage (CostLearner::stage_s), -1 unknown
+  bool learned_stages_ = false;  // stage_cost uses stage_ (price_learned_stages)
   int cur_dev_ = -1;
 };
 
@@ -770,6 +783,12 @@ Plan plan_graph(const Graph& g, const Topology& topo, const Residency& residency
   plan.order = memory_aware_order(view, placer.vbytes());
   placer.run(plan.order, plan.analysis, plan);
   merge_stages(placer, plan.order, plan.analysis, plan);
+  if (placer.price_learned_stages()) {
+    // The chosen placement, timed again with the learned stage overheads.
+    Plan priced;
+    const std::vector<int> chosen = plan.node_device;
+    if (placer.run(plan.order, plan.analysis, priced, &chosen)) plan.predicted_total_s = priced.predicted_total_s;
+  }
   placer.finish(plan);
   lap(&PlanTimings::placement_s);
   return plan;

@@ -82,6 +82,8 @@ TEST(SchedLearnedCost, IgnoresNonsense) {
   EXPECT_EQ(l.observations(), 0u);
   EXPECT_DOUBLE_EQ(l.factor(OpCode::Add, 1e6), 1.0);
   l.observe(OpCode::Add, 1e6, 1e-9, 1e9);  // clamped to the largest correction
+  EXPECT_DOUBLE_EQ(l.factor(OpCode::Add, 1e6), 1.0);  // one observation does not speak yet
+  for (uint64_t i = 1; i < CostLearner::kMinObservations; ++i) l.observe(OpCode::Add, 1e6, 1e-9, 1e9);
   EXPECT_NEAR(l.factor(OpCode::Add, 1e6), CostLearner::kMaxFactor, 1e-6);
   EXPECT_FALSE(l.save());  // in memory only
 }
@@ -120,7 +122,7 @@ TEST(SchedLearnedCost, PersistedCorrectionsLoadBack) {
         << "{\"version\": 99, \"cells\": [{\"op\":\"matmul\",\"bucket\":29,\"factor\":2,\"count\":1}]}";
     EXPECT_EQ(CostLearner(file).cells(), 0u);
     std::ofstream(file)
-        << "{\"version\": 1, \"cells\": [{\"op\":\"matmul\",\"bucket\":29,\"factor\":2,\"count\":1},"
+        << "{\"version\": 1, \"cells\": [{\"op\":\"matmul\",\"bucket\":29,\"factor\":2,\"count\":3},"
            "{\"op\":\"nonsense\",\"bucket\":3,\"factor\":2,\"count\":1},"
            "{\"op\":\"add\",\"bucket\":3,\"factor\":-2,\"count\":1}]}";
     CostLearner partial(file);
@@ -219,7 +221,7 @@ TEST(SchedLearnedCost, TheTimeBetweenNodesIsLearnedAndPlanned) {
   const std::string file = temp_file("gap");
   {
     CostLearner l(file);
-    l.observe_run(4, 1e-3, 0.6e-3);
+    for (uint64_t i = 0; i < CostLearner::kMinObservations; ++i) l.observe_run(4, 1e-3, 0.6e-3);
     ASSERT_TRUE(l.save());
   }
   EXPECT_NEAR(CostLearner(file).gap_s(), 100e-6, 1e-12);
@@ -230,7 +232,8 @@ TEST(SchedLearnedCost, CorrectionsApplyOnlyWhenEveryDeviceLearns) {
   const auto g = matmul_relu(256);
   Topology topo = two_devices();
   const std::vector<OpCost> costs = node_costs(*g, nullptr);
-  topo.devices[1].learned->observe(costs[0].code, costs[0].work(), 1, 1000);
+  for (uint64_t i = 0; i < CostLearner::kMinObservations; ++i)
+    topo.devices[1].learned->observe(costs[0].code, costs[0].work(), 1, 1000);
   EXPECT_EQ(plan_graph(*g, topo, {}).node_device[0], 0);
   // Without a learner on the CPU its figures and the accelerator's corrected
   // ones would not compare: the bare model places.
@@ -279,8 +282,10 @@ TEST(SchedLearnedCost, EachGraphKeepsItsOwnTimeBetweenNodes) {
   const std::string file = temp_file("graphs");
   {
     CostLearner w(file);
-    w.observe_run(chain, 2, 1.2e-3, 1.0e-3);
-    w.observe_stage(300e-6);
+    for (uint64_t i = 0; i < CostLearner::kMinObservations; ++i) {
+      w.observe_run(chain, 2, 1.2e-3, 1.0e-3);
+      w.observe_stage(300e-6);
+    }
     ASSERT_TRUE(w.save());
   }
   CostLearner back(file);
@@ -359,8 +364,9 @@ TEST(SchedLearnedCost, ALastingSmallDriftIsPlannedAgain) {
   for (int i = 1; i < PlanCache::kSettleRuns; ++i)
     EXPECT_FALSE(cache.report(*fresh, fresh->predicted_total_s * 1.5)) << i;
   // What the runs taught meanwhile (the matmul 1.5x slower on the accelerator).
-  topo.devices[1].learned->observe(costs[0].code, costs[0].work(), model_seconds(costs[0], topo.devices[1]),
-                                   1.5 * model_seconds(costs[0], topo.devices[1]));
+  for (uint64_t i = 0; i < CostLearner::kMinObservations; ++i)
+    topo.devices[1].learned->observe(costs[0].code, costs[0].work(), model_seconds(costs[0], topo.devices[1]),
+                                     1.5 * model_seconds(costs[0], topo.devices[1]));
   EXPECT_TRUE(cache.report(*fresh, fresh->predicted_total_s * 1.5));
   EXPECT_EQ(cache.replans(), 1u);
   auto again = cache.get_or_plan(*g, topo, none);
