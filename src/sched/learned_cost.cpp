@@ -143,6 +143,20 @@ void CostLearner::observe_node(uint64_t graph, size_t node, double model_s, doub
   dirty_ = true;
 }
 
+void CostLearner::observe_total(uint64_t graph, double parts_s, double measured_s) {
+  double x;
+  if (graph == 0 || !log_ratio(parts_s, measured_s, &x)) return;
+  std::unique_lock<std::shared_mutex> lk(mu_);
+  if (total_cells_.size() >= kMaxGraphs && !total_cells_.count(graph)) total_cells_.erase(total_cells_.begin());
+  total_cells_[graph].add(x);
+}
+
+double CostLearner::total_factor(uint64_t graph) const {
+  std::shared_lock<std::shared_mutex> lk(mu_);
+  auto it = total_cells_.find(graph);
+  return it != total_cells_.end() && it->second.count >= kMinObservations ? std::exp(it->second.log_factor) : 1;
+}
+
 bool CostLearner::node_factor(uint64_t graph, size_t node, double* f) const {
   std::shared_lock<std::shared_mutex> lk(mu_);
   auto it = node_cells_.find(graph);

@@ -69,6 +69,16 @@ class CostLearner {
   bool node_factor(uint64_t graph, size_t node, double* f) const;
   static constexpr size_t kMaxGraphNodes = 1 << 16;
 
+  // A whole run of a multi-node plan of the graph `graph` (its
+  // cost_signature()) that this device's node coordinated took `measured_s`
+  // against `parts_s`, the plan's sum of its parts (nodes, stages, moves):
+  // kept as a cell of that graph's own. The median of a sum of heavy-tailed
+  // parts (a round trip that now and then waits for a core) lies above the
+  // sum of their medians; this is what plans of the graph scale their
+  // predicted total by (total_factor, 1 while unknown). Any thread.
+  void observe_total(uint64_t graph, double parts_s, double measured_s);
+  double total_factor(uint64_t graph) const;
+
   // The executor's time per node outside the nodes' kernels (handing a
   // ready node to a worker, waking it), learned from whole runs: a run of n
   // nodes on this device that took `run_s`, its kernels `nodes_s` in all,
@@ -153,6 +163,7 @@ class CostLearner {
   Seconds gap_, stage_;
   std::unordered_map<uint64_t, Seconds> graph_gap_;
   std::unordered_map<uint64_t, GraphNodes> node_cells_;
+  std::unordered_map<uint64_t, Cell> total_cells_;  // by graph (in memory: per run of this process)
   uint64_t observations_ = 0;
   bool dirty_ = false;
 };

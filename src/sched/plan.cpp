@@ -271,6 +271,7 @@ class Placer {
     gap_.assign(nd_, 0);
     stage_.assign(nd_, -1);
     const uint64_t graph = learned ? cost_signature(costs_) : 0;
+    learned_stages_possible_ = learned;
     if (learned) {
       for (size_t d = 0; d < nd_; ++d) {
         const CostLearner& l = *t_.devices[d].learned;
@@ -317,6 +318,15 @@ class Placer {
     for (double s : stage_)
       if (s >= 0) learned_stages_ = true;
     return learned_stages_;
+  }
+
+  // A multi-node plan whose coordinator learns: its predicted total scaled
+  // by what whole runs of this graph took against their parts' sum.
+  void correct_total(Plan& plan) const {
+    plan.predicted_parts_s = plan.predicted_total_s;
+    plan.graph_signature = cost_signature(costs_);
+    if (!learned_stages_possible_ || nodes_.names.size() < 2) return;
+    plan.predicted_total_s *= t_.devices[0].learned->total_factor(plan.graph_signature);
   }
 
   void finish(Plan& plan) { plan.node_cost = std::move(costs_); }
@@ -688,6 +698,7 @@ class Placer {
   std::vector<double> gap_;    // per device: learned time between nodes (CostLearner::gap_s)
   std::vector<double> stage_;  // per device: learned overhead of a stage (CostLearner::stage_s), -1 unknown
   bool learned_stages_ = false;  // stage_cost uses stage_ (price_learned_stages)
+  bool learned_stages_possible_ = false;  // every device has a learner
   int cur_dev_ = -1;
 };
 
@@ -789,6 +800,7 @@ Plan plan_graph(const Graph& g, const Topology& topo, const Residency& residency
     const std::vector<int> chosen = plan.node_device;
     if (placer.run(plan.order, plan.analysis, priced, &chosen)) plan.predicted_total_s = priced.predicted_total_s;
   }
+  placer.correct_total(plan);
   placer.finish(plan);
   lap(&PlanTimings::placement_s);
   return plan;

@@ -169,6 +169,11 @@ struct Plan {
   std::vector<double> predicted_node_s;  // per NodeId: compute time on its device
   std::vector<OpCost> node_cost;         // per NodeId: FLOPs and bytes
   double predicted_total_s = 0;          // predicted completion: stages, dispatches and transfers in series
+  // A multi-node plan's predicted_total_s before the coordinator's learned
+  // correction of whole runs (CostLearner::total_factor): what its runs are
+  // reported against (CostLearner::observe_total). Else predicted_total_s.
+  double predicted_parts_s = 0;
+  uint64_t graph_signature = 0;          // cost_signature() of the planned graph's costs
   std::vector<uint64_t> peak_bytes_per_device;  // per device: peak of live tensors in `order`
   std::vector<NodeDecision> decisions;   // per NodeId
   std::vector<std::string> device_names; // per device: qualified_name(), for explain

@@ -214,6 +214,8 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
       dev.learned->observe_stage(timing_[k].wall_s + between - timing_[k].run_s - moves[k] -
                                  per_node * static_cast<double>(st.nodes.size()));
     }
+    if (const auto& coordinator = pl_.topo.devices.at(0).learned)
+      coordinator->observe_total(plan.graph_signature, plan.predicted_parts_s, measured_s);
     mn_.save_learned();
   }
 

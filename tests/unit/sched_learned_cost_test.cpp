@@ -343,6 +343,20 @@ TEST(SchedLearnedCost, AWorkersLearnedStageOverheadReplacesItsLinkFigures) {
   EXPECT_DOUBLE_EQ(plan_graph(g, one, {}).predicted_total_s, before);
   EXPECT_NEAR(plan_graph(g, topo, res).predicted_total_s - learned.predicted_total_s, 0, 1e-12)
       << "no stage of this plan runs on the coordinator";
+
+  // Whole runs took 1.5x the sum of their parts: the coordinator scales the
+  // plan's total by it once it has seen enough of them (not its parts).
+  const Plan parts = plan_graph(g, topo, res);
+  EXPECT_DOUBLE_EQ(parts.predicted_parts_s, parts.predicted_total_s);
+  ASSERT_NE(parts.graph_signature, 0u);
+  for (uint64_t i = 0; i < CostLearner::kMinObservations; ++i)
+    topo.devices[0].learned->observe_total(parts.graph_signature, parts.predicted_parts_s,
+                                           1.5 * parts.predicted_parts_s);
+  const Plan scaled = plan_graph(g, topo, res);
+  EXPECT_NEAR(scaled.predicted_total_s, 1.5 * parts.predicted_total_s, 1e-12);
+  EXPECT_DOUBLE_EQ(scaled.predicted_parts_s, parts.predicted_parts_s);
+  EXPECT_EQ(scaled.node_device, parts.node_device);
+  EXPECT_DOUBLE_EQ(plan_graph(g, one, {}).predicted_total_s, before);  // one node: no whole-run correction
 }
 
 TEST(SchedLearnedCost, ALastingSmallDriftIsPlannedAgain) {
