@@ -313,11 +313,18 @@ class Placer {
   // not steer it): each is a residual of whole stages on a device, which
   // also takes up what the planned moves into its stages missed, so it
   // says what a stage there costs, not whether a node should go there.
-  // Whether any device has one; from now on run() prices with them.
-  bool price_learned_stages() {
-    for (double s : stage_)
-      if (s >= 0) learned_stages_ = true;
-    return learned_stages_;
+  // Stages run one after another, so each stage of the chosen placement
+  // (a run of consecutive nodes of `order` on one device) moves the
+  // predicted total by its device's learned overhead less the figure it was
+  // placed with.
+  void price_learned_stages(const std::vector<NodeId>& order, Plan& plan) const {
+    int cur = -1;
+    for (NodeId id : order) {
+      const int d = plan.node_device[static_cast<size_t>(id)];
+      if (d == cur) continue;
+      cur = d;
+      if (stage_[static_cast<size_t>(d)] >= 0) plan.predicted_total_s += stage_[static_cast<size_t>(d)] - routes_.dispatch(d);
+    }
   }
 
   // A multi-node plan whose coordinator learns: its predicted total scaled
@@ -478,22 +485,11 @@ class Placer {
     return routes_.move(home_[x], d, vbytes_[x], on_coord_[x] != 0, nullptr);
   }
 
-  // What starting a stage on device d costs besides its nodes and inputs:
-  // the stage overhead learned for the device (CostLearner::stage_s: for a
-  // worker, in place of its link's GraphSubmit figures; on the coordinator,
-  // its own handling of a stage), else the link's GraphSubmit round trip (0
-  // on the coordinator).
-  double stage_cost(int d) const {
-    const double learned = stage_[static_cast<size_t>(d)];
-    return learned_stages_ && learned >= 0 ? learned : routes_.dispatch(d);
-  }
-
-
   // Serial seconds from now until node `id` would start computing on d: the
   // dispatch of a new stage and the moves of its inputs (kInf if unreachable).
   double lead_s(NodeId id, int d) const {
     const Node& n = g_.node(id);
-    double s = (d == cur_dev_ ? 0 : stage_cost(d)) + routes_.per_node(d);
+    double s = (d == cur_dev_ ? 0 : routes_.dispatch(d)) + routes_.per_node(d);
     for (size_t i = 0; i < n.inputs.size(); ++i) {
       const ValueId x = n.inputs[i];
       if (x == kNone) continue;
@@ -697,7 +693,6 @@ class Placer {
   double clock_ = 0;
   std::vector<double> gap_;    // per device: learned time between nodes (CostLearner::gap_s)
   std::vector<double> stage_;  // per device: learned overhead of a stage (CostLearner::stage_s), -1 unknown
-  bool learned_stages_ = false;  // stage_cost uses stage_ (price_learned_stages)
   bool learned_stages_possible_ = false;  // every device has a learner
   int cur_dev_ = -1;
 };
@@ -794,12 +789,7 @@ Plan plan_graph(const Graph& g, const Topology& topo, const Residency& residency
   plan.order = memory_aware_order(view, placer.vbytes());
   placer.run(plan.order, plan.analysis, plan);
   merge_stages(placer, plan.order, plan.analysis, plan);
-  if (placer.price_learned_stages()) {
-    // The chosen placement, timed again with the learned stage overheads.
-    Plan priced;
-    const std::vector<int> chosen = plan.node_device;
-    if (placer.run(plan.order, plan.analysis, priced, &chosen)) plan.predicted_total_s = priced.predicted_total_s;
-  }
+  placer.price_learned_stages(plan.order, plan);
   placer.correct_total(plan);
   placer.finish(plan);
   lap(&PlanTimings::placement_s);
