@@ -18,6 +18,8 @@
  * p50/p99 and the median ratio. On one machine over loopback the split plan
  * pays transfers a single node does not: the ratio shows that cost.
  */
+#include <cjson/cJSON.h>
+
 #include "../samples/c/gpt2_decode.h"
 #include "bench_util.h"
 #include "server_pair.h"
@@ -33,6 +35,39 @@ static double info_number(genie_context_t *ctx, const char *key) {
   return v;
 }
 
+
+/* The chosen step's plan as the master explains it: nodes per device and
+ * the bytes it moves between devices, printed as one line (so that two
+ * builds' placements compare in the same run). */
+static void print_placement(genie_context_t *ctx, gd_session_t *s, gd_model_t *m, int d) {
+  genie_tensor_t *bound[GD_MAX_INPUTS], *e = NULL;
+  const int64_t e_shape[3] = {1, 1, d};
+  char *explain = NULL;
+  cJSON *plan, *it;
+  char devs[4][64];
+  int count[4] = {0, 0, 0, 0}, n_devs = 0, k;
+  double moved = 0;
+  bu_check(genie_tensor_alloc(ctx, GENIE_DTYPE_F32, e_shape, 3, NULL, &e), "embedding");
+  memcpy(bound, s->in, sizeof bound);
+  bound[0] = e; /* each step binds its own; the plan needs one of its shape */
+  bu_check(genie_plan_explain_bound(ctx, s->g, m->name_ptrs, bound, m->n_inputs, &explain),
+           "genie_plan_explain_bound");
+  plan = cJSON_Parse(explain);
+  genie_free(explain);
+  cJSON_ArrayForEach(it, cJSON_GetObjectItem(plan, "nodes")) {
+    const char *dev = cJSON_GetObjectItem(it, "device")->valuestring;
+    for (k = 0; k < n_devs && strcmp(devs[k], dev) != 0; ++k) {
+    }
+    if (k == n_devs && n_devs < 4) snprintf(devs[n_devs++], sizeof devs[0], "%s", dev);
+    if (k < 4) ++count[k];
+  }
+  cJSON_ArrayForEach(it, cJSON_GetObjectItem(plan, "transfers")) moved += cJSON_GetObjectItem(it, "bytes")->valuedouble;
+  printf("placement:");
+  for (k = 0; k < n_devs; ++k) printf(" %s %d nodes;", devs[k], count[k]);
+  printf(" %d transfers, %.0f bytes\n", cJSON_GetArraySize(cJSON_GetObjectItem(plan, "transfers")), moved);
+  cJSON_Delete(plan);
+  genie_tensor_destroy(e);
+}
 
 static double step_ms(gd_session_t *s, float *logits) {
   const double t0 = bu_now_s();
@@ -103,6 +138,7 @@ int main(int argc, char **argv) {
   printf("%-40s %9.3f %9.3f %9.3f %9.3f\n", "chosen plan (split over 2 servers)", sc.median, sc.p99, sc.min, sc.max);
   printf("%-40s %9.3f %9.3f %9.3f %9.3f\n", "naive: all on the master", sn.median, sn.p99, sn.min, sn.max);
   printf("chosen / naive per pair: median %.3f (min %.3f, max %.3f)\n", sq.median, sq.min, sq.max);
+  print_placement(ctx, &chosen, &m, dims.d);
   json = bu_json_open(o.json_path);
   if (json) {
     fprintf(json,

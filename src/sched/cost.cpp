@@ -113,6 +113,7 @@ OpCost op_cost(const Graph& g, NodeId id, OpCode code, const std::vector<const S
     // A gather: reads the ids and only the rows it looks up.
     c.bytes_read = bytes_of(n.inputs[0]) + bytes_of(n.outputs[0]);
   } else if (code == OpCode::Reshape || code == OpCode::Flatten) {
+    c.view_bytes = c.bytes_written;
     c.bytes_read = 0;  // metadata only: the data is not touched
     c.bytes_written = 0;
   } else if (code == OpCode::Transpose || code == OpCode::Permute || code == OpCode::Concat || code == OpCode::Split ||
@@ -148,6 +149,20 @@ std::vector<OpCost> node_costs(const Graph& g, const std::unordered_map<ValueId,
   return costs;
 }
 
+uint64_t cost_signature(const std::vector<OpCost>& costs) {
+  // FNV-1a over the op class of each node: sizes left out, so that the
+  // steps of a decode loop, whose caches grow by one token each, share one.
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i, v >>= 8) h = (h ^ (v & 0xff)) * 0x100000001b3ull;
+  };
+  mix(costs.size());
+  for (const OpCost& c : costs) {
+    mix(static_cast<uint64_t>(c.code));
+  }
+  return h ? h : 1;
+}
+
 bool cost_model_knows(const std::string& op) { return op_code(op) != OpCode::Other; }
 
 double model_seconds(const OpCost& c, const DeviceProfile& d) {
@@ -160,6 +175,12 @@ double model_seconds(const OpCost& c, const DeviceProfile& d) {
 double predict_seconds(const OpCost& c, const DeviceProfile& d) {
   const double s = model_seconds(c, d);
   return d.learned ? s * d.learned->factor(c.code, c.work()) : s;
+}
+
+double predict_seconds(const OpCost& c, const DeviceProfile& d, uint64_t graph, size_t node) {
+  double f;
+  if (d.learned && d.learned->node_factor(graph, node, &f)) return model_seconds(c, d) * f;
+  return predict_seconds(c, d);
 }
 
 }  // namespace genie::sched

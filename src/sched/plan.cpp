@@ -270,14 +270,24 @@ class Placer {
     bool learned = true;
     for (const DeviceProfile& d : t_.devices) learned &= d.learned != nullptr;
     gap_.assign(nd_, 0);
-    if (learned)
-      for (size_t d = 0; d < nd_; ++d) gap_[d] = t_.devices[d].learned->gap_s();
+    stage_.assign(nd_, -1);
+    const uint64_t graph = learned ? cost_signature(costs_) : 0;
+    learned_stages_possible_ = learned;
+    if (learned) {
+      for (size_t d = 0; d < nd_; ++d) {
+        const CostLearner& l = *t_.devices[d].learned;
+        gap_[d] = l.gap_s(graph);
+        // A stage's overhead is the multi-node runtime's: a plan over one
+        // node runs as one graph.
+        if (l.stage_known() && nodes_.names.size() > 1) stage_[d] = l.stage_s();
+      }
+    }
     classify();
     compute_.resize(nn * profiles_.size());
     for (size_t i = 0; i < nn; ++i)
       for (size_t c = 0; c < profiles_.size(); ++c) {
         const DeviceProfile& p = t_.devices[static_cast<size_t>(profiles_[c])];
-        compute_[i * profiles_.size() + c] = learned ? predict_seconds(costs_[i], p) : model_seconds(costs_[i], p);
+        compute_[i * profiles_.size() + c] = learned ? predict_seconds(costs_[i], p, graph, i) : model_seconds(costs_[i], p);
       }
   }
 
@@ -300,6 +310,33 @@ class Placer {
     plan.predicted_total_s = clock_;
     return true;
   }
+  // Learned stage overheads price a placement made without them (they do
+  // not steer it): each is a residual of whole stages on a device, which
+  // also takes up what the planned moves into its stages missed, so it
+  // says what a stage there costs, not whether a node should go there.
+  // Stages run one after another, so each stage of the chosen placement
+  // (a run of consecutive nodes of `order` on one device) moves the
+  // predicted total by its device's learned overhead less the figure it was
+  // placed with.
+  void price_learned_stages(const std::vector<NodeId>& order, Plan& plan) const {
+    int cur = -1;
+    for (NodeId id : order) {
+      const int d = plan.node_device[static_cast<size_t>(id)];
+      if (d == cur) continue;
+      cur = d;
+      if (stage_[static_cast<size_t>(d)] >= 0) plan.predicted_total_s += stage_[static_cast<size_t>(d)] - routes_.dispatch(d);
+    }
+  }
+
+  // A multi-node plan whose coordinator learns: its predicted total scaled
+  // by what whole runs of this graph took against their parts' sum.
+  void correct_total(Plan& plan) const {
+    plan.predicted_parts_s = plan.predicted_total_s;
+    plan.graph_signature = cost_signature(costs_);
+    if (!learned_stages_possible_ || nodes_.names.size() < 2) return;
+    plan.predicted_total_s *= t_.devices[0].learned->total_factor(plan.graph_signature);
+  }
+
   void finish(Plan& plan) { plan.node_cost = std::move(costs_); }
   // Resident weights that no longer keep their nodes (pull_modules): their
   // nodes are placed by finish time, the weights moved where they run.
@@ -371,7 +408,7 @@ class Placer {
     // Devices with learners of their own price apart (their corrections differ).
     using Figures = std::tuple<double, double, double, double, const void*>;
     std::map<Figures, int> profile;
-    using Alike = std::tuple<int, uint64_t, double, double, double, double>;
+    using Alike = std::tuple<int, uint64_t, double, double, double, double, double>;
     std::map<Alike, int> alike;
     prune_ = nd_ >= 32 && routes_.all_linked;
     profile_of_.resize(nd_);
@@ -388,7 +425,7 @@ class Placer {
       if (!prune_ || node == 0) continue;
       const Routes::Hop& h = routes_.to_coord[static_cast<size_t>(node)];
       const auto [c, added] =
-          alike.emplace(Alike{it->second, p.budget(), h.request, h.dispatch, h.bandwidth, h.per_node},
+          alike.emplace(Alike{it->second, p.budget(), h.request, h.dispatch, h.bandwidth, h.per_node, stage_[d]},
                         static_cast<int>(members_.size()));
       if (added) members_.emplace_back(), class_start_.push_back(0);
       members_[static_cast<size_t>(c->second)].push_back(static_cast<int>(d));
@@ -663,7 +700,9 @@ class Placer {
   std::vector<int32_t> remaining_, node_kv_;
   std::vector<int> kv_home_;
   double clock_ = 0;
-  std::vector<double> gap_;  // per device: learned time between nodes (CostLearner::gap_s)
+  std::vector<double> gap_;    // per device: learned time between nodes (CostLearner::gap_s)
+  std::vector<double> stage_;  // per device: learned overhead of a stage (CostLearner::stage_s), -1 unknown
+  bool learned_stages_possible_ = false;  // every device has a learner
   int cur_dev_ = -1;
 };
 
@@ -823,6 +862,8 @@ Plan plan_graph(const Graph& g, const Topology& topo, const Residency& residency
   placer.run(plan.order, plan.analysis, plan);
   merge_stages(placer, plan.order, plan.analysis, plan);
   pull_modules(placer, g, plan.order, plan.analysis, plan);
+  placer.price_learned_stages(plan.order, plan);
+  placer.correct_total(plan);
   placer.finish(plan);
   lap(&PlanTimings::placement_s);
   return plan;

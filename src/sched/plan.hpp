@@ -169,6 +169,11 @@ struct Plan {
   std::vector<double> predicted_node_s;  // per NodeId: compute time on its device
   std::vector<OpCost> node_cost;         // per NodeId: FLOPs and bytes
   double predicted_total_s = 0;          // predicted completion: stages, dispatches and transfers in series
+  // A multi-node plan's predicted_total_s before the coordinator's learned
+  // correction of whole runs (CostLearner::total_factor): what its runs are
+  // reported against (CostLearner::observe_total). Else predicted_total_s.
+  double predicted_parts_s = 0;
+  uint64_t graph_signature = 0;          // cost_signature() of the planned graph's costs
   std::vector<uint64_t> peak_bytes_per_device;  // per device: peak of live tensors in `order`
   std::vector<NodeDecision> decisions;   // per NodeId
   std::vector<std::string> device_names; // per device: qualified_name(), for explain
@@ -240,8 +245,17 @@ class PlanCache {
   // longer cached is ignored. A plan that predicts what the one dropped
   // for its key predicted (planning again learned nothing new: devices
   // without learners) is kept, so that it is not planned on every few runs.
+  //
+  // A smaller, lasting drift counts too: once kSettleRuns runs are in, a
+  // plan whose runs' exponentially weighted mean of log(measured /
+  // predicted) (weight kSettleAlpha) lies more than kSettleRatio off is
+  // dropped the same way (the learners have moved on since it was made; a
+  // single slow run moves that mean by little).
   static constexpr int kDriftRuns = 3;
   static constexpr double kDriftRatio = 2.0;
+  static constexpr int kSettleRuns = 8;
+  static constexpr double kSettleRatio = 1.25;
+  static constexpr double kSettleAlpha = 0.25;
   bool report(const Plan& plan, double measured_s);
 
   size_t size() const;
@@ -259,7 +273,9 @@ class PlanCache {
   struct Entry {
     Key key;
     std::shared_ptr<const Plan> plan;
-    int drifted = 0;  // runs in a row off the prediction (report)
+    int drifted = 0;        // runs in a row off the prediction (report)
+    int runs = 0;           // runs reported since it was planned
+    double log_drift = 0;   // their exponentially weighted mean of log(measured / predicted)
   };
   mutable std::mutex mu_;
   size_t capacity_;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -132,6 +133,7 @@ void PlanCache::insert(const Key& key, std::shared_ptr<const Plan> plan) {
   if (auto it = index_.find(key); it != index_.end()) {
     it->second->plan = std::move(plan);
     it->second->drifted = 0;
+    it->second->runs = 0;
     lru_.splice(lru_.begin(), lru_, it->second);
     return;
   }
@@ -152,8 +154,12 @@ bool PlanCache::report(const Plan& plan, double measured_s) {
   if (it == index_.end() || it->second->plan.get() != &plan) return false;  // replaced or dropped meanwhile
   Entry& e = *it->second;
   e.drifted = off ? e.drifted + 1 : 0;
-  if (e.drifted < kDriftRuns) return false;
+  const double x = std::log(ratio);
+  e.log_drift = e.runs++ == 0 ? x : e.log_drift + kSettleAlpha * (x - e.log_drift);
+  const bool settled_off = e.runs >= kSettleRuns && std::abs(e.log_drift) > std::log(kSettleRatio);
+  if (e.drifted < kDriftRuns && !settled_off) return false;
   e.drifted = 0;
+  e.runs = 0;
   const Key key = e.key;
   if (auto d = dropped_.find(key); d != dropped_.end() && d->second == plan.predicted_total_s) return false;
   if (dropped_.size() >= capacity_) dropped_.clear();

@@ -407,6 +407,7 @@ void Server::Impl::report_done(const std::shared_ptr<Peer>& p, const std::shared
 void Server::Impl::graph_done(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s, uint64_t rid,
                               const std::shared_ptr<const Graph>& graph, ExecResult& r) {
   if (observing()) observe_run(*graph, r, "server");
+  learn_from(*graph, r);
   report_done(p, s, rid, *graph, r, [](const TensorPtr& t, Session& s) { return s.add(t); });
 }
 

@@ -238,6 +238,15 @@ struct Server::Impl {
   // (the caller held weak pointers while it ran).
   void graph_done(const std::shared_ptr<Peer>& p, const std::shared_ptr<Session>& s, uint64_t rid,
                   const std::shared_ptr<const Graph>& graph, ExecResult& r);
+  // The cost model's feed (sched/learned_cost.hpp): a graph this server ran
+  // on its CPU teaches the CPU's learner each node's time, once this server
+  // has its CPU's profile (a worker from joining, a master from its first
+  // plan; a server that never calibrates is not made to). Loop thread.
+  void learn_from(const Graph& graph, const ExecResult& r);
+  void save_learned();  // writes it now (at stop)
+  std::mutex learn_mu;                          // learn_topo
+  std::shared_ptr<const sched::Topology> learn_topo;  // this server's CPU, with its learner
+  int64_t learned_saved_ns = 0;                 // loop thread
   // What graph_done and multinode_done share: `store(output, session)`
   // puts one output in the session and returns its tensor id.
   // Notes that request `rid` of `p` asks for its graph's spans (a

@@ -2,7 +2,9 @@
 #include "server/multinode.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <future>
 
@@ -265,6 +267,7 @@ std::shared_ptr<RemoteClient> MultiNode::drop_unhealthy(const std::string& node,
 }
 
 void MultiNode::close_all() {
+  save_learned(true);
   std::map<std::string, std::shared_ptr<const Worker>> all;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -276,14 +279,57 @@ void MultiNode::close_all() {
 
 const sched::DeviceProfile& MultiNode::local_profile() {
   std::lock_guard<std::mutex> lk(mu_);
-  if (!have_local_) {
+  if (!have_local_.load(std::memory_order_relaxed)) {
     sched::CalibrateOptions o;
     local_ = exec_.cpu_backend().calibrate(0, o);
     local_.op_overhead_s = measure_node_overhead(exec_);
     local_.node_id.clear();  // this process
-    have_local_ = true;
+    have_local_.store(true, std::memory_order_release);
   }
   return local_;
+}
+
+const sched::DeviceProfile* MultiNode::local_profile_if_ready() const {
+  return have_local_.load(std::memory_order_acquire) ? &local_ : nullptr;
+}
+
+std::shared_ptr<sched::CostLearner> MultiNode::worker_learner(const std::string& node, const std::string& device) {
+  if (!have_local_.load(std::memory_order_relaxed) || !local_.learned || local_.learned->file().empty())
+    return nullptr;
+  const std::string kind = device.substr(0, device.find(':'));
+  std::shared_ptr<sched::CostLearner>& l = worker_learned_[cat(node, "/", kind)];
+  if (l) return l;
+  // A file name of the node id's safe characters and a digest of all of
+  // them (two ids that differ only in unsafe characters stay apart).
+  std::string safe;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : node) {
+    h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+    safe += std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ? c : '_';
+  }
+  std::string safe_kind;
+  for (char c : kind) safe_kind += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  const std::string& own = local_.learned->file();
+  const std::string dir = own.substr(0, own.find_last_of('/') + 1);
+  char digest[17];
+  std::snprintf(digest, sizeof digest, "%016llx", static_cast<unsigned long long>(h));
+  l = sched::CostLearner::shared(cat(dir, "worker-", safe.substr(0, 64), "-", digest, "-", safe_kind,
+                                     ".learned.json"));
+  return l;
+}
+
+void MultiNode::save_learned(bool now) {
+  constexpr int64_t kEveryNs = 10'000'000'000;
+  const int64_t t = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  int64_t last = learned_saved_ns_.load(std::memory_order_relaxed);
+  if (!now && (t - last < kEveryNs || !learned_saved_ns_.compare_exchange_strong(last, t))) return;
+  std::vector<std::shared_ptr<sched::CostLearner>> all;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const auto& [key, l] : worker_learned_) all.push_back(l);
+    if (have_local_.load(std::memory_order_relaxed) && local_.learned) all.push_back(local_.learned);
+  }
+  for (const auto& l : all) l->save();
 }
 
 void MultiNode::count(const std::string& role, uint64_t bytes, bool direct) {
@@ -357,6 +403,7 @@ MultiNode::Planned MultiNode::plan(const Graph& g, const std::vector<Held>& inpu
       if (std::find(lost.begin(), lost.end(), id) != lost.end()) continue;
       for (const auto& d : w->devices) {
         p.topo.devices.push_back(d);
+        p.topo.devices.back().learned = worker_learner(id, d.device);
         p.device_node.push_back(id);
       }
       p.topo.links.push_back({"", id, std::max(w->bandwidth_bytes_per_s, 1.0), w->rtt_s, w->request_s,

@@ -173,6 +173,12 @@ class MultiNode {
   Stats stats() const;
   // This server's CPU as the planner sees it (calibrated once, cached).
   const sched::DeviceProfile& local_profile();
+  // local_profile() when it has been calibrated already, else null (never
+  // calibrates). Any thread.
+  const sched::DeviceProfile* local_profile_if_ready() const;
+  // Writes what was learned of the workers' stages and of this server's own
+  // (at most every few seconds unless `now`). Any thread.
+  void save_learned(bool now = false);
 
  private:
   struct Planned {
@@ -182,6 +188,13 @@ class MultiNode {
   };
   Planned plan(const Graph& g, const std::vector<Held>& inputs,
                const std::unordered_map<ValueId, Shape>& shapes);
+  // What this master learns of a worker's devices of one kind ("cpu",
+  // "cuda"): their op classes' corrections, from the time the worker reports
+  // for each stage, and the stage overhead (sched::CostLearner), kept beside
+  // this server's own learner in the profile cache
+  // ("worker-<node>-<hash>-<kind>.learned.json"); null when this server
+  // learns nothing (no profile cache). Under mu_.
+  std::shared_ptr<sched::CostLearner> worker_learner(const std::string& node, const std::string& device);
   // Counts bytes moved between servers for a value of `role` (direct: from
   // one worker to another without passing here).
   void count(const std::string& role, uint64_t bytes, bool direct = false);
@@ -217,8 +230,10 @@ class MultiNode {
   uint64_t version_ = 1;
   std::vector<std::string> lost_;            // registered workers the last plan left out (marked lost)
   std::map<std::string, std::string> left_;  // workers that left: why
-  bool have_local_ = false;
+  std::atomic<bool> have_local_{false};
   sched::DeviceProfile local_;
+  std::map<std::string, std::shared_ptr<sched::CostLearner>> worker_learned_;  // by "<node>/<kind>"
+  std::atomic<int64_t> learned_saved_ns_{0};
   uint64_t multinode_graphs_ = 0;
   uint64_t transfer_bytes_ = 0;
   uint64_t direct_bytes_ = 0;

@@ -14,6 +14,7 @@
 #include "core/log.hpp"
 #include "core/metrics.hpp"
 #include "core/trace.hpp"
+#include "exec/learn.hpp"
 #include "exec/plan_runner.hpp"
 #include "exec/run_memory.hpp"
 #include "graph/split.hpp"
@@ -53,11 +54,11 @@ void report(const StageDone& done, const std::function<void()>& body) {
 // A driver whose stages a member of the run drives.
 class Driver final : public StageDriver {
  public:
-  explicit Driver(std::function<void(const Stage&, StageDone)> body) : body_(std::move(body)) {}
-  void run(size_t, const Stage& st, StageDone done) override { body_(st, std::move(done)); }
+  explicit Driver(std::function<void(size_t, const Stage&, StageDone)> body) : body_(std::move(body)) {}
+  void run(size_t index, const Stage& st, StageDone done) override { body_(index, st, std::move(done)); }
 
  private:
-  std::function<void(const Stage&, StageDone)> body_;
+  std::function<void(size_t, const Stage&, StageDone)> body_;
 };
 
 }  // namespace
@@ -75,8 +76,8 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
         session_(session),
         post_(std::move(post)),
         done_(std::move(done)),
-        local_([this](const Stage& st, StageDone d) { report(d, [&] { local_stage(st, d); }); }),
-        worker_([this](const Stage& st, StageDone d) { report(d, [&] { worker_stage(st, d); }); }) {}
+        local_([this](size_t k, const Stage& st, StageDone d) { report(d, [&] { local_stage(k, st, d); }); }),
+        worker_([this](size_t k, const Stage& st, StageDone d) { report(d, [&] { worker_stage(k, st, d); }); }) {}
 
   // On the calling (task) thread until the first worker stage is sent.
   void start() {
@@ -86,6 +87,7 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
              check(!mn_.cancelled_.load(), GENIE_ERR_SHUTDOWN, "the server is stopping");
              pl_ = mn_.plan(g_, inputs_, shapes_);
              stages_ = split_stages(g_, pl_.plan->node_device, pl_.plan->order, &shapes_);
+             timing_.assign(stages_.size(), {});
              {
                std::lock_guard<std::mutex> lk(mn_.mu_);
                ++mn_.multinode_graphs_;
@@ -137,6 +139,7 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
             metrics::observe(metrics::Id::CostModelRatio, {},
                              double(mn_.last_measured_ns_) / double(mn_.last_predicted_ns_));
         }
+        learn_stages(measured_s);
         mn_.plans_.report(plan, measured_s);  // re-planned when it keeps drifting
         for (ValueId o : g_.outputs()) {
           const Holding& h = held_.at(o);
@@ -161,6 +164,59 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
     charges_.clear();
     Done d = std::move(done_);
     d(std::move(result));
+  }
+
+  // What one stage took: from its driver's start to its end (its inputs'
+  // moves, its run, a worker's round trip), and of that the device's own
+  // run of it (the executor's time; a worker's as it reports it).
+  struct StageTiming {
+    Clock::time_point start;
+    double wall_s = -1, run_s = 0;
+  };
+
+  // The stages' costs by stage node (the plan's, in the stage graph's node order).
+  std::vector<sched::OpCost> stage_costs(const Stage& st) const {
+    std::vector<sched::OpCost> c;
+    c.reserve(st.nodes.size());
+    for (NodeId n : st.nodes) c.push_back(pl_.plan->node_cost.at(static_cast<size_t>(n)));
+    return c;
+  }
+
+  // A completed run teaches each stage's device what a stage costs there
+  // beyond its run and its inputs' moves as planned (the coordinator's time
+  // between stages shared among them; for a worker, less the link's modelled
+  // share per node, which plans add per node): CostLearner::observe_stage.
+  void learn_stages(double measured_s) {
+    const sched::Plan& plan = *pl_.plan;
+    double walls = 0;
+    for (const StageTiming& t : timing_) {
+      if (t.wall_s < 0) return;  // a stage unmeasured: teach nothing
+      walls += t.wall_s;
+    }
+    if (timing_.empty()) return;
+    const double between = std::max(0.0, measured_s - walls) / static_cast<double>(timing_.size());
+    std::vector<int> stage_of(plan.node_device.size(), -1);
+    for (size_t k = 0; k < stages_.size(); ++k)
+      for (NodeId n : stages_[k].nodes) stage_of.at(static_cast<size_t>(n)) = static_cast<int>(k);
+    std::vector<double> moves(stages_.size(), 0);
+    for (const sched::Transfer& tr : plan.transfers)
+      if (tr.consumer != kNone && stage_of.at(static_cast<size_t>(tr.consumer)) >= 0)
+        moves[static_cast<size_t>(stage_of[static_cast<size_t>(tr.consumer)])] += tr.predicted_s;
+    for (size_t k = 0; k < stages_.size(); ++k) {
+      const Stage& st = stages_[k];
+      const size_t d = static_cast<size_t>(st.device);
+      const sched::DeviceProfile& dev = pl_.topo.devices.at(d);
+      if (!dev.learned) continue;
+      double per_node = 0;
+      if (!pl_.device_node.at(d).empty())
+        for (const sched::LinkProfile& l : pl_.topo.links)
+          if (l.to_node == pl_.device_node[d]) per_node = l.dispatch_per_node_s;
+      dev.learned->observe_stage(timing_[k].wall_s + between - timing_[k].run_s - moves[k] -
+                                 per_node * static_cast<double>(st.nodes.size()));
+    }
+    if (const auto& coordinator = pl_.topo.devices.at(0).learned)
+      coordinator->observe_total(plan.graph_signature, plan.predicted_parts_s, measured_s);
+    mn_.save_learned();
   }
 
   bool is_kv(ValueId v) const {
@@ -261,7 +317,8 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
   // A stage on this server's CPU, on this thread: its outputs and
   // intermediates charged as a graph run here is (server/graphs.cpp), until
   // the graph ends (later stages may read its outputs).
-  void local_stage(const Stage& st, const StageDone& done) {
+  void local_stage(size_t index, const Stage& st, const StageDone& done) {
+    timing_.at(index).start = Clock::now();
     std::vector<TensorPtr> ins;
     for (ValueId v : st.inputs) ins.push_back(here(v));
     if (charge_) {
@@ -275,6 +332,11 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
     mn_.exec_.run(st.graph, std::move(ins), [p](ExecResult&& r) { p->set_value(std::move(r)); });
     ExecResult r = f.get();
     if (r.status != GENIE_OK) throw Error(r.status, std::move(r.detail));
+    // Its nodes teach this server's learner, and its time between nodes
+    // is kept under the whole graph's (what plans of it look up).
+    learn_from_run(stage_costs(st), r, pl_.topo, nullptr, st.device, &pl_.plan->node_cost, &st.nodes);
+    timing_[index].run_s = static_cast<double>(r.exec_ns) * 1e-9;
+    timing_[index].wall_s = seconds_since(timing_[index].start);
     for (size_t i = 0; i < st.outputs.size(); ++i) {
       Holding& h = held_[st.outputs[i]];
       h.home.clear();
@@ -286,7 +348,8 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
   // A stage on a worker: its inputs moved there on this thread, then the
   // stage sent; its reply (or its deadline, or the server's stop) goes on
   // on a task thread. No thread waits for it.
-  void worker_stage(const Stage& st, const StageDone& done) {
+  void worker_stage(size_t index, const Stage& st, const StageDone& done) {
+    timing_.at(index).start = Clock::now();
     const std::string node = pl_.device_node.at(static_cast<size_t>(st.device));
     std::shared_ptr<RemoteClient> client = mn_.client_of(node);
     check(client != nullptr, GENIE_ERR_CONNECTION, "worker ", node, " left before its part of graph '",
@@ -336,15 +399,15 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
     try {
       auto s = client->submit(
           graph_to_json(*st.graph), bindings,
-          [&waits, id, resume, done, client, node, stage = &st, self = shared_from_this()](RemoteResult&& r) {
+          [&waits, id, resume, done, client, node, index, stage = &st, self = shared_from_this()](RemoteResult&& r) {
             if (!waits.finish(id)) {
               // Past its deadline or the stop: nobody takes its outputs.
               for (const RemoteOutput& o : r.outputs) client->tensor_free(o.tensor_id);
               return;
             }
             auto reply = std::make_shared<RemoteResult>(std::move(r));
-            resume([self, stage, node, client, reply, done] {
-              report(done, [&] { self->worker_replied(*stage, node, client, *reply, done); });
+            resume([self, index, stage, node, client, reply, done] {
+              report(done, [&] { self->worker_replied(index, *stage, node, client, *reply, done); });
             });
           });
       if (s) client->watch(*s);
@@ -359,8 +422,8 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
   // each of its dtype and shape (so of its byte count; reads then check
   // the bytes that come back against it). A mismatch fails the graph and
   // the worker gets no more work.
-  void worker_replied(const Stage& st, const std::string& node, const std::shared_ptr<RemoteClient>& client,
-                      const RemoteResult& r, const StageDone& done) {
+  void worker_replied(size_t index, const Stage& st, const std::string& node,
+                      const std::shared_ptr<RemoteClient>& client, const RemoteResult& r, const StageDone& done) {
     if (r.status != GENIE_OK) throw Error(r.status, cat("on worker ", node, ": ", r.detail));
     std::string lie;
     if (r.outputs.size() != st.outputs.size()) {
@@ -380,7 +443,14 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
       fail(GENIE_ERR_PROTOCOL, "graph '", g_.name(), "': worker ", node, " answered against its plan (", lie,
            "); it is marked unhealthy and gets no more work until it registers again");
     }
-    const std::string& device = pl_.topo.devices.at(static_cast<size_t>(st.device)).device;
+    const sched::DeviceProfile& profile = pl_.topo.devices.at(static_cast<size_t>(st.device));
+    const std::string& device = profile.device;
+    // The worker's time for the stage teaches this master's learner of the
+    // worker's device (its nodes' times stay on the worker).
+    StageTiming& t = timing_.at(index);
+    t.wall_s = seconds_since(t.start);
+    t.run_s = static_cast<double>(r.exec_ns) * 1e-9;
+    learn_from_stage(stage_costs(st), t.run_s, profile);
     for (size_t i = 0; i < st.outputs.size(); ++i) {
       Holding& h = held_[st.outputs[i]];
       h.home = node;
@@ -404,6 +474,7 @@ class MultiNode::GraphRun : public std::enable_shared_from_this<GraphRun> {
   Clock::time_point started_;
   Planned pl_;
   std::vector<Stage> stages_;
+  std::vector<StageTiming> timing_;  // per stage
   std::unordered_map<ValueId, Holding> held_;
   // The charges of the copies read back from workers and of the stages
   // here: released when the graph ends, after the copies.

@@ -471,6 +471,7 @@ void Server::wait() {
   impl->tasks.stop();
   impl->parses.stop();
   if (impl->workers) impl->workers->close_all();
+  impl->save_learned();  // what this server's runs taught its CPU's learner
   for (auto& [addr, link] : impl->peer_links) link->close();
   if (impl->master_link) impl->master_link->close();
   // Every connection and session is gone; what remains on the loop is

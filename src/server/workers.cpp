@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "dataplane/transport.hpp"
+#include "exec/learn.hpp"
 #include "server/impl.hpp"
 #include "server/master.hpp"
 
@@ -37,11 +38,57 @@ void Server::Impl::join_master() {
   co.node_id = node_id;
   sched::DeviceProfile profile = exec.cpu_backend().calibrate(0, co);
   profile.op_overhead_s = measure_node_overhead(exec);
+  if (profile.learned) {
+    auto topo = std::make_shared<sched::Topology>();
+    topo->devices.push_back(profile);
+    std::lock_guard<std::mutex> lk(learn_mu);
+    learn_topo = std::move(topo);
+  }
   master_link = RemoteClient::connect(c, node_id);
   master_link->register_worker(host, bound_port, {profile});
   if (opts.cluster) opts.cluster->start_worker_heartbeat(master_link, host, bound_port);
   log(LogLevel::Info, "server ", node_id, ": joined master ", master_link->server_node_id(), " at ",
       opts.join_host, ":", opts.join_port, " as a worker reachable at ", host, ":", bound_port);
+}
+
+void Server::Impl::learn_from(const Graph& graph, const ExecResult& r) {
+  if (r.status != GENIE_OK || r.trace.size() != graph.nodes().size()) return;
+  std::shared_ptr<const sched::Topology> topo;
+  {
+    std::lock_guard<std::mutex> lk(learn_mu);
+    if (!learn_topo && workers)
+      if (const sched::DeviceProfile* own = workers->local_profile_if_ready(); own && own->learned) {
+        auto t = std::make_shared<sched::Topology>();
+        t->devices.push_back(*own);
+        learn_topo = std::move(t);
+      }
+    topo = learn_topo;
+  }
+  if (!topo) return;
+  // Only what ran on the CPU (its outputs in host memory), and only graphs
+  // whose sizes are all known (a dynamic dimension has no cost).
+  for (const TensorPtr& t : r.outputs)
+    if (!t || !t->host_accessible()) return;
+  for (const Value& v : graph.values())
+    for (int64_t d : v.shape)
+      if (d < 0) return;
+  learn_from_run(sched::node_costs(graph, nullptr), r, *topo, nullptr, 0);
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  if (now - learned_saved_ns >= 10'000'000'000) {
+    learned_saved_ns = now;
+    genie::save_learned(*topo);
+  }
+}
+
+void Server::Impl::save_learned() {
+  std::shared_ptr<const sched::Topology> topo;
+  {
+    std::lock_guard<std::mutex> lk(learn_mu);
+    topo = learn_topo;
+  }
+  if (topo) genie::save_learned(*topo);
 }
 
 void Server::Impl::off_loop(const std::shared_ptr<Peer>& p, uint64_t rid, std::function<void()> task) {

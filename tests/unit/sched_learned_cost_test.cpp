@@ -82,6 +82,8 @@ TEST(SchedLearnedCost, IgnoresNonsense) {
   EXPECT_EQ(l.observations(), 0u);
   EXPECT_DOUBLE_EQ(l.factor(OpCode::Add, 1e6), 1.0);
   l.observe(OpCode::Add, 1e6, 1e-9, 1e9);  // clamped to the largest correction
+  EXPECT_DOUBLE_EQ(l.factor(OpCode::Add, 1e6), 1.0);  // one observation does not speak yet
+  for (uint64_t i = 1; i < CostLearner::kMinObservations; ++i) l.observe(OpCode::Add, 1e6, 1e-9, 1e9);
   EXPECT_NEAR(l.factor(OpCode::Add, 1e6), CostLearner::kMaxFactor, 1e-6);
   EXPECT_FALSE(l.save());  // in memory only
 }
@@ -120,7 +122,7 @@ TEST(SchedLearnedCost, PersistedCorrectionsLoadBack) {
         << "{\"version\": 99, \"cells\": [{\"op\":\"matmul\",\"bucket\":29,\"factor\":2,\"count\":1}]}";
     EXPECT_EQ(CostLearner(file).cells(), 0u);
     std::ofstream(file)
-        << "{\"version\": 1, \"cells\": [{\"op\":\"matmul\",\"bucket\":29,\"factor\":2,\"count\":1},"
+        << "{\"version\": 1, \"cells\": [{\"op\":\"matmul\",\"bucket\":29,\"factor\":2,\"count\":3},"
            "{\"op\":\"nonsense\",\"bucket\":3,\"factor\":2,\"count\":1},"
            "{\"op\":\"add\",\"bucket\":3,\"factor\":-2,\"count\":1}]}";
     CostLearner partial(file);
@@ -206,11 +208,12 @@ TEST(SchedLearnedCost, TheTimeBetweenNodesIsLearnedAndPlanned) {
   // Runs of 2 nodes whose kernels took 1 ms of 1.1 ms: 50 us per node besides.
   for (int i = 0; i < 10; ++i) topo.devices[0].learned->observe_run(2, 1.1e-3, 1.0e-3);
   EXPECT_NEAR(topo.devices[0].learned->gap_s(), 50e-6, 1e-9);
-  // Nodes overlapped: nothing besides; one run moves the mean by kAlpha of
-  // at most e^kMaxStep - 1 of it.
-  topo.devices[0].learned->observe_run(2, 0.5e-3, 1.0e-3);
-  EXPECT_NEAR(topo.devices[0].learned->gap_s(),
-              50e-6 * (1 - CostLearner::kAlpha * (std::exp(CostLearner::kMaxStep) - 1)), 1e-9);
+  // Nodes overlapped: nothing besides. A few such runs (fewer than half
+  // the window) leave the median where it was; a lasting change moves it.
+  for (int i = 0; i < CostLearner::kWindow / 2; ++i) topo.devices[0].learned->observe_run(2, 0.5e-3, 1.0e-3);
+  EXPECT_NEAR(topo.devices[0].learned->gap_s(), 50e-6, 1e-9);
+  for (int i = 0; i < CostLearner::kWindow / 2 + 1; ++i) topo.devices[0].learned->observe_run(2, 1.04e-3, 1.0e-3);
+  EXPECT_NEAR(topo.devices[0].learned->gap_s(), 20e-6, 1e-9);
   const Plan p = plan_graph(*g, topo, {});
   EXPECT_NEAR(p.predicted_total_s - bare, 2 * topo.devices[0].learned->gap_s(), 1e-9);
   EXPECT_DOUBLE_EQ(p.predicted_node_s[0] + p.predicted_node_s[1], bare);  // nodes as before
@@ -218,7 +221,7 @@ TEST(SchedLearnedCost, TheTimeBetweenNodesIsLearnedAndPlanned) {
   const std::string file = temp_file("gap");
   {
     CostLearner l(file);
-    l.observe_run(4, 1e-3, 0.6e-3);
+    for (uint64_t i = 0; i < CostLearner::kMinObservations; ++i) l.observe_run(4, 1e-3, 0.6e-3);
     ASSERT_TRUE(l.save());
   }
   EXPECT_NEAR(CostLearner(file).gap_s(), 100e-6, 1e-12);
@@ -229,12 +232,164 @@ TEST(SchedLearnedCost, CorrectionsApplyOnlyWhenEveryDeviceLearns) {
   const auto g = matmul_relu(256);
   Topology topo = two_devices();
   const std::vector<OpCost> costs = node_costs(*g, nullptr);
-  topo.devices[1].learned->observe(costs[0].code, costs[0].work(), 1, 1000);
+  for (uint64_t i = 0; i < CostLearner::kMinObservations; ++i)
+    topo.devices[1].learned->observe(costs[0].code, costs[0].work(), 1, 1000);
   EXPECT_EQ(plan_graph(*g, topo, {}).node_device[0], 0);
   // Without a learner on the CPU its figures and the accelerator's corrected
   // ones would not compare: the bare model places.
   topo.devices[0].learned.reset();
   EXPECT_EQ(plan_graph(*g, topo, {}).node_device[0], 1);
+}
+
+TEST(SchedLearnedCost, EachGraphKeepsItsOwnTimeBetweenNodes) {
+  const auto small = matmul_relu(64);
+  const auto big = matmul_relu(512);  // the same structure: one signature, sizes apart
+  EXPECT_EQ(cost_signature(node_costs(*small, nullptr)), cost_signature(node_costs(*big, nullptr)));
+  auto other = std::make_unique<Graph>("chain");
+  other->add_input("x", DType::F32, {64, 64});
+  other->add_node("relu", "a", {"x"}, {"h"});
+  other->add_node("relu", "b", {"h"}, {"y"});
+  other->mark_output("y");
+  other->validate();
+  const uint64_t mm = cost_signature(node_costs(*small, nullptr));
+  const uint64_t chain = cost_signature(node_costs(*other, nullptr));
+  ASSERT_NE(mm, chain);
+  ASSERT_NE(mm, 0u);
+
+  Topology topo;
+  topo.devices = {device("", "cpu:0", 100, 10)};
+  topo.devices[0].learned = std::make_shared<CostLearner>();
+  topo.version = 1;
+  CostLearner& l = *topo.devices[0].learned;
+  const double bare_mm = plan_graph(*small, topo, {}).predicted_total_s;
+  const double bare_chain = plan_graph(*other, topo, {}).predicted_total_s;
+  // The chain hands off 100 us per node, the matmul graph 10 us.
+  for (int i = 0; i < 10; ++i) {
+    l.observe_run(chain, 2, 1.2e-3, 1.0e-3);
+    l.observe_run(mm, 2, 1.02e-3, 1.0e-3);
+  }
+  EXPECT_NEAR(l.gap_s(chain), 100e-6, 1e-9);
+  EXPECT_NEAR(l.gap_s(mm), 10e-6, 1e-9);
+  EXPECT_GT(l.gap_s(), 10e-6);  // the device's figure: between the two
+  EXPECT_LT(l.gap_s(), 100e-6);
+  EXPECT_DOUBLE_EQ(l.gap_s(12345), l.gap_s());  // a graph never seen: the device's
+  // Each plan adds its own graph's gap after each of its two nodes.
+  EXPECT_NEAR(plan_graph(*small, topo, {}).predicted_total_s - bare_mm, 2 * 10e-6, 1e-9);
+  EXPECT_NEAR(plan_graph(*other, topo, {}).predicted_total_s - bare_chain, 2 * 100e-6, 1e-9);
+
+  // Kept in the file with the stage overhead; a later process reads both.
+  l.observe_stage(300e-6);
+  const std::string file = temp_file("graphs");
+  {
+    CostLearner w(file);
+    for (uint64_t i = 0; i < CostLearner::kMinObservations; ++i) {
+      w.observe_run(chain, 2, 1.2e-3, 1.0e-3);
+      w.observe_stage(300e-6);
+    }
+    ASSERT_TRUE(w.save());
+  }
+  CostLearner back(file);
+  EXPECT_NEAR(back.gap_s(chain), 100e-6, 1e-12);
+  EXPECT_TRUE(back.stage_known());
+  EXPECT_NEAR(back.stage_s(), 300e-6, 1e-12);
+  std::remove(file.c_str());
+}
+
+// A coordinator and a worker node (serial figures of sched_plan_test), each
+// device with its learner.
+Topology learning_pair() {
+  Topology t;
+  t.devices = {device("node-a", "cpu:0", 1, 1), device("node-b", "cpu:0", 1, 1)};
+  for (DeviceProfile& d : t.devices) d.learned = std::make_shared<CostLearner>();
+  LinkProfile l;
+  l.from_node = "node-a";
+  l.to_node = "node-b";
+  l.bandwidth_bytes_per_s = 1e9;
+  l.rtt_s = 100e-6;
+  l.request_s = 20e-6;
+  l.dispatch_s = 50e-6;
+  l.dispatch_per_node_s = 5e-6;
+  t.links = {l};
+  t.version = 1;
+  return t;
+}
+
+TEST(SchedLearnedCost, AWorkersLearnedStageOverheadReplacesItsLinkFigures) {
+  // linear(x, w1) with the weight w1 resident on the worker: one stage
+  // there (the weight stays where it lives), one dispatch.
+  Graph g("remote");
+  g.add_input("x", DType::F32, {1, 256});
+  g.value(g.add_input("w1", DType::F32, {256, 256})).role = TensorRole::Weight;
+  g.add_node("linear", "fc", {"x", "w1"}, {"y"});
+  g.mark_output("y");
+  g.validate();
+  Topology topo = learning_pair();
+  Residency res;
+  res.value_device = {{"x", 0}, {"w1", 1}};
+  const Plan bare = plan_graph(g, topo, res);
+  ASSERT_EQ(bare.node_device[0], 1);
+  // Measured stages there cost 2 ms beyond their run and moves: the link's
+  // RTT + dispatch (150 us) is replaced by it.
+  for (int i = 0; i < 5; ++i) topo.devices[1].learned->observe_stage(2e-3);
+  const Plan learned = plan_graph(g, topo, res);
+  EXPECT_NEAR(learned.predicted_total_s - bare.predicted_total_s, 2e-3 - 150e-6, 1e-9);
+  // The coordinator's own overhead counts for its stages in multi-node
+  // plans only: a plan over one node runs as one graph.
+  Topology one;
+  one.devices = {topo.devices[0]};
+  one.version = 1;
+  const double before = plan_graph(g, one, {}).predicted_total_s;
+  topo.devices[0].learned->observe_stage(1e-3);
+  EXPECT_DOUBLE_EQ(plan_graph(g, one, {}).predicted_total_s, before);
+  EXPECT_NEAR(plan_graph(g, topo, res).predicted_total_s - learned.predicted_total_s, 0, 1e-12)
+      << "no stage of this plan runs on the coordinator";
+
+  // Whole runs took 1.5x the sum of their parts: the coordinator scales the
+  // plan's total by it once it has seen enough of them (not its parts).
+  const Plan parts = plan_graph(g, topo, res);
+  EXPECT_DOUBLE_EQ(parts.predicted_parts_s, parts.predicted_total_s);
+  ASSERT_NE(parts.graph_signature, 0u);
+  for (uint64_t i = 0; i < CostLearner::kMinObservations; ++i)
+    topo.devices[0].learned->observe_total(parts.graph_signature, parts.predicted_parts_s,
+                                           1.5 * parts.predicted_parts_s);
+  const Plan scaled = plan_graph(g, topo, res);
+  EXPECT_NEAR(scaled.predicted_total_s, 1.5 * parts.predicted_total_s, 1e-12);
+  EXPECT_DOUBLE_EQ(scaled.predicted_parts_s, parts.predicted_parts_s);
+  EXPECT_EQ(scaled.node_device, parts.node_device);
+  EXPECT_DOUBLE_EQ(plan_graph(g, one, {}).predicted_total_s, before);  // one node: no whole-run correction
+}
+
+TEST(SchedLearnedCost, ALastingSmallDriftIsPlannedAgain) {
+  const auto g = matmul_relu(256);
+  Topology topo = two_devices();
+  PlanCache cache;
+  const Residency none;
+  auto plan = cache.get_or_plan(*g, topo, none);
+  // 1.2x off (within kSettleRatio): kept however long it lasts.
+  for (int i = 0; i < 4 * PlanCache::kSettleRuns; ++i)
+    EXPECT_FALSE(cache.report(*plan, plan->predicted_total_s * 1.2));
+  EXPECT_EQ(cache.replans(), 0u);
+  // 1.5x off (within kDriftRatio, beyond kSettleRatio): dropped once the
+  // mean has settled there, not before.
+  auto fresh = std::make_shared<const Plan>(*plan);
+  cache.clear();
+  cache.insert(PlanCache::key_of(*g, topo, none), fresh);
+  const std::vector<OpCost> costs = node_costs(*g, nullptr);
+  for (int i = 1; i < PlanCache::kSettleRuns; ++i)
+    EXPECT_FALSE(cache.report(*fresh, fresh->predicted_total_s * 1.5)) << i;
+  // What the runs taught meanwhile (the matmul 1.5x slower on the accelerator).
+  for (uint64_t i = 0; i < CostLearner::kMinObservations; ++i)
+    topo.devices[1].learned->observe(costs[0].code, costs[0].work(), model_seconds(costs[0], topo.devices[1]),
+                                     1.5 * model_seconds(costs[0], topo.devices[1]));
+  EXPECT_TRUE(cache.report(*fresh, fresh->predicted_total_s * 1.5));
+  EXPECT_EQ(cache.replans(), 1u);
+  auto again = cache.get_or_plan(*g, topo, none);
+  EXPECT_NE(again, fresh);
+  EXPECT_GT(again->predicted_total_s, fresh->predicted_total_s);
+  // One slow run among many on time moves the mean by little: kept.
+  for (int i = 0; i < 2 * PlanCache::kSettleRuns; ++i)
+    EXPECT_FALSE(cache.report(*again, again->predicted_total_s * (i == 9 ? 1.9 : 1.0)));
+  EXPECT_EQ(cache.replans(), 1u);
 }
 
 }  // namespace
