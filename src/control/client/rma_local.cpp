@@ -1,0 +1,139 @@
+// One-sided transfers between local processes (rma_local.hpp).
+#include "control/client/rma_local.hpp"
+
+#include <dirent.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "control/client/impl.hpp"
+#include "core/host.hpp"
+
+namespace genie {
+
+std::string check_listener(uint64_t pid, int port) {
+  // The listening sockets bound to the port, by inode.
+  std::vector<std::string> listening;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream f(table);
+    std::string line;
+    std::getline(f, line);  // the column names
+    while (std::getline(f, line)) {
+      std::istringstream in(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      if (!(in >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode))
+        continue;
+      const size_t colon = local.rfind(':');
+      if (state != "0A" || colon == std::string::npos) continue;  // 0A: TCP_LISTEN
+      if (std::strtol(local.c_str() + colon + 1, nullptr, 16) == port) listening.push_back(cat("socket:[", inode, "]"));
+    }
+  }
+  if (listening.empty()) return cat("no socket listens on port ", port, " in this network namespace");
+  const std::string dir = cat("/proc/", pid, "/fd");
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return cat("cannot list ", dir, ": ", std::strerror(errno));
+  bool found = false;
+  while (const dirent* e = ::readdir(d)) {
+    char target[64];
+    const std::string path = cat(dir, "/", e->d_name);
+    const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
+    if (n <= 0) continue;
+    target[n] = '\0';
+    for (const std::string& s : listening) found = found || s == target;
+    if (found) break;
+  }
+  ::closedir(d);
+  return found ? std::string() : cat("process ", pid, " holds no socket listening on port ", port);
+}
+
+bool RemoteClient::Impl::local_wanted() {
+  if (!cfg.local_rma || !cfg.direct_calls || !is_loopback(cfg.master_addr)) return false;
+  {
+    std::lock_guard<std::mutex> lk(local.mu);
+    if (local.off) return false;
+  }
+  std::lock_guard<std::mutex> lk(mu);
+  return data_endpoint.transport == "ucx";
+}
+
+uint64_t RemoteClient::Impl::ready_epoch() {
+  std::lock_guard<std::mutex> lk(mu);
+  return state == State::Ready ? link_epoch : 0;
+}
+
+void RemoteClient::Impl::local_granted(uint64_t id, const wire::LocalGrant& g, uint64_t epoch) {
+  // Granted by the server of another session establishment than the one
+  // the request started in: it may be another process.
+  if (epoch == 0 || ready_epoch() != epoch || g.length() == 0) return;
+  std::lock_guard<std::mutex> lk(local.mu);
+  local.by_tensor[id] = LocalGrants::Grant{g.pid(), g.address(), g.length(), epoch};
+}
+
+void RemoteClient::Impl::local_forget(uint64_t id) noexcept {
+  std::lock_guard<std::mutex> lk(local.mu);
+  local.by_tensor.erase(id);
+}
+
+bool RemoteClient::Impl::local_transfer(bool write, uint64_t id, size_t offset, void* buf, size_t nbytes) {
+  if (nbytes == 0 || nbytes > kLocalMaxBytes) return false;
+  LocalGrants::Grant g;
+  {
+    std::lock_guard<std::mutex> lk(local.mu);
+    const auto it = local.by_tensor.find(id);
+    if (it == local.by_tensor.end() || local.off) return false;
+    g = it->second;
+  }
+  // Out of range: the server's own check answers (SIZE_MISMATCH).
+  if (offset > g.length || nbytes > g.length - offset) return false;
+  const uint64_t epoch = ready_epoch();
+  const auto refuse = [&](const std::string& why) {
+    std::lock_guard<std::mutex> lk(local.mu);
+    if (!local.off)
+      log(LogLevel::Info, "client: one-sided transfers to the server on this host are off: ", why,
+          "; tensor bytes go through the server");
+    local.off = true;
+    local.by_tensor.clear();
+    return false;
+  };
+  if (g.epoch != epoch) {
+    // The session was established again since (the server may be another
+    // process): this grant, and every other of that time, is void.
+    std::lock_guard<std::mutex> lk(local.mu);
+    std::erase_if(local.by_tensor, [epoch](const auto& kv) { return kv.second.epoch != epoch; });
+    return false;
+  }
+  bool checked;
+  {
+    std::lock_guard<std::mutex> lk(local.mu);
+    checked = local.checked_epoch == epoch && local.checked_pid == g.pid;
+  }
+  if (!checked) {
+    // The process named must be the one listening where this client
+    // connected: a grant naming another process is never acted on.
+    if (const std::string why = check_listener(g.pid, cfg.master_port); !why.empty())
+      return refuse(cat("the grant names process ", g.pid, ", which is not the server (", why, ")"));
+    std::lock_guard<std::mutex> lk(local.mu);
+    local.checked_pid = g.pid;
+    local.checked_epoch = epoch;
+  }
+  iovec mine{buf, nbytes};
+  iovec theirs{reinterpret_cast<void*>(g.address + offset), nbytes};
+  const auto pid = static_cast<pid_t>(g.pid);
+  const ssize_t k = write ? ::process_vm_writev(pid, &mine, 1, &theirs, 1, 0)
+                          : ::process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
+  if (k == static_cast<ssize_t>(nbytes)) {
+    local.calls.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  // A short copy is made again in full through the server.
+  return refuse(k < 0 ? cat(write ? "process_vm_writev" : "process_vm_readv", " into process ", g.pid, ": ",
+                            std::strerror(errno))
+                      : cat("a short copy (", k, " of ", nbytes, " bytes)"));
+}
+
+}  // namespace genie
