@@ -1,0 +1,200 @@
+// One-sided transfers between local processes (control/client/rma_local.hpp):
+// over ucx, a server reached on a loopback address grants the client its
+// host tensors at allocation, and the client's small writes and reads copy
+// straight into and out of them. The bytes must be the server's (read back
+// through the server, and the other way round), out-of-range and freed
+// tensors must get the server's errors, and nothing is granted where it
+// must not be (a remote peer, the switch off, TCP), nor acted on when the
+// grant names a process that is not the server.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "control/client.hpp"
+#include "control/client/rma_local.hpp"
+#include "core/log.hpp"
+#include "dataplane/registry.hpp"
+#include "server/rma.hpp"
+#include "server/server.hpp"
+#include "server_client_testing.hpp"
+#include "server_testing.hpp"
+
+namespace genie {
+namespace {
+
+class LocalRmaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    set_log_level(LogLevel::Error);
+    ::setenv("GENIE_TRANSPORT_PATH", GENIE_PLUGIN_DIR ":" GENIE_TEST_PLUGIN_DIR, 1);
+    ::setenv("UCX_TLS", "tcp,self,sm", 0);  // no RDMA device needed; one set outside wins
+#if defined(__SANITIZE_ADDRESS__)
+    ::setenv("UCX_MEM_EVENTS", "no", 0);  // UCX's memory hooks and LeakSanitizer's exit-time scan do not mix
+#endif
+  }
+  // A client of `server` whose data transport is ucx (demanded: no fall
+  // back to TCP), or skipped where ucx is missing.
+  std::shared_ptr<RemoteClient> ucx_client(Server& server, bool local_rma = true) {
+    Config cfg = client_config(server.port(), 20000);
+    cfg.transport = "ucx";
+    cfg.local_rma = local_rma;
+    return RemoteClient::connect(cfg, "local-rma-client");
+  }
+  bool have_ucx() {
+    const dataplane::TransportLookup ucx = dataplane::lookup_transport("ucx");
+    why_not_ = ucx.reason;
+    return ucx.transport != nullptr;
+  }
+  std::string why_not_;
+};
+
+TEST_F(LocalRmaTest, SmallTransfersAreOneSidedAndTheBytesAreTheServers) {
+  if (!have_ucx()) GTEST_SKIP() << "ucx is not available here: " << why_not_;
+  auto server = start_server_offering("local-rma", {"tcp", "ucx"});
+  auto c = ucx_client(*server);
+  // Larger than kLocalMaxBytes: written and read whole through the server.
+  const size_t n = 2 * kLocalMaxBytes;
+  const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");
+  const auto whole = random_bytes(n, 7);
+  c->tensor_write(id, 0, whole.data(), n);
+  EXPECT_EQ(c->local_transfers(), 0u);
+  // Small reads one-sided see what went through the server...
+  for (size_t at : {size_t{0}, size_t{4093}, n - 4096}) {
+    std::vector<uint8_t> part(4096, 0xee);
+    c->tensor_read(id, at, part.data(), part.size());
+    EXPECT_TRUE(std::equal(part.begin(), part.end(), whole.begin() + static_cast<std::ptrdiff_t>(at))) << at;
+  }
+  EXPECT_EQ(c->local_transfers(), 3u);
+  // ... and what small writes put one-sided, the server reads back.
+  auto want = whole;
+  const auto patch = random_bytes(kLocalMaxBytes, 8);
+  for (size_t at : {size_t{1}, n / 2 - 5, n - patch.size()}) {
+    c->tensor_write(id, at, patch.data(), patch.size());
+    std::copy(patch.begin(), patch.end(), want.begin() + static_cast<std::ptrdiff_t>(at));
+  }
+  EXPECT_EQ(c->local_transfers(), 6u);
+  std::vector<uint8_t> back(n, 0);
+  c->tensor_read(id, 0, back.data(), n);
+  EXPECT_TRUE(back == want);
+  EXPECT_EQ(c->local_transfers(), 6u);
+  EXPECT_EQ(c->direct_transfers(), 0u);
+  c->tensor_free(id);
+}
+
+TEST_F(LocalRmaTest, OutOfRangeAndFreedTensorsGetTheServersErrors) {
+  if (!have_ucx()) GTEST_SKIP() << "ucx is not available here: " << why_not_;
+  auto server = start_server_offering("local-rma", {"tcp", "ucx"});
+  auto c = ucx_client(*server);
+  const uint64_t id = c->tensor_alloc(DType::F32, {2}, "cpu:0");
+  const float v[4] = {1, 2, 3, 4};
+  float got[4] = {};
+  c->tensor_write(id, 0, v, 8);
+  c->tensor_read(id, 0, got, 8);
+  EXPECT_EQ(got[1], 2.0f);
+  EXPECT_EQ(c->local_transfers(), 2u);
+  // Out of range: not copied, but asked of the server, which refuses.
+  expect_error(GENIE_ERR_SIZE_MISMATCH, [&] { c->tensor_read(id, 0, got, 12); });
+  expect_error(GENIE_ERR_SIZE_MISMATCH, [&] { c->tensor_read(id, 8, got, 4); });
+  EXPECT_EQ(c->local_transfers(), 2u);
+  // Freed: the grant goes with it, and the server answers.
+  const uint64_t gone = c->tensor_alloc(DType::F32, {2}, "cpu:0");
+  c->tensor_write(gone, 0, v, 8);
+  EXPECT_EQ(c->local_transfers(), 3u);
+  c->tensor_free(gone);
+  // The free reaches the server with the next request (or within
+  // kFreeFlushMs); the reads meanwhile go through the server, never to the
+  // memory the free gives back.
+  EXPECT_TRUE(eventually([&] {
+    try {
+      c->tensor_read(gone, 0, got, 8);
+      return false;
+    } catch (const Error& e) {
+      return e.code() == GENIE_ERR_NOT_FOUND;
+    }
+  }));
+  expect_error(GENIE_ERR_NOT_FOUND, [&] { c->tensor_write(gone, 0, v, 8); });
+  EXPECT_EQ(c->local_transfers(), 3u);
+  // A refused write's payload closes the connection it came on; the
+  // session, and the grants made in it, stand.
+  expect_error(GENIE_ERR_SIZE_MISMATCH, [&] { c->tensor_write(id, 0, v, 16); });
+  c->tensor_write(id, 0, v + 2, 8);
+  c->tensor_read(id, 0, got, 8);
+  EXPECT_EQ(got[0], 3.0f);
+  EXPECT_EQ(got[1], 4.0f);
+  EXPECT_EQ(c->local_transfers(), 5u);
+  c->tensor_free(id);
+}
+
+TEST_F(LocalRmaTest, NothingOneSidedWithTheSwitchOffOrOverTcp) {
+  if (!have_ucx()) GTEST_SKIP() << "ucx is not available here: " << why_not_;
+  auto server = start_server_offering("local-rma", {"tcp", "ucx"});
+  for (const bool over_ucx : {true, false}) {
+    SCOPED_TRACE(over_ucx ? "ucx, GENIE_LOCAL_RMA=0" : "tcp");
+    std::shared_ptr<RemoteClient> c;
+    if (over_ucx) {
+      c = ucx_client(*server, false);
+    } else {
+      c = RemoteClient::connect(client_config(server->port(), 20000), "local-rma-client");
+    }
+    const uint64_t id = c->tensor_alloc(DType::Bool, {4096}, "cpu:0");
+    const auto src = random_bytes(4096, 3);
+    std::vector<uint8_t> back(4096);
+    for (int i = 0; i < 8; ++i) {
+      c->tensor_write(id, 0, src.data(), src.size());
+      c->tensor_read(id, 0, back.data(), back.size());
+    }
+    EXPECT_TRUE(back == src);
+    EXPECT_EQ(c->local_transfers(), 0u);
+    EXPECT_GT(c->direct_transfers(), 0u);  // the caller-driven path instead
+  }
+}
+
+TEST(LocalGrant, OnlyForLoopbackPeersAndHostTensors) {
+  TensorData t(DType::Bool, Shape{64});
+  for (const char* peer : {"127.0.0.1:5000", "127.3.4.5:1", "[::1]:5000"}) {
+    wire::TensorAllocReply r;
+    grant_local(peer, t, &r);
+    ASSERT_TRUE(r.has_grant()) << peer;
+    EXPECT_EQ(r.grant().pid(), static_cast<uint64_t>(::getpid()));
+    EXPECT_EQ(r.grant().address(), reinterpret_cast<uint64_t>(t.bytes()));
+    EXPECT_EQ(r.grant().length(), 64u);
+  }
+  for (const char* peer : {"10.0.0.1:5000", "[2001:db8::1]:5000", "192.168.1.1:1", ""}) {
+    wire::TensorAllocReply r;
+    grant_local(peer, t, &r);
+    EXPECT_FALSE(r.has_grant()) << peer;
+  }
+  TensorData empty(DType::Bool, Shape{0});
+  wire::TensorAllocReply r;
+  grant_local("127.0.0.1:5000", empty, &r);
+  EXPECT_FALSE(r.has_grant());
+}
+
+// The client acts on a grant only when it names the process that listens
+// where the client connected: any other process (another of the same user,
+// a pid of another namespace) is refused.
+TEST(LocalGrant, TheGrantMustNameTheProcessListeningOnThePort) {
+  int port = 0;
+  const int fd = listen_local(&port);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(check_listener(static_cast<uint64_t>(::getpid()), port), "");
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(fd);  // holds no listener of its own
+    ::pause();
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  const std::string other = check_listener(static_cast<uint64_t>(child), port);
+  EXPECT_NE(other.find("holds no socket listening on port"), std::string::npos) << other;
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ::close(fd);
+  const std::string none = check_listener(static_cast<uint64_t>(::getpid()), port);
+  EXPECT_NE(none.find("no socket listens on port"), std::string::npos) << none;
+}
+
+}  // namespace
+}  // namespace genie
