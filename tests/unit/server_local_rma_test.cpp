@@ -1,8 +1,8 @@
 // One-sided transfers between local processes (control/client/rma_local.hpp):
 // over ucx, a server reached on a loopback address grants the client its
-// host tensors at allocation, and the client's small writes and reads copy
-// straight into and out of them. The bytes must be the server's (read back
-// through the server, and the other way round), out-of-range and freed
+// host tensors at allocation, and the client's writes and reads copy
+// straight into and out of them. The bytes must be the server's (a graph
+// computes with what one-sided writes put there), out-of-range and freed
 // tensors must get the server's errors, and nothing is granted where it
 // must not be (a remote peer, the switch off, TCP), nor acted on when the
 // grant names a process that is not the server.
@@ -10,12 +10,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <future>
 #include <vector>
 
 #include "control/client.hpp"
 #include "control/client/rma_local.hpp"
 #include "core/log.hpp"
 #include "dataplane/registry.hpp"
+#include "graph/graph.hpp"
 #include "server/rma.hpp"
 #include "server/server.hpp"
 #include "server_client_testing.hpp"
@@ -50,37 +52,51 @@ class LocalRmaTest : public ::testing::Test {
   std::string why_not_;
 };
 
-TEST_F(LocalRmaTest, SmallTransfersAreOneSidedAndTheBytesAreTheServers) {
+TEST_F(LocalRmaTest, TransfersAreOneSidedAndTheBytesAreTheServers) {
   if (!have_ucx()) GTEST_SKIP() << "ucx is not available here: " << why_not_;
   auto server = start_server_offering("local-rma", {"tcp", "ucx"});
   auto c = ucx_client(*server);
-  // Larger than kLocalMaxBytes: written and read whole through the server.
-  const size_t n = 2 * kLocalMaxBytes;
-  const uint64_t id = c->tensor_alloc(DType::Bool, {static_cast<int64_t>(n)}, "cpu:0");
-  const auto whole = random_bytes(n, 7);
-  c->tensor_write(id, 0, whole.data(), n);
-  EXPECT_EQ(c->local_transfers(), 0u);
-  // Small reads one-sided see what went through the server...
-  for (size_t at : {size_t{0}, size_t{4093}, n - 4096}) {
-    std::vector<uint8_t> part(4096, 0xee);
-    c->tensor_read(id, at, part.data(), part.size());
-    EXPECT_TRUE(std::equal(part.begin(), part.end(), whole.begin() + static_cast<std::ptrdiff_t>(at))) << at;
+  const int64_t n = (4 << 20) / 4 + 3;  // floats: several pages, a ragged end
+  Graph g("neg");
+  g.add_input("x", DType::F32, {n});
+  g.add_node("neg", "n", {"x"}, {"y"});
+  g.mark_output("y");
+  g.validate();
+  const uint64_t x = c->tensor_alloc(DType::F32, {n}, "cpu:0");
+  std::vector<float> want(static_cast<size_t>(n));
+  for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<float>(i % 1000) - 500.0f;
+  // Whole, then in pieces at unaligned offsets.
+  c->tensor_write(x, 0, want.data(), want.size() * sizeof(float));
+  for (size_t at : {size_t{1}, size_t{4093}, want.size() / 2}) {
+    for (size_t i = at; i < at + 1000; ++i) want[i] = static_cast<float>(i);
+    c->tensor_write(x, at * sizeof(float), want.data() + at, 1000 * sizeof(float));
   }
-  EXPECT_EQ(c->local_transfers(), 3u);
-  // ... and what small writes put one-sided, the server reads back.
-  auto want = whole;
-  const auto patch = random_bytes(kLocalMaxBytes, 8);
-  for (size_t at : {size_t{1}, n / 2 - 5, n - patch.size()}) {
-    c->tensor_write(id, at, patch.data(), patch.size());
-    std::copy(patch.begin(), patch.end(), want.begin() + static_cast<std::ptrdiff_t>(at));
-  }
-  EXPECT_EQ(c->local_transfers(), 6u);
-  std::vector<uint8_t> back(n, 0);
-  c->tensor_read(id, 0, back.data(), n);
+  EXPECT_EQ(c->local_transfers(), 4u);
+  // The server computes with what the one-sided writes put there...
+  std::promise<RemoteResult> done;
+  auto s = c->submit(graph_to_json(g), {{"x", x}}, [&](RemoteResult&& r) { done.set_value(std::move(r)); });
+  if (s) c->collect(*s, std::chrono::steady_clock::time_point::max());
+  RemoteResult r = done.get_future().get();
+  ASSERT_EQ(r.status, GENIE_OK) << r.detail;
+  ASSERT_EQ(r.outputs.size(), 1u);
+  // ... and its output, which it did not grant, comes back through it.
+  std::vector<float> y(want.size(), 1.0f);
+  c->tensor_read(r.outputs[0].tensor_id, 0, y.data(), y.size() * sizeof(float));
+  EXPECT_EQ(c->local_transfers(), 4u);
+  size_t wrong = 0;
+  for (size_t i = 0; i < y.size(); ++i) wrong += y[i] != -want[i];
+  EXPECT_EQ(wrong, 0u);
+  // One-sided reads of the same memory, whole and in pieces.
+  std::vector<float> back(want.size(), 0.0f);
+  c->tensor_read(x, 0, back.data(), back.size() * sizeof(float));
   EXPECT_TRUE(back == want);
+  float piece[3] = {};
+  c->tensor_read(x, (want.size() - 3) * sizeof(float), piece, sizeof piece);
+  EXPECT_EQ(piece[2], want.back());
   EXPECT_EQ(c->local_transfers(), 6u);
   EXPECT_EQ(c->direct_transfers(), 0u);
-  c->tensor_free(id);
+  c->tensor_free(r.outputs[0].tensor_id);
+  c->tensor_free(x);
 }
 
 TEST_F(LocalRmaTest, OutOfRangeAndFreedTensorsGetTheServersErrors) {
@@ -176,17 +192,17 @@ TEST(LocalGrant, OnlyForLoopbackPeersAndHostTensors) {
 // where the client connected: any other process (another of the same user,
 // a pid of another namespace) is refused.
 TEST(LocalGrant, TheGrantMustNameTheProcessListeningOnThePort) {
-  int port = 0;
-  const int fd = listen_local(&port);
-  ASSERT_GE(fd, 0);
-  EXPECT_EQ(check_listener(static_cast<uint64_t>(::getpid()), port), "");
+  // Started first, so that it never holds the listener.
   const pid_t child = ::fork();
   if (child == 0) {
-    ::close(fd);  // holds no listener of its own
     ::pause();
     ::_exit(0);
   }
   ASSERT_GT(child, 0);
+  int port = 0;
+  const int fd = listen_local(&port);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(check_listener(static_cast<uint64_t>(::getpid()), port), "");
   const std::string other = check_listener(static_cast<uint64_t>(child), port);
   EXPECT_NE(other.find("holds no socket listening on port"), std::string::npos) << other;
   ::kill(child, SIGKILL);

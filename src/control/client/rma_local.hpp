@@ -2,18 +2,21 @@
 // a client reaches on a loopback address grants it the bytes of each host
 // tensor it allocates (TensorAlloc.local_grant -> TensorAllocReply.grant:
 // the server's pid, the tensor's address and length), and the client's
-// synchronous writes and reads of up to kLocalMaxBytes copy straight
-// between its buffer and the tensor with one process_vm_writev /
-// process_vm_readv: no message, no wake-up of the server, one copy made by
-// the kernel, which checks the access (the same user, ptrace allowed).
+// writes and reads of it copy straight between its buffer and the tensor
+// with one process_vm_writev / process_vm_readv: no message, no wake-up of
+// the server, one copy made by the kernel, which checks the access (the
+// same user, ptrace allowed).
 //
-// Why: the goal is NIXL's figure for a small transfer (one one-sided put
-// or get of UCX's cma transport), and every two-sided exchange costs at
-// least a request and a reply through the server's event loop, several
-// times that (docs/ucx.md, "Where the time of a small call goes"). UCX 1.13,
-// the one Genie links, wires no RMA lane between local processes with
-// peer-failure handling (its put and get are emulated through the peer's
-// CPU), so the one-sided copy is made here with the same system calls.
+// Why: NIXL's figures (one one-sided put or get of UCX's cma transport),
+// where every two-sided exchange costs at least a request and a reply
+// through the server's event loop, several times a small transfer's copy
+// (docs/ucx.md, "Where the time of a small call goes"), and a large one
+// needs the server's CPU as well as the caller's. UCX 1.13, the one Genie
+// links, wires no RMA lane between local processes with peer-failure
+// handling (its put and get are emulated through the peer's CPU), so the
+// one-sided copy is made here with the system calls UCX's cma transport
+// makes. Measured faster than the server-driven paths at every size here
+// (docs/benchmarks.md, "Genie beside NIXL and Mooncake Transfer Engine").
 //
 // When: the data transport is ucx (GENIE_BACKEND=ucx / rdma between local
 // processes), Config::local_rma and Config::direct_calls are on, the
@@ -43,10 +46,6 @@
 #include "control/client/direct.hpp"
 
 namespace genie {
-
-// Larger transfers keep the server-driven paths, measured faster there
-// (docs/benchmarks.md, "Genie beside NIXL and Mooncake Transfer Engine").
-constexpr size_t kLocalMaxBytes = kDirectMaxBytes;
 
 struct LocalGrants {
   struct Grant {
