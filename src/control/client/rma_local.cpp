@@ -5,6 +5,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -15,6 +16,12 @@
 #include "core/host.hpp"
 
 namespace genie {
+namespace {
+
+// The most one system call is asked to copy.
+constexpr size_t kLocalChunkBytes = size_t{1} << 30;
+
+}  // namespace
 
 std::string check_listener(uint64_t pid, int port) {
   // The listening sockets bound to the port, by inode.
@@ -121,19 +128,25 @@ bool RemoteClient::Impl::local_transfer(bool write, uint64_t id, size_t offset, 
     local.checked_pid = g.pid;
     local.checked_epoch = epoch;
   }
-  iovec mine{buf, nbytes};
-  iovec theirs{reinterpret_cast<void*>(g.address + offset), nbytes};
   const auto pid = static_cast<pid_t>(g.pid);
-  const ssize_t k = write ? ::process_vm_writev(pid, &mine, 1, &theirs, 1, 0)
-                          : ::process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
-  if (k == static_cast<ssize_t>(nbytes)) {
-    local.calls.fetch_add(1, std::memory_order_relaxed);
-    return true;
+  // The kernel moves at most MAX_RW_COUNT (2 GiB less a page) a call, and
+  // may stop short where a page is missing: the rest goes in the next one.
+  for (size_t done = 0; done < nbytes;) {
+    const size_t n = std::min(nbytes - done, kLocalChunkBytes);
+    iovec mine{static_cast<char*>(buf) + done, n};
+    iovec theirs{reinterpret_cast<void*>(g.address + offset + done), n};
+    const ssize_t k = write ? ::process_vm_writev(pid, &mine, 1, &theirs, 1, 0)
+                            : ::process_vm_readv(pid, &mine, 1, &theirs, 1, 0);
+    if (k <= 0) {
+      // Made again in full through the server.
+      return refuse(k < 0 ? cat(write ? "process_vm_writev" : "process_vm_readv", " into process ", g.pid, ": ",
+                                std::strerror(errno))
+                          : cat("no byte copied at ", done, " of ", nbytes));
+    }
+    done += static_cast<size_t>(k);
   }
-  // A short copy is made again in full through the server.
-  return refuse(k < 0 ? cat(write ? "process_vm_writev" : "process_vm_readv", " into process ", g.pid, ": ",
-                            std::strerror(errno))
-                      : cat("a short copy (", k, " of ", nbytes, " bytes)"));
+  local.calls.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 }  // namespace genie
