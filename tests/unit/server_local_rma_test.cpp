@@ -29,7 +29,7 @@ namespace {
 class LocalRmaTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    set_log_level(LogLevel::Error);
+    set_log_level(std::getenv("GENIE_TEST_LOG") ? LogLevel::Debug : LogLevel::Error);
     ::setenv("GENIE_TRANSPORT_PATH", GENIE_PLUGIN_DIR ":" GENIE_TEST_PLUGIN_DIR, 1);
     ::setenv("UCX_TLS", "tcp,self,sm", 0);  // no RDMA device needed; one set outside wins
 #if defined(__SANITIZE_ADDRESS__)
