@@ -189,7 +189,8 @@ TEST(LocalGrant, OnlyForLoopbackPeersAndHostTensors) {
 }
 
 // The client acts on a grant only when it names the process that listens
-// where the client connected: any other process (another of the same user,
+// where the client connected (that address and port): any other process
+// (another of the same user, one listening on the port at another address,
 // a pid of another namespace) is refused.
 TEST(LocalGrant, TheGrantMustNameTheProcessListeningOnThePort) {
   // Started first, so that it never holds the listener.
@@ -202,14 +203,19 @@ TEST(LocalGrant, TheGrantMustNameTheProcessListeningOnThePort) {
   int port = 0;
   const int fd = listen_local(&port);
   ASSERT_GE(fd, 0);
-  EXPECT_EQ(check_listener(static_cast<uint64_t>(::getpid()), port), "");
-  const std::string other = check_listener(static_cast<uint64_t>(child), port);
+  const auto self = static_cast<uint64_t>(::getpid());
+  EXPECT_EQ(check_listener(self, "127.0.0.1", port), "");
+  EXPECT_EQ(check_listener(self, "localhost", port), "");
+  // Listening on the port, but not on the address the client connected to.
+  const std::string elsewhere = check_listener(self, "127.0.0.2", port);
+  EXPECT_NE(elsewhere.find("no socket listens on 127.0.0.2 port"), std::string::npos) << elsewhere;
+  const std::string other = check_listener(static_cast<uint64_t>(child), "127.0.0.1", port);
   EXPECT_NE(other.find("holds no socket listening on port"), std::string::npos) << other;
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
   ::close(fd);
-  const std::string none = check_listener(static_cast<uint64_t>(::getpid()), port);
-  EXPECT_NE(none.find("no socket listens on port"), std::string::npos) << none;
+  const std::string none = check_listener(self, "127.0.0.1", port);
+  EXPECT_NE(none.find("no socket listens on 127.0.0.1 port"), std::string::npos) << none;
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 // One-sided transfers between local processes (rma_local.hpp).
 #include "control/client/rma_local.hpp"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -23,8 +25,30 @@ constexpr size_t kLocalChunkBytes = size_t{1} << 30;
 
 }  // namespace
 
-std::string check_listener(uint64_t pid, int port) {
-  // The listening sockets bound to the port, by inode.
+std::string check_listener(uint64_t pid, const std::string& host, int port) {
+  // How /proc/net/tcp{,6} print the addresses a listener there may be bound
+  // to: the host's (each 32-bit word of it in the kernel's byte order, as
+  // "%08X") or the wildcard of its family. "localhost" is both loopbacks.
+  std::vector<std::string> bound;
+  const auto words = [&](const void* a, size_t n) {
+    std::string hex;
+    for (size_t i = 0; i < n; i += 4) {
+      uint32_t w;
+      std::memcpy(&w, static_cast<const char*>(a) + i, 4);
+      char b[9];
+      std::snprintf(b, sizeof b, "%08X", w);
+      hex += b;
+    }
+    return hex;
+  };
+  in_addr v4{};
+  in6_addr v6{};
+  const std::string name = host == "localhost" ? "127.0.0.1" : host;
+  if (inet_pton(AF_INET, name.c_str(), &v4) == 1) bound.push_back(words(&v4, 4));
+  if (inet_pton(AF_INET6, host == "localhost" ? "::1" : host.c_str(), &v6) == 1) bound.push_back(words(&v6, 16));
+  bound.push_back(std::string(8, '0'));
+  bound.push_back(std::string(32, '0'));
+  // The listening sockets bound there, by inode.
   std::vector<std::string> listening;
   for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
     std::ifstream f(table);
@@ -37,10 +61,12 @@ std::string check_listener(uint64_t pid, int port) {
         continue;
       const size_t colon = local.rfind(':');
       if (state != "0A" || colon == std::string::npos) continue;  // 0A: TCP_LISTEN
-      if (std::strtol(local.c_str() + colon + 1, nullptr, 16) == port) listening.push_back(cat("socket:[", inode, "]"));
+      if (std::strtol(local.c_str() + colon + 1, nullptr, 16) != port) continue;
+      if (std::find(bound.begin(), bound.end(), local.substr(0, colon)) == bound.end()) continue;
+      listening.push_back(cat("socket:[", inode, "]"));
     }
   }
-  if (listening.empty()) return cat("no socket listens on port ", port, " in this network namespace");
+  if (listening.empty()) return cat("no socket listens on ", host, " port ", port, " in this network namespace");
   const std::string dir = cat("/proc/", pid, "/fd");
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return cat("cannot list ", dir, ": ", std::strerror(errno));
@@ -122,7 +148,7 @@ bool RemoteClient::Impl::local_transfer(bool write, uint64_t id, size_t offset, 
   if (!checked) {
     // The process named must be the one listening where this client
     // connected: a grant naming another process is never acted on.
-    if (const std::string why = check_listener(g.pid, cfg.master_port); !why.empty())
+    if (const std::string why = check_listener(g.pid, cfg.master_addr, cfg.master_port); !why.empty())
       return refuse(cat("the grant names process ", g.pid, ", which is not the server (", why, ")"));
     std::lock_guard<std::mutex> lk(local.mu);
     local.checked_pid = g.pid;

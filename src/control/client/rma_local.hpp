@@ -65,8 +65,9 @@ struct LocalGrants {
   std::atomic<uint64_t> calls{0};  // transfers made one-sided
 };
 
-// Whether process `pid` holds a TCP socket listening on `port` (in this
-// network namespace): "" if so, else why not.
-std::string check_listener(uint64_t pid, int port);
+// Whether process `pid` holds a TCP socket listening on `host` (an address,
+// or "localhost"; a socket bound to its family's wildcard counts) and
+// `port`, in this network namespace: "" if so, else why not.
+std::string check_listener(uint64_t pid, const std::string& host, int port);
 
 }  // namespace genie
