@@ -21,9 +21,9 @@
 // When: the data transport is ucx (GENIE_BACKEND=ucx / rdma between local
 // processes), Config::local_rma and Config::direct_calls are on, the
 // master address is a loopback one, and the tensor was granted by the
-// process that listens on the port the client connected to (checked once
-// per session establishment: /proc/net/tcp and /proc/PID/fd), in the same
-// session establishment (link_epoch). A grant ends with genie_tensor_destroy
+// process that listens on the address and port the client connected to
+// (checked once per session establishment: /proc/net/tcp and
+// /proc/PID/fd), in the same session establishment (link_epoch). A grant ends with genie_tensor_destroy
 // (before the free is sent) and with any reconnection. The first refused
 // copy (another user, ptrace denied, another pid namespace) turns the path
 // off for the client, with one log line saying why: every transfer then
