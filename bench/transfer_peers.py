@@ -8,7 +8,10 @@ WRITE (initiator's buffer into the target's) and READ (back):
                 `genie serve --port 0` child, over Genie's TCP transport;
   genie-ucx     the same against the same server over Genie's ucx transport
                 (GENIE_TRANSPORT=ucx: the connection fails rather than fall
-                back to TCP; docs/ucx.md);
+                back to TCP; docs/ucx.md); the server grants this local
+                client its tensor, whose bytes then move one-sided
+                (process_vm_writev/readv; GENIE_LOCAL_RMA=0 in the
+                environment sends them through the server instead);
   nixl-ucx      two NIXL agents, DRAM to DRAM over NIXL's UCX backend, each
                 agent's metadata handed to the other out of band
                 (get_agent_metadata / add_remote_agent, as NIXL's examples);

@@ -199,6 +199,9 @@ class RemoteClient : public std::enable_shared_from_this<RemoteClient> {
   // Tensor writes and reads done on the caller's own socket, without the
   // loop (control/client/direct.hpp).
   uint64_t direct_transfers() const;
+  // Tensor writes and reads made one-sided into a server on this host
+  // (control/client/rma_local.hpp).
+  uint64_t local_transfers() const;
 
   // The server sends the spans of the graphs a submission asks for and
   // answers ClockProbe (Welcome.trace_spans; false from older servers).

@@ -65,6 +65,8 @@ class Buffer {
   // another session, left its bytes). Throws Error(OUT_OF_MEMORY).
   static Buffer host_zeroed(size_t size);
   static constexpr size_t kMapThreshold = size_t{1} << 20;
+  // Mappings from this size on ask for transparent huge pages.
+  static constexpr size_t kHugePageBytes = size_t{2} << 20;
   // The allocation host() makes for `size` bytes.
   static size_t host_alloc_size(size_t size) { return ((size + 63) / 64) * 64 + 64; }
 

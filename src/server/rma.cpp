@@ -1,8 +1,11 @@
 #include "server/rma.hpp"
 
+#include <unistd.h>
+
 #include <map>
 #include <mutex>
 
+#include "core/host.hpp"
 #include "dataplane/registry.hpp"
 
 namespace genie {
@@ -33,6 +36,17 @@ std::shared_ptr<dataplane::MemoryRegion> tensor_region(dataplane::Transport& t, 
 }
 
 }  // namespace
+
+void grant_local(const std::string& peer, const TensorData& tensor, wire::TensorAllocReply* reply) {
+  // "127.0.0.1:port" or "[::1]:port".
+  std::string host = peer.substr(0, peer.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (!is_loopback(host) || !tensor.host_accessible() || tensor.nbytes() == 0) return;
+  wire::LocalGrant* g = reply->mutable_grant();
+  g->set_pid(static_cast<uint64_t>(::getpid()));
+  g->set_address(reinterpret_cast<uint64_t>(tensor.bytes()));
+  g->set_length(tensor.nbytes());
+}
 
 dataplane::MemoryDescriptor check_rma_region(const std::string& encoded, const std::string& transport,
                                              uint64_t nbytes) {

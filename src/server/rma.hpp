@@ -20,6 +20,15 @@ namespace genie {
 dataplane::MemoryDescriptor check_rma_region(const std::string& encoded, const std::string& transport,
                                              uint64_t nbytes);
 
+// TensorAlloc.local_grant: grants the client on the other end of `peer`
+// (the connection's "host:port") one-sided access to `tensor`'s bytes
+// (reply->grant: this process, the address, the length) when that host is
+// a loopback address and the tensor is host memory of this server; leaves
+// the reply without a grant otherwise. What the grant lets a client do, and
+// what it does not: docs/ucx.md, "One-sided transfers between local
+// processes".
+void grant_local(const std::string& peer, const TensorData& tensor, wire::TensorAllocReply* reply);
+
 // Server::Impl::tensor_rma (impl.hpp) serves one request on the loop
 // thread; its errors become the ErrorReply.
 

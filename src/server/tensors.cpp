@@ -1,5 +1,6 @@
 // The tensor service: allocating, writing and reading a session's tensors.
 #include "server/impl.hpp"
+#include "server/rma.hpp"
 
 namespace genie {
 
@@ -49,9 +50,11 @@ void Server::Impl::tensor_alloc(Peer& p, uint64_t rid, const wire::TensorAlloc& 
     t = on->ref.backend->make_tensor(on->ref.index, dtype, shape);
     on->ref.backend->fill_zero(t->buffer(), t->nbytes(), nullptr);
   }
+  const TensorPtr held = t;
   const uint64_t id = p.session->add(std::move(t));
   wire::TensorAllocReply r;
   r.set_tensor_id(id);
+  if (m.local_grant()) grant_local(p.conn->peer(), *held, &r);
   send(p, MsgType::TensorAllocReply, rid, r);
 }
 

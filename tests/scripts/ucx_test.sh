@@ -60,7 +60,7 @@ for tls in "tcp,self,sm" "tcp"; do
   # The RMA path itself (as on RDMA hardware), forced: 100000 B written and
   # read (its 50000 B slice is framed), 8 MiB and 64 MiB written whole, as
   # a slice, and read.
-  out=$(GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$PORT GENIE_TRANSPORT=ucx GENIE_LOG_LEVEL=debug GENIE_UCX_RMA=always \
+  out=$(GENIE_MASTER_ADDR=127.0.0.1 GENIE_MASTER_PORT=$PORT GENIE_TRANSPORT=ucx GENIE_LOG_LEVEL=debug GENIE_UCX_RMA=always GENIE_LOCAL_RMA=0 \
         "$TOOL" 100000 $((8 << 20)) $((64 << 20)) 2>"$TMP/tool.err") || fail "RMA over ucx ($tls): $(cat "$TMP/tool.err")"
   [ "$(grep -c ' ok$' <<<"$out")" = 3 ] || fail "not every size came back by RMA over ucx ($tls): $out"
   rma=$(grep -c "by RMA over ucx" "$TMP/tool.err" || true)

@@ -141,6 +141,7 @@ TEST_F(DirectTest, OverUcxTheLinkIsTheTransportsBlockingChannel) {
   auto server = start_server_offering("direct-ucx", {"tcp", "ucx"});
   Config cfg = config(server->port(), 20000);
   cfg.transport = "ucx";  // demanded: no fall back to TCP
+  cfg.local_rma = false;  // else the server on this host grants the tensors (server_local_rma_test.cpp)
   auto c = RemoteClient::connect(cfg, "direct-ucx");
   warm_up(*c);
   uint64_t calls = 0;

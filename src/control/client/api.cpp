@@ -50,15 +50,20 @@ uint64_t RemoteClient::tensor_alloc(DType dtype, const Shape& shape, const std::
   m.set_dtype(static_cast<int32_t>(dtype));
   for (int64_t d : shape) m.add_shape(d);
   m.set_device(device);
+  const bool ask = impl_->local_wanted();
+  const uint64_t epoch = ask ? impl_->ready_epoch() : 0;
+  m.set_local_grant(ask);
   auto call = std::make_shared<Call>(MsgType::TensorAlloc, Link::Control);
   impl_->transact(call, wire::encode_msg(m));
-  return wire::parse_msg<wire::TensorAllocReply>(call->reply, call->reply_type).tensor_id();
+  const auto r = wire::parse_msg<wire::TensorAllocReply>(call->reply, call->reply_type);
+  if (ask && r.has_grant()) impl_->local_granted(r.tensor_id(), r.grant(), epoch);
+  return r.tensor_id();
 }
 
 namespace {
 
 // Which of tensor_write/_read's paths moved the bytes, for its trace span.
-enum class Path { Rma, Direct, Loop };
+enum class Path { Local, Rma, Direct, Loop };
 
 // The span of one tensor write or read on this process's "transfers" row
 // (core/trace.hpp): its bytes, the transport that carried them and the
@@ -68,6 +73,7 @@ void trace_tensor_io(bool write, Path path, const std::string& data_transport, u
   trace::Transfer t;
   t.value = cat("tensor ", id);
   switch (path) {
+    case Path::Local: t.transport = "cma (one-sided)"; break;
     case Path::Rma: t.transport = cat(data_transport, " (rma)"); break;
     case Path::Direct: t.transport = "tcp (direct link)"; break;
     case Path::Loop: t.transport = data_transport; break;
@@ -87,8 +93,9 @@ void RemoteClient::tensor_write(uint64_t id, size_t offset, const void* src, siz
                                 const dataplane::SemanticTag& tag) {
   check(src != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "src is NULL");
   const uint64_t t0 = trace::on() ? trace::now_ns() : 0;
-  Path path = Path::Rma;
-  if (!impl_->rma_transfer(true, id, offset, const_cast<void*>(src), nbytes, tag) &&
+  Path path = Path::Local;
+  if (!impl_->local_transfer(true, id, offset, const_cast<void*>(src), nbytes) &&
+      (path = Path::Rma, !impl_->rma_transfer(true, id, offset, const_cast<void*>(src), nbytes, tag)) &&
       (path = Path::Direct, !impl_->direct_transfer(true, id, offset, const_cast<void*>(src), nbytes))) {
     path = Path::Loop;
     wire::TensorWrite m;
@@ -108,8 +115,9 @@ void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nby
                                const dataplane::SemanticTag& tag) {
   check(dst != nullptr || nbytes == 0, GENIE_ERR_INVALID_ARGUMENT, "dst is NULL");
   const uint64_t t0 = trace::on() ? trace::now_ns() : 0;
-  Path path = Path::Rma;
-  if (!impl_->rma_transfer(false, id, offset, dst, nbytes, tag) &&
+  Path path = Path::Local;
+  if (!impl_->local_transfer(false, id, offset, dst, nbytes) &&
+      (path = Path::Rma, !impl_->rma_transfer(false, id, offset, dst, nbytes, tag)) &&
       (path = Path::Direct, !impl_->direct_transfer(false, id, offset, dst, nbytes))) {
     path = Path::Loop;
     wire::TensorRead m;
@@ -130,6 +138,8 @@ void RemoteClient::tensor_read(uint64_t id, size_t offset, void* dst, size_t nby
 uint64_t RemoteClient::direct_transfers() const {
   return impl_->direct.calls.load(std::memory_order_relaxed);
 }
+
+uint64_t RemoteClient::local_transfers() const { return impl_->local.calls.load(std::memory_order_relaxed); }
 
 std::string RemoteClient::tensor_export(uint64_t id) {
   wire::TensorExport m;
@@ -166,7 +176,10 @@ void RemoteClient::tensor_import(uint64_t id, const std::string& host, int port,
   impl_->transact(call, wire::encode_msg(m));
 }
 
-void RemoteClient::tensor_free(uint64_t id) noexcept { impl_->queue_free(id); }
+void RemoteClient::tensor_free(uint64_t id) noexcept {
+  impl_->local_forget(id);  // before the server may reuse the memory
+  impl_->queue_free(id);
+}
 
 namespace {
 

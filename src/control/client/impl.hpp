@@ -42,6 +42,7 @@
 #include "control/client.hpp"
 #include "control/client/direct.hpp"
 #include "control/client/direct_io.hpp"
+#include "control/client/rma_local.hpp"
 #include "control/connection.hpp"
 #include "control/loop_thread.hpp"
 #include "control/tls.hpp"
@@ -282,6 +283,9 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   uint64_t link_epoch = 0;
   // Synchronous transfers on the caller's own socket (direct.hpp).
   DirectLink direct;
+  // One-sided transfers into tensors a server on this host granted
+  // (rma_local.hpp).
+  LocalGrants local;
 
   // --- loop thread only ----------------------------------------------------
   std::shared_ptr<Connection> ctrl, data;
@@ -338,6 +342,17 @@ struct RemoteClient::Impl : std::enable_shared_from_this<RemoteClient::Impl> {
   // the bytes under it).
   bool rma_transfer(bool write, uint64_t id, size_t offset, void* buf, size_t nbytes,
                     const dataplane::SemanticTag& tag = {});
+
+  // One-sided transfers between local processes (rma_local.cpp): whether
+  // an allocation asks for a grant; the session establishment a call
+  // starts in (0: not ready); a grant recorded (ignored unless `epoch` is
+  // still current) or forgotten; and the transfer itself, true when it
+  // moved the bytes, false to take another path.
+  bool local_wanted();
+  uint64_t ready_epoch();
+  void local_granted(uint64_t id, const wire::LocalGrant& grant, uint64_t epoch);
+  void local_forget(uint64_t id) noexcept;
+  bool local_transfer(bool write, uint64_t id, size_t offset, void* buf, size_t nbytes);
 
   // Moves tensor bytes on the direct link (direct.cpp) where it can be
   // used; false: use the framed path through the loop. Throws what
