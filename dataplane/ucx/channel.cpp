@@ -14,20 +14,6 @@ constexpr auto kTeardownWait = std::chrono::milliseconds(2000);
 
 bool fits(uint64_t offset, uint64_t length, uint64_t size) { return offset <= size && length <= size - offset; }
 
-// GENIE_UCX_RMA=always: offer RMA even on channels where UCX only emulates
-// it (to exercise the RMA path without RDMA hardware; slower). Unset or
-// "auto": such channels say rma_emulated().
-bool rma_always() {
-  static const bool always = [] {
-    const char* v = std::getenv("GENIE_UCX_RMA");
-    if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) return false;
-    if (std::strcmp(v, "always") == 0) return true;
-    say(LogLevel::Warn, "ucx: GENIE_UCX_RMA='", v, "' is not 'auto' or 'always': using auto");
-    return false;
-  }();
-  return always;
-}
-
 }  // namespace
 
 Region::Region(std::shared_ptr<Context> ctx, void* data, MemoryDescriptor d, ucp_mem_h memh)
@@ -87,7 +73,11 @@ Endpoint::Endpoint(std::shared_ptr<LoopWorker> worker, uint32_t max_message, std
       max_message_(max_message),
       budget_(std::move(budget)),
       handlers_(std::move(handlers)),
-      peer_(std::move(peer)) {}
+      peer_(std::move(peer)),
+      rma_ok_(worker_->context().rma()) {
+  // A context without RMA (Context::rma) never offers it, lanes or not.
+  rma_emulated_.store(!rma_ok_, std::memory_order_release);
+}
 
 Endpoint::~Endpoint() = default;
 
@@ -288,7 +278,8 @@ void Endpoint::learn_lanes(bool log) {
   lanes_known_ = true;
   const std::vector<Lane> lanes = endpoint_lanes(ep_);
   // Unreadable lanes: keep RMA (the transport's capability) as it was.
-  const bool emulated = !lanes.empty() && !has_rma_lane(lanes) && !rma_always();
+  // A context without RMA (Context::rma) never offers it.
+  const bool emulated = !rma_ok_ || (!lanes.empty() && !has_rma_lane(lanes) && !rma_always());
   rma_emulated_.store(emulated, std::memory_order_release);
   // Which transports UCX chose (shared memory between local peers).
   if (log)
@@ -487,6 +478,9 @@ void Endpoint::rma(bool put, const std::shared_ptr<MemoryRegion>& local, uint64_
   if (closing_ || !established_)
     return refuse(GENIE_ERR_CONNECTION,
                   cat("ucx ", op, ": the channel is ", closing_ ? "closed" : "not connected"));
+  if (!rma_ok_)
+    return refuse(GENIE_ERR_UNSUPPORTED, cat("ucx ", op, ": this UCX would emulate RMA in software, which lets "
+                                             "every peer reach the process's memory (docs/ucx.md)"));
   if (dynamic_cast<const Region*>(local.get()) == nullptr || remote.transport != kName)
     return refuse(GENIE_ERR_INVALID_ARGUMENT,
                   cat("ucx ", op, ": both regions must be registered with the ucx transport (remote is '",

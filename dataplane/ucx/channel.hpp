@@ -135,6 +135,7 @@ class Endpoint final : public Channel, public AmSink, public std::enable_shared_
   bool receiving_ = false;    // a rendezvous receive is in flight
   bool lanes_known_ = false;  // learn_lanes ran
   std::atomic<bool> rma_emulated_{false};
+  const bool rma_ok_;  // the context carries RMA (Context::rma)
   genie_status_t close_status_ = GENIE_OK;
   std::string close_detail_;
   uint64_t ops_open_ = 0;  // operations whose callbacks have not run yet

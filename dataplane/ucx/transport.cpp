@@ -126,7 +126,7 @@ class UcxTransport final : public Transport {
     caps_.ordered = true;
     caps_.zero_copy = true;  // rendezvous payloads land in the sink; RMA moves registered memory
     caps_.gpu_memory = false;
-    caps_.rma = true;
+    caps_.rma = ctx_->rma();  // never emulated by UCX (Context::rma)
     caps_.max_message = std::numeric_limits<uint32_t>::max();
   }
 

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <cstdio>
 #include <mutex>
 
@@ -47,14 +48,32 @@ void allow_shared_memory_lanes(ucp_config_t* config) {
 
 }  // namespace
 
+bool rma_always() {
+  static const bool always = [] {
+    const char* v = std::getenv("GENIE_UCX_RMA");
+    if (v == nullptr || *v == '\0' || std::strcmp(v, "auto") == 0) return false;
+    if (std::strcmp(v, "always") == 0) return true;
+    say(LogLevel::Warn, "ucx: GENIE_UCX_RMA='", v, "' is not 'auto' or 'always': using auto");
+    return false;
+  }();
+  return always;
+}
+
 Context::Context() {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) fail(GENIE_ERR_UNSUPPORTED, "UCX: cannot read its configuration: ", ucs_status_string(st));
   allow_shared_memory_lanes(config);
+  // Safe by default (Context::rma): no software-emulated RMA for any peer.
+  // A UCX_PROTO_EMULATION_ENABLE in the environment cannot turn it back on.
+  const bool no_emulation = ucp_config_modify(config, "PROTO_EMULATION_ENABLE", "n") == UCS_OK;
+  rma_ = no_emulation || rma_always();
+  if (!no_emulation && rma_)
+    say(LogLevel::Warn, "ucx: GENIE_UCX_RMA=always with a UCX that emulates RMA in software: every UCX peer of "
+                        "this process can read and write its memory");
   ucp_params_t p{};
   p.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
-  p.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  p.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP | (rma_ ? UCP_FEATURE_RMA : 0);
   // Memory is registered from any thread while workers progress.
   p.mt_workers_shared = 1;
   p.name = "genie";

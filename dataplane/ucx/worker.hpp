@@ -56,10 +56,27 @@ class Context {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
   ucp_context_h get() const { return ctx_; }
+  // Whether the context carries UCX's RMA operations (put, get). Where no
+  // lane carries them, UCX emulates them in software, and the target's
+  // worker then copies to and from whatever address a peer's message names,
+  // checked against no registration, for any peer that reached a listener
+  // of the process, before any handshake of Genie's (UCX 1.13, rma_sw.c).
+  // So RMA is asked for only where UCX can be told not to emulate it
+  // (PROTO_EMULATION_ENABLE=n, UCX 1.21 and later), or where
+  // GENIE_UCX_RMA=always says the process trusts every UCX peer. Without
+  // it, bulk bytes go as rendezvous payloads (rma_emulated()).
+  bool rma() const { return rma_; }
 
  private:
   ucp_context_h ctx_ = nullptr;
+  bool rma_ = false;
 };
+
+// GENIE_UCX_RMA=always: RMA even where UCX only emulates it (see
+// Context::rma; to exercise the RMA path without RDMA hardware, in a process
+// whose UCX peers are all trusted). Unset or "auto": RMA only where UCX
+// does not emulate it.
+bool rma_always();
 
 // What a channel does with the active messages of its endpoint.
 class AmSink {
@@ -94,6 +111,7 @@ class LoopWorker : public std::enable_shared_from_this<LoopWorker> {
 
   ucp_worker_h get() const { return worker_; }
   uv_loop_t* loop() const { return loop_; }
+  const Context& context() const { return *ctx_; }
 
   // Queues fn to run on the loop after the current progress pass (never
   // inside the caller), and makes sure the loop comes round to it.

@@ -10,6 +10,10 @@
 // capabilities, registered memory and remote memory access.
 #include <gtest/gtest.h>
 
+#if __has_include(<ucp/api/ucp_version.h>)
+#include <ucp/api/ucp_version.h>
+#endif
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
@@ -102,12 +106,23 @@ struct End : std::enable_shared_from_this<End> {
 
 bool accepts_only_7(uint16_t type) { return type == 7; }
 
+// The test of what a process gets without GENIE_UCX_RMA (each test runs in
+// a process of its own).
+bool default_rma_test() {
+  return std::string(::testing::UnitTest::GetInstance()->current_test_info()->name())
+             .find("NoEmulatedRmaByDefault") != std::string::npos;
+}
+
 class Transports : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     testing::use_build_plugins();
     if (GetParam() == "dpdk") testing::use_dpdk_ring();
     ::setenv("UCX_TLS", "tcp,self,sm", 0);  // no RDMA device needed; one set outside wins
+    // RMA without RDMA hardware, as the RMA tests need it (docs/ucx.md,
+    // "Software-emulated RMA"; UcxDefaults below checks what a process gets
+    // without it).
+    if (GetParam() == "ucx" && !default_rma_test()) ::setenv("GENIE_UCX_RMA", "always", 0);
 #if defined(__SANITIZE_ADDRESS__)
     // UCX's memory hooks and LeakSanitizer's exit-time scan do not mix.
     ::setenv("UCX_MEM_EVENTS", "no", 0);
@@ -593,6 +608,32 @@ struct SharedMemoryKey {
 // A peer's remote key is walked within its bytes before UCX unpacks it
 // (UCX takes no length), and a key that would let the peer name addresses
 // inside this process (shared memory) is refused.
+// UCX before 1.21 cannot be told not to emulate RMA in software, and its
+// emulation lets any peer of the process read and write the process's
+// memory: without GENIE_UCX_RMA=always the transport offers no RMA there, and
+// a put or get is refused before UCX sees it (docs/ucx.md, "Software-emulated
+// RMA").
+TEST_P(Transports, NoEmulatedRmaByDefault) {
+  if (GetParam() != "ucx") GTEST_SKIP() << "RMA emulation is UCX's";
+  ASSERT_EQ(std::getenv("GENIE_UCX_RMA"), nullptr) << "run without GENIE_UCX_RMA";
+#if __has_include(<ucp/api/ucp_version.h>)
+  const bool can_forbid = UCP_API_VERSION >= UCP_VERSION(1, 21);
+#else
+  const bool can_forbid = false;
+#endif
+  EXPECT_EQ(t_->capabilities().rma, can_forbid);
+  if (can_forbid) return;
+  Pair p = open();
+  EXPECT_TRUE(p.c->rma_emulated());
+  std::vector<uint8_t> mine = pattern(64, 3), theirs(64, 0);
+  auto local = t_->register_memory(mine.data(), mine.size(), MemoryKind::Host);
+  auto remote = t_->register_memory(theirs.data(), theirs.size(), MemoryKind::Host);
+  const MemoryDescriptor rd = MemoryDescriptor::decode(remote->descriptor().encode());
+  EXPECT_EQ(remote_access(p, true, local, 0, rd, 0, 64).first, GENIE_ERR_UNSUPPORTED);
+  EXPECT_EQ(remote_access(p, false, local, 0, rd, 0, 64).first, GENIE_ERR_UNSUPPORTED);
+  EXPECT_EQ(theirs, std::vector<uint8_t>(64, 0));
+}
+
 TEST_P(Transports, ForgedRemoteKeysAreRefusedBeforeUse) {
   if (GetParam() != "ucx") GTEST_SKIP() << "remote keys are the ucx transport's";
   Pair p = open();
