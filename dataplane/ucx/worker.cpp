@@ -66,7 +66,12 @@ Context::Context() {
   allow_shared_memory_lanes(config);
   // Safe by default (Context::rma): no software-emulated RMA for any peer.
   // A UCX_PROTO_EMULATION_ENABLE in the environment cannot turn it back on.
-  const bool no_emulation = ucp_config_modify(config, "PROTO_EMULATION_ENABLE", "n") == UCS_OK;
+  // (Older UCX accepts the unknown name here and only warns later, so the
+  // version decides.)
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  const bool no_emulation = (major > 1 || (major == 1 && minor >= 21)) &&
+                            ucp_config_modify(config, "PROTO_EMULATION_ENABLE", "n") == UCS_OK;
   rma_ = no_emulation || rma_always();
   if (!no_emulation && rma_)
     say(LogLevel::Warn, "ucx: GENIE_UCX_RMA=always with a UCX that emulates RMA in software: every UCX peer of "
