@@ -184,9 +184,10 @@ def main():
     if remote_vs_embedded:
         table("Genie remote (loopback server) vs embedded", remote_vs_embedded, "embedded", "remote",
               "goal <= 1.10x")
-        print(f"remote decode step on the wire: graph submission {bytes_step['graph']} bytes, "
+        print(f"remote decode step on the wire: graph submission {bytes_step['graph']} bytes "
+              f"(the token inside it), "
               f"written {bytes_step['written']} bytes, read {bytes_step['read']} bytes "
-              f"(the KV cache stays on the server)")
+              f"({bytes_step.get('returned', 0)} inside the completion; the KV cache stays on the server)")
 
     if opt.json:
         def summary(r):

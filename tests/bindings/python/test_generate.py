@@ -40,8 +40,10 @@ def test_generate_remote_matches_eager_with_cache_on_server(serve):
         # The cache grows on the server, one position per step ...
         assert [b - a for a, b in zip(held, held[1:])] == [cache_step] * (new - 2)
         for s in steps:
-            # ... while the client writes the token and its position and reads one logits row.
-            assert s["written"] == 16 and s["read"] == VOCAB * 4
+            # ... while the token and its position go inside each submission
+            # and one logits row comes back inside its completion: no
+            # transfer of its own either way.
+            assert s["written"] == 0 and s["read"] == VOCAB * 4 and s["returned"] == VOCAB * 4, s
         # The decode graph goes in full once, then as deltas far smaller than the caches.
         assert all(s["graph"] < 4096 for s in steps[1:]), steps
         total_cache = held[-1]

@@ -128,8 +128,10 @@ class KVCacheGenerator:
         """Greedy decoding: `max_new_tokens` tokens after the prompt `idx`
         [B, T]. Returns (tokens [B, T + max_new_tokens], stats): stats is a
         dict with "prefill_ms", "decode_ms" (per step), "bytes_per_step"
-        (per step: "graph" submission bytes on the wire, "written",
-        "read") and "server_tensor_bytes" (what the server holds after each
+        (per step, remote: the client's counters: "graph" submission bytes
+        on the wire, the token and position inside them; "written" by
+        transfers of their own; "read", of which "returned" came back inside
+        the step's completion) and "server_tensor_bytes" (what the server holds after each
         step, caches included; None embedded). on_step(i, stats) is called
         after each decode step."""
         B, T = idx.shape
@@ -159,7 +161,7 @@ class KVCacheGenerator:
             for step in range(max_new_tokens - 1):
                 graph, bindings, names, spec, _ = self._decode_graph(
                     _example_past(caches), B)
-                before = ctx.server_info()["client"]["graph_bytes_sent"] if remote else 0
+                before = ctx.server_info()["client"] if remote else None
                 t1 = time.perf_counter()
                 tok_np = to_numpy(nxt)
                 pos_np = np.array([T + step], dtype=np.int64)
@@ -180,10 +182,22 @@ class KVCacheGenerator:
                 stats["decode_ms"].append((time.perf_counter() - t1) * 1e3)
                 tokens.append(nxt)
                 info = ctx.server_info() if remote else None
-                stats["bytes_per_step"].append({
-                    "graph": (info["client"]["graph_bytes_sent"] - before) if remote else 0,
-                    "written": tok_np.nbytes + pos_np.nbytes,
-                    "read": last.nbytes})
+                if remote:
+                    # The client's counters: the token and its position go
+                    # inside the submission, the logits come back inside its
+                    # completion ("returned", part of "read").
+                    now = info["client"]
+                    delta = {k: now.get(k, 0) - before.get(k, 0) for k in
+                             ("graph_bytes_sent", "tensor_bytes_written", "tensor_bytes_read",
+                              "inline_output_bytes")}
+                    stats["bytes_per_step"].append({
+                        "graph": delta["graph_bytes_sent"],
+                        "written": delta["tensor_bytes_written"],
+                        "read": delta["tensor_bytes_read"] + delta["inline_output_bytes"],
+                        "returned": delta["inline_output_bytes"]})
+                else:
+                    stats["bytes_per_step"].append({"graph": 0, "written": tok_np.nbytes + pos_np.nbytes,
+                                                    "read": last.nbytes, "returned": 0})
                 stats["server_tensor_bytes"].append(info["tensor_bytes"] if remote else None)
                 if on_step is not None:
                     on_step(step, stats)
