@@ -38,6 +38,27 @@ import sys
 import time
 
 
+def nanogpt(opt):
+    """The model both nanoGPT benchmarks run (this one and
+    bench/links/torch_gpt_links.py): OpenBLAS, torch and Genie set to
+    opt.threads, the tests' models.GPT seeded to opt's sizes. Returns
+    (model, prompt [1, opt.prompt], eager greedy tokens for opt.new more)."""
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GENIE_NUM_THREADS"):
+        os.environ[var] = str(opt.threads)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                    "bindings", "python"))
+    import torch
+    from genie.torch.generate import greedy_eager
+    from models import GPT, seeded
+
+    torch.set_num_threads(opt.threads)
+    torch.manual_seed(0)
+    model = seeded(GPT(vocab_size=opt.vocab, block_size=opt.prompt + opt.new, n_layer=opt.layers,
+                       n_head=opt.heads, n_embd=opt.embd))
+    idx = torch.randint(0, opt.vocab, (1, opt.prompt))
+    return model, idx, greedy_eager(model, idx, opt.new)
+
+
 def parse():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=4)
@@ -83,24 +104,12 @@ def start_server(path, threads):
 
 def main():
     opt = parse()
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GENIE_NUM_THREADS"):
-        os.environ[var] = str(opt.threads)
     for var in ("GENIE_MASTER_ADDR", "GENIE_MASTER_PORT"):
         os.environ.pop(var, None)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
-                                    "bindings", "python"))
+    model, idx, want = nanogpt(opt)
     import torch
     import genie
     from genie.torch import KVCacheGenerator
-    from genie.torch.generate import greedy_eager
-    from models import GPT, seeded
-
-    torch.set_num_threads(opt.threads)
-    torch.manual_seed(0)
-    model = seeded(GPT(vocab_size=opt.vocab, block_size=opt.prompt + opt.new, n_layer=opt.layers,
-                       n_head=opt.heads, n_embd=opt.embd))
-    idx = torch.randint(0, opt.vocab, (1, opt.prompt))
-    want = greedy_eager(model, idx, opt.new)
 
     def eager_run():
         """(prefill ms, [decode step ms], tokens) with torch eager and a KV cache."""

@@ -80,22 +80,12 @@ def counters(ctx):
 
 def main():
     opt = parse()
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "GENIE_NUM_THREADS"):
-        os.environ[var] = str(opt.threads)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
-                                    "bindings", "python"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from torch_gpt import nanogpt
+    model, idx, want = nanogpt(opt)
     import torch
     import genie
     from genie.torch import KVCacheGenerator
-    from genie.torch.generate import greedy_eager
-    from models import GPT, seeded
-
-    torch.set_num_threads(opt.threads)
-    torch.manual_seed(0)
-    model = seeded(GPT(vocab_size=opt.vocab, block_size=opt.prompt + opt.new, n_layer=opt.layers,
-                       n_head=opt.heads, n_embd=opt.embd))
-    idx = torch.randint(0, opt.vocab, (1, opt.prompt))
-    want = greedy_eager(model, idx, opt.new)
     token = os.environ.get("GENIE_AUTH_TOKEN") or None
 
     ctxs, gens = {}, {}

@@ -21,6 +21,13 @@ namespace {
 constexpr int kLearnedVersion = 2;
 constexpr int kMaxBucket = 80;  // 2^80 FLOPs + bytes: beyond any node
 
+// A graph key as 16 hex digits under "graph" in `o` (parse_hex reads it).
+void add_graph_key(cJSON* o, uint64_t k) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(k));
+  cJSON_AddStringToObject(o, "graph", hex);
+}
+
 bool parse_hex(const char* s, uint64_t* out) {
   if (std::strlen(s) != 16) return false;
   char* end = nullptr;
@@ -308,9 +315,7 @@ bool CostLearner::save() {
     cJSON* nodes = cJSON_AddArrayToObject(root, "graph_nodes");
     for (const auto& [k, g] : node_cells_) {
       cJSON* gn = cJSON_CreateObject();
-      char hex[17];
-      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(k));
-      cJSON_AddStringToObject(gn, "graph", hex);
+      add_graph_key(gn, k);
       cJSON* fs = cJSON_AddArrayToObject(gn, "factors");
       cJSON* ns = cJSON_AddArrayToObject(gn, "counts");
       for (const Cell& c : g.cells) {
@@ -323,9 +328,7 @@ bool CostLearner::save() {
     cJSON* graphs = cJSON_AddArrayToObject(root, "graph_gaps");
     for (const auto& [k, v] : graph_gap_) {
       cJSON* gg = cJSON_CreateObject();
-      char hex[17];
-      std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(k));
-      cJSON_AddStringToObject(gg, "graph", hex);
+      add_graph_key(gg, k);
       cJSON_AddNumberToObject(gg, "gap_s", v.s);
       cJSON_AddNumberToObject(gg, "count", static_cast<double>(v.count));
       cJSON_AddItemToArray(graphs, gg);

@@ -111,6 +111,18 @@ inline std::unique_ptr<Graph> gpt2(const Gpt2Options& o) {
   return g;
 }
 
+// y = x [n, n] @ w [n, n], then relu: one matmul and one cheap op.
+inline std::unique_ptr<Graph> matmul_relu(int64_t n) {
+  auto g = std::make_unique<Graph>("mm");
+  g->add_input("x", DType::F32, {n, n});
+  g->add_input("w", DType::F32, {n, n});
+  g->add_node("matmul", "mm", {"x", "w"}, {"h"});
+  g->add_node("relu", "act", {"h"}, {"y"});
+  g->mark_output("y");
+  g->validate();
+  return g;
+}
+
 // A device with round figures, for hand-checkable plans.
 inline DeviceProfile device(const std::string& node, const std::string& dev, double gflops, double gbps,
                             uint64_t budget = uint64_t{1} << 34) {

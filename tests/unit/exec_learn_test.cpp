@@ -10,18 +10,7 @@ namespace {
 
 using namespace sched;
 using testing::device;
-
-// y = x [n, n] @ w [n, n], then relu.
-std::unique_ptr<Graph> matmul_relu(int64_t n) {
-  auto g = std::make_unique<Graph>("mm");
-  g->add_input("x", DType::F32, {n, n});
-  g->add_input("w", DType::F32, {n, n});
-  g->add_node("matmul", "mm", {"x", "w"}, {"h"});
-  g->add_node("relu", "act", {"h"}, {"y"});
-  g->mark_output("y");
-  g->validate();
-  return g;
-}
+using testing::matmul_relu;
 
 TEST(ExecLearn, AStageTimeTeachesTheWorkersDeviceInProportion) {
   const auto g = matmul_relu(128);

@@ -17,18 +17,7 @@ namespace genie::sched {
 namespace {
 
 using testing::device;
-
-// y = x [n, n] @ w [n, n], then relu.
-std::unique_ptr<Graph> matmul_relu(int64_t n) {
-  auto g = std::make_unique<Graph>("mm");
-  g->add_input("x", DType::F32, {n, n});
-  g->add_input("w", DType::F32, {n, n});
-  g->add_node("matmul", "mm", {"x", "w"}, {"h"});
-  g->add_node("relu", "act", {"h"}, {"y"});
-  g->mark_output("y");
-  g->validate();
-  return g;
-}
+using testing::matmul_relu;
 
 std::string temp_file(const char* tag) {
   return std::string(::testing::TempDir()) + "genie_learned_" + tag + "_" + std::to_string(::getpid()) +
